@@ -1,0 +1,5 @@
+import sys
+
+from worldsmith.cli.main import main
+
+sys.exit(main())

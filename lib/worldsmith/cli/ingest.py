@@ -1,0 +1,74 @@
+"""`worldsmith ingest PATH... --dataset NAME [--format F] [--strict] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from worldsmith.cli.common import EXIT_ERROR, EXIT_OK, add_common, emit_json, workspace_from
+from worldsmith.traces.importers import IMPORTERS
+from worldsmith.workspace.ingest import IngestProgress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest", help="import trace files into a dataset",
+        description="Import trace files (format auto-detected) into a workspace dataset. "
+        "Rejected records are reported with file, line or JSON pointer and reason, and written "
+        "verbatim to a quarantine file next to the import report.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders")
+    parser.add_argument("--dataset", required=True, help="dataset name (created if missing)")
+    parser.add_argument("--format", choices=sorted(IMPORTERS), help="skip detection and read every file as FORMAT")
+    parser.add_argument("--strict", action="store_true", help="import nothing if any record is rejected")
+    add_common(parser)
+    parser.set_defaults(handler=run)
+
+
+class _Progress:
+    """One status line on stderr, at most every half second, only on a terminal."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, progress: IngestProgress) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.5:
+            return
+        self.last = now
+        rate = progress.turns / progress.seconds if progress.seconds else 0.0
+        sys.stderr.write(
+            f"\r[{progress.files_done}/{progress.files_total} files] {progress.episodes} episodes, "
+            f"{progress.turns} turns ({rate:,.0f} turns/s), {progress.rejected} rejected   "
+        )
+        sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    workspace = workspace_from(args)
+    progress = _Progress()
+    report = workspace.ingest(args.paths, args.dataset, format=args.format, strict=args.strict, progress=progress)
+    if progress.enabled:
+        sys.stderr.write("\n")
+    failed = (args.strict and report.rejected > 0) or (report.episodes == 0 and report.rejected > 0)
+    if getattr(args, "json", False):
+        emit_json(report.summary())
+    else:
+        for file in report.files:
+            status = f"error: {file.error}" if file.error else (
+                f"{file.episodes} episodes, {file.turns} turns, {file.rejected} rejected, {file.duplicates} duplicates"
+            )
+            print(f"{file.path} [{file.format or '?'}]: {status}")
+        for item in report.rejects[:20]:
+            where = item["source"] + (f":{item['line']}" if item["line"] else "") + (f" {item['pointer']}" if item["pointer"] else "")
+            print(f"  rejected {where}: {item['reason']}", file=sys.stderr)
+        if report.rejected > 20:
+            print(f"  ... {report.rejected - 20} more rejects in {report.quarantine_path}", file=sys.stderr)
+        verdict = "committed" if report.committed else "nothing committed"
+        print(
+            f"dataset {report.dataset}: {verdict}; {report.episodes} episodes, {report.turns} turns, "
+            f"{report.rejected} rejected, {report.duplicates} duplicates ({report.seconds:.2f}s); report {report.report_path}"
+        )
+    return EXIT_ERROR if failed else EXIT_OK

@@ -1,0 +1,113 @@
+"""`worldsmith traces list|show|schema|formats` and `worldsmith datasets`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.traces import IMPORTERS, episode_json_schema
+from worldsmith.util.atomic import atomic_write_json
+from worldsmith.workspace import EpisodeFilter
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    traces = subparsers.add_parser("traces", help="browse episodes; the native JSON Schema; known formats")
+    commands = traces.add_subparsers(dest="traces_command", required=True, metavar="{list,show,schema,formats}")
+
+    listing = commands.add_parser("list", help="list episodes of a dataset (paged, filtered)")
+    listing.add_argument("--dataset", required=True)
+    listing.add_argument("--env", help="only this environment id")
+    listing.add_argument("--task", help="only tasks containing this text")
+    listing.add_argument("--outcome", choices=["success", "failure", "unknown"])
+    listing.add_argument("--min-turns", type=int)
+    listing.add_argument("--max-turns", type=int)
+    listing.add_argument("--split")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--offset", type=int, default=0)
+    add_common(listing)
+    listing.set_defaults(handler=run_list)
+
+    show = commands.add_parser("show", help="show one episode, or one turn by id (<episode>#<index>)")
+    show.add_argument("id", help="episode id or turn id")
+    show.add_argument("--dataset", required=True)
+    add_common(show)
+    show.set_defaults(handler=run_show)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of the native format")
+    schema.add_argument("--out", help="write it to this file instead of stdout")
+    schema.set_defaults(handler=run_schema)
+
+    formats = commands.add_parser("formats", help="list the trace formats that can be imported")
+    add_common(formats)
+    formats.set_defaults(handler=run_formats)
+
+    datasets = subparsers.add_parser("datasets", help="list the datasets of the workspace")
+    add_common(datasets)
+    datasets.set_defaults(handler=run_datasets)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    dataset = workspace_from(args).dataset(args.dataset)
+    where = EpisodeFilter(env_id=args.env, task_contains=args.task, outcome=args.outcome,
+                          min_turns=args.min_turns, max_turns=args.max_turns, split=args.split)
+    frame = dataset.list_episodes(where, limit=args.limit, offset=args.offset)
+    total = dataset.count_episodes(where)
+    if getattr(args, "json", False):
+        records = orjson.loads(frame.to_json(orient="records"))
+        emit_json({"dataset": dataset.name, "total": total, "offset": args.offset, "episodes": records})
+    else:
+        columns = ["episode_id", "env_id", "n_turns", "reward", "success", "split", "task"]
+        print(frame[columns].to_string(index=False, max_colwidth=60) if not frame.empty else "(no episodes)")
+        print(f"{len(frame)} of {total} episodes (offset {args.offset})")
+    return EXIT_OK
+
+
+def run_show(args: argparse.Namespace) -> int:
+    dataset = workspace_from(args).dataset(args.dataset)
+    try:
+        if "#" in args.id and dataset.has_turn(args.id):
+            value = dataset.turn(args.id).model_dump(mode="json")
+        else:
+            value = dataset.episode(args.id).model_dump(mode="json")
+    except KeyError as error:
+        raise CommandError(str(error.args[0])) from None
+    if getattr(args, "json", False):
+        emit_json(value)
+    else:
+        sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return EXIT_OK
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    schema = episode_json_schema()
+    if args.out:
+        atomic_write_json(args.out, schema)
+    else:
+        emit_json(schema)
+    return EXIT_OK
+
+
+def run_formats(args: argparse.Namespace) -> int:
+    formats = [{"name": name, "description": importer.description} for name, importer in sorted(IMPORTERS.items())]
+    if getattr(args, "json", False):
+        emit_json({"formats": formats})
+    else:
+        for item in formats:
+            print(f"{item['name']:<16} {item['description']}")
+    return EXIT_OK
+
+
+def run_datasets(args: argparse.Namespace) -> int:
+    workspace = workspace_from(args)
+    stats = [workspace.dataset(name).stats() for name in workspace.list_datasets()]
+    if getattr(args, "json", False):
+        emit_json({"workspace": str(workspace.root), "datasets": stats})
+    else:
+        if not stats:
+            print(f"no datasets in {workspace.root}")
+        for item in stats:
+            print(f"{item['name']:<24} {item['episodes']:>8} episodes {item['turns']:>10} turns")
+    return EXIT_OK

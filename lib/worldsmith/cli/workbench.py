@@ -1,0 +1,42 @@
+"""`worldsmith workbench`: start the Streamlit workbench (localhost only unless told otherwise)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from worldsmith.cli.common import add_common
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("workbench", help="start the web workbench")
+    parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--address", default="127.0.0.1", help="listen address (default: localhost only)")
+    parser.add_argument("--app", default=None, help="path to workbench/app.py (default: the repository's)")
+    add_common(parser, json_flag=False)
+    parser.set_defaults(handler=run)
+
+
+def app_path(explicit: str | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    candidates = [Path.cwd() / "workbench" / "app.py", Path(__file__).resolve().parents[3] / "workbench" / "app.py"]
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    raise SystemExit("workbench/app.py not found: run from the repository root or pass --app")
+
+
+def run(args: argparse.Namespace) -> int:
+    env = dict(os.environ)
+    if getattr(args, "workspace", None):
+        env["WORLDSMITH_WORKSPACE"] = str(Path(args.workspace).resolve())
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(app_path(args.app)),
+        "--server.address", args.address, "--server.port", str(args.port),
+        "--server.headless", "true", "--browser.gatherUsageStats", "false",
+    ]
+    return subprocess.call(command, env=env)

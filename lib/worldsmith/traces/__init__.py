@@ -1,0 +1,88 @@
+"""The trace model, its importers and exporters.
+
+    from worldsmith.traces import read_traces
+    for item in read_traces(["runs/airline.json"]):
+        ...  # Episode, or Reject (file, line/pointer, reason, raw record)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from worldsmith.traces.actions import action_from_json, action_from_text
+from worldsmith.traces.exporters import EXPORTERS, export_episodes
+from worldsmith.traces.importers import (
+    IMPORTERS,
+    Detection,
+    Importer,
+    ReadItem,
+    detect_format,
+    get_importer,
+    register_importer,
+)
+from worldsmith.traces.model import (
+    Action,
+    ContextEvent,
+    Episode,
+    Observation,
+    Provenance,
+    SourceRef,
+    Turn,
+    split_turn_id,
+    turn_id,
+)
+from worldsmith.traces.report import FileReport, ImportReport, Reject, TraceFormatError
+
+__all__ = [
+    "EXPORTERS",
+    "IMPORTERS",
+    "Action",
+    "ContextEvent",
+    "Detection",
+    "Episode",
+    "FileReport",
+    "ImportReport",
+    "Importer",
+    "Observation",
+    "Provenance",
+    "ReadItem",
+    "Reject",
+    "SourceRef",
+    "TraceFormatError",
+    "Turn",
+    "action_from_json",
+    "action_from_text",
+    "detect_format",
+    "episode_json_schema",
+    "export_episodes",
+    "get_importer",
+    "read_traces",
+    "register_importer",
+    "split_turn_id",
+    "turn_id",
+]
+
+
+def read_traces(paths: Iterable[str | Path], format: str | None = None) -> Iterator[ReadItem]:
+    """Episodes and rejects from trace files, without a workspace (notebooks, quick looks).
+
+    Raises TraceFormatError for a file that cannot be read at all (empty, binary, unknown).
+    """
+    from worldsmith.workspace.ingest import expand_paths
+
+    for path in expand_paths(paths):
+        importer = get_importer(format) if format else detect_format(path).importer
+        yield from importer.read(path)
+
+
+def episode_json_schema() -> dict[str, Any]:
+    """JSON Schema of one line of the native JSONL format."""
+    schema = Episode.model_json_schema(mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "worldsmith episode (native JSONL line)"
+    schema.setdefault("properties", {})["format"] = {
+        "const": "worldsmith.episode/v1", "description": "Format tag written by the exporter (optional on input)."
+    }
+    return schema

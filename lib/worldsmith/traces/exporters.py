@@ -1,0 +1,144 @@
+"""Writers for the native, OpenAI-messages and Trace2Env layouts.
+
+Every exporter keeps all of an episode's content, so export followed by import gives back an
+equal episode (`Episode.content()`); fields a format has no place for travel under a
+`worldsmith` key that OpenAI-compatible readers ignore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from worldsmith.traces.importers.native import FORMAT_TAG
+from worldsmith.traces.model import ContextEvent, Episode
+from worldsmith.util.atomic import atomic_write
+
+__all__ = ["EXPORTERS", "episode_to_native", "episode_to_openai", "episode_to_trace2env", "export_episodes"]
+
+_EXPORT_KEY = "worldsmith"
+
+
+def episode_to_native(episode: Episode) -> dict[str, Any]:
+    return {"format": FORMAT_TAG, **episode.model_dump(mode="json", exclude_none=False)}
+
+
+def _episode_fields(episode: Episode) -> dict[str, Any]:
+    fields: dict[str, Any] = {"id": episode.id}
+    for key in ("env_id", "task", "task_id", "reward", "success", "split", "family"):
+        value = getattr(episode, key)
+        if value is not None:
+            fields[key] = value
+    if episode.metadata:
+        fields["metadata"] = episode.metadata
+    return fields
+
+
+def _message(event: ContextEvent) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": event.role, "content": event.content}
+    if event.name:
+        message["name"] = event.name
+    return message
+
+
+def episode_to_openai(episode: Episode) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    for turn in episode.turns:
+        messages.extend(_message(event) for event in turn.context)
+        action = turn.action
+        call_id = action.call_id or f"call_{turn.index}"
+        arguments = action.raw if action.raw is not None and action.parse_error is None and _same_json(action.raw, action.arguments) else orjson.dumps(action.arguments).decode()
+        messages.append({
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": action.name, "arguments": arguments}}],
+        })
+        extra: dict[str, Any] = {}
+        if turn.reward is not None:
+            extra["reward"] = turn.reward
+        if turn.done is not None:
+            extra["done"] = turn.done
+        if turn.info:
+            extra["info"] = turn.info
+        if action.raw != (arguments if action.raw is not None else None):
+            extra["raw"] = action.raw
+        tool: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": action.name, "content": turn.observation.text}
+        if extra:
+            tool[_EXPORT_KEY] = extra
+        messages.append(tool)
+    messages.extend(_message(event) for event in episode.final_context)
+    record = _episode_fields(episode)
+    initial = episode.initial_observation.text if episode.initial_observation is not None else None
+    record[_EXPORT_KEY] = {"initial_observation": initial}
+    record["messages"] = messages
+    return record
+
+
+def _same_json(text: str, value: Any) -> bool:
+    try:
+        return orjson.loads(text) == value
+    except orjson.JSONDecodeError:
+        return False
+
+
+def episode_to_trace2env(episode: Episode) -> dict[str, Any]:
+    events: list[dict[str, Any]] = []
+    if episode.task is not None:
+        events.append({"kind": "instruction", "content": episode.task})
+    if episode.initial_observation is not None:
+        events.append({"kind": "observation", "content": episode.initial_observation.text})
+    for turn in episode.turns:
+        events.extend(_context_event(event) for event in turn.context)
+        action: dict[str, Any] = {"kind": "action", "name": turn.action.name, "arguments": turn.action.arguments}
+        if turn.action.raw is not None:
+            action["raw"] = turn.action.raw
+        if turn.action.call_id is not None:
+            action["call_id"] = turn.action.call_id
+        events.append(action)
+        observation: dict[str, Any] = {"kind": "observation", "content": turn.observation.text}
+        if turn.reward is not None:
+            observation["reward"] = turn.reward
+        if turn.done is not None:
+            observation["done"] = turn.done
+        if turn.info:
+            observation["info"] = turn.info
+        events.append(observation)
+    events.extend(_context_event(event) for event in episode.final_context)
+    fields = _episode_fields(episode)
+    fields["episode_id"] = fields.pop("id")
+    if "env_id" in fields:
+        fields["environment_id"] = fields.pop("env_id")
+    fields.pop("task", None)
+    return {**fields, "events": events}
+
+
+def _context_event(event: ContextEvent) -> dict[str, Any]:
+    item: dict[str, Any] = {"kind": "context", "role": event.role, "content": event.content}
+    if event.name:
+        item["name"] = event.name
+    return item
+
+
+EXPORTERS: dict[str, Callable[[Episode], dict[str, Any]]] = {
+    "jsonl": episode_to_native,
+    "native": episode_to_native,
+    "openai": episode_to_openai,
+    "trace2env": episode_to_trace2env,
+}
+
+
+def export_episodes(episodes: Iterable[Episode], format: str, out: Path) -> int:
+    """Write episodes as JSONL in `format`, atomically; returns the number written."""
+    try:
+        convert = EXPORTERS[format]
+    except KeyError:
+        raise ValueError(f"unknown export format {format!r}; choose one of: {', '.join(sorted(EXPORTERS))}") from None
+    count = 0
+    with atomic_write(Path(out)) as handle:
+        for episode in episodes:
+            handle.write(orjson.dumps(convert(episode), option=orjson.OPT_APPEND_NEWLINE))
+            count += 1
+    return count

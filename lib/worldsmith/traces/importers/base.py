@@ -1,0 +1,338 @@
+"""The `Importer` seam and the streaming readers every JSON-based importer shares.
+
+Readers never load a whole file: JSONL is read line by line, a top-level JSON array element by
+element (with `json.JSONDecoder.raw_decode` over a sliding buffer). Each record comes with its
+line number and JSON pointer so a reject can say exactly where it was, and with its verbatim
+text so the quarantine file can hold it unchanged.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+from pydantic import ValidationError
+
+from worldsmith.traces.model import Episode
+from worldsmith.traces.report import Reject, TraceFormatError
+
+__all__ = [
+    "HEAD_BYTES",
+    "Importer",
+    "JsonRecord",
+    "ReadItem",
+    "format_validation_error",
+    "iter_json_records",
+    "read_head",
+    "safe_records",
+    "text_head",
+]
+
+HEAD_BYTES = 64 * 1024
+_CHUNK_CHARS = 1 << 20
+
+ReadItem = Episode | Reject
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """Reads one trace format. `sniff` scores how likely a file is in this format (0..1) from
+    its head; `read` streams episodes and rejects, never raising on bad records."""
+
+    name: str
+    description: str
+
+    def sniff(self, path: Path, head: str) -> float: ...
+
+    def read(self, path: Path) -> Iterator[ReadItem]: ...
+
+
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(size)
+
+
+def text_head(path: Path, head: bytes) -> str:
+    """Decode a file head for sniffing; raise TraceFormatError for empty or binary files."""
+    if not head:
+        raise TraceFormatError(str(path), "empty file")
+    if b"\x00" in head:
+        raise TraceFormatError(str(path), "binary file (contains NUL bytes), not a trace")
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    try:
+        text = decoder.decode(head, final=False)
+    except UnicodeDecodeError as error:
+        raise TraceFormatError(
+            str(path), f"binary file (not UTF-8 text at byte {error.start})"
+        ) from None
+    if not text.strip():
+        raise TraceFormatError(str(path), "empty file (only whitespace)")
+    return text.lstrip("\ufeff")
+
+
+@dataclass(slots=True)
+class JsonRecord:
+    """One top-level record of a JSON/JSONL file, or the reason it could not be parsed."""
+
+    line: int
+    pointer: str
+    raw: str | bytes | None
+    value: Any = None
+    error: str | None = None
+
+    def raw_text(self) -> str:
+        """The record as it stands in the file (re-serialised only if it was not kept)."""
+        if isinstance(self.raw, bytes):
+            return self.raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if self.raw is not None:
+            return self.raw
+        return orjson.dumps(self.value).decode()
+
+    def reject(self, source: str, reason: str | None = None) -> Reject:
+        return Reject(
+            source=source, reason=reason or self.error or "invalid record", line=self.line,
+            pointer=self.pointer or None, raw=self.raw_text(),
+        )
+
+
+def iter_json_records(path: Path) -> Iterator[JsonRecord]:
+    """Stream the records of a JSONL file, a JSON array file, or a single JSON document."""
+    layout = _json_layout(path)
+    if layout == "jsonl":
+        yield from _iter_jsonl(path)
+    else:
+        yield from _iter_json_document(path)
+
+
+_WS = re.compile(r"\s*")
+
+
+def _json_layout(path: Path) -> str:
+    """'jsonl' or 'document': a file whose first line is a complete JSON value is JSONL."""
+    with open(path, "rb") as handle:
+        first = handle.readline()
+        stripped = first.strip().lstrip(b"\xef\xbb\xbf")
+        while not stripped:
+            first = handle.readline()
+            if not first:
+                return "document"
+            stripped = first.strip()
+        if stripped[:1] == b"[" and not _parses(stripped):
+            return "document"
+        if _parses(stripped):
+            return "jsonl"
+        # The first line is broken: JSONL with a bad first line, or a pretty-printed document?
+        second = handle.readline().strip()
+        while not second:
+            nxt = handle.readline()
+            if not nxt:
+                return "document"
+            second = nxt.strip()
+        return "jsonl" if second[:1] in (b"{", b"[") and _parses(second) else "document"
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.lstrip(b"\xef\xbb\xbf")
+            if not line.strip():
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                kind = "truncated JSON" if _looks_truncated(str(error)) else "invalid JSON"
+                yield JsonRecord(line=number, pointer="", raw=line, error=f"{kind}: {error}")
+                continue
+            yield JsonRecord(line=number, pointer="", raw=line, value=value)
+
+
+def _looks_truncated(message: str) -> bool:
+    return "unexpected end" in message.lower() or "eof" in message.lower()
+
+
+class _TextWindow:
+    """A sliding window over a UTF-8 text file: refill on demand, drop what was consumed."""
+
+    def __init__(self, path: Path) -> None:
+        self._handle = open(path, encoding="utf-8", errors="strict", newline="")
+        self.buffer = ""
+        self.pos = 0
+        self.eof = False
+        self.line = 1  # line number at self.pos
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def refill(self, at_least: int = _CHUNK_CHARS) -> bool:
+        if self.eof:
+            return False
+        chunk = self._handle.read(max(at_least, _CHUNK_CHARS))
+        if not chunk:
+            self.eof = True
+            return False
+        if self.pos > _CHUNK_CHARS:
+            self.buffer = self.buffer[self.pos :]
+            self.pos = 0
+        self.buffer += chunk
+        return True
+
+    def skip_ws(self) -> str:
+        """Skip whitespace; return the next character ('' at end of file)."""
+        while True:
+            match = _WS.match(self.buffer, self.pos)
+            end = match.end() if match else self.pos
+            self.line += self.buffer.count("\n", self.pos, end)
+            self.pos = end
+            if self.pos < len(self.buffer):
+                return self.buffer[self.pos]
+            if not self.refill():
+                return ""
+
+    def advance(self, end: int) -> None:
+        self.line += self.buffer.count("\n", self.pos, end)
+        self.pos = end
+
+
+def _iter_json_document(path: Path) -> Iterator[JsonRecord]:
+    window = _TextWindow(path)
+    try:
+        yield from _walk_document(window, str(path))
+    except UnicodeDecodeError as error:
+        yield JsonRecord(
+            line=window.line, pointer="", raw=None,
+            error=f"not UTF-8 text near line {window.line}: {error.reason}; the rest of the file is skipped",
+        )
+    finally:
+        window.close()
+
+
+def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, int] | str:
+    """Decode one JSON value at the window position, refilling as needed; error text on failure."""
+    want = _CHUNK_CHARS
+    while True:
+        try:
+            return decoder.raw_decode(window.buffer, window.pos)
+        except json.JSONDecodeError as error:
+            if not window.refill(want):
+                kind = "truncated JSON" if error.pos >= len(window.buffer.rstrip()) else "invalid JSON"
+                lines_before_pos = window.buffer.count("\n", 0, window.pos)
+                line = window.line - lines_before_pos + error.lineno - 1
+                return f"{kind}: {error.msg} (line {line}, column {error.colno})"
+            want = max(want * 2, len(window.buffer))
+
+
+def _walk_document(window: _TextWindow, source: str) -> Iterator[JsonRecord]:
+    decoder = json.JSONDecoder()
+    first = window.skip_ws()
+    if first == "\ufeff":
+        window.advance(window.pos + 1)
+        first = window.skip_ws()
+    if first != "[":
+        start_line = window.line
+        result = _decode_value(window, decoder)
+        if isinstance(result, str):
+            yield JsonRecord(line=start_line, pointer="", raw=_tail(window), error=result)
+            return
+        value, end = result
+        raw = window.buffer[window.pos : end]
+        window.advance(end)
+        yield JsonRecord(line=start_line, pointer="", raw=raw, value=value)
+        if window.skip_ws():
+            yield JsonRecord(
+                line=window.line, pointer="", raw=_tail(window),
+                error="extra data after the JSON document",
+            )
+        return
+    window.advance(window.pos + 1)
+    index = 0
+    if window.skip_ws() == "]":
+        return
+    while True:
+        char = window.skip_ws()
+        if char == "":
+            yield JsonRecord(line=window.line, pointer=f"/{index}", raw="", error="truncated JSON array: missing ']'")
+            return
+        start_line = window.line
+        result = _decode_value(window, decoder)
+        if isinstance(result, str):
+            yield JsonRecord(line=start_line, pointer=f"/{index}", raw=_tail(window), error=result)
+            return
+        value, end = result
+        raw = window.buffer[window.pos : end]
+        window.advance(end)
+        yield JsonRecord(line=start_line, pointer=f"/{index}", raw=raw, value=value)
+        index += 1
+        separator = window.skip_ws()
+        if separator == ",":
+            window.advance(window.pos + 1)
+            continue
+        if separator == "]":
+            window.advance(window.pos + 1)
+            if window.skip_ws():
+                yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error="extra data after the JSON array")
+            return
+        if separator == "":
+            yield JsonRecord(line=window.line, pointer=f"/{index}", raw="", error="truncated JSON array: missing ']'")
+            return
+        yield JsonRecord(
+            line=window.line, pointer=f"/{index}", raw=_tail(window),
+            error=f"invalid JSON array: expected ',' or ']' but found {separator!r}; the rest of the file is skipped",
+        )
+        return
+
+
+_TAIL_LIMIT = 64 << 20
+
+
+def _tail(window: _TextWindow) -> str:
+    """The unparseable rest of the file, verbatim (capped so quarantine stays bounded)."""
+    parts = [window.buffer[window.pos :]]
+    size = len(parts[0])
+    while size < _TAIL_LIMIT and window.refill():
+        parts = [window.buffer[window.pos :]]
+        size = len(parts[0])
+    return parts[0][:_TAIL_LIMIT]
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One line per problem, each naming the field path."""
+    problems = []
+    for item in error.errors()[:5]:
+        where = ".".join(str(part) for part in item["loc"]) or "(record)"
+        problems.append(f"{where}: {item['msg']}")
+    more = error.error_count() - len(problems)
+    if more > 0:
+        problems.append(f"... and {more} more")
+    return "; ".join(problems)
+
+
+def safe_records(
+    path: Path, convert: Callable[[JsonRecord], Iterator[ReadItem]]
+) -> Iterator[ReadItem]:
+    """Run `convert` on every record; parse errors and conversion failures become rejects."""
+    source = str(path)
+    for record in iter_json_records(path):
+        if record.error is not None:
+            yield record.reject(source)
+            continue
+        try:
+            yield from convert(record)
+        except ValidationError as error:
+            yield record.reject(source, f"invalid record: {format_validation_error(error)}")
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            yield record.reject(source, f"invalid record: {error}")

@@ -1,0 +1,204 @@
+"""The one trace model every importer produces and every later stage consumes.
+
+An `Episode` is a sequence of `Turn`s; a turn is one action sent to the environment and the
+observation that came back, plus the context (user messages, agent text) seen since the
+previous turn. Every turn carries a stable id (`<episode_id>#<index>`) and a `Provenance`
+record so a worldbook rule can always cite the exact place in the source file it came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Action",
+    "ContextEvent",
+    "Episode",
+    "Observation",
+    "Provenance",
+    "SourceRef",
+    "Turn",
+    "content_digest",
+    "parse_json_text",
+    "split_turn_id",
+    "turn_id",
+]
+
+_MODEL_CONFIG = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+def turn_id(episode_id: str, index: int) -> str:
+    """The stable id of a turn: `<episode_id>#<index>`."""
+    return f"{episode_id}#{index}"
+
+
+def split_turn_id(value: str) -> tuple[str, int]:
+    """Inverse of `turn_id`; raises ValueError naming the bad id."""
+    episode_id, sep, index = value.rpartition("#")
+    if not sep or not episode_id or not index.isdigit():
+        raise ValueError(f"not a turn id (expected '<episode_id>#<index>'): {value!r}")
+    return episode_id, int(index)
+
+
+class Provenance(BaseModel):
+    """Where a turn (or episode) came from: file, line or JSON pointer, and a content hash."""
+
+    model_config = _MODEL_CONFIG
+
+    source: str = Field(description="Source file path as given at import time.")
+    line: int | None = Field(default=None, description="1-based line of the record in the file.")
+    pointer: str | None = Field(
+        default=None, description="RFC 6901 JSON pointer inside the record (or file)."
+    )
+    content_hash: str = Field(default="", description="Hash of the source bytes of this item.")
+
+
+class SourceRef(BaseModel):
+    """The file and format an episode was imported from."""
+
+    model_config = _MODEL_CONFIG
+
+    format: str
+    path: str
+    line: int | None = None
+    pointer: str | None = None
+
+
+class Action(BaseModel):
+    """An action as the agent sent it.
+
+    `name` is the canonical action (tool) name, `arguments` its JSON arguments, `raw` the text
+    exactly as recorded (for tool calls, the arguments string). `parse_error` says why the raw
+    text could not be parsed into arguments; such actions are real agent behaviour and are kept.
+    """
+
+    model_config = _MODEL_CONFIG
+
+    name: str
+    arguments: Any = Field(default_factory=dict, description="JSON value (usually an object).")
+    raw: str | None = None
+    call_id: str | None = None
+    parse_error: str | None = None
+
+
+class Observation(BaseModel):
+    """What the environment returned, verbatim; `data` holds the parsed JSON when the text is JSON."""
+
+    model_config = _MODEL_CONFIG
+
+    text: str
+    data: Any = Field(default=None, description="Parsed JSON of `text`, when `text` is JSON.")
+
+    @model_validator(mode="after")
+    def _parse_json_text(self) -> Observation:
+        if self.data is None:
+            self.data = parse_json_text(self.text)
+        return self
+
+
+def parse_json_text(text: str) -> Any:
+    """Parse `text` as JSON when it is an object or array; None otherwise (never raises)."""
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+class ContextEvent(BaseModel):
+    """Something that happened between actions and is not an observation: user or system
+    messages, agent text, reasoning. Kept because simulators and policies need the context."""
+
+    model_config = _MODEL_CONFIG
+
+    role: str
+    content: str
+    name: str | None = None
+
+
+class Turn(BaseModel):
+    """One action and the observation it produced."""
+
+    model_config = _MODEL_CONFIG
+
+    index: int = Field(ge=0)
+    id: str = Field(default="", description="`<episode_id>#<index>`; filled in by the Episode.")
+    action: Action
+    observation: Observation
+    reward: float | None = None
+    done: bool | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+    context: list[ContextEvent] = Field(
+        default_factory=list, description="Events seen after the previous turn, before this action."
+    )
+    provenance: Provenance | None = None
+
+
+class Episode(BaseModel):
+    """One trajectory of an agent in an environment."""
+
+    model_config = _MODEL_CONFIG
+
+    id: str = Field(min_length=1)
+    env_id: str | None = None
+    task: str | None = Field(default=None, description="Task or instruction text.")
+    task_id: str | None = None
+    initial_observation: Observation | None = Field(
+        default=None, description="What the environment showed before the first action."
+    )
+    turns: list[Turn] = Field(default_factory=list)
+    final_context: list[ContextEvent] = Field(
+        default_factory=list, description="Events after the last observation."
+    )
+    reward: float | None = None
+    success: bool | None = None
+    split: str | None = None
+    family: str | None = Field(default=None, description="Trajectory family (never split apart).")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: SourceRef | None = None
+
+    @model_validator(mode="after")
+    def _number_turns(self) -> Episode:
+        for position, turn in enumerate(self.turns):
+            if turn.index != position:
+                raise ValueError(
+                    f"turn {position} of episode {self.id!r} has index {turn.index}; "
+                    "turn indexes must be 0, 1, 2, ..."
+                )
+            expected = turn_id(self.id, position)
+            if turn.id != expected:
+                turn.id = expected
+        return self
+
+    def content(self) -> dict[str, Any]:
+        """Everything that describes what happened, without where it was read from.
+
+        Two imports of the same trajectory from different files or formats have equal content.
+        """
+        return self.model_dump(
+            exclude={"source": True, "turns": {"__all__": {"provenance", "id"}}},
+            mode="json",
+        )
+
+    def content_hash(self) -> str:
+        """Hash of the episode's content minus its id: equal trajectories hash equal."""
+        body = self.content()
+        body.pop("id", None)
+        return content_digest(body)
+
+    @property
+    def length(self) -> int:
+        return len(self.turns)
+
+
+def content_digest(value: Any) -> str:
+    """Stable 128-bit hex digest of a JSON value (keys sorted)."""
+    return hashlib.blake2b(
+        orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS), digest_size=16
+    ).hexdigest()

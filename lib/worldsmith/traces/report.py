@@ -1,0 +1,137 @@
+"""Import outcomes: what was taken, what was rejected and why, per file.
+
+A `Reject` names the file, the line (or JSON pointer) and the reason, and keeps the rejected
+record verbatim so it can be written to a quarantine file and fixed by hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["FileReport", "ImportReport", "Reject", "TraceFormatError"]
+
+
+class TraceFormatError(ValueError):
+    """A whole file cannot be read (unknown format, binary data, unreadable)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Reject:
+    """A record an importer could not turn into an episode."""
+
+    source: str
+    reason: str
+    line: int | None = None
+    pointer: str | None = None
+    raw: str | None = None
+
+    def location(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}"
+        if self.pointer:
+            where += f" {self.pointer}"
+        return where
+
+    def summary(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "pointer": self.pointer, "reason": self.reason}
+
+
+class FileReport(BaseModel):
+    """The outcome of importing one file."""
+
+    path: str
+    format: str | None = None
+    detection_score: float | None = None
+    episodes: int = 0
+    turns: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    renamed: int = Field(default=0, description="Episodes whose id collided and got a suffix.")
+    error: str | None = Field(default=None, description="Why the whole file was rejected.")
+    bytes: int = 0
+
+
+class ImportReport(BaseModel):
+    """The outcome of one ingest call, written next to the quarantine file."""
+
+    ingest_id: str
+    dataset: str
+    strict: bool = False
+    committed: bool = False
+    files: list[FileReport] = Field(default_factory=list)
+    rejects: list[dict[str, Any]] = Field(
+        default_factory=list, description="First rejects (file, line, pointer, reason)."
+    )
+    rejects_truncated: bool = False
+    quarantine_path: str | None = None
+    report_path: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def episodes(self) -> int:
+        return sum(f.episodes for f in self.files)
+
+    @property
+    def turns(self) -> int:
+        return sum(f.turns for f in self.files)
+
+    @property
+    def rejected(self) -> int:
+        return sum(f.rejected for f in self.files)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(f.duplicates for f in self.files)
+
+    def summary(self) -> dict[str, Any]:
+        """The one JSON object `worldsmith ingest --json` prints."""
+        return {
+            "dataset": self.dataset,
+            "ingest_id": self.ingest_id,
+            "committed": self.committed,
+            "strict": self.strict,
+            "episodes": self.episodes,
+            "turns": self.turns,
+            "rejected": self.rejected,
+            "duplicates": self.duplicates,
+            "files": [
+                {
+                    "path": f.path,
+                    "format": f.format,
+                    "episodes": f.episodes,
+                    "turns": f.turns,
+                    "rejected": f.rejected,
+                    "duplicates": f.duplicates,
+                    "error": f.error,
+                }
+                for f in self.files
+            ],
+            "rejects": self.rejects,
+            "report": self.report_path,
+            "quarantine": self.quarantine_path,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(slots=True)
+class RejectLog:
+    """Keeps the first `keep` rejects in memory for the report; all go to quarantine."""
+
+    keep: int = 1000
+    items: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+
+    def add(self, reject: Reject) -> None:
+        if len(self.items) < self.keep:
+            self.items.append(reject.summary())
+        else:
+            self.truncated = True

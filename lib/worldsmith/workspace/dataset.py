@@ -1,0 +1,308 @@
+"""A named dataset: immutable Parquet parts listed in a manifest, queried through DuckDB.
+
+Each ingest adds one part (an episodes file and a turns file) and then rewrites
+`manifest.json` atomically; readers only see parts the manifest lists, so a failed or
+interrupted ingest never leaves a half-written dataset. Split assignments live beside the
+parts in `splits.parquet` and are joined in at query time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pandas as pd
+
+from worldsmith.traces.model import Episode, Turn, split_turn_id
+from worldsmith.util.atomic import atomic_write_json
+from worldsmith.workspace.storage import episodes_from_tables, row_to_episode, row_to_turn
+
+__all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "validate_dataset_name"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MANIFEST = "manifest.json"
+SPLITS = "splits.parquet"
+
+
+class DatasetNotFound(LookupError):
+    pass
+
+
+def validate_dataset_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"invalid dataset name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeFilter:
+    """Filters for browsing episodes; None means 'any'."""
+
+    env_id: str | None = None
+    task_contains: str | None = None
+    outcome: str | None = None  # "success" | "failure" | "unknown"
+    min_turns: int | None = None
+    max_turns: int | None = None
+    split: str | None = None
+    search: str | None = None  # episode id or task substring
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.env_id:
+            clauses.append("env_id = ?")
+            params.append(self.env_id)
+        if self.task_contains:
+            clauses.append("task ILIKE ?")
+            params.append(f"%{self.task_contains}%")
+        if self.outcome == "success":
+            clauses.append("(success OR (success IS NULL AND reward > 0))")
+        elif self.outcome == "failure":
+            clauses.append("(NOT success OR (success IS NULL AND reward <= 0))")
+        elif self.outcome == "unknown":
+            clauses.append("(success IS NULL AND reward IS NULL)")
+        if self.min_turns is not None:
+            clauses.append("n_turns >= ?")
+            params.append(int(self.min_turns))
+        if self.max_turns is not None:
+            clauses.append("n_turns <= ?")
+            params.append(int(self.max_turns))
+        if self.split:
+            clauses.append("split = ?")
+            params.append(self.split)
+        if self.search:
+            clauses.append("(episode_id ILIKE ? OR task ILIKE ?)")
+            params.extend([f"%{self.search}%"] * 2)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+class Dataset:
+    """One named dataset inside a workspace."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.name = self.path.name
+        if not (self.path / MANIFEST).exists():
+            raise DatasetNotFound(f"dataset {self.name!r} not found at {self.path}")
+        self._local = threading.local()
+
+    # ---------------------------------------------------------------- manifest and files
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return orjson.loads((self.path / MANIFEST).read_bytes())
+
+    @property
+    def revision(self) -> int:
+        return int(self.manifest.get("revision", 0))
+
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        return list(self.manifest.get("parts", []))
+
+    def _files(self, key: str) -> list[str]:
+        return [str(self.path / part[key]) for part in self.parts]
+
+    @staticmethod
+    def create(path: Path, *, description: str = "") -> Dataset:
+        path.mkdir(parents=True, exist_ok=True)
+        if not (path / MANIFEST).exists():
+            atomic_write_json(path / MANIFEST, {
+                "name": path.name, "description": description, "revision": 0, "parts": [], "ingests": [],
+                "splits": None,
+            })
+        return Dataset(path)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise writers of this dataset (ingest commits, split assignment)."""
+        with open(self.path / ".lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        manifest["revision"] = int(manifest.get("revision", 0)) + 1
+        atomic_write_json(self.path / MANIFEST, manifest)
+
+    # ---------------------------------------------------------------- DuckDB
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with views `episodes` and `turns` over the current parts.
+
+        Cached per thread and per manifest revision (DuckDB connections are not thread-safe).
+        """
+        revision = self.revision
+        cached = getattr(self._local, "conn", None)
+        if cached is not None and cached[0] == revision:
+            return cached[1]
+        conn = duckdb.connect(database=":memory:")
+        conn.execute("SET threads TO 2")
+        episodes = self._files("episodes")
+        turns = self._files("turns")
+        if episodes:
+            conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)})")
+            conn.execute(f"CREATE VIEW turns AS SELECT * FROM read_parquet({_sql_list(turns)})")
+        else:
+            from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA
+
+            conn.execute(f"CREATE TABLE raw_episodes ({_sql_columns(EPISODE_SCHEMA)})")
+            conn.execute(f"CREATE TABLE turns ({_sql_columns(TURN_SCHEMA)})")
+        splits = self.path / SPLITS
+        if splits.exists() and episodes:
+            conn.execute(
+                "CREATE VIEW episodes AS SELECT e.* REPLACE (coalesce(s.split, e.split) AS split) "
+                f"FROM raw_episodes e LEFT JOIN read_parquet('{_sql_escape(str(splits))}') s USING (episode_id)"
+            )
+        else:
+            conn.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
+        if cached is not None:
+            cached[1].close()
+        self._local.conn = (revision, conn)
+        return conn
+
+    def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+        """Run SQL over the views `episodes` and `turns`; returns a DataFrame."""
+        return self.connect().execute(sql, params or []).df()
+
+    # ---------------------------------------------------------------- reading
+    def stats(self) -> dict[str, Any]:
+        row = self.connect().execute(
+            "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
+            "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM episodes"
+        ).fetchone()
+        return {"name": self.name, "episodes": row[0], "turns": int(row[1]), "environments": row[2],
+                "successes": row[3], "revision": self.revision}
+
+    def environments(self) -> list[str]:
+        rows = self.connect().execute("SELECT DISTINCT env_id FROM episodes WHERE env_id IS NOT NULL ORDER BY 1")
+        return [r[0] for r in rows.fetchall()]
+
+    def splits(self) -> list[str]:
+        rows = self.connect().execute("SELECT DISTINCT split FROM episodes WHERE split IS NOT NULL ORDER BY 1")
+        return [r[0] for r in rows.fetchall()]
+
+    def count_episodes(self, where: EpisodeFilter | None = None) -> int:
+        clause, params = (where or EpisodeFilter()).where()
+        return int(self.connect().execute(f"SELECT count(*) FROM episodes{clause}", params).fetchone()[0])
+
+    def list_episodes(self, where: EpisodeFilter | None = None, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
+        """One page of episode summaries (never the turns), in import order."""
+        clause, params = (where or EpisodeFilter()).where()
+        return self.query(
+            "SELECT episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, success, split, "
+            f"family, source_format, source_path FROM episodes{clause} "
+            "ORDER BY ingest_id, source_path, source_line NULLS LAST, episode_id LIMIT ? OFFSET ?",
+            [*params, int(limit), int(offset)],
+        )
+
+    def episode(self, episode_id: str) -> Episode:
+        conn = self.connect()
+        rows = _fetch(conn, "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
+        if not rows:
+            raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
+        turns = _fetch(conn, "SELECT * FROM turns WHERE episode_id = ? ORDER BY turn_index", [episode_id])
+        return row_to_episode(rows[0], turns)
+
+    def turns_page(self, episode_id: str, *, limit: int = 50, offset: int = 0, search: str | None = None) -> list[Turn]:
+        """A page of one episode's turns, optionally only those whose action or observation match."""
+        sql = "SELECT * FROM turns WHERE episode_id = ?"
+        params: list[Any] = [episode_id]
+        if search:
+            sql += " AND (observation ILIKE ? OR action_name ILIKE ? OR action_arguments ILIKE ? OR action_raw ILIKE ?)"
+            params.extend([f"%{search}%"] * 4)
+        sql += " ORDER BY turn_index LIMIT ? OFFSET ?"
+        params.extend([int(limit), int(offset)])
+        return [row_to_turn(row) for row in _fetch(self.connect(), sql, params)]
+
+    def count_turns(self, episode_id: str, search: str | None = None) -> int:
+        sql = "SELECT count(*) FROM turns WHERE episode_id = ?"
+        params: list[Any] = [episode_id]
+        if search:
+            sql += " AND (observation ILIKE ? OR action_name ILIKE ? OR action_arguments ILIKE ? OR action_raw ILIKE ?)"
+            params.extend([f"%{search}%"] * 4)
+        return int(self.connect().execute(sql, params).fetchone()[0])
+
+    def turn(self, turn_id: str) -> Turn:
+        episode_id, index = split_turn_id(turn_id)
+        rows = _fetch(self.connect(), "SELECT * FROM turns WHERE episode_id = ? AND turn_index = ?", [episode_id, index])
+        if not rows:
+            raise KeyError(f"turn {turn_id!r} not in dataset {self.name!r}")
+        return row_to_turn(rows[0])
+
+    def has_turn(self, turn_id: str) -> bool:
+        try:
+            episode_id, index = split_turn_id(turn_id)
+        except ValueError:
+            return False
+        row = self.connect().execute(
+            "SELECT count(*) FROM turns WHERE episode_id = ? AND turn_index = ?", [episode_id, index]
+        ).fetchone()
+        return bool(row[0])
+
+    def iter_episodes(self, split: str | None = None) -> Iterator[Episode]:
+        """Stream every episode (with split assignments applied), part by part."""
+        assigned = self.split_assignments()
+        for part in self.parts:
+            for episode in episodes_from_tables(self.path / part["episodes"], self.path / part["turns"]):
+                if episode.id in assigned:
+                    episode.split = assigned[episode.id]
+                if split is None or episode.split == split:
+                    yield episode
+
+    def episode_ids(self) -> set[str]:
+        return {r[0] for r in self.connect().execute("SELECT episode_id FROM raw_episodes").fetchall()}
+
+    def content_hashes(self) -> set[str]:
+        return {r[0] for r in self.connect().execute("SELECT content_hash FROM raw_episodes").fetchall()}
+
+    def split_assignments(self) -> dict[str, str]:
+        splits = self.path / SPLITS
+        if not splits.exists():
+            return {}
+        rows = duckdb.execute(f"SELECT episode_id, split FROM read_parquet('{_sql_escape(str(splits))}')").fetchall()
+        return dict(rows)
+
+    def reports(self) -> list[dict[str, Any]]:
+        """The import reports of every ingest into this dataset, newest first."""
+        out = []
+        for entry in reversed(self.manifest.get("ingests", [])):
+            report_path = self.path / entry["report"]
+            if report_path.exists():
+                out.append(orjson.loads(report_path.read_bytes()))
+        return out
+
+    def close(self) -> None:
+        cached = getattr(self._local, "conn", None)
+        if cached is not None:
+            cached[1].close()
+            self._local.conn = None
+
+
+def _fetch(conn: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    cursor = conn.execute(sql, params)
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _sql_escape(text: str) -> str:
+    return text.replace("'", "''")
+
+
+def _sql_list(paths: list[str]) -> str:
+    return "[" + ", ".join(f"'{_sql_escape(p)}'" for p in paths) + "]"
+
+
+def _sql_columns(schema: Any) -> str:
+    kinds = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
+    return ", ".join(f'"{field.name}" {kinds[str(field.type)]}' for field in schema)

@@ -1,0 +1,232 @@
+"""Import trace files into a dataset: detect, stream, deduplicate, quarantine, commit atomically.
+
+Parts are written in the workspace's staging folder and only moved into the dataset (and
+listed in its manifest) once the whole ingest succeeded; under `strict` any reject discards
+them. The import report and the quarantine file (rejected records verbatim, one JSON object
+per line) are kept in `<workspace>/reports/` whether or not anything was committed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from worldsmith.traces.importers import detect_format, get_importer
+from worldsmith.traces.model import Episode, turn_id
+from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
+from worldsmith.util.atomic import atomic_write_json
+from worldsmith.workspace.dataset import Dataset, validate_dataset_name
+from worldsmith.workspace.storage import PartWriter
+
+__all__ = ["IngestProgress", "expand_paths", "ingest_files"]
+
+
+@dataclass(slots=True)
+class IngestProgress:
+    """Reported while an ingest runs (every `every` episodes and at each file boundary)."""
+
+    file: str
+    files_done: int
+    files_total: int
+    episodes: int
+    turns: int
+    rejected: int
+    duplicates: int
+    seconds: float
+
+
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; folders expanded to the (non-hidden) files inside them, sorted."""
+    out: list[Path] = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            out.extend(
+                sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            )
+        else:
+            out.append(path)
+    return out
+
+
+def _new_ingest_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class _Quarantine:
+    """Rejected records, verbatim, one JSON object per line; created on first use."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._handle: IO[bytes] | None = None
+
+    def write(self, reject: Reject) -> None:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self._tmp, "wb")
+        self._handle.write(orjson.dumps({
+            "source": reject.source, "line": reject.line, "pointer": reject.pointer,
+            "reason": reject.reason, "raw": reject.raw,
+        }, option=orjson.OPT_APPEND_NEWLINE))
+
+    def close(self) -> str | None:
+        if self._handle is None:
+            return None
+        self._handle.close()
+        os.replace(self._tmp, self.path)
+        return str(self.path)
+
+
+def ingest_files(
+    workspace_root: Path,
+    paths: Iterable[str | Path],
+    dataset: str,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    progress: ProgressCallback | None = None,
+    progress_every: int = 1000,
+) -> ImportReport:
+    """Import `paths` into dataset `dataset` under `workspace_root`; returns the report.
+
+    Never raises on bad input: unreadable files and bad records are reported and quarantined.
+    Raises ValueError only for a bad dataset name or unknown `format` (usage errors).
+    """
+    validate_dataset_name(dataset)
+    if format is not None:
+        get_importer(format)
+    workspace_root = Path(workspace_root)
+    files = expand_paths(paths)
+    ingest_id = _new_ingest_id()
+    reports_dir = workspace_root / "reports"
+    staging = workspace_root / ".staging" / ingest_id
+    staging.mkdir(parents=True, exist_ok=True)
+    dataset_path = workspace_root / "datasets" / dataset
+    existing = Dataset(dataset_path) if (dataset_path / "manifest.json").exists() else None
+    hashes = existing.content_hashes() if existing else set()
+    ids = existing.episode_ids() if existing else set()
+
+    report = ImportReport(ingest_id=ingest_id, dataset=dataset, strict=strict)
+    quarantine = _Quarantine(reports_dir / f"{ingest_id}.quarantine.jsonl")
+    rejects = RejectLog()
+    writer = PartWriter(staging / "episodes.parquet", staging / "turns.parquet", ingest_id=ingest_id)
+    started = time.perf_counter()
+
+    def emit(current: str, done: int) -> None:
+        if progress is not None:
+            progress(IngestProgress(
+                file=current, files_done=done, files_total=len(files), episodes=report.episodes,
+                turns=report.turns, rejected=report.rejected, duplicates=report.duplicates,
+                seconds=time.perf_counter() - started,
+            ))
+
+    def reject(file_report: FileReport, item: Reject) -> None:
+        file_report.rejected += 1
+        quarantine.write(item)
+        rejects.add(item)
+
+    try:
+        for done, path in enumerate(files):
+            file_report = FileReport(path=str(path))
+            report.files.append(file_report)
+            emit(str(path), done)
+            try:
+                file_report.bytes = path.stat().st_size if path.exists() else 0
+                if format is not None:
+                    importer = get_importer(format)
+                else:
+                    detection = detect_format(path)
+                    importer, file_report.detection_score = detection.importer, detection.score
+                file_report.format = importer.name
+                for item in importer.read(path):
+                    if isinstance(item, Reject):
+                        reject(file_report, item)
+                        continue
+                    _add_episode(item, file_report, writer, hashes, ids)
+                    if progress is not None and file_report.episodes % progress_every == 0:
+                        emit(str(path), done)
+            except TraceFormatError as error:
+                file_report.error = error.reason
+                reject(file_report, Reject(source=str(path), reason=error.reason))
+            except (OSError, UnicodeDecodeError) as error:
+                file_report.error = f"could not read the file: {error}"
+                reject(file_report, Reject(source=str(path), reason=file_report.error))
+        writer.close()
+        emit("", len(files))
+        commit = writer.episodes > 0 and not (strict and report.rejected > 0)
+        if commit:
+            _commit(dataset_path, staging, ingest_id, writer, report)
+        report.committed = commit
+    except BaseException:
+        writer.abort()
+        shutil.rmtree(staging, ignore_errors=True)
+        quarantine.close()
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.rejects = rejects.items
+    report.rejects_truncated = rejects.truncated
+    report.quarantine_path = quarantine.close()
+    report.seconds = time.perf_counter() - started
+    report.report_path = str(reports_dir / f"{ingest_id}.json")
+    atomic_write_json(Path(report.report_path), report.model_dump(mode="json"))
+    return report
+
+
+def _add_episode(
+    episode: Episode, file_report: FileReport, writer: PartWriter, hashes: set[str], ids: set[str]
+) -> None:
+    digest = episode.content_hash()
+    if digest in hashes:
+        file_report.duplicates += 1
+        return
+    if episode.id in ids:
+        _rename(episode, f"{episode.id}~{digest[:8]}")
+        file_report.renamed += 1
+    writer.add(episode, digest)
+    hashes.add(digest)
+    ids.add(episode.id)
+    file_report.episodes += 1
+    file_report.turns += len(episode.turns)
+
+
+def _rename(episode: Episode, new_id: str) -> None:
+    """Give a colliding episode a new id, keeping its turn ids consistent."""
+    episode.id = new_id
+    for turn in episode.turns:
+        turn.id = turn_id(new_id, turn.index)
+
+
+def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport) -> None:
+    dataset = Dataset.create(dataset_path)
+    parts_dir = dataset_path / "parts"
+    parts_dir.mkdir(exist_ok=True)
+    with dataset.locked():
+        episodes_name = f"parts/{ingest_id}.episodes.parquet"
+        turns_name = f"parts/{ingest_id}.turns.parquet"
+        os.replace(staging / "episodes.parquet", dataset_path / episodes_name)
+        os.replace(staging / "turns.parquet", dataset_path / turns_name)
+        manifest = dataset.manifest
+        manifest.setdefault("parts", []).append({
+            "ingest_id": ingest_id, "episodes": episodes_name, "turns": turns_name,
+            "n_episodes": writer.episodes, "n_turns": writer.turns,
+        })
+        manifest.setdefault("ingests", []).append({
+            "ingest_id": ingest_id, "report": f"../../reports/{ingest_id}.json",
+            "files": [f.path for f in report.files], "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        })
+        dataset.write_manifest(manifest)
+

@@ -1,0 +1,103 @@
+"""The on-disk project: datasets, import reports, uploads (later: worldbooks, runs).
+
+    <root>/datasets/<name>/   manifest.json, parts/*.parquet, splits.parquet
+    <root>/reports/           <ingest_id>.json and <ingest_id>.quarantine.jsonl
+    <root>/uploads/           files uploaded through the workbench (sanitised names)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from worldsmith.traces.exporters import export_episodes
+from worldsmith.traces.report import ImportReport
+from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
+from worldsmith.workspace.ingest import ProgressCallback, ingest_files
+from worldsmith.workspace.splits import assign_splits
+
+__all__ = ["DEFAULT_UPLOAD_LIMIT", "Workspace", "default_workspace_root", "sanitize_filename"]
+
+ENV_VAR = "WORLDSMITH_WORKSPACE"
+DEFAULT_UPLOAD_LIMIT = 512 * 1024 * 1024
+
+
+def default_workspace_root() -> Path:
+    """`$WORLDSMITH_WORKSPACE`, else `./workspace`."""
+    return Path(os.environ.get(ENV_VAR) or "workspace")
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def sanitize_filename(name: str) -> str:
+    """A safe file name from an uploaded one: no folders, no leading dots, only [A-Za-z0-9._-]."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).lstrip("._")[:120]
+    return base or "upload"
+
+
+class Workspace:
+    """Entry point of the library for datasets: ingest, browse, split, export."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_workspace_root()
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.root / "datasets"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def uploads_dir(self) -> Path:
+        return self.root / "uploads"
+
+    def list_datasets(self) -> list[str]:
+        if not self.datasets_dir.exists():
+            return []
+        return sorted(p.name for p in self.datasets_dir.iterdir() if (p / "manifest.json").exists())
+
+    def dataset(self, name: str) -> Dataset:
+        validate_dataset_name(name)
+        path = self.datasets_dir / name
+        if not (path / "manifest.json").exists():
+            known = ", ".join(self.list_datasets()) or "none yet"
+            raise DatasetNotFound(f"no dataset {name!r} in workspace {self.root} (datasets: {known})")
+        return Dataset(path)
+
+    def ingest(
+        self,
+        paths: Iterable[str | Path],
+        dataset: str,
+        *,
+        format: str | None = None,
+        strict: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> ImportReport:
+        """Import trace files (any supported format, auto-detected) into `dataset`."""
+        return ingest_files(self.root, paths, dataset, format=format, strict=strict, progress=progress)
+
+    def split(self, dataset: str, ratios: dict[str, float] | None = None, *, seed: int = 0) -> dict[str, Any]:
+        return assign_splits(self.dataset(dataset), ratios, seed=seed)
+
+    def export(self, dataset: str, format: str, out: str | Path, *, split: str | None = None) -> int:
+        return export_episodes(self.dataset(dataset).iter_episodes(split=split), format, Path(out))
+
+    def save_upload(self, filename: str, data: bytes, *, limit: int = DEFAULT_UPLOAD_LIMIT) -> Path:
+        """Store an uploaded file inside the workspace under a sanitised, unique name."""
+        if len(data) > limit:
+            raise ValueError(f"{filename}: upload is {len(data)} bytes, over the limit of {limit} bytes")
+        target = self.uploads_dir / f"{secrets.token_hex(4)}-{sanitize_filename(filename)}"
+        atomic_write_bytes(target, data)
+        return target
