@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.importers.native import FORMAT_TAG
-from worldsmith.traces.model import ContextEvent, Episode
+from worldsmith.traces.model import Action, ContextEvent, Episode
 from worldsmith.util.atomic import atomic_write
 
 __all__ = ["EXPORTERS", "episode_to_native", "episode_to_openai", "episode_to_trace2env", "export_episodes"]
@@ -50,7 +50,7 @@ def episode_to_openai(episode: Episode) -> dict[str, Any]:
         messages.extend(_message(event) for event in turn.context)
         action = turn.action
         call_id = action.call_id or f"call_{turn.index}"
-        arguments = action.raw if action.raw is not None and action.parse_error is None and _same_json(action.raw, action.arguments) else orjson.dumps(action.arguments).decode()
+        arguments = _arguments_text(action)
         messages.append({
             "role": "assistant",
             "content": None,
@@ -65,6 +65,8 @@ def episode_to_openai(episode: Episode) -> dict[str, Any]:
             extra["info"] = turn.info
         if action.raw != (arguments if action.raw is not None else None):
             extra["raw"] = action.raw
+        if action.call_id is None:
+            extra["call_id"] = None  # the id above was made up for the export
         tool: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "name": action.name, "content": turn.observation.text}
         if extra:
             tool[_EXPORT_KEY] = extra
@@ -75,6 +77,13 @@ def episode_to_openai(episode: Episode) -> dict[str, Any]:
     record[_EXPORT_KEY] = {"initial_observation": initial}
     record["messages"] = messages
     return record
+
+
+def _arguments_text(action: Action) -> str:
+    """The recorded arguments string when it still says the same (or was malformed), else JSON."""
+    if action.raw is not None and (action.parse_error is not None or _same_json(action.raw, action.arguments)):
+        return action.raw
+    return orjson.dumps(action.arguments).decode()
 
 
 def _same_json(text: str, value: Any) -> bool:
@@ -97,6 +106,8 @@ def episode_to_trace2env(episode: Episode) -> dict[str, Any]:
             action["raw"] = turn.action.raw
         if turn.action.call_id is not None:
             action["call_id"] = turn.action.call_id
+        if turn.action.parse_error is not None:
+            action["parse_error"] = turn.action.parse_error
         events.append(action)
         observation: dict[str, Any] = {"kind": "observation", "content": turn.observation.text}
         if turn.reward is not None:

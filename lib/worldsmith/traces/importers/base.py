@@ -155,6 +155,10 @@ def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
             try:
                 value = orjson.loads(line)
             except orjson.JSONDecodeError as error:
+                try:  # parse again without the line ending to tell a cut-off record apart
+                    orjson.loads(line.rstrip(b"\r\n"))
+                except orjson.JSONDecodeError as bare:
+                    error = bare
                 kind = "truncated JSON" if _looks_truncated(str(error)) else "invalid JSON"
                 yield JsonRecord(line=number, pointer="", raw=line, error=f"{kind}: {error}")
                 continue
@@ -229,7 +233,8 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
             return decoder.raw_decode(window.buffer, window.pos)
         except json.JSONDecodeError as error:
             if not window.refill(want):
-                kind = "truncated JSON" if error.pos >= len(window.buffer.rstrip()) else "invalid JSON"
+                at_end = error.pos >= len(window.buffer.rstrip()) - 1 or error.msg.startswith("Unterminated")
+                kind = "truncated JSON (the file ends inside this value)" if at_end else "invalid JSON"
                 lines_before_pos = window.buffer.count("\n", 0, window.pos)
                 line = window.line - lines_before_pos + error.lineno - 1
                 return f"{kind}: {error.msg} (line {line}, column {error.colno})"

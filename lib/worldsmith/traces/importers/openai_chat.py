@@ -116,8 +116,9 @@ class _Conversation:
             if key not in ("role", "content", "tool_call_id", "name", _EXPORT_KEY):
                 info[key] = value
         action = call.action
-        if "raw" in extra:
-            action = action.model_copy(update={"raw": extra["raw"]})
+        restored = {key: extra[key] for key in ("raw", "call_id") if key in extra}
+        if restored:
+            action = action.model_copy(update=restored)
         return Turn(
             index=index,
             action=action,

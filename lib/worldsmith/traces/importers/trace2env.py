@@ -52,6 +52,8 @@ def _event_action(event: dict[str, Any]) -> Action:
     call_id = event.get("call_id") if isinstance(event.get("call_id"), str) else None
     if isinstance(name, str) and name:
         arguments, error = parse_arguments(event.get("arguments"))
+        if isinstance(event.get("parse_error"), str):
+            error = event["parse_error"]
         raw = event.get("raw") if isinstance(event.get("raw"), str) else None
         return Action(name=name, arguments=arguments, raw=raw, call_id=call_id, parse_error=error)
     content = event.get("content")

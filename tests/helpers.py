@@ -1,0 +1,59 @@
+"""Builders of test inputs shared by several test modules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+def tool_call(call_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()},
+    }
+    if call_id is not None:
+        call["id"] = call_id
+    return call
+
+
+def airline_conversation(task_id: int, reward: float, *, user_id: str = "mia_li_3668") -> dict[str, Any]:
+    """A conversation shaped like the published tau-bench airline logs (ids reused within it)."""
+    return {
+        "task_id": task_id,
+        "reward": reward,
+        "info": {"task": {"user_id": user_id, "instruction": f"You are {user_id}. Book a flight.", "actions": []},
+                 "source": "user", "reward_info": {"reward": reward}},
+        "traj": [
+            {"role": "system", "content": "# Airline Agent Policy\nBe helpful."},
+            {"role": "user", "content": "Hi! I want to book a flight from New York to Seattle."},
+            {"content": "Could you give me your user id?", "role": "assistant"},
+            {"role": "user", "content": f"Sure, it is {user_id}."},
+            {"content": None, "role": "assistant",
+             "tool_calls": [tool_call("call_A", "get_user_details", {"user_id": user_id})]},
+            {"role": "tool", "tool_call_id": "call_A", "name": "get_user_details",
+             "content": orjson.dumps({"name": {"first_name": "Mia"}, "membership": "gold"}).decode()},
+            {"content": None, "role": "assistant",
+             "tool_calls": [tool_call("call_B", "search_direct_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"})]},
+            {"role": "tool", "tool_call_id": "call_B", "name": "search_direct_flight", "content": "[]"},
+            {"content": "There are no direct flights. Shall I search one-stop flights?", "role": "assistant"},
+            {"role": "user", "content": "Yes please."},
+            {"content": None, "role": "assistant",
+             "tool_calls": [tool_call("call_B", "search_onestop_flight", {"origin": "JFK", "destination": "SEA", "date": "2024-05-20"})]},
+            {"role": "tool", "tool_call_id": "call_B", "name": "search_onestop_flight",
+             "content": orjson.dumps([[{"flight_number": "HAT136"}, {"flight_number": "HAT039"}]]).decode()},
+            {"content": "I found HAT136 then HAT039.", "role": "assistant"},
+            {"role": "user", "content": "###STOP###"},
+        ],
+    }
+
+
+def write_json(path: Path, value: Any) -> Path:
+    path.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2))
+    return path
+
+
+def write_jsonl(path: Path, values: list[Any]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
+    return path

@@ -1,0 +1,142 @@
+"""OpenAI chat messages: conversation shapes, call/result alignment, context, sibling fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from helpers import airline_conversation, tool_call, write_json, write_jsonl
+
+from worldsmith.traces import Episode, Reject, detect_format, get_importer, read_traces
+
+
+def _read(path: Path) -> tuple[list[Episode], list[Reject]]:
+    items = list(read_traces([path]))
+    return [i for i in items if isinstance(i, Episode)], [i for i in items if isinstance(i, Reject)]
+
+
+def test_airline_logs_list_of_conversations_under_traj(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "gpt-4o-airline.json", [airline_conversation(0, 0.0), airline_conversation(1, 1.0)])
+    assert detect_format(path).importer.name == "openai"
+    episodes, rejects = _read(path)
+    assert rejects == []
+    assert [e.id for e in episodes] == ["gpt-4o-airline-1", "gpt-4o-airline-2"]
+    first = episodes[0]
+    assert first.task_id == "0" and first.reward == 0.0 and episodes[1].reward == 1.0
+    assert first.task == "You are mia_li_3668. Book a flight."  # from info.task.instruction
+    assert [t.action.name for t in first.turns] == ["get_user_details", "search_direct_flight", "search_onestop_flight"]
+    # the reused id call_B is matched to the open call, in order
+    assert first.turns[1].observation.text == "[]"
+    assert first.turns[2].observation.data == [[{"flight_number": "HAT136"}, {"flight_number": "HAT039"}]]
+    assert first.turns[0].observation.data["membership"] == "gold"
+    assert first.turns[0].action.arguments == {"user_id": "mia_li_3668"}
+    assert first.turns[0].action.raw == '{"user_id":"mia_li_3668"}'
+    # system/user/assistant text is context of the turn that follows it
+    roles = [(c.role, c.content[:10]) for c in first.turns[0].context]
+    assert roles == [("system", "# Airline "), ("user", "Hi! I want"), ("assistant", "Could you "), ("user", "Sure, it i")]
+    assert [c.role for c in first.turns[2].context] == ["assistant", "user"]
+    assert [c.content for c in first.final_context] == ["I found HAT136 then HAT039.", "###STOP###"]
+    # provenance points into the file: element 0, message 4, call 0
+    assert first.turns[0].id == "gpt-4o-airline-1#0"
+    assert first.turns[0].provenance.pointer == "/0/traj/4/tool_calls/0"
+    assert first.turns[0].provenance.line == 2
+    assert first.metadata["info"]["source"] == "user"
+
+
+def test_jsonl_with_messages_and_parallel_calls_out_of_order(tmp_path: Path) -> None:
+    record = {
+        "id": "conv-7", "task_id": "t7", "reward": 1, "env": "retail",
+        "messages": [
+            {"role": "user", "content": "Look up two orders."},
+            {"role": "assistant", "content": "Checking both.", "tool_calls": [
+                tool_call("c1", "get_order", {"order_id": "#1"}), tool_call("c2", "get_order", {"order_id": "#2"})]},
+            {"role": "tool", "tool_call_id": "c2", "content": "order 2: shipped"},
+            {"role": "tool", "tool_call_id": "c1", "content": "order 1: pending"},
+            {"role": "assistant", "content": "Done."},
+        ],
+    }
+    path = write_jsonl(tmp_path / "retail.jsonl", [record])
+    episodes, rejects = _read(path)
+    assert rejects == []
+    (episode,) = episodes
+    assert episode.id == "conv-7" and episode.env_id == "retail" and episode.reward == 1.0
+    assert [t.observation.text for t in episode.turns] == ["order 1: pending", "order 2: shipped"]
+    assert [t.action.call_id for t in episode.turns] == ["c1", "c2"]
+    assert [c.content for c in episode.turns[0].context] == ["Look up two orders.", "Checking both."]
+    assert episode.turns[1].context == []
+    assert episode.turns[1].provenance.pointer == "/messages/1/tool_calls/1"
+    assert episode.task == "Look up two orders."  # no task key: the first user message
+
+
+def test_results_without_ids_align_by_adjacency_and_legacy_function_calls(tmp_path: Path) -> None:
+    record = {"conversation": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "tool_calls": [tool_call(None, "a", {}), tool_call(None, "b", {"x": 1})]},
+        {"role": "tool", "content": "A out"},
+        {"role": "tool", "content": "B out"},
+        {"role": "assistant", "content": None, "function_call": {"name": "legacy", "arguments": "{\"q\": 2}"}},
+        {"role": "function", "name": "legacy", "content": "legacy out"},
+    ]}
+    episodes, rejects = _read(write_jsonl(tmp_path / "noids.jsonl", [record]))
+    assert rejects == []
+    assert [(t.action.name, t.observation.text) for t in episodes[0].turns] == [
+        ("a", "A out"), ("b", "B out"), ("legacy", "legacy out")]
+
+
+def test_bare_message_lists_and_content_parts(tmp_path: Path) -> None:
+    conversation = [
+        {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {"role": "assistant", "tool_calls": [tool_call("z", "f", {"k": "v"})]},
+        {"role": "tool", "tool_call_id": "z", "content": [{"type": "text", "text": "{\"ok\": true}"}]},
+    ]
+    path = write_json(tmp_path / "bare.json", [conversation])
+    episodes, rejects = _read(path)
+    assert rejects == []
+    turn = episodes[0].turns[0]
+    assert turn.context[0].content == "part one\n[image]"
+    assert turn.observation.data == {"ok": True}
+
+
+def test_orphan_result_and_unanswered_call_are_rejected_with_pointers(tmp_path: Path) -> None:
+    record = {"id": "broken", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "ghost", "content": "nobody asked"},
+        {"role": "assistant", "tool_calls": [tool_call("c1", "ok", {})]},
+        {"role": "tool", "tool_call_id": "c1", "content": "fine"},
+        {"role": "assistant", "tool_calls": [tool_call("c2", "never_answered", {})]},
+    ]}
+    path = write_jsonl(tmp_path / "broken.jsonl", [record])
+    episodes, rejects = _read(path)
+    assert [t.action.name for t in episodes[0].turns] == ["ok"]
+    reasons = {r.pointer: r.reason for r in rejects}
+    assert "no matching call" in reasons["/messages/1"] and "ghost" in reasons["/messages/1"]
+    assert "has no result" in reasons["/messages/4/tool_calls/0"]
+    assert all(r.line == 1 and r.source == str(path) for r in rejects)
+    assert orjson.loads(rejects[0].raw)["content"] == "nobody asked"
+
+
+def test_malformed_arguments_are_kept_with_the_parse_error(tmp_path: Path) -> None:
+    record = {"messages": [
+        {"role": "assistant", "tool_calls": [tool_call("c", "f", "{not json")]},
+        {"role": "tool", "tool_call_id": "c", "content": "Error: bad arguments"},
+    ]}
+    episodes, rejects = _read(write_jsonl(tmp_path / "args.jsonl", [record]))
+    action = episodes[0].turns[0].action
+    assert action.raw == "{not json" and action.arguments == {} and "not valid JSON" in action.parse_error
+
+
+def test_a_record_that_is_not_a_conversation_is_rejected(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "mixed.jsonl", [
+        {"messages": [{"role": "user", "content": "x"}]},
+        {"something": "else"},
+    ])
+    episodes, rejects = _read(path)
+    assert len(episodes) == 1 and len(rejects) == 1
+    assert rejects[0].line == 2 and "not a conversation" in rejects[0].reason
+    assert orjson.loads(rejects[0].raw) == {"something": "else"}
+
+
+def test_sniff_scores() -> None:
+    importer = get_importer("openai")
+    assert importer.sniff(Path("x"), '[{"task_id": 0, "traj": [{"role": "system", "content": ""}') >= 0.8
+    assert importer.sniff(Path("x"), "User: hello") == 0.0
