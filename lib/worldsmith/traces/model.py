@@ -9,10 +9,11 @@ record so a worldbook rule can always cite the exact place in the source file it
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 __all__ = [
     "Action",
@@ -86,18 +87,20 @@ class Action(BaseModel):
 
 
 class Observation(BaseModel):
-    """What the environment returned, verbatim; `data` holds the parsed JSON when the text is JSON."""
+    """What the environment returned, verbatim; `data` is the parsed JSON when the text is JSON.
 
-    model_config = _MODEL_CONFIG
+    `data` is derived from `text` on first use (and serialised with the model), so importing
+    a million observations never pays for parsing the ones nobody looks at.
+    """
+
+    model_config = ConfigDict(extra="ignore")  # a serialised `data` is derived, not input
 
     text: str
-    data: Any = Field(default=None, description="Parsed JSON of `text`, when `text` is JSON.")
 
-    @model_validator(mode="after")
-    def _parse_json_text(self) -> Observation:
-        if self.data is None:
-            self.data = parse_json_text(self.text)
-        return self
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def data(self) -> Any:
+        return parse_json_text(self.text)
 
 
 def parse_json_text(text: str) -> Any:
@@ -181,24 +184,46 @@ class Episode(BaseModel):
 
         Two imports of the same trajectory from different files or formats have equal content.
         """
-        return self.model_dump(
-            exclude={"source": True, "turns": {"__all__": {"provenance", "id"}}},
+        body = self.model_dump(
+            exclude={
+                "source": True,
+                "initial_observation": {"data"},
+                "turns": {"__all__": {"provenance": True, "id": True, "observation": {"data"}}},
+            },
             mode="json",
         )
+        return body
 
     def content_hash(self) -> str:
-        """Hash of the episode's content minus its id: equal trajectories hash equal."""
-        body = self.content()
-        body.pop("id", None)
-        return content_digest(body)
+        """Digest of the content minus the id: equal trajectories hash equal, whatever their source.
+
+        Built directly from the attributes (not `content()`): it runs once per imported episode.
+        """
+        digest = hashlib.blake2b(digest_size=16)
+        initial = self.initial_observation.text if self.initial_observation is not None else None
+        head = (self.env_id, self.task, self.task_id, initial, self.reward, self.success, self.split,
+                self.family, self.metadata, [(c.role, c.content, c.name) for c in self.final_context])
+        digest.update(orjson.dumps(head, option=_HASH_OPTIONS))
+        for turn in self.turns:
+            action = turn.action
+            digest.update(orjson.dumps(
+                (action.name, action.arguments, action.raw, action.call_id, action.parse_error,
+                 turn.observation.text, turn.reward, turn.done, turn.info,
+                 [(c.role, c.content, c.name) for c in turn.context]),
+                option=_HASH_OPTIONS,
+            ))
+        return digest.hexdigest()
 
     @property
     def length(self) -> int:
         return len(self.turns)
 
 
+_HASH_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def content_digest(value: Any) -> str:
     """Stable 128-bit hex digest of a JSON value (keys sorted)."""
     return hashlib.blake2b(
-        orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS), digest_size=16
+        orjson.dumps(value, option=_HASH_OPTIONS), digest_size=16
     ).hexdigest()

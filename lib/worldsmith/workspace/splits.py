@@ -53,8 +53,9 @@ def _allocate(n_families: int, ratios: dict[str, float]) -> dict[str, int]:
         for name in positive:
             if counts[name] == 0:
                 counts[name] = 1
-    while sum(counts.values()) > n_families:
-        largest = max(counts, key=lambda name: (counts[name] - exact[name], counts[name]))
+    while sum(counts.values()) > n_families:  # take back from splits that keep at least one family
+        reducible = [name for name in counts if counts[name] > 1] or [name for name in counts if counts[name] > 0]
+        largest = max(reducible, key=lambda name: (counts[name] - exact[name], counts[name]))
         counts[largest] -= 1
     remainders = sorted(exact, key=lambda name: exact[name] - counts[name], reverse=True)
     index = 0

@@ -71,10 +71,6 @@ TURN_SCHEMA = pa.schema([
 _dumps = orjson.dumps
 
 
-def _json(value: Any) -> str:
-    return _dumps(value).decode()
-
-
 def _json_or_none(value: Any) -> str | None:
     return None if not value else _dumps(value).decode()
 
@@ -117,33 +113,34 @@ class PartWriter:
         e["source_pointer"].append(source.pointer if source else None)
         e["content_hash"].append(content_hash)
         e["ingest_id"].append(self.ingest_id)
-        t = self._turns
-        episode_id = episode.id
-        for turn in episode.turns:
-            action = turn.action
-            provenance = turn.provenance
-            t["episode_id"].append(episode_id)
-            t["turn_index"].append(turn.index)
-            t["turn_id"].append(turn.id)
-            t["action_name"].append(action.name)
-            t["action_arguments"].append(_json(action.arguments))
-            t["action_raw"].append(action.raw)
-            t["action_call_id"].append(action.call_id)
-            t["action_parse_error"].append(action.parse_error)
-            t["observation"].append(turn.observation.text)
-            t["reward"].append(turn.reward)
-            t["done"].append(turn.done)
-            t["info"].append(_json_or_none(turn.info))
-            t["context"].append(
-                _json_or_none([(c.role, c.content, c.name) for c in turn.context])
-            )
-            t["prov_source"].append(provenance.source if provenance else None)
-            t["prov_line"].append(provenance.line if provenance else None)
-            t["prov_pointer"].append(provenance.pointer if provenance else None)
-            t["prov_hash"].append(provenance.content_hash if provenance else None)
+        turns = episode.turns
+        if turns:
+            t = self._turns
+            actions = [turn.action for turn in turns]
+            provenance = [turn.provenance for turn in turns]
+            t["episode_id"].extend([episode.id] * len(turns))
+            t["turn_index"].extend([turn.index for turn in turns])
+            t["turn_id"].extend([turn.id for turn in turns])
+            t["action_name"].extend([a.name for a in actions])
+            t["action_arguments"].extend([_dumps(a.arguments).decode() for a in actions])
+            t["action_raw"].extend([a.raw for a in actions])
+            t["action_call_id"].extend([a.call_id for a in actions])
+            t["action_parse_error"].extend([a.parse_error for a in actions])
+            t["observation"].extend([turn.observation.text for turn in turns])
+            t["reward"].extend([turn.reward for turn in turns])
+            t["done"].extend([turn.done for turn in turns])
+            t["info"].extend([_dumps(turn.info).decode() if turn.info else None for turn in turns])
+            t["context"].extend([
+                _dumps([(c.role, c.content, c.name) for c in turn.context]).decode() if turn.context else None
+                for turn in turns
+            ])
+            t["prov_source"].extend([p.source if p else None for p in provenance])
+            t["prov_line"].extend([p.line if p else None for p in provenance])
+            t["prov_pointer"].extend([p.pointer if p else None for p in provenance])
+            t["prov_hash"].extend([p.content_hash if p else None for p in provenance])
         self.episodes += 1
-        self.turns += len(episode.turns)
-        if len(t["episode_id"]) >= self.batch_turns or len(e["episode_id"]) >= self.batch_turns:
+        self.turns += len(turns)
+        if len(self._turns["episode_id"]) >= self.batch_turns or len(e["episode_id"]) >= self.batch_turns:
             self.flush()
 
     def flush(self) -> None:

@@ -154,7 +154,7 @@ def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
                 continue
             try:
                 value = orjson.loads(line)
-            except orjson.JSONDecodeError as error:
+            except orjson.JSONDecodeError:
                 try:  # parse again without the line ending to tell a cut-off record apart
                     orjson.loads(line.rstrip(b"\r\n"))
                 except orjson.JSONDecodeError as bare:

@@ -23,7 +23,7 @@ import orjson
 from worldsmith.traces.actions import parse_arguments
 from worldsmith.traces.importers.base import JsonRecord, ReadItem, safe_records
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
-from worldsmith.traces.model import Action, ContextEvent, Episode, Observation, Provenance, SourceRef, Turn
+from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
 
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
@@ -32,32 +32,38 @@ MESSAGE_KEYS = ("messages", "traj", "conversation", "conversations", "trajectory
 _RESULT_ROLES = ("tool", "function", "ipython")
 _CONTEXT_ROLES = ("system", "developer", "user")
 _EXPORT_KEY = "worldsmith"
+_STANDARD_RESULT_KEYS = frozenset({"role", "content", "tool_call_id", "name"})
 
 
-def _digest(*parts: Any) -> str:
-    return hashlib.blake2b(orjson.dumps(parts), digest_size=8).hexdigest()
+def _digest(*parts: str) -> str:
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+
+
+def _event(role: str, content: str, name: str | None = None) -> dict[str, Any]:
+    return {"role": role, "content": content, "name": name}
 
 
 @dataclass(slots=True)
 class _Call:
-    action: Action
+    """One tool call waiting for (or matched with) its result; `action` is an Action dict."""
+
+    action: dict[str, Any]
+    arguments_text: str
     pointer: str
-    message: dict[str, Any]
     call: dict[str, Any]
-    context: list[ContextEvent]
+    context: list[dict[str, Any]]
     result: dict[str, Any] | None = None
-    result_pointer: str | None = None
 
 
 @dataclass(slots=True)
 class _Conversation:
-    """Aligns the calls and results of one conversation."""
+    """Aligns the calls and results of one conversation; builds plain dicts validated once per episode."""
 
     source: str
     line: int
     calls: list[_Call] = field(default_factory=list)
     open_calls: list[_Call] = field(default_factory=list)
-    buffer: list[ContextEvent] = field(default_factory=list)
+    buffer: list[dict[str, Any]] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
 
     def reject(self, reason: str, pointer: str, raw: Any) -> None:
@@ -65,8 +71,20 @@ class _Conversation:
             Reject(self.source, reason, line=self.line, pointer=pointer, raw=orjson.dumps(raw).decode())
         )
 
-    def add_call(self, action: Action, pointer: str, message: dict[str, Any], call: dict[str, Any]) -> None:
-        slot = _Call(action, pointer, message, call, self.buffer)
+    def add_call(self, call: dict[str, Any], pointer: str) -> None:
+        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            self.reject("tool call is not an object with a function name", pointer, call)
+            return
+        raw = function.get("arguments", function.get("input"))
+        arguments, error = parse_arguments(raw)
+        call_id = call.get("id")
+        action = {
+            "name": name, "arguments": arguments, "raw": raw if isinstance(raw, str) else None,
+            "call_id": call_id if isinstance(call_id, str) and call_id else None, "parse_error": error,
+        }
+        slot = _Call(action, raw if isinstance(raw, str) else orjson.dumps(raw).decode(), pointer, call, self.buffer)
         self.calls.append(slot)
         self.open_calls.append(slot)
         self.buffer = []
@@ -74,15 +92,18 @@ class _Conversation:
     def add_result(self, message: dict[str, Any], pointer: str) -> None:
         call_id = message.get("tool_call_id")
         name = message.get("name")
+        open_calls = self.open_calls
         slot = None
-        if isinstance(call_id, str) and call_id:
-            slot = next((c for c in self.open_calls if c.action.call_id == call_id), None)
+        if open_calls and open_calls[0].action["call_id"] == call_id and call_id:
+            slot = open_calls[0]  # the common case: results come back in call order
+        elif isinstance(call_id, str) and call_id:
+            slot = next((c for c in open_calls if c.action["call_id"] == call_id), None)
             if slot is None:  # the call was recorded without an id: fall back to adjacency
-                slot = next((c for c in self.open_calls if c.action.call_id is None), None)
+                slot = next((c for c in open_calls if c.action["call_id"] is None), None)
         else:
-            slot = next((c for c in self.open_calls if name and c.action.name == name), None)
-            if slot is None and self.open_calls:
-                slot = self.open_calls[0]
+            slot = next((c for c in open_calls if name and c.action["name"] == name), None)
+            if slot is None and open_calls:
+                slot = open_calls[0]
         if slot is None:
             reason = "tool result has no matching call"
             if isinstance(call_id, str) and call_id:
@@ -90,75 +111,59 @@ class _Conversation:
             self.reject(reason, pointer, message)
             return
         slot.result = message
-        slot.result_pointer = pointer
-        self.open_calls.remove(slot)
+        open_calls.remove(slot)
 
-    def turns(self) -> list[Turn]:
-        turns: list[Turn] = []
-        carried: list[ContextEvent] = []
+    def turns(self, episode_id: str) -> list[dict[str, Any]]:
+        turns: list[dict[str, Any]] = []
+        carried: list[dict[str, Any]] = []
         for call in self.calls:
             if call.result is None:
-                suffix = f" (id {call.action.call_id!r})" if call.action.call_id else ""
-                self.reject(f"tool call {call.action.name!r} has no result{suffix}", call.pointer, call.call)
+                suffix = f" (id {call.action['call_id']!r})" if call.action["call_id"] else ""
+                self.reject(f"tool call {call.action['name']!r} has no result{suffix}", call.pointer, call.call)
                 carried.extend(call.context)
                 continue
-            turns.append(self._turn(len(turns), call, carried + call.context))
+            turns.append(self._turn(episode_id, len(turns), call, carried + call.context if carried else call.context))
             carried = []
         self.buffer = carried + self.buffer
         return turns
 
-    def _turn(self, index: int, call: _Call, context: list[ContextEvent]) -> Turn:
+    def _turn(self, episode_id: str, index: int, call: _Call, context: list[dict[str, Any]]) -> dict[str, Any]:
         result = call.result or {}
-        extra = result.get(_EXPORT_KEY) if isinstance(result.get(_EXPORT_KEY), dict) else {}
-        observation = Observation(text=flatten_content(result.get("content")))
-        info = dict(extra.get("info") or {})
-        for key, value in result.items():
-            if key not in ("role", "content", "tool_call_id", "name", _EXPORT_KEY):
-                info[key] = value
+        content = result.get("content")
+        text = content if isinstance(content, str) else flatten_content(content)
         action = call.action
-        restored = {key: extra[key] for key in ("raw", "call_id") if key in extra}
-        if restored:
-            action = action.model_copy(update=restored)
-        return Turn(
-            index=index,
-            action=action,
-            observation=observation,
-            reward=extra.get("reward"),
-            done=extra.get("done"),
-            info=info,
-            context=context,
-            provenance=Provenance(
-                source=self.source,
-                line=self.line,
-                pointer=call.pointer,
-                content_hash=_digest(call.call, result),
-            ),
-        )
+        turn: dict[str, Any] = {
+            "index": index,
+            "id": f"{episode_id}#{index}",
+            "action": action,
+            "observation": {"text": text},
+            "context": context,
+            "provenance": {
+                "source": self.source, "line": self.line, "pointer": call.pointer,
+                "content_hash": _digest(action["name"], call.arguments_text, text),
+            },
+        }
+        if not result.keys() <= _STANDARD_RESULT_KEYS:  # extra fields: per-turn reward/done/info
+            extra = result.get(_EXPORT_KEY) if isinstance(result.get(_EXPORT_KEY), dict) else {}
+            info = dict(extra.get("info") or {})
+            for key, value in result.items():
+                if key not in _STANDARD_RESULT_KEYS and key != _EXPORT_KEY:
+                    info[key] = value
+            turn["info"] = info
+            turn["reward"] = extra.get("reward")
+            turn["done"] = extra.get("done")
+            restored = {key: extra[key] for key in ("raw", "call_id") if key in extra}
+            if restored:
+                turn["action"] = {**action, **restored}
+        return turn
 
 
-def _first_user_text(turns: list[Turn], trailing: list[ContextEvent]) -> str | None:
-    for events in [turn.context for turn in turns] + [trailing]:
+def _first_user_text(turns: list[dict[str, Any]], trailing: list[dict[str, Any]]) -> str | None:
+    for events in [turn["context"] for turn in turns] + [trailing]:
         for event in events:
-            if event.role == "user" and event.content:
-                return event.content
+            if event["role"] == "user" and event["content"]:
+                return event["content"]
     return None
-
-
-def _action_from_call(call: dict[str, Any]) -> Action | None:
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    raw_arguments = function.get("arguments", function.get("input"))
-    arguments, error = parse_arguments(raw_arguments)
-    call_id = call.get("id")
-    return Action(
-        name=name,
-        arguments=arguments,
-        raw=raw_arguments if isinstance(raw_arguments, str) else None,
-        call_id=call_id if isinstance(call_id, str) and call_id else None,
-        parse_error=error,
-    )
 
 
 def conversation_messages(value: Any) -> tuple[str | None, list[Any]] | None:
@@ -216,15 +221,15 @@ class OpenAIChatImporter:
             return
         key, messages = found
         fields = episode_fields(record.value, skip=(key,)) if isinstance(record.value, dict) else {"metadata": {}}
+        episode_id = fields.get("id") or fallback_episode_id(path, ordinal)
         base = f"{record.pointer}/{key}" if key else record.pointer
         conversation = _Conversation(source=source, line=record.line)
         for position, message in enumerate(messages):
-            pointer = f"{base}/{position}"
             if not isinstance(message, dict):
-                conversation.reject(f"message is a {type(message).__name__}, not an object", pointer, message)
+                conversation.reject(f"message is a {type(message).__name__}, not an object", f"{base}/{position}", message)
                 continue
-            self._message(conversation, message, pointer)
-        turns = conversation.turns()
+            self._message(conversation, message, base, position)
+        turns = conversation.turns(episode_id)
         meta = fields.get("metadata", {})
         exported = meta.pop(_EXPORT_KEY, None) if isinstance(meta.get(_EXPORT_KEY), dict) else None
         task = fields.get("task")
@@ -232,54 +237,56 @@ class OpenAIChatImporter:
             task = _first_user_text(turns, conversation.buffer)
         initial = None
         if exported and exported.get("initial_observation") is not None:
-            initial = Observation(text=exported["initial_observation"])
-        episode = Episode(
-            id=fields.get("id") or fallback_episode_id(path, ordinal),
-            env_id=fields.get("env_id"),
-            task=task,
-            task_id=fields.get("task_id"),
-            initial_observation=initial,
-            turns=turns,
-            final_context=conversation.buffer,
-            reward=fields.get("reward"),
-            success=fields.get("success"),
-            split=fields.get("split"),
-            family=fields.get("family"),
-            metadata=meta,
-            source=SourceRef(format=self.name, path=source, line=record.line, pointer=record.pointer or None),
-        )
+            initial = {"text": exported["initial_observation"]}
+        episode = Episode.model_validate({
+            "id": episode_id,
+            "env_id": fields.get("env_id"),
+            "task": task,
+            "task_id": fields.get("task_id"),
+            "initial_observation": initial,
+            "turns": turns,
+            "final_context": conversation.buffer,
+            "reward": fields.get("reward"),
+            "success": fields.get("success"),
+            "split": fields.get("split"),
+            "family": fields.get("family"),
+            "metadata": meta,
+            "source": {"format": self.name, "path": source, "line": record.line, "pointer": record.pointer or None},
+        })
         yield from conversation.rejects
         yield episode
 
-    def _message(self, conversation: _Conversation, message: dict[str, Any], pointer: str) -> None:
+    def _message(self, conversation: _Conversation, message: dict[str, Any], base: str, position: int) -> None:
         role = message.get("role")
         if role in _RESULT_ROLES:
-            conversation.add_result(message, pointer)
+            conversation.add_result(message, f"{base}/{position}")
             return
         if role == "assistant":
             for reasoning_key in ("reasoning_content", "reasoning"):
-                if isinstance(message.get(reasoning_key), str) and message[reasoning_key]:
-                    conversation.buffer.append(ContextEvent(role="reasoning", content=message[reasoning_key]))
-            text = flatten_content(message.get("content"))
+                reasoning = message.get(reasoning_key)
+                if isinstance(reasoning, str) and reasoning:
+                    conversation.buffer.append(_event("reasoning", reasoning))
+            content = message.get("content")
+            text = content if isinstance(content, str) else flatten_content(content)
             if text:
-                conversation.buffer.append(ContextEvent(role="assistant", content=text, name=_name(message)))
+                conversation.buffer.append(_event("assistant", text, _name(message)))
             calls = message.get("tool_calls")
-            located = [(f"{pointer}/tool_calls/{i}", c) for i, c in enumerate(calls)] if isinstance(calls, list) else []
+            if isinstance(calls, list):
+                for index, call in enumerate(calls):
+                    pointer = f"{base}/{position}/tool_calls/{index}"
+                    if isinstance(call, dict):
+                        conversation.add_call(call, pointer)
+                    else:
+                        conversation.reject("tool call is not an object with a function name", pointer, call)
             if isinstance(message.get("function_call"), dict):
-                located.append((f"{pointer}/function_call", message["function_call"]))
-            for call_pointer, call in located:
-                action = _action_from_call(call) if isinstance(call, dict) else None
-                if action is None:
-                    conversation.reject("tool call is not an object with a function name", call_pointer, call)
-                else:
-                    conversation.add_call(action, call_pointer, message, call)
+                conversation.add_call(message["function_call"], f"{base}/{position}/function_call")
             return
         if isinstance(role, str) and role:
-            conversation.buffer.append(
-                ContextEvent(role=role, content=flatten_content(message.get("content")), name=_name(message))
-            )
+            content = message.get("content")
+            text = content if isinstance(content, str) else flatten_content(content)
+            conversation.buffer.append(_event(role, text, _name(message)))
             return
-        conversation.reject("message has no role", pointer, message)
+        conversation.reject("message has no role", f"{base}/{position}", message)
 
 
 def _name(message: dict[str, Any]) -> str | None:

@@ -1,0 +1,46 @@
+# The project's steps; README's Quickstart and .ci/run call these.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+export OMP_NUM_THREADS ?= 1
+export HF_HUB_OFFLINE := 1
+
+.PHONY: install workbench test browser lint bench samples clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## Start the workbench on the bundled samples (localhost only).
+workbench: install
+	$(BIN)/python -m streamlit run workbench/app.py --server.port $(PORT)
+
+## Debian's Chromium for the end-to-end browser test (a browser download from elsewhere fails here).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "chromium missing: run 'sudo apt-get install chromium chromium-driver' for the browser test" >&2; fi; }
+
+## The whole test suite (unit, integration, notebooks, browser).
+test: install browser
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples
+
+## Ingest throughput and memory (writes benchmarks/results/ingest.json).
+bench: install
+	$(BIN)/python benchmarks/ingest.py
+
+## Regenerate data_samples/ from real environments (needs the 'samples' extra).
+samples: install
+	$(BIN)/python data_samples/make_samples.py
+
+clean:
+	rm -rf $(VENV) workspace .pytest_cache
