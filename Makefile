@@ -40,6 +40,8 @@ bench: install
 
 ## Regenerate data_samples/ from real environments (needs the 'samples' extra).
 samples: install
+	$(BIN)/python -m pip install --quiet -e '.[samples]'
+	$(BIN)/python -m pip install --quiet --no-deps "bfcl-eval==2026.3.23" "mpmath>=1.3"  # its full install pulls CUDA torch
 	$(BIN)/python data_samples/make_samples.py
 
 clean:

@@ -156,3 +156,16 @@ def test_forced_format_reports_records_it_cannot_read(workspace: Workspace, ledg
 def test_bad_dataset_name_is_a_usage_error(workspace: Workspace, ledger_file: Path) -> None:
     with pytest.raises(ValueError, match="invalid dataset name"):
         workspace.ingest([ledger_file], "../escape")
+
+
+def test_folders_skip_documentation_and_code_but_named_files_are_read(workspace: Workspace, tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    (folder / "nested").mkdir(parents=True)
+    write_jsonl(folder / "nested" / "a.jsonl", [_conversation(1)])
+    (folder / "README.md").write_text("# runs\n")
+    (folder / "make_runs.py").write_text("print('hi')\n")
+    (folder / ".hidden.jsonl").write_text("junk\n")
+    report = workspace.ingest([folder], "d")
+    assert [Path(f.path).name for f in report.files] == ["a.jsonl"] and report.rejected == 0
+    explicit = workspace.ingest([folder / "README.md"], "d")
+    assert explicit.rejected == 1 and "could not detect" in explicit.files[0].error

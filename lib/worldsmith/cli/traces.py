@@ -8,7 +8,7 @@ import sys
 import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.traces import IMPORTERS, episode_json_schema
+from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace import EpisodeFilter
 
@@ -60,7 +60,8 @@ def run_list(args: argparse.Namespace) -> int:
         emit_json({"dataset": dataset.name, "total": total, "offset": args.offset, "episodes": records})
     else:
         columns = ["episode_id", "env_id", "n_turns", "reward", "success", "split", "task"]
-        print(frame[columns].to_string(index=False, max_colwidth=60) if not frame.empty else "(no episodes)")
+        shown = frame[columns].astype(object).where(frame[columns].notna(), "")
+        print(shown.to_string(index=False, max_colwidth=60) if not frame.empty else "(no episodes)")
         print(f"{len(frame)} of {total} episodes (offset {args.offset})")
     return EXIT_OK
 
@@ -69,16 +70,70 @@ def run_show(args: argparse.Namespace) -> int:
     dataset = workspace_from(args).dataset(args.dataset)
     try:
         if "#" in args.id and dataset.has_turn(args.id):
-            value = dataset.turn(args.id).model_dump(mode="json")
-        else:
-            value = dataset.episode(args.id).model_dump(mode="json")
+            turn = dataset.turn(args.id)
+            if getattr(args, "json", False):
+                emit_json(turn.model_dump(mode="json"))
+            else:
+                sys.stdout.write(format_turn(turn))
+            return EXIT_OK
+        episode = dataset.episode(args.id)
     except KeyError as error:
         raise CommandError(str(error.args[0])) from None
     if getattr(args, "json", False):
-        emit_json(value)
+        emit_json(episode.model_dump(mode="json"))
     else:
-        sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(format_episode(episode))
     return EXIT_OK
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "".join(prefix + line for line in text.splitlines(keepends=True)) + ("\n" if not text.endswith("\n") else "")
+
+
+def _pretty(value: object) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+
+
+def format_turn(turn: Turn) -> str:
+    """A readable text view of one turn (what `traces show` prints without --json)."""
+    lines = [f"── turn {turn.id}"]
+    for event in turn.context:
+        lines.append(f"  [{event.role}]")
+        lines.append(_indent(event.content).rstrip("\n"))
+    action = turn.action
+    lines.append(f"  action: {action.name}  {orjson.dumps(action.arguments).decode()}")
+    if action.raw is not None and action.raw != orjson.dumps(action.arguments).decode():
+        lines.append(f"  raw:    {action.raw}")
+    if action.parse_error:
+        lines.append(f"  parse error: {action.parse_error}")
+    observation = turn.observation
+    lines.append("  observation:")
+    lines.append(_indent(_pretty(observation.data) if observation.data is not None else observation.text).rstrip("\n"))
+    extras = {k: v for k, v in (("reward", turn.reward), ("done", turn.done)) if v is not None}
+    if extras or turn.info:
+        lines.append(f"  {' '.join(f'{k}={v}' for k, v in extras.items())} {orjson.dumps(turn.info).decode() if turn.info else ''}".rstrip())
+    if turn.provenance is not None:
+        where = turn.provenance.source + (f":{turn.provenance.line}" if turn.provenance.line else "")
+        lines.append(f"  from {where} {turn.provenance.pointer or ''}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def format_episode(episode: Episode) -> str:
+    """A readable text view of one episode."""
+    head = [f"episode {episode.id}"]
+    for label, value in (("environment", episode.env_id), ("task id", episode.task_id), ("reward", episode.reward),
+                         ("success", episode.success), ("split", episode.split), ("family", episode.family)):
+        if value is not None:
+            head.append(f"  {label}: {value}")
+    if episode.task:
+        head.append("  task:")
+        head.append(_indent(episode.task).rstrip("\n"))
+    if episode.initial_observation is not None:
+        head.append("  initial observation:")
+        head.append(_indent(episode.initial_observation.text).rstrip("\n"))
+    body = [format_turn(turn) for turn in episode.turns]
+    tail = [f"  [{e.role}] {e.content}" for e in episode.final_context]
+    return "\n".join(head) + "\n" + "".join(body) + ("\n".join(tail) + "\n" if tail else "")
 
 
 def run_schema(args: argparse.Namespace) -> int:

@@ -199,20 +199,16 @@ class Episode(BaseModel):
 
         Built directly from the attributes (not `content()`): it runs once per imported episode.
         """
-        digest = hashlib.blake2b(digest_size=16)
         initial = self.initial_observation.text if self.initial_observation is not None else None
         head = (self.env_id, self.task, self.task_id, initial, self.reward, self.success, self.split,
                 self.family, self.metadata, [(c.role, c.content, c.name) for c in self.final_context])
-        digest.update(orjson.dumps(head, option=_HASH_OPTIONS))
-        for turn in self.turns:
-            action = turn.action
-            digest.update(orjson.dumps(
-                (action.name, action.arguments, action.raw, action.call_id, action.parse_error,
-                 turn.observation.text, turn.reward, turn.done, turn.info,
-                 [(c.role, c.content, c.name) for c in turn.context]),
-                option=_HASH_OPTIONS,
-            ))
-        return digest.hexdigest()
+        body = [
+            (turn.action.name, turn.action.arguments, turn.action.raw, turn.action.call_id, turn.action.parse_error,
+             turn.observation.text, turn.reward, turn.done, turn.info,
+             [(c.role, c.content, c.name) for c in turn.context] if turn.context else None)
+            for turn in self.turns
+        ]
+        return hashlib.blake2b(orjson.dumps((head, body), option=_HASH_OPTIONS), digest_size=16).hexdigest()
 
     @property
     def length(self) -> int:

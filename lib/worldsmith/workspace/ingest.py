@@ -27,7 +27,7 @@ from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace.dataset import Dataset, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
-__all__ = ["IngestProgress", "expand_paths", "ingest_files"]
+__all__ = ["IngestProgress", "expand_paths", "ingest_files", "is_trace_candidate"]
 
 
 @dataclass(slots=True)
@@ -47,17 +47,34 @@ class IngestProgress:
 ProgressCallback = Callable[[IngestProgress], None]
 
 
+# Files in a folder that are documentation or code, not traces (explicitly named files are always read).
+_NOT_TRACES_SUFFIXES = frozenset({".md", ".rst", ".py", ".ipynb", ".toml", ".cfg", ".ini", ".lock", ".license", ".sh"})
+_NOT_TRACES_STEMS = ("readme", "license", "licence", "notice", "copying", "changelog")
+
+
+def is_trace_candidate(path: Path) -> bool:
+    """Whether a file found inside a folder should be offered to the importers."""
+    if path.name.startswith(".") or path.suffix.lower() in _NOT_TRACES_SUFFIXES:
+        return False
+    return not path.stem.lower().startswith(_NOT_TRACES_STEMS)
+
+
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders expanded to the (non-hidden) files inside them, sorted."""
+    """Files as given; folders expanded to the trace files inside them (recursively, sorted).
+
+    Inside a folder, hidden files and folders, documentation and code (README, LICENSE, *.md,
+    *.py, ...) are skipped; a file named explicitly is always read.
+    """
     out: list[Path] = []
     for item in paths:
         path = Path(item)
-        if path.is_dir():
-            out.extend(
-                sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
-            )
-        else:
+        if not path.is_dir():
             out.append(path)
+            continue
+        for candidate in sorted(path.rglob("*")):
+            relative = candidate.relative_to(path).parts
+            if candidate.is_file() and not any(part.startswith(".") for part in relative) and is_trace_candidate(candidate):
+                out.append(candidate)
     return out
 
 

@@ -77,8 +77,16 @@ class _Conversation:
         if not isinstance(name, str) or not name:
             self.reject("tool call is not an object with a function name", pointer, call)
             return
-        raw = function.get("arguments", function.get("input"))
-        arguments, error = parse_arguments(raw)
+        raw = function.get("arguments")
+        if raw is None:
+            raw = function.get("input")
+        if isinstance(raw, str) and raw:
+            try:
+                arguments, error = orjson.loads(raw), None
+            except orjson.JSONDecodeError:
+                arguments, error = parse_arguments(raw)
+        else:
+            arguments, error = parse_arguments(raw)
         call_id = call.get("id")
         action = {
             "name": name, "arguments": arguments, "raw": raw if isinstance(raw, str) else None,
@@ -89,7 +97,7 @@ class _Conversation:
         self.open_calls.append(slot)
         self.buffer = []
 
-    def add_result(self, message: dict[str, Any], pointer: str) -> None:
+    def add_result(self, message: dict[str, Any], base: str, position: int) -> None:
         call_id = message.get("tool_call_id")
         name = message.get("name")
         open_calls = self.open_calls
@@ -108,7 +116,7 @@ class _Conversation:
             reason = "tool result has no matching call"
             if isinstance(call_id, str) and call_id:
                 reason += f" (tool_call_id {call_id!r} was never called or already answered)"
-            self.reject(reason, pointer, message)
+            self.reject(reason, f"{base}/{position}", message)
             return
         slot.result = message
         open_calls.remove(slot)
@@ -259,13 +267,14 @@ class OpenAIChatImporter:
     def _message(self, conversation: _Conversation, message: dict[str, Any], base: str, position: int) -> None:
         role = message.get("role")
         if role in _RESULT_ROLES:
-            conversation.add_result(message, f"{base}/{position}")
+            conversation.add_result(message, base, position)
             return
         if role == "assistant":
-            for reasoning_key in ("reasoning_content", "reasoning"):
-                reasoning = message.get(reasoning_key)
-                if isinstance(reasoning, str) and reasoning:
-                    conversation.buffer.append(_event("reasoning", reasoning))
+            if "reasoning_content" in message or "reasoning" in message:
+                for reasoning_key in ("reasoning_content", "reasoning"):
+                    reasoning = message.get(reasoning_key)
+                    if isinstance(reasoning, str) and reasoning:
+                        conversation.buffer.append(_event("reasoning", reasoning))
             content = message.get("content")
             text = content if isinstance(content, str) else flatten_content(content)
             if text:
@@ -278,7 +287,7 @@ class OpenAIChatImporter:
                         conversation.add_call(call, pointer)
                     else:
                         conversation.reject("tool call is not an object with a function name", pointer, call)
-            if isinstance(message.get("function_call"), dict):
+            if "function_call" in message and isinstance(message["function_call"], dict):
                 conversation.add_call(message["function_call"], f"{base}/{position}/function_call")
             return
         if isinstance(role, str) and role:

@@ -1,0 +1,109 @@
+"""Fixtures for the workbench tests: sample trace folders, populated workspaces, page paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("WORLDSMITH_SHARED", REPO.parent / "shared"))
+FORMATS = SHARED / "data" / "formats"
+APP = REPO / "workbench" / "app.py"
+TRACES_PAGE = REPO / "pages" / "traces.py"
+HOME_PAGE = REPO / "pages" / "home.py"
+
+# (shared file, fallback in data_samples/)
+SAMPLE_SOURCES = [
+    (FORMATS / "role_prefixed" / "ledger_trace.txt", REPO / "data_samples" / "ledger.role_prefixed.txt"),
+    (FORMATS / "agentworldbench" / "synthetic_terminal.jsonl", REPO / "data_samples" / "terminal.agentworldbench.jsonl"),
+]
+
+
+def _sample_file(shared: Path, fallback: Path) -> Path:
+    for candidate in (shared, fallback):
+        if candidate.exists():
+            return candidate
+    pytest.skip(f"sample trace missing: {shared} (and {fallback})")
+
+
+def openai_conversation(conv_id: str, reward: float, n_calls: int = 1, task_id: int = 3) -> dict[str, Any]:
+    """An OpenAI-format conversation with `n_calls` tool calls (one turn each)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"hi from {conv_id}"}]
+    for i in range(n_calls):
+        messages.append({
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": f"call{i}", "type": "function",
+                            "function": {"name": "get_user", "arguments": json.dumps({"user_id": f"u{i}"})}}],
+        })
+        messages.append({"role": "tool", "tool_call_id": f"call{i}",
+                         "content": json.dumps({"name": f"user number {i}", "index": i})})
+    return {"id": conv_id, "task_id": task_id, "reward": reward, "messages": messages}
+
+
+OPENAI_LINE = (
+    '{"id": "c1", "task_id": 3, "reward": 1.0, "messages": [{"role":"user","content":"hi"},'
+    '{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":'
+    '{"name":"get_user","arguments":"{\\"user_id\\": \\"u1\\"}"}}]},'
+    '{"role":"tool","tool_call_id":"a","content":"{\\"name\\": \\"Mia\\"}"}]}\n'
+)
+
+
+@pytest.fixture(scope="session")
+def samples_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the two shared sample traces (role-prefixed ledger, AgentWorldBench terminal)."""
+    folder = tmp_path_factory.mktemp("samples")
+    for shared, fallback in SAMPLE_SOURCES:
+        source = _sample_file(shared, fallback)
+        shutil.copy(source, folder / source.name)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def openai_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("openai") / "chat.openai.jsonl"
+    path.write_text(OPENAI_LINE, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chat_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three OpenAI conversations: c-win (reward 1), c-lose (reward 0), c-long (45 turns, reward 0)."""
+    path = tmp_path_factory.mktemp("chat") / "chat.jsonl"
+    rows = [openai_conversation("c-win", 1.0), openai_conversation("c-lose", 0.0, n_calls=2),
+            openai_conversation("c-long", 0.0, n_calls=45, task_id=7)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def populated_root(tmp_path_factory: pytest.TempPathFactory, samples_folder: Path, chat_file: Path) -> Path:
+    """A workspace with datasets `samples` (2 episodes) and `chat` (3 episodes). Read-only for tests."""
+    from worldsmith.workspace import Workspace
+
+    root = tmp_path_factory.mktemp("ws-populated")
+    workspace = Workspace(root)
+    assert workspace.ingest([samples_folder], "samples").committed
+    assert workspace.ingest([chat_file], "chat").committed
+    return root
+
+
+@pytest.fixture
+def populated(monkeypatch: pytest.MonkeyPatch, populated_root: Path) -> Path:
+    """Point the workbench at the populated workspace (and disable the sample import)."""
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(populated_root))
+    monkeypatch.setenv("WORLDSMITH_SAMPLES", "")
+    return populated_root
+
+
+@pytest.fixture
+def empty_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A fresh, empty workspace (writable), with the sample import disabled."""
+    root = tmp_path / "ws"
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))
+    monkeypatch.setenv("WORLDSMITH_SAMPLES", "")
+    return root
