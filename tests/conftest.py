@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+
 from helpers import airline_conversation, tool_call, write_json, write_jsonl
 
 

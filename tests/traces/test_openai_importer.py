@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from helpers import airline_conversation, tool_call, write_json, write_jsonl
 
+from helpers import airline_conversation, tool_call, write_json, write_jsonl
 from worldsmith.traces import Episode, Reject, detect_format, get_importer, read_traces
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import airline_conversation, tool_call, write_json, write_jsonl
 
+from helpers import airline_conversation, tool_call, write_json, write_jsonl
 from worldsmith.traces import Episode, export_episodes, read_traces
 
 

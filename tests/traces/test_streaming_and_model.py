@@ -7,8 +7,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import airline_conversation
 
+from helpers import airline_conversation
 from worldsmith.traces import Episode, Observation, get_importer, split_turn_id, turn_id
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-from helpers import write_jsonl
 
+from helpers import write_jsonl
 from worldsmith.traces import Episode, Reject, detect_format, read_traces
 from worldsmith.traces.exporters import episode_to_native
 

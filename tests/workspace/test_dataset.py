@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import airline_conversation, write_json
 
+from helpers import airline_conversation, write_json
 from worldsmith import EpisodeFilter, Workspace
 from worldsmith.traces import read_traces
 

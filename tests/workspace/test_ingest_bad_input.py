@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from helpers import airline_conversation, tool_call, write_json, write_jsonl
 
+from helpers import airline_conversation, tool_call, write_jsonl
 from worldsmith import Workspace
 
 
