@@ -140,3 +140,36 @@ def test_sniff_scores() -> None:
     importer = get_importer("openai")
     assert importer.sniff(Path("x"), '[{"task_id": 0, "traj": [{"role": "system", "content": ""}') >= 0.8
     assert importer.sniff(Path("x"), "User: hello") == 0.0
+
+
+def test_results_document_with_simulations_and_user_tool_calls(tmp_path: Path) -> None:
+    """A tau2-bench results file: conversations under `simulations`, flat tool calls with dict
+    arguments, tool messages that carry the call id as `id`, user-side tool calls, nested reward."""
+    simulation = {
+        "id": "5e1f", "task_id": "[telecom]airplane_mode", "trial": 0,
+        "reward_info": {"reward": 1.0},
+        "messages": [
+            {"role": "assistant", "content": "Hi! How can I help?", "turn_idx": 0},
+            {"role": "user", "content": "My phone has no service.", "turn_idx": 1},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t1", "name": "get_customer_by_phone", "arguments": {"phone_number": "555"}, "requestor": "assistant"}]},
+            {"role": "tool", "id": "t1", "content": "{\"customer_id\": \"C1\"}", "requestor": "assistant", "error": False},
+            {"role": "user", "content": None, "tool_calls": [
+                {"id": "u1", "name": "toggle_airplane_mode", "arguments": {}, "requestor": "user"}]},
+            {"role": "tool", "id": "u1", "content": "Airplane mode is now OFF.", "requestor": "user", "error": False},
+            {"role": "user", "content": "It works now, thanks!"},
+        ],
+    }
+    path = write_json(tmp_path / "results.json", {"info": {"num_trials": 1}, "tasks": [], "simulations": [simulation]})
+    assert detect_format(path).importer.name == "openai"
+    episodes, rejects = _read(path)
+    assert rejects == []
+    (episode,) = episodes
+    assert episode.id == "5e1f" and episode.reward == 1.0 and episode.task_id == "[telecom]airplane_mode"
+    assert [(t.action.name, t.observation.text) for t in episode.turns] == [
+        ("get_customer_by_phone", '{"customer_id": "C1"}'), ("toggle_airplane_mode", "Airplane mode is now OFF.")]
+    assert episode.turns[0].action.arguments == {"phone_number": "555"}
+    assert episode.turns[0].info == {"requestor": "assistant", "error": False}
+    assert episode.turns[1].info["requestor"] == "user"
+    assert episode.turns[0].provenance.pointer == "/simulations/0/messages/2/tool_calls/0"
+    assert [c.content for c in episode.final_context] == ["It works now, thanks!"]

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("WORLDSMITH_SHARED", REPO.parent / "shared"))
-FORMATS = SHARED / "data" / "formats"
-APP = REPO / "workbench" / "app.py"
-TRACES_PAGE = REPO / "pages" / "traces.py"
-HOME_PAGE = REPO / "pages" / "home.py"
+_HERE = Path(__file__).resolve().parent
+for _path in (_HERE, _HERE.parents[1]):  # test helpers; the workbench package (repository root, not lib/)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from workbench_support import FORMATS, REPO  # noqa: E402
 
 # (shared file, fallback in data_samples/)
 SAMPLE_SOURCES = [

@@ -101,6 +101,8 @@ def episode_fields(record: dict[str, Any], *, skip: tuple[str, ...] = ()) -> Epi
     }
     if fields["task"] is None:
         fields["task"] = _nested_instruction(record)
+    if fields["reward"] is None and isinstance(record.get("reward_info"), dict):  # tau2-bench
+        fields["reward"] = _as_float(record["reward_info"].get("reward"))
     metadata = {key: value for key, value in record.items() if key not in used and key not in skip}
     if isinstance(metadata.get("metadata"), dict):  # a record's own metadata object is merged in
         metadata = {**metadata.pop("metadata"), **metadata}

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from worldsmith.traces.actions import parse_arguments
-from worldsmith.traces.importers.base import JsonRecord, ReadItem, safe_records
+from worldsmith.traces.importers.base import JsonRecord, ReadItem, format_validation_error, safe_records
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
@@ -29,6 +30,7 @@ from worldsmith.traces.report import Reject
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 
 MESSAGE_KEYS = ("messages", "traj", "conversation", "conversations", "trajectory")
+CONTAINER_KEYS = ("simulations", "episodes", "trajectories", "results", "data", "items", "records", "conversations")
 _RESULT_ROLES = ("tool", "function", "ipython")
 _CONTEXT_ROLES = ("system", "developer", "user")
 _EXPORT_KEY = "worldsmith"
@@ -52,6 +54,7 @@ class _Call:
     pointer: str
     call: dict[str, Any]
     context: list[dict[str, Any]]
+    requestor: str = "assistant"
     result: dict[str, Any] | None = None
 
 
@@ -71,7 +74,7 @@ class _Conversation:
             Reject(self.source, reason, line=self.line, pointer=pointer, raw=orjson.dumps(raw).decode())
         )
 
-    def add_call(self, call: dict[str, Any], pointer: str) -> None:
+    def add_call(self, call: dict[str, Any], pointer: str, requestor: str = "assistant") -> None:
         function = call.get("function") if isinstance(call.get("function"), dict) else call
         name = function.get("name")
         if not isinstance(name, str) or not name:
@@ -92,13 +95,14 @@ class _Conversation:
             "name": name, "arguments": arguments, "raw": raw if isinstance(raw, str) else None,
             "call_id": call_id if isinstance(call_id, str) and call_id else None, "parse_error": error,
         }
-        slot = _Call(action, raw if isinstance(raw, str) else orjson.dumps(raw).decode(), pointer, call, self.buffer)
+        slot = _Call(action, raw if isinstance(raw, str) else orjson.dumps(raw).decode(), pointer, call, self.buffer,
+                     requestor)
         self.calls.append(slot)
         self.open_calls.append(slot)
         self.buffer = []
 
     def add_result(self, message: dict[str, Any], base: str, position: int) -> None:
-        call_id = message.get("tool_call_id")
+        call_id = message.get("tool_call_id") or message.get("id")  # tau2-bench tool messages carry `id`
         name = message.get("name")
         open_calls = self.open_calls
         slot = None
@@ -155,7 +159,7 @@ class _Conversation:
             extra = result.get(_EXPORT_KEY) if isinstance(result.get(_EXPORT_KEY), dict) else {}
             info = dict(extra.get("info") or {})
             for key, value in result.items():
-                if key not in _STANDARD_RESULT_KEYS and key != _EXPORT_KEY:
+                if key not in _STANDARD_RESULT_KEYS and key != _EXPORT_KEY and not (key == "id" and value == action["call_id"]):
                     info[key] = value
             turn["info"] = info
             turn["reward"] = extra.get("reward")
@@ -163,6 +167,8 @@ class _Conversation:
             restored = {key: extra[key] for key in ("raw", "call_id") if key in extra}
             if restored:
                 turn["action"] = {**action, **restored}
+        if call.requestor != "assistant":  # e.g. a simulated user acting on the environment
+            turn["info"] = {**turn.get("info", {}), "requestor": call.requestor}
         return turn
 
 
@@ -171,6 +177,17 @@ def _first_user_text(turns: list[dict[str, Any]], trailing: list[dict[str, Any]]
         for event in events:
             if event["role"] == "user" and event["content"]:
                 return event["content"]
+    return None
+
+
+def _container_key(value: Any) -> str | None:
+    """The key of a list of conversations inside a results document (tau2-bench `simulations`, ...)."""
+    if not isinstance(value, dict) or conversation_messages(value) is not None:
+        return None
+    for key in CONTAINER_KEYS:
+        items = value.get(key)
+        if isinstance(items, list) and items and conversation_messages(items[0]) is not None:
+            return key
     return None
 
 
@@ -191,7 +208,7 @@ class OpenAIChatImporter:
     description = "OpenAI chat messages with tool_calls/tool results (JSON array, JSONL or one conversation)"
 
     _role = re.compile(r'"role"\s*:\s*"(assistant|tool|user|system|function)"')
-    _keys = re.compile(r'"(messages|traj|conversation|conversations|trajectory)"\s*:\s*\[')
+    _keys = re.compile(r'"(messages|traj|conversation|conversations|trajectory|simulations)"\s*:\s*\[')
 
     def sniff(self, path: Path, head: str) -> float:
         if head.lstrip()[:1] not in ("[", "{"):
@@ -209,11 +226,24 @@ class OpenAIChatImporter:
 
     def read(self, path: Path) -> Iterator[ReadItem]:
         ordinal = 0
+        source = str(path)
 
         def convert(record: JsonRecord) -> Iterator[ReadItem]:
             nonlocal ordinal
-            ordinal += 1
-            yield from self._convert(path, record, ordinal)
+            container = _container_key(record.value)
+            if container is None:
+                ordinal += 1
+                yield from self._convert(path, record, ordinal)
+                return
+            for index, item in enumerate(record.value[container]):  # e.g. {"simulations": [...]}
+                ordinal += 1
+                sub = JsonRecord(line=record.line, pointer=f"{record.pointer}/{container}/{index}", raw=None, value=item)
+                try:
+                    yield from self._convert(path, sub, ordinal)
+                except ValidationError as error:
+                    yield sub.reject(source, f"invalid record: {format_validation_error(error)}")
+                except (ValueError, TypeError, KeyError, AttributeError) as error:
+                    yield sub.reject(source, f"invalid record: {error}")
 
         return safe_records(path, convert)
 
@@ -269,33 +299,30 @@ class OpenAIChatImporter:
         if role in _RESULT_ROLES:
             conversation.add_result(message, base, position)
             return
-        if role == "assistant":
-            if "reasoning_content" in message or "reasoning" in message:
-                for reasoning_key in ("reasoning_content", "reasoning"):
-                    reasoning = message.get(reasoning_key)
-                    if isinstance(reasoning, str) and reasoning:
-                        conversation.buffer.append(_event("reasoning", reasoning))
-            content = message.get("content")
-            text = content if isinstance(content, str) else flatten_content(content)
-            if text:
-                conversation.buffer.append(_event("assistant", text, _name(message)))
-            calls = message.get("tool_calls")
-            if isinstance(calls, list):
-                for index, call in enumerate(calls):
-                    pointer = f"{base}/{position}/tool_calls/{index}"
-                    if isinstance(call, dict):
-                        conversation.add_call(call, pointer)
-                    else:
-                        conversation.reject("tool call is not an object with a function name", pointer, call)
-            if "function_call" in message and isinstance(message["function_call"], dict):
-                conversation.add_call(message["function_call"], f"{base}/{position}/function_call")
+        if not isinstance(role, str) or not role:
+            conversation.reject("message has no role", f"{base}/{position}", message)
             return
-        if isinstance(role, str) and role:
-            content = message.get("content")
-            text = content if isinstance(content, str) else flatten_content(content)
+        if "reasoning_content" in message or "reasoning" in message:
+            for reasoning_key in ("reasoning_content", "reasoning"):
+                reasoning = message.get(reasoning_key)
+                if isinstance(reasoning, str) and reasoning:
+                    conversation.buffer.append(_event("reasoning", reasoning))
+        content = message.get("content")
+        text = content if isinstance(content, str) else flatten_content(content)
+        if text or (role != "assistant" and not message.get("tool_calls")):
             conversation.buffer.append(_event(role, text, _name(message)))
-            return
-        conversation.reject("message has no role", f"{base}/{position}", message)
+        calls = message.get("tool_calls")
+        if calls:  # usually the assistant; a simulated user may call tools too (tau2-bench telecom)
+            if not isinstance(calls, list):
+                calls = [calls]
+            for index, call in enumerate(calls):
+                pointer = f"{base}/{position}/tool_calls/{index}"
+                if isinstance(call, dict):
+                    conversation.add_call(call, pointer, role)
+                else:
+                    conversation.reject("tool call is not an object with a function name", pointer, call)
+        if "function_call" in message and isinstance(message["function_call"], dict):
+            conversation.add_call(message["function_call"], f"{base}/{position}/function_call", role)
 
 
 def _name(message: dict[str, Any]) -> str | None:

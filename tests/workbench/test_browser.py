@@ -1,0 +1,181 @@
+"""The real workbench server driven in headless Chromium: upload and import, deep links, row selection."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from workbench_support import APP, REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+CHROMIUM = Path(os.environ.get("WORLDSMITH_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+WAIT_MS = 30_000
+
+
+def _require_chromium() -> None:
+    if CHROMIUM.exists():
+        return
+    message = f"Chromium not found at {CHROMIUM} (set WORLDSMITH_CHROMIUM to another binary)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read().decode().strip() == "ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s:\n"
+                       f"{log.read_text(errors='replace')}")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, samples_folder: Path) -> Iterator[dict]:
+    """`streamlit run workbench/app.py` on a free port, with a fresh workspace and the samples."""
+    _require_chromium()
+    pytest.importorskip("playwright.sync_api")
+    workspace = tmp_path_factory.mktemp("browser-ws")
+    log = tmp_path_factory.mktemp("browser-log") / "streamlit.log"
+    port = _free_port()
+    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "WORLDSMITH_SAMPLES": str(samples_folder),
+           "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(APP.relative_to(REPO)), "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.headless", "true"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log)
+        yield {"url": url, "workspace": workspace, "log": log}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def browser(server: dict) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, server: dict) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def _href(page) -> str:
+    # page.url misses history.replaceState updates; the document knows the real address.
+    return page.evaluate("window.location.href")
+
+
+def _wait_for_href(page, fragment: str) -> str:
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while time.monotonic() < deadline:
+        href = _href(page)
+        if fragment in href:
+            return href
+        time.sleep(0.2)
+    raise AssertionError(f"{fragment!r} never appeared in the address bar: {_href(page)}")
+
+
+def test_upload_import_and_report(page, server: dict, openai_file: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{server['url']}/traces")
+    # zero-config start imported the samples
+    expect(page.get_by_text("samples — 2 episodes, 5 turns")).to_be_visible()
+    page.get_by_text("Import traces", exact=True).click()
+    page.set_input_files("input[type=file]", str(openai_file))
+    expect(page.get_by_text(openai_file.name)).to_be_visible()
+    name = page.locator(".st-key-tr_import_dataset input")
+    name.fill("browser-upload")
+    name.press("Enter")
+    button = page.locator(".st-key-tr_import_button button")
+    expect(button).to_be_enabled()
+    button.click()
+    expect(page.get_by_text("Imported 1 episodes, 1 turns into")).to_be_visible()
+    picker = page.locator(".st-key-tr_dataset_pick")
+    expect(picker.get_by_text("browser-upload — 1 episodes, 1 turns")).to_be_visible()
+    expect(page.get_by_text("Episodes 1–1 of 1")).to_be_visible()
+    _wait_for_href(page, "dataset=browser-upload")
+    page.screenshot(path=str(tmp_path / "traces-after-import.png"), full_page=True)
+
+    uploads = list((server["workspace"] / "uploads").iterdir())
+    assert len(uploads) == 1 and uploads[0].name.endswith("-" + openai_file.name)
+
+    # open the episode by clicking its row's selection box in the table
+    table = page.locator("[class*='st-key-tr_episodes_']")
+    expect(table).to_be_visible()
+    page.wait_for_timeout(500)
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)  # header row, then the first row's checkbox
+    _wait_for_href(page, "episode=c1")
+    expect(page.get_by_text("c1#0", exact=True)).to_be_visible()
+    expect(page.get_by_text('"Mia"')).to_be_visible()
+
+
+def test_deep_link_shows_the_turn(page, server: dict, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{server['url']}/traces?dataset=samples&turn=terminal-1%232")
+    linked = page.locator(".st-key-linked-turn")
+    expect(linked).to_be_visible()
+    expect(linked.get_by_text("linked turn")).to_be_visible()
+    expect(linked.get_by_text("terminal-1#2", exact=True)).to_be_visible()
+    expect(linked.get_by_text("root@host:/app/tests# pwd")).to_be_visible()
+    assert "turn=terminal-1%232" in _href(page)
+    page.screenshot(path=str(tmp_path / "deep-link.png"))
+
+
+def test_home_links_to_traces(page, server: dict) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(server["url"])
+    expect(page.get_by_role("heading", name="worldsmith")).to_be_visible()
+    page.get_by_role("link", name="Browse in Traces").first.click()
+    expect(page.get_by_role("heading", name="Traces")).to_be_visible()
+    _wait_for_href(page, "/traces?dataset=")
