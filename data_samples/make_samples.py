@@ -141,9 +141,12 @@ def _play_textworld(kind: str, episode_id: str, args: list[str], workdir: Path) 
         walkthrough = list(state["extra.walkthrough"])
         events: list[dict[str, Any]] = [
             {"kind": "instruction", "content": state["objective"]},
-            {"kind": "observation", "content": _clean_tw_text(state.feedback, initial=True)},
+            {
+                "kind": "observation",
+                "content": _clean_tw_text(state.feedback, initial=True),
+                "info": {"score": int(state["score"]), "admissible_commands": sorted(state["admissible_commands"])},
+            },
         ]
-        initial_admissible = sorted(state["admissible_commands"])
         score = int(state["score"])
         done = False
         for command_text in walkthrough:
@@ -176,7 +179,6 @@ def _play_textworld(kind: str, episode_id: str, args: list[str], workdir: Path) 
                 "textworld_version": textworld.__version__,
                 "max_score": int(state["max_score"]),
                 "policy": "walkthrough",
-                "initial_admissible_commands": initial_admissible,
                 "text_cleaning": "trailing prompt/status line and the opening ASCII banner removed",
             },
             "events": events,

@@ -23,7 +23,7 @@ def source_files(tmp_path: Path, ledger_file: Path, awb_file: Path) -> list[Path
         "metadata": {"seed": 3},
         "events": [
             {"kind": "instruction", "content": "Win."},
-            {"kind": "observation", "content": "Start room."},
+            {"kind": "observation", "content": "Start room.", "info": {"admissible_commands": ["go north", "look"]}},
             {"kind": "action", "content": "go north"},
             {"kind": "observation", "content": "North room.", "reward": 1.0, "done": True, "info": {"score": 1}},
             {"kind": "context", "role": "assistant", "content": "I won."},

@@ -81,14 +81,26 @@ def chat_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def populated_root(tmp_path_factory: pytest.TempPathFactory, samples_folder: Path, chat_file: Path) -> Path:
-    """A workspace with datasets `samples` (2 episodes) and `chat` (3 episodes). Read-only for tests."""
+def many_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30 one-turn OpenAI conversations m00..m29 (more than one page of 25)."""
+    path = tmp_path_factory.mktemp("many") / "many.jsonl"
+    rows = [openai_conversation(f"m{i:02d}", float(i % 2)) for i in range(30)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def populated_root(
+    tmp_path_factory: pytest.TempPathFactory, samples_folder: Path, chat_file: Path, many_file: Path
+) -> Path:
+    """Datasets `samples` (2 episodes), `chat` (3) and `many` (30). Read-only for tests."""
     from worldsmith.workspace import Workspace
 
     root = tmp_path_factory.mktemp("ws-populated")
     workspace = Workspace(root)
     assert workspace.ingest([samples_folder], "samples").committed
     assert workspace.ingest([chat_file], "chat").committed
+    assert workspace.ingest([many_file], "many").committed
     return root
 
 

@@ -98,7 +98,8 @@ def test_app_navigates_to_traces(populated: Path) -> None:
 def test_traces_page_lists_datasets_and_episodes(populated: Path) -> None:
     at = no_exception(traces())
     picker = at.selectbox(key="tr_dataset_pick")
-    assert picker.options == ["chat — 3 episodes, 48 turns", "samples — 2 episodes, 5 turns"]
+    assert picker.options == ["chat — 3 episodes, 48 turns", "many — 30 episodes, 30 turns",
+                              "samples — 2 episodes, 5 turns"]
     assert picker.value == "chat"
     assert list(episode_table(at)["episode_id"]) == ["c-win", "c-lose", "c-long"]
     picker.set_value("samples").run()
@@ -161,9 +162,39 @@ def test_environment_filter(populated: Path) -> None:
 
 def test_episode_pages(populated: Path) -> None:
     at = no_exception(traces(dataset="chat"))
-    assert not at.get("pagination") or all(p.key != "tr_episode_page" for p in at.get("pagination"))
-    # 3 episodes fit one page of 25; the caption says so
+    assert all(p.key != "tr_episode_page" for p in at.get("pagination"))  # 3 episodes: one page
     assert any("Episodes 1–3 of 3" in str(c.value) for c in at.caption)
+
+    at = no_exception(traces(dataset="many"))
+    assert list(episode_table(at)["episode_id"]) == [f"m{i:02d}" for i in range(25)]
+    pager = [p for p in at.get("pagination") if p.key == "tr_episode_page"]
+    assert len(pager) == 1 and pager[0].num_pages == 2
+    pager[0].set_value(2).run()
+    assert list(episode_table(no_exception(at))["episode_id"]) == [f"m{i:02d}" for i in range(25, 30)]
+    assert any("Episodes 26–30 of 30" in str(c.value) for c in at.caption)
+    # a filter change goes back to page 1
+    at.selectbox(key="tr_f_outcome").set_value("success").run()
+    assert list(episode_table(no_exception(at))["episode_id"]) == [f"m{i:02d}" for i in range(1, 30, 2)]
+    # a bigger page size shows everything on one page
+    at.selectbox(key="tr_f_outcome").set_value("any").run()
+    at.selectbox(key="tr_episode_page_size").set_value(50).run()
+    assert len(episode_table(no_exception(at))) == 30
+    # switching dataset resets the filters
+    at.selectbox(key="tr_f_outcome").set_value("failure").run()
+    at.selectbox(key="tr_dataset_pick").set_value("chat").run()
+    assert at.selectbox(key="tr_f_outcome").value == "any"
+    assert len(episode_table(no_exception(at))) == 3
+
+
+def test_a_new_import_shows_up_without_restart(empty_root: Path, chat_file: Path, openai_file: Path) -> None:
+    workspace = Workspace(empty_root)
+    workspace.ingest([openai_file], "grow")
+    at = no_exception(traces(dataset="grow"))
+    assert list(episode_table(at)["episode_id"]) == ["c1"]
+    workspace.ingest([chat_file], "grow")  # new revision: the cached pages must not be reused
+    at.run()
+    assert list(episode_table(no_exception(at))["episode_id"]) == ["c1", "c-win", "c-lose", "c-long"]
+    assert at.selectbox(key="tr_dataset_pick").options == ["grow — 4 episodes, 49 turns"]
 
 
 # ------------------------------------------------------------------------- turns and deep links
@@ -294,6 +325,7 @@ def test_import_report_component_renders_stored_reports(populated: Path) -> None
         import os
 
         from workbench.components.import_report import render_import_history
+
         from worldsmith.workspace import Workspace
 
         root = os.environ["WORLDSMITH_WORKSPACE"]

@@ -98,6 +98,9 @@ def browser(server: dict) -> Iterator[object]:
 
 @pytest.fixture
 def page(browser, server: dict) -> Iterator[object]:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)  # the first render of a page loads its widgets' code lazily
     context = browser.new_context(viewport={"width": 1400, "height": 1200})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
@@ -127,7 +130,8 @@ def test_upload_import_and_report(page, server: dict, openai_file: Path, tmp_pat
 
     page.goto(f"{server['url']}/traces")
     # zero-config start imported the samples
-    expect(page.get_by_text("samples — 2 episodes, 5 turns")).to_be_visible()
+    picker = page.locator(".st-key-tr_dataset_pick input")
+    expect(picker).to_have_value("samples — 2 episodes, 5 turns")
     page.get_by_text("Import traces", exact=True).click()
     page.set_input_files("input[type=file]", str(openai_file))
     expect(page.get_by_text(openai_file.name)).to_be_visible()
@@ -138,8 +142,7 @@ def test_upload_import_and_report(page, server: dict, openai_file: Path, tmp_pat
     expect(button).to_be_enabled()
     button.click()
     expect(page.get_by_text("Imported 1 episodes, 1 turns into")).to_be_visible()
-    picker = page.locator(".st-key-tr_dataset_pick")
-    expect(picker.get_by_text("browser-upload — 1 episodes, 1 turns")).to_be_visible()
+    expect(picker).to_have_value("browser-upload — 1 episodes, 1 turns")
     expect(page.get_by_text("Episodes 1–1 of 1")).to_be_visible()
     _wait_for_href(page, "dataset=browser-upload")
     page.screenshot(path=str(tmp_path / "traces-after-import.png"), full_page=True)

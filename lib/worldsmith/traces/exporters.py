@@ -75,6 +75,8 @@ def episode_to_openai(episode: Episode) -> dict[str, Any]:
     record = _episode_fields(episode)
     initial = episode.initial_observation.text if episode.initial_observation is not None else None
     record[_EXPORT_KEY] = {"initial_observation": initial}
+    if episode.initial_info:
+        record[_EXPORT_KEY]["initial_info"] = episode.initial_info
     record["messages"] = messages
     return record
 
@@ -98,7 +100,10 @@ def episode_to_trace2env(episode: Episode) -> dict[str, Any]:
     if episode.task is not None:
         events.append({"kind": "instruction", "content": episode.task})
     if episode.initial_observation is not None:
-        events.append({"kind": "observation", "content": episode.initial_observation.text})
+        initial: dict[str, Any] = {"kind": "observation", "content": episode.initial_observation.text}
+        if episode.initial_info:
+            initial["info"] = episode.initial_info
+        events.append(initial)
     for turn in episode.turns:
         events.extend(_context_event(event) for event in turn.context)
         action: dict[str, Any] = {"kind": "action", "name": turn.action.name, "arguments": turn.action.arguments}

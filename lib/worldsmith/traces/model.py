@@ -155,6 +155,9 @@ class Episode(BaseModel):
     initial_observation: Observation | None = Field(
         default=None, description="What the environment showed before the first action."
     )
+    initial_info: dict[str, Any] = Field(
+        default_factory=dict, description="The environment's info at reset (e.g. admissible actions)."
+    )
     turns: list[Turn] = Field(default_factory=list)
     final_context: list[ContextEvent] = Field(
         default_factory=list, description="Events after the last observation."
@@ -200,8 +203,8 @@ class Episode(BaseModel):
         Built directly from the attributes (not `content()`): it runs once per imported episode.
         """
         initial = self.initial_observation.text if self.initial_observation is not None else None
-        head = (self.env_id, self.task, self.task_id, initial, self.reward, self.success, self.split,
-                self.family, self.metadata, [(c.role, c.content, c.name) for c in self.final_context])
+        head = (self.env_id, self.task, self.task_id, initial, self.initial_info or None, self.reward, self.success,
+                self.split, self.family, self.metadata, [(c.role, c.content, c.name) for c in self.final_context])
         body = [
             (turn.action.name, turn.action.arguments, turn.action.raw, turn.action.call_id, turn.action.parse_error,
              turn.observation.text, turn.reward, turn.done, turn.info,

@@ -38,6 +38,7 @@ EPISODE_SCHEMA = pa.schema([
     ("split", pa.string()),
     ("family", pa.string()),
     ("initial_observation", pa.string()),
+    ("initial_info", pa.string()),
     ("final_context", pa.string()),
     ("metadata", pa.string()),
     ("source_format", pa.string()),
@@ -105,6 +106,7 @@ class PartWriter:
         e["initial_observation"].append(
             episode.initial_observation.text if episode.initial_observation is not None else None
         )
+        e["initial_info"].append(_json_or_none(episode.initial_info))
         e["final_context"].append(_json_or_none([c.model_dump() for c in episode.final_context]))
         e["metadata"].append(_json_or_none(episode.metadata))
         e["source_format"].append(source.format if source else None)
@@ -220,6 +222,7 @@ def row_to_episode(row: dict[str, Any], turn_rows: list[dict[str, Any]]) -> Epis
         task=row.get("task"),
         task_id=row.get("task_id"),
         initial_observation=Observation(text=initial) if initial is not None else None,
+        initial_info=_loads(row.get("initial_info"), {}),
         turns=turns,
         final_context=[ContextEvent(**c) for c in _loads(row.get("final_context"), [])],
         reward=_nan_to_none(row.get("reward")),

@@ -282,6 +282,7 @@ class OpenAIChatImporter:
             "task": task,
             "task_id": fields.get("task_id"),
             "initial_observation": initial,
+            "initial_info": (exported or {}).get("initial_info") or {},
             "turns": turns,
             "final_context": conversation.buffer,
             "reward": fields.get("reward"),

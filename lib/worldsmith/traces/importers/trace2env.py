@@ -94,6 +94,7 @@ class Trace2EnvImporter:
         metadata = fields["metadata"]
         task = fields.get("task")
         initial: Observation | None = None
+        initial_info: dict[str, Any] = {}
         turns: list[Turn] = []
         context: list[ContextEvent] = []
         pending: tuple[Action, dict[str, Any], str] | None = None
@@ -117,6 +118,7 @@ class Trace2EnvImporter:
                 if pending is None:
                     if not turns and initial is None:
                         initial = Observation(text=text)
+                        initial_info = event.get("info") or {}
                     else:
                         rejects.append(Reject(source, "observation has no action", line=record.line,
                                               pointer=pointer, raw=orjson.dumps(event).decode()))
@@ -142,7 +144,7 @@ class Trace2EnvImporter:
         yield Episode(
             id=fields.get("id") or fallback_episode_id(path, ordinal),
             env_id=fields.get("env_id"), task=task, task_id=fields.get("task_id"),
-            initial_observation=initial, turns=turns, final_context=context,
+            initial_observation=initial, initial_info=initial_info, turns=turns, final_context=context,
             reward=fields.get("reward"), success=fields.get("success"), split=fields.get("split"),
             family=fields.get("family"), metadata=metadata,
             source=SourceRef(format=self.name, path=source, line=record.line, pointer=record.pointer or None),
