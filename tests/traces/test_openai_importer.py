@@ -173,3 +173,15 @@ def test_results_document_with_simulations_and_user_tool_calls(tmp_path: Path) -
     assert episode.turns[1].info["requestor"] == "user"
     assert episode.turns[0].provenance.pointer == "/simulations/0/messages/2/tool_calls/0"
     assert [c.content for c in episode.final_context] == ["It works now, thanks!"]
+
+
+def test_one_line_array_and_pretty_printed_bare_conversation(tmp_path: Path) -> None:
+    one_line = tmp_path / "compact.json"
+    one_line.write_bytes(orjson.dumps([airline_conversation(0, 1.0), airline_conversation(1, 0.0)]))
+    episodes, rejects = _read(one_line)
+    assert rejects == [] and [e.task_id for e in episodes] == ["0", "1"]
+    assert episodes[1].turns[0].provenance.pointer == "/1/traj/4/tool_calls/0"
+    bare = write_json(tmp_path / "bare_pretty.json", airline_conversation(0, 1.0)["traj"])
+    (episode,), rejects = _read(bare)
+    assert rejects == [] and len(episode.turns) == 3 and episode.id == "bare_pretty-1"
+    assert episode.turns[0].provenance.pointer == "/4/tool_calls/0"

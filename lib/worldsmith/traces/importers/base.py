@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -123,10 +123,16 @@ def _json_layout(path: Path) -> str:
             if not first:
                 return "document"
             stripped = first.strip()
-        if stripped[:1] == b"[" and not _parses(stripped):
-            return "document"
-        if _parses(stripped):
+        first_value = _parse_or_none(stripped)
+        if first_value is not None:
+            rest = handle.readline()
+            while rest and not rest.strip():
+                rest = handle.readline()
+            if not rest and isinstance(first_value, list) and not _is_message_list(first_value):
+                return "document"  # a whole JSON array on one line: its elements are the records
             return "jsonl"
+        if stripped[:1] == b"[":
+            return "document"
         # The first line is broken: JSONL with a bad first line, or a pretty-printed document?
         second = handle.readline().strip()
         while not second:
@@ -135,6 +141,17 @@ def _json_layout(path: Path) -> str:
                 return "document"
             second = nxt.strip()
         return "jsonl" if second[:1] in (b"{", b"[") and _parses(second) else "document"
+
+
+def _parse_or_none(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _is_message_list(value: list[Any]) -> bool:
+    return bool(value) and isinstance(value[0], dict) and "role" in value[0]
 
 
 def _parses(data: bytes) -> bool:
@@ -230,7 +247,10 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
     want = _CHUNK_CHARS
     while True:
         try:
-            return decoder.raw_decode(window.buffer, window.pos)
+            value, end = decoder.raw_decode(window.buffer, window.pos)
+            if end < len(window.buffer) or window.eof or not window.refill(want):
+                return value, end
+            continue  # a bare number may go on past the end of the buffer: decode it again, whole
         except json.JSONDecodeError as error:
             if not window.refill(want):
                 at_end = error.pos >= len(window.buffer.rstrip()) - 1 or error.msg.startswith("Unterminated")
@@ -327,11 +347,13 @@ def format_validation_error(error: ValidationError) -> str:
 
 
 def safe_records(
-    path: Path, convert: Callable[[JsonRecord], Iterator[ReadItem]]
+    path: Path,
+    convert: Callable[[JsonRecord], Iterator[ReadItem]],
+    records: Iterable[JsonRecord] | None = None,
 ) -> Iterator[ReadItem]:
     """Run `convert` on every record; parse errors and conversion failures become rejects."""
     source = str(path)
-    for record in iter_json_records(path):
+    for record in records if records is not None else iter_json_records(path):
         if record.error is not None:
             yield record.reject(source)
             continue

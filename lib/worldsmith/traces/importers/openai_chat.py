@@ -22,7 +22,13 @@ import orjson
 from pydantic import ValidationError
 
 from worldsmith.traces.actions import parse_arguments
-from worldsmith.traces.importers.base import JsonRecord, ReadItem, format_validation_error, safe_records
+from worldsmith.traces.importers.base import (
+    JsonRecord,
+    ReadItem,
+    format_validation_error,
+    iter_json_records,
+    safe_records,
+)
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
@@ -180,6 +186,26 @@ def _first_user_text(turns: list[dict[str, Any]], trailing: list[dict[str, Any]]
     return None
 
 
+def _group_bare_messages(records: Iterator[JsonRecord]) -> Iterator[JsonRecord]:
+    """A document that is one bare list of messages streams as message records: regroup them."""
+    group: list[JsonRecord] = []
+    for record in records:
+        value = record.value
+        if record.error is None and isinstance(value, dict) and "role" in value and conversation_messages(value) is None:
+            group.append(record)
+            continue
+        if group:
+            yield _merged(group)
+            group = []
+        yield record
+    if group:
+        yield _merged(group)
+
+
+def _merged(group: list[JsonRecord]) -> JsonRecord:
+    return JsonRecord(line=group[0].line, pointer="", raw=None, value=[record.value for record in group])
+
+
 def _container_key(value: Any) -> str | None:
     """The key of a list of conversations inside a results document (tau2-bench `simulations`, ...)."""
     if not isinstance(value, dict) or conversation_messages(value) is not None:
@@ -245,7 +271,7 @@ class OpenAIChatImporter:
                 except (ValueError, TypeError, KeyError, AttributeError) as error:
                     yield sub.reject(source, f"invalid record: {error}")
 
-        return safe_records(path, convert)
+        return safe_records(path, convert, _group_bare_messages(iter_json_records(path)))
 
     def _convert(self, path: Path, record: JsonRecord, ordinal: int) -> Iterator[ReadItem]:
         source = str(path)
