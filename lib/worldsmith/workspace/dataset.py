@@ -23,7 +23,13 @@ import pandas as pd
 
 from worldsmith.traces.model import Episode, Turn, split_turn_id
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.workspace.storage import episodes_from_tables, row_to_episode, row_to_turn
+from worldsmith.workspace.storage import (
+    EPISODE_SCHEMA,
+    TURN_SCHEMA,
+    episodes_from_tables,
+    row_to_episode,
+    row_to_turn,
+)
 
 __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "validate_dataset_name"]
 
@@ -152,12 +158,11 @@ class Dataset:
         turns = self._files("turns")
         if episodes:
             conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)})")
-            conn.execute(f"CREATE VIEW turns AS SELECT * FROM read_parquet({_sql_list(turns)})")
+            conn.execute(f"CREATE VIEW raw_turns AS SELECT * FROM read_parquet({_sql_list(turns)})")
         else:
-            from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA
-
             conn.execute(f"CREATE TABLE raw_episodes ({_sql_columns(EPISODE_SCHEMA)})")
-            conn.execute(f"CREATE TABLE turns ({_sql_columns(TURN_SCHEMA)})")
+            conn.execute(f"CREATE TABLE raw_turns ({_sql_columns(TURN_SCHEMA)})")
+        conn.execute("CREATE VIEW turns AS SELECT episode_id || '#' || turn_index AS turn_id, * FROM raw_turns")
         splits = self.path / SPLITS
         if splits.exists() and episodes:
             conn.execute(

@@ -23,6 +23,7 @@ from worldsmith.traces.model import (
     Provenance,
     SourceRef,
     Turn,
+    turn_id,
 )
 
 __all__ = ["EPISODE_SCHEMA", "TURN_SCHEMA", "PartWriter", "episodes_from_tables", "row_to_episode"]
@@ -52,7 +53,6 @@ EPISODE_SCHEMA = pa.schema([
 TURN_SCHEMA = pa.schema([
     ("episode_id", pa.string()),
     ("turn_index", pa.int32()),
-    ("turn_id", pa.string()),
     ("action_name", pa.string()),
     ("action_arguments", pa.string()),
     ("action_raw", pa.string()),
@@ -70,6 +70,7 @@ TURN_SCHEMA = pa.schema([
 ])
 
 _dumps = orjson.dumps
+_COMPRESSION = "lz4"  # cheap to write at ingest speed; still ~4x smaller than raw JSON
 
 
 def _json_or_none(value: Any) -> str | None:
@@ -84,8 +85,8 @@ class PartWriter:
         self.turns_path = turns_path
         self.ingest_id = ingest_id
         self.batch_turns = batch_turns
-        self._episode_writer = pq.ParquetWriter(episodes_path, EPISODE_SCHEMA, compression="zstd")
-        self._turn_writer = pq.ParquetWriter(turns_path, TURN_SCHEMA, compression="zstd")
+        self._episode_writer = pq.ParquetWriter(episodes_path, EPISODE_SCHEMA, compression=_COMPRESSION)
+        self._turn_writer = pq.ParquetWriter(turns_path, TURN_SCHEMA, compression=_COMPRESSION)
         self._episodes: dict[str, list[Any]] = {name: [] for name in EPISODE_SCHEMA.names}
         self._turns: dict[str, list[Any]] = {name: [] for name in TURN_SCHEMA.names}
         self.episodes = 0
@@ -122,7 +123,6 @@ class PartWriter:
             provenance = [turn.provenance for turn in turns]
             t["episode_id"].extend([episode.id] * len(turns))
             t["turn_index"].extend([turn.index for turn in turns])
-            t["turn_id"].extend([turn.id for turn in turns])
             t["action_name"].extend([a.name for a in actions])
             t["action_arguments"].extend([_dumps(a.arguments).decode() for a in actions])
             t["action_raw"].extend([a.raw for a in actions])
@@ -187,7 +187,7 @@ def row_to_turn(row: dict[str, Any]) -> Turn:
         )
     return Turn(
         index=row["turn_index"],
-        id=row["turn_id"],
+        id=turn_id(row["episode_id"], row["turn_index"]),
         action=Action(
             name=row["action_name"], arguments=_loads(row["action_arguments"], {}), raw=row.get("action_raw"),
             call_id=row.get("action_call_id"), parse_error=row.get("action_parse_error"),
