@@ -60,6 +60,15 @@ def test_turn_link_encodes_the_hash_and_round_trips() -> None:
     assert turn_link(None, "e#0") == "traces?turn=e%230"
 
 
+def test_untrusted_text_stays_literal_in_markdown() -> None:
+    from workbench.components.text import md_code, md_escape
+
+    assert md_code("ep#1") == "`ep#1`"
+    assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``"
+    assert md_escape("[x](http://e) **b** <i>") == "\\[x\\]\\(http\\://e\\) \\*\\*b\\*\\* \\<i\\>"
+    assert "\n" not in md_escape("two\nlines")
+
+
 # ------------------------------------------------------------------------- app shell
 
 
@@ -98,8 +107,9 @@ def test_app_navigates_to_traces(populated: Path) -> None:
 def test_traces_page_lists_datasets_and_episodes(populated: Path) -> None:
     at = no_exception(traces())
     picker = at.selectbox(key="tr_dataset_pick")
-    assert picker.options == ["chat — 3 episodes, 48 turns", "many — 30 episodes, 30 turns",
-                              "samples — 2 episodes, 5 turns"]
+    assert picker.options == ["chat", "many", "samples"]
+    sizes = frames_with(at, "revision")[0]
+    assert list(sizes["dataset"]) == ["chat", "many", "samples"] and list(sizes["episodes"]) == [3, 30, 2]
     assert picker.value == "chat"
     assert list(episode_table(at)["episode_id"]) == ["c-win", "c-lose", "c-long"]
     picker.set_value("samples").run()
@@ -193,8 +203,10 @@ def test_a_new_import_shows_up_without_restart(empty_root: Path, chat_file: Path
     assert list(episode_table(at)["episode_id"]) == ["c1"]
     workspace.ingest([chat_file], "grow")  # new revision: the cached pages must not be reused
     at.run()
-    assert list(episode_table(no_exception(at))["episode_id"]) == ["c1", "c-win", "c-lose", "c-long"]
-    assert at.selectbox(key="tr_dataset_pick").options == ["grow — 4 episodes, 49 turns"]
+    # (two ingests within one second may list in either order: ingest ids start with the second)
+    assert sorted(episode_table(no_exception(at))["episode_id"]) == ["c-long", "c-lose", "c-win", "c1"]
+    assert at.selectbox(key="tr_dataset_pick").value == "grow"
+    assert [m.value for m in at.metric][:2] == ["4", "49"]
 
 
 # ------------------------------------------------------------------------- turns and deep links
@@ -225,6 +237,17 @@ def test_deep_link_opens_and_highlights_the_turn(populated: Path) -> None:
     assert at.session_state["tr_episode"] == "c-long"
 
 
+def test_linked_turn_off_page_offers_a_way_back(populated: Path) -> None:
+    at = no_exception(traces(dataset="chat", turn="c-long#44"))
+    [pager] = [p for p in at.get("pagination") if p.key == "tr_turn_page"]
+    pager.set_value(1).run()
+    assert "linked turn" not in markdown(no_exception(at))
+    assert any("is not on this page" in str(c.value) for c in at.caption)
+    at.button(key="tr_goto_linked").click().run()
+    linked = [str(m.value) for m in no_exception(at).markdown if "linked turn" in str(m.value)]
+    assert len(linked) == 1 and "`c-long#44`" in linked[0]
+
+
 def test_deep_link_without_dataset_finds_it(populated: Path) -> None:
     at = no_exception(traces(turn="terminal-1#2"))
     assert at.selectbox(key="tr_dataset_pick").value == "samples"
@@ -248,6 +271,7 @@ def test_episode_deep_link_and_link_button(populated: Path) -> None:
 @pytest.mark.parametrize(
     ("query", "message"),
     [({"dataset": "nope"}, "is not in this workspace"),
+     ({"dataset": "[x](http://evil.example)"}, "`[x](http://evil.example)` is not in this workspace"),
      ({"dataset": "samples", "turn": "not-a-turn"}, "is not a turn id")],
 )
 def test_bad_deep_links_warn(populated: Path, query: dict[str, str], message: str) -> None:
@@ -338,3 +362,26 @@ def test_import_report_component_renders_stored_reports(populated: Path) -> None
     at.selectbox(key="h_pick").set_value(ingest).run()
     no_exception(at)
     assert any("Imported 2 episodes, 5 turns into `samples`" in str(s.value) for s in at.success)
+
+
+# ------------------------------------------------------------------------- configuration
+
+
+def test_streamlit_reads_the_safe_defaults_from_the_repository_root() -> None:
+    import subprocess
+    import sys
+    import tomllib
+
+    from workbench_support import REPO
+
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["server"] == {"address": "127.0.0.1", "headless": True, "enableXsrfProtection": True,
+                                "enableCORS": True, "maxUploadSize": 500}
+    assert config["browser"]["gatherUsageStats"] is False
+    shown = subprocess.run([sys.executable, "-m", "streamlit", "config", "show"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60, check=True).stdout
+    origin = f"The value below was set in {REPO / '.streamlit' / 'config.toml'}"
+    for line in ('address = "127.0.0.1"', "enableXsrfProtection = true", "maxUploadSize = 500",
+                 "gatherUsageStats = false"):
+        before = shown.split("\n" + line + "\n")[0]
+        assert before.rstrip().endswith(origin), line

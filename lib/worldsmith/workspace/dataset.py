@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 
 from worldsmith.traces.model import Episode, Turn, split_turn_id
+from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace.storage import (
     EPISODE_SCHEMA,
@@ -157,8 +158,8 @@ class Dataset:
         episodes = self._files("episodes")
         turns = self._files("turns")
         if episodes:
-            conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)})")
-            conn.execute(f"CREATE VIEW raw_turns AS SELECT * FROM read_parquet({_sql_list(turns)})")
+            conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)}, union_by_name = true)")
+            conn.execute(f"CREATE VIEW raw_turns AS SELECT * FROM read_parquet({_sql_list(turns)}, union_by_name = true)")
         else:
             conn.execute(f"CREATE TABLE raw_episodes ({_sql_columns(EPISODE_SCHEMA)})")
             conn.execute(f"CREATE TABLE raw_turns ({_sql_columns(TURN_SCHEMA)})")
@@ -218,6 +219,16 @@ class Dataset:
             raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
         turns = _fetch(conn, "SELECT * FROM turns WHERE episode_id = ? ORDER BY turn_index", [episode_id])
         return row_to_episode(rows[0], turns)
+
+    def episode_header(self, episode_id: str) -> tuple[Episode, int]:
+        """The episode without its turns (task, initial observation, metadata) and its turn count.
+
+        For views of long episodes that page through turns with `turns_page` instead.
+        """
+        rows = _fetch(self.connect(), "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
+        if not rows:
+            raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
+        return row_to_episode(rows[0], []), int(rows[0]["n_turns"] or 0)
 
     def turns_page(self, episode_id: str, *, limit: int = 50, offset: int = 0, search: str | None = None) -> list[Turn]:
         """A page of one episode's turns, optionally only those whose action or observation match."""
@@ -279,12 +290,12 @@ class Dataset:
         return dict(rows)
 
     def reports(self) -> list[dict[str, Any]]:
-        """The import reports of every ingest into this dataset, newest first."""
+        """The import reports of every ingest into this dataset, newest first (`ImportReport.summary()` shape)."""
         out = []
         for entry in reversed(self.manifest.get("ingests", [])):
             report_path = self.path / entry["report"]
             if report_path.exists():
-                out.append(orjson.loads(report_path.read_bytes()))
+                out.append(ImportReport.model_validate_json(report_path.read_bytes()).summary())
         return out
 
     def close(self) -> None:

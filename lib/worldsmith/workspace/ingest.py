@@ -79,7 +79,8 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _new_ingest_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
+    """Sortable by time (microseconds), unique by the random suffix."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f") + "-" + secrets.token_hex(3)
 
 
 class _Quarantine:

@@ -24,7 +24,7 @@ from worldsmith.workspace.splits import assign_splits
 __all__ = ["DEFAULT_UPLOAD_LIMIT", "Workspace", "default_workspace_root", "sanitize_filename"]
 
 ENV_VAR = "WORLDSMITH_WORKSPACE"
-DEFAULT_UPLOAD_LIMIT = 512 * 1024 * 1024
+DEFAULT_UPLOAD_LIMIT = 500 * 1024 * 1024  # matches server.maxUploadSize in .streamlit/config.toml
 
 
 def default_workspace_root() -> Path:

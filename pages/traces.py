@@ -1,0 +1,72 @@
+"""Traces: import trace files, browse datasets and episodes, read an episode turn by turn.
+
+Deep links: ?dataset=<name>&turn=<episode_id>%23<index> (or &episode=<id>); build them with
+workbench.components.links.turn_link.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+from workbench.components import data, state  # noqa: E402
+from workbench.components.datasets import find_turn_dataset, render_dataset_picker  # noqa: E402
+from workbench.components.episodes import render_episode_picker, render_episode_table, render_filters  # noqa: E402
+from workbench.components.import_report import render_import_history  # noqa: E402
+from workbench.components.importer import render_import_form  # noqa: E402
+from workbench.components.text import md_code  # noqa: E402
+from workbench.components.timeline import render_episode_header, render_timeline  # noqa: E402
+
+root = data.workspace_root()
+workspace = data.get_workspace(root)
+state.init_state()
+datasets = data.list_datasets(root)
+state.apply_query_params(datasets, find_turn=lambda turn: find_turn_dataset(root, datasets, turn))
+if state.current_dataset() not in datasets:
+    state.select_dataset(datasets[0] if datasets else None)
+
+st.title("Traces", anchor=False)
+for message in state.take_notices():
+    st.warning(message, icon=":material/link_off:")
+
+with st.expander("Import traces", expanded=not datasets or bool(st.session_state.get(state.LAST_REPORT)),
+                 icon=":material/upload_file:"):
+    render_import_form(workspace, root=root)
+
+if not datasets:
+    st.info("No datasets yet: drop trace files into the import box above.", icon=":material/info:")
+    state.sync_query_params()
+    st.stop()
+
+dataset = render_dataset_picker(root, datasets)
+if dataset is None:
+    state.sync_query_params()
+    st.stop()
+name, revision = dataset.name, dataset.revision
+
+with st.expander("Import history of this dataset", icon=":material/history:"):
+    render_import_history(data.dataset_reports(root, name, revision), root=root, key="tr_history")
+
+st.subheader("Episodes", anchor=False)
+environments, splits = data.dataset_facets(root, name, revision)
+where = render_filters(environments, splits)
+page_ids = render_episode_table(root, name, revision, where)
+
+st.divider()
+render_episode_picker(page_ids)
+episode_id = state.current_episode()
+if episode_id:
+    header = data.episode_header(root, name, revision, episode_id)
+    if header is None:
+        st.warning(f"Episode {md_code(episode_id)} is not in dataset {md_code(name)}.", icon=":material/search_off:")
+    else:
+        episode, n_turns = header
+        render_episode_header(episode, n_turns, root=root)
+        render_timeline(root, name, revision, episode, n_turns)
+
+state.sync_query_params()

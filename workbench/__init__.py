@@ -1,0 +1,1 @@
+"""The worldsmith Streamlit workbench (run with `streamlit run workbench/app.py`)."""

@@ -1,0 +1,34 @@
+"""The worldsmith workbench: `streamlit run workbench/app.py` from the repository root.
+
+Zero configuration: the workspace is $WORLDSMITH_WORKSPACE (else ./workspace); on first start
+an empty workspace gets the bundled sample traces (data_samples/, or $WORLDSMITH_SAMPLES) as
+dataset `samples`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+
+from workbench.components.bootstrap import ensure_samples  # noqa: E402
+from workbench.components.data import workspace_root  # noqa: E402
+from workbench.components.paths import PAGE_FILES  # noqa: E402
+
+st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
+
+imported = ensure_samples(workspace_root())
+if imported and imported.get("committed"):
+    st.toast(f"Imported the sample traces: {imported['episodes']} episodes into dataset `samples`.",
+             icon=":material/check_circle:")
+
+pages = [
+    st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", default=True),
+    st.Page(PAGE_FILES["traces"], title="Traces", icon=":material/timeline:", url_path="traces"),
+]
+st.navigation(pages).run()

@@ -1,0 +1,134 @@
+"""Cached access to the workspace for the workbench pages.
+
+Workspace and Dataset objects are shared per process (st.cache_resource); every query result
+is cached (st.cache_data) under a key that includes the workspace root, the dataset name and
+the dataset's revision, so a new import invalidates exactly that dataset's entries and large
+datasets are only ever read a page at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from worldsmith.traces.model import Episode, Turn
+from worldsmith.workspace import Dataset, DatasetNotFound, EpisodeFilter, Workspace, default_workspace_root
+
+FilterKey = tuple[Any, ...]
+
+
+def workspace_root() -> str:
+    """Absolute workspace root of this process ($WORLDSMITH_WORKSPACE, else ./workspace)."""
+    return str(default_workspace_root().resolve())
+
+
+@st.cache_resource(show_spinner=False)
+def get_workspace(root: str) -> Workspace:
+    return Workspace(root)
+
+
+def current_workspace() -> Workspace:
+    return get_workspace(workspace_root())
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _cached_dataset(root: str, name: str) -> Dataset:
+    return get_workspace(root).dataset(name)
+
+
+def open_dataset(root: str, name: str | None) -> Dataset | None:
+    """The dataset, or None when there is no such dataset (any more)."""
+    if not name:
+        return None
+    try:
+        dataset = _cached_dataset(root, name)
+    except (DatasetNotFound, ValueError):
+        return None
+    if not (dataset.path / "manifest.json").exists():  # deleted behind our back
+        _cached_dataset.clear()
+        return None
+    return dataset
+
+
+def list_datasets(root: str) -> list[str]:
+    return get_workspace(root).list_datasets()
+
+
+def filter_key(where: EpisodeFilter) -> FilterKey:
+    return astuple(where)
+
+
+# ------------------------------------------------------------------------- cached queries
+# Each takes (root, name, revision, ...) so the cache key changes with every commit.
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def dataset_stats(root: str, name: str, revision: int) -> dict[str, Any]:
+    return _cached_dataset(root, name).stats()
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def dataset_facets(root: str, name: str, revision: int) -> tuple[list[str], list[str]]:
+    """(environments, splits) of a dataset."""
+    dataset = _cached_dataset(root, name)
+    return dataset.environments(), dataset.splits()
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def episode_count(root: str, name: str, revision: int, where: FilterKey) -> int:
+    return _cached_dataset(root, name).count_episodes(EpisodeFilter(*where))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def episode_page(root: str, name: str, revision: int, where: FilterKey, limit: int, offset: int) -> pd.DataFrame:
+    return _cached_dataset(root, name).list_episodes(EpisodeFilter(*where), limit=limit, offset=offset)
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def episode_header(root: str, name: str, revision: int, episode_id: str) -> tuple[Episode, int] | None:
+    """The episode without its turns (header, initial observation, metadata) and its turn count.
+
+    Dataset.episode() would load every turn; a long episode is paged with turn_page instead.
+    """
+    try:
+        return _cached_dataset(root, name).episode_header(episode_id)
+    except KeyError:
+        return None
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def turn_count(root: str, name: str, revision: int, episode_id: str, search: str | None) -> int:
+    return _cached_dataset(root, name).count_turns(episode_id, search=search or None)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def turn_page(
+    root: str, name: str, revision: int, episode_id: str, limit: int, offset: int, search: str | None
+) -> list[Turn]:
+    return _cached_dataset(root, name).turns_page(episode_id, limit=limit, offset=offset, search=search or None)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def has_turn(root: str, name: str, revision: int, turn_id: str) -> bool:
+    return _cached_dataset(root, name).has_turn(turn_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def dataset_reports(root: str, name: str, revision: int) -> list[dict[str, Any]]:
+    return _cached_dataset(root, name).reports()
+
+
+def display_path(path: str | None, root: str | Path | None = None) -> str:
+    """A path for display: relative to the workspace root when inside it."""
+    if not path:
+        return ""
+    if root is not None:
+        try:
+            return str(Path(path).resolve().relative_to(Path(root).resolve()))
+        except (ValueError, OSError):
+            pass
+    return str(path)

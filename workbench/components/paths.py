@@ -1,0 +1,39 @@
+"""Where things are: the repository, the page scripts and the bundled sample traces."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PAGES_DIR = REPO_ROOT / "pages"
+SAMPLES_ENV = "WORLDSMITH_SAMPLES"
+SAMPLES_DATASET = "samples"
+
+# url_path of each page, as registered with st.navigation in workbench/app.py.
+PAGE_FILES = {
+    "home": PAGES_DIR / "home.py",
+    "traces": PAGES_DIR / "traces.py",
+}
+
+
+def page_file(name: str) -> str:
+    """Absolute path of a page script (what st.page_link / st.switch_page accept)."""
+    return str(PAGE_FILES[name])
+
+
+def samples_dir() -> Path | None:
+    """The folder imported on first start: `$WORLDSMITH_SAMPLES` (empty disables), else `<repo>/data_samples`."""
+    value = os.environ.get(SAMPLES_ENV)
+    if value is not None:
+        return Path(value) if value.strip() else None
+    return REPO_ROOT / "data_samples"
+
+
+def sample_files(folder: Path | None) -> list[Path]:
+    """The trace files of the samples folder, as ingest would pick them (no docs, code or hidden files)."""
+    if folder is None or not folder.is_dir():
+        return []
+    from worldsmith.workspace import expand_paths
+
+    return expand_paths([folder])
