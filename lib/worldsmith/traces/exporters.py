@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.importers.native import FORMAT_TAG
-from worldsmith.traces.model import Action, ContextEvent, Episode
+from worldsmith.traces.model import Action, ContextEvent, Episode, Turn
 from worldsmith.util.atomic import atomic_write
 
 __all__ = ["EXPORTERS", "episode_to_native", "episode_to_openai", "episode_to_trace2env", "export_episodes"]
@@ -37,6 +37,18 @@ def _episode_fields(episode: Episode) -> dict[str, Any]:
     return fields
 
 
+def _outcome(turn: Turn) -> dict[str, Any]:
+    """The turn's reward, done and info, only those that are set."""
+    outcome: dict[str, Any] = {}
+    if turn.reward is not None:
+        outcome["reward"] = turn.reward
+    if turn.done is not None:
+        outcome["done"] = turn.done
+    if turn.info:
+        outcome["info"] = turn.info
+    return outcome
+
+
 def _message(event: ContextEvent) -> dict[str, Any]:
     message: dict[str, Any] = {"role": event.role, "content": event.content}
     if event.name:
@@ -56,13 +68,7 @@ def episode_to_openai(episode: Episode) -> dict[str, Any]:
             "content": None,
             "tool_calls": [{"id": call_id, "type": "function", "function": {"name": action.name, "arguments": arguments}}],
         })
-        extra: dict[str, Any] = {}
-        if turn.reward is not None:
-            extra["reward"] = turn.reward
-        if turn.done is not None:
-            extra["done"] = turn.done
-        if turn.info:
-            extra["info"] = turn.info
+        extra = _outcome(turn)
         if action.raw != (arguments if action.raw is not None else None):
             extra["raw"] = action.raw
         if action.call_id is None:
@@ -114,14 +120,7 @@ def episode_to_trace2env(episode: Episode) -> dict[str, Any]:
         if turn.action.parse_error is not None:
             action["parse_error"] = turn.action.parse_error
         events.append(action)
-        observation: dict[str, Any] = {"kind": "observation", "content": turn.observation.text}
-        if turn.reward is not None:
-            observation["reward"] = turn.reward
-        if turn.done is not None:
-            observation["done"] = turn.done
-        if turn.info:
-            observation["info"] = turn.info
-        events.append(observation)
+        events.append({"kind": "observation", "content": turn.observation.text, **_outcome(turn)})
     events.extend(_context_event(event) for event in episode.final_context)
     fields = _episode_fields(episode)
     fields["episode_id"] = fields.pop("id")
