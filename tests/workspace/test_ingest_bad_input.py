@@ -169,3 +169,11 @@ def test_folders_skip_documentation_and_code_but_named_files_are_read(workspace:
     assert [Path(f.path).name for f in report.files] == ["a.jsonl"] and report.rejected == 0
     explicit = workspace.ingest([folder / "README.md"], "d")
     assert explicit.rejected == 1 and "could not detect" in explicit.files[0].error
+
+
+def test_deeply_nested_json_document_is_rejected_not_fatal(workspace: Workspace, tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" + "[" * 200_000 + "]" * 200_000 + "]\n")
+    good = write_jsonl(tmp_path / "good.jsonl", [_conversation(1)])
+    report = workspace.ingest([deep, good], "d", format="openai")
+    assert report.files[0].rejected >= 1 and report.files[1].episodes == 1 and report.committed

@@ -12,11 +12,11 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -169,7 +169,7 @@ def ingest_files(
                     detection = detect_format(path)
                     importer, file_report.detection_score = detection.importer, detection.score
                 file_report.format = importer.name
-                for item in importer.read(path):
+                for item in _guarded(importer.read(path), file_report):
                     if isinstance(item, Reject):
                         reject(file_report, item)
                         continue
@@ -182,6 +182,9 @@ def ingest_files(
             except (OSError, UnicodeDecodeError) as error:
                 file_report.error = f"could not read the file: {error}"
                 reject(file_report, Reject(source=str(path), reason=file_report.error))
+            except _ImporterFailed as failure:
+                file_report.error = str(failure)
+                reject(file_report, Reject(source=str(path), reason=file_report.error))
         writer.close()
         emit("", len(files))
         commit = writer.episodes > 0 and not (strict and report.rejected > 0)
@@ -190,7 +193,6 @@ def ingest_files(
         report.committed = commit
     except BaseException:
         writer.abort()
-        shutil.rmtree(staging, ignore_errors=True)
         quarantine.close()
         raise
     finally:
@@ -202,6 +204,26 @@ def ingest_files(
     report.report_path = str(reports_dir / f"{ingest_id}.json")
     atomic_write_json(Path(report.report_path), report.model_dump(mode="json"))
     return report
+
+
+class _ImporterFailed(Exception):
+    """An importer raised on some input: that file stops, the ingest goes on."""
+
+
+def _guarded(items: Iterator[Any], file_report: FileReport) -> Iterator[Any]:
+    """Turn an unexpected importer exception into a per-file error (storage errors still propagate)."""
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except (TraceFormatError, OSError, UnicodeDecodeError):
+            raise
+        except Exception as error:  # noqa: BLE001 - an importer bug must not sink the other files
+            raise _ImporterFailed(
+                f"the {file_report.format} importer failed: {type(error).__name__}: {error}"
+            ) from error
+        yield item
 
 
 def _add_episode(

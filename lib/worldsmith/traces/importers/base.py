@@ -251,6 +251,8 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
             if end < len(window.buffer) or window.eof or not window.refill(want):
                 return value, end
             continue  # a bare number may go on past the end of the buffer: decode it again, whole
+        except RecursionError:
+            return f"invalid JSON: nested too deeply near line {window.line}"
         except json.JSONDecodeError as error:
             if not window.refill(want):
                 at_end = error.pos >= len(window.buffer.rstrip()) - 1 or error.msg.startswith("Unterminated")
