@@ -15,20 +15,24 @@ SHARED = Path(os.environ.get("WORLDSMITH_SHARED", REPO.parent / "shared"))
 FORMATS = SHARED / "data" / "formats"
 
 
-@pytest.fixture
-def ledger_file() -> Path:
-    path = FORMATS / "role_prefixed" / "ledger_trace.txt"
-    if not path.exists():
-        path = REPO / "data_samples" / "ledger.role_prefixed.txt"
-    return path
+def _format_sample(relative: str, bundled: str, tmp_path: Path) -> Path:
+    """A shared format sample (../shared), else its copy in data_samples/, under the shared name."""
+    shared = FORMATS / relative
+    source = shared if shared.exists() else REPO / "data_samples" / bundled
+    target = tmp_path / "format_samples" / shared.name
+    target.parent.mkdir(exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return target
 
 
 @pytest.fixture
-def awb_file() -> Path:
-    path = FORMATS / "agentworldbench" / "synthetic_terminal.jsonl"
-    if not path.exists():
-        path = REPO / "data_samples" / "terminal.agentworldbench.jsonl"
-    return path
+def ledger_file(tmp_path: Path) -> Path:
+    return _format_sample("role_prefixed/ledger_trace.txt", "ledger.role_prefixed.txt", tmp_path)
+
+
+@pytest.fixture
+def awb_file(tmp_path: Path) -> Path:
+    return _format_sample("agentworldbench/synthetic_terminal.jsonl", "terminal.agentworldbench.jsonl", tmp_path)
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def samples_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("samples")
     for shared, fallback in SAMPLE_SOURCES:
         source = _sample_file(shared, fallback)
-        shutil.copy(source, folder / source.name)
+        shutil.copy(source, folder / shared.name)  # the shared name, so episode ids are the same either way
     return folder
 
 
