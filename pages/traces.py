@@ -15,6 +15,7 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 from workbench.components import data, state  # noqa: E402
+from workbench.components.dataset_tools import render_export_form, render_split_form  # noqa: E402
 from workbench.components.datasets import find_turn_dataset, render_dataset_picker  # noqa: E402
 from workbench.components.episodes import render_episode_picker, render_episode_table, render_filters  # noqa: E402
 from workbench.components.import_report import render_import_history  # noqa: E402
@@ -52,8 +53,15 @@ name, revision = dataset.name, dataset.revision
 with st.expander("Import history of this dataset", icon=":material/history:"):
     render_import_history(data.dataset_reports(root, name, revision), root=root, key="tr_history")
 
-st.subheader("Episodes", anchor=False)
 environments, splits = data.dataset_facets(root, name, revision)
+with st.expander("Splits and export", icon=":material/call_split:"):
+    split_tab, export_tab = st.tabs(["Assign splits", "Export"])
+    with split_tab:
+        render_split_form(workspace, name)
+    with export_tab:
+        render_export_form(workspace, name, splits)
+
+st.subheader("Episodes", anchor=False)
 where = render_filters(environments, splits)
 page_ids = render_episode_table(root, name, revision, where)
 

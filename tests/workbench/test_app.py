@@ -385,3 +385,24 @@ def test_streamlit_reads_the_safe_defaults_from_the_repository_root() -> None:
                  "gatherUsageStats = false"):
         before = shown.split("\n" + line + "\n")[0]
         assert before.rstrip().endswith(origin), line
+
+
+def test_assign_splits_and_export_from_the_page(empty_root: Path, chat_file: Path) -> None:
+    workspace = Workspace(empty_root)
+    assert workspace.ingest([chat_file], "chat").committed
+    at = no_exception(traces(dataset="chat"))
+    at.number_input(key="sp_train").set_value(0.5)
+    at.number_input(key="sp_validation").set_value(0.0)
+    at.number_input(key="sp_test").set_value(0.5)
+    at.button(key="sp_assign").click().run()
+    no_exception(at)
+    counts = frames_with(at, "families")[0]
+    assert dict(zip(counts["split"], counts["episodes"], strict=True)) == {"train": 2, "validation": 0, "test": 1}
+    assert workspace.dataset("chat").splits() == ["test", "train"]
+    at.selectbox(key="ex_format").set_value("openai")
+    at.selectbox(key="ex_split").set_value("train")
+    at.button(key="ex_run").click().run()
+    no_exception(at)
+    out = empty_root / "exports" / "chat.train.openai.jsonl"
+    assert out.exists() and len(out.read_text().splitlines()) == 2
+    assert "Wrote 2 episodes" in markdown(at)
