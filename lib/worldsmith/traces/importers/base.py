@@ -140,7 +140,7 @@ def _json_layout(path: Path) -> str:
             if not nxt:
                 return "document"
             second = nxt.strip()
-        return "jsonl" if second[:1] in (b"{", b"[") and _parses(second) else "document"
+        return "jsonl" if second[:1] in (b"{", b"[") and _parse_or_none(second) is not None else "document"
 
 
 def _parse_or_none(data: bytes) -> Any:
@@ -152,14 +152,6 @@ def _parse_or_none(data: bytes) -> Any:
 
 def _is_message_list(value: list[Any]) -> bool:
     return bool(value) and isinstance(value[0], dict) and "role" in value[0]
-
-
-def _parses(data: bytes) -> bool:
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
@@ -328,12 +320,9 @@ _TAIL_LIMIT = 64 << 20
 
 def _tail(window: _TextWindow) -> str:
     """The unparseable rest of the file, verbatim (capped so quarantine stays bounded)."""
-    parts = [window.buffer[window.pos :]]
-    size = len(parts[0])
-    while size < _TAIL_LIMIT and window.refill():
-        parts = [window.buffer[window.pos :]]
-        size = len(parts[0])
-    return parts[0][:_TAIL_LIMIT]
+    while len(window.buffer) - window.pos < _TAIL_LIMIT and window.refill():
+        pass
+    return window.buffer[window.pos : window.pos + _TAIL_LIMIT]
 
 
 def format_validation_error(error: ValidationError) -> str:

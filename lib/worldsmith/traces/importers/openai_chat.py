@@ -38,7 +38,6 @@ __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 MESSAGE_KEYS = ("messages", "traj", "conversation", "conversations", "trajectory")
 CONTAINER_KEYS = ("simulations", "episodes", "trajectories", "results", "data", "items", "records", "conversations")
 _RESULT_ROLES = ("tool", "function", "ipython")
-_CONTEXT_ROLES = ("system", "developer", "user")
 _EXPORT_KEY = "worldsmith"
 _STANDARD_RESULT_KEYS = frozenset({"role", "content", "tool_call_id", "name"})
 
