@@ -15,11 +15,10 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import pandas as pd
 
 from worldsmith.traces.model import Episode, Turn, split_turn_id
 from worldsmith.traces.report import ImportReport
@@ -31,6 +30,9 @@ from worldsmith.workspace.storage import (
     row_to_episode,
     row_to_turn,
 )
+
+if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
+    import pandas as pd
 
 __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "validate_dataset_name"]
 
