@@ -159,7 +159,7 @@ def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
         for number, line in enumerate(handle, start=1):
             if number == 1:
                 line = line.lstrip(b"\xef\xbb\xbf")
-            if not line.strip():
+            if not line or line.isspace():  # isspace() scans without copying a long line
                 continue
             try:
                 value = orjson.loads(line)
