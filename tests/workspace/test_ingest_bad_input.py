@@ -134,10 +134,10 @@ def test_a_crash_mid_ingest_leaves_the_dataset_as_it_was(
 
     from worldsmith.workspace import storage
 
-    def boom(self, episode, digest):
+    def boom(self, rows, digest):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(storage.PartWriter, "add", boom)
+    monkeypatch.setattr(storage.PartWriter, "add_rows", boom)
     with pytest.raises(RuntimeError):
         workspace.ingest([write_jsonl(tmp_path / "b.jsonl", [_conversation(2)])], "d")
     monkeypatch.undo()

@@ -198,20 +198,10 @@ class Episode(BaseModel):
         return body
 
     def content_hash(self) -> str:
-        """Digest of the content minus the id: equal trajectories hash equal, whatever their source.
+        """Digest of the content minus the id: equal trajectories hash equal, whatever their source."""
+        from worldsmith.traces.rows import episode_to_rows  # rows depend on this module
 
-        Built directly from the attributes (not `content()`): it runs once per imported episode.
-        """
-        initial = self.initial_observation.text if self.initial_observation is not None else None
-        head = (self.env_id, self.task, self.task_id, initial, self.initial_info or None, self.reward, self.success,
-                self.split, self.family, self.metadata, [(c.role, c.content, c.name) for c in self.final_context])
-        body = [
-            (turn.action.name, turn.action.arguments, turn.action.raw, turn.action.call_id, turn.action.parse_error,
-             turn.observation.text, turn.reward, turn.done, turn.info,
-             [(c.role, c.content, c.name) for c in turn.context] if turn.context else None)
-            for turn in self.turns
-        ]
-        return hashlib.blake2b(orjson.dumps((head, body), option=_HASH_OPTIONS), digest_size=16).hexdigest()
+        return episode_to_rows(self).content_hash()
 
     @property
     def length(self) -> int:

@@ -22,14 +22,9 @@ import orjson
 
 from worldsmith.traces.model import Episode, Turn, split_turn_id
 from worldsmith.traces.report import ImportReport
+from worldsmith.traces.rows import episode_from_rows, turn_from_row
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.workspace.storage import (
-    EPISODE_SCHEMA,
-    TURN_SCHEMA,
-    episodes_from_tables,
-    row_to_episode,
-    row_to_turn,
-)
+from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA, episodes_from_tables
 
 if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
     import pandas as pd
@@ -220,7 +215,7 @@ class Dataset:
         if not rows:
             raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
         turns = _fetch(conn, "SELECT * FROM turns WHERE episode_id = ? ORDER BY turn_index", [episode_id])
-        return row_to_episode(rows[0], turns)
+        return episode_from_rows(rows[0], turns)
 
     def episode_header(self, episode_id: str) -> tuple[Episode, int]:
         """The episode without its turns (task, initial observation, metadata) and its turn count.
@@ -230,7 +225,7 @@ class Dataset:
         rows = _fetch(self.connect(), "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:
             raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
-        return row_to_episode(rows[0], []), int(rows[0]["n_turns"] or 0)
+        return episode_from_rows(rows[0], []), int(rows[0]["n_turns"] or 0)
 
     def turns_page(self, episode_id: str, *, limit: int = 50, offset: int = 0, search: str | None = None) -> list[Turn]:
         """A page of one episode's turns, optionally only those whose action or observation match."""
@@ -241,7 +236,7 @@ class Dataset:
             params.extend([f"%{search}%"] * 4)
         sql += " ORDER BY turn_index LIMIT ? OFFSET ?"
         params.extend([int(limit), int(offset)])
-        return [row_to_turn(row) for row in _fetch(self.connect(), sql, params)]
+        return [turn_from_row(row) for row in _fetch(self.connect(), sql, params)]
 
     def count_turns(self, episode_id: str, search: str | None = None) -> int:
         sql = "SELECT count(*) FROM turns WHERE episode_id = ?"
@@ -256,7 +251,7 @@ class Dataset:
         rows = _fetch(self.connect(), "SELECT * FROM turns WHERE episode_id = ? AND turn_index = ?", [episode_id, index])
         if not rows:
             raise KeyError(f"turn {turn_id!r} not in dataset {self.name!r}")
-        return row_to_turn(rows[0])
+        return turn_from_row(rows[0])
 
     def has_turn(self, turn_id: str) -> bool:
         try:

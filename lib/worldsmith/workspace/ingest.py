@@ -21,8 +21,9 @@ from typing import IO, Any
 import orjson
 
 from worldsmith.traces.importers import detect_format, get_importer
-from worldsmith.traces.model import Episode, turn_id
+from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
+from worldsmith.traces.rows import EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace.dataset import Dataset, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
@@ -169,7 +170,7 @@ def ingest_files(
                     detection = detect_format(path)
                     importer, file_report.detection_score = detection.importer, detection.score
                 file_report.format = importer.name
-                for item in _guarded(importer.read(path), file_report):
+                for item in _guarded(_read_rows(importer, path), file_report):
                     if isinstance(item, Reject):
                         reject(file_report, item)
                         continue
@@ -226,28 +227,31 @@ def _guarded(items: Iterator[Any], file_report: FileReport) -> Iterator[Any]:
         yield item
 
 
+def _read_rows(importer: Importer, path: Path) -> Iterator[EpisodeRows | Reject]:
+    """Rows straight from importers that can emit them (the fast path), else flattened episodes."""
+    read_rows = getattr(importer, "read_rows", None)
+    if read_rows is not None:
+        yield from read_rows(path)
+        return
+    for item in importer.read(path):
+        yield item if isinstance(item, Reject) else episode_to_rows(item)
+
+
 def _add_episode(
-    episode: Episode, file_report: FileReport, writer: PartWriter, hashes: set[str], ids: set[str]
+    rows: EpisodeRows, file_report: FileReport, writer: PartWriter, hashes: set[str], ids: set[str]
 ) -> None:
-    digest = episode.content_hash()
+    digest = rows.content_hash()
     if digest in hashes:
         file_report.duplicates += 1
         return
-    if episode.id in ids:
-        _rename(episode, f"{episode.id}~{digest[:8]}")
+    if rows.id in ids:  # same id, other content: keep both, the newcomer with a suffix
+        rows = rows.renamed(f"{rows.id}~{digest[:8]}")
         file_report.renamed += 1
-    writer.add(episode, digest)
+    writer.add_rows(rows, digest)
     hashes.add(digest)
-    ids.add(episode.id)
+    ids.add(rows.id)
     file_report.episodes += 1
-    file_report.turns += len(episode.turns)
-
-
-def _rename(episode: Episode, new_id: str) -> None:
-    """Give a colliding episode a new id, keeping its turn ids consistent."""
-    episode.id = new_id
-    for turn in episode.turns:
-        turn.id = turn_id(new_id, turn.index)
+    file_report.turns += len(rows.turns)
 
 
 def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport) -> None:
