@@ -185,3 +185,35 @@ def test_one_line_array_and_pretty_printed_bare_conversation(tmp_path: Path) -> 
     (episode,), rejects = _read(bare)
     assert rejects == [] and len(episode.turns) == 3 and episode.id == "bare_pretty-1"
     assert episode.turns[0].provenance.pointer == "/4/tool_calls/0"
+
+
+def test_fast_rows_equal_the_rows_of_the_validated_episode(tmp_path: Path) -> None:
+    """The ingest fast path (rows, no models) must flatten exactly like the model path, or
+    content hashes and stored data would depend on which path read the file."""
+    from worldsmith.traces import export_episodes
+    from worldsmith.traces.rows import episode_to_rows
+
+    importer = get_importer("openai")
+    parallel = {"id": "p", "env": "retail", "success": True, "metadata": {"b": 1, "a": [2]}, "messages": [
+        {"role": "system", "content": "be nice"}, {"role": "user", "content": "two things"},
+        {"role": "assistant", "content": "ok", "reasoning_content": "hmm",
+         "tool_calls": [tool_call("x1", "f", {"z": 1, "a": {"y": 2, "b": 3}}), tool_call("x2", "g", "{bad")]},
+        {"role": "tool", "tool_call_id": "x2", "content": "g failed", "is_error": True},
+        {"role": "tool", "tool_call_id": "x1", "content": [{"type": "text", "text": "{\"ok\": 1}"}]},
+        {"role": "user", "content": None, "tool_calls": [tool_call("u", "toggle", {})]},
+        {"role": "tool", "id": "u", "content": "done"},
+        {"role": "assistant", "content": "bye"},
+    ]}
+    sources = [
+        write_json(tmp_path / "airline.json", [airline_conversation(0, 0.0), airline_conversation(1, 1.0)]),
+        write_jsonl(tmp_path / "parallel.jsonl", [parallel]),
+    ]
+    exported = tmp_path / "exported.openai.jsonl"
+    export_episodes([e for e in read_traces(sources[1:]) if isinstance(e, Episode)], "openai", exported)
+    sources.append(exported)
+    for source in sources:
+        for rows in importer.read_rows(source):
+            assert not isinstance(rows, Reject), rows
+            episode = rows.to_episode()
+            assert episode_to_rows(episode) == rows, source.name
+            assert episode.content_hash() == rows.content_hash()

@@ -30,8 +30,8 @@ from worldsmith.traces.importers.base import (
     safe_records,
 )
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
-from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
+from worldsmith.traces.rows import EpisodeRows, canonical_json, context_json
 
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 
@@ -46,8 +46,28 @@ def _digest(*parts: str) -> str:
     return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
 
 
-def _event(role: str, content: str, name: str | None = None) -> dict[str, Any]:
-    return {"role": role, "content": content, "name": name}
+def _event(role: str, content: str, name: str | None = None) -> tuple[str, str, str | None]:
+    return (role, content, name)
+
+
+def _float_or_none(value: Any, what: str) -> float | None:
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else float(value)
+    raise ValueError(f"{what} must be a number, not {type(value).__name__}")
+
+
+def _bool_or_none(value: Any, what: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"{what} must be true or false, not {type(value).__name__}")
+
+
+def _dict_or_empty(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    raise ValueError(f"{what} must be an object, not {type(value).__name__}")
 
 
 @dataclass(slots=True)
@@ -58,7 +78,7 @@ class _Call:
     arguments_text: str
     pointer: str
     call: dict[str, Any]
-    context: list[dict[str, Any]]
+    context: list[tuple[str, str, str | None]]
     requestor: str = "assistant"
     result: dict[str, Any] | None = None
 
@@ -71,7 +91,7 @@ class _Conversation:
     line: int
     calls: list[_Call] = field(default_factory=list)
     open_calls: list[_Call] = field(default_factory=list)
-    buffer: list[dict[str, Any]] = field(default_factory=list)
+    buffer: list[tuple[str, str, str | None]] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
 
     def reject(self, reason: str, pointer: str, raw: Any) -> None:
@@ -130,9 +150,10 @@ class _Conversation:
         slot.result = message
         open_calls.remove(slot)
 
-    def turns(self, episode_id: str) -> list[dict[str, Any]]:
-        turns: list[dict[str, Any]] = []
-        carried: list[dict[str, Any]] = []
+    def turns(self, episode_id: str) -> list[tuple[Any, ...]]:
+        """Matched calls as rows in `TURN_COLUMNS` order; unanswered calls become rejects."""
+        turns: list[tuple[Any, ...]] = []
+        carried: list[tuple[str, str, str | None]] = []
         for call in self.calls:
             if call.result is None:
                 suffix = f" (id {call.action['call_id']!r})" if call.action["call_id"] else ""
@@ -144,44 +165,38 @@ class _Conversation:
         self.buffer = carried + self.buffer
         return turns
 
-    def _turn(self, episode_id: str, index: int, call: _Call, context: list[dict[str, Any]]) -> dict[str, Any]:
+    def _turn(
+        self, episode_id: str, index: int, call: _Call, context: list[tuple[str, str, str | None]]
+    ) -> tuple[Any, ...]:
         result = call.result or {}
         content = result.get("content")
         text = content if isinstance(content, str) else flatten_content(content)
         action = call.action
-        turn: dict[str, Any] = {
-            "index": index,
-            "id": f"{episode_id}#{index}",
-            "action": action,
-            "observation": {"text": text},
-            "context": context,
-            "provenance": {
-                "source": self.source, "line": self.line, "pointer": call.pointer,
-                "content_hash": _digest(action["name"], call.arguments_text, text),
-            },
-        }
+        reward = done = info = None
         if not result.keys() <= _STANDARD_RESULT_KEYS:  # extra fields: per-turn reward/done/info
-            extra = result.get(_EXPORT_KEY) if isinstance(result.get(_EXPORT_KEY), dict) else {}
-            info = dict(extra.get("info") or {})
+            extra = _dict_or_empty(result.get(_EXPORT_KEY), f"{call.pointer}: '{_EXPORT_KEY}'")
+            info = dict(_dict_or_empty(extra.get("info"), "info"))
             for key, value in result.items():
                 if key not in _STANDARD_RESULT_KEYS and key != _EXPORT_KEY and not (key == "id" and value == action["call_id"]):
                     info[key] = value
-            turn["info"] = info
-            turn["reward"] = extra.get("reward")
-            turn["done"] = extra.get("done")
-            restored = {key: extra[key] for key in ("raw", "call_id") if key in extra}
-            if restored:
-                turn["action"] = {**action, **restored}
+            reward = _float_or_none(extra.get("reward"), "reward")
+            done = _bool_or_none(extra.get("done"), "done")
+            if "raw" in extra or "call_id" in extra:
+                action = {**action, **{key: extra[key] for key in ("raw", "call_id") if key in extra}}
         if call.requestor != "assistant":  # e.g. a simulated user acting on the environment
-            turn["info"] = {**turn.get("info", {}), "requestor": call.requestor}
-        return turn
+            info = {**(info or {}), "requestor": call.requestor}
+        return (
+            episode_id, index, action["name"], canonical_json(action["arguments"]), action["raw"], action["call_id"],
+            action["parse_error"], text, reward, done, canonical_json(info) if info else None, context_json(context),
+            self.source, self.line, call.pointer, _digest(action["name"], call.arguments_text, text),
+        )
 
 
-def _first_user_text(turns: list[dict[str, Any]], trailing: list[dict[str, Any]]) -> str | None:
-    for events in [turn["context"] for turn in turns] + [trailing]:
-        for event in events:
-            if event["role"] == "user" and event["content"]:
-                return event["content"]
+def _first_user_text(calls: list[_Call], trailing: list[tuple[str, str, str | None]]) -> str | None:
+    for events in [call.context for call in calls] + [trailing]:
+        for role, content, _ in events:
+            if role == "user" and content:
+                return content
     return None
 
 
@@ -250,10 +265,22 @@ class OpenAIChatImporter:
         return min(score, 0.95)
 
     def read(self, path: Path) -> Iterator[ReadItem]:
+        source = str(path)
+        for item in self.read_rows(path):
+            if isinstance(item, Reject):
+                yield item
+                continue
+            try:
+                yield item.to_episode()
+            except ValidationError as error:  # the rows were checked while built: a bug if it happens
+                yield Reject(source, f"invalid record: {format_validation_error(error)}", pointer=item.episode[16])
+
+    def read_rows(self, path: Path) -> Iterator[EpisodeRows | Reject]:
+        """Episodes as flat rows, without a pydantic object per turn (the ingest fast path)."""
         ordinal = 0
         source = str(path)
 
-        def convert(record: JsonRecord) -> Iterator[ReadItem]:
+        def convert(record: JsonRecord) -> Iterator[EpisodeRows | Reject]:
             nonlocal ordinal
             container = _container_key(record.value)
             if container is None:
@@ -272,7 +299,7 @@ class OpenAIChatImporter:
 
         return safe_records(path, convert, _group_bare_messages(iter_json_records(path)))
 
-    def _convert(self, path: Path, record: JsonRecord, ordinal: int) -> Iterator[ReadItem]:
+    def _convert(self, path: Path, record: JsonRecord, ordinal: int) -> Iterator[EpisodeRows | Reject]:
         source = str(path)
         found = conversation_messages(record.value)
         if found is None:
@@ -292,33 +319,30 @@ class OpenAIChatImporter:
                 conversation.reject(f"message is a {type(message).__name__}, not an object", f"{base}/{position}", message)
                 continue
             self._message(conversation, message, base, position)
+        task_from_user = _first_user_text(conversation.calls, conversation.buffer)
         turns = conversation.turns(episode_id)
         meta = fields.get("metadata", {})
         exported = meta.pop(_EXPORT_KEY, None) if isinstance(meta.get(_EXPORT_KEY), dict) else None
         task = fields.get("task")
         if task is None and exported is None:  # our own exports say the task was absent
-            task = _first_user_text(turns, conversation.buffer)
-        initial = None
-        if exported and exported.get("initial_observation") is not None:
-            initial = {"text": exported["initial_observation"]}
-        episode = Episode.model_validate({
-            "id": episode_id,
-            "env_id": fields.get("env_id"),
-            "task": task,
-            "task_id": fields.get("task_id"),
-            "initial_observation": initial,
-            "initial_info": (exported or {}).get("initial_info") or {},
-            "turns": turns,
-            "final_context": conversation.buffer,
-            "reward": fields.get("reward"),
-            "success": fields.get("success"),
-            "split": fields.get("split"),
-            "family": fields.get("family"),
-            "metadata": meta,
-            "source": {"format": self.name, "path": source, "line": record.line, "pointer": record.pointer or None},
-        })
+            task = task_from_user
+        initial = initial_info = None
+        if exported is not None:
+            initial = exported.get("initial_observation")
+            if initial is not None and not isinstance(initial, str):
+                raise ValueError(f"'{_EXPORT_KEY}.initial_observation' must be text")
+            initial_info = _dict_or_empty(exported.get("initial_info"), f"'{_EXPORT_KEY}.initial_info'")
+        rows = EpisodeRows(
+            (
+                episode_id, fields.get("env_id"), task, fields.get("task_id"), len(turns), fields.get("reward"),
+                fields.get("success"), fields.get("split"), fields.get("family"), initial,
+                canonical_json(initial_info) if initial_info else None, context_json(conversation.buffer),
+                canonical_json(meta) if meta else None, self.name, source, record.line, record.pointer or None,
+            ),
+            turns,
+        )
         yield from conversation.rejects
-        yield episode
+        yield rows
 
     def _message(self, conversation: _Conversation, message: dict[str, Any], base: str, position: int) -> None:
         role = message.get("role")
