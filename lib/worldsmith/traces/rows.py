@@ -30,6 +30,7 @@ __all__ = [
     "EPISODE_COLUMNS",
     "TURN_COLUMNS",
     "EpisodeRows",
+    "arguments_json",
     "canonical_json",
     "context_json",
     "episode_from_rows",
@@ -56,11 +57,29 @@ _dumps = orjson.dumps
 
 def canonical_json(value: Any) -> str:
     """JSON text with sorted keys: equal values give equal text."""
-    return _dumps(value, option=_SORTED).decode()
+    try:
+        return _dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # non-string keys (only from objects built in code, never from parsed JSON)
+        return _dumps(value, option=_SORTED).decode()
 
 
 def _json_or_none(value: Any) -> str | None:
-    return None if not value else _dumps(value, option=_SORTED).decode()
+    return canonical_json(value) if value else None
+
+
+def arguments_json(arguments: Any, raw: str | None, parse_error: str | None) -> str:
+    """The stored arguments: the recorded text when it is exactly these arguments, else canonical JSON.
+
+    Keeping the recorded text saves re-serialising millions of arguments at ingest; both the fast
+    importer path and `episode_to_rows` apply this same rule, so they store (and hash) the same.
+    """
+    if raw is not None and parse_error is None and raw[:1] in ("{", "["):
+        try:
+            if orjson.loads(raw) == arguments:
+                return raw
+        except orjson.JSONDecodeError:
+            pass
+    return canonical_json(arguments)
 
 
 def context_json(events: list[tuple[str, str, str | None]]) -> str | None:
@@ -111,7 +130,8 @@ def episode_to_rows(episode: Episode) -> EpisodeRows:
         action = turn.action
         provenance = turn.provenance
         turns.append((
-            episode.id, turn.index, action.name, canonical_json(action.arguments), action.raw, action.call_id,
+            episode.id, turn.index, action.name, arguments_json(action.arguments, action.raw, action.parse_error),
+            action.raw, action.call_id,
             action.parse_error, turn.observation.text, turn.reward, turn.done, _json_or_none(turn.info),
             context_json([(c.role, c.content, c.name) for c in turn.context]),
             provenance.source if provenance else None, provenance.line if provenance else None,

@@ -31,7 +31,7 @@ from worldsmith.traces.importers.base import (
 )
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.report import Reject
-from worldsmith.traces.rows import EpisodeRows, canonical_json, context_json
+from worldsmith.traces.rows import EpisodeRows, arguments_json, canonical_json, context_json
 
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 
@@ -80,6 +80,7 @@ class _Call:
     call: dict[str, Any]
     context: list[tuple[str, str, str | None]]
     requestor: str = "assistant"
+    raw_is_arguments: bool = False  # `arguments` were parsed from `raw` exactly
     result: dict[str, Any] | None = None
 
 
@@ -108,9 +109,11 @@ class _Conversation:
         raw = function.get("arguments")
         if raw is None:
             raw = function.get("input")
-        if isinstance(raw, str) and raw:
+        raw_is_arguments = False
+        if isinstance(raw, str) and raw[:1] in ("{", "["):
             try:
                 arguments, error = orjson.loads(raw), None
+                raw_is_arguments = True
             except orjson.JSONDecodeError:
                 arguments, error = parse_arguments(raw)
         else:
@@ -121,7 +124,7 @@ class _Conversation:
             "call_id": call_id if isinstance(call_id, str) and call_id else None, "parse_error": error,
         }
         slot = _Call(action, raw if isinstance(raw, str) else orjson.dumps(raw).decode(), pointer, call, self.buffer,
-                     requestor)
+                     requestor, raw_is_arguments)
         self.calls.append(slot)
         self.open_calls.append(slot)
         self.buffer = []
@@ -186,7 +189,11 @@ class _Conversation:
         if call.requestor != "assistant":  # e.g. a simulated user acting on the environment
             info = {**(info or {}), "requestor": call.requestor}
         return (
-            episode_id, index, action["name"], canonical_json(action["arguments"]), action["raw"], action["call_id"],
+            episode_id, index, action["name"],
+            # arguments parsed from this very text: store the text (what arguments_json would choose)
+            action["raw"] if action is call.action and call.raw_is_arguments
+            else arguments_json(action["arguments"], action["raw"], action["parse_error"]),
+            action["raw"], action["call_id"],
             action["parse_error"], text, reward, done, canonical_json(info) if info else None, context_json(context),
             self.source, self.line, call.pointer, _digest(action["name"], call.arguments_text, text),
         )
@@ -358,7 +365,7 @@ class OpenAIChatImporter:
                 if isinstance(reasoning, str) and reasoning:
                     conversation.buffer.append(_event("reasoning", reasoning))
         content = message.get("content")
-        text = content if isinstance(content, str) else flatten_content(content)
+        text = content if isinstance(content, str) else ("" if content is None else flatten_content(content))
         if text or (role != "assistant" and not message.get("tool_calls")):
             conversation.buffer.append(_event(role, text, _name(message)))
         calls = message.get("tool_calls")
