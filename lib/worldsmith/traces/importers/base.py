@@ -36,6 +36,7 @@ __all__ = [
 
 HEAD_BYTES = 64 * 1024
 _CHUNK_CHARS = 1 << 20
+_READ_BUFFER = 1 << 20
 
 ReadItem = Episode | Reject
 
@@ -155,7 +156,7 @@ def _is_message_list(value: list[Any]) -> bool:
 
 
 def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
-    with open(path, "rb") as handle:
+    with open(path, "rb", buffering=_READ_BUFFER) as handle:  # records of many KB: read in big blocks
         for number, line in enumerate(handle, start=1):
             if number == 1:
                 line = line.lstrip(b"\xef\xbb\xbf")

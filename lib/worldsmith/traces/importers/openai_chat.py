@@ -43,7 +43,8 @@ _STANDARD_RESULT_KEYS = frozenset({"role", "content", "tool_call_id", "name"})
 
 
 def _digest(*parts: str) -> str:
-    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).hexdigest()
+    """Fingerprint of a turn's source text (change detection, not security): md5 is the cheapest here."""
+    return hashlib.md5("\x1f".join(parts).encode(), usedforsecurity=False).hexdigest()[:16]
 
 
 def _event(role: str, content: str, name: str | None = None) -> tuple[str, str, str | None]:
