@@ -23,7 +23,6 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from ingest import generate  # the same generated file as benchmarks/ingest.py
 
 COLUMNS = ("episode_id", "turn_index", "action_name", "action_arguments", "action_raw", "action_call_id",

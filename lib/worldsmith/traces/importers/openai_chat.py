@@ -47,10 +47,6 @@ def _digest(*parts: str) -> str:
     return hashlib.md5("\x1f".join(parts).encode(), usedforsecurity=False).hexdigest()[:16]
 
 
-def _event(role: str, content: str, name: str | None = None) -> tuple[str, str, str | None]:
-    return (role, content, name)
-
-
 def _float_or_none(value: Any, what: str) -> float | None:
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
@@ -364,12 +360,13 @@ class OpenAIChatImporter:
             for reasoning_key in ("reasoning_content", "reasoning"):
                 reasoning = message.get(reasoning_key)
                 if isinstance(reasoning, str) and reasoning:
-                    conversation.buffer.append(_event("reasoning", reasoning))
+                    conversation.buffer.append(("reasoning", reasoning, None))
         content = message.get("content")
         text = content if isinstance(content, str) else ("" if content is None else flatten_content(content))
-        if text or (role != "assistant" and not message.get("tool_calls")):
-            conversation.buffer.append(_event(role, text, _name(message)))
         calls = message.get("tool_calls")
+        if text or (role != "assistant" and not calls):
+            name = message.get("name")
+            conversation.buffer.append((role, text, name if isinstance(name, str) and name else None))
         if calls:  # usually the assistant; a simulated user may call tools too (tau2-bench telecom)
             if not isinstance(calls, list):
                 calls = [calls]
@@ -383,6 +380,3 @@ class OpenAIChatImporter:
             conversation.add_call(message["function_call"], f"{base}/{position}/function_call", role)
 
 
-def _name(message: dict[str, Any]) -> str | None:
-    name = message.get("name")
-    return name if isinstance(name, str) and name else None
