@@ -7,6 +7,10 @@ bare list of messages. Each tool call becomes a turn; its result is found by `to
 (ids may be reused within a conversation: the earliest open call with that id wins), else by
 adjacency (the earliest open call). System, user and assistant text is kept as turn context.
 Legacy `function_call` / `function` messages are read too.
+
+Logs of this format run to millions of turns, so the importer builds flat `EpisodeRows`
+(`read_rows`, what ingest uses) instead of a pydantic object per turn; `read()` turns the same
+rows into validated `Episode`s.
 """
 
 from __future__ import annotations
@@ -83,7 +87,11 @@ class _Call:
 
 @dataclass(slots=True)
 class _Conversation:
-    """Aligns the calls and results of one conversation; builds plain dicts validated once per episode."""
+    """Aligns the calls and results of one conversation and builds its turn rows.
+
+    Untrusted values are type-checked here (the rows skip pydantic on the ingest path);
+    `EpisodeRows.to_episode()` validates the same rows for API callers.
+    """
 
     source: str
     line: int
