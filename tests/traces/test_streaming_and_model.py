@@ -12,29 +12,42 @@ from helpers import airline_conversation
 from worldsmith.traces import Episode, Observation, get_importer, split_turn_id, turn_id
 
 
-def _big_file(path: Path, conversations: int, as_array: bool) -> Path:
+def _big_file(path: Path, conversations: int, layout: str) -> Path:
+    """JSONL, a JSON array, or a results document (`{"info": ..., "simulations": [...]}`)."""
+    opening, closing = {"jsonl": (b"", b""), "array": (b"[\n", b"]\n"),
+                        "results": (b'{"info": {"agent": "x"},\n "simulations": [\n', b'],\n "tasks": []}\n')}[layout]
     with open(path, "wb") as handle:
-        handle.write(b"[\n" if as_array else b"")
+        handle.write(opening)
         for index in range(conversations):
             record = orjson.dumps(airline_conversation(index, 1.0, user_id=f"user_{index}"))
-            handle.write(record + (b",\n" if as_array and index < conversations - 1 else b"\n"))
-        handle.write(b"]\n" if as_array else b"")
+            last = index == conversations - 1
+            handle.write(record + (b"\n" if layout == "jsonl" or last else b",\n"))
+        handle.write(closing)
     return path
 
 
-@pytest.mark.parametrize("as_array", [False, True])
-def test_reading_a_large_file_keeps_memory_bounded(tmp_path: Path, as_array: bool) -> None:
-    path = _big_file(tmp_path / ("big.json" if as_array else "big.jsonl"), 15000, as_array)
-    assert path.stat().st_size > 20_000_000
+@pytest.mark.parametrize("layout", ["jsonl", "array", "results"])
+def test_reading_a_large_file_keeps_memory_bounded(tmp_path: Path, layout: str) -> None:
+    path = _big_file(tmp_path / f"big.{layout}.json", 12000, layout)
+    assert path.stat().st_size > 15_000_000
     importer = get_importer("openai")
     tracemalloc.start()
     try:
-        count = sum(1 for item in importer.read(path) if isinstance(item, Episode))
+        items = [(type(item).__name__, getattr(item, "reason", None)) for item in importer.read_rows(path)]
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert count == 15000
+    assert items == [("EpisodeRows", None)] * 12000
     assert peak < 8_000_000, f"peak {peak / 1e6:.1f} MB while reading a {path.stat().st_size / 1e6:.0f} MB file"
+
+
+def test_a_truncated_results_document_keeps_the_complete_conversations(tmp_path: Path) -> None:
+    path = _big_file(tmp_path / "results.json", 5, "results")
+    text = path.read_text()
+    path.write_text(text[: text.index('{"task_id":4')] + '{"task_id": 4, "traj": [')
+    items = list(get_importer("openai").read(path))
+    assert [type(i).__name__ for i in items] == ["Episode"] * 4 + ["Reject"]
+    assert items[-1].pointer == "/simulations/4" and "truncated" in items[-1].reason
 
 
 def test_turn_ids_and_indexes() -> None:

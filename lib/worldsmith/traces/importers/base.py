@@ -86,6 +86,7 @@ class JsonRecord:
     raw: str | bytes | None
     value: Any = None
     error: str | None = None
+    envelope: bool = False  # the rest of a document whose records were streamed out of it
 
     def raw_text(self) -> str:
         """The record as it stands in the file (re-serialised only if it was not kept)."""
@@ -102,13 +103,17 @@ class JsonRecord:
         )
 
 
-def iter_json_records(path: Path) -> Iterator[JsonRecord]:
-    """Stream the records of a JSONL file, a JSON array file, or a single JSON document."""
+def iter_json_records(path: Path, stream_keys: frozenset[str] = frozenset()) -> Iterator[JsonRecord]:
+    """Stream the records of a JSONL file, a JSON array file, or a single JSON document.
+
+    In a document that is one object, arrays under `stream_keys` (e.g. `simulations`) stream
+    element by element, so a results file of any size is never loaded whole.
+    """
     layout = _json_layout(path)
     if layout == "jsonl":
         yield from _iter_jsonl(path)
     else:
-        yield from _iter_json_document(path)
+        yield from _iter_json_document(path, stream_keys)
 
 
 _WS = re.compile(r"\s*")
@@ -222,10 +227,10 @@ class _TextWindow:
         self.pos = end
 
 
-def _iter_json_document(path: Path) -> Iterator[JsonRecord]:
+def _iter_json_document(path: Path, stream_keys: frozenset[str]) -> Iterator[JsonRecord]:
     window = _TextWindow(path)
     try:
-        yield from _walk_document(window, str(path))
+        yield from _walk_document(window, stream_keys)
     except UnicodeDecodeError as error:
         yield JsonRecord(
             line=window.line, pointer="", raw=None,
@@ -256,13 +261,17 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
             want = max(want * 2, len(window.buffer))
 
 
-def _walk_document(window: _TextWindow, source: str) -> Iterator[JsonRecord]:
+def _walk_document(window: _TextWindow, stream_keys: frozenset[str]) -> Iterator[JsonRecord]:
     decoder = json.JSONDecoder()
     first = window.skip_ws()
     if first == "\ufeff":
         window.advance(window.pos + 1)
         first = window.skip_ws()
-    if first != "[":
+    if first == "[":
+        complete = yield from _walk_array(window, decoder, "")
+    elif first == "{" and stream_keys:
+        complete = yield from _walk_object(window, decoder, stream_keys)
+    else:
         start_line = window.line
         result = _decode_value(window, decoder)
         if isinstance(result, str):
@@ -272,30 +281,32 @@ def _walk_document(window: _TextWindow, source: str) -> Iterator[JsonRecord]:
         raw = window.buffer[window.pos : end]
         window.advance(end)
         yield JsonRecord(line=start_line, pointer="", raw=raw, value=value)
-        if window.skip_ws():
-            yield JsonRecord(
-                line=window.line, pointer="", raw=_tail(window),
-                error="extra data after the JSON document",
-            )
-        return
+        complete = True
+    if complete and window.skip_ws():
+        yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error="extra data after the JSON document")
+
+
+def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> Iterator[JsonRecord]:
+    """Yield each element of the array at the window as a record; return False if it broke off."""
     window.advance(window.pos + 1)
     index = 0
     if window.skip_ws() == "]":
-        return
+        window.advance(window.pos + 1)
+        return True
     while True:
-        char = window.skip_ws()
-        if char == "":
-            yield JsonRecord(line=window.line, pointer=f"/{index}", raw="", error="truncated JSON array: missing ']'")
-            return
+        if window.skip_ws() == "":
+            yield JsonRecord(line=window.line, pointer=f"{prefix}/{index}", raw="",
+                             error="truncated JSON array: missing ']'")
+            return False
         start_line = window.line
         result = _decode_value(window, decoder)
         if isinstance(result, str):
-            yield JsonRecord(line=start_line, pointer=f"/{index}", raw=_tail(window), error=result)
-            return
+            yield JsonRecord(line=start_line, pointer=f"{prefix}/{index}", raw=_tail(window), error=result)
+            return False
         value, end = result
         raw = window.buffer[window.pos : end]
         window.advance(end)
-        yield JsonRecord(line=start_line, pointer=f"/{index}", raw=raw, value=value)
+        yield JsonRecord(line=start_line, pointer=f"{prefix}/{index}", raw=raw, value=value)
         index += 1
         separator = window.skip_ws()
         if separator == ",":
@@ -303,17 +314,72 @@ def _walk_document(window: _TextWindow, source: str) -> Iterator[JsonRecord]:
             continue
         if separator == "]":
             window.advance(window.pos + 1)
-            if window.skip_ws():
-                yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error="extra data after the JSON array")
-            return
+            return True
         if separator == "":
-            yield JsonRecord(line=window.line, pointer=f"/{index}", raw="", error="truncated JSON array: missing ']'")
-            return
+            yield JsonRecord(line=window.line, pointer=f"{prefix}/{index}", raw="",
+                             error="truncated JSON array: missing ']'")
+            return False
         yield JsonRecord(
-            line=window.line, pointer=f"/{index}", raw=_tail(window),
+            line=window.line, pointer=f"{prefix}/{index}", raw=_tail(window),
             error=f"invalid JSON array: expected ',' or ']' but found {separator!r}; the rest of the file is skipped",
         )
-        return
+        return False
+
+
+def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: frozenset[str]) -> Iterator[JsonRecord]:
+    """A top-level object: arrays under `stream_keys` stream element by element (pointer
+    `/<key>/<i>`); the other members form one last record marked `envelope` (or the whole
+    document, when nothing was streamed)."""
+    start_line = window.line
+    window.advance(window.pos + 1)
+    members: dict[str, Any] = {}
+    streamed = False
+    while True:
+        char = window.skip_ws()
+        if char == "}":
+            window.advance(window.pos + 1)
+            break
+        if char != '"':
+            yield JsonRecord(line=window.line, pointer="", raw=_tail(window),
+                             error=f"invalid JSON object: expected a key but found {char!r}")
+            return False
+        key_result = _decode_value(window, decoder)
+        if isinstance(key_result, str):
+            yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error=key_result)
+            return False
+        key, end = key_result
+        window.advance(end)
+        if window.skip_ws() != ":":
+            yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error="invalid JSON object: expected ':'")
+            return False
+        window.advance(window.pos + 1)
+        if key in stream_keys and window.skip_ws() == "[":
+            streamed = True
+            if not (yield from _walk_array(window, decoder, f"/{_pointer_token(key)}")):
+                return False
+        else:
+            window.skip_ws()
+            value_line = window.line
+            result = _decode_value(window, decoder)
+            if isinstance(result, str):
+                yield JsonRecord(line=value_line, pointer=f"/{_pointer_token(key)}", raw=_tail(window), error=result)
+                return False
+            members[key], end = result
+            window.advance(end)
+        separator = window.skip_ws()
+        if separator == ",":
+            window.advance(window.pos + 1)
+        elif separator != "}":
+            yield JsonRecord(line=window.line, pointer="", raw=_tail(window),
+                             error="invalid JSON object: expected ',' or '}'" if separator else
+                             "truncated JSON object: missing '}'")
+            return False
+    yield JsonRecord(line=start_line, pointer="", raw=None, value=members, envelope=streamed)
+    return True
+
+
+def _pointer_token(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 _TAIL_LIMIT = 64 << 20

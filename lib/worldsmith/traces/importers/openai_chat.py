@@ -41,6 +41,8 @@ __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 
 MESSAGE_KEYS = ("messages", "traj", "conversation", "conversations", "trajectory")
 CONTAINER_KEYS = ("simulations", "episodes", "trajectories", "results", "data", "items", "records", "conversations")
+# Results documents whose conversation lists are streamed rather than loaded (unambiguous keys only).
+_STREAMED_CONTAINERS = frozenset({"simulations", "episodes", "trajectories"})
 _RESULT_ROLES = ("tool", "function", "ipython")
 _EXPORT_KEY = "worldsmith"
 _STANDARD_RESULT_KEYS = frozenset({"role", "content", "tool_call_id", "name"})
@@ -294,6 +296,8 @@ class OpenAIChatImporter:
 
         def convert(record: JsonRecord) -> Iterator[EpisodeRows | Reject]:
             nonlocal ordinal
+            if record.envelope:  # what is left of a results document once its conversations streamed out
+                return
             container = _container_key(record.value)
             if container is None:
                 ordinal += 1
@@ -309,7 +313,7 @@ class OpenAIChatImporter:
                 except (ValueError, TypeError, KeyError, AttributeError) as error:
                     yield sub.reject(source, f"invalid record: {error}")
 
-        return safe_records(path, convert, _group_bare_messages(iter_json_records(path)))
+        return safe_records(path, convert, _group_bare_messages(iter_json_records(path, _STREAMED_CONTAINERS)))
 
     def _convert(self, path: Path, record: JsonRecord, ordinal: int) -> Iterator[EpisodeRows | Reject]:
         source = str(path)
