@@ -330,10 +330,18 @@ class OpenAIChatImporter:
         episode_id = fields.get("id") or fallback_episode_id(path, ordinal)
         base = f"{record.pointer}/{key}" if key else record.pointer
         conversation = _Conversation(source=source, line=record.line)
+        open_calls = conversation.open_calls
         for position, message in enumerate(messages):
             if not isinstance(message, dict):
                 conversation.reject(f"message is a {type(message).__name__}, not an object", f"{base}/{position}", message)
                 continue
+            # The common case inline (a result answering the oldest open call by its id): this
+            # loop runs twice per turn over millions of turns.
+            if message.get("role") == "tool" and open_calls:
+                call_id = message.get("tool_call_id")
+                if call_id and open_calls[0].action["call_id"] == call_id:
+                    open_calls.pop(0).result = message
+                    continue
             self._message(conversation, message, base, position)
         task_from_user = _first_user_text(conversation.calls, conversation.buffer)
         turns = conversation.turns(episode_id)
