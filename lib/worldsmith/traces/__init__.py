@@ -13,6 +13,7 @@ from typing import Any
 
 from worldsmith.traces.actions import action_from_json, action_from_text
 from worldsmith.traces.exporters import EXPORTERS, export_episodes
+from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.traces.importers import (
     IMPORTERS,
     Detection,
@@ -56,8 +57,10 @@ __all__ = [
     "action_from_text",
     "detect_format",
     "episode_json_schema",
+    "expand_paths",
     "export_episodes",
     "get_importer",
+    "is_trace_candidate",
     "read_traces",
     "register_importer",
     "split_turn_id",
@@ -70,8 +73,6 @@ def read_traces(paths: Iterable[str | Path], format: str | None = None) -> Itera
 
     Raises TraceFormatError for a file that cannot be read at all (empty, binary, unknown).
     """
-    from worldsmith.workspace.ingest import expand_paths
-
     for path in expand_paths(paths):
         importer = get_importer(format) if format else detect_format(path).importer
         yield from importer.read(path)

@@ -1,7 +1,8 @@
 """The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export."""
 
+from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
-from worldsmith.workspace.ingest import IngestProgress, expand_paths, ingest_files, is_trace_candidate
+from worldsmith.workspace.ingest import IngestProgress, ingest_files
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
 

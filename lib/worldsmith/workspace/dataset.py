@@ -113,8 +113,6 @@ class Dataset:
     def parts(self) -> list[dict[str, Any]]:
         return list(self.manifest.get("parts", []))
 
-    def _files(self, key: str) -> list[str]:
-        return [str(self.path / part[key]) for part in self.parts]
 
     @staticmethod
     def create(path: Path, *, description: str = "") -> Dataset:
@@ -146,14 +144,16 @@ class Dataset:
 
         Cached per thread and per manifest revision (DuckDB connections are not thread-safe).
         """
-        revision = self.revision
+        manifest = self.manifest  # read once: revision and parts must agree
+        revision = int(manifest.get("revision", 0))
         cached = getattr(self._local, "conn", None)
         if cached is not None and cached[0] == revision:
             return cached[1]
         conn = duckdb.connect(database=":memory:")
         conn.execute("SET threads TO 2")
-        episodes = self._files("episodes")
-        turns = self._files("turns")
+        parts = manifest.get("parts", [])
+        episodes = [str(self.path / part["episodes"]) for part in parts]
+        turns = [str(self.path / part["turns"]) for part in parts]
         if episodes:
             conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)}, union_by_name = true)")
             conn.execute(f"CREATE VIEW raw_turns AS SELECT * FROM read_parquet({_sql_list(turns)}, union_by_name = true)")

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import orjson
 
+from worldsmith.traces.files import expand_paths
 from worldsmith.traces.importers import detect_format, get_importer
 from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
@@ -28,7 +29,7 @@ from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace.dataset import Dataset, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
-__all__ = ["IngestProgress", "expand_paths", "ingest_files", "is_trace_candidate"]
+__all__ = ["IngestProgress", "ingest_files"]
 
 
 @dataclass(slots=True)
@@ -46,37 +47,6 @@ class IngestProgress:
 
 
 ProgressCallback = Callable[[IngestProgress], None]
-
-
-# Files in a folder that are documentation or code, not traces (explicitly named files are always read).
-_NOT_TRACES_SUFFIXES = frozenset({".md", ".rst", ".py", ".ipynb", ".toml", ".cfg", ".ini", ".lock", ".license", ".sh"})
-_NOT_TRACES_STEMS = ("readme", "license", "licence", "notice", "copying", "changelog")
-
-
-def is_trace_candidate(path: Path) -> bool:
-    """Whether a file found inside a folder should be offered to the importers."""
-    if path.name.startswith(".") or path.suffix.lower() in _NOT_TRACES_SUFFIXES:
-        return False
-    return not path.stem.lower().startswith(_NOT_TRACES_STEMS)
-
-
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files as given; folders expanded to the trace files inside them (recursively, sorted).
-
-    Inside a folder, hidden files and folders, documentation and code (README, LICENSE, *.md,
-    *.py, ...) are skipped; a file named explicitly is always read.
-    """
-    out: list[Path] = []
-    for item in paths:
-        path = Path(item)
-        if not path.is_dir():
-            out.append(path)
-            continue
-        for candidate in sorted(path.rglob("*")):
-            relative = candidate.relative_to(path).parts
-            if candidate.is_file() and not any(part.startswith(".") for part in relative) and is_trace_candidate(candidate):
-                out.append(candidate)
-    return out
 
 
 def _new_ingest_id() -> str:

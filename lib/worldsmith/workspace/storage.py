@@ -20,58 +20,24 @@ from worldsmith.traces.rows import (
     TURN_COLUMNS,
     EpisodeRows,
     episode_from_rows,
-    episode_to_rows,
 )
 
 __all__ = ["EPISODE_SCHEMA", "TURN_SCHEMA", "PartWriter", "episodes_from_tables"]
 
-EPISODE_SCHEMA = pa.schema([
-    ("episode_id", pa.string()),
-    ("env_id", pa.string()),
-    ("task", pa.string()),
-    ("task_id", pa.string()),
-    ("n_turns", pa.int32()),
-    ("reward", pa.float64()),
-    ("success", pa.bool_()),
-    ("split", pa.string()),
-    ("family", pa.string()),
-    ("initial_observation", pa.string()),
-    ("initial_info", pa.string()),
-    ("final_context", pa.string()),
-    ("metadata", pa.string()),
-    ("source_format", pa.string()),
-    ("source_path", pa.string()),
-    ("source_line", pa.int64()),
-    ("source_pointer", pa.string()),
-    ("content_hash", pa.string()),
-    ("ingest_id", pa.string()),
-])
-
-TURN_SCHEMA = pa.schema([
-    ("episode_id", pa.string()),
-    ("turn_index", pa.int32()),
-    ("action_name", pa.string()),
-    ("action_arguments", pa.string()),
-    ("action_raw", pa.string()),
-    ("action_call_id", pa.string()),
-    ("action_parse_error", pa.string()),
-    ("observation", pa.string()),
-    ("reward", pa.float64()),
-    ("done", pa.bool_()),
-    ("info", pa.string()),
-    ("context", pa.string()),
-    ("prov_source", pa.string()),
-    ("prov_line", pa.int64()),
-    ("prov_pointer", pa.string()),
-    ("prov_hash", pa.string()),
-])
+# Column types; the column names and their order come from traces.rows.
+_TYPES = {
+    "n_turns": pa.int32(), "turn_index": pa.int32(), "reward": pa.float64(), "success": pa.bool_(),
+    "done": pa.bool_(), "source_line": pa.int64(), "prov_line": pa.int64(),
+}
+EPISODE_SCHEMA = pa.schema(
+    [(name, _TYPES.get(name, pa.string())) for name in (*EPISODE_COLUMNS, "content_hash", "ingest_id")]
+)
+TURN_SCHEMA = pa.schema([(name, _TYPES.get(name, pa.string())) for name in TURN_COLUMNS])
 
 _COMPRESSION = "lz4"  # cheap to write at ingest speed; still ~4x smaller than raw JSON
 # Dictionary-encode only the columns that repeat; trying it on observations just burns time.
 _DICTIONARY_COLUMNS = ["episode_id", "env_id", "task", "task_id", "split", "family", "source_format", "source_path",
                        "ingest_id", "action_name", "action_parse_error", "prov_source"]
-assert EPISODE_SCHEMA.names[: len(EPISODE_COLUMNS)] == list(EPISODE_COLUMNS)
-assert TURN_SCHEMA.names == list(TURN_COLUMNS)
 
 
 class PartWriter:
@@ -90,10 +56,6 @@ class PartWriter:
         self._turns: list[list[Any]] = [[] for _ in TURN_SCHEMA.names]
         self.episodes = 0
         self.turns = 0
-
-    def add(self, episode: Episode, content_hash: str | None = None) -> None:
-        rows = episode_to_rows(episode)
-        self.add_rows(rows, content_hash or rows.content_hash())
 
     def add_rows(self, rows: EpisodeRows, content_hash: str) -> None:
         for column, value in zip(self._episodes, (*rows.episode, content_hash, self.ingest_id), strict=True):

@@ -1,0 +1,38 @@
+"""Which files to read: paths as given, folders expanded to the trace files inside them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["expand_paths", "is_trace_candidate"]
+
+# Files in a folder that are documentation or code, not traces (explicitly named files are always read).
+_NOT_TRACES_SUFFIXES = frozenset({".md", ".rst", ".py", ".ipynb", ".toml", ".cfg", ".ini", ".lock", ".license", ".sh"})
+_NOT_TRACES_STEMS = ("readme", "license", "licence", "notice", "copying", "changelog")
+
+
+def is_trace_candidate(path: Path) -> bool:
+    """Whether a file found inside a folder should be offered to the importers."""
+    if path.name.startswith(".") or path.suffix.lower() in _NOT_TRACES_SUFFIXES:
+        return False
+    return not path.stem.lower().startswith(_NOT_TRACES_STEMS)
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given; folders expanded to the trace files inside them (recursively, sorted).
+
+    Inside a folder, hidden files and folders, documentation and code (README, LICENSE, *.md,
+    *.py, ...) are skipped; a file named explicitly is always read.
+    """
+    out: list[Path] = []
+    for item in paths:
+        path = Path(item)
+        if not path.is_dir():
+            out.append(path)
+            continue
+        for candidate in sorted(path.rglob("*")):
+            relative = candidate.relative_to(path).parts
+            if candidate.is_file() and not any(part.startswith(".") for part in relative) and is_trace_candidate(candidate):
+                out.append(candidate)
+    return out
