@@ -141,6 +141,11 @@ class Turn(BaseModel):
         default_factory=list, description="Events seen after the previous turn, before this action."
     )
     provenance: Provenance | None = None
+    state: dict[str, Any] | None = Field(
+        default=None,
+        description="Ground-truth environment state after this step, recorded for evaluation only; "
+        "worldbook builders never see it unless asked (`Dataset.iter_episodes(with_state=True)`).",
+    )
 
 
 class Episode(BaseModel):
@@ -168,6 +173,9 @@ class Episode(BaseModel):
     family: str | None = Field(default=None, description="Trajectory family (never split apart).")
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: SourceRef | None = None
+    initial_state: dict[str, Any] | None = Field(
+        default=None, description="Ground-truth environment state at reset (evaluation only, like `Turn.state`)."
+    )
 
     @model_validator(mode="after")
     def _number_turns(self) -> Episode:
@@ -190,8 +198,9 @@ class Episode(BaseModel):
         body = self.model_dump(
             exclude={
                 "source": True,
+                "initial_state": True,
                 "initial_observation": {"data"},
-                "turns": {"__all__": {"provenance": True, "id": True, "observation": {"data"}}},
+                "turns": {"__all__": {"provenance": True, "id": True, "state": True, "observation": {"data"}}},
             },
             mode="json",
         )
@@ -206,6 +215,17 @@ class Episode(BaseModel):
     @property
     def length(self) -> int:
         return len(self.turns)
+
+    @property
+    def has_state(self) -> bool:
+        return self.initial_state is not None or any(turn.state is not None for turn in self.turns)
+
+    def without_state(self) -> Episode:
+        """A copy without ground-truth state snapshots (what a simulator builder may see)."""
+        if not self.has_state:
+            return self
+        turns = [turn.model_copy(update={"state": None}) for turn in self.turns]
+        return self.model_copy(update={"initial_state": None, "turns": turns})
 
 
 _HASH_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS

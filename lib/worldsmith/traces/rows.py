@@ -41,14 +41,14 @@ __all__ = [
 EPISODE_COLUMNS = (
     "episode_id", "env_id", "task", "task_id", "n_turns", "reward", "success", "split", "family",
     "initial_observation", "initial_info", "final_context", "metadata",
-    "source_format", "source_path", "source_line", "source_pointer",
+    "source_format", "source_path", "source_line", "source_pointer", "initial_state",
 )
 TURN_COLUMNS = (
     "episode_id", "turn_index", "action_name", "action_arguments", "action_raw", "action_call_id",
     "action_parse_error", "observation", "reward", "done", "info", "context",
-    "prov_source", "prov_line", "prov_pointer", "prov_hash",
+    "prov_source", "prov_line", "prov_pointer", "prov_hash", "state",
 )
-# What the content hash covers: everything but ids, positions and provenance.
+# What the content hash covers: everything but ids, positions, provenance and ground-truth state.
 _EPISODE_CONTENT = slice(1, 13)
 _TURN_CONTENT = slice(2, 12)
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
@@ -124,6 +124,7 @@ def episode_to_rows(episode: Episode) -> EpisodeRows:
         _json_or_none(episode.metadata),
         source.format if source else None, source.path if source else None,
         source.line if source else None, source.pointer if source else None,
+        _state_json(episode.initial_state),
     )
     turns = []
     for turn in episode.turns:
@@ -136,8 +137,13 @@ def episode_to_rows(episode: Episode) -> EpisodeRows:
             context_json([(c.role, c.content, c.name) for c in turn.context]),
             provenance.source if provenance else None, provenance.line if provenance else None,
             provenance.pointer if provenance else None, provenance.content_hash if provenance else None,
+            _state_json(turn.state),
         ))
     return EpisodeRows(head, turns)
+
+
+def _state_json(state: dict[str, Any] | None) -> str | None:
+    return None if state is None else canonical_json(state)
 
 
 def _loads(text: str | None, default: Any) -> Any:
@@ -175,6 +181,7 @@ def turn_from_row(row: dict[str, Any]) -> Turn:
         info=_loads(row.get("info"), {}),
         context=_context(row.get("context")),
         provenance=provenance,
+        state=_loads(row.get("state"), None),
     )
 
 
@@ -203,4 +210,5 @@ def episode_from_rows(row: dict[str, Any], turn_rows: list[dict[str, Any]]) -> E
         family=row.get("family"),
         metadata=_loads(row.get("metadata"), {}),
         source=source,
+        initial_state=_loads(row.get("initial_state"), None),
     )

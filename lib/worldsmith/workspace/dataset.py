@@ -209,13 +209,15 @@ class Dataset:
             [*params, int(limit), int(offset)],
         )
 
-    def episode(self, episode_id: str) -> Episode:
+    def episode(self, episode_id: str, *, with_state: bool = True) -> Episode:
+        """One whole episode; `with_state=False` drops the ground-truth state snapshots."""
         conn = self.connect()
         rows = _fetch(conn, "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:
             raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
         turns = _fetch(conn, "SELECT * FROM turns WHERE episode_id = ? ORDER BY turn_index", [episode_id])
-        return episode_from_rows(rows[0], turns)
+        episode = episode_from_rows(rows[0], turns)
+        return episode if with_state else episode.without_state()
 
     def episode_header(self, episode_id: str) -> tuple[Episode, int]:
         """The episode without its turns (task, initial observation, metadata) and its turn count.
@@ -263,15 +265,19 @@ class Dataset:
         ).fetchone()
         return bool(row[0])
 
-    def iter_episodes(self, split: str | None = None) -> Iterator[Episode]:
-        """Stream every episode (with split assignments applied), part by part."""
+    def iter_episodes(self, split: str | None = None, *, with_state: bool = False) -> Iterator[Episode]:
+        """Stream every episode (with split assignments applied), part by part.
+
+        Ground-truth state snapshots (recorded by `worldsmith collect`) are for evaluation: they are
+        dropped unless `with_state=True`, so a worldbook builder cannot peek at them by accident.
+        """
         assigned = self.split_assignments()
         for part in self.parts:
             for episode in episodes_from_tables(self.path / part["episodes"], self.path / part["turns"]):
                 if episode.id in assigned:
                     episode.split = assigned[episode.id]
                 if split is None or episode.split == split:
-                    yield episode
+                    yield episode if with_state else episode.without_state()
 
     def episode_ids(self) -> set[str]:
         return {r[0] for r in self.connect().execute("SELECT episode_id FROM raw_episodes").fetchall()}

@@ -35,7 +35,7 @@ from worldsmith.traces.importers.base import (
 )
 from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.report import Reject
-from worldsmith.traces.rows import EpisodeRows, arguments_json, canonical_json, context_json
+from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, arguments_json, canonical_json, context_json
 
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]
 
@@ -202,7 +202,7 @@ class _Conversation:
             else arguments_json(action["arguments"], action["raw"], action["parse_error"]),
             action["raw"], action["call_id"],
             action["parse_error"], text, reward, done, canonical_json(info) if info else None, context_json(context),
-            self.source, self.line, call.pointer, _digest(action["name"], call.arguments_text, text),
+            self.source, self.line, call.pointer, _digest(action["name"], call.arguments_text, text), None,
         )
 
 
@@ -287,7 +287,7 @@ class OpenAIChatImporter:
             try:
                 yield item.to_episode()
             except ValidationError as error:  # the rows were checked while built: a bug if it happens
-                yield Reject(source, f"invalid record: {format_validation_error(error)}", pointer=item.episode[16])
+                yield Reject(source, f"invalid record: {format_validation_error(error)}", pointer=item.episode[EPISODE_COLUMNS.index("source_pointer")])
 
     def read_rows(self, path: Path) -> Iterator[EpisodeRows | Reject]:
         """Episodes as flat rows, without a pydantic object per turn (the ingest fast path)."""
@@ -362,6 +362,7 @@ class OpenAIChatImporter:
                 fields.get("success"), fields.get("split"), fields.get("family"), initial,
                 canonical_json(initial_info) if initial_info else None, context_json(conversation.buffer),
                 canonical_json(meta) if meta else None, self.name, source, record.line, record.pointer or None,
+                None,
             ),
             turns,
         )
