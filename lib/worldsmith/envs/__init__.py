@@ -1,0 +1,96 @@
+"""Real environments behind one protocol, policies that act in them, and a recorder of episodes.
+
+    from worldsmith.envs import make, record_episode, ExpertPolicy
+    env = make("textworld")
+    episode = record_episode(env, ExpertPolicy(), env.tasks()[0])
+
+Adapters import their environment package only when built, so listing the registry is cheap
+and a missing package is a clear `EnvUnavailableError` naming what to install.
+"""
+
+from worldsmith.envs.base import (
+    Env,
+    EnvBase,
+    EnvError,
+    EnvUnavailableError,
+    InvalidActionError,
+    Step,
+    TaskLoadError,
+    UnknownTaskError,
+    action_text,
+    as_action,
+)
+from worldsmith.envs.checker import EnvCheckError, check_env
+from worldsmith.envs.policies import POLICIES, ExpertPolicy, Policy, RandomPolicy, ReplayPolicy, make_policy
+from worldsmith.envs.recorder import episode_id_for, record_episode
+from worldsmith.envs.registry import EnvSpec, available, make, register, registry, spec
+
+_ENV_PACKAGES = "pip install 'worldsmith[envs]' (or: make envs)"
+
+register(EnvSpec(
+    name="alfworld",
+    entry_point="worldsmith.envs.alfworld:ALFWorldEnv",
+    description="ALFWorld text games (game.tw-pddl folders of the ALFWorld release); combined experts",
+    max_steps=50,
+    requires=("alfworld", "textworld"),
+    install_hint=_ENV_PACKAGES,
+))
+register(EnvSpec(
+    name="textworld",
+    entry_point="worldsmith.envs.textworld:TextWorldEnv",
+    description="TextWorld games generated locally with tw-make (custom, cooking, coin collector, treasure hunter)",
+    max_steps=100,
+    requires=("textworld",),
+    install_hint=_ENV_PACKAGES,
+))
+register(EnvSpec(
+    name="scienceworld",
+    entry_point="worldsmith.envs.scienceworld:ScienceWorldEnv",
+    description="ScienceWorld tasks and variations (needs Java); gold action sequences",
+    max_steps=300,
+    requires=("scienceworld",),
+    install_hint=_ENV_PACKAGES + "; ScienceWorld also needs Java 1.8+ on PATH",
+))
+register(EnvSpec(
+    name="bfcl",
+    entry_point="worldsmith.envs.bfcl:BFCLEnv",
+    description="BFCL v4 multi-turn function calling on bfcl-eval's in-process backends; ground-truth calls",
+    max_steps=100,
+    requires=("bfcl_eval", "mpmath"),
+    install_hint="pip install --no-deps bfcl-eval mpmath (never a plain install: it pulls a CUDA torch)",
+))
+register(EnvSpec(
+    name="shell",
+    entry_point="worldsmith.envs.shell:ShellEnv",
+    description="A real bash in a sandbox (fresh home, no network, resource limits); scripted chores with checkers",
+    max_steps=30,
+))
+
+__all__ = [
+    "POLICIES",
+    "Env",
+    "EnvBase",
+    "EnvCheckError",
+    "EnvError",
+    "EnvSpec",
+    "EnvUnavailableError",
+    "ExpertPolicy",
+    "InvalidActionError",
+    "Policy",
+    "RandomPolicy",
+    "ReplayPolicy",
+    "Step",
+    "TaskLoadError",
+    "UnknownTaskError",
+    "action_text",
+    "as_action",
+    "available",
+    "check_env",
+    "episode_id_for",
+    "make",
+    "make_policy",
+    "record_episode",
+    "register",
+    "registry",
+    "spec",
+]
