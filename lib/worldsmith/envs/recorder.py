@@ -17,8 +17,10 @@ from worldsmith.envs.base import Env, EnvError, UnknownTaskError, action_text, a
 from worldsmith.envs.policies import Policy
 from worldsmith.traces.model import ContextEvent, Episode, Provenance, SourceRef, Turn, content_digest
 
-__all__ = ["episode_id_for", "record_episode"]
+__all__ = ["HANDOVER_PREFIX", "episode_id_for", "record_episode"]
 
+# Context-event name of a step recorded as a hand-over (`info["record"] is False`), e.g. "handover:respond".
+HANDOVER_PREFIX = "handover:"
 # Info keys the recorder consumes instead of storing them on the turn.
 _CONTROL_KEYS = ("context", "record", "task", "env_id")
 
@@ -79,7 +81,11 @@ def record_episode(
             last_obs, final_info = result.observation, result.info
             terminated, truncated = bool(result.terminated), bool(result.truncated)
             if result.info.get("record", True) is False:  # a hand-over to the user, not a tool turn
-                pending.append(ContextEvent(role="assistant", content=action_text(action)))
+                said = action.arguments.get("text") if isinstance(action.arguments, dict) else None
+                pending.append(ContextEvent(
+                    role="assistant", content=said if isinstance(said, str) else action_text(action),
+                    name=HANDOVER_PREFIX + action.name,
+                ))
                 pending.extend(_events(result.info))
             else:
                 index = len(turns)
