@@ -9,8 +9,9 @@ import argparse
 import sys
 
 from worldsmith import __version__
-from worldsmith.cli import export, ingest, split, traces, workbench
+from worldsmith.cli import envs, export, ingest, split, traces, workbench
 from worldsmith.cli.common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_json
+from worldsmith.envs import EnvError, UnknownEnvError
 from worldsmith.workspace import DatasetNotFound
 
 
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ingest, traces, split, export, workbench):
+    for module in (ingest, traces, split, export, envs, workbench):
         module.register(subparsers)
     return parser
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (CommandError, DatasetNotFound, ValueError, OSError) as error:
+    except (CommandError, DatasetNotFound, EnvError, UnknownEnvError, ValueError, OSError) as error:
         code = error.code if isinstance(error, CommandError) else EXIT_ERROR
         message = str(error.args[0]) if isinstance(error, DatasetNotFound) and error.args else str(error)
         if getattr(args, "json", False):

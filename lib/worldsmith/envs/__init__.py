@@ -23,7 +23,7 @@ from worldsmith.envs.base import (
 from worldsmith.envs.checker import EnvCheckError, check_env
 from worldsmith.envs.policies import POLICIES, ExpertPolicy, Policy, RandomPolicy, ReplayPolicy, make_policy
 from worldsmith.envs.recorder import episode_id_for, record_episode
-from worldsmith.envs.registry import EnvSpec, available, make, register, registry, spec
+from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
 
 _ENV_PACKAGES = "pip install 'worldsmith[envs]' (or: make envs)"
 
@@ -81,6 +81,7 @@ __all__ = [
     "ReplayPolicy",
     "Step",
     "TaskLoadError",
+    "UnknownEnvError",
     "UnknownTaskError",
     "action_text",
     "as_action",

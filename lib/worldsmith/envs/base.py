@@ -100,12 +100,17 @@ class Env(Protocol):
         ...
 
 
-def as_action(action: Action | str) -> Action:
-    """The trace model's `Action` for a policy's output (text commands are parsed, raw text kept)."""
+def as_action(action: Action | str | dict[str, Any]) -> Action:
+    """The trace model's `Action` for a policy's output (text commands are parsed, raw text kept).
+
+    A dict is an action object as stored (`{"name": ..., "arguments": ...}`), e.g. from an action file.
+    """
     if isinstance(action, Action):
         return action
     if isinstance(action, str):
         return action_from_text(action)
+    if isinstance(action, dict) and isinstance(action.get("name"), str):
+        return Action.model_validate(action)
     raise InvalidActionError(f"an action must be an Action or text, not {type(action).__name__}")
 
 

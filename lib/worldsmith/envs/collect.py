@@ -55,7 +55,7 @@ class CollectConfig:
     keep: Keep | None = None  # default: "success" for the expert policy, else "all"
     record_state: bool = True
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    actions: list[str] | None = None  # for the replay policy
+    actions: list[str | dict[str, Any]] | None = None  # for the replay policy: text or action objects
 
     def resolved_keep(self) -> Keep:
         return self.keep or ("success" if self.policy == "expert" else "all")

@@ -73,7 +73,7 @@ class ReplayPolicy:
 
     name = "replay"
 
-    def __init__(self, actions: Sequence[Action | str]) -> None:
+    def __init__(self, actions: Sequence[Action | str | dict[str, Any]]) -> None:
         self.actions = [as_action(action) for action in actions]
         self._position = 0
 
@@ -91,7 +91,9 @@ class ReplayPolicy:
 POLICIES = ("expert", "random", "replay")
 
 
-def make_policy(name: str, *, seed: int | None = None, actions: Sequence[Action | str] | None = None) -> Policy:
+def make_policy(
+    name: str, *, seed: int | None = None, actions: Sequence[Action | str | dict[str, Any]] | None = None
+) -> Policy:
     if name == "expert":
         return ExpertPolicy()
     if name == "random":

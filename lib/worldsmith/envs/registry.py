@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.envs.base import Env, EnvUnavailableError
 
-__all__ = ["EnvSpec", "available", "make", "register", "registry", "spec"]
+__all__ = ["EnvSpec", "UnknownEnvError", "available", "make", "register", "registry", "spec"]
+
+
+class UnknownEnvError(KeyError):
+    """No environment is registered under this name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown environment"
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,24 @@ class EnvSpec:
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
+_PLUGINS_LOADED = False
+PLUGINS_VARIABLE = "WORLDSMITH_ENV_PLUGINS"
+
+
+def _load_plugins() -> None:
+    """Import the modules named in $WORLDSMITH_ENV_PLUGINS (comma-separated): they register their envs.
+
+    How a researcher's own environment reaches the CLI, the workbench and worker processes.
+    """
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ImportError(f"${PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {error}") from error
 
 
 def register(env_spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
@@ -57,15 +83,17 @@ def register(env_spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
 
 def registry() -> dict[str, EnvSpec]:
     """All registered specs by name (a copy)."""
+    _load_plugins()
     return dict(_REGISTRY)
 
 
 def spec(name: str) -> EnvSpec:
+    _load_plugins()
     try:
         return _REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise KeyError(f"unknown environment {name!r} (known: {known})") from None
+        raise UnknownEnvError(f"unknown environment {name!r} (known: {known})") from None
 
 
 def make(name: str, **kwargs: Any) -> Env:
