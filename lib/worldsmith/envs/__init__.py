@@ -22,7 +22,7 @@ from worldsmith.envs.base import (
 )
 from worldsmith.envs.checker import EnvCheckError, check_env
 from worldsmith.envs.policies import POLICIES, ExpertPolicy, Policy, RandomPolicy, ReplayPolicy, make_policy
-from worldsmith.envs.recorder import episode_id_for, record_episode
+from worldsmith.envs.recorder import EpisodeRecorder, episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
 
 _ENV_PACKAGES = "pip install 'worldsmith[envs]' (or: make envs)"
@@ -74,6 +74,7 @@ __all__ = [
     "EnvError",
     "EnvSpec",
     "EnvUnavailableError",
+    "EpisodeRecorder",
     "ExpertPolicy",
     "InvalidActionError",
     "Policy",
