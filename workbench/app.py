@@ -30,5 +30,7 @@ if imported and imported.get("committed"):
 pages = [
     st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", default=True),
     st.Page(PAGE_FILES["traces"], title="Traces", icon=":material/timeline:", url_path="traces"),
+    st.Page(PAGE_FILES["collect"], title="Collect", icon=":material/sports_esports:", url_path="collect"),
+    st.Page(PAGE_FILES["play"], title="Play", icon=":material/keyboard:", url_path="play"),
 ]
 st.navigation(pages).run()

@@ -14,6 +14,8 @@ SAMPLES_DATASET = "samples"
 PAGE_FILES = {
     "home": PAGES_DIR / "home.py",
     "traces": PAGES_DIR / "traces.py",
+    "collect": PAGES_DIR / "collect.py",
+    "play": PAGES_DIR / "play.py",
 }
 
 

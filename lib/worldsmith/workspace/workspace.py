@@ -3,6 +3,8 @@
     <root>/datasets/<name>/   manifest.json, parts/*.parquet, splits.parquet
     <root>/reports/           <ingest_id>.json and <ingest_id>.quarantine.jsonl
     <root>/uploads/           files uploaded through the workbench (sanitised names)
+    <root>/recorded/          episodes added from code (played sessions) before their import
+    <root>/runs/collect/<ds>/ collection runs: every episode, per-item results, config (resumable)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.traces.exporters import export_episodes
+from worldsmith.traces.model import Episode
 from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
@@ -93,6 +96,18 @@ class Workspace:
 
     def export(self, dataset: str, format: str, out: str | Path, *, split: str | None = None) -> int:
         return export_episodes(self.dataset(dataset).iter_episodes(split=split), format, Path(out))
+
+    def add_episodes(self, dataset: str, episodes: Iterable[Episode], *, label: str = "episodes") -> ImportReport:
+        """Store episodes built in code (a played session, a collection) in `dataset`, like an import.
+
+        They are written as native JSONL under `<root>/recorded/` first (kept: it is the source
+        their provenance points to), then ingested with the usual checks and dedupe.
+        """
+        target = self.root / "recorded" / f"{secrets.token_hex(4)}-{sanitize_filename(label)}.jsonl"
+        if export_episodes(episodes, "jsonl", target) == 0:
+            target.unlink(missing_ok=True)
+            raise ValueError("no episodes to add")
+        return self.ingest([target], dataset, format="native")
 
     def save_upload(self, filename: str, data: bytes, *, limit: int = DEFAULT_UPLOAD_LIMIT) -> Path:
         """Store an uploaded file inside the workspace under a sanitised, unique name."""

@@ -1,0 +1,90 @@
+"""Collect: play a policy in a real environment and store the episodes as a dataset.
+
+The same library call as `worldsmith collect` (worldsmith.envs.collect.collect): resumable,
+parallel, with per-episode timeouts; the new dataset appears in Traces.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+from workbench.components import data  # noqa: E402
+from workbench.components.envs import render_env_picker, render_task_picker  # noqa: E402
+from workbench.components.paths import page_file  # noqa: E402
+
+from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
+from worldsmith.envs.collect import CollectConfig, CollectProgress, collect  # noqa: E402
+from worldsmith.workspace import validate_dataset_name  # noqa: E402
+
+root = data.workspace_root()
+workspace = data.get_workspace(root)
+st.title("Collect", anchor=False)
+st.markdown("Play a policy in a real environment; every episode records its reward and whether it succeeded. "
+            "Episodes finished by an earlier run into the same dataset are not redone.")
+
+env = render_env_picker("co_env")
+if env is None:
+    st.stop()
+tasks = render_task_picker(env, "co_tasks", multiple=True)
+left, middle, right = st.columns(3)
+policy = left.selectbox("Policy", [p for p in POLICIES if p != "replay"], key="co_policy")
+episodes = middle.number_input("Episodes (0 = one per task)", min_value=0, value=min(3, max(1, len(tasks) or 3)),
+                               key="co_episodes")
+seed = right.number_input("Seed", min_value=0, value=0, key="co_seed")
+left, middle, right = st.columns(3)
+max_steps = left.number_input("Step cap", min_value=1, value=spec(env).max_steps, key="co_max_steps")
+workers = middle.number_input("Parallel workers", min_value=1, max_value=8, value=1, key="co_workers")
+timeout = right.number_input("Timeout per episode (s)", min_value=5, value=600, key="co_timeout")
+keep = st.radio("Store", ["success", "all"], index=0 if policy == "expert" else 1, horizontal=True, key="co_keep",
+                format_func={"success": "successful episodes only", "all": "every episode"}.__getitem__)
+dataset = st.text_input("Dataset", value=f"{env}-{policy}", key="co_dataset")
+
+if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_run"):
+    try:
+        validate_dataset_name(dataset)
+    except ValueError as error:
+        st.error(str(error))
+        st.stop()
+    config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
+                           seed=int(seed), max_steps=int(max_steps), workers=int(workers),
+                           episode_timeout=float(timeout), keep=keep)
+    bar = st.progress(0.0, text="Starting the environment…")
+    log = st.empty()
+    rows: list[dict] = []
+
+    def show(progress: CollectProgress) -> None:
+        fraction = progress.done / progress.total if progress.total else 1.0
+        bar.progress(fraction, text=f"{progress.done}/{progress.total} episodes")
+        if progress.result is not None:
+            r = progress.result
+            rows.append({"task": r.task, "status": r.status, "success": r.success, "steps": r.steps,
+                         "reward": r.reward, "error": r.error})
+            log.dataframe(pd.DataFrame(rows), hide_index=True, use_container_width=True)
+
+    try:
+        report = collect(workspace, dataset, config, progress=show)
+    except (EnvError, ValueError, OSError) as error:
+        st.error(f"Collection failed: {error}", icon=":material/error:")
+        st.stop()
+    st.session_state["co_last"] = report.summary()
+
+summary = st.session_state.get("co_last")
+if summary:
+    rate = "n/a" if summary["win_rate"] is None else f"{summary['win_rate']:.0%}"
+    st.success(f"`{summary['env']}` → dataset `{summary['dataset']}`: {summary['wins']} won of "
+               f"{summary['work_items']} (win rate {rate}); {summary['ingested']} episodes stored, "
+               f"{summary['duplicates']} already there, {summary['skipped_already_done']} done by an earlier run.",
+               icon=":material/check_circle:")
+    if summary["failures"]:
+        st.dataframe(pd.DataFrame(summary["failures"])[["task", "status", "steps", "error"]], hide_index=True,
+                     use_container_width=True)
+    if summary["ingested"] or summary["duplicates"]:
+        st.page_link(page_file("traces"), label=f"Open `{summary['dataset']}` in Traces", icon=":material/timeline:",
+                     query_params={"dataset": summary["dataset"]})

@@ -1,0 +1,82 @@
+"""The Collect and Play pages under AppTest: collect into a dataset, play and save a session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+import fake_envs  # noqa: F401 - registers the `counter` environment in this process
+from worldsmith.workspace import Workspace
+
+COLLECT_PAGE = REPO / "pages" / "collect.py"
+PLAY_PAGE = REPO / "pages" / "play.py"
+TIMEOUT = 60
+
+
+def open_page(page: Path) -> AppTest:
+    """The page inside the app (its navigation is what st.page_link resolves against)."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    return no_exception(at.switch_page(str(page)).run())
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_collect_page_collects_into_a_dataset(empty_root: Path) -> None:
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("counter").run()
+    at.multiselect(key="co_tasks_pick").set_value(["reach-2", "reach-3"])
+    at.text_input(key="co_tasks_typed").set_value("broken")
+    at.number_input(key="co_episodes").set_value(0)
+    at.number_input(key="co_workers").set_value(1)
+    at.text_input(key="co_dataset").set_value("counted")
+    no_exception(at.button(key="co_run").click().run())
+    success = "\n".join(str(s.value) for s in at.success)
+    assert "2 won of 3" in success and "2 episodes stored" in success
+    failures = [df.value for df in at.dataframe if "status" in df.value.columns and "error" in df.value.columns]
+    assert any("load_error" in set(frame["status"]) for frame in failures)
+    assert Workspace(empty_root).dataset("counted").stats()["episodes"] == 2
+
+
+def test_collect_page_names_what_to_install(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from worldsmith.envs import register, spec
+    from worldsmith.envs import registry as listing
+
+    original = spec("counter")
+    register(replace(original, requires=("no_such_module_xyz",), install_hint="pip install xyz"), replace=True)
+    try:
+        assert "counter" in listing()
+        at = open_page(COLLECT_PAGE)
+        at.selectbox(key="co_env").set_value("counter").run()
+        assert any("pip install xyz" in str(e.value) for e in at.error)
+    finally:
+        register(original, replace=True)
+
+
+def test_play_page_plays_and_saves_a_session(empty_root: Path) -> None:
+    at = open_page(PLAY_PAGE)
+    at.selectbox(key="pl_env").set_value("counter").run()
+    at.selectbox(key="pl_task_pick").set_value("reach-2").run()
+    no_exception(at.button(key="pl_start").click().run())
+    at.text_input(key="pl_typed").set_value("jump")
+    form_button = next(b for b in at.button if b.label == "Send")
+    no_exception(form_button.click().run())
+    codes = "\n".join(str(c.value) for c in at.code)
+    assert "count 0, target 2" in codes and "I don't know how to 'jump'." in codes
+    at.selectbox(key="pl_pick_1").set_value("inc").run()
+    at.selectbox(key="pl_pick_2").set_value("inc").run()
+    no_exception(at)
+    assert any("won" in str(s.value) for s in at.success)
+    at.text_input(key="pl_dataset").set_value("played")
+    no_exception(at.button(key="pl_save").click().run())
+    episode = next(Workspace(empty_root).dataset("played").iter_episodes(with_state=True))
+    assert [t.action.raw for t in episode.turns] == ["jump", "inc", "inc"]
+    assert episode.success is True and episode.metadata["policy"] == "human"
+    assert episode.turns[-1].state == {"count": 2, "target": 2}
