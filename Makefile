@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# bfcl-eval's own dependency list pulls a CUDA torch: install it without dependencies (it needs only mpmath).
+BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
@@ -11,7 +13,8 @@ export HF_HUB_OFFLINE := 1
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,envs]'
+	$(BIN)/python -m pip install --quiet --no-deps $(BFCL)
 	touch $@
 
 install: $(VENV)/.installed
