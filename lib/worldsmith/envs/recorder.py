@@ -73,6 +73,7 @@ class EpisodeRecorder:
         self.initial_state = env.state() if record_state else None
         self.turns: list[Turn] = []
         self.pending = _events(self.initial_info)
+        self.pending_info: list[dict[str, Any]] = []  # what hand-over steps reported (e.g. new tools)
         self.last_observation: Observation = self.initial_observation
         self.last_info: dict[str, Any] = self.initial_info
         self.steps = 0
@@ -100,14 +101,20 @@ class EpisodeRecorder:
                 name=HANDOVER_PREFIX + action.name,
             ))
             self.pending.extend(_events(result.info))
+            extra = _stored_info(result.info)
+            if extra:
+                self.pending_info.append(extra)
             return result
+        info = _stored_info(result.info)
+        if self.pending_info:  # the hand-overs since the last turn, kept on this turn
+            info["handover"], self.pending_info = self.pending_info, []
         self.turns.append(Turn(
             index=len(self.turns),
             action=action,
             observation=result.observation,
             reward=float(result.reward),
             done=self.terminated,
-            info=_stored_info(result.info),
+            info=info,
             context=self.pending,
             provenance=Provenance(
                 source=f"env:{self.env.name}",
@@ -136,6 +143,8 @@ class EpisodeRecorder:
         }
         if score is not None:
             meta["score"] = score
+        if self.pending_info:  # hand-overs after the last turn (e.g. BFCL's final verdict)
+            meta["final_handover"] = self.pending_info
         if self.error is not None:
             meta["error"], meta["traceback"] = self.error, self.traceback
         numeric_score = isinstance(score, (int, float)) and not isinstance(score, bool)
