@@ -8,7 +8,7 @@ BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install workbench test browser lint bench samples clean
+.PHONY: install workbench test system system-envs browser lint bench samples clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,18 +20,32 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 ## Start the workbench on the bundled samples (localhost only).
-workbench: install
+workbench: install system-envs
 	$(BIN)/python -m streamlit run workbench/app.py --server.port $(PORT)
 
-## Debian's Chromium for the end-to-end browser test (a browser download from elsewhere fails here).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+## Debian packages: bubblewrap for the shell environment's sandbox and Java for ScienceWorld (the
+## workbench's environments), plus Chromium for the end-to-end browser test (a browser download
+## from elsewhere fails here). Installed only when missing, and only as root.
+define apt_missing
+	@missing=""; for pair in $(1); do \
+	  command -v $${pair%%=*} >/dev/null 2>&1 || missing="$$missing $$(echo $${pair#*=} | tr + ' ')"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
-	  else echo "chromium missing: run 'sudo apt-get install chromium chromium-driver' for the browser test" >&2; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (sudo apt-get install$$missing)" >&2; fi; \
+	fi
+endef
+
+system-envs:
+	$(call apt_missing,bwrap=bubblewrap java=default-jre-headless)
+
+system: system-envs
+	$(call apt_missing,chromium=chromium+chromium-driver)
+
+browser: system
 
 ## The whole test suite (unit, integration, notebooks, browser).
-test: install browser
+test: install system
 	$(BIN)/python -m pytest
 
 lint: install

@@ -148,6 +148,17 @@ def test_terminal_rendering_and_persistent_shell(env: ShellEnv) -> None:
 
 
 @pytest.mark.integration
+def test_a_shell_outlives_the_thread_that_reset_it(env: ShellEnv) -> None:
+    """Streamlit reruns a page in a new thread each time: the Play page resets in one, steps in the next."""
+    opened = threading.Thread(target=env.reset, args=("files/rename-txt-to-md",))
+    opened.start()
+    opened.join()
+    time.sleep(0.2)  # a sandbox tied to the dead thread would be gone by now
+    output, info = run(env, "echo still here")
+    assert output == "still here\n" and info["exit_code"] == 0
+
+
+@pytest.mark.integration
 def test_state_is_a_snapshot_and_links_are_not_followed(env: ShellEnv) -> None:
     env.reset("files/private-secret")
     env.step("ln -s /etc/passwd link; mkdir sub; printf abc > sub/f; chmod 640 sub/f")

@@ -11,7 +11,6 @@ back with `metadata["error"]` and `success=False`.
 from __future__ import annotations
 
 import re
-import time
 import traceback
 from typing import Any
 
@@ -68,7 +67,6 @@ class EpisodeRecorder:
         self.record_state = record_state
         self.env_kwargs = env_kwargs or {}
         self.episode_id = episode_id or episode_id_for(env.name, task, policy, seed)
-        self.started = time.perf_counter()
         self.initial_observation, self.initial_info = env.reset(task, seed=seed)
         self.initial_state = env.state() if record_state else None
         self.turns: list[Turn] = []
@@ -138,7 +136,6 @@ class EpisodeRecorder:
         meta: dict[str, Any] = {
             "policy": self.policy, "seed": self.seed, "steps": self.steps, "max_steps": max_steps,
             "terminated": self.terminated, "truncated": self.truncated,
-            "seconds": round(time.perf_counter() - self.started, 3),
             "env": {"name": self.env.name, "kwargs": self.env_kwargs}, **metadata,
         }
         if score is not None:

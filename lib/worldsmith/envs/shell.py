@@ -42,8 +42,9 @@ Processes still running when a command returns (`sleep 9 &`, a fork bomb) are st
 before the next command: background jobs do not outlive their command line, so their late output
 never lands in another observation. `exit` (or anything that ends the shell) starts a new shell in
 the home directory, with a note. `set -x` traces the wrapper line too. bubblewrap's
-`--die-with-parent` ties a sandbox to the thread that started it: reset an environment in a thread
-that outlives its episodes.
+`--die-with-parent` ties a sandbox to the thread that started it, so sandboxes are started from one
+long-lived launcher thread: an environment reset in a short-lived thread (a Streamlit rerun) keeps
+its shell.
 
 Episodes end (`terminated`) on the step whose command makes the chore's checker pass (reward 1);
 a policy may also stop earlier. `info`: `task`, `won` (the checker, evaluated after every step),
@@ -61,6 +62,7 @@ commands avoid all of these.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import re
@@ -269,7 +271,20 @@ def _bwrap_arguments(home: str, cwd: str, tmp_mb: int, passwd_fd: int, group_fd:
     return [*args, "--chdir", cwd]
 
 
+# bubblewrap's --die-with-parent fires when the *thread* that started it exits. Streamlit runs every
+# rerun of a page in a new thread, so sandboxes are started from one long-lived thread instead:
+# they then live until close() or until this process exits.
+_LAUNCHER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="worldsmith-sandbox-launcher")
+
+
 def _launch(bwrap: str, home: str, cwd: str, tmp_mb: int, command: list[str], **popen: Any) -> subprocess.Popen[bytes]:
+    """Start `command` in a new sandbox around `home`, from the launcher thread (see `_LAUNCHER`)."""
+    return _LAUNCHER.submit(_launch_here, bwrap, home, cwd, tmp_mb, command, **popen).result()
+
+
+def _launch_here(
+    bwrap: str, home: str, cwd: str, tmp_mb: int, command: list[str], **popen: Any
+) -> subprocess.Popen[bytes]:
     """Start `command` in a new sandbox around `home` (arguments through a pipe: `ps` inside stays short)."""
     passwd_fd, group_fd = _data_fd(_PASSWD), _data_fd(_GROUP)
     args_fd = -1
