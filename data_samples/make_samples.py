@@ -16,6 +16,10 @@ Everything here is real and deterministic (fixed seeds, stable ids):
   backends' real results.
 * ledger.role_prefixed.txt, terminal.agentworldbench.jsonl: copies of the two format samples in
   the shared data folder.
+* collected/<env>.jsonl: expert episodes collected through worldsmith's own environment adapters
+  (`worldsmith.envs`: ALFWorld, TextWorld, ScienceWorld, BFCL, the sandboxed shell), exactly as
+  `worldsmith collect <env> --tasks ...` records them (native JSONL, with provenance and the
+  ground-truth state snapshots kept for evaluation).
 
 Nothing at run time needs this script: the generated files are committed.
 """
@@ -348,6 +352,67 @@ def _load_jsonl_list(path: Path) -> list[dict[str, Any]]:
 
 
 # --------------------------------------------------------------------------------------------
+# Collected through the environment adapters
+# --------------------------------------------------------------------------------------------
+
+COLLECTED_DIR = "collected"
+# Small, varied, fast expert episodes per environment (task ids as `worldsmith envs tasks ENV` prints them).
+COLLECTED_TASKS: dict[str, list[str]] = {
+    "alfworld": [],  # filled from the shared games: the first game of each task type
+    "textworld": [
+        "custom:nb_objects=5,quest_length=3,world_size=3:seed=1234",
+        "coin_collector:level=5:seed=42",
+        "treasure_hunter:level=3:seed=7",
+        "cooking:cut,go=6,open,recipe=2,take=1:seed=11",
+    ],
+    "scienceworld": [
+        "find-living-thing:0", "lifespan-longest-lived:0", "power-component:0",
+        "chemistry-mix-paint-secondary-color:0", "use-thermometer:0", "freeze:0",
+    ],
+    "bfcl": [
+        "multi_turn_base_1", "multi_turn_base_51", "multi_turn_base_102", "multi_turn_base_151",
+        "multi_turn_miss_func_0", "multi_turn_miss_param_3",
+    ],
+    "shell": [],  # every chore
+}
+
+
+def _alfworld_sample_games() -> list[str]:
+    from worldsmith.envs import make
+
+    env = make("alfworld")
+    try:
+        by_type: dict[str, str] = {}
+        for task in env.tasks():
+            kind = Path(task).parent.name.split("-")[0]
+            by_type.setdefault(kind, task)
+        return sorted(by_type.values())
+    finally:
+        env.close()
+
+
+def make_collected(out: Path, envs: list[str]) -> dict[str, int]:
+    from worldsmith.envs.collect import CollectConfig, collect, load_run_episodes
+    from worldsmith.traces.exporters import export_episodes
+    from worldsmith.workspace import Workspace
+
+    folder = out / COLLECTED_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    with tempfile.TemporaryDirectory(prefix="ws-samples-") as tmp:
+        workspace = Workspace(Path(tmp) / "workspace")
+        for env in envs:
+            tasks = COLLECTED_TASKS[env] or (_alfworld_sample_games() if env == "alfworld" else None)
+            report = collect(workspace, env, CollectConfig(env=env, tasks=tasks, workers=2, episode_timeout=600))
+            failures = [f for f in report.summary()["failures"]]
+            if failures:
+                raise RuntimeError(f"{env}: the expert did not win every sample task: {failures}")
+            episodes = sorted(load_run_episodes(workspace.root, env), key=lambda e: e.id)
+            counts[env] = export_episodes(episodes, "jsonl", folder / f"{env}.jsonl")
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
 # Format samples
 # --------------------------------------------------------------------------------------------
 
@@ -375,10 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("textworld", "bfcl", "formats"),
-        default=["textworld", "bfcl", "formats"],
+        choices=("textworld", "bfcl", "formats", "collected"),
+        default=["textworld", "bfcl", "formats", "collected"],
         help="regenerate only these parts",
     )
+    parser.add_argument("--envs", nargs="+", choices=sorted(COLLECTED_TASKS), default=sorted(COLLECTED_TASKS),
+                        help="environments to collect from (with --only collected)")
     options = parser.parse_args(argv)
     out: Path = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -395,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{BFCL_FILE}: {len(records)} conversations, "
             f"{sum(sum(m['role'] == 'tool' for m in r['messages']) for r in records)} tool calls"
         )
+    if "collected" in options.only:
+        for env, count in make_collected(out, options.envs).items():
+            print(f"{COLLECTED_DIR}/{env}.jsonl: {count} expert episodes")
     if "formats" in options.only:
         for path in copy_formats(out, options.shared):
             print(f"{path.name}: copied")
