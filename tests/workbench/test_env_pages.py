@@ -80,3 +80,27 @@ def test_play_page_plays_and_saves_a_session(empty_root: Path) -> None:
     assert [t.action.raw for t in episode.turns] == ["jump", "inc", "inc"]
     assert episode.success is True and episode.metadata["policy"] == "human"
     assert episode.turns[-1].state == {"count": 2, "target": 2}
+
+
+@pytest.mark.integration
+def test_collect_and_play_pages_on_a_real_environment(empty_root: Path) -> None:
+    """BFCL's real backends through both pages (a worker process for Collect, in-process for Play)."""
+    pytest.importorskip("bfcl_eval")
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("bfcl").run()
+    at.text_input(key="co_tasks_typed").set_value("multi_turn_base_1")
+    at.number_input(key="co_episodes").set_value(0)
+    at.text_input(key="co_dataset").set_value("bfcl-expert")
+    no_exception(at.button(key="co_run").click().run())
+    assert "1 won of 1" in "\n".join(str(s.value) for s in at.success)
+    episode = next(Workspace(empty_root).dataset("bfcl-expert").iter_episodes())
+    assert episode.success is True and episode.turns[0].observation.text
+
+    at = open_page(PLAY_PAGE)
+    at.selectbox(key="pl_env").set_value("bfcl").run()
+    at.text_input(key="pl_task_typed").set_value("multi_turn_base_1").run()
+    no_exception(at.button(key="pl_start").click().run())
+    at.text_input(key="pl_typed").set_value("ls(a=True)")
+    no_exception(next(b for b in at.button if b.label == "Send").click().run())
+    codes = "\n".join(str(c.value) for c in at.code)
+    assert '"current_directory_content"' in codes
