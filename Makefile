@@ -52,13 +52,12 @@ lint: install
 	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples
 
 ## Ingest throughput and memory (writes benchmarks/results/ingest.json).
-bench: install
+bench: install system-envs
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/envs.py
 
 ## Regenerate data_samples/ from real environments (needs the 'samples' extra).
-samples: install
-	$(BIN)/python -m pip install --quiet -e '.[samples]'
-	$(BIN)/python -m pip install --quiet --no-deps "bfcl-eval==2026.3.23" "mpmath>=1.3"  # its full install pulls CUDA torch
+samples: install system-envs
 	$(BIN)/python data_samples/make_samples.py
 
 clean:
