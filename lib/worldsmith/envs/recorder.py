@@ -10,6 +10,7 @@ back with `metadata["error"]` and `success=False`.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import traceback
 from typing import Any
@@ -37,7 +38,9 @@ _CONTROL_KEYS = ("context", "record", "task", "env_id")
 
 def episode_id_for(env_name: str, task: str, policy: str, seed: int | None) -> str:
     """A stable, readable episode id: the same run always gets the same id."""
-    slug = re.sub(r"[^A-Za-z0-9_.:+-]+", "-", task).strip("-")[-80:] or "task"
+    slug = re.sub(r"[^A-Za-z0-9_.:+-]+", "-", task).strip("-") or "task"
+    if len(slug) > 120:  # keep it readable, keep it unique
+        slug = f"{slug[:100]}-{hashlib.md5(task.encode(), usedforsecurity=False).hexdigest()[:8]}"
     return f"{env_name}-{slug}-{policy}-s{seed if seed is not None else 0}"
 
 
