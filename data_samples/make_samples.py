@@ -377,6 +377,28 @@ COLLECTED_TASKS: dict[str, list[str]] = {
 }
 
 
+ALFWORLD_DIR = "alfworld"
+DEFAULT_ALFWORLD = REPO.parent / "shared" / "data" / "alfworld"
+
+
+def copy_alfworld_games(out: Path, source: Path = DEFAULT_ALFWORLD) -> list[str]:
+    """Bundle the first shared game of each task type (game file and ALFRED trajectory, ~150 KB each)."""
+    if not source.is_dir():
+        raise SystemExit(f"ALFWorld games not found: {source}")
+    chosen: dict[str, Path] = {}
+    for game in sorted(source.glob("*/*/*/game.tw-pddl")):
+        chosen.setdefault(game.parent.parent.name.split("-")[0], game.parent)
+    target_root = out / ALFWORLD_DIR
+    shutil.rmtree(target_root, ignore_errors=True)
+    for folder in chosen.values():
+        target = target_root / folder.relative_to(source)
+        target.mkdir(parents=True)
+        for name in ("game.tw-pddl", "traj_data.json"):
+            if (folder / name).exists():
+                shutil.copyfile(folder / name, target / name)
+    return sorted(str(folder.relative_to(source)) for folder in chosen.values())
+
+
 def _alfworld_sample_games() -> list[str]:
     from worldsmith.envs import make
 
@@ -440,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("textworld", "bfcl", "formats", "collected"),
-        default=["textworld", "bfcl", "formats", "collected"],
+        choices=("textworld", "bfcl", "formats", "alfworld", "collected"),
+        default=["textworld", "bfcl", "formats", "alfworld", "collected"],
         help="regenerate only these parts",
     )
     parser.add_argument("--envs", nargs="+", choices=sorted(COLLECTED_TASKS), default=sorted(COLLECTED_TASKS),
@@ -462,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{BFCL_FILE}: {len(records)} conversations, "
             f"{sum(sum(m['role'] == 'tool' for m in r['messages']) for r in records)} tool calls"
         )
+    if "alfworld" in options.only:
+        for game in copy_alfworld_games(out):
+            print(f"{ALFWORLD_DIR}/{game}: copied")
     if "collected" in options.only:
         for env, count in make_collected(out, options.envs).items():
             print(f"{COLLECTED_DIR}/{env}.jsonl: {count} expert episodes")
