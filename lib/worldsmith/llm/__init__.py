@@ -20,12 +20,18 @@ from worldsmith.llm.base import (
     TransientLLMError,
     check_messages,
 )
+from worldsmith.llm.cache import ResponseCache
+from worldsmith.llm.calllog import CallLog, CallRecord
 from worldsmith.llm.spec import BACKENDS, ModelSpec, load_config, make_llm, parse_spec
+from worldsmith.llm.structured import chat_structured, extract_json
+from worldsmith.llm.tracked import TrackedLLM, new_run_id, open_llm
 
 __all__ = [
     "BACKENDS",
     "LLM",
     "BackendUnavailableError",
+    "CallLog",
+    "CallRecord",
     "Completion",
     "ContextOverflowError",
     "GenerationParams",
@@ -34,10 +40,16 @@ __all__ = [
     "Message",
     "ModelSpec",
     "RefusalError",
+    "ResponseCache",
     "StructuredOutputError",
+    "TrackedLLM",
     "TransientLLMError",
+    "chat_structured",
     "check_messages",
+    "extract_json",
     "load_config",
     "make_llm",
+    "new_run_id",
+    "open_llm",
     "parse_spec",
 ]
