@@ -16,6 +16,7 @@ PAGE_FILES = {
     "traces": PAGES_DIR / "traces.py",
     "collect": PAGES_DIR / "collect.py",
     "play": PAGES_DIR / "play.py",
+    "models": PAGES_DIR / "models.py",
 }
 
 

@@ -22,7 +22,15 @@ from worldsmith.llm.base import (
 )
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog, CallRecord
-from worldsmith.llm.spec import BACKENDS, ModelSpec, load_config, make_llm, parse_spec
+from worldsmith.llm.spec import (
+    BACKENDS,
+    ModelSpec,
+    configured_models,
+    default_model_spec,
+    load_config,
+    make_llm,
+    parse_spec,
+)
 from worldsmith.llm.structured import chat_structured, extract_json
 from worldsmith.llm.tracked import TrackedLLM, new_run_id, open_llm
 
@@ -46,6 +54,8 @@ __all__ = [
     "TransientLLMError",
     "chat_structured",
     "check_messages",
+    "configured_models",
+    "default_model_spec",
     "extract_json",
     "load_config",
     "make_llm",

@@ -23,7 +23,14 @@ from urllib.parse import parse_qsl
 
 from worldsmith.llm.base import LLM
 
-__all__ = ["BACKENDS", "ModelSpec", "load_config", "make_llm", "parse_spec"]
+__all__ = [
+    "BACKENDS", "MODEL_ENV_VAR", "ModelSpec", "configured_models", "default_model_spec", "load_config", "make_llm",
+    "parse_spec",
+]
+
+MODEL_ENV_VAR = "WORLDSMITH_MODEL"
+# The small default model trained by `worldsmith llm train-tiny` on the bundled samples.
+BUNDLED_TINY = Path(__file__).resolve().parents[3] / "data_samples" / "models" / "tiny"
 
 # kind -> "module:factory"; the factory takes (spec: ModelSpec) and returns an LLM.
 BACKENDS: dict[str, str] = {
@@ -132,3 +139,26 @@ def load_config(path: str | Path) -> dict[str, ModelSpec]:
         except ValueError as error:
             raise ValueError(f"{file}: [models.{name}]: {error}") from None
     return out
+
+
+def default_model_spec() -> str | None:
+    """`$WORLDSMITH_MODEL`, else the bundled tiny model when it is there, else None."""
+    configured = os.environ.get(MODEL_ENV_VAR)
+    if configured:
+        return configured
+    return f"tiny:{BUNDLED_TINY}" if (BUNDLED_TINY / "config.json").exists() else None
+
+
+def configured_models(workspace_root: str | Path) -> dict[str, ModelSpec]:
+    """The workspace's `models.toml` (if any) plus `default` (the default model), by name."""
+    models: dict[str, ModelSpec] = {}
+    default = default_model_spec()
+    if default:
+        try:
+            models["default"] = parse_spec(default)
+        except ValueError:
+            pass
+    config = Path(workspace_root) / "models.toml"
+    if config.exists():
+        models.update(load_config(config))
+    return models

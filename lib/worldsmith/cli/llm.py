@@ -1,0 +1,177 @@
+"""`worldsmith llm models|chat|runs|calls|train-tiny`: the model layer from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.llm import BACKENDS, CallLog, LLMError, configured_models, default_model_spec, open_llm
+
+_BACKEND_PACKAGES = {"tiny": "transformers", "hf": "transformers", "vllm": "vllm", "openai": "openai"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("llm", help="model backends: list, chat, call log, train the tiny model")
+    actions = parser.add_subparsers(dest="llm_command", required=True, metavar="ACTION")
+
+    models = actions.add_parser("models", help="backends that can run here and the configured models")
+    add_common(models)
+    models.set_defaults(handler=run_models)
+
+    chat = actions.add_parser("chat", help="send one prompt (cached and logged like every call)")
+    chat.add_argument("prompt")
+    chat.add_argument("--model", help="model spec or a name from <workspace>/models.toml (default: the tiny model)")
+    chat.add_argument("--system", help="system message")
+    chat.add_argument("--max-tokens", type=int, default=128)
+    chat.add_argument("--temperature", type=float, default=0.0)
+    chat.add_argument("--top-p", type=float, default=1.0)
+    chat.add_argument("--seed", type=int)
+    chat.add_argument("--n", type=int, default=1)
+    chat.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    chat.add_argument("--no-cache", action="store_true", help="always call the model")
+    chat.add_argument("--run", help="run id for the call log (default: a new one)")
+    chat.add_argument("--component", default="cli")
+    add_common(chat)
+    chat.set_defaults(handler=run_chat)
+
+    runs = actions.add_parser("runs", help="per-run call counts, tokens, latency and cost")
+    add_common(runs)
+    runs.set_defaults(handler=run_runs)
+
+    calls = actions.add_parser("calls", help="the call log (newest first)")
+    calls.add_argument("--run")
+    calls.add_argument("--component")
+    calls.add_argument("--search", help="full-text search in prompts and outputs")
+    calls.add_argument("--limit", type=int, default=20)
+    add_common(calls)
+    calls.set_defaults(handler=run_calls)
+
+    train = actions.add_parser("train-tiny", help="train the small default model on a dataset's traces (CPU)")
+    train.add_argument("--dataset", required=True)
+    train.add_argument("--out", required=True, type=Path, help="output folder (Hugging Face format)")
+    train.add_argument("--steps", type=int, help="optimizer steps (default: the TinyConfig default)")
+    train.add_argument("--max-minutes", type=float, help="stop training after this many minutes")
+    train.add_argument("--seed", type=int, default=0)
+    add_common(train)
+    train.set_defaults(handler=run_train_tiny)
+
+
+def _resolve_model(name: str | None, workspace_root: Path) -> str:
+    models = configured_models(workspace_root)
+    if name is None:
+        default = default_model_spec()
+        if default is None:
+            raise CommandError("no default model: pass --model SPEC (e.g. openai:MODEL@URL) or set WORLDSMITH_MODEL")
+        return default
+    if name in models:
+        return models[name].text
+    if ":" not in name:
+        known = ", ".join(sorted(models)) or "none"
+        raise CommandError(f"no model named {name!r} in {workspace_root / 'models.toml'} (configured: {known})")
+    return name
+
+
+def run_models(args: argparse.Namespace) -> int:
+    workspace = workspace_from(args)
+    backends = [{"kind": kind, "available": importlib.util.find_spec(_BACKEND_PACKAGES[kind]) is not None,
+                 "package": _BACKEND_PACKAGES[kind]} for kind in sorted(BACKENDS)]
+    models = {name: spec.text for name, spec in configured_models(workspace.root).items()}
+    if getattr(args, "json", False):
+        emit_json({"backends": backends, "models": models})
+    else:
+        for backend in backends:
+            state = "ready" if backend["available"] else f"needs the {backend['package']} package"
+            print(f"{backend['kind']:<8} {state}")
+        for name, spec in models.items():
+            print(f"model {name}: {spec}")
+    return EXIT_OK
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    workspace = workspace_from(args)
+    spec = _resolve_model(args.model, workspace.root)
+    messages: list[dict[str, Any]] = ([{"role": "system", "content": args.system}] if args.system else [])
+    messages.append({"role": "user", "content": args.prompt})
+    llm = open_llm(spec, workspace.root, component=args.component, run=args.run, cache=not args.no_cache)
+    try:
+        completions = llm.chat(messages, max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                               seed=args.seed, n=args.n, stop=args.stop)
+    except LLMError as error:
+        raise CommandError(f"{type(error).__name__}: {error}") from None
+    finally:
+        llm.close()
+    if getattr(args, "json", False):
+        emit_json({"model": spec, "run": llm.run, "model_calls": llm.model_calls,
+                   "completions": [c.to_json() for c in completions]})
+    else:
+        for completion in completions:
+            print(completion.text)
+            source = "cache" if completion.cached else f"{completion.latency_s:.2f}s"
+            print(f"[{completion.prompt_tokens} prompt + {completion.completion_tokens} completion tokens, "
+                  f"{completion.cached_tokens} cached; {source}; finish {completion.finish_reason}]", file=sys.stderr)
+    return EXIT_OK
+
+
+def _log(args: argparse.Namespace) -> CallLog:
+    return CallLog(workspace_from(args).root / "llm" / "calls.sqlite")
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    runs = _log(args).runs()
+    if getattr(args, "json", False):
+        emit_json({"runs": runs})
+    else:
+        for run in runs:
+            when = datetime.fromtimestamp(run["last"], UTC).strftime("%Y-%m-%d %H:%M")
+            print(f"{run['run']}  {when}  {run['calls']} calls ({run['cache_hits']} cached, {run['errors']} errors), "
+                  f"{run['prompt_tokens']}+{run['completion_tokens']} tokens, {run['latency_s']:.1f}s, "
+                  f"${run['cost_usd']:.4f}")
+    return EXIT_OK
+
+
+def run_calls(args: argparse.Namespace) -> int:
+    calls = _log(args).calls(run=args.run, component=args.component, search=args.search, limit=args.limit)
+    if getattr(args, "json", False):
+        emit_json({"calls": [vars(call) for call in calls]})
+    else:
+        for call in calls:
+            prompt = call.messages[-1]["content"] if call.messages else ""
+            answer = call.error or call.output_text
+            print(f"#{call.id} [{call.run} / {call.component}] {call.spec}"
+                  f"{' (cache)' if call.from_cache else ''}\n  > {prompt[:200]!r}\n  < {answer[:200]!r}")
+    return EXIT_OK
+
+
+def run_train_tiny(args: argparse.Namespace) -> int:
+    from worldsmith.llm.tiny import TinyConfig, train_tiny
+
+    workspace = workspace_from(args)
+    dataset = workspace.dataset(args.dataset)
+    overrides: dict[str, Any] = {"seed": args.seed}
+    if args.steps is not None:
+        overrides["steps"] = args.steps
+    if args.max_minutes is not None:
+        overrides["max_minutes"] = args.max_minutes
+    config = TinyConfig(**overrides)
+    tty = sys.stderr.isatty() and not getattr(args, "json", False)
+
+    def progress(update: Any) -> None:
+        if tty:
+            sys.stderr.write(f"\r{update}   ")
+            sys.stderr.flush()
+
+    report = train_tiny(dataset.iter_episodes(), args.out, config=config, progress=progress)
+    if tty:
+        sys.stderr.write("\n")
+    summary = report.to_json() if hasattr(report, "to_json") else vars(report)
+    if getattr(args, "json", False):
+        emit_json(summary)
+    else:
+        print(f"tiny model written to {args.out}: {summary}")
+        print(f"use it as: tiny:{args.out}")
+    return EXIT_OK

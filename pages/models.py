@@ -1,0 +1,112 @@
+"""Models: the configured backends, a test prompt, counters per run, and the call log with search.
+
+Every call made through `worldsmith.llm.open_llm` (worldbook builds, the harness, evaluations,
+this page) lands in `<workspace>/llm/calls.sqlite`; this page reads it a page at a time.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+from workbench.components import data  # noqa: E402
+
+from worldsmith.llm import CallLog, LLMError, configured_models, open_llm  # noqa: E402
+
+PAGE_SIZE = 20
+
+root = Path(data.workspace_root())
+st.title("Models", anchor=False)
+st.markdown("Model backends behind one interface. Every call is cached (reruns are free) and logged with "
+            "the component that asked.")
+
+try:
+    models = configured_models(root)
+except ValueError as error:  # a broken models.toml: say where, keep the page usable
+    st.error(str(error), icon=":material/error:")
+    models = {}
+if models:
+    st.dataframe(pd.DataFrame([{"name": name, "backend": spec.kind, "model": spec.model, "base_url": spec.base_url,
+                                "options": ", ".join(f"{k}={v}" for k, v in spec.options.items())}
+                               for name, spec in models.items()]), hide_index=True, use_container_width=True)
+st.caption(f"Add models in `{root / 'models.toml'}` (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
+           "or set `WORLDSMITH_MODEL`.")
+
+with st.form("mo_try"):
+    st.subheader("Try a prompt", anchor=False)
+    left, right = st.columns([2, 1])
+    choice = left.selectbox("Model", list(models), key="mo_model", index=0 if models else None)
+    typed = right.text_input("…or a spec", key="mo_spec", placeholder="openai:MODEL@http://127.0.0.1:8000/v1")
+    system = st.text_input("System message", key="mo_system")
+    prompt = st.text_area("Prompt", key="mo_prompt", value="You are in a kitchen. > open fridge")
+    columns = st.columns(3)
+    max_tokens = columns[0].number_input("Max tokens", 1, 4096, 64, key="mo_max_tokens")
+    temperature = columns[1].number_input("Temperature", 0.0, 2.0, 0.0, step=0.1, key="mo_temperature")
+    seed = columns[2].number_input("Seed", 0, 2**31 - 1, 0, key="mo_seed")
+    sent = st.form_submit_button("Send", icon=":material/send:")
+if sent:
+    spec = typed.strip() or (models[choice].text if choice else "")
+    if not spec or not prompt.strip():
+        st.error("Choose a model (or type a spec) and write a prompt.")
+    else:
+        messages = ([{"role": "system", "content": system}] if system.strip() else [])
+        messages.append({"role": "user", "content": prompt})
+        try:
+            with st.spinner(f"Asking {spec}…"):
+                llm = open_llm(spec, root, component="workbench", run=st.session_state.setdefault(
+                    "mo_run", f"workbench-{datetime.now(UTC):%Y%m%dT%H%M%S}"))
+                try:
+                    [completion] = llm.chat(messages, max_tokens=int(max_tokens), temperature=float(temperature),
+                                            seed=int(seed))
+                finally:
+                    llm.close()
+        except (LLMError, ValueError, OSError) as error:
+            st.error(f"{type(error).__name__}: {error}", icon=":material/error:")
+        else:
+            st.code(completion.text or "(empty)", language=None, wrap_lines=True)
+            st.caption(f"{completion.prompt_tokens} prompt + {completion.completion_tokens} completion tokens · "
+                       f"{completion.cached_tokens} cached · "
+                       + ("from the response cache" if completion.cached else f"{completion.latency_s:.2f} s")
+                       + f" · finish: {completion.finish_reason}")
+
+log_path = root / "llm" / "calls.sqlite"
+if not log_path.exists():
+    st.info("No model calls logged in this workspace yet.", icon=":material/info:")
+    st.stop()
+log = CallLog(log_path)
+st.subheader("Runs", anchor=False)
+runs = log.runs()
+st.dataframe(pd.DataFrame([{
+    "run": r["run"], "calls": r["calls"], "cached": r["cache_hits"], "errors": r["errors"],
+    "prompt tokens": r["prompt_tokens"], "completion tokens": r["completion_tokens"],
+    "latency s": round(r["latency_s"] or 0.0, 2), "cost $": round(r["cost_usd"] or 0.0, 4),
+    "last": datetime.fromtimestamp(r["last"], UTC).strftime("%Y-%m-%d %H:%M:%S"),
+} for r in runs]), hide_index=True, use_container_width=True)
+
+st.subheader("Call log", anchor=False)
+left, middle, right = st.columns([2, 2, 1])
+run = left.selectbox("Run", [r["run"] for r in runs], index=None, placeholder="all runs", key="mo_log_run")
+search = middle.text_input("Search prompts and outputs", key="mo_log_search")
+page = right.number_input("Page", min_value=1, value=1, key="mo_log_page")
+calls = log.calls(run=run, search=search or None, limit=PAGE_SIZE, offset=(int(page) - 1) * PAGE_SIZE)
+if not calls:
+    st.caption("No calls match.")
+for call in calls:
+    prompt_text = call.messages[-1]["content"] if call.messages else ""
+    label = (f"#{call.id} · {call.component} · {call.spec} · "
+             + ("cache" if call.from_cache else f"{call.latency_s:.2f}s") + f" · {prompt_text[:80]}")
+    with st.expander(label, icon=":material/error:" if call.error else ":material/chat:"):
+        for message in call.messages:
+            st.markdown(f"**{message.get('role')}**")
+            st.code(message.get("content", ""), language=None, wrap_lines=True)
+        st.markdown("**output**")
+        st.code(call.error or call.output_text or "(empty)", language=None, wrap_lines=True)
+        st.caption(f"{call.prompt_tokens} prompt + {call.completion_tokens} completion tokens, "
+                   f"{call.cached_tokens} cached; params {call.params}")
