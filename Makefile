@@ -49,7 +49,7 @@ test: install system
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples
+	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples
 
 ## Ingest throughput and memory (writes benchmarks/results/ingest.json).
 bench: install system-envs
