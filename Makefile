@@ -13,6 +13,7 @@ export HF_HUB_OFFLINE := 1
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet 'torch==2.13.0'
 	$(BIN)/python -m pip install --quiet -e '.[dev,envs]'
 	$(BIN)/python -m pip install --quiet --no-deps $(BFCL)
 	touch $@
