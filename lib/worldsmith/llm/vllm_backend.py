@@ -5,11 +5,12 @@ conversations and its prefix cache shares the common prompt prefixes (system pro
 
     llm = make_llm("vllm:data_samples/models/tiny?max_model_len=2048")
 
-Options (spec `?k=v` or config keys): enforce_eager (default True on CPU: loads in seconds instead
-of compiling), dtype ("auto"), max_model_len, seed (engine seed, 0), enable_prefix_caching (True),
+Options (spec `?k=v` or config keys): enforce_eager (default True on CPU: no torch.compile, so a
+small model loads in ~20 s instead of ~50 s), dtype ("auto"), max_model_len, seed (engine seed, 0), enable_prefix_caching (True),
 compact_json (True: guided JSON without free whitespace, so small models cannot loop on blanks),
-in_process (False: vLLM's default engine subprocess; True runs the engine in this process, which
-loads ~8x faster on CPU but pins this process's threads and patches `torch.set_num_threads`),
+in_process (False: vLLM's default engine subprocess; True runs the engine in this process: ~9 s
+instead of ~22 s to load a tiny model on CPU, but vLLM's CPU worker then binds this process's
+threads and memory and replaces `torch.set_num_threads` with a no-op),
 gpu_memory_utilization, tensor_parallel_size, kv_cache_gib (CPU KV cache, default 1 GiB).
 
 Scripts that build this backend must guard their entry point with `if __name__ == "__main__":`:
@@ -55,15 +56,25 @@ def _looks_like_path(model: str) -> bool:
 
 
 def _check_model(model: str) -> str:
-    """A local folder must exist; a hub name is only allowed when the hub may be reached."""
+    """A local folder must exist; a hub name must be cached when the hub is off (HF_HUB_OFFLINE)."""
     path = Path(model).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
             raise BackendUnavailableError(f"vllm: {path} is not a Hugging Face model folder (no config.json)")
         return str(path)
-    if _looks_like_path(model) or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+    if _looks_like_path(model):
         raise BackendUnavailableError(f"vllm: no model folder at {path}")
-    return model  # a hub name; vLLM downloads it on a host that may
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") and not _in_hub_cache(model):
+        raise BackendUnavailableError(f"vllm: no model folder at {path}, and {model!r} is not in the offline hub cache")
+    return model  # a hub name: cached, or downloaded by vLLM on a host that may
+
+
+def _in_hub_cache(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
 class VLLMLLM(LLMBase):
@@ -96,8 +107,6 @@ class VLLMLLM(LLMBase):
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gib)))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        if in_process:
-            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
             import vllm
             from vllm.platforms import current_platform
@@ -128,10 +137,19 @@ class VLLMLLM(LLMBase):
         self.on_cpu = on_cpu
         self.engine_args = engine
         started = time.perf_counter()
+        previous = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+        if in_process:  # read when the engine is built; restored so later engines get the default again
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
             self._llm: Any = vllm.LLM(**engine)
         except Exception as error:
             raise BackendUnavailableError(f"vllm could not load {self.model}: {error}") from error
+        finally:
+            if in_process:
+                if previous is None:
+                    os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+                else:
+                    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = previous
         self.load_s = time.perf_counter() - started
         self._sampling_cls = vllm.SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
