@@ -111,11 +111,11 @@ def test_guided_json_matches_schema(vllm_llm: VLLMLLM, vllm_json_schema: dict) -
 
 @pytest.mark.integration
 def test_prefix_cache_reports_cached_tokens(vllm_llm: VLLMLLM) -> None:
-    system = {"role": "system", "content": "the room has a door and a box and a lamp. " * 15}
+    system = {"role": "system", "content": "the room has a door and a box and a lamp. " * 20}
     conversation = [system, {"role": "user", "content": "look"}]
     [first] = vllm_llm.chat(conversation, max_tokens=2)
     [again] = vllm_llm.chat(conversation, max_tokens=2)
-    assert first.prompt_tokens > 256  # more than two KV blocks of 128
+    assert first.prompt_tokens > 200  # more than one KV block of 128 tokens
     assert again.cached_tokens >= 128  # whole KV blocks of the shared prefix
 
 
