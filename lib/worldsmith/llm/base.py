@@ -101,7 +101,12 @@ class GenerationParams:
 
 @dataclass
 class Completion:
-    """One generated answer and what it cost."""
+    """One generated answer and what it cost.
+
+    With `n > 1` the prompt's tokens and cost are counted once, on the first choice (sums over the
+    choices equal what was billed); a backend that only knows the request's total completion tokens
+    splits them and marks `extra["completion_tokens_estimated"]`.
+    """
 
     text: str
     finish_reason: str = "stop"  # "stop" | "length" | ...
