@@ -1,0 +1,580 @@
+"""The tiny default model: a chat LM of a few million parameters, trained here on CPU from traces.
+
+Why it exists: tests, the workbench and every pipeline stage need *some* model that runs anywhere
+without a download. `train_tiny` builds one in a few minutes from recorded episodes, in both roles
+EnvACE uses (agent: history -> next action; environment: history + action -> observation), and
+saves it as an ordinary Hugging Face folder (safetensors weights, a byte-level BPE tokenizer with a
+ChatML chat template, a generation config), so the `hf`/`tiny` backend and any transformers tool
+load it like any other local model. `worldsmith_tiny.json` in the folder records how it was made.
+
+    from worldsmith.llm.tiny import TinyConfig, train_tiny
+    report = train_tiny(dataset.iter_episodes(), "models/tiny", config=TinyConfig(steps=300))
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldsmith.llm.base import Message
+from worldsmith.traces.model import Action, Episode
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "REPORT_FILE",
+    "SPECIAL_TOKENS",
+    "TinyConfig",
+    "TinyReport",
+    "TrainProgress",
+    "action_text",
+    "agent_messages",
+    "environment_messages",
+    "render_chat",
+    "train_tiny",
+]
+
+PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = (PAD, IM_START, IM_END)
+REPORT_FILE = "worldsmith_tiny.json"
+
+# ChatML, as Qwen and many others use it: any role (system/user/assistant/tool), an optional name.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] }}"
+    "{%- if message.get('name') %}{{ ' ' + message['name'] }}{% endif -%}"
+    "{{ '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
+)
+
+AGENT_SYSTEM = "You are an agent in the text environment {env}.\nTask: {task}\nReply with your next action only."
+ENVIRONMENT_SYSTEM = (
+    "You are the text environment {env}.\nThe agent's task: {task}\n"
+    "Each user message is the agent's action; reply with exactly what the environment shows."
+)
+START = "(start)"
+
+
+def render_chat(messages: Sequence[Message], add_generation_prompt: bool = False) -> str:
+    """The text `CHAT_TEMPLATE` renders (its Python twin: training text must match inference text)."""
+    parts = []
+    for message in messages:
+        name = message.get("name")
+        parts.append(f"{IM_START}{message['role']}{' ' + name if name else ''}\n{message['content']}{IM_END}\n")
+    if add_generation_prompt:
+        parts.append(f"{IM_START}assistant\n")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Episodes -> chat conversations
+
+
+def action_text(action: Action) -> str:
+    """An action as one line of text: the recorded command, else `name {json arguments}`."""
+    raw = (action.raw or "").strip()
+    if raw and not raw.startswith(("{", "[")):
+        return raw
+    if raw:
+        return f"{action.name} {raw}"
+    arguments = action.arguments
+    if isinstance(arguments, dict) and set(arguments) <= {"text"}:
+        return f"{action.name} {arguments.get('text', '')}".strip()
+    return f"{action.name} {json.dumps(arguments, ensure_ascii=False)}"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _env_name(episode: Episode) -> str:
+    return episode.env_id or "unknown"
+
+
+def agent_messages(episode: Episode, *, max_chars: int = 1500) -> list[Message]:
+    """The agent's view: system (environment, task), then observation -> action exchanges.
+
+    User messages recorded between actions (e.g. BFCL's follow-up requests) join the observation
+    that precedes the action, so the model sees what the agent saw.
+    """
+    task = (episode.task or "").strip() or "(none given)"
+    messages: list[Message] = [{"role": "system", "content": AGENT_SYSTEM.format(env=_env_name(episode), task=task)}]
+    pending: list[str] = []
+    if episode.initial_observation is not None and episode.initial_observation.text.strip():
+        pending.append(episode.initial_observation.text)
+    for turn in episode.turns:
+        for event in turn.context:
+            content = event.content.strip()
+            if event.role in ("user", "system") and content and content != task:
+                pending.append(content)
+        messages.append({"role": "user", "content": _clip("\n\n".join(pending) or START, max_chars)})
+        messages.append({"role": "assistant", "content": _clip(action_text(turn.action), max_chars)})
+        pending = [turn.observation.text]
+    return messages if len(messages) > 1 else []
+
+
+def environment_messages(episode: Episode, *, max_chars: int = 1500) -> list[Message]:
+    """The environment's view: system (environment, task), then action -> observation exchanges.
+
+    The first exchange asks for the opening observation (`(start)`) when the episode recorded one.
+    """
+    task = (episode.task or "").strip() or "(none given)"
+    system = ENVIRONMENT_SYSTEM.format(env=_env_name(episode), task=task)
+    messages: list[Message] = [{"role": "system", "content": system}]
+    if episode.initial_observation is not None and episode.initial_observation.text.strip():
+        messages.append({"role": "user", "content": START})
+        messages.append({"role": "assistant", "content": _clip(episode.initial_observation.text, max_chars)})
+    for turn in episode.turns:
+        messages.append({"role": "user", "content": _clip(action_text(turn.action), max_chars)})
+        messages.append({"role": "assistant", "content": _clip(turn.observation.text or "(nothing)", max_chars)})
+    return messages if len(messages) > 1 else []
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration and report
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """How to build and train the tiny model. Defaults: 2.3M parameters, about 2.5 minutes on 2 CPU cores."""
+
+    # model (a Llama-architecture decoder)
+    vocab_size: int = 3072
+    hidden_size: int = 192
+    intermediate_size: int = 512
+    num_layers: int = 4
+    num_heads: int = 3  # head_dim 64: a size every attention kernel has (vLLM's CPU backend needs 32, 64, 80, ...)
+    num_kv_heads: int = 3
+    context_length: int = 1024
+    # data
+    roles: tuple[str, ...] = ("agent", "environment")
+    max_message_chars: int = 1500
+    max_episodes: int | None = None
+    # training
+    seq_len: int = 512
+    batch_size: int = 8
+    steps: int | None = 180  # optimizer steps; None: derive from `epochs`
+    epochs: float = 4.0  # used only when steps is None
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 20
+    weight_decay: float = 0.05
+    grad_clip: float = 1.0
+    seed: int = 0
+    max_minutes: float = 10.0  # safety stop; the run is still saved (report.stopped_early)
+    threads: int | None = None  # None: torch's default, which honours OMP_NUM_THREADS
+    save_dtype: str = "bfloat16"  # weights on disk; "float32" for exact reproduction of training numerics
+
+    def __post_init__(self) -> None:
+        for role in self.roles:
+            if role not in ("agent", "environment"):
+                raise ValueError(f"roles must be 'agent' and/or 'environment', not {role!r}")
+        if not self.roles:
+            raise ValueError("roles must name at least one of 'agent', 'environment'")
+        if self.seq_len > self.context_length:
+            raise ValueError(f"seq_len ({self.seq_len}) must not exceed context_length ({self.context_length})")
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
+        if self.save_dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"save_dtype must be float32, bfloat16 or float16, not {self.save_dtype!r}")
+        if self.vocab_size < 300:
+            raise ValueError("vocab_size must be at least 300 (256 bytes + special tokens + merges)")
+
+
+@dataclass
+class TrainProgress:
+    """Passed to the progress callback after every optimizer step."""
+
+    step: int
+    steps: int
+    loss: float
+    lr: float
+    tokens: int
+    elapsed_s: float
+
+    def __str__(self) -> str:
+        return f"step {self.step}/{self.steps} loss {self.loss:.3f} lr {self.lr:.2e} {self.elapsed_s:.0f}s"
+
+
+@dataclass
+class TinyReport:
+    """What a training run did and measured (also written to `worldsmith_tiny.json`)."""
+
+    out_dir: str
+    parameters: int
+    steps: int
+    planned_steps: int
+    first_loss: float
+    last_loss: float
+    losses: list[float]
+    tokens_trained: int
+    seconds: float
+    train_seconds: float
+    tokens_per_s: float
+    threads: int
+    stopped_early: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    weights_bytes: int = 0
+    config: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer and samples
+
+
+def _train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
+    """A byte-level BPE (no unknown tokens) trained on the message texts, plus the ChatML specials."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return tokenizer
+
+
+@dataclass
+class _Sample:
+    ids: list[int]
+    train: list[bool]  # predict this token (assistant content and its <|im_end|>)
+
+
+def _encode_chat(tokenizer: Any, messages: Sequence[Message]) -> _Sample:
+    """Token ids of the rendered chat, and which of them are assistant output (found by character offsets)."""
+    text = render_chat(messages)
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for message in messages:
+        block = render_chat([message])
+        if message["role"] == "assistant":
+            start = cursor + block.index("\n") + 1
+            spans.append((start, cursor + len(block) - 1))  # content + <|im_end|>, not the newline
+        cursor += len(block)
+    encoding = tokenizer.encode(text, add_special_tokens=False)
+    train = []
+    span_index = 0
+    for start, _ in encoding.offsets:
+        while span_index < len(spans) and start >= spans[span_index][1]:
+            span_index += 1
+        train.append(span_index < len(spans) and spans[span_index][0] <= start < spans[span_index][1])
+    return _Sample(list(encoding.ids), train)
+
+
+def _chunk_messages(tokenizer: Any, messages: list[Message], seq_len: int) -> list[list[Message]]:
+    """Split a long conversation into pieces that fit `seq_len`, each starting with the system message."""
+    header, exchanges = messages[:1], [messages[i : i + 2] for i in range(1, len(messages), 2)]
+    header_len = len(tokenizer.encode(render_chat(header), add_special_tokens=False).ids)
+    chunks: list[list[Message]] = []
+    current: list[Message] = []
+    length = header_len
+    for exchange in exchanges:
+        size = len(tokenizer.encode(render_chat(exchange), add_special_tokens=False).ids)
+        if current and length + size > seq_len:
+            chunks.append(header + current)
+            current, length = [], header_len
+        current.extend(exchange)
+        length += size
+    if current:
+        chunks.append(header + current)
+    return chunks
+
+
+def _pack(samples: list[_Sample], seq_len: int, pad_id: int) -> list[tuple[list[int], list[int], list[int]]]:
+    """Greedily pack samples into rows of `seq_len`: (ids, labels, position ids restarting per sample)."""
+    rows: list[tuple[list[int], list[int], list[int]]] = []
+    ids: list[int] = []
+    labels: list[int] = []
+    positions: list[int] = []
+
+    def flush() -> None:
+        if ids:
+            pad = seq_len - len(ids)
+            rows.append((ids + [pad_id] * pad, labels + [-100] * pad, positions + list(range(pad))))
+
+    for sample in samples:
+        sample_ids, sample_train = sample.ids[:seq_len], sample.train[:seq_len]
+        if len(ids) + len(sample_ids) > seq_len:
+            flush()
+            ids, labels, positions = [], [], []
+        ids = ids + sample_ids
+        labels = labels + [tok if keep else -100 for tok, keep in zip(sample_ids, sample_train, strict=True)]
+        positions = positions + list(range(len(sample_ids)))
+    flush()
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+
+def _lr_factor(step: int, steps: int, warmup: int, min_ratio: float) -> float:
+    """Linear warmup, then cosine decay to `min_ratio` of the peak."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _versions() -> dict[str, str]:
+    import tokenizers
+    import torch
+    import transformers
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": tokenizers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def train_tiny(
+    episodes: Iterable[Episode],
+    out_dir: str | Path,
+    *,
+    config: TinyConfig = TinyConfig(),  # noqa: B008 - frozen dataclass, safe as a default
+    progress: Callable[[TrainProgress], None] | None = None,
+) -> TinyReport:
+    """Train the tiny chat model on `episodes` and save it as a Hugging Face folder at `out_dir`.
+
+    Deterministic for a seed (same data, config, thread count and library versions give the same
+    weights). The folder is written beside `out_dir` first and swapped in at the end, so a failed
+    run never leaves half a model behind.
+    """
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
+
+    started = time.perf_counter()
+    out = Path(out_dir)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    rng = random.Random(config.seed)
+
+    # 1. conversations, both roles
+    conversations: list[list[Message]] = []
+    episode_count = turn_count = 0
+    for episode in episodes:
+        if config.max_episodes is not None and episode_count >= config.max_episodes:
+            break
+        episode_count += 1
+        turn_count += len(episode.turns)
+        if "agent" in config.roles:
+            conversations.append(agent_messages(episode, max_chars=config.max_message_chars))
+        if "environment" in config.roles:
+            conversations.append(environment_messages(episode, max_chars=config.max_message_chars))
+    conversations = [messages for messages in conversations if messages]
+    if not conversations:
+        raise ValueError("no episodes with turns to train on")
+
+    # 2. tokenizer, on the message texts (roles included so their names become single tokens)
+    texts = [message["content"] for messages in conversations for message in messages]
+    texts += ["system", "user", "assistant", "tool"] * 8
+    tokenizer = _train_tokenizer(texts, config.vocab_size)
+    pad_id, start_id, end_id = (tokenizer.token_to_id(token) for token in SPECIAL_TOKENS)
+
+    # 3. samples: conversations cut to seq_len at exchange boundaries, shuffled, packed into rows
+    samples = [
+        _encode_chat(tokenizer, chunk)
+        for messages in conversations
+        for chunk in _chunk_messages(tokenizer, messages, config.seq_len)
+    ]
+    rng.shuffle(samples)
+    rows = _pack(samples, config.seq_len, pad_id)
+    sample_tokens = sum(len(sample.ids) for sample in samples)
+    target_tokens = sum(sum(sample.train) for sample in samples)
+    rows_per_epoch = len(rows)
+    steps = config.steps if config.steps is not None else max(1, math.ceil(config.epochs * rows_per_epoch / config.batch_size))
+
+    # 4. model
+    torch.manual_seed(config.seed)
+    model_config = LlamaConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        max_position_embeddings=config.context_length,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=end_id,
+        pad_token_id=pad_id,
+        attention_dropout=0.0,
+    )
+    model = LlamaForCausalLM(model_config)
+    model.train()
+    parameters = sum(parameter.numel() for parameter in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, steps, config.warmup_steps, config.min_lr_ratio)
+    )
+
+    # 5. train: rows in a seeded order, reshuffled every epoch
+    ids_all = torch.tensor([row[0] for row in rows], dtype=torch.long)
+    labels_all = torch.tensor([row[1] for row in rows], dtype=torch.long)
+    positions_all = torch.tensor([row[2] for row in rows], dtype=torch.long)
+    order: list[int] = []
+    losses: list[float] = []
+    tokens_trained = 0
+    stopped_early = False
+    train_started = time.perf_counter()
+    deadline = train_started + config.max_minutes * 60
+    for step in range(steps):
+        batch: list[int] = []
+        while len(batch) < config.batch_size:
+            if not order:
+                order = list(range(rows_per_epoch))
+                rng.shuffle(order)
+            batch.append(order.pop())
+        index = torch.tensor(batch)
+        input_ids, labels, positions = ids_all[index], labels_all[index], positions_all[index]
+        # position ids that restart per sample make transformers mask attention within each packed sample
+        logits = model(input_ids=input_ids, position_ids=positions).logits
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+        )
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(round(float(loss.item()), 5))
+        tokens_trained += int(input_ids.numel())
+        if progress is not None:
+            progress(
+                TrainProgress(
+                    step=step + 1,
+                    steps=steps,
+                    loss=losses[-1],
+                    lr=scheduler.get_last_lr()[0],
+                    tokens=tokens_trained,
+                    elapsed_s=time.perf_counter() - train_started,
+                )
+            )
+        if time.perf_counter() > deadline and step + 1 < steps:
+            stopped_early = True
+            break
+    train_seconds = time.perf_counter() - train_started
+
+    # 6. save: weights (safetensors), configs, tokenizer with chat template, our report
+    model.eval()
+    model.generation_config = GenerationConfig(
+        eos_token_id=end_id, pad_token_id=pad_id, do_sample=False, max_new_tokens=128
+    )
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token=IM_END,
+        pad_token=PAD,
+        additional_special_tokens=[IM_START],
+        model_max_length=config.context_length,
+        padding_side="left",
+        chat_template=CHAT_TEMPLATE,
+    )
+    hf_tokenizer.chat_template = CHAT_TEMPLATE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.to(getattr(torch, config.save_dtype))
+        save_kwargs: dict[str, Any] = {}
+        if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
+            save_kwargs["safe_serialization"] = True
+        progress_bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            model.save_pretrained(staging, **save_kwargs)
+            hf_tokenizer.save_pretrained(staging)
+        finally:
+            if progress_bars:
+                hf_logging.enable_progress_bar()
+        _portable_tokenizer_config(staging / "tokenizer_config.json")
+        for path in staging.iterdir():
+            os.chmod(path, 0o644)  # save_pretrained leaves some files private (0600)
+        weights_bytes = sum(path.stat().st_size for path in staging.glob("*.safetensors"))
+        report = TinyReport(
+            out_dir=str(out),
+            parameters=parameters,
+            steps=len(losses),
+            planned_steps=steps,
+            first_loss=losses[0],
+            last_loss=float(sum(losses[-10:]) / len(losses[-10:])),
+            losses=losses,
+            tokens_trained=tokens_trained,
+            seconds=0.0,
+            train_seconds=round(train_seconds, 2),
+            tokens_per_s=round(tokens_trained / max(train_seconds, 1e-9), 1),
+            threads=torch.get_num_threads(),
+            stopped_early=stopped_early,
+            data={
+                "episodes": episode_count,
+                "turns": turn_count,
+                "conversations": len(conversations),
+                "samples": len(samples),
+                "rows": rows_per_epoch,
+                "tokens": sample_tokens,
+                "target_tokens": target_tokens,
+                "epochs": round(tokens_trained / max(1, rows_per_epoch * config.seq_len), 2),
+                "vocab_size": tokenizer.get_vocab_size(),
+            },
+            weights_bytes=weights_bytes,
+            config={**asdict(config), "roles": list(config.roles)},
+            versions=_versions(),
+        )
+        report.last_loss = round(report.last_loss, 5)
+        report.seconds = round(time.perf_counter() - started, 2)
+        record = {key: value for key, value in report.to_json().items() if key != "out_dir"}  # the folder is itself
+        (staging / REPORT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        os.chmod(staging, 0o755)
+        _swap_in(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return report
+
+
+def _portable_tokenizer_config(path: Path) -> None:
+    """Name the tokenizer class every transformers release knows (5.x writes its own `TokenizersBackend`)."""
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["tokenizer_class"] = "PreTrainedTokenizerFast"
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Replace `out` with `staging` (the old folder is removed only once the new one is in place)."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(out)
