@@ -54,7 +54,9 @@ def test_chat_many_keeps_order_and_n(llm: HFLLM, cold: HFLLM) -> None:
     conversations = [CONV, [{"role": "user", "content": "look"}], extend(CONV, "go to fridge 1", "The fridge 1 is closed.")]
     many = llm.chat_many(conversations, max_tokens=8, n=2, temperature=0.9, seed=5)
     assert [len(group) for group in many] == [2, 2, 2]
-    assert all(c.prompt_tokens == len(llm.encode(conv)) for conv, group in zip(conversations, many, strict=True) for c in group)
+    # the prompt is counted once, on the first choice
+    assert [[c.prompt_tokens for c in group] for group in many] == [[len(llm.encode(conv)), 0] for conv in conversations]
+    assert all(c.completion_tokens >= 1 and c.cached_tokens == 0 for c in many[0][1:])
     # greedy answers in a batch are those of one-by-one calls on a cold backend
     batched = [group[0].text for group in llm.chat_many(conversations, max_tokens=10)]
     single = [cold.chat(conversation, max_tokens=10)[0].text for conversation in conversations]

@@ -582,18 +582,21 @@ class HFLLM(LLMBase):
             if params.stop:
                 cut = min((i for i in (text.find(s) for s in params.stop if s) if i >= 0), default=-1)
                 text = text[:cut] if cut >= 0 else text
-        prompt = prompts[conversation]
+        # with n > 1 the prompt is counted once, on the first choice (the Completion convention)
+        first = row == conversation * params.n
+        prompt = len(prompts[conversation]) if first else 0
+        cached = matches[conversation] if first else 0
         return Completion(
             text=text,
             finish_reason=reason,
-            prompt_tokens=len(prompt),
+            prompt_tokens=prompt,
             completion_tokens=len(tokens),
-            cached_tokens=matches[conversation],
+            cached_tokens=cached,
             latency_s=round(time.perf_counter() - started, 6),
             cost_usd=0.0,
             model=self.model,
             backend=self.backend,
-            extra={"prefill_tokens": len(prompt) - matches[conversation]}
+            extra={"prefill_tokens": prompt - cached}
             | ({"json_schema": "not enforced (no guided decoding in the hf backend)"} if params.json_schema else {}),
         )
 
