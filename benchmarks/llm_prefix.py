@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "llm_prefix",
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "model": args.model,
+        "model": os.path.relpath(args.model, REPO) if Path(args.model).resolve().is_relative_to(REPO) else args.model,
         "history_tokens": answers["prompt_tokens"][0],
         "rehearse_prompt_tokens": answers["prompt_tokens"][1],
         "rehearse_cached_tokens": answers["cached_tokens"][1],
