@@ -431,3 +431,13 @@ def test_vllm_server_cached_tokens_and_overflow(openai_vllm_llm: OpenAILLM) -> N
     assert again.cached_tokens >= 128
     with pytest.raises(ContextOverflowError, match="maximum context length"):
         openai_vllm_llm.chat([{"role": "user", "content": "look " * 700}], max_tokens=4)
+
+
+@pytest.mark.integration
+def test_eight_line_example_runs_against_the_server(openai_vllm_server: str, tmp_path: Path) -> None:
+    """examples/chat.py, unchanged, on an openai: spec: completions with usage, then a cache hit."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "chat.py"
+    result = subprocess.run([sys.executable, str(script), f"openai:tiny@{openai_vllm_server}", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "usage " in result.stdout and "model calls: 1; second call from the cache: True" in result.stdout

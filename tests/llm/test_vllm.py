@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,14 @@ def test_context_overflow_is_typed_and_engine_survives(vllm_llm: VLLMLLM) -> Non
         vllm_llm.chat_many([USER, too_long], max_tokens=4)
     [completion] = vllm_llm.chat(USER, max_tokens=3)
     assert completion.completion_tokens >= 1
+
+
+@pytest.mark.integration
+def test_eight_line_example_runs_on_a_vllm_spec(vllm_required: None, vllm_tiny_model: Path, tmp_path: Path) -> None:
+    """examples/chat.py has no __main__ guard; vLLM spawns its engine core, which must not re-run the script."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "chat.py"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    result = subprocess.run([sys.executable, str(script), f"vllm:{vllm_tiny_model}", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "usage " in result.stdout and "model calls: 1; second call from the cache: True" in result.stdout

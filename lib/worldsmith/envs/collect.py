@@ -14,10 +14,8 @@ re-ingesting after a resume skips what is already there (content-hash dedupe).
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -33,6 +31,7 @@ from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.processes import main_module_hidden
 
 __all__ = [
     "CollectConfig", "CollectProgress", "CollectReport", "EpisodeResult", "collect", "list_tasks", "load_run_episodes",
@@ -214,34 +213,11 @@ def _worker_main(connection: Connection, config_json: bytes, spec_json: bytes) -
             env.close()
 
 
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start spawned workers without re-running the parent's `__main__`.
-
-    `spawn` re-imports the main script in the child unless it has no `__file__`/`__spec__`;
-    under Streamlit the main script is a workbench page, which must not run again in a worker
-    (the worker's target lives in this module, so the child never needs the parent's main).
-    """
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved_spec = getattr(main, "__spec__", None)
-    saved_file = main.__dict__.pop("__file__", None)
-    main.__spec__ = None
-    try:
-        yield
-    finally:
-        main.__spec__ = saved_spec
-        if saved_file is not None:
-            main.__file__ = saved_file
-
-
 class _Worker:
     def __init__(self, context: Any, config_json: bytes, spec_json: bytes) -> None:
         self.connection, child_end = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child_end, config_json, spec_json), daemon=True)
-        with _main_module_hidden():
+        with main_module_hidden():
             self.process.start()
         child_end.close()
         self.item: _Item | None = None

@@ -37,6 +37,7 @@ from worldsmith.llm.base import (
 )
 from worldsmith.llm.openai_backend import is_context_overflow  # one list of overflow texts for both
 from worldsmith.llm.spec import ModelSpec
+from worldsmith.util.processes import main_module_hidden
 
 __all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec"]
 
@@ -141,7 +142,8 @@ class VLLMLLM(LLMBase):
         if in_process:  # read when the engine is built; restored so later engines get the default again
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
-            self._llm: Any = vllm.LLM(**engine)
+            with main_module_hidden():  # the engine core is spawned: a guard-less script must not re-run
+                self._llm: Any = vllm.LLM(**engine)
         except Exception as error:
             raise BackendUnavailableError(f"vllm could not load {self.model}: {error}") from error
         finally:
