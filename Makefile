@@ -73,6 +73,7 @@ bench: install system-envs
 ## Regenerate data_samples/ from real environments (needs the 'samples' extra).
 samples: install system-envs
 	$(BIN)/python data_samples/make_samples.py
+	$(BIN)/python data_samples/make_tiny_model.py
 
 clean:
 	rm -rf $(VENV) workspace .pytest_cache
