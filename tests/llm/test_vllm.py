@@ -140,3 +140,21 @@ def test_eight_line_example_runs_on_a_vllm_spec(vllm_required: None, vllm_tiny_m
                             capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "usage " in result.stdout and "model calls: 1; second call from the cache: True" in result.stdout
+
+
+@pytest.mark.integration
+def test_structured_output_is_guided_on_vllm(vllm_llm: VLLMLLM) -> None:
+    """chat_structured on a model that cannot write JSON unaided: guided decoding makes the first try valid."""
+    from typing import Literal
+
+    from pydantic import BaseModel
+
+    from worldsmith.llm import chat_structured
+
+    class Move(BaseModel):
+        action: Literal["look", "go north", "take key"]
+        ok: bool
+
+    move, used = chat_structured(vllm_llm, [{"role": "user", "content": "Next move as JSON."}], Move,
+                                 max_tokens=48, temperature=1.0, seed=5)
+    assert isinstance(move, Move) and len(used) == 1
