@@ -38,12 +38,12 @@ REHEARSE = "Rehearse: what will the environment show after that action?"
 def history(llm: HFLLM, target: int, room: int) -> list[dict[str, str]]:
     """The longest sample agent conversation, cut at a turn so its prompt is near `target` tokens."""
     from worldsmith import Workspace
-    from worldsmith.workspace import expand_paths
+    from worldsmith.traces.files import sample_trace_files
 
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Workspace(tmp)
         folder = REPO / "data_samples"
-        traces = [path for path in expand_paths([folder]) if path.relative_to(folder).parts[0] not in ("alfworld", "models")]
+        traces = sample_trace_files(folder)
         workspace.ingest(traces, "samples")
         conversations = [agent_messages(e) for e in workspace.dataset("samples").iter_episodes()]
     best: list[dict[str, str]] = []

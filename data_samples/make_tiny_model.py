@@ -22,10 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from worldsmith import Workspace  # noqa: E402
 from worldsmith.llm.tiny import TinyConfig, TrainProgress, train_tiny  # noqa: E402
-from worldsmith.workspace import expand_paths  # noqa: E402
+from worldsmith.traces.files import sample_trace_files  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-ASSET_DIRS = ("alfworld", "models")  # sub-folders that hold assets, not traces
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Workspace(tmp)
-        traces = [path for path in expand_paths([HERE]) if path.relative_to(HERE).parts[0] not in ASSET_DIRS]
+        traces = sample_trace_files(HERE)
         workspace.ingest(traces, "samples")
         report = train_tiny(workspace.dataset("samples").iter_episodes(), args.out, config=config, progress=progress)
     summary = {key: value for key, value in report.to_json().items() if key not in ("losses", "config")}

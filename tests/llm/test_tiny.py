@@ -29,10 +29,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def sample_traces() -> list[Path]:
     """The sample trace files (data_samples/ minus its asset folders: ALFWorld games, models)."""
-    from worldsmith.workspace import expand_paths
+    from worldsmith.traces.files import sample_trace_files
 
-    folder = REPO / "data_samples"
-    return [path for path in expand_paths([folder]) if path.relative_to(folder).parts[0] not in ("alfworld", "models")]
+    return sample_trace_files(REPO / "data_samples")
 
 # A model small enough to train a few steps in about a second on one core.
 SMALL = TinyConfig(

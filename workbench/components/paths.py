@@ -33,14 +33,10 @@ def samples_dir() -> Path | None:
     return REPO_ROOT / "data_samples"
 
 
-# Sub-folders of data_samples/ that hold assets, not traces: ALFWorld game files, the tiny model.
-SAMPLE_ASSET_DIRS = ("alfworld", "models")
-
-
 def sample_files(folder: Path | None) -> list[Path]:
     """The trace files of the samples folder, as ingest would pick them (no docs, code, hidden files or assets)."""
     if folder is None or not folder.is_dir():
         return []
-    from worldsmith.workspace import expand_paths
+    from worldsmith.traces.files import sample_trace_files
 
-    return [path for path in expand_paths([folder]) if path.relative_to(folder).parts[0] not in SAMPLE_ASSET_DIRS]
+    return sample_trace_files(folder)

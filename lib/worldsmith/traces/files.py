@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["expand_paths", "is_trace_candidate"]
+__all__ = ["SAMPLE_ASSET_DIRS", "expand_paths", "is_trace_candidate", "sample_trace_files"]
 
 # Files in a folder that are documentation or code, not traces (explicitly named files are always read).
 _NOT_TRACES_SUFFIXES = frozenset({".md", ".rst", ".py", ".ipynb", ".toml", ".cfg", ".ini", ".lock", ".license", ".sh"})
@@ -36,3 +36,12 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
             if candidate.is_file() and not any(part.startswith(".") for part in relative) and is_trace_candidate(candidate):
                 out.append(candidate)
     return out
+
+
+# Sub-folders of the bundled samples folder that hold assets, not traces: ALFWorld game files, the tiny model.
+SAMPLE_ASSET_DIRS = ("alfworld", "models")
+
+
+def sample_trace_files(folder: Path) -> list[Path]:
+    """The trace files of a samples folder (`data_samples/` layout): `expand_paths` minus the asset folders."""
+    return [path for path in expand_paths([folder]) if path.relative_to(folder).parts[0] not in SAMPLE_ASSET_DIRS]
