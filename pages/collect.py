@@ -21,6 +21,7 @@ from workbench.components.paths import page_file  # noqa: E402
 
 from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect  # noqa: E402
+from worldsmith.llm import default_model_spec  # noqa: E402
 from worldsmith.workspace import validate_dataset_name  # noqa: E402
 
 root = data.workspace_root()
@@ -44,6 +45,10 @@ workers = middle.number_input("Parallel workers", min_value=1, max_value=8, valu
 timeout = right.number_input("Timeout per episode (s)", min_value=5, value=600, key="co_timeout")
 keep = st.radio("Store", ["success", "all"], index=0 if policy == "expert" else 1, horizontal=True, key="co_keep",
                 format_func={"success": "successful episodes only", "all": "every episode"}.__getitem__)
+model = None
+if policy == "llm":
+    model = st.text_input("Model spec", value=default_model_spec() or "", key="co_model",
+                          help="tiny:PATH, hf:PATH, vllm:PATH or openai:MODEL@URL; calls are cached and logged (Models page)")
 dataset = st.text_input("Dataset", value=f"{env}-{policy}", key="co_dataset")
 
 if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_run"):
@@ -54,7 +59,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
         st.stop()
     config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
                            seed=int(seed), max_steps=int(max_steps), workers=int(workers),
-                           episode_timeout=float(timeout), keep=keep)
+                           episode_timeout=float(timeout), keep=keep, model=model or None)
     bar = st.progress(0.0, text="Starting the environment…")
     log = st.empty()
     rows: list[dict] = []

@@ -66,3 +66,16 @@ def test_eight_line_example_runs_on_the_tiny_and_hf_specs(tmp_path: Path, tiny: 
         assert result.returncode == 0, result.stderr
         assert "model calls: 1; second call from the cache: True" in result.stdout
         assert "usage " in result.stdout
+
+
+@pytest.mark.integration
+def test_collect_with_the_llm_policy_in_a_real_environment(tmp_path: Path, tiny: str) -> None:
+    """The tiny model acting in BFCL's real backends; every call lands in the call log as `policy`."""
+    pytest.importorskip("bfcl_eval")
+    out = orjson.loads(run("collect", "bfcl", "--tasks", "multi_turn_base_1", "--policy", "llm", "--model", tiny,
+                           "--max-steps", "3", "--workers", "0", "--dataset", "bfcl-tiny", "--json",
+                           workspace=tmp_path).stdout)
+    assert out["work_items"] == 1 and out["ingested"] == 1  # non-expert policies keep every episode
+    calls = orjson.loads(run("llm", "calls", "--json", workspace=tmp_path).stdout)["calls"]
+    assert calls and all(call["component"] == "policy" for call in calls)
+    assert "multi_turn_base_1" not in calls[0]["messages"][0]["content"]  # the task text, not its id

@@ -152,3 +152,25 @@ def test_replay_episode_reports_first_divergence():
     assert shifted.first_divergence == -1 and shifted.reproduced is False
     episode.turns[2].observation.text = "count 99"
     assert replay_episode(episode, CounterEnv()).first_divergence == 2
+
+
+def test_llm_policy_prompts_with_history_and_admissible_actions():
+    from worldsmith.envs import LLMPolicy
+    from worldsmith.llm import Completion
+
+    class Answers:
+        def __init__(self, texts):
+            self.texts, self.seen = list(texts), []
+
+        def chat(self, messages, **params):
+            self.seen.append((messages, params))
+            return [Completion(text=self.texts.pop(0))]
+
+    llm = Answers(["inc\nand more text", "  inc  ", ""])
+    episode = record_episode(CounterEnv(), LLMPolicy(llm), "reach-3")
+    assert [t.action.raw for t in episode.turns] == ["inc", "inc"] and episode.metadata["policy"] == "llm"
+    messages, params = llm.seen[1]
+    assert messages[0]["role"] == "system" and "count to 3" in messages[0]["content"]
+    assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user"]
+    assert "Valid actions: dec, inc" in messages[-1]["content"] and params["stop"] == ["\n"]
+    assert episode.success is False  # the empty third answer ended it at count 2

@@ -61,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tasks-file", type=Path, help="a file with one task id per line")
     parser.add_argument("--policy", choices=POLICIES, default="expert")
     parser.add_argument("--actions", type=Path, help="action file for --policy replay")
+    parser.add_argument("--model", help="model spec for --policy llm (e.g. tiny:data_samples/models/tiny)")
     parser.add_argument("--episodes", type=int, help="number of episodes (default: one per task)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, help="step cap per episode (default: the environment's)")
@@ -179,7 +180,7 @@ def run_collect(args: argparse.Namespace) -> int:
     config = CollectConfig(
         env=args.env, tasks=tasks or None, policy=args.policy, episodes=args.episodes, seed=args.seed,
         max_steps=args.max_steps, workers=args.workers, episode_timeout=args.timeout, keep=args.keep,
-        record_state=not args.no_state, env_kwargs=_env_kwargs(args.env_arg), actions=actions,
+        record_state=not args.no_state, env_kwargs=_env_kwargs(args.env_arg), actions=actions, model=args.model,
     )
     quiet = getattr(args, "json", False) and not sys.stderr.isatty()
     bar = _Bar(quiet)

@@ -21,6 +21,7 @@ from worldsmith.envs.base import (
     as_action,
 )
 from worldsmith.envs.checker import EnvCheckError, check_env
+from worldsmith.envs.llm_policy import LLMPolicy
 from worldsmith.envs.policies import POLICIES, ExpertPolicy, Policy, RandomPolicy, ReplayPolicy, make_policy
 from worldsmith.envs.recorder import EpisodeRecorder, episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
@@ -77,6 +78,7 @@ __all__ = [
     "EpisodeRecorder",
     "ExpertPolicy",
     "InvalidActionError",
+    "LLMPolicy",
     "Policy",
     "RandomPolicy",
     "ReplayPolicy",

@@ -14,6 +14,7 @@ re-ingesting after a resume skips what is already there (content-hash dedupe).
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -57,6 +58,8 @@ class CollectConfig:
     record_state: bool = True
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     actions: list[str | dict[str, Any]] | None = None  # for the replay policy: text or action objects
+    model: str | None = None  # for the llm policy: a model spec (its calls are cached and logged in the workspace)
+    workspace_root: str | None = None  # set by collect(): where the llm policy's cache and call log live
 
     def resolved_keep(self) -> Keep:
         return self.keep or ("success" if self.policy == "expert" else "all")
@@ -156,7 +159,8 @@ def _work_items(config: CollectConfig, tasks: list[str]) -> list[_Item]:
 def _play(env: Any, config: CollectConfig, item: _Item, max_steps: int) -> tuple[EpisodeResult, dict[str, Any] | None]:
     """Play one work item in an already-built environment (in a worker or in-process)."""
     started = time.perf_counter()
-    policy = make_policy(config.policy, seed=item.seed, actions=config.actions)
+    policy = make_policy(config.policy, seed=item.seed, actions=config.actions, model=config.model,
+                         workspace_root=config.workspace_root)
     base = {"key": item.key, "task": item.task, "seed": item.seed}
     try:
         episode = record_episode(
@@ -346,6 +350,9 @@ def collect(
     missing = env_spec.missing()
     if missing:
         env_spec.make()  # raises EnvUnavailableError with the install hint
+    if config.policy == "llm" and not config.model:
+        raise ValueError("the llm policy needs a model spec (--model)")
+    config = dataclasses.replace(config, workspace_root=str(workspace.root))
     tasks = config.tasks if config.tasks else list_tasks(config.env, config.env_kwargs)
     items = _work_items(config, tasks)
     folder = run_dir(Path(workspace.root), dataset)

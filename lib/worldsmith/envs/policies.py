@@ -88,12 +88,18 @@ class ReplayPolicy:
         return action
 
 
-POLICIES = ("expert", "random", "replay")
+POLICIES = ("expert", "random", "replay", "llm")
 
 
 def make_policy(
-    name: str, *, seed: int | None = None, actions: Sequence[Action | str | dict[str, Any]] | None = None
+    name: str,
+    *,
+    seed: int | None = None,
+    actions: Sequence[Action | str | dict[str, Any]] | None = None,
+    model: str | None = None,
+    workspace_root: str | None = None,
 ) -> Policy:
+    """A policy by name; `llm` needs `model` (a spec) and logs its calls in `workspace_root`'s call log."""
     if name == "expert":
         return ExpertPolicy()
     if name == "random":
@@ -102,4 +108,11 @@ def make_policy(
         if actions is None:
             raise ValueError("the replay policy needs a list of actions")
         return ReplayPolicy(actions)
+    if name == "llm":
+        if not model:
+            raise ValueError("the llm policy needs a model spec (e.g. tiny:data_samples/models/tiny)")
+        from worldsmith.envs.llm_policy import LLMPolicy
+        from worldsmith.llm import open_llm
+
+        return LLMPolicy(open_llm(model, workspace_root, component="policy"), seed=seed)
     raise ValueError(f"unknown policy {name!r} (choose from {', '.join(POLICIES)})")
