@@ -1,0 +1,321 @@
+"""The worldbook: what a simulator believes about an environment, in a form a person can read and fix.
+
+Action and state schemas, rules (conditions -> ordered effects -> outcome -> observation template)
+with a status and provenance back to trace turns, invariants, observation contracts, notes,
+demonstrations and the verbatim evidence they were built from. Pydantic models, so a worldbook
+read from disk (or from a person's edit) is validated field by field with a clear error.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "NAMESPACES",
+    "ActionSchema",
+    "ActionSpec",
+    "ArgumentSpec",
+    "Condition",
+    "Demonstration",
+    "Effect",
+    "Evidence",
+    "Invariant",
+    "Note",
+    "ObservationContract",
+    "Rule",
+    "RuleProvenance",
+    "RuleStatus",
+    "StatePath",
+    "StateSchema",
+    "Worldbook",
+]
+
+NAMESPACES = ("world", "session", "surface", "epistemic")
+_PATH = re.compile(r"^(world|session|surface|epistemic)(\.[A-Za-z0-9_\-\[\]{}*]+)+$")
+_TURN_ID = re.compile(r"^.+#\d+$")
+_STRICT = ConfigDict(extra="forbid")
+
+
+class RuleStatus(StrEnum):
+    """Only supported rules execute; the others are kept for a person to judge."""
+
+    SUPPORTED = "supported"
+    TENTATIVE = "tentative"
+    CONFLICTED = "conflicted"
+    DEPRECATED = "deprecated"
+
+
+class ArgumentSpec(BaseModel):
+    model_config = _STRICT
+
+    name: str = Field(min_length=1)
+    type: Literal["string", "number", "integer", "boolean", "object", "array", "any"] = "string"
+    required: bool = True
+    description: str = ""
+
+
+class ActionSpec(BaseModel):
+    """One canonical action, its aliases and arguments, and how raw text maps onto it."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1)
+    aliases: list[str] = Field(default_factory=list)
+    arguments: list[ArgumentSpec] = Field(default_factory=list)
+    pattern: str | None = Field(default=None, description="Regex with named groups that parses raw action text.")
+    examples: list[str] = Field(default_factory=list)
+    description: str = ""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as error:
+                raise ValueError(f"pattern does not compile: {error}") from None
+        return value
+
+
+class ActionSchema(BaseModel):
+    model_config = _STRICT
+
+    actions: list[ActionSpec] = Field(default_factory=list)
+
+    def get(self, name: str) -> ActionSpec | None:
+        return next((a for a in self.actions if a.name == name or name in a.aliases), None)
+
+
+def _check_path(value: str) -> str:
+    if not _PATH.match(value):
+        raise ValueError(f"state path {value!r} must start with one of {', '.join(NAMESPACES)} and a dot")
+    return value
+
+
+class StatePath(BaseModel):
+    model_config = _STRICT
+
+    path: str
+    type: Literal["string", "number", "integer", "boolean", "object", "array", "set", "any"] = "any"
+    mutable: bool = True
+    description: str = ""
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, value: str) -> str:
+        return _check_path(value)
+
+
+class StateSchema(BaseModel):
+    model_config = _STRICT
+
+    paths: list[StatePath] = Field(default_factory=list)
+
+
+class Condition(BaseModel):
+    """A test on the state (`path`) or on an action argument (`arg`)."""
+
+    model_config = _STRICT
+
+    path: str | None = None
+    arg: str | None = None
+    op: Literal["eq", "ne", "in", "not_in", "contains", "not_contains", "exists", "missing", "gt", "lt", "matches"]
+    value: Any = None
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> Condition:
+        if (self.path is None) == (self.arg is None):
+            raise ValueError("a condition tests exactly one of 'path' (state) or 'arg' (action argument)")
+        if self.path is not None:
+            _check_path(self.path)
+        return self
+
+
+class Effect(BaseModel):
+    """One state change; values may reference arguments and state as `{arg.name}` / `{world.x}`."""
+
+    model_config = _STRICT
+
+    op: Literal["set", "delete", "increment", "decrement", "append", "remove", "create", "merge"]
+    path: str
+    value: Any = None
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, value: str) -> str:
+        return _check_path(value)
+
+
+def _check_turns(values: list[str]) -> list[str]:
+    for value in values:
+        if not _TURN_ID.match(value):
+            raise ValueError(f"{value!r} is not a turn id (<episode_id>#<index>)")
+    return values
+
+
+class RuleProvenance(BaseModel):
+    """The trace turns that support and that contradict a rule."""
+
+    model_config = _STRICT
+
+    supporting: list[str] = Field(default_factory=list)
+    contradicting: list[str] = Field(default_factory=list)
+
+    @field_validator("supporting", "contradicting")
+    @classmethod
+    def _valid_turns(cls, value: list[str]) -> list[str]:
+        return _check_turns(value)
+
+
+class Rule(BaseModel):
+    model_config = _STRICT
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:\-]+$")
+    action: str = Field(min_length=1)
+    conditions: list[Condition] = Field(default_factory=list)
+    effects: list[Effect] = Field(default_factory=list)
+    outcome: str = Field(default="success", description="'success' or 'failure:<kind>'.")
+    template: str = Field(default="", description="Observation text with {arg.x} / {world.y} slots.")
+    priority: int = 0
+    scope: str | None = None
+    status: RuleStatus = RuleStatus.TENTATIVE
+    confidence: float = Field(default=0.0, ge=0.0, le=1.0)
+    support: int = Field(default=0, ge=0)
+    counterexamples: list[str] = Field(default_factory=list)
+    provenance: RuleProvenance = Field(default_factory=RuleProvenance)
+    description: str = ""
+
+    @field_validator("outcome")
+    @classmethod
+    def _outcome(cls, value: str) -> str:
+        if value != "success" and not re.match(r"^failure(:[A-Za-z0-9_\-]+)?$", value):
+            raise ValueError(f"outcome must be 'success' or 'failure:<kind>', not {value!r}")
+        return value
+
+    @field_validator("counterexamples")
+    @classmethod
+    def _valid_counterexamples(cls, value: list[str]) -> list[str]:
+        return _check_turns(value)
+
+    @property
+    def executable(self) -> bool:
+        return self.status == RuleStatus.SUPPORTED
+
+
+class Invariant(BaseModel):
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    description: str
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class ObservationContract(BaseModel):
+    """What an action's observations look like: a template, required fields, examples."""
+
+    model_config = _STRICT
+
+    action: str
+    template: str = ""
+    required_fields: list[str] = Field(default_factory=list)
+    examples: list[str] = Field(default_factory=list)
+
+
+class Note(BaseModel):
+    """Conventions, formats, constraints and facts that are not rules."""
+
+    model_config = _STRICT
+
+    id: str = Field(min_length=1)
+    kind: Literal["convention", "format", "constraint", "fact", "other"] = "other"
+    text: str
+    provenance: list[str] = Field(default_factory=list)
+
+    @field_validator("provenance")
+    @classmethod
+    def _valid_turns(cls, value: list[str]) -> list[str]:
+        return _check_turns(value)
+
+
+class Demonstration(BaseModel):
+    model_config = _STRICT
+
+    action: str
+    turn_id: str
+    outcome: str = "success"
+    action_text: str
+    observation: str
+
+    @field_validator("turn_id")
+    @classmethod
+    def _valid_turn(cls, value: str) -> str:
+        return _check_turns([value])[0]
+
+
+class Evidence(BaseModel):
+    """One aligned transition, verbatim: what the rules are checked against."""
+
+    model_config = _STRICT
+
+    turn_id: str
+    action: str
+    arguments: Any = Field(default_factory=dict)
+    action_text: str
+    observation: str
+    outcome: str | None = None
+
+    @field_validator("turn_id")
+    @classmethod
+    def _valid_turn(cls, value: str) -> str:
+        return _check_turns([value])[0]
+
+
+class Worldbook(BaseModel):
+    """Everything a worldbook version holds (the manifest lives beside it, in the store)."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1)
+    env_id: str | None = None
+    action_schema: ActionSchema = Field(default_factory=ActionSchema)
+    state_schema: StateSchema = Field(default_factory=StateSchema)
+    rules: list[Rule] = Field(default_factory=list)
+    invariants: list[Invariant] = Field(default_factory=list)
+    contracts: list[ObservationContract] = Field(default_factory=list)
+    notes: list[Note] = Field(default_factory=list)
+    demonstrations: list[Demonstration] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Worldbook:
+        for kind, items in (("rule", self.rules), ("note", self.notes), ("invariant", self.invariants)):
+            seen: set[str] = set()
+            for item in items:
+                if item.id in seen:
+                    raise ValueError(f"two {kind}s have the id {item.id!r}")
+                seen.add(item.id)
+        return self
+
+    def canonical(self) -> Worldbook:
+        """The same worldbook with items in stored order (by id / turn id): order carries no meaning,
+        `Rule.priority` does. Two canonical worldbooks are equal when their files are."""
+        return self.model_copy(update={
+            "rules": sorted(self.rules, key=lambda r: r.id),
+            "notes": sorted(self.notes, key=lambda n: n.id),
+            "invariants": list(self.invariants),
+            "demonstrations": sorted(self.demonstrations, key=lambda d: (d.action, d.turn_id)),
+            "evidence": sorted(self.evidence, key=lambda e: e.turn_id),
+        })
+
+    def rule(self, rule_id: str) -> Rule:
+        found = next((rule for rule in self.rules if rule.id == rule_id), None)
+        if found is None:
+            raise KeyError(f"no rule {rule_id!r} in worldbook {self.name!r}")
+        return found
+
+    def supported_rules(self, action: str | None = None) -> list[Rule]:
+        return [r for r in self.rules if r.executable and (action is None or r.action == action)]
