@@ -9,10 +9,11 @@ import argparse
 import sys
 
 from worldsmith import __version__
-from worldsmith.cli import envs, export, ingest, llm, split, traces, workbench
+from worldsmith.cli import book, envs, export, ingest, llm, split, traces, workbench
 from worldsmith.cli.common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_json
 from worldsmith.envs import EnvError, UnknownEnvError
 from worldsmith.workspace import DatasetNotFound
+from worldsmith.worldbook import WorldbookError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ingest, traces, split, export, envs, llm, workbench):
+    for module in (ingest, traces, split, export, envs, llm, book, workbench):
         module.register(subparsers)
     return parser
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (CommandError, DatasetNotFound, EnvError, UnknownEnvError, ValueError, OSError) as error:
+    except (CommandError, DatasetNotFound, EnvError, UnknownEnvError, WorldbookError, ValueError, OSError) as error:
         code = error.code if isinstance(error, CommandError) else EXIT_ERROR
         message = str(error.args[0]) if isinstance(error, DatasetNotFound) and error.args else str(error)
         if getattr(args, "json", False):

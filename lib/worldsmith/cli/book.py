@@ -1,0 +1,205 @@
+"""`worldsmith book list|show|rules|rule|history|diff|patch|undo`: read and curate worldbooks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.worldbook import Patch, PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks
+
+
+def store_from(args: argparse.Namespace) -> WorldbookStore:
+    return WorldbookStore(workspace_from(args).root / "worldbooks")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("book", help="read and curate worldbooks (versions, rules, patches, diffs)")
+    actions = parser.add_subparsers(dest="book_command", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", help="worldbooks in the workspace")
+    add_common(listing)
+    listing.set_defaults(handler=run_list)
+
+    show = actions.add_parser("show", help="a worldbook's summary")
+    show.add_argument("book")
+    show.add_argument("--version")
+    add_common(show)
+    show.set_defaults(handler=run_show)
+
+    rules = actions.add_parser("rules", help="every rule with its status and provenance")
+    rules.add_argument("book")
+    rules.add_argument("--version")
+    rules.add_argument("--status", choices=[s.value for s in RuleStatus])
+    rules.add_argument("--action")
+    add_common(rules)
+    rules.set_defaults(handler=run_rules)
+
+    rule = actions.add_parser("rule", help="one rule in full")
+    rule.add_argument("book")
+    rule.add_argument("rule_id", metavar="ID")
+    rule.add_argument("--version")
+    add_common(rule)
+    rule.set_defaults(handler=run_rule)
+
+    history = actions.add_parser("history", help="the versions from HEAD back to the first")
+    history.add_argument("book")
+    add_common(history)
+    history.set_defaults(handler=run_history)
+
+    diff = actions.add_parser("diff", help="rule-level differences between two versions")
+    diff.add_argument("book")
+    diff.add_argument("old", help="version id")
+    diff.add_argument("new", nargs="?", help="version id (default: HEAD)")
+    add_common(diff)
+    diff.set_defaults(handler=run_diff)
+
+    patch = actions.add_parser("patch", help="apply a patch (JSON) or set a rule's status; makes a new version")
+    patch.add_argument("book")
+    patch.add_argument("--file", type=Path, help='JSON: {"base": VERSION, "ops": [...], "author", "message"}')
+    patch.add_argument("--rule", help="with --status: the rule to change")
+    patch.add_argument("--status", choices=[s.value for s in RuleStatus])
+    patch.add_argument("--base", help="the version the change is made against (default: HEAD)")
+    patch.add_argument("--author", default="cli")
+    patch.add_argument("--message", default="")
+    add_common(patch)
+    patch.set_defaults(handler=run_patch)
+
+    undo = actions.add_parser("undo", help="a new version equal to HEAD's parent")
+    undo.add_argument("book")
+    undo.add_argument("--author", default="cli")
+    add_common(undo)
+    undo.set_defaults(handler=run_undo)
+
+
+def _json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    rows = [{"name": name, "head": store.head(name)} for name in store.names()]
+    if _json(args):
+        emit_json({"worldbooks": rows})
+    else:
+        for row in rows:
+            print(f"{row['name']}  {row['head']}")
+    return EXIT_OK
+
+
+def run_show(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    version = args.version or store.head(args.book)
+    book, info = store.load(args.book, version), store.info(args.book, version)
+    counts = {status.value: sum(r.status == status for r in book.rules) for status in RuleStatus}
+    summary = {
+        "name": book.name, "env_id": book.env_id, "version": version, "parent": info.parent, "created": info.created,
+        "author": info.author, "message": info.message, "rules": counts, "actions": len(book.action_schema.actions),
+        "state_paths": len(book.state_schema.paths), "notes": len(book.notes), "evidence": len(book.evidence),
+        "demonstrations": len(book.demonstrations), "validation": info.validation, "sources": info.sources,
+    }
+    if _json(args):
+        emit_json(summary)
+    else:
+        print(f"{book.name} ({book.env_id or 'no env id'}) version {version} (parent {info.parent})")
+        print(f"rules: {counts}; {summary['actions']} actions, {summary['state_paths']} state paths, "
+              f"{summary['notes']} notes, {summary['evidence']} evidence transitions")
+    return EXIT_OK
+
+
+def run_rules(args: argparse.Namespace) -> int:
+    book = store_from(args).load(args.book, args.version)
+    rules = [r for r in book.rules if (args.status is None or r.status == args.status)
+             and (args.action is None or r.action == args.action)]
+    if _json(args):
+        emit_json({"book": book.name, "rules": [r.model_dump(mode="json") for r in rules]})
+    else:
+        for r in rules:
+            print(f"{r.id:<32} {r.status.value:<10} {r.action:<16} support {r.support:<4} "
+                  f"conf {r.confidence:.2f}  {r.template[:60]!r}")
+    return EXIT_OK
+
+
+def run_rule(args: argparse.Namespace) -> int:
+    book = store_from(args).load(args.book, args.version)
+    try:
+        rule = book.rule(args.rule_id)
+    except KeyError as error:
+        raise CommandError(str(error.args[0])) from None
+    if _json(args):
+        emit_json(rule.model_dump(mode="json"))
+    else:
+        print(orjson.dumps(rule.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+    return EXIT_OK
+
+
+def run_history(args: argparse.Namespace) -> int:
+    chain = store_from(args).history(args.book)
+    if _json(args):
+        emit_json({"versions": [info.model_dump(mode="json", exclude={"hashes"}) for info in chain]})
+    else:
+        for info in chain:
+            print(f"{info.version}  {info.created}  {info.author}: {info.message or '(no message)'}")
+    return EXIT_OK
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    difference = diff_worldbooks(store.load(args.book, args.old), store.load(args.book, args.new))
+    if _json(args):
+        emit_json(difference)
+    else:
+        for kind in ("rules", "notes"):
+            part = difference[kind]
+            for item in part["added"]:
+                print(f"+ {kind[:-1]} {item}")
+            for item in part["removed"]:
+                print(f"- {kind[:-1]} {item}")
+            for item, fields in part["changed"].items():
+                for field, change in fields.items():
+                    print(f"~ {kind[:-1]} {item}.{field}: {change['before']!r} -> {change['after']!r}")
+        for section in difference.get("sections_changed", []):
+            print(f"~ {section}")
+    return EXIT_OK
+
+
+def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
+    if args.file:
+        try:
+            data: dict[str, Any] = orjson.loads(args.file.read_bytes())
+            return Patch.model_validate({"base": store.head(args.book), "author": args.author, **data})
+        except orjson.JSONDecodeError as error:
+            raise CommandError(f"{args.file}: not JSON: {error}") from None
+        except ValidationError as error:
+            raise CommandError(f"{args.file}: {error}") from None
+    if not (args.rule and args.status):
+        raise CommandError("give --file PATCH.json, or --rule ID --status STATUS")
+    return Patch(base=args.base or store.head(args.book), author=args.author,
+                 message=args.message or f"{args.rule}: {args.status}",
+                 ops=[PatchOp(op="update_rule", id=args.rule, fields={"status": args.status})])
+
+
+def run_patch(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    try:
+        info = store.patch(args.book, _patch_from(args, store))
+    except WorldbookError as error:
+        raise CommandError(str(error)) from None
+    if _json(args):
+        emit_json({"book": args.book, "version": info.version, "parent": info.parent})
+    else:
+        print(f"{args.book}: new version {info.version} (parent {info.parent})")
+    return EXIT_OK
+
+
+def run_undo(args: argparse.Namespace) -> int:
+    info = store_from(args).undo(args.book, author=args.author)
+    if _json(args):
+        emit_json({"book": args.book, "version": info.version, "parent": info.parent})
+    else:
+        print(f"{args.book}: new version {info.version} ({info.message})")
+    return EXIT_OK
