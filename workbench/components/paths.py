@@ -17,6 +17,7 @@ PAGE_FILES = {
     "collect": PAGES_DIR / "collect.py",
     "play": PAGES_DIR / "play.py",
     "models": PAGES_DIR / "models.py",
+    "worldbook": PAGES_DIR / "worldbook.py",
 }
 
 

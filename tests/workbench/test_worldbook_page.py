@@ -1,0 +1,51 @@
+"""The Worldbook page under AppTest: open a rule, follow its provenance into Traces, demote it, undo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+from worldsmith.worldbook import Rule, RuleProvenance, RuleStatus, Worldbook, WorldbookStore
+
+PAGE = REPO / "pages" / "worldbook.py"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    return no_exception(at.switch_page(str(PAGE)).run())
+
+
+def test_empty_workspace_says_how_to_make_one(empty_root: Path) -> None:
+    at = open_page()
+    assert any("No worldbooks" in str(i.value) for i in at.info)
+
+
+def test_demote_a_rule_then_undo(empty_root: Path) -> None:
+    store = WorldbookStore(empty_root / "worldbooks")
+    rules = [Rule(id="take-ok", action="take", template="You pick up the {arg.object}.", status=RuleStatus.SUPPORTED,
+                  support=3, provenance=RuleProvenance(supporting=["ep-1#2"], contradicting=["ep-2#0"])),
+             Rule(id="look", action="look", template="You are in {surface.room}.")]
+    first = store.save(Worldbook(name="kitchen", rules=rules), sources=[{"dataset": "samples"}]).version
+    at = open_page()
+    table = next(df.value for df in at.dataframe if "status" in df.value.columns)
+    assert list(table["id"]) == ["take-ok", "look"]
+    at.selectbox(key="wb_rule").set_value("take-ok").run()
+    links = [str(link.proto.page) + "?" + str(link.proto.query_string) for link in at.get("page_link")]
+    assert any("turn=ep-1%232" in link and "dataset=samples" in link for link in links), links
+    assert any("turn=ep-2%230" in link for link in links), links
+    no_exception(at.button(key="wb_set_conflicted").click().run())
+    assert any("now conflicted" in str(s.value) for s in at.success)
+    head = store.head("kitchen")
+    assert head != first and store.info("kitchen", head).parent == first
+    assert store.load("kitchen").rule("take-ok").status == RuleStatus.CONFLICTED
+    assert store.load("kitchen", first).rule("take-ok").status == RuleStatus.SUPPORTED  # the old version is intact
+    no_exception(at.button(key="wb_undo").click().run())
+    assert store.load("kitchen").rule("take-ok").status == RuleStatus.SUPPORTED
+    assert len(store.history("kitchen")) == 3
