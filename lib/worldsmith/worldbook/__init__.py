@@ -37,6 +37,13 @@ from worldsmith.worldbook.store import (
     diff_worldbooks,
     iter_rule_turns,
 )
+from worldsmith.worldbook.templates import (
+    TemplateConfig,
+    evidence_from_episodes,
+    induce_template_rules,
+    render_template,
+    text_arguments,
+)
 
 __all__ = [
     "NAMESPACES",
@@ -58,11 +65,16 @@ __all__ = [
     "RuleStatus",
     "StatePath",
     "StateSchema",
+    "TemplateConfig",
     "VersionInfo",
     "Worldbook",
     "WorldbookError",
     "WorldbookStore",
     "apply_ops",
     "diff_worldbooks",
+    "evidence_from_episodes",
+    "induce_template_rules",
     "iter_rule_turns",
+    "render_template",
+    "text_arguments",
 ]

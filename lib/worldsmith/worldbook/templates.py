@@ -1,0 +1,156 @@
+"""First deterministic stages of the builder: evidence from traces, and observation templates per action.
+
+`evidence_from_episodes` aligns every recorded turn into an `Evidence` item (canonical action,
+arguments, verbatim action text and observation). `induce_template_rules` turns the evidence of
+each action into rules whose templates have argument slots: every argument value found in the
+observation becomes `{arg.<name>}`, so "You pick up the apple 1 from the countertop 1." under
+`take apple 1 from countertop 1` becomes "You pick up the {arg.object} from the {arg.source}.".
+Identical templates are one rule with their support; statuses follow from support and share
+(a template that explains too few of its action's turns stays tentative; one contradicted by
+most of them is conflicted). State effects and conditions come from later stages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from worldsmith.traces.model import Episode
+from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, RuleStatus
+
+__all__ = ["TemplateConfig", "evidence_from_episodes", "induce_template_rules", "render_template", "text_arguments"]
+
+# Words that separate the objects of a text command ("put apple 1 in/on countertop 1").
+_SEPARATORS = re.compile(r"\s+(from|in/on|into|onto|in|on|to|with|at|using)\s+")
+_FAILURE = re.compile(r"(^nothing happens|\berror\b|\bnot (found|allowed|possible|valid)\b|\bcan'?t\b|\bcannot\b|"
+                      r"\bunknown\b|\bno such\b|\bdon't know\b|\bnot recogni[sz]e)", re.IGNORECASE)
+_ROLE_NAMES = ("object", "target", "tool", "extra")
+
+
+def text_arguments(rest: str) -> dict[str, str]:
+    """Named arguments of a text command's remainder: `apple 1 from countertop 1` -> object, source.
+
+    The first phrase is the `object`; a phrase after `from` is the `source`, after `with`/`using`
+    the `tool`, after any other separator the `target`.
+    """
+    parts = _SEPARATORS.split(" " + rest.strip())  # a leading separator ("go to desk 1") splits too
+    if len(parts) == 1 and not parts[0].strip():
+        return {}
+    arguments = {"object": parts[0].strip()} if parts[0].strip() else {}
+    for separator, phrase in zip(parts[1::2], parts[2::2], strict=False):
+        role = "source" if separator == "from" else "tool" if separator in ("with", "using") else "target"
+        name, index = role, 2
+        while name in arguments:
+            name, index = f"{role}{index}", index + 1
+        arguments[name] = phrase
+    return arguments
+
+
+def _arguments(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        if set(arguments) == {"text"} and isinstance(arguments["text"], str):
+            return text_arguments(arguments["text"])
+        return arguments
+    return {}
+
+
+def evidence_from_episodes(episodes: Iterable[Episode]) -> list[Evidence]:
+    """Every turn as a verbatim transition (hand-over context stays out: it is not the environment's answer)."""
+    out: list[Evidence] = []
+    for episode in episodes:
+        for turn in episode.turns:
+            text = turn.action.raw if turn.action.raw is not None else turn.action.name
+            out.append(Evidence(
+                turn_id=turn.id or f"{episode.id}#{turn.index}", action=turn.action.name,
+                arguments=_arguments(turn.action.arguments), action_text=text, observation=turn.observation.text,
+                outcome="failure" if _FAILURE.search(turn.observation.text[:300]) else "success",
+            ))
+    return out
+
+
+def _flat_values(arguments: dict[str, Any]) -> list[tuple[str, str]]:
+    """(slot name, text) for every scalar argument value worth substituting (longest first)."""
+    values = []
+    for name, value in arguments.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (str, int, float)):
+            text = str(value)
+            if len(text) >= 2:  # a one-character value would replace letters and digits everywhere
+                values.append((name, text))
+    return sorted(values, key=lambda item: -len(item[1]))
+
+
+def make_template(arguments: dict[str, Any], observation: str) -> str:
+    """The observation with each argument value replaced by its slot (`{` and `}` in the text are escaped)."""
+    template = observation.replace("{", "{{").replace("}", "}}")
+    for name, text in _flat_values(arguments):
+        escaped = text.replace("{", "{{").replace("}", "}}")
+        template = re.sub(rf"(?<![\w]){re.escape(escaped)}(?![\w])", f"{{arg.{name}}}", template)
+    return template
+
+
+def render_template(template: str, arguments: dict[str, Any]) -> str | None:
+    """The observation a template gives for these arguments; None when a slot has no value."""
+    missing = False
+
+    def slot(match: re.Match[str]) -> str:
+        nonlocal missing
+        value = arguments.get(match.group(1))
+        if value is None:
+            missing = True
+            return ""
+        return str(value)
+
+    rendered = re.sub(r"(?<!\{)\{arg\.([A-Za-z0-9_]+)\}(?!\})", slot, template)
+    return None if missing else rendered.replace("{{", "{").replace("}}", "}")
+
+
+@dataclass(frozen=True)
+class TemplateConfig:
+    min_support: int = 3  # turns a template must explain to be supported
+    min_share: float = 0.2  # of its action's turns
+    max_rules_per_action: int = 20
+    max_provenance: int = 50  # turn ids kept per list (the support count is exact)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:\-]+", "-", text).strip("-")[:60] or "action"
+
+
+def induce_template_rules(evidence: Iterable[Evidence], config: TemplateConfig = TemplateConfig()) -> list[Rule]:
+    """Template rules per action, with support, confidence (share of the action's turns) and provenance."""
+    by_action: dict[str, list[Evidence]] = defaultdict(list)
+    for item in evidence:
+        by_action[item.action].append(item)
+    rules: list[Rule] = []
+    for action, items in sorted(by_action.items()):
+        groups: dict[str, list[Evidence]] = defaultdict(list)
+        for item in items:
+            groups[make_template(item.arguments, item.observation)].append(item)
+        ranked = sorted(groups.items(), key=lambda pair: (-len(pair[1]), pair[0]))[: config.max_rules_per_action]
+        for rank, (template, supporting) in enumerate(ranked):
+            share = len(supporting) / len(items)
+            supporting_ids = {item.turn_id for item in supporting}
+            # Turns whose arguments fill every slot but whose observation is something else.
+            contradicting = [item.turn_id for item in items if item.turn_id not in supporting_ids
+                             and render_template(template, item.arguments) not in (None, item.observation)
+                             and item.outcome == supporting[0].outcome]
+            applicable = len(supporting) + len(contradicting)
+            if len(supporting) >= config.min_support and share >= config.min_share:
+                status = RuleStatus.SUPPORTED if len(supporting) >= len(contradicting) else RuleStatus.CONFLICTED
+            else:
+                status = RuleStatus.TENTATIVE
+            rules.append(Rule(
+                id=f"{_slug(action)}.t{rank + 1}", action=action, template=template,
+                outcome=supporting[0].outcome or "success", status=status,
+                confidence=round(len(supporting) / applicable, 4) if applicable else 0.0,
+                support=len(supporting), description=f"{len(supporting)} of {len(items)} '{action}' turns "
+                f"({share:.0%}) show this observation once the arguments are filled in",
+                provenance=RuleProvenance(supporting=[i.turn_id for i in supporting][: config.max_provenance],
+                                          contradicting=contradicting[: config.max_provenance]),
+            ))
+    return rules

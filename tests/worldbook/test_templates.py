@@ -1,0 +1,78 @@
+"""Template induction on the collected sample traces (real ALFWorld, BFCL and shell episodes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from worldsmith.traces import Episode
+from worldsmith.worldbook import RuleStatus, Worldbook
+from worldsmith.worldbook.templates import (
+    TemplateConfig,
+    evidence_from_episodes,
+    induce_template_rules,
+    make_template,
+    render_template,
+    text_arguments,
+)
+
+SAMPLES = Path(__file__).resolve().parents[2] / "data_samples" / "collected"
+
+
+def episodes(env: str) -> list[Episode]:
+    path = SAMPLES / f"{env}.jsonl"
+    if not path.exists():
+        pytest.fail(f"sample missing: {path} (data_samples/make_samples.py --only collected)")
+    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
+            for line in path.read_bytes().splitlines()]
+
+
+def test_text_arguments_name_the_phrases() -> None:
+    assert text_arguments("apple 1 from countertop 1") == {"object": "apple 1", "source": "countertop 1"}
+    assert text_arguments("apple 1 in/on countertop 1") == {"object": "apple 1", "target": "countertop 1"}
+    assert text_arguments("to desk 1") == {"target": "desk 1"}
+    assert text_arguments("potato 1 with microwave 1") == {"object": "potato 1", "tool": "microwave 1"}
+    assert text_arguments("") == {}
+
+
+def test_templates_round_trip_and_escape_braces() -> None:
+    arguments = {"object": "apple 1", "source": "countertop 1"}
+    observation = "You pick up the apple 1 from the countertop 1. {sic}"
+    template = make_template(arguments, observation)
+    assert template == "You pick up the {arg.object} from the {arg.source}. {{sic}}"
+    assert render_template(template, arguments) == observation
+    assert render_template(template, {"object": "pear 2"}) is None  # a slot without a value
+
+
+def test_alfworld_pick_up_gets_an_argument_template_with_provenance() -> None:
+    sample = episodes("alfworld")
+    evidence = evidence_from_episodes(sample)
+    assert len(evidence) == sum(len(e.turns) for e in sample)
+    rules = induce_template_rules(evidence, TemplateConfig(min_support=2))
+    take = [r for r in rules if r.action == "take"]
+    assert take and take[0].template == "You pick up the {arg.object} from the {arg.source}."
+    assert take[0].status == RuleStatus.SUPPORTED and take[0].support >= 2
+    turn_ids = {turn.id for e in sample for turn in e.turns}
+    for rule in rules:  # every provenance link is a real turn of the sample
+        assert set(rule.provenance.supporting) <= turn_ids and set(rule.provenance.contradicting) <= turn_ids
+    assert Worldbook(name="alfworld-sample", rules=rules, evidence=evidence).supported_rules("take")
+
+
+def test_json_tool_calls_use_their_named_arguments() -> None:
+    rules = induce_template_rules(evidence_from_episodes(episodes("bfcl")), TemplateConfig(min_support=1))
+    assert any("{arg." in rule.template for rule in rules)
+    assert all(rule.outcome in ("success", "failure") for rule in rules)
+
+
+def test_a_template_contradicted_by_most_turns_is_conflicted() -> None:
+    from worldsmith.worldbook import Evidence
+
+    items = [Evidence(turn_id=f"e#{i}", action="open", arguments={"object": f"box {i}"}, action_text=f"open box {i}",
+                      observation=f"You open the box {i}." if i < 3 else f"The box {i} is already open.",
+                      outcome="success") for i in range(8)]
+    rules = {r.template: r for r in induce_template_rules(items, TemplateConfig(min_support=3, min_share=0.2))}
+    assert rules["You open the {arg.object}."].status == RuleStatus.CONFLICTED
+    assert rules["The {arg.object} is already open."].status == RuleStatus.SUPPORTED
+    assert rules["The {arg.object} is already open."].provenance.contradicting == ["e#0", "e#1", "e#2"]
