@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from worldsmith.cli.common import EXIT_ERROR, EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.envs import POLICIES, EnvError, check_env, make, registry, spec
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect, list_tasks
@@ -16,8 +18,6 @@ from worldsmith.envs.replay import ReplayResult, load_actions, replay, replay_ep
 
 def _env_kwargs(pairs: list[str] | None) -> dict[str, Any]:
     """`--env-arg key=value` pairs; values are JSON when they parse (numbers, lists), else text."""
-    import orjson
-
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")

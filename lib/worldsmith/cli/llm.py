@@ -168,7 +168,7 @@ def run_train_tiny(args: argparse.Namespace) -> int:
     report = train_tiny(dataset.iter_episodes(), args.out, config=config, progress=progress)
     if tty:
         sys.stderr.write("\n")
-    summary = report.to_json() if hasattr(report, "to_json") else vars(report)
+    summary = report.to_json()
     if getattr(args, "json", False):
         emit_json(summary)
     else:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import orjson
 
-from worldsmith.envs.base import EnvError, TaskLoadError, UnknownTaskError
+from worldsmith.envs.base import TaskLoadError, UnknownTaskError
 from worldsmith.envs.policies import make_policy
 from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
@@ -171,7 +171,7 @@ def _play(env: Any, config: CollectConfig, item: _Item, max_steps: int) -> tuple
         return EpisodeResult(**base, episode_id=None, status="unknown_task", error=str(error)), None
     except TaskLoadError as error:
         return EpisodeResult(**base, episode_id=None, status="load_error", error=str(error)), None
-    except (EnvError, Exception) as error:  # noqa: BLE001 - the reset itself failed: report, go on
+    except Exception as error:  # noqa: BLE001 - the reset itself failed: report, go on
         return EpisodeResult(**base, episode_id=None, status="crashed", error=f"{type(error).__name__}: {error}"), None
     error = episode.metadata.get("error")
     result = EpisodeResult(
@@ -359,12 +359,13 @@ def collect(
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_json(folder / "config.json", asdict(config))
     results_path, episodes_path = folder / "results.jsonl", folder / "episodes.jsonl"
-    done_keys = {record.get("key") for record in _read_jsonl(results_path)}
+    wanted_keys = {item.key for item in items}
+    results: list[EpisodeResult] = [  # finished by an earlier run of this collection
+        EpisodeResult(**record) for record in _read_jsonl(results_path) if record.get("key") in wanted_keys
+    ]
+    done_keys = {result.key for result in results}
     todo = [item for item in items if item.key not in done_keys]
     skipped = len(items) - len(todo)
-    results: list[EpisodeResult] = [
-        EpisodeResult(**record) for record in _read_jsonl(results_path) if record.get("key") in {i.key for i in items}
-    ]
     if progress:
         progress(CollectProgress(skipped, len(items), None))
     runner = _run_inline if config.workers <= 0 else _run_parallel

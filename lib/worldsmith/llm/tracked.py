@@ -40,9 +40,7 @@ class TrackedLLM:
 
     def for_component(self, component: str) -> TrackedLLM:
         """The same model, cache, log and run, attributed to another component."""
-        view = TrackedLLM(self.llm, cache=self.cache, log=self.log, run=self.run, component=component)
-        view.model_calls = 0
-        return view
+        return TrackedLLM(self.llm, cache=self.cache, log=self.log, run=self.run, component=component)
 
     def chat(self, messages: Sequence[Message], **params: Any) -> list[Completion]:
         return self.chat_many([messages], **params)[0]

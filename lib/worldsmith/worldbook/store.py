@@ -234,9 +234,10 @@ class WorldbookStore:
             updated = apply_ops(target_book, patch.ops)
         except ValidationError as error:
             raise WorldbookError(f"patch on {name!r}: {error}") from None
+        head_info = self.info(name, head)
         return self.save(updated, parent=head, author=patch.author, message=patch.message,
                          patch=[op.model_dump(mode="json") for op in patch.ops],
-                         build=self.info(name, head).build, sources=self.info(name, head).sources)
+                         build=head_info.build, sources=head_info.sources)
 
     def undo(self, name: str, *, author: str = "unknown") -> VersionInfo:
         """A new version equal to HEAD's parent (history is never rewritten)."""
