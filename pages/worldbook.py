@@ -1,8 +1,9 @@
-"""Worldbook: read the rules a simulator runs on, follow their evidence, change their status, go back.
+"""Worldbook: read the rules a simulator runs on, follow their evidence, edit them, go back.
 
-Every change is a patch on the version shown (a new immutable version, parent recorded); if
-someone else changed the same rule meanwhile, the change is refused and the page says so.
-Provenance links open the exact supporting and contradicting turns in Traces.
+Every change (a rule's fields, conditions and effects, its status, a new rule, a note) is one
+patch on the version shown, saved as a new immutable version with its parent recorded; if
+someone else changed the same rule or note meanwhile, the change is refused and the page says
+so. Provenance and counterexample links open the exact turns in Traces.
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ if _ROOT not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
-from workbench.components.links import turn_query  # noqa: E402
-from workbench.components.paths import page_file  # noqa: E402
-
-from worldsmith.worldbook import (  # noqa: E402
-    Patch,
-    PatchOp,
-    RuleStatus,
-    WorldbookError,
-    WorldbookStore,
-    diff_worldbooks,
+from workbench.components.notes_editor import render_add_note_form, render_notes  # noqa: E402
+from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
+from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
+from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
+from workbench.components.schema_browser import render_schema_browser  # noqa: E402
+from workbench.components.text import md_code  # noqa: E402
+from workbench.components.worldbook_state import (  # noqa: E402
+    notice,
+    show_version,
+    shown_version,
+    submit_patch,
+    take_notices,
 )
+
+from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks  # noqa: E402
 
 root = Path(data.workspace_root())
 store = WorldbookStore(root / "worldbooks")
@@ -39,99 +44,66 @@ if not names:
     st.stop()
 name = st.selectbox("Worldbook", names, key="wb_name")
 head = store.head(name)
+version = shown_version(store, name)
 try:
-    book = store.load(name, head)
+    book = store.load(name, version)
 except WorldbookError as error:
     st.error(str(error), icon=":material/error:")
     st.stop()
-info = store.info(name, head)
+info = store.info(name, version)
 source_dataset = next((s.get("dataset") for s in info.sources if isinstance(s, dict) and s.get("dataset")), None)
-st.caption(f"`{name}` · version `{head}` (parent `{info.parent}`) · {info.author}: {info.message or 'no message'}")
+st.caption(f"{md_code(name)} · version {md_code(version)} (parent {md_code(info.parent)}) · "
+           f"{md_code(info.author)}: {md_code(info.message or 'no message')}")
 
-for message in st.session_state.pop("wb_notices", []):
+for message in take_notices():
     st.success(message, icon=":material/check_circle:")
+if version != head:
+    st.warning(f"This worldbook changed since you opened it: the current version is {md_code(head)}. Edits here "
+               "are made against the version shown; one that touches a rule or note changed since is refused.",
+               icon=":material/sync_problem:")
+    st.button("Show the current version", key="wb_show_head", on_click=show_version, args=(name, head))
 
 rules_tab, schema_tab, notes_tab, history_tab = st.tabs(["Rules", "Schemas", "Notes", "History"])
 
 with rules_tab:
-    left, middle, right = st.columns(3)
-    statuses = left.multiselect("Status", [s.value for s in RuleStatus], key="wb_f_status")
-    actions = middle.multiselect("Action", sorted({r.action for r in book.rules}), key="wb_f_action")
-    search = right.text_input("Search (id, template, description)", key="wb_f_search").strip().lower()
-    rules = [r for r in book.rules
-             if (not statuses or r.status.value in statuses) and (not actions or r.action in actions)
-             and (not search or search in f"{r.id} {r.template} {r.description}".lower())]
-    rules.sort(key=lambda r: (-r.support, r.id))
-    table = pd.DataFrame([{"id": r.id, "action": r.action, "status": r.status.value, "outcome": r.outcome,
-                           "support": r.support, "confidence": r.confidence,
-                           "contradicting": len(r.provenance.contradicting), "template": r.template[:120]}
-                          for r in rules])
+    rules = select_rules(book.rules, render_rule_filters(book.rules))
     st.caption(f"{len(rules)} of {len(book.rules)} rules")
-    if not table.empty:
-        st.dataframe(table, hide_index=True, use_container_width=True)
+    if rules:
+        st.dataframe(rules_frame(rules), hide_index=True)
     chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key="wb_rule",
                           placeholder="choose a rule")
     if chosen:
         rule = book.rule(chosen)
         with st.container(border=True):
-            st.subheader(rule.id, anchor=False)
-            st.markdown(f"**Action** `{rule.action}` · **outcome** `{rule.outcome}` · **status** `{rule.status.value}` · "
-                        f"support {rule.support} · confidence {rule.confidence:.2f}")
-            if rule.description:
-                st.markdown(rule.description)
-            st.markdown("**Conditions**")
-            st.code("\n".join(f"{c.path or 'arg.' + str(c.arg)} {c.op} {c.value!r}" for c in rule.conditions)
-                    or "(always)", language=None)
-            st.markdown("**Effects**")
-            st.code("\n".join(f"{e.op} {e.path} {e.value!r}" for e in rule.effects) or "(none)", language=None)
-            st.markdown("**Observation template**")
-            st.code(rule.template or "(empty)", language=None, wrap_lines=True)
-            for label, turns in (("Supporting turns", rule.provenance.supporting),
-                                 ("Contradicting turns", rule.provenance.contradicting + rule.counterexamples)):
-                st.markdown(f"**{label}** ({len(turns)})")
-                for turn in list(dict.fromkeys(turns))[:20]:
-                    st.page_link(page_file("traces"), label=turn, icon=":material/link:",
-                                 query_params=turn_query(source_dataset, turn))
+            render_rule_header(rule)
             st.markdown("**Change the status** (makes a new version)")
-            buttons = st.columns(len(RuleStatus))
-            for column, status in zip(buttons, RuleStatus, strict=True):
+            for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
                 if column.button(status.value, key=f"wb_set_{status.value}", disabled=status == rule.status):
-                    patch = Patch(base=head, author="workbench", message=f"{rule.id}: {status.value}",
-                                  ops=[PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})])
-                    try:
-                        new = store.patch(name, patch)
-                    except WorldbookError as error:
-                        st.error(str(error), icon=":material/error:")
-                    else:
-                        st.session_state["wb_notices"] = [f"`{rule.id}` is now {status.value}: version `{new.version}`"]
-                        st.rerun()
+                    submit_patch(store, name, version,
+                                 [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
+                                 message=f"{rule.id}: {status.value}", done=f"`{rule.id}` is now {status.value}")
+            render_rule_evidence(rule, source_dataset)
+            st.divider()
+            render_rule_editor(store, name, version, rule)
+    with st.expander("Add a rule", icon=":material/add:"):
+        render_add_rule_form(store, name, version, book)
 
 with schema_tab:
-    st.markdown("**Actions**")
-    st.dataframe(pd.DataFrame([{"name": a.name, "aliases": ", ".join(a.aliases),
-                                "arguments": ", ".join(f"{x.name}:{x.type}{'' if x.required else '?'}" for x in a.arguments),
-                                "pattern": a.pattern} for a in book.action_schema.actions]),
-                 hide_index=True, use_container_width=True)
-    st.markdown("**State paths**")
-    st.dataframe(pd.DataFrame([p.model_dump() for p in book.state_schema.paths]), hide_index=True,
-                 use_container_width=True)
+    render_schema_browser(book)
 
 with notes_tab:
-    for note in book.notes:
-        st.markdown(f"- **{note.kind}** · {note.text}  \n  <small>{note.id} · {', '.join(note.provenance)}</small>",
-                    unsafe_allow_html=False)
-    if not book.notes:
-        st.caption("No notes.")
+    render_notes(store, name, version, book, source_dataset)
+    render_add_note_form(store, name, version, book)
 
 with history_tab:
     chain = store.history(name)
     st.dataframe(pd.DataFrame([{"version": v.version, "parent": v.parent, "created": v.created, "author": v.author,
-                                "message": v.message} for v in chain]), hide_index=True, use_container_width=True)
+                                "message": v.message} for v in chain]), hide_index=True)
     if info.parent is not None:
-        difference = diff_worldbooks(store.load(name, info.parent), book)
-        st.markdown(f"**Changes in `{head}`** against its parent")
-        st.json(difference, expanded=True)
-        if st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
+        st.markdown(f"**Changes in {md_code(version)}** against its parent")
+        st.json(diff_worldbooks(store.load(name, info.parent), book), expanded=True)
+        if version == head and st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
             undone = store.undo(name, author="workbench")
-            st.session_state["wb_notices"] = [f"Back to the content of `{info.parent}`: version `{undone.version}`"]
+            show_version(name, undone.version)
+            notice(f"Back to the content of `{info.parent}`: version `{undone.version}`")
             st.rerun()

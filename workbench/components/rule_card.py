@@ -1,0 +1,47 @@
+"""A rule's header and its evidence: supporting, contradicting and counterexample turns, each a link into Traces.
+
+Counterexamples are listed apart from the contradicting provenance: they are the turns a person
+(or the checker) marked as cases the rule gets wrong, which is what to look at before promoting it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from workbench.components.links import turn_query
+from workbench.components.paths import page_file
+from workbench.components.text import md_code
+from worldsmith.worldbook import Rule
+
+__all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links"]
+
+LINK_LIMIT = 20
+
+
+def render_turn_links(label: str, turns: Sequence[str], dataset: str | None, *, limit: int = LINK_LIMIT) -> None:
+    """`label (n)` and one Traces link per distinct turn (the first `limit`)."""
+    distinct = list(dict.fromkeys(turns))
+    st.markdown(f"**{label}** ({len(distinct)})")
+    for turn in distinct[:limit]:
+        st.page_link(page_file("traces"), label=turn, icon=":material/link:", query_params=turn_query(dataset, turn))
+    if len(distinct) > limit:
+        st.caption(f"and {len(distinct) - limit} more")
+
+
+def render_rule_header(rule: Rule) -> None:
+    st.subheader(rule.id, anchor=False)
+    st.markdown(f"**Action** {md_code(rule.action)} · **outcome** {md_code(rule.outcome)} · "
+                f"**status** {md_code(rule.status.value)} · priority {rule.priority} · "
+                f"support {rule.support} · confidence {rule.confidence:.2f}")
+
+
+def render_rule_evidence(rule: Rule, dataset: str | None) -> None:
+    """Supporting, contradicting and counterexample turns in three columns of Traces links."""
+    columns = st.columns(3)
+    for column, label, turns in zip(columns, ("Supporting turns", "Contradicting turns", "Counterexamples"),
+                                    (rule.provenance.supporting, rule.provenance.contradicting,
+                                     rule.counterexamples), strict=True):
+        with column:
+            render_turn_links(label, turns, dataset)
