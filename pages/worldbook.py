@@ -3,7 +3,8 @@
 Every change (a rule's fields, conditions and effects, its status, a new rule, a note) is one
 patch on the version shown, saved as a new immutable version with its parent recorded; if
 someone else changed the same rule or note meanwhile, the change is refused and the page says
-so. Provenance and counterexample links open the exact turns in Traces.
+so. Provenance and counterexample links open the exact turns in Traces; a rule can be replayed
+on the worldbook's evidence to see where it matches and where it fails.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from workbench.components import data  # noqa: E402
 from workbench.components.notes_editor import render_add_note_form, render_notes  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
 from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
+from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
 from workbench.components.text import md_code  # noqa: E402
@@ -83,6 +85,7 @@ with rules_tab:
                                  [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
                                  message=f"{rule.id}: {status.value}", done=f"`{rule.id}` is now {status.value}")
             render_rule_evidence(rule, source_dataset)
+            render_rule_replay(book, version, rule, source_dataset)
             st.divider()
             render_rule_editor(store, name, version, rule)
     with st.expander("Add a rule", icon=":material/add:"):

@@ -27,6 +27,7 @@ from worldsmith.worldbook import (
     ArgumentSpec,
     Condition,
     Effect,
+    Evidence,
     Invariant,
     Note,
     ObservationContract,
@@ -322,3 +323,28 @@ def _remember_script() -> None:
 def test_on_change_handler_stores_the_edited_rows() -> None:
     at = no_exception(AppTest.from_function(_remember_script).run())
     assert at.session_state[DRAFTS] == {"ed": [{"op": "set", "path": "world.a", "value": "[1]"}]}
+
+
+def test_replay_a_rule_on_the_evidence(empty_root: Path) -> None:
+    store = WorldbookStore(empty_root / "worldbooks")
+    evidence = [Evidence(turn_id="ep-1#0", action="take", arguments={"object": "apple"}, action_text="take apple",
+                         observation="You pick up the apple."),
+                Evidence(turn_id="ep-1#1", action="take", arguments={"object": "pear"}, action_text="take pear",
+                         observation="Nothing happens."),
+                Evidence(turn_id="ep-2#0", action="take", arguments={"object": "cup"}, action_text="take cup",
+                         observation="You pick up the cup.")]
+    rule = Rule(id="take-ok", action="take", template="You pick up the {arg.object}.")  # tentative: replayed anyway
+    version = store.save(Worldbook(name=NAME, rules=[rule], evidence=evidence), sources=[{"dataset": "samples"}]).version
+    at = open_rule()
+    assert not at.metric
+    no_exception(at.button(key=f"wb_replay:{version}:take-ok").click().run())
+    assert {m.label: m.value for m in at.metric} == {"turns of its action": "3", "chosen": "3", "matched": "2",
+                                                     "failed": "1"}
+    table = next(df.value for df in at.dataframe if "reason" in df.value.columns)
+    assert dict(zip(table["turn"], table["result"], strict=True)) == {"ep-1#0": "matched", "ep-1#1": "failed",
+                                                                      "ep-2#0": "matched"}
+    assert table["traces"].iloc[1] == "traces?dataset=samples&turn=ep-1%231"
+    links = [str(link.proto.query_string) for link in at.get("page_link")]
+    assert "dataset=samples&turn=ep-1%231" in links
+    no_exception(at.run())  # the result stays across reruns
+    assert len(at.metric) == 4 and store.head(NAME) == version  # replaying changes nothing
