@@ -24,6 +24,7 @@ __all__ = [
     "Effect",
     "Evidence",
     "Invariant",
+    "ListFormat",
     "Note",
     "ObservationContract",
     "Rule",
@@ -96,13 +97,29 @@ def _check_path(value: str) -> str:
     return value
 
 
+class ListFormat(BaseModel):
+    """How an environment writes a list of things ("a book 1, and a pen 1"), so a simulator writes it back alike."""
+
+    model_config = _STRICT
+
+    article: str = "a"  # "a" before every item (ALFWorld), or "a/an" by the item's first letter
+    separator: str = ", "
+    last_separator: str = ", and "  # before the last of three or more
+    pair_separator: str = ", and "  # between the two of a pair
+    empty: str = "nothing"
+
+
 class StatePath(BaseModel):
+    """A typed state path; `{key}` in a path stands for any key (`world.contents.{key}`)."""
+
     model_config = _STRICT
 
     path: str
     type: Literal["string", "number", "integer", "boolean", "object", "array", "set", "any"] = "any"
     mutable: bool = True
     description: str = ""
+    list_format: ListFormat | None = None
+    examples: list[Any] = Field(default_factory=list)
 
     @field_validator("path")
     @classmethod

@@ -1,0 +1,346 @@
+"""The rule engine: state paths, effects, conditions, and templates read in both directions.
+
+State is a JSON dict (`{"world": {"contents": {"bed 1": ["book 1"]}}}`). Paths in rules are
+templates over the action's arguments, written either `world.contents.{arg.source}` or
+`world.contents[arg.source]`; they resolve to segments because concrete keys hold dots and spaces.
+
+A template renders an observation from arguments and state (`{arg.object}`, `{world.inventory}`,
+`{world.contents[arg.target]}`; lists are written in the environment's `ListFormat`), and the same
+template *matches* an observed text to read the state it shows. That is how state is tracked from
+an observed prefix, and why a rule never overrides an observed output: the observation is read
+back into state rather than replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from worldsmith.worldbook.model import Condition, Effect, ListFormat, Rule
+
+__all__ = [
+    "EffectError",
+    "Slot",
+    "apply_effects",
+    "check_conditions",
+    "eligible_rules",
+    "get_path",
+    "match_template",
+    "render",
+    "resolve_path",
+    "resolve_value",
+    "set_path",
+    "template_slots",
+]
+
+_MISSING = object()
+_ARG_SLOT = r"\{arg\.([A-Za-z0-9_]+)\}"
+# {world.contents[arg.target]} / {world.inventory} / {world.go.slot1[arg.target]}
+_STATE_SLOT = r"\{((?:world|session|surface|epistemic)(?:\.[A-Za-z0-9_\-]+)+)(?:\[arg\.([A-Za-z0-9_]+)\])?\}"
+_SLOT = re.compile(rf"(?<!\{{){_ARG_SLOT}(?!\}})|(?<!\{{){_STATE_SLOT}(?!\}})")
+
+
+class EffectError(ValueError):
+    """An effect cannot apply to this state (wrong type at the path, an argument missing)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One `{...}` slot of a template: an argument, or a state path optionally keyed by an argument."""
+
+    start: int
+    end: int
+    arg: str | None = None
+    path: str | None = None
+    key_arg: str | None = None
+
+    def segments(self, arguments: Mapping[str, Any]) -> list[str] | None:
+        if self.path is None:
+            return None
+        segments = self.path.split(".")
+        if self.key_arg is not None:
+            key = arguments.get(self.key_arg)
+            if key is None:
+                return None
+            segments.append(str(key))
+        return segments
+
+
+def template_slots(template: str) -> list[Slot]:
+    return [Slot(m.start(), m.end(), arg=m.group(1)) if m.group(1) else
+            Slot(m.start(), m.end(), path=m.group(2), key_arg=m.group(3)) for m in _SLOT.finditer(template)]
+
+
+def _argument_text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def resolve_path(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
+    """Segments of a path template; None when an argument it names is missing."""
+    segments: list[str] = []
+    for part in re.findall(r"\{arg\.[A-Za-z0-9_]+\}|\[arg\.[A-Za-z0-9_]+\]|[^.\[\]{}]+", template):
+        match = re.fullmatch(r"[\[{]arg\.([A-Za-z0-9_]+)[\]}]", part)
+        if match:
+            value = arguments.get(match.group(1))
+            if value is None:
+                return None
+            segments.append(_argument_text(value))
+        else:
+            segments.append(part)
+    return segments
+
+
+def get_path(state: Mapping[str, Any], segments: Sequence[str]) -> Any:
+    """The value at the path, or `_MISSING` (compare with `is_missing`)."""
+    node: Any = state
+    for segment in segments:
+        if not isinstance(node, Mapping) or segment not in node:
+            return _MISSING
+        node = node[segment]
+    return node
+
+
+def is_missing(value: Any) -> bool:
+    return value is _MISSING
+
+
+def set_path(state: dict[str, Any], segments: Sequence[str], value: Any) -> None:
+    node = state
+    for segment in segments[:-1]:
+        child = node.get(segment)
+        if not isinstance(child, dict):
+            child = node[segment] = {}
+        node = child
+    node[segments[-1]] = value
+
+
+def _delete_path(state: dict[str, Any], segments: Sequence[str]) -> None:
+    node: Any = state
+    for segment in segments[:-1]:
+        if not isinstance(node, dict) or segment not in node:
+            return
+        node = node[segment]
+    if isinstance(node, dict):
+        node.pop(segments[-1], None)
+
+
+def resolve_value(value: Any, arguments: Mapping[str, Any], state: Mapping[str, Any]) -> Any:
+    """An effect's value with `{arg.x}` / `{world.y}` filled in (a whole-slot value keeps its type)."""
+    if not isinstance(value, str):
+        return value
+    slots = template_slots(value)
+    if len(slots) == 1 and slots[0].start == 0 and slots[0].end == len(value):
+        slot = slots[0]
+        if slot.arg is not None:
+            if slot.arg not in arguments:
+                raise EffectError(f"the action has no argument {slot.arg!r}")
+            return arguments[slot.arg]
+        segments = slot.segments(arguments)
+        found = _MISSING if segments is None else get_path(state, segments)
+        if is_missing(found):
+            raise EffectError(f"state path {slot.path!r} is unknown")
+        return copy.deepcopy(found)
+    rendered = render(value, arguments, state)
+    if rendered is None:
+        raise EffectError(f"value {value!r} names an unknown argument or state path")
+    return rendered
+
+
+def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A new state with the effects applied in order; the input is left untouched. Raises EffectError."""
+    new = copy.deepcopy(dict(state))
+    for effect in effects:
+        segments = resolve_path(effect.path, arguments)
+        if segments is None:
+            raise EffectError(f"effect path {effect.path!r} names an argument the action does not have")
+        current = get_path(new, segments)
+        value = resolve_value(effect.value, arguments, new) if effect.op not in ("delete",) else None
+        if effect.op in ("set", "create"):
+            if effect.op == "create" and not is_missing(current):
+                raise EffectError(f"create: {'.'.join(segments)} already exists")
+            set_path(new, segments, value)
+        elif effect.op == "delete":
+            _delete_path(new, segments)
+        elif effect.op in ("increment", "decrement"):
+            base = 0 if is_missing(current) else current
+            step = 1 if value is None else value
+            if not isinstance(base, (int, float)) or not isinstance(step, (int, float)):
+                raise EffectError(f"{effect.op}: {'.'.join(segments)} is not a number")
+            set_path(new, segments, base + step if effect.op == "increment" else base - step)
+        elif effect.op in ("append", "remove"):
+            items = [] if is_missing(current) else current
+            if not isinstance(items, list):
+                raise EffectError(f"{effect.op}: {'.'.join(segments)} is not a list")
+            items = list(items)
+            if effect.op == "append":
+                if value not in items:
+                    items.append(value)
+            elif value in items:
+                items.remove(value)
+            set_path(new, segments, items)
+        elif effect.op == "merge":
+            base = {} if is_missing(current) else current
+            if not isinstance(base, dict) or not isinstance(value, dict):
+                raise EffectError(f"merge: {'.'.join(segments)} and the value must both be objects")
+            set_path(new, segments, {**base, **value})
+    return new
+
+
+def _compare(op: str, actual: Any, expected: Any) -> bool:
+    if op == "eq":
+        return actual == expected
+    if op == "ne":
+        return actual != expected
+    if op == "in":
+        return isinstance(expected, (list, str)) and actual in expected
+    if op == "not_in":
+        return isinstance(expected, (list, str)) and actual not in expected
+    if op == "contains":
+        return isinstance(actual, (list, str, dict)) and expected in actual
+    if op == "not_contains":
+        return isinstance(actual, (list, str, dict)) and expected not in actual
+    if op in ("gt", "lt"):
+        try:
+            return actual > expected if op == "gt" else actual < expected
+        except TypeError:
+            return False
+    if op == "matches":
+        return isinstance(actual, str) and re.search(str(expected), actual) is not None
+    raise ValueError(f"unknown condition op {op!r}")
+
+
+def check_condition(condition: Condition, arguments: Mapping[str, Any], state: Mapping[str, Any]) -> bool | None:
+    """True/False, or None when the state path is unknown (an unknown is not a failure)."""
+    if condition.arg is not None:
+        actual = arguments.get(condition.arg, _MISSING)
+    else:
+        segments = resolve_path(condition.path or "", arguments)
+        actual = _MISSING if segments is None else get_path(state, segments)
+    if condition.op == "exists":
+        return not is_missing(actual)
+    if condition.op == "missing":
+        return is_missing(actual)
+    if is_missing(actual):
+        return None
+    try:
+        expected = resolve_value(condition.value, arguments, state)
+    except EffectError:
+        return None
+    return _compare(condition.op, actual, expected)
+
+
+def check_conditions(conditions: Sequence[Condition], arguments: Mapping[str, Any],
+                     state: Mapping[str, Any]) -> bool | None:
+    """All true -> True; any false -> False; else None (something unknown)."""
+    results = [check_condition(c, arguments, state) for c in conditions]
+    if any(result is False for result in results):
+        return False
+    return True if all(result is True for result in results) else None
+
+
+def _format_for(path: Sequence[str], formats: Mapping[str, ListFormat] | None) -> ListFormat:
+    if formats:
+        for length in range(len(path), 0, -1):
+            found = formats.get(".".join(path[:length]))
+            if found is not None:
+                return found
+        if "*" in formats:
+            return formats["*"]
+    return ListFormat()
+
+
+def _value_text(value: Any, path: Sequence[str], formats: Mapping[str, ListFormat] | None) -> str:
+    from worldsmith.worldbook.facts import render_list  # facts imports the model only; no cycle at load
+
+    if isinstance(value, list):
+        return render_list(value, _format_for(path, formats))
+    return _argument_text(value)
+
+
+def render(template: str, arguments: Mapping[str, Any], state: Mapping[str, Any],
+           formats: Mapping[str, ListFormat] | None = None) -> str | None:
+    """The observation the template gives here; None when an argument or a state value is unknown."""
+    out: list[str] = []
+    position = 0
+    for slot in template_slots(template):
+        out.append(template[position:slot.start])
+        position = slot.end
+        if slot.arg is not None:
+            if slot.arg not in arguments or arguments[slot.arg] is None:
+                return None
+            out.append(_argument_text(arguments[slot.arg]))
+            continue
+        segments = slot.segments(arguments)
+        value = _MISSING if segments is None else get_path(state, segments)
+        if is_missing(value):
+            return None
+        out.append(_value_text(value, segments or [], formats))
+    out.append(template[position:])
+    return "".join(out).replace("{{", "{").replace("}}", "}")
+
+
+def match_template(template: str, observation: str, arguments: Mapping[str, Any]) -> dict[tuple[str, ...], Any] | None:
+    """The state values an observation shows through this template (lists parsed), or None if it does
+    not fit. Argument slots must show the arguments' own values."""
+    from worldsmith.worldbook.facts import parse_list_items
+
+    pattern: list[str] = []
+    groups: list[tuple[str, ...]] = []
+    position = 0
+    for slot in template_slots(template):
+        pattern.append(re.escape(template[position:slot.start].replace("{{", "{").replace("}}", "}")))
+        position = slot.end
+        if slot.arg is not None:
+            if slot.arg not in arguments:
+                return None
+            pattern.append(re.escape(_argument_text(arguments[slot.arg])))
+            continue
+        segments = slot.segments(arguments)
+        if segments is None:
+            return None
+        pattern.append(f"(?P<g{len(groups)}>.*?)")
+        groups.append(tuple(segments))
+    pattern.append(re.escape(template[position:].replace("{{", "{").replace("}}", "}")))
+    try:
+        match = re.fullmatch("".join(pattern), observation, re.DOTALL)
+    except re.error:
+        return None
+    if match is None:
+        return None
+    values: dict[tuple[str, ...], Any] = {}
+    for index, segments in enumerate(groups):
+        text = match.group(f"g{index}")
+        parsed = parse_list_items(text)
+        value: Any = parsed[0] if parsed is not None and _looks_like_list_path(segments) else text
+        if segments in values and values[segments] != value:
+            return None
+        values[segments] = value
+    return values
+
+
+def _looks_like_list_path(segments: Sequence[str]) -> bool:
+    from worldsmith.worldbook.facts import CONTENTS
+
+    return len(segments) >= 2 and (segments[1] == CONTENTS or len(segments) == 2)
+
+
+def eligible_rules(rules: Sequence[Rule], action: str, arguments: Mapping[str, Any],
+                   state: Mapping[str, Any]) -> tuple[list[Rule], list[Rule]]:
+    """(rules whose conditions all hold, rules whose conditions are unknown here) among the executable
+    rules of the action, most specific first (priority, then number of conditions, then support)."""
+    holding: list[Rule] = []
+    unknown: list[Rule] = []
+    for rule in rules:
+        if rule.action != action or not rule.executable:
+            continue
+        verdict = check_conditions(rule.conditions, arguments, state)
+        if verdict is True:
+            holding.append(rule)
+        elif verdict is None:
+            unknown.append(rule)
+    def order(rule: Rule) -> tuple[int, int, int, str]:
+        return (-rule.priority, -len(rule.conditions), -rule.support, rule.id)
+    return sorted(holding, key=order), sorted(unknown, key=order)

@@ -1,0 +1,465 @@
+"""Rule induction with state: observation forms, free slots, conditions and effects checked by replay.
+
+The deterministic builder's core. For every action it
+
+1. turns each observation into a *form*: enumerations become state slots
+   (`{world.contents[arg.target]}`), argument values become `{arg.x}` slots;
+2. merges forms that differ in a few words into one template with *free slots* ("You arrive at
+   loc 22." / "loc 5." -> `{world.go.slot1[arg.target]}`), keyed by the argument under which the
+   value stays the same within an episode (checked on the evidence);
+3. replays every episode, tracking the state its observations reveal, and reads
+   - **conditions**: a property the form states ("The cabinet 1 is closed.") that already held
+     before the turn, or that sibling forms state and this one never does (then it is `None`);
+   - **effects**: such a property that changed with the turn becomes a `set`; list and property
+     changes nothing in the turn shows ("take" moves an object out of a receptacle) are proposed
+     from the arguments and kept only when later observations confirm them (the receptacle seen
+     again without the object) and do not contradict them.
+
+Statuses come afterwards from `replay.review_rules`, which falsifies every rule against all evidence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldsmith.worldbook.engine import get_path, is_missing, match_template, resolve_path, set_path
+from worldsmith.worldbook.facts import (
+    CONTENTS,
+    STATUS,
+    action_collection,
+    extract_facts,
+    find_lists,
+    find_properties,
+    list_owner,
+    parse_json_object,
+)
+from worldsmith.worldbook.model import Condition, Effect, Evidence, Rule, RuleProvenance, RuleStatus
+from worldsmith.worldbook.templates import make_template
+
+__all__ = [
+    "EffectCandidate",
+    "Form",
+    "InductionConfig",
+    "episode_of",
+    "group_by_episode",
+    "implied_properties",
+    "induce_rules",
+    "observation_form",
+    "turn_facts",
+]
+
+_TOKEN = re.compile(r"\{\{|\}\}|\{[^{}]*\}|\w+|[^\w\s]|\s+")
+
+
+@dataclass(frozen=True)
+class InductionConfig:
+    max_free_slots: int = 3  # words in which two observations may differ and still share a template
+    max_forms_per_action: int = 20
+    min_confirmations: int = 2  # later observations that must confirm a proposed effect
+    max_contradiction_share: float = 0.1
+    max_provenance: int = 50
+
+
+@dataclass
+class Form:
+    """One observation template of an action and the turns whose observations it fits."""
+
+    action: str
+    template: str
+    turns: list[str] = field(default_factory=list)
+    outcome: str = "success"
+    free_slots: list[str] = field(default_factory=list)  # paths of free slots, keyed later
+
+
+@dataclass
+class EffectCandidate:
+    effect: Effect
+    confirmations: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)
+
+
+def episode_of(turn_id: str) -> str:
+    return turn_id.rsplit("#", 1)[0]
+
+
+def group_by_episode(evidence: Iterable[Evidence]) -> dict[str, list[Evidence]]:
+    """Evidence per episode, in turn order (turn ids are `<episode>#<index>`)."""
+    grouped: dict[str, list[Evidence]] = defaultdict(list)
+    for item in evidence:
+        grouped[episode_of(item.turn_id)].append(item)
+    for items in grouped.values():
+        items.sort(key=lambda item: int(item.turn_id.rsplit("#", 1)[1]))
+    return dict(grouped)
+
+
+def _args(item: Evidence) -> dict[str, Any]:
+    return item.arguments if isinstance(item.arguments, dict) else {}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "_", text.lower()).strip("_") or "action"
+
+
+def _arg_name_of(value: str, arguments: Mapping[str, Any]) -> str | None:
+    return next((name for name, v in arguments.items() if isinstance(v, (str, int, float)) and str(v) == value), None)
+
+
+def observation_form(item: Evidence) -> str:
+    """The observation with its enumerations as state slots and argument values as argument slots."""
+    arguments = _args(item)
+    observation = item.observation
+    if parse_json_object(observation) is not None:
+        return make_template(arguments, observation)
+    pieces: list[str] = []
+    position = 0
+    for found in find_lists(observation):
+        owner = list_owner(found, observation, arguments)
+        key = _arg_name_of(owner, arguments) if owner is not None else None
+        slot = (f"{{world.{CONTENTS}[arg.{key}]}}" if key is not None
+                else f"{{world.{action_collection(item.action)}}}")
+        pieces.append(make_template(arguments, observation[position:found.start]))
+        pieces.append(slot)
+        position = found.end
+    pieces.append(make_template(arguments, observation[position:]))
+    return "".join(pieces)
+
+
+def implied_properties(template: str) -> dict[str, str]:
+    """Property facts a template states in its literal text: `world.status.{arg.object}` -> "open"."""
+    implied: dict[str, str] = {}
+    for entity, value, _, _ in find_properties(template):
+        slot = re.fullmatch(r"\{arg\.([A-Za-z0-9_]+)\}", entity.strip())
+        if slot:
+            implied[f"world.{STATUS}.{{arg.{slot.group(1)}}}"] = value.lower() if value.islower() else value
+    return implied
+
+
+def turn_facts(item: Evidence) -> dict[tuple[str, ...], Any]:
+    """The generic facts the turn's observation shows (lists, properties, JSON keys)."""
+    return {tuple(fact.path): fact.value for fact in extract_facts(item.action, _args(item), item.observation)}
+
+
+# ----------------------------------------------------------------------------------------- forms
+def _merge(template_tokens: list[str], other: list[str], free: set[int], limit: int) -> set[int] | None:
+    if len(template_tokens) != len(other):
+        return None
+    differing = {i for i, (a, b) in enumerate(zip(template_tokens, other, strict=True)) if a != b and i not in free}
+    if not differing:
+        return free
+    for i in differing:
+        if template_tokens[i].startswith("{") or other[i].startswith("{") or not re.fullmatch(r"\w+", other[i]):
+            return None
+    merged = free | differing
+    return merged if len(_runs(merged)) <= limit else None
+
+
+def _runs(positions: set[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for position in sorted(positions):
+        if runs and position == runs[-1][-1] + 2:  # "loc 22": a word, a space, a word stay one slot
+            runs[-1].extend([position - 1, position])
+        elif runs and position == runs[-1][-1] + 1:
+            runs[-1].append(position)
+        else:
+            runs.append([position])
+    return runs
+
+
+def cluster_forms(action: str, forms: Mapping[str, list[Evidence]], config: InductionConfig) -> list[Form]:
+    """Forms that differ in a few words share one template with free slots."""
+    clusters: list[tuple[list[str], set[int], list[Evidence]]] = []
+    for template, items in sorted(forms.items(), key=lambda pair: (-len(pair[1]), pair[0])):
+        tokens = _TOKEN.findall(template)
+        for index, (rep, free, members) in enumerate(clusters):
+            merged = _merge(rep, tokens, free, config.max_free_slots)
+            if merged is not None:
+                clusters[index] = (rep, merged, members + items)
+                break
+        else:
+            clusters.append((tokens, set(), list(items)))
+    out: list[Form] = []
+    prefix = f"world.{_slug(action)}"
+    for tokens, free, members in clusters:
+        text = list(tokens)
+        slots: list[str] = []
+        for number, run in enumerate(_runs(free), start=1):
+            before = [t for t in tokens[: run[0]] if re.fullmatch(r"[A-Za-z]\w*", t)]
+            name = _slug(before[-1]) if before else f"slot{number}"
+            path = f"{prefix}.{name}" if f"{prefix}.{name}" not in slots else f"{prefix}.{name}{number}"
+            slots.append(path)
+            text[run[0]] = "{" + path + "}"
+            for position in run[1:]:
+                text[position] = ""
+        outcomes = Counter(item.outcome or "success" for item in members)
+        out.append(Form(action=action, template="".join(text), turns=[item.turn_id for item in members],
+                        outcome=outcomes.most_common(1)[0][0], free_slots=slots))
+    out.sort(key=lambda form: (-len(form.turns), form.template))
+    return out[: config.max_forms_per_action]
+
+
+def _key_free_slots(form: Form, items: Sequence[Evidence]) -> None:
+    """Key each free slot by the argument under which its value repeats within an episode."""
+    if not form.free_slots:
+        return
+    seen: dict[tuple[str, str, str | None, str], Any] = {}
+    score: Counter[tuple[str, str | None]] = Counter()
+    for item in items:
+        values = match_template(form.template, item.observation, _args(item))
+        if values is None:
+            continue
+        episode = episode_of(item.turn_id)
+        for path in form.free_slots:
+            value = values.get(tuple(path.split(".")))
+            for arg in [None, *sorted(_args(item))]:
+                key = (episode, path, arg, str(_args(item).get(arg)) if arg else "")
+                if key in seen:
+                    score[(path, arg)] += 1 if seen[key] == value else -5
+                seen[key] = value
+    template = form.template
+    first = sorted(_args(items[0])) if items else []
+    main = "target" if "target" in first else "object" if "object" in first else (first[0] if first else None)
+    for path in form.free_slots:
+        keyed = [(score[(path, arg)], arg) for (p, arg) in score if p == path and arg is not None]
+        best_score, best_arg = max(keyed, default=(0, main))
+        if best_score < 0 and score[(path, None)] > 0:
+            continue  # the same value all episode long, whatever the arguments: a keyless slot
+        if best_arg:
+            template = template.replace("{" + path + "}", "{" + path + f"[arg.{best_arg}]}}")
+    form.template = template
+
+
+# ----------------------------------------------------------------------------------------- replay
+@dataclass
+class _Pending:
+    candidate: str
+    path: tuple[str, ...]
+    item: Any  # the list member or the property value predicted
+    present: bool  # lists: should the member be there; properties: always True
+    mentions: frozenset[str]
+    turn_id: str
+
+
+def _arg_texts(arguments: Mapping[str, Any]) -> set[str]:
+    return {str(v) for v in arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+
+
+def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[str, Effect, str]]:
+    """(id, effect, main value) proposals for this turn, from its argument roles and the state families."""
+    arguments = {k: v for k, v in _args(item).items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    if not arguments:
+        return []
+    names = sorted(arguments)
+    moved = "object" if "object" in arguments else names[0]
+    out: list[tuple[str, Effect, str]] = []
+    if CONTENTS in families:
+        for other in names:
+            if other == moved:
+                continue
+            for op in ("remove", "append"):
+                effect = Effect(op=op, path=f"world.{CONTENTS}.{{arg.{other}}}", value=f"{{arg.{moved}}}")
+                out.append((f"{op}:{effect.path}:{effect.value}", effect, str(arguments[moved])))
+    for collection in sorted(families.get("__keyless__", set())):
+        for op in ("remove", "append"):
+            effect = Effect(op=op, path=f"world.{collection}", value=f"{{arg.{moved}}}")
+            out.append((f"{op}:{effect.path}:{effect.value}", effect, str(arguments[moved])))
+    for name in names:
+        for value in sorted(families.get(STATUS, set()), key=str):
+            effect = Effect(op="set", path=f"world.{STATUS}.{{arg.{name}}}", value=value)
+            out.append((f"set:{effect.path}:{value}", effect, str(arguments[name])))
+    return out
+
+
+def _families(facts_by_turn: Mapping[str, dict[tuple[str, ...], Any]]) -> dict[str, set[Any]]:
+    families: dict[str, set[Any]] = defaultdict(set)
+    for facts in facts_by_turn.values():
+        for path, value in facts.items():
+            if len(path) == 3 and path[1] == CONTENTS:
+                families[CONTENTS].add(None)
+            elif len(path) == 3 and path[1] == STATUS:
+                families[STATUS].add(value)
+            elif len(path) == 2 and isinstance(value, list):
+                families["__keyless__"].add(path[1])
+    return families
+
+
+def _membership_votes(arguments: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """Before the turn, does a collection named by one argument hold another argument's value?"""
+    votes: list[tuple[str, str, str]] = []
+    names = sorted(k for k, v in arguments.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    for holder in names:
+        items = get_path(state, ["world", CONTENTS, str(arguments[holder])])
+        if not isinstance(items, list):
+            continue
+        for member in names:
+            if member != holder:
+                verdict = "contains" if str(arguments[member]) in items else "lacks"
+                votes.append((f"world.{CONTENTS}.{{arg.{holder}}}", f"{{arg.{member}}}", verdict))
+    return votes
+
+
+def _resolve(path: str, arguments: Mapping[str, Any]) -> tuple[str, ...] | None:
+    segments = resolve_path(path, arguments)
+    return tuple(segments) if segments is not None else None
+
+
+def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> list[Rule]:
+    """Rules with templates, conditions and replay-checked effects, for every action in the evidence.
+
+    Statuses, support and provenance are provisional (supporting = the turns a form fits);
+    `replay.review_rules` settles them by falsifying each rule against all evidence.
+    """
+    by_action: dict[str, list[Evidence]] = defaultdict(list)
+    for item in evidence:
+        by_action[item.action].append(item)
+    forms: dict[str, list[Form]] = {}
+    form_of: dict[str, Form] = {}
+    for action, items in sorted(by_action.items()):
+        raw: dict[str, list[Evidence]] = defaultdict(list)
+        for item in items:
+            raw[observation_form(item)].append(item)
+        forms[action] = cluster_forms(action, raw, config)
+        by_turn = {item.turn_id: item for item in items}
+        for form in forms[action]:
+            _key_free_slots(form, [by_turn[t] for t in form.turns])
+            for turn_id in form.turns:
+                form_of[turn_id] = form
+
+    facts_by_turn = {item.turn_id: turn_facts(item) for item in evidence}
+    families = _families(facts_by_turn)
+    # Property paths each action's forms state; a sibling form that never states one implies None.
+    stated: dict[str, set[str]] = {action: {p for f in fs for p in implied_properties(f.template)}
+                                   for action, fs in forms.items()}
+    condition_votes: dict[int, Counter[tuple[str, Any, str]]] = defaultdict(Counter)
+    candidates: dict[str, dict[str, EffectCandidate]] = defaultdict(dict)
+
+    for items in group_by_episode(evidence).values():
+        state: dict[str, Any] = {}
+        pending: list[_Pending] = []
+        for item in items:
+            arguments = _args(item)
+            form = form_of.get(item.turn_id)
+            observed = dict(facts_by_turn[item.turn_id])
+            if form is not None:
+                implied = implied_properties(form.template)
+                for path in stated.get(item.action, set()):
+                    implied.setdefault(path, None)
+                for path, value in implied.items():
+                    segments = _resolve(path, arguments)
+                    if segments is None:
+                        continue
+                    before = get_path(state, segments)
+                    verdict = "unknown" if is_missing(before) else ("same" if before == value else "changed")
+                    condition_votes[id(form)][(path, value, verdict)] += 1
+                    observed.setdefault(segments, value)
+                fitted = match_template(form.template, item.observation, arguments) or {}
+                observed.update(fitted)
+                for path, value, verdict in _membership_votes(arguments, state):
+                    condition_votes[id(form)][(path, value, verdict)] += 1
+            # Check earlier proposals against what this turn reveals, then retire those it touches.
+            mentioned = _arg_texts(arguments)
+            still: list[_Pending] = []
+            for proposal in pending:
+                if proposal.path in observed:
+                    value = observed[proposal.path]
+                    holds = (proposal.item in value) == proposal.present if isinstance(value, list) else \
+                        value == proposal.item
+                    record = candidates[episode_action(proposal)][proposal.candidate]
+                    (record.confirmations if holds else record.contradictions).append(proposal.turn_id)
+                elif not (proposal.mentions & mentioned):
+                    still.append(proposal)
+            pending = still
+            if (form.outcome if form else item.outcome or "success") == "success":
+                for candidate_id, effect, value in _candidates(item, families):
+                    segments = _resolve(effect.path, arguments)
+                    if segments is None:
+                        continue
+                    before = get_path(state, segments)
+                    if effect.op in ("remove", "append"):
+                        present = effect.op == "append"
+                        if not isinstance(before, list) or (value in before) == present:
+                            continue  # unknown before, or no change predicted: nothing to learn
+                        key = frozenset({value})
+                        pending.append(_Pending(f"{item.action}\x00{candidate_id}", segments, value, present, key,
+                                                item.turn_id))
+                    else:
+                        if is_missing(before) or before == effect.value:
+                            continue
+                        pending.append(_Pending(f"{item.action}\x00{candidate_id}", segments, effect.value, True,
+                                                frozenset({value}), item.turn_id))
+                    candidates[item.action].setdefault(f"{item.action}\x00{candidate_id}", EffectCandidate(effect))
+            for segments, value in observed.items():
+                set_path(state, list(segments), value)
+
+    return _assemble(forms, condition_votes, candidates, by_action, config)
+
+
+def episode_action(proposal: _Pending) -> str:
+    return proposal.candidate.split("\x00", 1)[0]
+
+
+def _accepted_effects(records: Mapping[str, EffectCandidate], config: InductionConfig) -> list[EffectCandidate]:
+    chosen: dict[str, EffectCandidate] = {}
+    for record in records.values():
+        confirmed = len(record.confirmations)
+        if confirmed < config.min_confirmations:
+            continue
+        if len(record.contradictions) > config.max_contradiction_share * confirmed:
+            continue
+        slot = record.effect.path + ("" if record.effect.op == "set" else f"|{record.effect.value}")
+        if slot not in chosen or confirmed > len(chosen[slot].confirmations):
+            chosen[slot] = record
+    order = {"remove": 0, "delete": 0, "append": 1, "set": 2}
+    return sorted(chosen.values(), key=lambda r: (order.get(r.effect.op, 3), r.effect.path, str(r.effect.value)))
+
+
+def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple[str, Any, str]]],
+              candidates: Mapping[str, Mapping[str, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
+              config: InductionConfig) -> list[Rule]:
+    rules: list[Rule] = []
+    for action, action_forms in sorted(forms.items()):
+        accepted = _accepted_effects(candidates.get(action, {}), config)
+        # Values each property path takes across this action's forms: a path that tells forms apart selects them.
+        values_by_path: dict[str, set[Any]] = defaultdict(set)
+        for form in action_forms:
+            for (path, value, verdict) in votes.get(id(form), Counter()):
+                if verdict in ("same", "changed", "unknown"):
+                    values_by_path[path].add(value)
+        for rank, form in enumerate(action_forms, start=1):
+            conditions: list[Condition] = []
+            effects: list[Effect] = []
+            per_path: dict[tuple[str, Any], Counter[str]] = defaultdict(Counter)
+            for (path, value, verdict), count in votes.get(id(form), Counter()).items():
+                per_path[(path, value)][verdict] += count
+            for (path, value), verdicts in sorted(per_path.items(), key=lambda pair: (pair[0][0], str(pair[0][1]))):
+                if verdicts["contains"] or verdicts["lacks"]:  # a membership test: a requirement when it always held
+                    if verdicts["contains"] >= config.min_confirmations and not verdicts["lacks"]:
+                        conditions.append(Condition(path=path, op="contains", value=value))
+                elif verdicts["same"] and not verdicts["changed"]:
+                    conditions.append(Condition(path=path, op="eq", value=value))
+                elif not verdicts["changed"] and len(values_by_path[path]) > 1:
+                    conditions.append(Condition(path=path, op="eq", value=value))  # never seen before: it selects
+                elif value is not None:
+                    effects.append(Effect(op="set", path=path, value=value))
+            if form.outcome == "success":
+                taken = {(e.op, e.path) for e in effects}
+                effects = [r.effect for r in accepted if (r.effect.op, r.effect.path) not in taken] + effects
+            share = len(form.turns) / max(1, len(by_action[action]))
+            effect_note = "".join(
+                f"; effect {r.effect.op} {r.effect.path} {r.effect.value!s} confirmed by {len(r.confirmations)} "
+                f"later observation(s), contradicted by {len(r.contradictions)}" for r in accepted
+            ) if form.outcome == "success" else ""
+            rules.append(Rule(
+                id=f"{_slug(action)}.r{rank}", action=action, conditions=conditions, effects=effects,
+                outcome=form.outcome if form.outcome.startswith("failure") or form.outcome == "success" else "success",
+                template=form.template, status=RuleStatus.TENTATIVE, support=len(form.turns),
+                confidence=round(share, 4),
+                provenance=RuleProvenance(supporting=form.turns[: config.max_provenance]),
+                description=f"{len(form.turns)} of {len(by_action[action])} '{action}' turns ({share:.0%}) fit this "
+                            f"observation form{effect_note}",
+            ))
+    return rules
+

@@ -1,0 +1,343 @@
+"""Replay rules over recorded trajectories: rule selection, state tracking, review and validation.
+
+`replay_evidence` walks each trajectory with its observed prefix: before a turn it asks the rules
+what the observation will be (the most specific executable rule whose conditions hold; when a more
+specific rule's conditions are unknown the turn is *undetermined*, never guessed), then reads the
+real observation back into state (the rule whose template fits it, its effects, what it shows).
+The same walk serves three purposes:
+
+- `review_rules` falsifies every rule against all evidence (a counterexample — the rule was chosen
+  and the observation does not fit its template — demotes it to conflicted; too little support
+  leaves it tentative);
+- `validate` reports per-action coverage (a supported rule applied) and exact match of the rendered
+  observation on held-out trajectories;
+- `check_rule` shows, for one rule, where it matches and where it fails (the Worldbook page).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from worldsmith.worldbook.engine import (
+    EffectError,
+    apply_effects,
+    check_conditions,
+    match_template,
+    render,
+    resolve_path,
+    set_path,
+)
+from worldsmith.worldbook.facts import extract_facts
+from worldsmith.worldbook.model import Evidence, ListFormat, Rule, RuleProvenance, RuleStatus, Worldbook
+
+__all__ = [
+    "ReplayReport",
+    "ReviewConfig",
+    "RuleReplay",
+    "Selection",
+    "TurnCheck",
+    "TurnResult",
+    "check_rule",
+    "list_formats",
+    "observe_turn",
+    "replay_evidence",
+    "review_rules",
+    "select_rule",
+]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which rule answers an action here (None when none applies).
+
+    `assumed`: a more specific rule's conditions could not be checked (the state they test is still
+    unknown), so the best-supported rule not ruled out was taken, its unknown conditions assumed.
+    """
+
+    rule: Rule | None
+    route: Literal["rule", "assumed", "no_rule"]
+    conflicts: tuple[str, ...] = ()
+
+
+def _order(rule: Rule) -> tuple[int, int, int, str]:
+    return (-rule.priority, -len(rule.conditions), -rule.support, rule.id)
+
+
+def select_rule(rules: Sequence[Rule], arguments: Mapping[str, Any], state: Mapping[str, Any]) -> Selection:
+    """The most specific rule whose conditions hold, unless a more specific one is undecidable here.
+
+    Two rules of equal rank whose conditions both hold and whose templates differ are a recorded
+    conflict: the first by support is used and the others are named in `conflicts`.
+    """
+    ranked = sorted(rules, key=_order)
+    verdicts = [(rule, check_conditions(rule.conditions, arguments, state)) for rule in ranked]
+    for index, (rule, verdict) in enumerate(verdicts):
+        if verdict is None:
+            open_rules = [other for other, v in verdicts if v is not False]
+            best = max(open_rules, key=lambda other: (other.support, other.priority, other.id))
+            return Selection(best, "assumed")
+        if verdict:
+            rank = _order(rule)[:2]
+            rivals = tuple(other.id for other, v in verdicts[index + 1:]
+                           if v and _order(other)[:2] == rank and other.template != rule.template)
+            return Selection(rule, "rule", rivals)
+    return Selection(None, "no_rule")
+
+
+def list_formats(book: Worldbook) -> dict[str, ListFormat]:
+    """List formats by path prefix (`world.contents`), from the state schema; "*" is the default."""
+    formats: dict[str, ListFormat] = {}
+    for path in book.state_schema.paths:
+        if path.list_format is not None:
+            prefix = path.path.split(".{", 1)[0].split("[", 1)[0]
+            formats.setdefault(prefix, path.list_format)
+            formats.setdefault("*", path.list_format)
+    return formats
+
+
+def _arguments(item: Evidence) -> dict[str, Any]:
+    return item.arguments if isinstance(item.arguments, dict) else {}
+
+
+def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]) -> tuple[dict[str, Any], Rule | None]:
+    """The state after an observed turn, and the rule whose template the observation fits.
+
+    The fitting rule's effects apply first; what the observation shows then overwrites them, so an
+    observed output always wins over a rule.
+    """
+    arguments = _arguments(item)
+    fitting: Rule | None = None
+    shown: dict[tuple[str, ...], Any] = {}
+    for rule in sorted(rules, key=lambda r: (not r.executable, *_order(r))):
+        values = match_template(rule.template, item.observation, arguments)
+        if values is not None:
+            fitting, shown = rule, values
+            break
+    new = dict(state)
+    if fitting is not None and fitting.outcome == "success":
+        try:
+            new = apply_effects(state, fitting.effects, arguments)
+        except EffectError:
+            new = dict(state)
+    for fact in extract_facts(item.action, arguments, item.observation):
+        set_path(new, fact.path, fact.value)
+    for segments, value in shown.items():
+        set_path(new, list(segments), value)
+    if fitting is not None:  # what the fitting form states about properties holds now
+        for condition in fitting.conditions:
+            if condition.path and condition.op == "eq":
+                segments = resolve_path(condition.path, arguments)
+                if segments is not None:
+                    set_path(new, segments, condition.value)
+    return new, fitting
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    action: str
+    route: str  # "rule" (conditions checked), "assumed" (some unknown), "no_rule"
+    rule: str | None
+    rendered: str | None
+    observed: str
+    exact: bool
+    fits: bool  # the observation fits the chosen rule's template
+    explained_by: str | None  # the supported rule whose template the observation fits, if any
+    conflicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReplayReport:
+    turns: list[TurnResult]
+
+    def per_action(self) -> dict[str, dict[str, Any]]:
+        table: dict[str, dict[str, Any]] = defaultdict(lambda: {"turns": 0, "covered": 0, "verified": 0, "rendered": 0,
+                                                                "exact": 0, "explained": 0})
+        for turn in self.turns:
+            row = table[turn.action]
+            row["turns"] += 1
+            row["covered"] += turn.rule is not None
+            row["verified"] += turn.route == "rule"
+            row["rendered"] += turn.rendered is not None
+            row["exact"] += turn.exact
+            row["explained"] += turn.explained_by is not None
+        for row in table.values():
+            for key in ("covered", "verified", "rendered", "exact", "explained"):
+                row[f"{key}_rate"] = round(row[key] / row["turns"], 4) if row["turns"] else 0.0
+        return dict(sorted(table.items(), key=lambda pair: -pair[1]["turns"]))
+
+    def totals(self) -> dict[str, Any]:
+        n = len(self.turns)
+        def rate(count: int) -> float:
+            return round(count / n, 4) if n else 0.0
+        return {"turns": n, "coverage": rate(sum(t.rule is not None for t in self.turns)),
+                "coverage_verified": rate(sum(t.route == "rule" for t in self.turns)),
+                "rendered": rate(sum(t.rendered is not None for t in self.turns)),
+                "exact_match": rate(sum(t.exact for t in self.turns)),
+                "explained": rate(sum(t.explained_by is not None for t in self.turns)),
+                "conflicts": sum(bool(t.conflicts) for t in self.turns)}
+
+    def common_actions(self, share: float = 0.05) -> dict[str, Any]:
+        """Coverage and exact match over the actions that make up at least `share` of the turns."""
+        per_action = self.per_action()
+        n = len(self.turns) or 1
+        common = [a for a, row in per_action.items() if row["turns"] / n >= share]
+        turns = sum(per_action[a]["turns"] for a in common) or 1
+        return {"actions": common, "turns": turns,
+                "coverage": round(sum(per_action[a]["covered"] for a in common) / turns, 4),
+                "coverage_verified": round(sum(per_action[a]["verified"] for a in common) / turns, 4),
+                "exact_match": round(sum(per_action[a]["exact"] for a in common) / turns, 4)}
+
+    def to_json(self, *, with_turns: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {"totals": self.totals(), "common_actions": self.common_actions(),
+                               "per_action": self.per_action()}
+        if with_turns:
+            out["turns"] = [asdict(turn) for turn in self.turns]
+        return out
+
+
+def _group(evidence: Iterable[Evidence]) -> list[list[Evidence]]:
+    from worldsmith.worldbook.induce import group_by_episode
+
+    return list(group_by_episode(evidence).values())
+
+
+def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
+                    formats: Mapping[str, ListFormat] | None = None, executable_only: bool = True) -> ReplayReport:
+    """Predict every turn from its observed prefix with the rules, and compare with what was observed."""
+    by_action: dict[str, list[Rule]] = defaultdict(list)
+    for rule in rules:
+        by_action[rule.action].append(rule)
+    results: list[TurnResult] = []
+    for episode in _group(evidence):
+        state: dict[str, Any] = {}
+        for item in episode:
+            arguments = _arguments(item)
+            candidates = [r for r in by_action.get(item.action, []) if r.executable or not executable_only]
+            selection = select_rule(candidates, arguments, state)
+            rendered = None
+            if selection.rule is not None:
+                rendered = render(selection.rule.template, arguments, state, formats)
+            fits = selection.rule is not None and match_template(selection.rule.template, item.observation,
+                                                                 arguments) is not None
+            state, fitting = observe_turn(by_action.get(item.action, []), item, state)
+            explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
+            results.append(TurnResult(
+                turn_id=item.turn_id, action=item.action, route=selection.route,
+                rule=selection.rule.id if selection.rule else None, rendered=rendered, observed=item.observation,
+                exact=rendered == item.observation, fits=fits, explained_by=explained,
+                conflicts=list(selection.conflicts),
+            ))
+    return ReplayReport(results)
+
+
+@dataclass(frozen=True)
+class ReviewConfig:
+    min_support: int = 3  # turns a rule must fit to be supported
+    min_share: float = 0.05  # of its action's turns
+    max_counterexample_share: float = 0.0  # any counterexample demotes (0.0), or a tolerated share
+    max_provenance: int = 50
+
+
+def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig = ReviewConfig(),
+                 *, formats: Mapping[str, ListFormat] | None = None) -> list[Rule]:
+    """Statuses, support, confidence, counterexamples and provenance from replaying all evidence.
+
+    A rule is supported when enough turns fit its template and no turn where it was chosen
+    contradicts it; chosen-but-not-fitting turns are counterexamples (conflicted); too little
+    support stays tentative. Deprecated rules (a person's decision) stay deprecated.
+    """
+    trial = [r.model_copy(update={"status": RuleStatus.SUPPORTED}) if r.status != RuleStatus.DEPRECATED else r
+             for r in rules]
+    report = replay_evidence(trial, evidence, formats=formats)
+    per_action_turns: dict[str, int] = defaultdict(int)
+    fitting: dict[str, list[str]] = defaultdict(list)
+    chosen: dict[str, int] = defaultdict(int)
+    against: dict[str, list[str]] = defaultdict(list)
+    for turn in report.turns:
+        per_action_turns[turn.action] += 1
+        if turn.explained_by:
+            fitting[turn.explained_by].append(turn.turn_id)
+        if turn.rule:
+            chosen[turn.rule] += 1
+            if not turn.fits:
+                against[turn.rule].append(turn.turn_id)
+    reviewed: list[Rule] = []
+    for rule in rules:
+        support = len(fitting[rule.id])
+        counter = against[rule.id]
+        share = support / per_action_turns[rule.action] if per_action_turns[rule.action] else 0.0
+        if rule.status == RuleStatus.DEPRECATED:
+            status = RuleStatus.DEPRECATED
+        elif counter and len(counter) > config.max_counterexample_share * max(1, chosen[rule.id]):
+            status = RuleStatus.CONFLICTED
+        elif support >= config.min_support and share >= config.min_share:
+            status = RuleStatus.SUPPORTED
+        else:
+            status = RuleStatus.TENTATIVE
+        decided = support + len(counter)
+        reviewed.append(rule.model_copy(update={
+            "status": status, "support": support,
+            "confidence": round(support / decided, 4) if decided else 0.0,
+            "counterexamples": counter[: config.max_provenance],
+            "provenance": RuleProvenance(supporting=fitting[rule.id][: config.max_provenance],
+                                         contradicting=counter[: config.max_provenance]),
+        }))
+    return reviewed
+
+
+@dataclass
+class TurnCheck:
+    turn_id: str
+    applicable: bool  # the rule was the one chosen for this turn
+    ok: bool | None  # the observation fits the rule (None when not applicable)
+    expected: str
+    rendered: str | None
+    reason: str
+
+
+@dataclass
+class RuleReplay:
+    rule_id: str
+    turns: list[TurnCheck]
+
+    @property
+    def applicable(self) -> int:
+        return sum(t.applicable for t in self.turns)
+
+    @property
+    def matched(self) -> int:
+        return sum(t.ok is True for t in self.turns)
+
+    @property
+    def failed(self) -> int:
+        return sum(t.ok is False for t in self.turns)
+
+
+def check_rule(book: Worldbook, rule: Rule, *, limit: int | None = None) -> RuleReplay:
+    """Replay one rule (whatever its status) over the book's evidence for its action: where it is chosen,
+    where its template fits the observation, and what it would have rendered."""
+    others = [r for r in book.rules if r.id != rule.id]
+    trial = [*others, rule.model_copy(update={"status": RuleStatus.SUPPORTED})]
+    relevant = {item.turn_id.rsplit("#", 1)[0] for item in book.evidence if item.action == rule.action}
+    evidence = [item for item in book.evidence if item.turn_id.rsplit("#", 1)[0] in relevant]
+    report = replay_evidence(trial, evidence, formats=list_formats(book))
+    checks: list[TurnCheck] = []
+    for turn in report.turns:
+        if turn.action != rule.action:
+            continue
+        applicable = turn.rule == rule.id
+        fits = turn.explained_by == rule.id or (applicable and turn.fits)
+        if applicable:
+            reason = ("rendered exactly" if turn.exact else "template fits; state differs" if turn.fits
+                      else "chosen, but the observation does not fit the template")
+        else:
+            reason = f"not chosen ({turn.route}{': ' + turn.rule if turn.rule else ''})"
+        checks.append(TurnCheck(turn_id=turn.turn_id, applicable=applicable, ok=fits if applicable else None,
+                                expected=turn.observed, rendered=turn.rendered if applicable else None, reason=reason))
+        if limit is not None and len(checks) >= limit:
+            break
+    return RuleReplay(rule_id=rule.id, turns=checks)
