@@ -26,6 +26,13 @@ from worldsmith.worldbook.model import (
     StateSchema,
     Worldbook,
 )
+from worldsmith.worldbook.model_stages import (
+    StageReport,
+    compare_stage_outputs,
+    model_extract,
+    model_notes,
+    model_rules,
+)
 from worldsmith.worldbook.store import (
     Patch,
     PatchConflictError,
@@ -64,6 +71,7 @@ __all__ = [
     "RuleProvenance",
     "RuleStatus",
     "StatePath",
+    "StageReport",
     "StateSchema",
     "TemplateConfig",
     "VersionInfo",
@@ -71,10 +79,14 @@ __all__ = [
     "WorldbookError",
     "WorldbookStore",
     "apply_ops",
+    "compare_stage_outputs",
     "diff_worldbooks",
     "evidence_from_episodes",
     "induce_template_rules",
     "iter_rule_turns",
+    "model_extract",
+    "model_notes",
+    "model_rules",
     "render_template",
     "text_arguments",
 ]
