@@ -1,0 +1,205 @@
+"""`worldsmith simulate BOOK --session DIR --action ...` and `worldsmith play BOOK`: a worldbook as a simulator.
+
+`simulate` creates or reopens a session, predicts one action, commits it and prints the
+observation with its audit. `play` is the same in a loop on standard input, with `:fork N`
+(continue in a copy of the session that keeps its first N turns), `:state`, `:history`, `:quit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.llm import LLMError, configured_models, default_model_spec, open_llm
+from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
+from worldsmith.worldbook import Worldbook, WorldbookStore
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("book", help="worldbook name in the workspace")
+    parser.add_argument("--version", help="worldbook version (default: HEAD, or the session's)")
+    parser.add_argument("--model", choices=list(WORLD_MODELS), default=DEFAULT_WORLD_MODEL,
+                        help="world model: " + "; ".join(f"{k}: {v}" for k, v in WORLD_MODELS.items()))
+    parser.add_argument("--llm", metavar="SPEC", help="model spec or models.toml name for direct|rag|book "
+                        "(default: the default model)")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--initial", default="", help="opening observation of a new session")
+    parser.add_argument("--task", help="task text of a new session")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    simulate = subparsers.add_parser("simulate", help="predict and commit one action in a simulation session")
+    _add_model_options(simulate)
+    simulate.add_argument("--session", required=True, type=Path, help="session folder (created if missing)")
+    simulate.add_argument("--action", required=True, help="the action: a text command or a JSON action object")
+    add_common(simulate)
+    simulate.set_defaults(handler=run_simulate)
+
+    play = subparsers.add_parser("play", help="act in a simulator interactively (stdin: actions and :commands)")
+    _add_model_options(play)
+    play.add_argument("--session", type=Path, help="session folder (default: <workspace>/sessions/<book>-<time>)")
+    add_common(play)
+    play.set_defaults(handler=run_play)
+
+
+def _session_for(args: argparse.Namespace, directory: Path, book_name: str) -> tuple[Session, Worldbook]:
+    """Open the session (checking it was made with this book) or create it; load the matching book version."""
+    store = WorldbookStore(workspace_from(args).root / "worldbooks")
+    version = args.version
+    if Session.exists(directory):
+        session = Session.open(directory)
+        name, _, stored_version = (session.meta.get("book_ref") or "").partition("@")
+        if name and name != book_name:
+            session.close()
+            raise CommandError(f"session {directory} was made with worldbook {name!r}, not {book_name!r}")
+        if version and stored_version and version != stored_version:
+            session.close()
+            raise CommandError(f"session {directory} uses {name}@{stored_version}; fork it or use another session "
+                               f"to simulate version {version}")
+        version = version or stored_version or None
+        return session, store.load(book_name, version)
+    version = version or store.head(book_name)
+    book = store.load(book_name, version)
+    session = Session.create(directory, book_ref=f"{book_name}@{version}", model=args.model,
+                             initial_observation=args.initial, task=args.task, env_id=book.env_id)
+    return session, book
+
+
+def _world_model(args: argparse.Namespace, book: Worldbook) -> WorldModel:
+    llm = None
+    if args.model in MODEL_WORLD_MODELS:
+        root = workspace_from(args).root
+        spec = args.llm or default_model_spec()
+        if spec is None:
+            raise CommandError(f"--model {args.model} needs a model: pass --llm SPEC or set WORLDSMITH_MODEL")
+        configured = configured_models(root)
+        spec = configured[spec].text if spec in configured else spec
+        try:
+            llm = open_llm(spec, root, component="simulate")
+        except LLMError as error:
+            raise CommandError(f"cannot open model {spec!r}: {error}") from None
+        return make_world_model(args.model, book, llm=llm, max_tokens=args.max_tokens)
+    return make_world_model(args.model, book)
+
+
+def _turn_json(session: Session, turn: SessionTurn) -> dict[str, Any]:
+    prediction = turn.prediction
+    return {"session": str(session.directory), "turn": turn.index, "revision": turn.revision,
+            "action": action_line(turn.action), "observation": prediction.observation, "outcome": prediction.outcome,
+            "effects": [e.model_dump(mode="json") for e in prediction.effects], "done": prediction.done,
+            "reward": prediction.reward, "audit": prediction.audit.model_dump(mode="json")}
+
+
+def _print_turn(turn: SessionTurn) -> None:
+    prediction, audit = turn.prediction, turn.prediction.audit
+    print(prediction.observation)
+    cost = f", {audit.model_calls} model calls, {audit.tokens} tokens" if audit.model_calls else ""
+    print(f"  [turn {turn.index}: {audit.route}, {prediction.outcome}{cost}, {audit.latency_s:.3f}s]")
+    for note in audit.notes:
+        print(f"  note: {note}")
+
+
+def _play_one(session: Session, model: WorldModel, action: str) -> SessionTurn:
+    try:
+        return session.play(model, action)
+    except SessionError as error:
+        raise CommandError(str(error)) from None
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        session, book = _session_for(args, args.session, args.book)
+    except SessionError as error:
+        raise CommandError(str(error)) from None
+    with session:
+        model = _world_model(args, book)
+        session.attach(model)
+        turn = _play_one(session, model, args.action)
+        if getattr(args, "json", False):
+            emit_json(_turn_json(session, turn))
+        else:
+            _print_turn(turn)
+    return EXIT_OK
+
+
+def _emit_line(value: dict[str, Any]) -> None:
+    """One compact JSON object per line: `play --json` is a stream another program reads event by event."""
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str).decode() + "\n")
+    sys.stdout.flush()
+
+
+def _fork_directory(directory: Path, at_turn: int) -> Path:
+    candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}"), 2
+    while candidate.exists():
+        candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}-{number}"), number + 1
+    return candidate
+
+
+def run_play(args: argparse.Namespace) -> int:
+    as_json = bool(getattr(args, "json", False))
+    directory = args.session or workspace_from(args).root / "sessions" / f"{args.book}-{time.strftime('%Y%m%dT%H%M%S')}"
+    try:
+        session, book = _session_for(args, directory, args.book)
+    except SessionError as error:
+        raise CommandError(str(error)) from None
+    model = _world_model(args, book)
+    session.attach(model)
+
+    def say(text: str, **payload: Any) -> None:
+        if as_json:
+            _emit_line({"session": str(session.directory), **payload})
+        else:
+            print(text)
+
+    say(f"session {session.directory} ({len(session)} turns so far); actions, or :fork N, :state, :history, :quit",
+        event="start", turns=len(session), observation=session.prefix().initial_observation.text)
+    try:
+        while True:
+            if not as_json:
+                print("> ", end="", flush=True)
+            line = sys.stdin.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line in (":quit", ":q", ":exit"):
+                break
+            if line == ":state":
+                say(str(session.state), event="state", revision=session.revision, state=session.state)
+            elif line == ":history":
+                turns = session.turns()
+                say("\n".join(f"{t.index}: > {action_line(t.action)}\n{t.prediction.observation}" for t in turns),
+                    event="history", turns=[_turn_json(session, t) for t in turns])
+            elif line.startswith(":fork"):
+                parts = line.split()
+                if len(parts) != 2 or not parts[1].isdigit():
+                    say("usage: :fork N (keep the first N turns)", event="error", error="usage: :fork N")
+                    continue
+                try:
+                    forked = session.fork(int(parts[1]), _fork_directory(session.directory, int(parts[1])))
+                except SessionError as error:
+                    say(str(error), event="error", error=str(error))
+                    continue
+                session.close()
+                session = forked
+                session.attach(model)
+                say(f"forked: now in {session.directory} (its first {len(session)} turns)", event="fork", turns=len(session))
+            elif line.startswith(":"):
+                say(f"unknown command {line!r}", event="error", error=f"unknown command {line!r}")
+            else:
+                turn = _play_one(session, model, line)
+                if as_json:
+                    _emit_line({**_turn_json(session, turn), "event": "turn"})
+                else:
+                    _print_turn(turn)
+    finally:
+        session.close()
+    return EXIT_OK

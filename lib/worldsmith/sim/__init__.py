@@ -1,0 +1,72 @@
+"""Simulators: the `WorldModel` protocol, persistent sessions, baselines, and the simulator as an `Env`.
+
+    from worldsmith.sim import NearestEvidence, Session, SimEnv
+    model = NearestEvidence(book)                      # or DirectPrompting(llm), TraceRAG(llm, book), ...
+    session = Session.create("runs/s1", book_ref="alfworld@abc123", model=model.name,
+                             initial_observation=opening)
+    session.attach(model)
+    turn = session.play(model, "go to desk 1")         # predict, commit (SQLite + mirrors), accept
+    print(turn.prediction.observation, turn.prediction.audit.route)
+"""
+
+from worldsmith.sim.base import (
+    Audit,
+    HistoryItem,
+    NothingToCommitError,
+    Prediction,
+    WorldModel,
+    WorldModelBase,
+    action_line,
+    episode_prefix,
+)
+from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
+from worldsmith.sim.oracle import RealEnvOracle
+from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
+from worldsmith.sim.session import (
+    MemoryItem,
+    Session,
+    SessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionTurn,
+    StaleSessionError,
+    TurnRecord,
+    state_differences,
+)
+from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
+
+__all__ = [
+    "GYMNASIUM_AVAILABLE",
+    "Audit",
+    "DirectPrompting",
+    "EvidenceScorer",
+    "GymnasiumSimEnv",
+    "HistoryItem",
+    "MemoryItem",
+    "NearestEvidence",
+    "NothingToCommitError",
+    "Prediction",
+    "RealEnvOracle",
+    "ScoredEvidence",
+    "Searcher",
+    "Session",
+    "SessionError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionTurn",
+    "SimEnv",
+    "StaleSessionError",
+    "TraceRAG",
+    "TurnRecord",
+    "WorldModel",
+    "WorldModelBase",
+    "WorldbookPrompting",
+    "action_arguments",
+    "action_line",
+    "episode_prefix",
+    "parse_observation",
+    "render_worldbook",
+    "simulator_messages",
+    "state_differences",
+]

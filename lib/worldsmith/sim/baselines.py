@@ -1,0 +1,236 @@
+"""Baseline world models: what the harness is measured against.
+
+- `NearestEvidence`: no model; the recorded transition of the same action whose command is
+  lexically nearest, its observation adapted to the current arguments through its template.
+- `DirectPrompting`: a model given the history and the action writes the next observation.
+- `TraceRAG`: the same, plus the top-k recorded transitions retrieved for the action.
+- `WorldbookPrompting`: the same, plus the worldbook rendered into the prompt.
+
+A model baseline whose call fails or whose reply is empty answers through nearest evidence when
+it was given evidence (route `fallback:nearest_evidence`, the reason in the audit notes), else
+with an empty observation and outcome `unknown`: a clear outcome, never an exception.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from worldsmith.llm.base import LLM, Completion, LLMError
+from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
+from worldsmith.sim.prompts import BOOK_SECTION, RAG_SECTION, parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.retrieval import EvidenceScorer, action_arguments
+from worldsmith.traces.model import Action
+from worldsmith.worldbook.model import Evidence, Worldbook
+from worldsmith.worldbook.templates import make_template, render_template
+
+__all__ = ["DirectPrompting", "NearestEvidence", "Searcher", "TraceRAG", "WorldbookPrompting"]
+
+
+def _evidence_of(source: Worldbook | Sequence[Evidence]) -> list[Evidence]:
+    return list(source.evidence) if isinstance(source, Worldbook) else list(source)
+
+
+def _outcome(evidence: Evidence) -> str:
+    return {"success": "success", "failure": "failure"}.get(evidence.outcome or "", "unknown")
+
+
+def _query(action: Action) -> str:
+    values = [str(v) for v in action_arguments(action).values() if isinstance(v, (str, int, float))]
+    return " ".join([action_line(action), *values])
+
+
+class NearestEvidence(WorldModelBase):
+    """The lexically nearest evidence of the same action, adapted to the current arguments (no model).
+
+    Candidates are ranked by word overlap with the action, then by how many of the action's
+    turns share their observation template (a common answer beats an odd one), then by length.
+    An action name with no evidence (an unknown action) gets outcome `failure:unknown_action`
+    and the environment's generic failure text, when one failure observation answers several
+    different actions in the evidence ("Nothing happens."), else an empty observation.
+    """
+
+    name = "nearest_evidence"
+    route = "fallback:nearest_evidence"
+
+    def __init__(self, evidence: Worldbook | Sequence[Evidence], *, k: int = 5) -> None:
+        super().__init__()
+        self.book = evidence if isinstance(evidence, Worldbook) else None
+        self.scorer = EvidenceScorer(_evidence_of(evidence))
+        self.k = k
+        self._templates: dict[str, str] = {}
+        self._support: Counter[tuple[str, str]] = Counter()
+        failures: dict[str, set[str]] = {}
+        for item in self.scorer.evidence:
+            template = make_template(item.arguments if isinstance(item.arguments, dict) else {}, item.observation)
+            self._templates[item.turn_id] = template
+            self._support[(item.action, template)] += 1
+            if item.outcome == "failure":
+                failures.setdefault(item.observation, set()).add(item.action)
+        generic = sorted((-len(actions), text) for text, actions in failures.items() if len(actions) >= 2)
+        self.generic_failure: str | None = generic[0][1] if generic else None
+
+    def _canonical(self, name: str) -> str:
+        if self.book is not None and name not in self.scorer.actions():
+            spec = self.book.action_schema.get(name)
+            if spec is not None:
+                return spec.name
+        return name
+
+    def _predict(self, action: Action) -> Prediction:
+        return self.nearest(action)
+
+    def nearest(self, action: Action, *, notes: Sequence[str] = ()) -> Prediction:
+        """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit."""
+        name = self._canonical(action.name)
+        hits = self.scorer.search(_query(action), None, action=name)
+        hits.sort(key=lambda hit: (-round(hit.score, 6), -self._support[(name, self._templates[hit.id])], hit.extra))
+        audit = Audit(route=self.route, retrieved=[hit.to_json() for hit in hits[: self.k]], notes=list(notes))
+        if not hits:
+            audit.notes.append(f"no evidence for action {action.name!r}")
+            if self.generic_failure is None:
+                return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
+            audit.notes.append("answered with the failure text several actions share")
+            return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
+        arguments = action_arguments(action)
+        for hit in hits:
+            rendered = render_template(self._templates[hit.id], arguments)
+            if rendered is not None:
+                audit.notes.append(f"adapted {hit.id} to the current arguments")
+                return Prediction(observation=rendered, outcome=_outcome(hit.evidence), audit=audit)
+        best = hits[0].evidence
+        audit.notes.append(f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim")
+        return Prediction(observation=best.observation, outcome=_outcome(best), audit=audit)
+
+
+class _ModelBaseline(WorldModelBase):
+    """Prompt a model with the history (and a subclass's context); its reply is the observation."""
+
+    def __init__(self, llm: LLM, *, evidence: Worldbook | Sequence[Evidence] | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0, history_chars: int = 6000, item_chars: int = 1500) -> None:
+        super().__init__()
+        self.llm = llm
+        self.fallback = NearestEvidence(evidence) if evidence is not None and _evidence_of(evidence) else None
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.history_chars = history_chars
+        self.item_chars = item_chars
+
+    def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
+        """Extra system-message text for this action, and the items it was built from (for the audit)."""
+        return "", []
+
+    def messages(self, action: Action) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+        context, retrieved = self.context(action)
+        messages = simulator_messages(
+            env=self.env_id, task=self.task, initial_observation=self.initial_observation, history=self.history,
+            action=action_line(action), context=context, history_chars=self.history_chars,
+            item_chars=self.item_chars,
+        )
+        return messages, retrieved  # type: ignore[return-value]
+
+    def _predict(self, action: Action) -> Prediction:
+        messages, retrieved = self.messages(action)
+        try:
+            [completion, *_] = self.llm.chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
+        except LLMError as error:
+            return self._fall_back(action, retrieved, f"model call failed: {type(error).__name__}: {error}", None)
+        observation = parse_observation(completion.text)
+        if not observation:
+            return self._fall_back(action, retrieved, "the model's reply holds no observation", completion)
+        audit = Audit(route="model", retrieved=retrieved, model_calls=1, tokens=completion.total_tokens,
+                      notes=["served from the response cache"] if completion.cached else [])
+        if completion.finish_reason == "length":
+            audit.notes.append(f"the reply was cut at max_tokens={self.max_tokens}")
+        return Prediction(observation=observation, outcome="unknown", audit=audit)
+
+    def _fall_back(self, action: Action, retrieved: list[dict[str, Any]], reason: str,
+                   completion: Completion | None) -> Prediction:
+        calls, tokens = (1, completion.total_tokens) if completion is not None else (1, 0)
+        if self.fallback is not None:
+            prediction = self.fallback.nearest(action, notes=[reason])
+            prediction.audit.model_calls, prediction.audit.tokens = calls, tokens
+            prediction.audit.retrieved = retrieved + prediction.audit.retrieved
+            return prediction
+        return Prediction(observation="", outcome="unknown", audit=Audit(
+            route="model", retrieved=retrieved, model_calls=calls, tokens=tokens, notes=[reason, "no evidence to fall back on"]))
+
+
+class DirectPrompting(_ModelBaseline):
+    """History + action -> next observation, nothing else in the prompt."""
+
+    name = "direct"
+
+
+class Searcher(Protocol):
+    """Anything retrieval can use: `search(query, k)` returning items with `.id` and `.text`."""
+
+    def search(self, query: str, k: int = ...) -> Sequence[Any]:
+        ...
+
+
+class TraceRAG(_ModelBaseline):
+    """Direct prompting plus the top-k recorded transitions for the action.
+
+    `index_or_evidence` is a search index (a `WorldbookIndex`, asked for evidence only in `mode`,
+    or any object with `search(query, k)`), a worldbook, or a list of evidence (searched with the
+    lexical scorer of `NearestEvidence`).
+    """
+
+    name = "trace_rag"
+
+    def __init__(self, llm: LLM, index_or_evidence: Searcher | Worldbook | Sequence[Evidence], *, k: int = 5,
+                 mode: str = "lexical", evidence_chars: int = 3000, **options: Any) -> None:
+        is_index = hasattr(index_or_evidence, "search") and not isinstance(index_or_evidence, Worldbook)
+        evidence = options.pop("evidence", None if is_index else index_or_evidence)
+        super().__init__(llm, evidence=evidence, **options)
+        self.k, self.mode, self.evidence_chars = k, mode, evidence_chars
+        self.index: Any = index_or_evidence if is_index else None
+        self.scorer = None if is_index else EvidenceScorer(_evidence_of(index_or_evidence))  # type: ignore[arg-type]
+        self._by_id = {e.turn_id: e for e in (_evidence_of(evidence) if evidence is not None else [])}
+
+    def _search(self, query: str) -> list[tuple[str, str, float | None]]:
+        """(id, prompt text, score) of the retrieved items."""
+        if self.scorer is not None:
+            return [(hit.id, hit.text, hit.score) for hit in self.scorer.search(query, self.k)]
+        parameters = inspect.signature(self.index.search).parameters
+        if "kinds" in parameters and "mode" in parameters:
+            hits = self.index.search(query, self.k, kinds=["evidence"], mode=self.mode)
+        else:
+            hits = self.index.search(query, self.k)
+        out = []
+        for hit in hits:
+            item_id = str(getattr(hit, "id", ""))
+            known = self._by_id.get(item_id)
+            text = f"> {known.action_text}\n{known.observation}" if known is not None else str(getattr(hit, "text", ""))
+            score = getattr(hit, "score", None)
+            out.append((item_id, text, float(score) if isinstance(score, (int, float)) else None))
+        return out
+
+    def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
+        hits = self._search(_query(action))
+        blocks, retrieved, used = [], [], 0
+        for item_id, text, score in hits:
+            if used + len(text) > self.evidence_chars:
+                break
+            blocks.append(text)
+            retrieved.append({"id": item_id, "score": None if score is None else round(score, 4)})
+            used += len(text) + 2
+        return (RAG_SECTION.format(examples="\n\n".join(blocks)) if blocks else ""), retrieved
+
+
+class WorldbookPrompting(_ModelBaseline):
+    """Direct prompting plus the worldbook (schemas, rules, notes) rendered into the system message."""
+
+    name = "worldbook_prompting"
+
+    def __init__(self, llm: LLM, book: Worldbook, *, book_chars: int = 8000, **options: Any) -> None:
+        options.setdefault("evidence", book)
+        super().__init__(llm, **options)
+        self.book = book
+        self.rendered = render_worldbook(book, max_chars=book_chars)
+
+    def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
+        return BOOK_SECTION.format(book=self.rendered), []
