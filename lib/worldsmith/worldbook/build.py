@@ -141,6 +141,20 @@ class _StageCache:
         return value, False
 
 
+def _code_version() -> str:
+    """A hash of the builder's own source: a cached stage output from other code is never reused."""
+    folder = Path(__file__).parent
+    digest = hashlib.sha256()
+    for module in ("build", "engine", "facts", "induce", "replay", "schema", "templates", "model", "model_stages"):
+        path = folder / f"{module}.py"
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+_CODE_VERSION = _code_version()
+
+
 def _digest(*parts: Any) -> str:
     digest = hashlib.sha256()
     for part in parts:
@@ -174,7 +188,8 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         if progress:
             progress(label, index, steps)
         started = time.perf_counter()
-        value, cached = cache.run(label, _digest(label, config.to_json(), *key_parts), adapter, compute)
+        value, cached = cache.run(label, _digest(label, _CODE_VERSION, config.to_json(), *key_parts), adapter,
+                                  compute)
         timings[label] = round(time.perf_counter() - started, 4)
         reports.setdefault(label, {})["cached"] = cached
         return value
@@ -193,7 +208,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         if model is None or "rules" not in config.model_stages:
             return deterministic
         llm, stages_module = model
-        report = stages_module.StageReport()
+        report = stages_module.StageReport(stage="rules")
         by_action: dict[str, list[Evidence]] = {}
         for item in evidence:
             by_action.setdefault(item.action, []).append(item)
@@ -202,7 +217,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
             drafted += stages_module.model_rules(
                 action, items, llm, report=report,
                 fallback=lambda a, _items: [r for r in deterministic if r.action == a])
-        reports["rules"]["model"] = asdict(report) if hasattr(report, "__dataclass_fields__") else str(report)
+        reports["rules"]["model"] = report.to_json()
         reports["rules"]["compared_with_deterministic"] = stages_module.compare_stage_outputs(deterministic, drafted)
         known = {r.id for r in drafted}
         return drafted + [r for r in deterministic if r.id not in known]
@@ -226,9 +241,9 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         if model is None or "notes" not in config.model_stages:
             return deterministic
         llm, stages_module = model
-        report = stages_module.StageReport()
+        report = stages_module.StageReport(stage="notes")
         drafted = stages_module.model_notes(evidence, llm, report=report, fallback=lambda _e: deterministic)
-        reports["notes"]["model"] = asdict(report) if hasattr(report, "__dataclass_fields__") else str(report)
+        reports["notes"]["model"] = report.to_json()
         known = {n.id for n in drafted}
         return drafted + [n for n in deterministic if n.id not in known]
 

@@ -2,7 +2,8 @@
 
 `replay_evidence` walks each trajectory with its observed prefix: before a turn it asks the rules
 what the observation will be (the most specific executable rule whose conditions hold; when a more
-specific rule's conditions are unknown the turn is *undetermined*, never guessed), then reads the
+specific rule's conditions are unknown, the best-supported rule not ruled out is taken and marked
+*assumed*), then reads the
 real observation back into state (the rule whose template fits it, its effects, what it shows).
 The same walk serves three purposes:
 
@@ -261,7 +262,7 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
         per_action_turns[turn.action] += 1
         if turn.explained_by:
             fitting[turn.explained_by].append(turn.turn_id)
-        if turn.rule:
+        if turn.rule and turn.route == "rule":  # an assumed choice is a guess, not a claim of the rule
             chosen[turn.rule] += 1
             if not turn.fits:
                 against[turn.rule].append(turn.turn_id)
