@@ -188,10 +188,11 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         if progress:
             progress(label, index, steps)
         started = time.perf_counter()
+        reports.setdefault(label, {})
         value, cached = cache.run(label, _digest(label, _CODE_VERSION, config.to_json(), *key_parts), adapter,
                                   compute)
         timings[label] = round(time.perf_counter() - started, 4)
-        reports.setdefault(label, {})["cached"] = cached
+        reports[label]["cached"] = cached
         return value
 
     episode_key = [(e.id, e.content_hash()) for e in episodes]

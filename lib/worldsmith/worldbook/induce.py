@@ -239,7 +239,7 @@ class _Pending:
     path: tuple[str, ...]
     item: Any  # the list member or the property value predicted
     present: bool  # lists: should the member be there; properties: always True
-    mentions: frozenset[str]
+    mentions: frozenset[str]  # a later turn naming all of these may have changed the path: the check is void
     turn_id: str
 
 
@@ -369,7 +369,7 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                         value == proposal.item
                     record = candidates[episode_action(proposal)][proposal.candidate]
                     (record.confirmations if holds else record.contradictions).append(proposal.turn_id)
-                elif not (proposal.mentions & mentioned):
+                elif not proposal.mentions <= mentioned:  # a turn naming all of them may have changed it
                     still.append(proposal)
             pending = still
             if (form.outcome if form else item.outcome or "success") == "success":
@@ -382,7 +382,7 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                         present = effect.op == "append"
                         if not isinstance(before, list) or (value in before) == present:
                             continue  # unknown before, or no change predicted: nothing to learn
-                        key = frozenset({value})
+                        key = frozenset({value, segments[-1]})
                         pending.append(_Pending(f"{item.action}\x00{candidate_id}", segments, value, present, key,
                                                 item.turn_id))
                     else:
