@@ -149,8 +149,13 @@ def resolve_value(value: Any, arguments: Mapping[str, Any], state: Mapping[str, 
     return rendered
 
 
-def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """A new state with the effects applied in order; the input is left untouched. Raises EffectError."""
+def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any],
+                  formats: Mapping[str, ListFormat] | None = None) -> dict[str, Any]:
+    """A new state with the effects applied in order; the input is left untouched. Raises EffectError.
+
+    An appended item takes the place the list's learned order gives it (`ListFormat.order`)."""
+    from worldsmith.worldbook.facts import sort_key
+
     new = copy.deepcopy(dict(state))
     for effect in effects:
         segments = resolve_path(effect.path, arguments)
@@ -178,6 +183,9 @@ def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments
             if effect.op == "append":
                 if value not in items:
                     items.append(value)
+                    key = sort_key(_format_for(segments, formats).order)
+                    if key is not None:
+                        items.sort(key=key)
             elif value in items:
                 items.remove(value)
             set_path(new, segments, items)

@@ -38,6 +38,7 @@ __all__ = [
     "parse_json_object",
     "parse_list_items",
     "render_list",
+    "sort_key",
 ]
 
 CONTENTS = "contents"  # world.contents[<entity>]: what an entity holds or shows
@@ -159,6 +160,34 @@ def extract_facts(action: str, arguments: Mapping[str, Any], observation: str) -
     return facts
 
 
+def _name_number(item: str, descending: bool) -> tuple[str, int]:
+    match = re.match(r"^(.*?)(\d+)$", item)
+    if not match:
+        return (item, 0)
+    return (match.group(1), -int(match.group(2)) if descending else int(match.group(2)))
+
+
+def sort_key(order: str) -> Any:
+    """The sort key of a list order, or None for insertion order."""
+    if order == "text":
+        return lambda item: str(item)
+    if order in ("name_number_asc", "name_number_desc"):
+        return lambda item: _name_number(str(item), order.endswith("desc"))
+    return None
+
+
+def _learn_order(lists: list[list[str]], min_lists: int = 5) -> str:
+    """The sorted order every observed list of two or more items follows, if there is one."""
+    lists = [items for items in lists if len(items) >= 2]
+    if len(lists) < min_lists:
+        return "insertion"
+    for order in ("text", "name_number_desc", "name_number_asc"):
+        key = sort_key(order)
+        if all(items == sorted(items, key=key) for items in lists):
+            return order
+    return "insertion"
+
+
 def learn_list_format(observations: Iterable[str]) -> ListFormat:
     """The most common way these observations write lists (defaults where they show none)."""
     separators: Counter[str] = Counter()
@@ -166,12 +195,14 @@ def learn_list_format(observations: Iterable[str]) -> ListFormat:
     pair: Counter[str] = Counter()
     empty: Counter[str] = Counter()
     a_before_vowel = an_before_vowel = 0
+    seen_lists: list[list[str]] = []
     for observation in observations:
         for found in find_lists(observation):
             parsed = parse_list_items(found.text)
             if parsed is None:
                 continue
             items, seps = parsed
+            seen_lists.append(items)
             if "empty" in seps:
                 empty[seps["empty"]] += 1
             if "sep" in seps:
@@ -191,6 +222,7 @@ def learn_list_format(observations: Iterable[str]) -> ListFormat:
         last_separator=last.most_common(1)[0][0] if last else (pair.most_common(1)[0][0] if pair else default.last_separator),
         pair_separator=pair.most_common(1)[0][0] if pair else (last.most_common(1)[0][0] if last else default.pair_separator),
         empty=empty.most_common(1)[0][0] if empty else default.empty,
+        order=_learn_order(seen_lists),  # type: ignore[arg-type]
     )
 
 

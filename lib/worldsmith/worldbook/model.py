@@ -107,6 +107,8 @@ class ListFormat(BaseModel):
     last_separator: str = ", and "  # before the last of three or more
     pair_separator: str = ", and "  # between the two of a pair
     empty: str = "nothing"
+    order: Literal["insertion", "text", "name_number_asc", "name_number_desc"] = "insertion"
+    # How items are ordered: as they came, or sorted (by text; by name then trailing number).
 
 
 class StatePath(BaseModel):

@@ -103,7 +103,8 @@ def _arguments(item: Evidence) -> dict[str, Any]:
     return item.arguments if isinstance(item.arguments, dict) else {}
 
 
-def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]) -> tuple[dict[str, Any], Rule | None]:
+def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any],
+                 formats: Mapping[str, ListFormat] | None = None) -> tuple[dict[str, Any], Rule | None]:
     """The state after an observed turn, and the rule whose template the observation fits.
 
     The fitting rule's effects apply first; what the observation shows then overwrites them, so an
@@ -120,7 +121,7 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
     new = dict(state)
     if fitting is not None and fitting.outcome == "success":
         try:
-            new = apply_effects(state, fitting.effects, arguments)
+            new = apply_effects(state, fitting.effects, arguments, formats)
         except EffectError:
             new = dict(state)
     for fact in extract_facts(item.action, arguments, item.observation):
@@ -224,7 +225,7 @@ def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
                 rendered = render(selection.rule.template, arguments, state, formats)
             fits = selection.rule is not None and match_template(selection.rule.template, item.observation,
                                                                  arguments) is not None
-            state, fitting = observe_turn(by_action.get(item.action, []), item, state)
+            state, fitting = observe_turn(by_action.get(item.action, []), item, state, formats)
             explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
             results.append(TurnResult(
                 turn_id=item.turn_id, action=item.action, route=selection.route,
