@@ -32,6 +32,7 @@ from worldsmith.sim.session import (
     SessionTurn,
     StaleSessionError,
     TurnRecord,
+    find_sessions,
     state_differences,
 )
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
@@ -65,6 +66,7 @@ __all__ = [
     "action_arguments",
     "action_line",
     "episode_prefix",
+    "find_sessions",
     "parse_observation",
     "render_worldbook",
     "simulator_messages",

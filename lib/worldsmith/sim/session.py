@@ -47,6 +47,7 @@ __all__ = [
     "SessionTurn",
     "StaleSessionError",
     "TurnRecord",
+    "find_sessions",
     "state_differences",
 ]
 
@@ -154,6 +155,14 @@ def state_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Dotted paths whose values differ between two states."""
     flat_a, flat_b = _flatten(a), _flatten(b)
     return sorted(path for path in set(flat_a) | set(flat_b) if flat_a.get(path, ...) != flat_b.get(path, ...))
+
+
+def find_sessions(folder: str | Path) -> list[Path]:
+    """The session directories directly inside `folder` (e.g. `<workspace>/sessions`), by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and (p / SESSION_DB).is_file())
 
 
 class Session:

@@ -1,0 +1,172 @@
+"""Simulate: act in a worldbook's simulator, see each prediction's audit, fork a session, compare two.
+
+Sessions live in `<workspace>/sessions/` (the same folders `worldsmith simulate` and `worldsmith
+play` use), so a session started here can be continued from the command line and back. Every
+step is one atomic commit; if someone else moved the session on meanwhile, the step is refused.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+from workbench.components import data  # noqa: E402
+from workbench.components.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
+from workbench.components.text import md_code  # noqa: E402
+
+from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
+from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402
+from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model  # noqa: E402
+from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
+
+NEW = "(new session)"
+
+root = Path(data.workspace_root())
+store = WorldbookStore(root / "worldbooks")
+sessions_dir = root / "sessions"
+st.title("Simulate", anchor=False)
+st.markdown("Play a worldbook as an environment. Each action is predicted by the chosen world model and committed "
+            "to a session you can reopen, fork at any turn and compare with another.")
+
+names = store.names()
+if not names:
+    st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
+    st.stop()
+
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=4)
+def _llm(spec: str, workspace: str):
+    return open_llm(spec, workspace, component="simulate")
+
+
+def _create_session() -> None:
+    state = st.session_state
+    name = (state.get("sim_new_name") or "").strip()
+    if not name or "/" in name or name.startswith("."):
+        state["sim_error"] = "A session name must be a plain folder name."
+        return
+    book_name = state["sim_book"]
+    try:
+        Session.create(sessions_dir / name, book_ref=f"{book_name}@{store.head(book_name)}",
+                       model=state.get("sim_model"), initial_observation=state.get("sim_new_opening") or "",
+                       task=(state.get("sim_new_task") or None)).close()
+    except (SessionError, WorldbookError) as error:
+        state["sim_error"] = str(error)
+        return
+    state["sim_session"] = name
+    state["sim_notice"] = f"Session `{name}` created."
+
+
+def _fork(directory: Path) -> None:
+    state = st.session_state
+    at_turn = int(state.get("sim_fork_at") or 0)
+    target, number = directory.with_name(f"{directory.name}-fork{at_turn}"), 2
+    while target.exists():
+        target, number = directory.with_name(f"{directory.name}-fork{at_turn}-{number}"), number + 1
+    try:
+        with Session.open(directory) as session:
+            session.fork(at_turn, target).close()
+    except SessionError as error:
+        state["sim_error"] = str(error)
+        return
+    state["sim_session"] = target.name
+    state["sim_notice"] = f"Forked at turn {at_turn} into `{target.name}`."
+
+
+left, right = st.columns(2)
+book_name = left.selectbox("Worldbook", names, key="sim_book")
+kind = right.selectbox("World model", list(WORLD_MODELS), key="sim_model",
+                       format_func=lambda key: f"{key}: {WORLD_MODELS[key]}")
+spec = None
+if kind in MODEL_WORLD_MODELS:
+    spec_column, tokens_column = st.columns([3, 1])
+    spec = spec_column.text_input("Model spec", value=default_model_spec() or "", key="sim_llm")
+    tokens_column.number_input("Max tokens", min_value=1, max_value=4096, value=128, key="sim_max_tokens")
+
+for key, show in (("sim_error", st.error), ("sim_notice", st.success)):
+    if st.session_state.get(key):
+        show(st.session_state.pop(key))
+
+session_names = [p.name for p in find_sessions(sessions_dir)]
+if st.session_state.get("sim_session") not in (NEW, *session_names):
+    st.session_state["sim_session"] = NEW
+chosen = st.selectbox("Session", [NEW, *session_names], key="sim_session")
+
+if chosen == NEW:
+    with st.form("sim_new"):
+        st.text_input("Name", value=f"{book_name}-{time.strftime('%Y%m%dT%H%M%S')}", key="sim_new_name")
+        st.text_area("Opening observation", key="sim_new_opening", height=100)
+        st.text_input("Task (optional)", key="sim_new_task")
+        st.form_submit_button("Create session", on_click=_create_session)
+    st.stop()
+
+directory = sessions_dir / chosen
+try:
+    session = Session.open(directory)
+except SessionError as error:
+    st.error(str(error), icon=":material/error:")
+    st.stop()
+
+meta = session.meta
+stored_book, _, stored_version = (meta.get("book_ref") or f"{book_name}@").partition("@")
+try:
+    book = store.load(stored_book, stored_version or None)
+except WorldbookError as error:
+    session.close()
+    st.error(f"This session's worldbook cannot be loaded: {error}", icon=":material/error:")
+    st.stop()
+if stored_book != book_name:
+    st.info(f"This session simulates {md_code(meta.get('book_ref'))}, not the worldbook selected above.")
+st.caption(f"{md_code(meta.get('book_ref'))} · {len(session)} turns · revision {session.revision}"
+           + (f" · forked from {md_code(Path(meta['parent']).name)} at turn {meta['forked_at']}"
+              if meta.get("parent") else ""))
+
+with st.expander("Opening observation", expanded=len(session) == 0):
+    st.code(meta.get("initial_observation") or "(none)", language=None, wrap_lines=True)
+    if meta.get("task"):
+        st.text(f"Task: {meta['task']}")
+
+with st.form("sim_act", clear_on_submit=True):
+    action = st.text_input("Action", key="sim_action", placeholder="a text command, or a JSON action object")
+    step = st.form_submit_button("Step", icon=":material/play_arrow:")
+if step and action.strip():
+    try:
+        llm = _llm(spec, str(root)) if kind in MODEL_WORLD_MODELS and spec else None
+        options = {"max_tokens": int(st.session_state.get("sim_max_tokens", 128))} if llm is not None else {}
+        model = make_world_model(kind, book, llm=llm, **options)
+        session.attach(model)
+        turn = session.play(model, action.strip())
+        st.session_state["sim_last"] = (chosen, turn.index)
+    except (SessionError, LLMError, ValueError) as error:
+        st.error(str(error), icon=":material/error:")
+
+turns = session.turns()
+last = st.session_state.get("sim_last")
+if turns:
+    shown = last[1] if last and last[0] == chosen and last[1] < len(turns) else len(turns) - 1
+    with st.container(border=True):
+        render_turn(turns[shown])
+    st.dataframe(turns_frame(session), hide_index=True)
+
+history_tab, compare_tab = st.tabs(["Fork", "Compare"])
+with history_tab:
+    st.number_input("Keep the first N turns", min_value=0, max_value=len(turns), value=len(turns), key="sim_fork_at")
+    st.button("Fork into a new session", key="sim_fork", on_click=_fork, args=(directory,),
+              icon=":material/fork_right:")
+    st.json(session.state, expanded=False)
+with compare_tab:
+    others = [name for name in session_names if name != chosen]
+    other_name = st.selectbox("Compare with", others, index=None, key="sim_compare", placeholder="another session")
+    if other_name:
+        with Session.open(sessions_dir / other_name) as other:
+            rows = session.compare(other)
+        differing = next((row["turn"] for row in rows if not (row["same_action"] and row["same_observation"])), None)
+        st.caption("identical" if differing is None else f"first difference at turn {differing}")
+        st.dataframe(compare_frame(rows), hide_index=True)
+session.close()
