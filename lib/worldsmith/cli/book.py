@@ -1,4 +1,4 @@
-"""`worldsmith book list|show|rules|rule|history|diff|patch|undo`: read and curate worldbooks."""
+"""`worldsmith book list|show|rules|rule|history|diff|patch|undo|export|import|search`: read and curate worldbooks."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.worldbook import Patch, PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks
+from worldsmith.worldbook.index import SEARCH_KINDS, WorldbookIndex, index_folder
+from worldsmith.worldbook.interop import export_trace2env, import_trace2env
 
 
 def store_from(args: argparse.Namespace) -> WorldbookStore:
@@ -74,6 +76,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     undo.add_argument("--author", default="cli")
     add_common(undo)
     undo.set_defaults(handler=run_undo)
+
+    export = actions.add_parser("export", help="write a version as a Trace2Env package (a folder)")
+    export.add_argument("book")
+    export.add_argument("out_dir", type=Path, metavar="OUT_DIR")
+    export.add_argument("--version", help="default: HEAD")
+    export.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    add_common(export)
+    export.set_defaults(handler=run_export)
+
+    imported = actions.add_parser("import", help="read a Trace2Env package and save it as a new version")
+    imported.add_argument("package", type=Path, metavar="PACKAGE_DIR")
+    imported.add_argument("--name", help="the worldbook's name (default: the package manifest's, else its folder's)")
+    imported.add_argument("--author", default="cli")
+    add_common(imported)
+    imported.set_defaults(handler=run_import)
+
+    search = actions.add_parser("search", help="find rules, notes, demonstrations and evidence by words or meaning")
+    search.add_argument("book")
+    search.add_argument("query")
+    search.add_argument("--k", type=int, default=10, help="how many hits (default 10)")
+    search.add_argument("--mode", choices=["hybrid", "lexical", "dense"], default="hybrid")
+    search.add_argument("--kind", action="append", choices=list(SEARCH_KINDS), help="only these kinds (repeatable)")
+    search.add_argument("--action", help="only items of this action (notes have none)")
+    search.add_argument("--version", help="default: HEAD")
+    add_common(search)
+    search.set_defaults(handler=run_search)
 
 
 def _json(args: argparse.Namespace) -> bool:
@@ -202,4 +230,52 @@ def run_undo(args: argparse.Namespace) -> int:
         emit_json({"book": args.book, "version": info.version, "parent": info.parent})
     else:
         print(f"{args.book}: new version {info.version} ({info.message})")
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    version = args.version or store.head(args.book)
+    book, info = store.load(args.book, version), store.info(args.book, version)
+    origin = {"book": args.book, "version": version, "parent": info.parent, "created": info.created}
+    out = export_trace2env(book, args.out_dir, manifest={"worldsmith": origin}, overwrite=args.overwrite)
+    if _json(args):
+        emit_json({"book": args.book, "version": version, "path": str(out), "rules": len(book.rules),
+                   "notes": len(book.notes), "evidence": len(book.evidence)})
+    else:
+        print(f"{args.book} {version}: Trace2Env package in {out}")
+    return EXIT_OK
+
+
+def run_import(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    ignored: list[str] = []
+    book = import_trace2env(args.package, ignored=ignored)
+    if args.name:
+        book = book.model_copy(update={"name": args.name})
+    parent = store.head(book.name) if book.name in store.names() else None
+    info = store.save(book, parent=parent, author=args.author, message=f"imported from {args.package}",
+                      sources=[{"kind": "trace2env", "path": str(args.package.resolve())}])
+    if _json(args):
+        emit_json({"book": book.name, "version": info.version, "parent": info.parent, "rules": len(book.rules),
+                   "ignored": ignored})
+    else:
+        print(f"{book.name}: new version {info.version} (parent {info.parent}), {len(book.rules)} rules")
+        for field in ignored:
+            print(f"  ignored {field}")
+    return EXIT_OK
+
+
+def run_search(args: argparse.Namespace) -> int:
+    store = store_from(args)
+    version = args.version or store.head(args.book)
+    book = store.load(args.book, version)
+    index = WorldbookIndex.open(book, index_folder(store.root, args.book, version), dense=args.mode != "lexical")
+    hits = index.search(args.query, args.k, kinds=args.kind, mode=args.mode, action=args.action)
+    if _json(args):
+        emit_json({"book": args.book, "version": version, "query": args.query, "mode": args.mode,
+                   "hits": [{"kind": h.kind, "id": h.id, "score": h.score, "text": h.text} for h in hits]})
+    else:
+        for hit in hits:
+            print(f"{hit.score:8.4f}  {hit.kind:<13} {hit.id}  {hit.text[:100]!r}")
     return EXIT_OK

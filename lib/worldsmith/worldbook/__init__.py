@@ -7,6 +7,18 @@
                                   ops=[PatchOp(op="update_rule", id="take-1", fields={"status": "conflicted"})]))
 """
 
+from worldsmith.worldbook.index import (
+    SEARCH_KINDS,
+    DenseUnavailableError,
+    Embedder,
+    SearchHit,
+    SentenceTransformerEmbedder,
+    WorldbookIndex,
+    book_key,
+    default_embedder,
+    index_folder,
+)
+from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
 from worldsmith.worldbook.model import (
     NAMESPACES,
     ActionSchema,
@@ -54,12 +66,16 @@ from worldsmith.worldbook.templates import (
 
 __all__ = [
     "NAMESPACES",
+    "SEARCH_KINDS",
+    "TRACE2ENV_FILES",
     "ActionSchema",
     "ActionSpec",
     "ArgumentSpec",
     "Condition",
     "Demonstration",
+    "DenseUnavailableError",
     "Effect",
+    "Embedder",
     "Evidence",
     "Invariant",
     "Note",
@@ -70,18 +86,27 @@ __all__ = [
     "Rule",
     "RuleProvenance",
     "RuleStatus",
+    "SearchHit",
+    "SentenceTransformerEmbedder",
     "StatePath",
     "StageReport",
     "StateSchema",
     "TemplateConfig",
+    "Trace2EnvError",
     "VersionInfo",
     "Worldbook",
     "WorldbookError",
+    "WorldbookIndex",
     "WorldbookStore",
     "apply_ops",
+    "book_key",
     "compare_stage_outputs",
+    "default_embedder",
     "diff_worldbooks",
     "evidence_from_episodes",
+    "export_trace2env",
+    "import_trace2env",
+    "index_folder",
     "induce_template_rules",
     "iter_rule_turns",
     "model_extract",
