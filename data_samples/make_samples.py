@@ -17,6 +17,8 @@ Everything here is real and deterministic (fixed seeds, stable ids):
 * ledger.role_prefixed.txt, terminal.agentworldbench.jsonl: copies of the two format samples in
   the shared data folder.
 * collected/<env>.jsonl: expert episodes collected through worldsmith's own environment adapters
+* collected/alfworld_expert.jsonl: expert episodes of all shared ALFWorld games (no state), for builds
+  validated on games outside the construction set
   (`worldsmith.envs`: ALFWorld, TextWorld, ScienceWorld, BFCL, the sandboxed shell), exactly as
   `worldsmith collect <env> --tasks ...` records them (native JSONL, with provenance and the
   ground-truth state snapshots kept for evaluation).
@@ -434,6 +436,26 @@ def make_collected(out: Path, envs: list[str]) -> dict[str, int]:
     return counts
 
 
+ALFWORLD_EXPERT = "alfworld_expert.jsonl"
+
+
+def make_alfworld_expert(out: Path) -> int:
+    """Expert episodes of every shared ALFWorld game, ground-truth state left out: enough trajectories
+    (36 games, 6 task types) for a worldbook built on some games to be checked on the others."""
+    from worldsmith.envs.collect import CollectConfig, collect, load_run_episodes
+    from worldsmith.traces.exporters import export_episodes
+    from worldsmith.workspace import Workspace
+
+    with tempfile.TemporaryDirectory(prefix="ws-samples-") as tmp:
+        workspace = Workspace(Path(tmp) / "workspace")
+        report = collect(workspace, "alfworld", CollectConfig(env="alfworld", tasks=None, workers=2,
+                                                              episode_timeout=600, record_state=False))
+        if report.summary()["failures"]:
+            raise RuntimeError(f"alfworld: the expert did not win every game: {report.summary()['failures']}")
+        episodes = sorted(load_run_episodes(workspace.root, "alfworld"), key=lambda e: e.id)
+        return export_episodes([e.without_state() for e in episodes], "jsonl", out / COLLECTED_DIR / ALFWORLD_EXPERT)
+
+
 # --------------------------------------------------------------------------------------------
 # Format samples
 # --------------------------------------------------------------------------------------------
@@ -462,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("textworld", "bfcl", "formats", "alfworld", "collected"),
+        choices=("textworld", "bfcl", "formats", "alfworld", "collected", "alfworld_expert"),
         default=["textworld", "bfcl", "formats", "alfworld", "collected"],
         help="regenerate only these parts",
     )
@@ -487,6 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     if "alfworld" in options.only:
         for game in copy_alfworld_games(out):
             print(f"{ALFWORLD_DIR}/{game}: copied")
+    if "alfworld_expert" in options.only:
+        print(f"collected/{ALFWORLD_EXPERT}: {make_alfworld_expert(out)} ALFWorld expert episodes (all shared games)")
     if "collected" in options.only:
         for env, count in make_collected(out, options.envs).items():
             print(f"{COLLECTED_DIR}/{env}.jsonl: {count} expert episodes")
