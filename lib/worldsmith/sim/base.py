@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from worldsmith.envs.base import InvalidActionError, as_action
+from worldsmith.llm.tiny import action_text as tiny_action_text
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.worldbook.model import Effect
 
@@ -111,10 +112,11 @@ class WorldModel(Protocol):
 
 
 def action_line(action: Action) -> str:
-    """An action as one line of text (the recorded command, else `name {json arguments}`): what prompts show."""
-    from worldsmith.llm.tiny import action_text  # the training text of the tiny model uses the same line
+    """An action as one line of text (the recorded command, else `name {json arguments}`): what prompts show.
 
-    return action_text(action)
+    The same line the tiny model was trained on, so its prompts look like its training text.
+    """
+    return tiny_action_text(action)
 
 
 def episode_prefix(initial_observation: str, *, task: str | None = None, env_id: str | None = None,

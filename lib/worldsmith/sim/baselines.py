@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from worldsmith.llm.base import LLM, Completion, LLMError
+from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
 from worldsmith.sim.prompts import BOOK_SECTION, RAG_SECTION, parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, action_arguments
@@ -122,14 +122,15 @@ class _ModelBaseline(WorldModelBase):
         """Extra system-message text for this action, and the items it was built from (for the audit)."""
         return "", []
 
-    def messages(self, action: Action) -> tuple[list[dict[str, str]], list[dict[str, Any]]]:
+    def messages(self, action: Action) -> tuple[list[Message], list[dict[str, Any]]]:
+        """The conversation for `action` and the items retrieved for it."""
         context, retrieved = self.context(action)
         messages = simulator_messages(
             env=self.env_id, task=self.task, initial_observation=self.initial_observation, history=self.history,
             action=action_line(action), context=context, history_chars=self.history_chars,
             item_chars=self.item_chars,
         )
-        return messages, retrieved  # type: ignore[return-value]
+        return messages, retrieved
 
     def _predict(self, action: Action) -> Prediction:
         messages, retrieved = self.messages(action)
