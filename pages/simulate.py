@@ -22,7 +22,12 @@ from workbench.components.text import md_code  # noqa: E402
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
 from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402
-from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model  # noqa: E402
+from worldsmith.sim.factory import (  # noqa: E402
+    MODEL_WORLD_MODELS,
+    OPTIONAL_MODEL_WORLD_MODELS,
+    WORLD_MODELS,
+    make_world_model,
+)
 from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
 
 NEW = "(new session)"
@@ -84,9 +89,11 @@ book_name = left.selectbox("Worldbook", names, key="sim_book")
 kind = right.selectbox("World model", list(WORLD_MODELS), key="sim_model",
                        format_func=lambda key: f"{key}: {WORLD_MODELS[key]}")
 spec = None
-if kind in MODEL_WORLD_MODELS:
+if kind in MODEL_WORLD_MODELS or kind in OPTIONAL_MODEL_WORLD_MODELS:
     spec_column, tokens_column = st.columns([3, 1])
-    spec = spec_column.text_input("Model spec", value=default_model_spec() or "", key="sim_llm")
+    optional = kind in OPTIONAL_MODEL_WORLD_MODELS  # the harness answers without a model; one adds the agent route
+    spec = spec_column.text_input("Model spec" + (" (optional: the agent route)" if optional else ""),
+                                  value="" if optional else default_model_spec() or "", key=f"sim_llm_{optional}")
     tokens_column.number_input("Max tokens", min_value=1, max_value=4096, value=128, key="sim_max_tokens")
 
 for key, show in (("sim_error", st.error), ("sim_notice", st.success)):
@@ -137,7 +144,8 @@ with st.form("sim_act", clear_on_submit=True):
     step = st.form_submit_button("Step", icon=":material/play_arrow:")
 if step and action.strip():
     try:
-        llm = _llm(spec, str(root)) if kind in MODEL_WORLD_MODELS and spec else None
+        llm = _llm(spec, str(root)) if spec and (kind in MODEL_WORLD_MODELS or kind in OPTIONAL_MODEL_WORLD_MODELS) \
+            else None
         options = {"max_tokens": int(st.session_state.get("sim_max_tokens", 128))} if llm is not None else {}
         model = make_world_model(kind, book, llm=llm, **options)
         session.attach(model)

@@ -42,7 +42,11 @@ def test_simulate_creates_then_continues_a_session(workspace: Path) -> None:
                              "--initial", "You are in a room.", "--json", workspace=workspace).stdout)
     assert first["turn"] == 0 and first["revision"] == 1
     assert first["observation"] == "You pick up the mug 3 from the shelf 2."
-    assert first["audit"]["route"] == "fallback:nearest_evidence" and first["audit"]["retrieved"]
+    assert first["audit"]["route"] == "fast_path" and first["audit"]["rules"]  # the default: the harness
+    nearest = orjson.loads(run("simulate", "alfworld", "--session", str(workspace / "s0"), "--action",
+                               "take mug 3 from shelf 2", "--model", "nearest", "--json", workspace=workspace).stdout)
+    assert nearest["observation"] == first["observation"]
+    assert nearest["audit"]["route"] == "fallback:nearest_evidence" and nearest["audit"]["retrieved"]
     text = run("simulate", "alfworld", "--session", str(session), "--action", "xyzzy", workspace=workspace).stdout
     assert "[turn 1: fallback:nearest_evidence, failure:unknown_action" in text
     with Session.open(session) as stored:

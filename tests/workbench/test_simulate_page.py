@@ -55,11 +55,11 @@ def test_create_step_fork_and_compare(empty_root: Path) -> None:
 
     _step(at, "take mug 3 from shelf 2")
     assert any(code.value == "You pick up the mug 3 from the shelf 2." for code in at.code)
-    assert any(metric.value == "fallback:nearest_evidence" for metric in at.metric)
+    assert any(metric.value == "fast_path" for metric in at.metric)  # the harness, by default
     _step(at, "go to bed 1")
     with Session.open(empty_root / "sessions" / "first") as stored:
         assert [t.action.raw for t in stored.turns()] == ["take mug 3 from shelf 2", "go to bed 1"]
-        assert stored.turns()[0].prediction.audit.route == "fallback:nearest_evidence"
+        assert stored.turns()[0].prediction.audit.route == "fast_path"
     table = next(df.value for df in at.dataframe if "route" in df.value.columns)
     assert list(table["action"]) == ["take mug 3 from shelf 2", "go to bed 1"]
 

@@ -18,7 +18,13 @@ import orjson
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import LLMError, configured_models, default_model_spec, open_llm
 from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line
-from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
+from worldsmith.sim.factory import (
+    DEFAULT_WORLD_MODEL,
+    MODEL_WORLD_MODELS,
+    OPTIONAL_MODEL_WORLD_MODELS,
+    WORLD_MODELS,
+    make_world_model,
+)
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
 
@@ -74,7 +80,7 @@ def _session_for(args: argparse.Namespace, directory: Path, book_name: str) -> t
 
 def _world_model(args: argparse.Namespace, book: Worldbook) -> WorldModel:
     llm = None
-    if args.model in MODEL_WORLD_MODELS:
+    if args.model in MODEL_WORLD_MODELS or (args.model in OPTIONAL_MODEL_WORLD_MODELS and args.llm):
         root = workspace_from(args).root
         spec = args.llm or default_model_spec()
         if spec is None:

@@ -9,6 +9,7 @@
     print(turn.prediction.observation, turn.prediction.audit.route)
 """
 
+from worldsmith.sim.agent import Submission, run_agent
 from worldsmith.sim.base import (
     Audit,
     HistoryItem,
@@ -20,6 +21,8 @@ from worldsmith.sim.base import (
     episode_prefix,
 )
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS, make_world_model
+from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
@@ -38,6 +41,14 @@ from worldsmith.sim.session import (
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
 
 __all__ = [
+    "schema_problems",
+    "run_agent",
+    "make_world_model",
+    "Submission",
+    "HarnessConfig",
+    "Harness",
+    "WORLD_MODELS",
+    "DEFAULT_WORLD_MODEL",
     "GYMNASIUM_AVAILABLE",
     "Audit",
     "DirectPrompting",

@@ -7,19 +7,25 @@ from typing import Any
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import WorldModel
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, TraceRAG, WorldbookPrompting
+from worldsmith.sim.harness import Harness, HarnessConfig
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["DEFAULT_WORLD_MODEL", "MODEL_WORLD_MODELS", "WORLD_MODELS", "make_world_model"]
+__all__ = ["DEFAULT_WORLD_MODEL", "MODEL_WORLD_MODELS", "OPTIONAL_MODEL_WORLD_MODELS", "WORLD_MODELS",
+           "make_world_model"]
 
 # name -> what it is (the names `worldsmith simulate --model` takes)
 WORLD_MODELS = {
+    "harness": "the world-model harness: rules over tracked state, a model's tool loop (if given) where rules end, "
+               "else episode memory and nearest evidence",
+    "harness-schema": "the harness without worldbook knowledge (schema and state tracking only)",
     "nearest": "nearest evidence, adapted to the arguments (no model)",
     "direct": "a model prompted with the history",
     "rag": "a model prompted with the history and the top-k retrieved evidence transitions",
     "book": "a model prompted with the history and the rendered worldbook",
 }
 MODEL_WORLD_MODELS = frozenset({"direct", "rag", "book"})  # these need an LLM
-DEFAULT_WORLD_MODEL = "nearest"
+OPTIONAL_MODEL_WORLD_MODELS = frozenset({"harness", "harness-schema"})  # a model is used when given
+DEFAULT_WORLD_MODEL = "harness"
 
 
 def make_world_model(kind: str, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
@@ -30,6 +36,10 @@ def make_world_model(kind: str, book: Worldbook, *, llm: LLM | None = None, **op
     """
     if kind not in WORLD_MODELS:
         raise ValueError(f"unknown world model {kind!r} (choose from {', '.join(WORLD_MODELS)})")
+    if kind in OPTIONAL_MODEL_WORLD_MODELS:
+        fields = set(HarnessConfig.__dataclass_fields__)
+        config = HarnessConfig(knowledge=kind == "harness", **{k: v for k, v in options.items() if k in fields})
+        return Harness(book, llm=llm, config=config)
     if kind == "nearest":
         return NearestEvidence(book, **options)
     if llm is None:

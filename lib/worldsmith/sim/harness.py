@@ -1,0 +1,223 @@
+"""The world-model harness (Trace2Env online): state, rules first, a model only where rules end.
+
+One `predict`:
+
+1. canonicalize the action through the action schema (aliases, text commands split into named
+   arguments) and type-check it (required arguments present);
+2. check *every* executable rule of the action against the session state (no retrieval limit can
+   hide one); equal-rank rules that both hold with different templates are a recorded conflict;
+3. **fast path**: the chosen rule renders the observation from arguments and state;
+   **agent route** otherwise, when a model is attached: a brief and a bounded tool loop
+   (`sim.agent`), ending in a submitted transition;
+   **no model**: the observation this same action got earlier in the episode (episode memory), else
+   the closest evidence for the action adapted to the current arguments, marked as a fallback;
+4. the proposed effects are validated on a copy of the state against the state schema and the
+   trust policy (`rules_only`: only a supporting rule's effects; `schema_checked`: schema-valid
+   effects are accepted and flagged); rejected effects leave the state unchanged, recorded;
+5. the state after the turn is read back from the answered observation (what it shows, the fitting
+   rule's effects), so what was said and what is remembered never disagree.
+
+State from an observed prefix is rebuilt the same way before the first prediction, and an observed
+output is never overridden by a rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from worldsmith.llm.base import LLM
+from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
+from worldsmith.sim.baselines import NearestEvidence
+from worldsmith.sim.retrieval import action_arguments
+from worldsmith.traces.model import Action
+from worldsmith.worldbook.engine import EffectError, apply_effects, render, resolve_path
+from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
+from worldsmith.worldbook.replay import list_formats, observe_turn, select_rule
+
+__all__ = ["Harness", "HarnessConfig", "schema_problems"]
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    trust_policy: Literal["rules_only", "schema_checked"] = "rules_only"
+    knowledge: bool = True  # False: the schema only (no rules, notes or evidence); state tracking stays on
+    use_memory: bool = True  # answer a repeated action from episode memory when no rule renders it
+    max_tool_steps: int = 6  # the agent route's budget of tool calls before a forced submission
+    brief_chars: int = 6000
+    max_tokens: int = 256
+
+
+def _schema_patterns(book: Worldbook) -> list[re.Pattern[str]]:
+    patterns = []
+    for path in book.state_schema.paths:
+        escaped = re.escape(path.path).replace(r"\{key\}", r"[^\x00]+")
+        patterns.append(re.compile(f"^{escaped}$"))
+    return patterns
+
+
+def schema_problems(book: Worldbook, effects: Sequence[Effect], arguments: Mapping[str, Any]) -> list[str]:
+    """Why these effects do not fit the state schema (empty when they do, or the schema is empty)."""
+    if not book.state_schema.paths:
+        return []
+    patterns = _schema_patterns(book)
+    problems = []
+    for effect in effects:
+        segments = resolve_path(effect.path, arguments)
+        if segments is None:
+            problems.append(f"{effect.path}: names an argument the action does not have")
+            continue
+        dotted = ".".join(segments)
+        if not any(p.match(dotted) for p in patterns):
+            problems.append(f"{effect.path}: no state path of the schema matches {dotted!r}")
+    return problems
+
+
+class Harness(WorldModelBase):
+    """Rules over tracked state; a model (optional) for what the rules do not cover."""
+
+    name = "harness"
+
+    def __init__(self, book: Worldbook, *, llm: LLM | None = None, config: HarnessConfig = HarnessConfig()) -> None:
+        super().__init__()
+        self.book = book
+        self.llm = llm
+        self.config = config
+        self.formats = list_formats(book)
+        self.rules: dict[str, list[Rule]] = {}
+        if config.knowledge:
+            for rule in book.rules:
+                self.rules.setdefault(rule.action, []).append(rule)
+        self.nearest = NearestEvidence(book) if config.knowledge and book.evidence else None
+        self.memory: dict[str, str] = {}  # action line -> the last observation it got in this episode
+        if not config.knowledge:
+            self.name = "harness_schema_only"
+
+    # ------------------------------------------------------------------ state
+    def canonical(self, action: Action) -> tuple[str, dict[str, Any], list[str]]:
+        """(canonical name, named arguments, problems) through the action schema."""
+        spec = self.book.action_schema.get(action.name)
+        name = spec.name if spec is not None else action.name
+        arguments = action_arguments(action)
+        problems: list[str] = []
+        if spec is None:
+            if self.book.action_schema.actions:
+                problems.append(f"unknown action {action.name!r}")
+            return name, arguments, problems
+        if spec.pattern and action.raw and set(arguments) <= {"text"}:
+            match = re.match(spec.pattern, action.raw)
+            if match:
+                arguments = {k: v for k, v in match.groupdict().items() if v is not None}
+        for argument in spec.arguments:
+            if argument.required and argument.name not in arguments:
+                problems.append(f"{name}: missing required argument {argument.name!r}")
+        return name, arguments, problems
+
+    def _evidence(self, name: str, arguments: dict[str, Any], action: Action, observation: str) -> Evidence:
+        return Evidence(turn_id="live#0", action=name, arguments=arguments, action_text=action_line(action),
+                        observation=observation)
+
+    def _after(self, name: str, arguments: dict[str, Any], action: Action, observation: str,
+               state: Mapping[str, Any]) -> tuple[dict[str, Any], Rule | None]:
+        """The state once `observation` answered `action` (what it shows, the fitting rule's effects)."""
+        return observe_turn(self.rules.get(name, []), self._evidence(name, arguments, action, observation), state,
+                            self.formats)
+
+    def _on_start(self) -> None:
+        """Rebuild state and episode memory by reading the observed prefix through the rules."""
+        self.memory = {}
+        for item in self.history:
+            name, arguments, _ = self.canonical(item.action)
+            self.state, _ = self._after(name, arguments, item.action, item.observation, self.state)
+            self.memory[action_line(item.action)] = item.observation
+
+    def _on_commit(self, action: Action, prediction: Prediction) -> None:
+        self.memory[action_line(action)] = prediction.observation
+
+    # ------------------------------------------------------------------ predict
+    def _predict(self, action: Action) -> Prediction:
+        name, arguments, problems = self.canonical(action)
+        audit = Audit(route="fast_path")
+        if problems and any(p.startswith("unknown action") for p in problems) and not self.rules.get(name):
+            return self._fallback(action, name, arguments, audit, problems, outcome="failure:unknown_action")
+        if problems:
+            audit.notes.extend(problems)
+            return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
+                              state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
+        candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
+        selection = select_rule(candidates, arguments, self.state)
+        audit.conflicts = list(selection.conflicts)
+        rule = selection.rule
+        if rule is not None:
+            observation = render(rule.template, arguments, self.state, self.formats)
+            if observation is not None:
+                audit.rules = [rule.id]
+                if selection.route == "assumed":
+                    audit.notes.append("conditions of a more specific rule are unknown here: assumed")
+                return self._transition(action, name, arguments, observation, rule.outcome, list(rule.effects), audit,
+                                        from_rule=True)
+            audit.notes.append(f"rule {rule.id} applies but its template needs state not known yet")
+        if self.llm is not None:
+            from worldsmith.sim.agent import run_agent  # the agent route: a brief and a bounded tool loop
+
+            submitted = run_agent(self, action, name, arguments, audit)
+            if submitted is not None:
+                return self._transition(action, name, arguments, submitted.observation, submitted.outcome,
+                                        submitted.effects, audit, from_rule=False)
+        return self._fallback(action, name, arguments, audit, [])
+
+    def _generic_failure(self) -> str:
+        return (self.nearest.generic_failure or "") if self.nearest is not None else ""
+
+    def _fallback(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit, notes: list[str],
+                  outcome: str | None = None) -> Prediction:
+        audit.notes.extend(notes)
+        line = action_line(action)
+        if self.config.use_memory and line in self.memory:
+            audit.route = "fallback:episode_memory"
+            audit.notes.append("this action got this observation earlier in the episode")
+            return self._transition(action, name, arguments, self.memory[line], outcome or "unknown", [], audit,
+                                    from_rule=False)
+        if self.nearest is None:
+            audit.route = "fallback:none"
+            audit.notes.append("no rule, memory or evidence answers this action")
+            return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
+        nearest = self.nearest.nearest(Action(name=name, arguments=action.arguments, raw=action.raw))
+        audit.route = nearest.audit.route
+        audit.retrieved = nearest.audit.retrieved
+        audit.notes.extend(nearest.audit.notes)
+        return self._transition(action, name, arguments, nearest.observation, outcome or nearest.outcome, [], audit,
+                                from_rule=False)
+
+    def _transition(self, action: Action, name: str, arguments: dict[str, Any], observation: str, outcome: str,
+                    effects: list[Effect], audit: Audit, *, from_rule: bool) -> Prediction:
+        """Validate the proposed effects on a copy, then read the answered observation back into state."""
+        accepted: list[Effect] = []
+        if effects:
+            problems = schema_problems(self.book, effects, arguments)
+            if not from_rule and self.config.trust_policy == "rules_only":
+                problems = ["trust policy rules_only: effects need a supporting rule", *problems]
+            try:
+                apply_effects(self.state, effects, arguments, self.formats)
+            except EffectError as error:
+                problems.append(str(error))
+            if problems:
+                audit.rejected_effects = [{"effect": e.model_dump(mode="json"), "why": problems} for e in effects]
+                audit.notes.append("effects rejected: observation only, state unchanged by them")
+            else:
+                accepted = effects
+                if not from_rule:
+                    audit.notes.append("schema-checked effects accepted without a supporting rule (flagged)")
+        try:
+            state, _ = self._after(name, arguments, action, observation, self.state)
+            if accepted and not from_rule:
+                state = apply_effects(state, accepted, arguments, self.formats)
+        except EffectError as error:  # the state stays as it was; the observation still answers
+            state = copy.deepcopy(self.state)
+            audit.notes.append(f"state not updated: {error}")
+        if outcome not in ("success", "unknown") and not outcome.startswith("failure"):
+            outcome = "unknown"
+        return Prediction(observation=observation, effects=accepted, outcome=outcome, state=state, audit=audit)
