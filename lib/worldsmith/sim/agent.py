@@ -167,6 +167,8 @@ def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, 
         {"role": "system", "content": AGENT_SYSTEM.format(budget=budget, brief=brief(harness, action, name, arguments))},
         {"role": "user", "content": f"Action: {action_line(action)}\nYour first tool call (JSON):"},
     ]
+    if budget == 0:  # single-shot: no tools, submit at once
+        messages[-1]["content"] = f"Action: {action_line(action)}\nSubmit now (JSON, tool \"submit\"):"
     for step in range(budget + 2):  # the budget, then a forced submission and one repair
         try:
             [completion, *_] = harness.llm.chat(messages, max_tokens=harness.config.max_tokens, temperature=0.0)

@@ -18,13 +18,21 @@ WORLD_MODELS = {
     "harness": "the world-model harness: rules over tracked state, a model's tool loop (if given) where rules end, "
                "else episode memory and nearest evidence",
     "harness-schema": "the harness without worldbook knowledge (schema and state tracking only)",
+    "harness-no-state": "ablation: the harness with no persistent state (each step starts empty)",
+    "harness-single-shot": "ablation: the harness whose model submits at once instead of using tools",
+    "harness-no-fallback": "ablation: the harness without memory or nearest-evidence fallbacks",
     "nearest": "nearest evidence, adapted to the arguments (no model)",
     "direct": "a model prompted with the history",
     "rag": "a model prompted with the history and the top-k retrieved evidence transitions",
     "book": "a model prompted with the history and the rendered worldbook",
 }
 MODEL_WORLD_MODELS = frozenset({"direct", "rag", "book"})  # these need an LLM
-OPTIONAL_MODEL_WORLD_MODELS = frozenset({"harness", "harness-schema"})  # a model is used when given
+OPTIONAL_MODEL_WORLD_MODELS = frozenset({"harness", "harness-schema", "harness-no-state", "harness-single-shot",
+                                         "harness-no-fallback"})  # these use a model when given one
+_ABLATIONS: dict[str, dict[str, Any]] = {
+    "harness": {}, "harness-schema": {"knowledge": False}, "harness-no-state": {"persistent_state": False},
+    "harness-single-shot": {"max_tool_steps": 0}, "harness-no-fallback": {"fallback": False},
+}
 DEFAULT_WORLD_MODEL = "harness"
 
 
@@ -38,7 +46,7 @@ def make_world_model(kind: str, book: Worldbook, *, llm: LLM | None = None, **op
         raise ValueError(f"unknown world model {kind!r} (choose from {', '.join(WORLD_MODELS)})")
     if kind in OPTIONAL_MODEL_WORLD_MODELS:
         fields = set(HarnessConfig.__dataclass_fields__)
-        config = HarnessConfig(knowledge=kind == "harness", **{k: v for k, v in options.items() if k in fields})
+        config = HarnessConfig(**{**{k: v for k, v in options.items() if k in fields}, **_ABLATIONS[kind]})
         return Harness(book, llm=llm, config=config)
     if kind == "nearest":
         return NearestEvidence(book, **options)

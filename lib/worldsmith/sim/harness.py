@@ -46,7 +46,9 @@ class HarnessConfig:
     trust_policy: Literal["rules_only", "schema_checked"] = "rules_only"
     knowledge: bool = True  # False: the schema only (no rules, notes or evidence); state tracking stays on
     use_memory: bool = True  # answer a repeated action from episode memory when no rule renders it
-    max_tool_steps: int = 6  # the agent route's budget of tool calls before a forced submission
+    persistent_state: bool = True  # False (an ablation): every prediction starts from an empty state
+    fallback: bool = True  # False (an ablation): no memory or nearest-evidence answer when rules and model fail
+    max_tool_steps: int = 6  # the agent route's tool calls before a forced submission; 0: single-shot submit
     brief_chars: int = 6000
     max_tokens: int = 256
 
@@ -139,6 +141,8 @@ class Harness(WorldModelBase):
 
     # ------------------------------------------------------------------ predict
     def _predict(self, action: Action) -> Prediction:
+        if not self.config.persistent_state:
+            self.state = {}
         name, arguments, problems = self.canonical(action)
         audit = Audit(route="fast_path")
         if problems and any(p.startswith("unknown action") for p in problems) and not self.rules.get(name):
@@ -176,6 +180,10 @@ class Harness(WorldModelBase):
                   outcome: str | None = None) -> Prediction:
         audit.notes.extend(notes)
         line = action_line(action)
+        if not self.config.fallback:
+            audit.route = "fallback:none"
+            audit.notes.append("fallbacks are off (ablation)")
+            return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
         if self.config.use_memory and line in self.memory:
             audit.route = "fallback:episode_memory"
             audit.notes.append("this action got this observation earlier in the episode")

@@ -294,7 +294,7 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
 @dataclass
 class TurnCheck:
     turn_id: str
-    applicable: bool  # the rule was the one chosen for this turn
+    applicable: bool  # the rule was chosen for this turn with its conditions checked
     ok: bool | None  # the observation fits the rule (None when not applicable)
     expected: str
     rendered: str | None
@@ -331,9 +331,11 @@ def check_rule(book: Worldbook, rule: Rule, *, limit: int | None = None) -> Rule
     for turn in report.turns:
         if turn.action != rule.action:
             continue
-        applicable = turn.rule == rule.id
+        applicable = turn.rule == rule.id and turn.route == "rule"
         fits = turn.explained_by == rule.id or (applicable and turn.fits)
-        if applicable:
+        if turn.rule == rule.id and not applicable:
+            reason = "assumed: a more specific rule's conditions were unknown here (not held against the rule)"
+        elif applicable:
             reason = ("rendered exactly" if turn.exact else "template fits; state differs" if turn.fits
                       else "chosen, but the observation does not fit the template")
         else:
