@@ -102,6 +102,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--version", help="default: HEAD")
     add_common(search)
     search.set_defaults(handler=run_search)
+    _register_validate(actions)
+
+
+def _register_validate(actions: argparse._SubParsersAction) -> None:
+    check = actions.add_parser(
+        "validate", help="replay a version's rules over a dataset's trajectories; check its provenance",
+        description="Replay the supported rules over held-out trajectories with their observed prefixes (per-action "
+                    "coverage and exact match), check that every provenance turn id resolves to a real turn of the "
+                    "source dataset, and report leakage (evaluation turns inside the construction evidence).")
+    check.add_argument("book")
+    check.add_argument("--dataset", required=True, help="the trajectories to replay")
+    check.add_argument("--split")
+    check.add_argument("--version", help="default: HEAD")
+    add_common(check)
+    check.set_defaults(handler=run_validate)
 
 
 def _json(args: argparse.Namespace) -> bool:
@@ -278,4 +293,43 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         for hit in hits:
             print(f"{hit.score:8.4f}  {hit.kind:<13} {hit.id}  {hit.text[:100]!r}")
+    return EXIT_OK
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from worldsmith.cli.build import print_validation
+    from worldsmith.worldbook.build import validate
+
+    workspace = workspace_from(args)
+    store = WorldbookStore(workspace.root / "worldbooks")
+    version = args.version or store.head(args.book)
+    book, info = store.load(args.book, version), store.info(args.book, version)
+    episodes = list(workspace.dataset(args.dataset).iter_episodes(args.split))
+    if not episodes:
+        raise CommandError(f"dataset {args.dataset!r} has no episodes" + (f" in split {args.split!r}" if args.split
+                                                                          else ""))
+    evidence_turns = {item.turn_id for item in book.evidence}
+    leaked = [turn.id for episode in episodes for turn in episode.turns if turn.id in evidence_turns]
+    source = next((s.get("dataset") for s in info.sources if isinstance(s, dict) and s.get("dataset")), None)
+    provenance: dict[str, Any] = {"source_dataset": source, "checked": 0, "missing": []}
+    if source and source in workspace.list_datasets():
+        dataset = workspace.dataset(source)
+        turns = sorted({t for rule in book.rules for t in [*rule.provenance.supporting, *rule.provenance.contradicting]})
+        provenance["checked"] = len(turns)
+        provenance["missing"] = [t for t in turns if not dataset.has_turn(t)][:50]
+    report = validate(book, episodes).to_json()
+    out = {"book": args.book, "version": version, "dataset": args.dataset, "split": args.split,
+           "episodes": len(episodes), "leakage": {"ok": not leaked, "leaked_turns": leaked[:20],
+                                                  "count": len(leaked)},
+           "provenance": provenance, **report}
+    if _json(args):
+        emit_json(out)
+        return EXIT_OK
+    print(f"{args.book} {version} on {args.dataset}{'/' + args.split if args.split else ''}: {len(episodes)} trajectories")
+    if leaked:
+        print(f"warning: {len(leaked)} of these turns are in the worldbook's own evidence (not held out)")
+    if provenance["checked"]:
+        print(f"provenance: {provenance['checked']} turn ids checked in {source}, "
+              f"{len(provenance['missing'])} missing")
+    print_validation(report)
     return EXIT_OK

@@ -277,7 +277,10 @@ def validate(book: Worldbook, episodes: Iterable[Episode]) -> ReplayReport:
 
 
 def trajectory_family(episode: Episode) -> str:
-    """Trajectories of one family stay in one fold: the task (game) they play, without trial or seed."""
+    """Trajectories of one family stay in one fold: the episode's declared `family`, else the task (game) it
+    plays without trial or seed, else the episode itself (as `worldsmith split` groups them)."""
+    if episode.family:
+        return episode.family
     task = episode.task_id or episode.id
     return re.sub(r"(/trial_[^/]*|[-_]s\d+$|#.*$)", "", task)
 

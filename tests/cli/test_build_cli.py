@@ -1,0 +1,68 @@
+"""`worldsmith build` and `worldsmith book validate` on the bundled ALFWorld expert trajectories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from worldsmith.cli.main import main
+from worldsmith.workspace import Workspace
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data_samples" / "collected" / "alfworld_expert.jsonl"
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return orjson.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = Workspace(tmp_path / "ws")
+    ws.ingest([SAMPLE], "alf")
+    ws.split("alf", {"train": 0.75, "test": 0.25}, seed=0)
+    return ws.root
+
+
+def test_build_validates_on_the_held_out_split_and_saves_a_version(workspace: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "build", "--dataset", "alf", "--split", "train", "--out", "alf", "--workspace", str(workspace))
+    assert out["version"].startswith("v0001") and out["statuses"]["supported"] >= 5
+    assert out["leakage"]["ok"] and out["leakage"]["families_disjoint"]
+    common = out["validation"]["common_actions"]
+    assert set(common["actions"]) >= {"go", "take", "put"} and common["coverage"] > 0.5
+    rules = run_json(capsys, "book", "rules", "alf", "--workspace", str(workspace))
+    take = next(r for r in rules["rules"] if r["action"] == "take" and r["status"] == "supported")
+    assert take["provenance"]["supporting"] and take["provenance"]["contradicting"] == []
+    shown = run_json(capsys, "book", "show", "alf", "--workspace", str(workspace))
+    assert shown["validation"]["status"] == "validated" and shown["sources"][0]["dataset"] == "alf"
+
+    checked = run_json(capsys, "book", "validate", "alf", "--dataset", "alf", "--split", "test",
+                       "--workspace", str(workspace))
+    assert checked["leakage"]["ok"] and checked["provenance"]["checked"] > 0 and not checked["provenance"]["missing"]
+    assert checked["totals"]["turns"] == out["validation"]["totals"]["turns"]
+    own = run_json(capsys, "book", "validate", "alf", "--dataset", "alf", "--split", "train",
+                   "--workspace", str(workspace))
+    assert not own["leakage"]["ok"] and own["leakage"]["count"] > 0  # its own evidence is flagged
+
+
+def test_build_with_cross_fitting_and_a_rebuild_as_a_child_version(workspace: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "build", "--dataset", "alf", "--folds", "3", "--out", "alf", "--workspace", str(workspace))
+    pooled = out["cross_fit"]["pooled"]
+    assert out["cross_fit"]["folds"] == 3 and all(f["leakage_ok"] for f in out["cross_fit"]["per_fold"])
+    assert pooled["totals"]["turns"] == sum(s["validation"]["turns"] for s in out["cross_fit"]["per_fold"]) > 0
+    again = run_json(capsys, "build", "--dataset", "alf", "--out", "alf", "--workspace", str(workspace))
+    assert again["parent"] == out["version"] and all(s["cached"] for s in again["stages"].values())
+
+
+def test_build_errors_name_the_problem(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["build", "--dataset", "nope", "--out", "x", "--workspace", str(workspace)]) == 1
+    assert "nope" in capsys.readouterr().err
+    assert main(["build", "--dataset", "alf", "--split", "validation", "--out", "x", "--workspace",
+                 str(workspace)]) == 1
+    assert "no episodes in split 'validation'" in capsys.readouterr().err
