@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 from sim_support import book_from, opening
 
 from worldsmith.envs import ExpertPolicy, Step, UnknownTaskError, check_env, make_policy, record_episode
 from worldsmith.envs.replay import replay
 from worldsmith.sim import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, NearestEvidence, RealEnvOracle, SimEnv
+from worldsmith.sim.harness import Harness
 from worldsmith.traces import Action, Episode, Observation
+from worldsmith.worldbook import build_worldbook
 
 
 def _sim(episodes: list[Episode], tasks: list[Episode] | None = None) -> SimEnv:
@@ -134,16 +138,42 @@ def test_simenv_over_the_oracle_matches_the_recording(alfworld: list[Episode], r
 
 def test_gymnasium_wrapper(alfworld: list[Episode]) -> None:
     env = GymnasiumSimEnv(_sim(alfworld), task=alfworld[0].task_id)
+    assert GYMNASIUM_AVAILABLE  # the envs extra installs it
     observation, info = env.reset(seed=0)
     assert observation == alfworld[0].initial_observation.text and info["task_id"] == alfworld[0].task_id
+    assert env.observation_space.contains(observation)
     result = env.step(alfworld[0].turns[0].action.raw)
     assert isinstance(result, tuple) and len(result) == 5 and isinstance(result[0], str)
     assert isinstance(result[1], float) and result[2] is False and isinstance(result[4], dict)
+    assert "latency_s" not in result[4]["audit"] and result[4]["route"]
     assert env.step(Action(name="go", arguments={"text": "to bed 1"}, raw="go to bed 1"))[0]
-    if GYMNASIUM_AVAILABLE:
-        from gymnasium.utils.env_checker import check_env as gym_check_env
 
-        assert env.observation_space.contains(observation)
+
+def _harness_sim(episodes: list[Episode]) -> SimEnv:
+    book = build_worldbook(episodes, name="alfworld").book
+    return SimEnv(Harness(book), tasks=episodes, book=book, max_steps=10)
+
+
+@pytest.mark.parametrize("make_sim", [_sim, _harness_sim], ids=["nearest", "harness"])
+def test_gymnasium_env_checker_passes(alfworld: list[Episode], make_sim) -> None:
+    from gymnasium.utils.env_checker import check_env as gym_check_env
+
+    env = GymnasiumSimEnv(make_sim(alfworld))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the checker's warnings (an observation outside the space, ...) fail too
+        warnings.filterwarnings("ignore", message=".*alternative render modes.*")  # no render modes, no spec
         gym_check_env(env, skip_render_check=True)
-    else:
-        assert not hasattr(env, "observation_space")
+    observation, _ = env.reset(seed=1)
+    assert env.observation_space.contains(observation)
+    result = env.step(env.action_space.sample())  # random text: still an observation in the space
+    assert env.observation_space.contains(result[0]) and result[4]["outcome"]
+
+
+def test_gymnasium_observations_outside_the_charset(alfworld: list[Episode]) -> None:
+    env = GymnasiumSimEnv(SimEnv(NearestEvidence(book_from(alfworld, "alfworld")),
+                                 tasks={"cafe": "Un café crème\u2014s\u2019il vous plaît."}))
+    observation, info = env.reset(seed=0)
+    assert observation == "Un caf? cr?me?s?il vous pla?t." and env.observation_space.contains(observation)
+    assert info["observation_text"] == "Un café crème\u2014s\u2019il vous plaît."
+    plain, plain_info = env.reset(options={"task": "cafe"})
+    assert plain == observation and "task_id" in plain_info

@@ -9,6 +9,7 @@ text out) for training code written against Gymnasium.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -140,38 +141,61 @@ except ImportError:  # pragma: no cover - depends on the install
     _GymBase = object
 
 
+_CHARSET = "".join(chr(code) for code in range(32, 127)) + "\n\t\r"
+
+
 class GymnasiumSimEnv(_GymBase):  # type: ignore[misc]
     """Gymnasium's API over a `SimEnv`: observations and actions are text (`gymnasium.spaces.Text`).
 
     `reset(seed=..., options={"task": ID})`; `step(text)` returns Gymnasium's 5-tuple with the
-    observation text. Without Gymnasium installed it keeps the same methods (and no spaces).
+    observation text. It passes `gymnasium.utils.env_checker.check_env`, hence three choices:
+    observations may be empty (a simulator can answer nothing); characters outside `charset`
+    become "?" so every observation lies in the space (the exact text is then in
+    `info["observation_text"]`); and each `info` is a fresh copy without the audit's wall-clock
+    `latency_s`, so one seed and action give equal infos. Without Gymnasium installed it keeps the
+    same methods (and no spaces).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, env: SimEnv, *, task: str | None = None, max_length: int = 20_000) -> None:
+    def __init__(self, env: SimEnv, *, task: str | None = None, max_length: int = 20_000,
+                 charset: str = _CHARSET) -> None:
         self.env = env
         self.task = task
         self.max_length = max_length
+        self.charset = frozenset(charset)
         if _gym is not None:
-            charset = "".join(chr(code) for code in range(32, 127)) + "\n\t"
-            self.observation_space = _gym.spaces.Text(max_length=max_length, charset=charset)
+            self.observation_space = _gym.spaces.Text(max_length=max_length, min_length=0, charset=charset)
             self.action_space = _gym.spaces.Text(max_length=max_length, charset=charset)
 
-    def _text(self, observation: Observation) -> str:
-        return observation.text[: self.max_length]
+    def _text(self, observation: Observation, info: dict[str, Any]) -> str:
+        text = observation.text[: self.max_length]
+        if any(char not in self.charset for char in text):
+            info["observation_text"] = observation.text
+            text = "".join(char if char in self.charset else "?" for char in text)
+        return text
+
+    @staticmethod
+    def _info(info: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy sharing nothing with earlier infos, without timings (they differ between equal steps)."""
+        fresh = copy.deepcopy(dict(info))
+        audit = fresh.get("audit")
+        if isinstance(audit, dict):
+            audit.pop("latency_s", None)
+        return fresh
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         if _gym is not None:
             super().reset(seed=seed)
         task = (options or {}).get("task", self.task)
         observation, info = self.env.reset(task, seed=seed)
-        return self._text(observation), info
+        info = self._info(info)
+        return self._text(observation, info), info
 
     def step(self, action: str | Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
         result = self.env.step(action if isinstance(action, Action) else str(action))
-        return self._text(result.observation), result.reward, result.terminated, result.truncated, result.info
+        info = self._info(result.info)
+        return self._text(result.observation, info), float(result.reward), result.terminated, result.truncated, info
 
     def close(self) -> None:
         self.env.close()
-
