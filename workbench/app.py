@@ -32,6 +32,7 @@ pages = [
     st.Page(PAGE_FILES["traces"], title="Traces", icon=":material/timeline:", url_path="traces"),
     st.Page(PAGE_FILES["collect"], title="Collect", icon=":material/sports_esports:", url_path="collect"),
     st.Page(PAGE_FILES["play"], title="Play", icon=":material/keyboard:", url_path="play"),
+    st.Page(PAGE_FILES["build"], title="Build", icon=":material/construction:", url_path="build"),
     st.Page(PAGE_FILES["worldbook"], title="Worldbook", icon=":material/menu_book:", url_path="worldbook"),
     st.Page(PAGE_FILES["simulate"], title="Simulate", icon=":material/model_training:", url_path="simulate"),
     st.Page(PAGE_FILES["models"], title="Models", icon=":material/psychology:", url_path="models"),

@@ -1,4 +1,5 @@
-"""First start: import the bundled sample traces when the workspace has no datasets."""
+"""First start: import the bundled sample traces when the workspace has no datasets, and build a worldbook
+of their ALFWorld episodes, so the Worldbook and Simulate pages have something to show."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import streamlit as st
 
 from workbench.components.data import get_workspace
 from workbench.components.paths import SAMPLES_DATASET, sample_files, samples_dir
+from worldsmith.workspace import Workspace
 
 _attempted: set[tuple[str, str | None]] = set()
 
@@ -22,7 +24,24 @@ def _import_samples_once(root: str, folder: str | None) -> dict[str, Any] | None
     files = sample_files(Path(folder) if folder else None)
     if not files:
         return None
-    return workspace.ingest(files, SAMPLES_DATASET).summary()
+    summary = workspace.ingest(files, SAMPLES_DATASET).summary()
+    summary["worldbook"] = _sample_worldbook(workspace)
+    return summary
+
+
+def _sample_worldbook(workspace: Workspace) -> str | None:
+    """Build worldbook `alfworld` from the samples' ALFWorld episodes (cross-fitted, about a second)."""
+    from worldsmith.worldbook import WorldbookStore
+    from worldsmith.worldbook.build import build_dataset
+
+    if WorldbookStore(workspace.root / "worldbooks").names():
+        return None
+    dataset = workspace.dataset(SAMPLES_DATASET)
+    if not any(env.split("/")[0] == "alfworld" for env in dataset.environments()):
+        return None
+    outcome = build_dataset(workspace, SAMPLES_DATASET, out="alfworld", env="alfworld", folds=3,
+                            message="built from the bundled samples on first start", author="workbench")
+    return outcome.version
 
 
 def ensure_samples(root: str) -> dict[str, Any] | None:

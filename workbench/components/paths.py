@@ -18,6 +18,7 @@ PAGE_FILES = {
     "play": PAGES_DIR / "play.py",
     "models": PAGES_DIR / "models.py",
     "worldbook": PAGES_DIR / "worldbook.py",
+    "build": PAGES_DIR / "build.py",
     "simulate": PAGES_DIR / "simulate.py",
 }
 

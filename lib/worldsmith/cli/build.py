@@ -7,9 +7,7 @@ import sys
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore
-from worldsmith.worldbook.build import BuildConfig, BuildResult, build_worldbook, cross_fit
+from worldsmith.worldbook.build import BuildConfig, build_dataset
 
 __all__ = ["print_validation", "register"]
 
@@ -22,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--split", help="build from this split only (e.g. train)")
     parser.add_argument("--validate-split", metavar="SPLIT",
-                        help="validate on this split (default with --split train: validation, else test, if present)")
+                        help="validate on this split (default with --split: validation, else test, if present)")
+    parser.add_argument("--env", help="only this environment's episodes (e.g. alfworld) of a mixed dataset")
     parser.add_argument("--llm", metavar="SPEC", help="model spec for the model-backed stages")
     parser.add_argument("--folds", type=int, default=0, help="cross-fit: K folds by trajectory family")
     parser.add_argument("--out", required=True, metavar="BOOK", help="worldbook name to save")
@@ -42,15 +41,6 @@ def _progress(quiet: bool) -> Any:
     return show
 
 
-def _validation_split(workspace: Workspace, args: argparse.Namespace) -> str | None:
-    if args.validate_split:
-        return args.validate_split
-    if args.split:
-        splits = workspace.dataset(args.dataset).splits()
-        return next((s for s in ("validation", "val", "test") if s in splits and s != args.split), None)
-    return None
-
-
 def print_validation(report: dict[str, Any]) -> None:
     totals, common = report["totals"], report["common_actions"]
     print(f"validation: {totals['turns']} turns; coverage {totals['coverage']:.1%} "
@@ -66,53 +56,28 @@ def print_validation(report: dict[str, Any]) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
-    dataset = workspace.dataset(args.dataset)
     as_json = getattr(args, "json", False)
-    episodes = list(dataset.iter_episodes(args.split))
-    if not episodes:
-        raise CommandError(f"dataset {args.dataset!r} has no episodes" + (f" in split {args.split!r}" if args.split
-                                                                          else ""))
     config = BuildConfig(llm=args.llm, min_support=args.min_support, min_confirmations=args.min_confirmations)
-    held_split = _validation_split(workspace, args)
-    held_out = list(dataset.iter_episodes(held_split)) if held_split else None
-    cache_dir = workspace.root / "runs" / "build" / args.out / "cache"
-    progress = _progress(as_json)
-    output: dict[str, Any] = {}
-    if args.folds:
-        folds = cross_fit(episodes, name=args.out, folds=args.folds, config=config, cache_dir=cache_dir,
-                          workspace_root=workspace.root, progress=progress)
-        output["cross_fit"] = folds.summary()
-    result: BuildResult = build_worldbook(episodes, name=args.out, config=config, validation=held_out,
-                                         cache_dir=cache_dir, workspace_root=workspace.root, progress=progress)
-    store = WorldbookStore(workspace.root / "worldbooks")
-    parent = store.head(args.out) if args.out in store.names() else None
-    report = result.report()
-    validation = report["validation"] or (output.get("cross_fit") or {}).get("pooled")
-    info = store.save(
-        result.book, parent=parent, author="worldsmith build",
-        message=args.message or f"built from {args.dataset}" + (f" ({args.split})" if args.split else ""),
-        build={"builder": "model" if args.llm else "deterministic", "config": config.to_json(),
-               "timings_s": result.timings, "folds": args.folds},
-        sources=[{"dataset": args.dataset, "split": args.split, "episodes": len(episodes),
-                  "validation_split": held_split}],
-        validation={"status": "validated" if validation else "not validated",
-                    **({"totals": validation["totals"], "common_actions": validation["common_actions"]}
-                       if validation else {}),
-                    "leakage": result.leakage},
-    )
-    output.update({"book": args.out, "version": info.version, "parent": parent, **report})
+    try:
+        outcome = build_dataset(workspace, args.dataset, out=args.out, split=args.split,
+                                validate_split=args.validate_split, env=args.env, folds=args.folds, config=config,
+                                message=args.message, progress=_progress(as_json))
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     if as_json:
-        emit_json(output)
+        emit_json(outcome.to_json())
         return EXIT_OK
-    print(f"built {args.out} {info.version}: {len(result.book.rules)} rules "
-          f"({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}) from {len(episodes)} "
+    result, report = outcome.result, outcome.result.report()
+    print(f"built {args.out} {outcome.version}: {len(result.book.rules)} rules "
+          f"({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}) from {outcome.episodes} "
           f"trajectories, {len(result.book.evidence)} transitions")
     if report["validation"]:
-        print(f"held-out split {held_split!r}; leakage check {'ok' if result.leakage and result.leakage['ok'] else 'FAILED'}")
+        leak_ok = result.leakage is not None and result.leakage["ok"]
+        print(f"held-out split {outcome.validation_split!r}; leakage check {'ok' if leak_ok else 'FAILED'}")
         print_validation(report["validation"])
-    if "cross_fit" in output:
+    if outcome.cross_fit is not None:
         print(f"cross-fitting, {args.folds} folds by trajectory family (pooled over the held-out folds):")
-        print_validation(output["cross_fit"]["pooled"])
-    if not report["validation"] and "cross_fit" not in output:
+        print_validation(outcome.cross_fit["pooled"])
+    if not report["validation"] and outcome.cross_fit is None:
         print("not validated: give --validate-split or --folds K to replay held-out trajectories")
     return EXIT_OK

@@ -52,8 +52,10 @@ from worldsmith.worldbook.templates import evidence_from_episodes
 
 __all__ = [
     "BuildConfig",
+    "BuildOutcome",
     "BuildResult",
     "CrossFitResult",
+    "build_dataset",
     "build_worldbook",
     "cross_fit",
     "deterministic_extract",
@@ -338,3 +340,75 @@ def cross_fit(episodes: Sequence[Episode], *, name: str, folds: int, config: Bui
                                        cache_dir=cache_dir, workspace_root=workspace_root, progress=fold_progress))
     return CrossFitResult(results, [[f for f in families if assignment[f] == fold] for fold in range(folds)])
 
+
+
+@dataclass
+class BuildOutcome:
+    """What `build_dataset` did: the saved version, the build, and the cross-fitting summary (with folds)."""
+
+    version: str
+    parent: str | None
+    result: BuildResult
+    episodes: int
+    validation_split: str | None
+    cross_fit: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"book": self.result.book.name, "version": self.version, "parent": self.parent,
+               "episodes": self.episodes, "validation_split": self.validation_split, **self.result.report()}
+        if self.cross_fit is not None:
+            out["cross_fit"] = self.cross_fit
+        return out
+
+
+def _default_validation_split(splits: Sequence[str], split: str | None) -> str | None:
+    if split is None:
+        return None
+    return next((s for s in ("validation", "val", "test") if s in splits and s != split), None)
+
+
+def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None = None,
+                  validate_split: str | None = None, env: str | None = None, folds: int = 0,
+                  config: BuildConfig = BuildConfig(), message: str = "", author: str = "worldsmith build",
+                  progress: Progress | None = None) -> BuildOutcome:
+    """Build a worldbook from a workspace dataset (optionally one environment's episodes, e.g. `alfworld`),
+    validate it on the held-out split (default with `split`: validation, else test) and/or by cross-fitting,
+    and save it as a new version of `out` (HEAD is its parent). What the CLI and the Build page run."""
+    from worldsmith.worldbook.store import WorldbookStore, check_book_name
+
+    check_book_name(out)  # before any work: a bad name is refused, nothing written
+    source = workspace.dataset(dataset)
+
+    def chosen(part: str | None) -> list[Episode]:
+        return [e for e in source.iter_episodes(part) if env is None or (e.env_id or "").split("/")[0] == env]
+
+    episodes = chosen(split)
+    if not episodes:
+        where = (f" in split {split!r}" if split else "") + (f" of environment {env!r}" if env else "")
+        raise ValueError(f"dataset {dataset!r} has no episodes{where}")
+    held_split = validate_split or _default_validation_split(source.splits(), split)
+    held_out = chosen(held_split) if held_split else None
+    cache_dir = workspace.root / "runs" / "build" / out / "cache"
+    crossed = None
+    if folds:
+        crossed = cross_fit(episodes, name=out, folds=folds, config=config, cache_dir=cache_dir,
+                            workspace_root=workspace.root, progress=progress).summary()
+    result = build_worldbook(episodes, name=out, config=config, validation=held_out, cache_dir=cache_dir,
+                             workspace_root=workspace.root, progress=progress)
+    store = WorldbookStore(workspace.root / "worldbooks")
+    parent = store.head(out) if out in store.names() else None
+    validation = result.validation.to_json() if result.validation else (crossed or {}).get("pooled")
+    info = store.save(
+        result.book, parent=parent, author=author,
+        message=message or f"built from {dataset}" + (f" ({split})" if split else "") + (f", {env}" if env else ""),
+        build={"builder": "model" if config.llm else "deterministic", "config": config.to_json(),
+               "timings_s": result.timings, "folds": folds},
+        sources=[{"dataset": dataset, "split": split, "env": env, "episodes": len(episodes),
+                  "validation_split": held_split}],
+        validation={"status": "validated" if validation else "not validated",
+                    **({"totals": validation["totals"], "common_actions": validation["common_actions"]}
+                       if validation else {}),
+                    "leakage": result.leakage},
+    )
+    return BuildOutcome(version=info.version, parent=parent, result=result, episodes=len(episodes),
+                        validation_split=held_split, cross_fit=crossed)

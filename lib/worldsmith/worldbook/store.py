@@ -39,6 +39,7 @@ __all__ = [
     "WorldbookError",
     "WorldbookStore",
     "apply_ops",
+    "check_book_name",
     "diff_worldbooks",
     "iter_rule_turns",
 ]
@@ -102,6 +103,13 @@ def _files(book: Worldbook) -> dict[str, bytes]:
     return files
 
 
+def check_book_name(name: str) -> str:
+    """The name, if it can name a worldbook (a folder); else a WorldbookError saying what is allowed."""
+    if not _NAME.match(name):
+        raise WorldbookError(f"worldbook name {name!r}: use letters, digits, '_', '-', '.' (at most 100)")
+    return name
+
+
 class WorldbookStore:
     """The worldbooks of a workspace (`<workspace>/worldbooks`)."""
 
@@ -115,9 +123,7 @@ class WorldbookStore:
         return sorted(p.name for p in self.root.iterdir() if (p / "HEAD").is_file())
 
     def _book_dir(self, name: str) -> Path:
-        if not _NAME.match(name):
-            raise WorldbookError(f"worldbook name {name!r}: use letters, digits, '_', '-', '.' (at most 100)")
-        return self.root / name
+        return self.root / check_book_name(name)
 
     def head(self, name: str) -> str:
         path = self._book_dir(name) / "HEAD"

@@ -1,0 +1,69 @@
+"""Build: make a worldbook from a dataset's trajectories, validated on held-out ones, saved as a new version.
+
+The deterministic builder runs by default (seconds); a model spec runs the rules and notes stages on
+a model too (every call cached and logged), and the report compares the two implementations.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+from workbench.components import data  # noqa: E402
+from workbench.components.build_report import render_build_report  # noqa: E402
+
+from worldsmith.worldbook.build import BuildConfig, build_dataset  # noqa: E402
+
+root = data.workspace_root()
+workspace = data.current_workspace()
+st.title("Build a worldbook", anchor=False)
+
+datasets = data.list_datasets(root)
+if not datasets:
+    st.info("No datasets yet: import traces on Home or collect episodes first.", icon=":material/info:")
+    st.stop()
+
+with st.form("build_form"):
+    left, middle, right = st.columns(3)
+    dataset_name = left.selectbox("Dataset", datasets, key="build_dataset")
+    dataset = data.open_dataset(root, dataset_name)
+    splits = dataset.splits() if dataset is not None else []
+    environments = sorted({e.split("/")[0] for e in dataset.environments()}) if dataset is not None else []
+    env = middle.selectbox("Environment", ["(all)", *environments], key="build_env",
+                           help="a worldbook describes one environment: pick it in a mixed dataset")
+    out = right.text_input("Worldbook name", value=(environments[0] if len(environments) == 1 else "worldbook"),
+                           key="build_out")
+    left, middle, right = st.columns(3)
+    split = left.selectbox("Build from split", ["(all)", *splits], key="build_split")
+    held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
+                            help="default when building from a split: validation, else test")
+    folds = right.number_input("Cross-fitting folds (0: none)", min_value=0, max_value=10, value=3, key="build_folds")
+    spec = st.text_input("Model for the rules and notes stages (optional)", key="build_llm",
+                         placeholder="tiny:data_samples/models/tiny — empty: the deterministic builder only")
+    submitted = st.form_submit_button("Build", icon=":material/construction:")
+
+if submitted:
+    bar = st.progress(0.0, text="starting")
+
+    def show(stage: str, done: int, total: int) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=stage)
+
+    try:
+        outcome = build_dataset(
+            workspace, dataset_name, out=out.strip(), split=None if split == "(all)" else split,
+            validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
+            folds=int(folds), config=BuildConfig(llm=spec.strip() or None), author="workbench", progress=show)
+    except (ValueError, OSError) as error:
+        bar.empty()
+        st.error(f"Build failed: {error}", icon=":material/error:")
+    else:
+        bar.progress(1.0, text="done")
+        st.session_state["build_last"] = outcome.to_json()
+
+if st.session_state.get("build_last"):
+    render_build_report(st.session_state["build_last"])

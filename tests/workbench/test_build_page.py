@@ -1,0 +1,66 @@
+"""The Build page under AppTest: build from a dataset with cross-fitting, see the report, find the new version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+from worldsmith.workspace import Workspace
+from worldsmith.worldbook import WorldbookStore
+
+PAGE = REPO / "pages" / "build.py"
+SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    return no_exception(at.switch_page(str(PAGE)).run())
+
+
+def test_no_dataset_says_what_to_do(empty_root: Path) -> None:
+    at = open_page()
+    assert any("No datasets yet" in str(i.value) for i in at.info)
+
+
+def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_root: Path) -> None:
+    Workspace(empty_root).ingest([SAMPLE], "alf")
+    at = open_page()
+    assert at.selectbox(key="build_env").options == ["(all)", "alfworld"]
+    at.text_input(key="build_out").input("kitchen")
+    no_exception(at.button[0].click().run())
+    store = WorldbookStore(empty_root / "worldbooks")
+    assert store.names() == ["kitchen"]
+    info = store.info("kitchen", store.head("kitchen"))
+    assert info.author == "workbench" and info.validation["status"] == "validated"
+    assert any("Saved `kitchen`" in str(s.value) for s in at.success)
+    assert any(m.label == "Coverage" for m in at.metric)
+    table = next(df.value for df in at.dataframe if "exact match" in df.value.columns)
+    assert {"go", "take", "put"} <= set(table["action"])
+
+
+def test_a_bad_request_is_reported_and_nothing_saved(empty_root: Path) -> None:
+    Workspace(empty_root).ingest([SAMPLE], "alf")
+    at = open_page()
+    at.text_input(key="build_out").input("bad name!")
+    no_exception(at.button[0].click().run())
+    assert any("Build failed" in str(e.value) for e in at.error)
+    assert WorldbookStore(empty_root / "worldbooks").names() == []
+
+
+def test_first_start_on_the_bundled_samples_builds_an_alfworld_worldbook(monkeypatch, tmp_path: Path) -> None:
+    root = tmp_path / "fresh"
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))
+    monkeypatch.setenv("WORLDSMITH_SAMPLES", str(REPO / "data_samples"))
+    no_exception(AppTest.from_file(str(APP), default_timeout=300).run())
+    store = WorldbookStore(root / "worldbooks")
+    assert store.names() == ["alfworld"]
+    book = store.load("alfworld")
+    assert {r.action for r in book.supported_rules()} >= {"go", "take", "put"}
+    assert store.info("alfworld", store.head("alfworld")).validation["status"] == "validated"

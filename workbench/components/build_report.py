@@ -1,0 +1,61 @@
+"""The report of a build: statuses, held-out validation per action, cross-fitting, stage timings, model stages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench.components.paths import page_file
+
+
+def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame([{"action": action, "turns": row["turns"], "coverage": row["covered_rate"],
+                          "conditions checked": row["verified_rate"], "exact match": row["exact_rate"]}
+                         for action, row in report["per_action"].items()])
+
+
+def _validation(title: str, report: dict[str, Any]) -> None:
+    totals, common = report["totals"], report["common_actions"]
+    st.markdown(f"**{title}**")
+    columns = st.columns(4)
+    columns[0].metric("Turns", totals["turns"])
+    columns[1].metric("Coverage", f"{totals['coverage']:.1%}", help="a supported rule applied")
+    columns[2].metric("Conditions checked", f"{totals['coverage_verified']:.1%}",
+                      help="the rule's conditions were verified on the tracked state (not assumed)")
+    columns[3].metric("Exact match", f"{totals['exact_match']:.1%}")
+    st.caption(f"Common actions ({', '.join(common['actions'])}): coverage {common['coverage']:.1%}, "
+               f"exact match {common['exact_match']:.1%}")
+    st.dataframe(validation_frame(report), hide_index=True,
+                 column_config={c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
+                                for c in ("coverage", "conditions checked", "exact match")})
+
+
+def render_build_report(outcome: dict[str, Any]) -> None:
+    st.success(f"Saved `{outcome['book']}` version `{outcome['version']}` (parent `{outcome['parent']}`): "
+               f"{outcome['rules']} rules from {outcome['episodes']} trajectories.", icon=":material/check_circle:")
+    st.page_link(page_file("worldbook"), label="Open it on the Worldbook page", icon=":material/menu_book:")
+    st.write({status: count for status, count in sorted(outcome["statuses"].items())})
+    if outcome.get("validation"):
+        leakage = outcome.get("leakage") or {}
+        st.caption(f"Held-out split `{outcome.get('validation_split')}`; leakage check "
+                   f"{'passed' if leakage.get('ok') else 'FAILED'}")
+        _validation("Replay on held-out trajectories", outcome["validation"])
+    if outcome.get("cross_fit"):
+        crossed = outcome["cross_fit"]
+        _validation(f"Cross-fitting, {crossed['folds']} folds by trajectory family (pooled)", crossed["pooled"])
+    if not outcome.get("validation") and not outcome.get("cross_fit"):
+        st.info("Not validated: choose a held-out split or cross-fitting folds.", icon=":material/info:")
+    with st.expander("Stages"):
+        st.dataframe(pd.DataFrame([{"stage": stage, "seconds": seconds,
+                                    "cached": outcome["stages"].get(stage, {}).get("cached")}
+                                   for stage, seconds in outcome["timings_s"].items()]), hide_index=True)
+        for stage in ("rules", "notes"):
+            model = outcome["stages"].get(stage, {}).get("model")
+            if model:
+                st.markdown(f"**Model-backed {stage} stage**: {model}")
+            compared = outcome["stages"].get(stage, {}).get("compared_with_deterministic")
+            if compared:
+                st.markdown(f"**{stage}: model against deterministic**")
+                st.json(compared, expanded=False)
