@@ -33,6 +33,7 @@ from workbench.components.worldbook_state import (  # noqa: E402
     submit_patch,
     take_notices,
 )
+from workbench.components.worldbook_tools import render_package, render_search  # noqa: E402
 
 from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks  # noqa: E402
 
@@ -65,7 +66,8 @@ if version != head:
                icon=":material/sync_problem:")
     st.button("Show the current version", key="wb_show_head", on_click=show_version, args=(name, head))
 
-rules_tab, schema_tab, notes_tab, history_tab = st.tabs(["Rules", "Schemas", "Notes", "History"])
+rules_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
+    ["Rules", "Schemas", "Notes", "Search", "History", "Export / import"])
 
 with rules_tab:
     rules = select_rules(book.rules, render_rule_filters(book.rules))
@@ -97,6 +99,12 @@ with schema_tab:
 with notes_tab:
     render_notes(store, name, version, book, source_dataset)
     render_add_note_form(store, name, version, book)
+
+with search_tab:
+    render_search(store, name, version, book, source_dataset)
+
+with package_tab:
+    render_package(store, name, version)
 
 with history_tab:
     chain = store.history(name)

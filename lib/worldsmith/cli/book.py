@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.worldbook import Patch, PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks
 from worldsmith.worldbook.index import SEARCH_KINDS, WorldbookIndex, index_folder
-from worldsmith.worldbook.interop import export_trace2env, import_trace2env
+from worldsmith.worldbook.interop import export_version, import_into_store
 
 
 def store_from(args: argparse.Namespace) -> WorldbookStore:
@@ -251,9 +251,8 @@ def run_undo(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     store = store_from(args)
     version = args.version or store.head(args.book)
-    book, info = store.load(args.book, version), store.info(args.book, version)
-    origin = {"book": args.book, "version": version, "parent": info.parent, "created": info.created}
-    out = export_trace2env(book, args.out_dir, manifest={"worldsmith": origin}, overwrite=args.overwrite)
+    book = store.load(args.book, version)
+    out = export_version(store, args.book, args.out_dir, version=version, overwrite=args.overwrite)
     if _json(args):
         emit_json({"book": args.book, "version": version, "path": str(out), "rules": len(book.rules),
                    "notes": len(book.notes), "evidence": len(book.evidence)})
@@ -263,14 +262,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    store = store_from(args)
-    ignored: list[str] = []
-    book = import_trace2env(args.package, ignored=ignored)
-    if args.name:
-        book = book.model_copy(update={"name": args.name})
-    parent = store.head(book.name) if book.name in store.names() else None
-    info = store.save(book, parent=parent, author=args.author, message=f"imported from {args.package}",
-                      sources=[{"kind": "trace2env", "path": str(args.package.resolve())}])
+    book, info, ignored = import_into_store(store_from(args), args.package, name=args.name, author=args.author)
     if _json(args):
         emit_json({"book": book.name, "version": info.version, "parent": info.parent, "rules": len(book.rules),
                    "ignored": ignored})

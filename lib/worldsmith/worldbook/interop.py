@@ -51,9 +51,10 @@ from worldsmith.worldbook.model import (
     StateSchema,
     Worldbook,
 )
-from worldsmith.worldbook.store import WorldbookError
+from worldsmith.worldbook.store import VersionInfo, WorldbookError, WorldbookStore
 
-__all__ = ["TRACE2ENV_FILES", "Trace2EnvError", "export_trace2env", "import_trace2env"]
+__all__ = ["TRACE2ENV_FILES", "Trace2EnvError", "export_trace2env", "export_version", "import_into_store",
+           "import_trace2env"]
 
 FORMAT = "trace2env"
 FORMAT_VERSION = 1
@@ -348,3 +349,26 @@ def import_trace2env(path: str | Path, *, ignored: list[str] | None = None) -> W
     except ValidationError as error:  # across items: duplicate note or invariant ids, an empty name
         raise Trace2EnvError(f"{root}: {_describe(error)}") from None
     return book
+
+
+def export_version(store: WorldbookStore, name: str, out_dir: str | Path, *, version: str | None = None,
+                   overwrite: bool = False) -> Path:
+    """Export a stored version as a Trace2Env package; its manifest says which book and version it came from."""
+    version = version or store.head(name)
+    book, info = store.load(name, version), store.info(name, version)
+    origin = {"book": name, "version": version, "parent": info.parent, "created": info.created}
+    return export_trace2env(book, out_dir, manifest={"worldsmith": origin}, overwrite=overwrite)
+
+
+def import_into_store(store: WorldbookStore, package: str | Path, *, name: str | None = None,
+                      author: str = "unknown") -> tuple[Worldbook, VersionInfo, list[str]]:
+    """Read a Trace2Env package and save it as a new version (HEAD is the parent when the name exists);
+    returns the worldbook, its version and the fields the import ignored."""
+    ignored: list[str] = []
+    book = import_trace2env(package, ignored=ignored)
+    if name:
+        book = book.model_copy(update={"name": name})
+    parent = store.head(book.name) if book.name in store.names() else None
+    info = store.save(book, parent=parent, author=author, message=f"imported from {package}",
+                      sources=[{"kind": "trace2env", "path": str(Path(package).resolve())}])
+    return book, info, ignored
