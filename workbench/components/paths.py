@@ -20,6 +20,7 @@ PAGE_FILES = {
     "worldbook": PAGES_DIR / "worldbook.py",
     "build": PAGES_DIR / "build.py",
     "simulate": PAGES_DIR / "simulate.py",
+    "evaluate": PAGES_DIR / "evaluate.py",
 }
 
 

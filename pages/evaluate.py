@@ -1,0 +1,114 @@
+"""Evaluate: the results of `worldsmith eval` runs, where methods fail, and new runs launched in the background.
+
+Runs live in `<workspace>/runs/eval/<run>/` (config.json, report.json, records.parquet,
+progress.json), written by the library; this page only reads them. Intervals are the report's
+paired bootstrap over trajectories. A run launched here is `worldsmith eval ... --json` in a
+detached process, so it keeps going when the page is reloaded or left.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import streamlit as st  # noqa: E402
+from workbench.components import data  # noqa: E402
+from workbench.components.eval_compare import render_compare  # noqa: E402
+from workbench.components.eval_failures import render_failures  # noqa: E402
+from workbench.components.eval_launch import render_jobs, render_launch_form, workspace_choices  # noqa: E402
+from workbench.components.eval_records import render_records  # noqa: E402
+from workbench.components.eval_results import render_results  # noqa: E402
+from workbench.components.eval_runs import (  # noqa: E402
+    RunFileError,
+    RunInfo,
+    list_runs,
+    load_records,
+    load_report,
+    read_config,
+    run_dataset,
+)
+
+RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
+
+root = Path(data.workspace_root())
+st.title("Evaluate", anchor=False)
+st.markdown("Compare simulators on held-out trajectories: next-observation fidelity, open-loop drift and "
+            "world-to-real replay, each with paired 95% intervals. Launch a run below, or with `worldsmith eval`.")
+
+render_jobs(root)
+runs = list_runs(root)
+complete = [run for run in runs if run.complete]
+
+
+def _label(info: RunInfo) -> str:
+    if info.error:
+        return f"{info.name} · unreadable"
+    if not info.complete:
+        progress = f" {info.done}/{info.total}" if info.total else ""
+        return f"{info.name} · running{progress}"
+    return f"{info.name} · {info.protocol} · {', '.join(info.methods)}"
+
+
+by_name = {info.name: info for info in runs}
+if runs:
+    chosen = st.selectbox("Run", list(by_name), format_func=lambda name: _label(by_name[name]), key="ev_run")
+else:
+    chosen = None
+    st.info("No evaluation runs in this workspace yet: launch one below or run `worldsmith eval`.",
+            icon=":material/info:")
+if st.session_state.get("ev_shown_run") != chosen:
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(RUN_SCOPED)]:
+        del st.session_state[key]
+    st.session_state["ev_shown_run"] = chosen
+
+results_tab, records_tab, failures_tab, compare_tab, launch_tab = st.tabs(
+    ["Results", "Records", "Failures", "Compare", "Launch"])
+
+with launch_tab:
+    render_launch_form(root, *workspace_choices(root))
+
+info = by_name.get(chosen) if chosen else None
+if info is None:
+    st.stop()
+if info.error:
+    with results_tab:
+        st.error(info.error, icon=":material/error:")
+    st.stop()
+try:
+    report = load_report(info.path)
+    records = load_records(info.path)
+    config = read_config(info.path) or (report or {}).get("config")
+except RunFileError as error:
+    with results_tab:
+        st.error(str(error), icon=":material/error:")
+    st.stop()
+dataset = run_dataset(config)
+
+with results_tab:
+    if report is None:
+        st.info(f"Run `{info.name}` has no report yet ({info.done or 0}/{info.total or '?'} predictions); "
+                "its results appear here when it finishes.", icon=":material/hourglass_top:")
+    else:
+        render_results(info.path, report, records)
+with records_tab:
+    render_records(records, dataset)
+with failures_tab:
+    render_failures(info.name, report, records, dataset)
+with compare_tab:
+    if report is None:
+        st.info("This run has no report yet.", icon=":material/info:")
+    else:
+        others = {}
+        for other in complete:
+            if other.name != info.name:
+                try:
+                    loaded = load_report(other.path)
+                except RunFileError:
+                    continue
+                if loaded is not None:
+                    others[other.name] = loaded
+        render_compare(info.name, report, {info.name: report, **others})

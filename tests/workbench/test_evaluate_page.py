@@ -1,0 +1,169 @@
+"""The Evaluate page under AppTest: runs listed, leaderboard with intervals, forest plot, win/lose records,
+failures grouped and clustered, two runs compared.
+
+The run folders are written per the run-store contract by eval_fixtures (exact, countable contents).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from eval_fixtures import write_run
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+PAGE = REPO / "pages" / "evaluate.py"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    return no_exception(at.switch_page(str(PAGE)).run())
+
+
+def frame_with(at: AppTest, column: str):
+    return next(df.value for df in at.dataframe if column in df.value.columns)
+
+
+def group_table(at: AppTest, by: str):
+    """The 'errors by action/rule' table, indexed by the group."""
+    return next(df.value for df in at.dataframe if list(df.value.columns[:2]) == [by, "records"]).set_index(by)
+
+
+def _decoded(value):
+    """Plotly's JSON with its typed arrays ({dtype, bdata}, base64) turned back into lists."""
+    if isinstance(value, dict):
+        if set(value) >= {"dtype", "bdata"}:
+            array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+            shape = [int(size) for size in str(value.get("shape", len(array))).split(",")]
+            return array.reshape(shape).tolist()
+        return {key: _decoded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decoded(item) for item in value]
+    return value
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [_decoded(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
+
+
+@pytest.fixture
+def two_runs(empty_root: Path) -> Path:
+    write_run(empty_root, "next-a", ["harness", "nearest"], judge=True)
+    write_run(empty_root, "drift-b", ["harness", "nearest"], protocol="drift")
+    return empty_root
+
+
+def test_no_runs_says_how_to_make_one(empty_root: Path) -> None:
+    at = open_page()
+    assert any("No evaluation runs" in str(i.value) for i in at.info)
+
+
+def test_lists_runs_and_shows_the_leaderboard_with_intervals(two_runs: Path) -> None:
+    at = open_page()
+    runs = at.selectbox(key="ev_run")
+    assert sorted(runs.options) == sorted(["next-a · next-obs · harness, nearest",
+                                           "drift-b · drift · harness, nearest"])
+    no_exception(runs.set_value("next-a").run())
+    board = frame_with(at, "exact_match")
+    assert list(board["method"]) == ["harness", "nearest"]  # best first
+    harness = board.set_index("method").loc["harness"]
+    # harness: 18 of 20 exact (two odd episodes miss 'look'); the report's interval is mean ± 0.05
+    assert harness["exact_match"] == "0.900 [0.850, 0.950]"
+    assert harness["n"] == 20
+    assert "judge_total" in board.columns
+
+    forest = [f for f in figures(at) if "Paired difference" in f["layout"]["title"]["text"]]
+    assert len(forest) == 1
+    point = forest[0]["data"][0]
+    assert point["y"] == ["harness vs nearest"] and point["x"] == pytest.approx([0.3])
+    judge = [f for f in figures(at) if "Judge score" in f["layout"]["title"]["text"]]
+    assert judge and {trace["name"] for trace in judge[0]["data"]} == {"harness", "nearest"}
+
+    no_exception(at.radio(key="ev_scope").set_value("unseen tasks").run())
+    unseen = frame_with(at, "exact_match").set_index("method")
+    assert unseen.loc["harness", "exact_match"] == "0.900 [0.850, 0.950]" and unseen.loc["harness", "n"] == 10
+
+
+def test_drift_run_shows_fidelity_curves_and_first_divergence(two_runs: Path) -> None:
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert any(t.startswith("fidelity@t") for t in titles)
+    timeline = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("First divergence"))
+    markers = {trace["name"]: trace for trace in timeline["data"] if trace["type"] == "scatter"}
+    # nearest diverges at step 1 ('take') in all 4 episodes; harness at step 4 ('look') in the 2 odd ones
+    assert markers["nearest: first divergence"]["x"] == [1, 1, 1, 1]
+    assert markers["harness: first divergence"]["x"] == [4, 4]
+
+
+def test_win_lose_filter_lists_records_and_opens_one(two_runs: Path) -> None:
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
+    at.selectbox(key="ev_wl_metric").set_value("exact_match")
+    at.selectbox(key="ev_wl_winner").set_value("harness")
+    no_exception(at.selectbox(key="ev_wl_loser").set_value("nearest").run())
+    table = frame_with(at, "prediction_nearest")
+    assert len(table) == 8  # 'take' and 'open' in 4 episodes
+    assert set(table["action"]) == {"take mug 1 from desk 1", "open drawer 1"}
+    assert table["open"].iloc[0] == "traces?dataset=samples&turn=ep-0%231"
+
+    no_exception(at.selectbox(key="ev_wl_winner").set_value("nearest").run())
+    no_exception(at.selectbox(key="ev_wl_loser").set_value("harness").run())
+    reverse = frame_with(at, "prediction_harness")
+    assert list(zip(reverse["episode_id"], reverse["turn"], strict=True)) == [("ep-1", 4), ("ep-3", 4)]
+    assert any(code.value == "You are facing the desk 1. Next to it, you see nothing." for code in at.code)
+
+
+def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) -> None:
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
+    no_exception(at.selectbox(key="ev_fx_method").set_value("nearest").run())
+    by_action = group_table(at, "action")
+    assert by_action.loc["take", "wrong"] == 4 and by_action.loc["open", "wrong"] == 4
+    assert by_action.loc["go", "wrong"] == 0 and by_action.loc["take", "error_rate"] == 1.0
+
+    no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
+    rules = group_table(at, "rule")
+    assert rules.loc["(no rule)", "wrong"] == 2 and rules.loc["take.from", "wrong"] == 0
+    heat = next(f for f in figures(at) if f["layout"]["title"]["text"].endswith("by action × step"))
+    assert heat["data"][0]["y"][0] in {"go", "take", "open", "put", "look"}
+
+    no_exception(at.selectbox(key="ev_fx_method").set_value("nearest").run())
+    no_exception(at.slider(key="ev_fx_k").set_value(2).run())
+    no_exception(at.button(key="ev_fx_cluster").click().run())
+    clusters = [e for e in at.expander if e.label.startswith("Cluster ")]
+    # nearest's 8 wrong predictions are two distinct texts: "Nothing happens." (take) and the wrong drawer (open)
+    assert len(clusters) == 2
+    assert {c.label.split(" · ")[1] for c in clusters} == {"4 wrong predictions"}
+    assert {c.label.split(" · ")[2] for c in clusters} == {"take ×4", "open ×4"}
+    examples = {code.value for code in at.code}
+    assert "Nothing happens." in examples
+
+
+def test_compare_two_runs(two_runs: Path) -> None:
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
+    no_exception(at.selectbox(key="ev_cmp_run").set_value("drift-b").run())
+    table = frame_with(at, "B − A")
+    row = table[(table["method"] == "harness") & (table["metric"] == "exact_match")].iloc[0]
+    assert row["run A"] == "0.900 [0.850, 0.950]" and row["run B"] == "0.900 [0.850, 0.950]"
+    assert row["B − A"] == pytest.approx(0.0)
+    assert table[table["metric"] == "judge_total"]["run B"].eq("").all()  # only run A was judged
+    differences = frame_with(at, "field").set_index("field")
+    assert differences.loc["protocol", "run A"] == "next-obs" and differences.loc["protocol", "run B"] == "drift"
+
+
+def test_unreadable_report_is_named_not_fatal(two_runs: Path) -> None:
+    (two_runs / "runs" / "eval" / "drift-b" / "report.json").write_text("{not json", encoding="utf-8")
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
+    assert any("report.json" in str(e.value) and "not valid JSON" in str(e.value) for e in at.error)

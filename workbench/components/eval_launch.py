@@ -1,0 +1,131 @@
+"""Launching `worldsmith eval` from the page and following its jobs' progress.
+
+The form builds the same command line a terminal would run (shown before it starts); the job
+runs detached (eval_jobs), so the page can be reloaded or left. Progress is the run's own
+progress.json, re-read every few seconds by a fragment while a job is running.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from workbench.components import data
+from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
+
+__all__ = ["PROTOCOLS", "available_methods", "render_jobs", "render_launch_form", "workspace_choices"]
+
+PROTOCOLS = ["next-obs", "drift", "w2r"]
+NOTICE = "ev_launch_notice"
+
+
+def available_methods() -> list[str]:
+    """The methods `worldsmith eval` accepts (from worldsmith.evals when present, else the world-model kinds)."""
+    try:
+        from worldsmith import evals  # optional until the evals package lands
+
+        methods = getattr(evals, "METHODS", None)
+        if methods:
+            return list(methods)
+    except ImportError:
+        pass
+    from worldsmith.sim.factory import WORLD_MODELS
+
+    return list(WORLD_MODELS)
+
+
+def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
+    """The run's options; on submit, start the job and remember a notice for the next rerun."""
+    if not books or not datasets:
+        st.info("Launching a run needs a worldbook (`worldsmith build`) and a dataset to evaluate on.",
+                icon=":material/info:")
+        return
+    methods = available_methods()
+    default = [m for m in ("harness", "nearest") if m in methods] or methods[:1]
+    with st.form("ev_launch"):
+        left, right = st.columns(2)
+        run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
+        protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol")
+        left, middle, right = st.columns(3)
+        book = left.selectbox("Worldbook", books, key="ev_new_book")
+        dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset")
+        split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test")
+        chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods")
+        left, middle, right = st.columns(3)
+        episodes = left.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
+        llm = middle.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
+        judge = right.text_input("Judge spec (optional)", key="ev_new_judge")
+        seed = st.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
+        submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
+    if not submitted:
+        return
+    if not chosen:
+        st.error("Choose at least one method.")
+        return
+    try:
+        config = EvalLaunch(run=run, book=book, dataset=dataset, methods=list(chosen), protocol=protocol,
+                            split=split.strip() or None, episodes=int(episodes) or None, llm=llm.strip() or None,
+                            judge=judge.strip() or None, seed=int(seed))
+        command = eval_command(config, root)
+        job = launch(root, config.run, command)
+    except (JobError, OSError) as error:
+        st.error(f"Could not launch the run: {error}", icon=":material/error:")
+        return
+    st.session_state[NOTICE] = f"Started run `{job.run}` (pid {job.pid}): {shlex.join(command[1:])}"
+    st.rerun()
+
+
+def _render_job(root: Path, job: JobStatus) -> None:
+    try:
+        progress = read_progress(runs_dir(root) / job.run)
+    except RunFileError as error:
+        progress, problem = None, str(error)
+    else:
+        problem = None
+    done, total = (progress or {}).get("done"), (progress or {}).get("total")
+    label = f"`{job.run}` · {job.state}"
+    if isinstance(done, int | float) and isinstance(total, int | float) and total:
+        st.progress(min(1.0, float(done) / float(total)), text=f"{label} · {int(done)}/{int(total)}")
+    else:
+        st.progress(1.0 if job.state != "running" else 0.0, text=f"{label} · starting" if job.state == "running"
+                    else label)
+    if problem:
+        st.caption(problem)
+    if job.state == "failed":
+        message = (job.result or {}).get("error") or job.log_tail.strip().splitlines()[-1:] or ["(no output)"]
+        st.error(f"Run `{job.run}` failed (exit code {job.returncode}): "
+                 f"{message if isinstance(message, str) else message[0]}", icon=":material/error:")
+        with st.expander("Log"):
+            st.code(job.log_tail or "(empty)", language=None)
+
+
+def render_jobs(root: Path) -> None:
+    """Jobs launched here: a progress bar each; refreshed every 2 s while one is running."""
+    if NOTICE in st.session_state:
+        st.success(st.session_state.pop(NOTICE), icon=":material/rocket_launch:")
+    jobs = list_jobs(root)
+    if not jobs:
+        return
+    running = any(job.state == "running" for job in jobs)
+
+    @st.fragment(run_every=2.0 if running else None)
+    def _panel() -> None:
+        current = list_jobs(root)
+        for job in current[:5]:
+            _render_job(root, job)
+        if running and not any(job.state == "running" for job in current):
+            st.rerun()  # a job just ended: refresh the run list and stop polling
+
+    with st.expander("Background runs", expanded=running):
+        _panel()
+
+
+def workspace_choices(root: Path) -> tuple[list[str], list[str]]:
+    """(worldbooks, datasets) of the workspace, for the form."""
+    from worldsmith.worldbook import WorldbookStore
+
+    return WorldbookStore(root / "worldbooks").names(), data.list_datasets(str(root))

@@ -1,0 +1,299 @@
+"""Tables the Evaluate page shows, computed from a run's report.json and records (pure pandas, no Streamlit).
+
+Intervals always come from the report (the library's paired bootstrap over trajectories); these
+functions only reshape them. Where the page needs a number the report lacks (a judge dimension,
+a group of records), it is computed here and labelled as what it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "JUDGE_DIMENSIONS",
+    "METRIC_COLUMNS",
+    "action_kind",
+    "compare_runs_frame",
+    "cost_frame",
+    "divergence_frame",
+    "error_groups",
+    "fidelity_frame",
+    "format_interval",
+    "heatmap_frame",
+    "judge_frame",
+    "leaderboard_frame",
+    "leaderboard_table",
+    "pairs_frame",
+    "scope_block",
+    "w2r_frame",
+    "win_lose_frame",
+    "wrong_mask",
+]
+
+METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judge_total"]
+JUDGE_DIMENSIONS = ["judge_format", "judge_factuality", "judge_consistency", "judge_realism", "judge_quality"]
+KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
+_CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
+
+
+def format_interval(cell: Any, digits: int = 3) -> str:
+    """`mean [low, high]` for a report cell ({mean, low, high}); '' when the cell is missing."""
+    if not isinstance(cell, dict) or cell.get("mean") is None:
+        return ""
+    mean = cell["mean"]
+    if cell.get("low") is None or cell.get("high") is None:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{cell['low']:.{digits}f}, {cell['high']:.{digits}f}]"
+
+
+def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | None = None) -> dict[str, Any]:
+    """The `{methods, pairs}` block for pooled results, one environment (`per_env`) or seen/unseen tasks."""
+    if env_id is not None:
+        return (report.get("per_env") or {}).get(env_id) or {}
+    if split is not None:
+        return (report.get("seen_unseen") or {}).get(split) or {}
+    return {"methods": report.get("methods") or {}, "pairs": report.get("pairs") or {}}
+
+
+def _metrics_of(methods: dict[str, Any]) -> list[str]:
+    seen: dict[str, None] = {}
+    for cells in methods.values():
+        for metric in cells or {}:
+            seen.setdefault(metric, None)
+    return list(seen)
+
+
+def leaderboard_frame(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+    """Long frame: one row per (method, metric) with mean, low, high, n (the report's intervals)."""
+    metrics = metrics or _metrics_of(methods)
+    rows = []
+    for method, cells in methods.items():
+        for metric in metrics:
+            cell = (cells or {}).get(metric)
+            if isinstance(cell, dict) and cell.get("mean") is not None:
+                rows.append({"method": method, "metric": metric, "mean": float(cell["mean"]),
+                             "low": _float(cell.get("low")), "high": _float(cell.get("high")),
+                             "n": cell.get("n")})
+    return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "n"])
+
+
+def leaderboard_table(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+    """Wide table methods × metrics of `mean [low, high]`, best first by the first metric, with n."""
+    long = leaderboard_frame(methods, metrics)
+    if long.empty:
+        return pd.DataFrame(columns=["method"])
+    order = list(dict.fromkeys(long["metric"]))
+    long["cell"] = [format_interval({"mean": m, "low": lo, "high": hi})
+                    for m, lo, hi in zip(long["mean"], long["low"], long["high"], strict=True)]
+    table = long.pivot(index="method", columns="metric", values="cell").reindex(columns=order).fillna("")
+    means = long.pivot(index="method", columns="metric", values="mean")
+    table = table.loc[means[order[0]].sort_values(ascending=False, na_position="last").index]
+    counts = long.groupby("method")["n"].max()
+    table.insert(0, "n", counts.reindex(table.index))
+    return table.reset_index()
+
+
+def pairs_frame(pairs: dict[str, Any], metric: str | None = None) -> pd.DataFrame:
+    """One row per (pair, metric): the mean paired difference and its interval; `significant` when 0 is outside."""
+    rows = []
+    for pair, cells in pairs.items():
+        for name, cell in (cells or {}).items():
+            if metric is not None and name != metric:
+                continue
+            if not isinstance(cell, dict) or cell.get("mean_diff") is None:
+                continue
+            low, high = _float(cell.get("low")), _float(cell.get("high"))
+            rows.append({"pair": pair, "metric": name, "mean_diff": float(cell["mean_diff"]), "low": low,
+                         "high": high, "n": cell.get("n"),
+                         "significant": bool(low is not None and high is not None and (low > 0 or high < 0))})
+    return pd.DataFrame(rows, columns=["pair", "metric", "mean_diff", "low", "high", "n", "significant"])
+
+
+def fidelity_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """fidelity@t of a drift run, long: method, t, mean, low, high, n."""
+    rows = [{"method": method, "t": int(point["t"]), "mean": _float(point.get("mean")),
+             "low": _float(point.get("low")), "high": _float(point.get("high")), "n": point.get("n")}
+            for method, points in (report.get("fidelity_at_t") or {}).items() for point in points or []
+            if isinstance(point, dict) and "t" in point]
+    return pd.DataFrame(rows, columns=["method", "t", "mean", "low", "high", "n"])
+
+
+def cost_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """Mean cost per record and method (model calls, tokens, latency, money)."""
+    rows = [{"method": method, **{k: v for k, v in (cells or {}).items()}}
+            for method, cells in (report.get("cost") or {}).items()]
+    return pd.DataFrame(rows)
+
+
+def w2r_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """World-to-real success per policy: real, w2r, consistency, n (and the report's interval fields)."""
+    rows = [{"policy": policy, **{k: v for k, v in (cells or {}).items() if not isinstance(v, dict | list)}}
+            for policy, cells in (report.get("w2r") or {}).items()]
+    return pd.DataFrame(rows)
+
+
+def judge_frame(records: pd.DataFrame, *, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Judge score per method and dimension (1-5): mean over records with a bootstrap interval over episodes.
+
+    The report carries intervals for judge_total only; these per-dimension intervals resample
+    episodes (percentile, 95%) so that turns of one trajectory move together, as the report does.
+    """
+    present = [d for d in JUDGE_DIMENSIONS if d in records.columns and records[d].notna().any()]
+    rows: list[dict[str, Any]] = []
+    rng = np.random.default_rng(seed)
+    for method, group in records.groupby("method", sort=True) if present else ():
+        for dimension in present:
+            values = group[["episode_id", dimension]].dropna()
+            if values.empty:
+                continue
+            per_episode = values.groupby("episode_id")[dimension].agg(["sum", "count"])
+            sums, counts = per_episode["sum"].to_numpy(float), per_episode["count"].to_numpy(float)
+            picks = rng.integers(0, len(sums), size=(resamples, len(sums)))
+            boot = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+            rows.append({"method": method, "dimension": dimension.removeprefix("judge_"),
+                         "mean": float(sums.sum() / counts.sum()), "low": float(np.quantile(boot, 0.025)),
+                         "high": float(np.quantile(boot, 0.975)), "n": int(counts.sum())})
+    return pd.DataFrame(rows, columns=["method", "dimension", "mean", "low", "high", "n"])
+
+
+def win_lose_frame(records: pd.DataFrame, winner: str, loser: str, metric: str, margin: float = 0.0) -> pd.DataFrame:
+    """Predictions where `winner` scores above `loser` by more than `margin` on the same record.
+
+    Records are matched on (protocol, env, episode, turn); W2R rows (turn -1) have no metric and drop out.
+    """
+    columns = [*KEY, "action", "reference", f"prediction_{winner}", f"prediction_{loser}", f"{metric}_{winner}",
+               f"{metric}_{loser}", "difference"]
+    if records.empty or metric not in records.columns or winner == loser:
+        return pd.DataFrame(columns=columns)
+    keep = [*KEY, "action", "reference", "prediction", metric]
+    a = records.loc[records["method"] == winner, keep].dropna(subset=[metric])
+    b = records.loc[records["method"] == loser, [*KEY, "prediction", metric]].dropna(subset=[metric])
+    merged = a.merge(b, on=KEY, suffixes=(f"_{winner}", f"_{loser}"))
+    merged["difference"] = merged[f"{metric}_{winner}"] - merged[f"{metric}_{loser}"]
+    merged = merged[merged["difference"] > margin]
+    return merged.sort_values(["difference", "episode_id", "turn"], ascending=[False, True, True])[columns] \
+        .reset_index(drop=True)
+
+
+def action_kind(action: Any) -> str:
+    """The action's name: a JSON object's `name`, a call's function, else the first word ('go to desk 1' -> 'go')."""
+    text = str(action or "").strip()
+    if not text:
+        return "(empty)"
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            for key in ("name", "tool", "function", "action"):
+                if isinstance(value.get(key), str):
+                    return value[key]
+    match = _CALL.match(text)
+    if match:
+        return match.group(1)
+    return text.split()[0].lower()
+
+
+def wrong_mask(records: pd.DataFrame, metric: str, threshold: float) -> pd.Series:
+    """Scored records whose `metric` is below `threshold` (exact_match < 1 means 'not exactly right')."""
+    values = records[metric] if metric in records.columns else pd.Series(np.nan, index=records.index)
+    return values.notna() & (values < threshold)
+
+
+def error_groups(records: pd.DataFrame, metric: str, threshold: float, by: str) -> pd.DataFrame:
+    """Errors per action name (`by='action'`) or per rule the prediction used (`by='rule'`).
+
+    A prediction that used several rules counts for each of them; one that used none is '(no rule)'.
+    """
+    columns = [by, "records", "wrong", "error_rate", f"mean_{metric}"]
+    scored = records[records[metric].notna()] if metric in records.columns else records.iloc[0:0]
+    if scored.empty:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame({"wrong": wrong_mask(scored, metric, threshold).to_numpy(),
+                          "score": scored[metric].to_numpy(float)})
+    if by == "action":
+        frame[by] = scored["action"].map(action_kind).to_numpy()
+    elif by == "rule":
+        rules = scored["rules"] if "rules" in scored.columns else pd.Series([[]] * len(scored))
+        frame[by] = [list(r) if len(r) else ["(no rule)"] for r in rules]
+        frame = frame.explode(by)
+    else:
+        raise ValueError(f"group by 'action' or 'rule', not {by!r}")
+    grouped = frame.groupby(by).agg(records=("wrong", "size"), wrong=("wrong", "sum"), score=("score", "mean"))
+    grouped["error_rate"] = grouped["wrong"] / grouped["records"]
+    grouped = grouped.rename(columns={"score": f"mean_{metric}"}).reset_index()
+    return grouped.sort_values(["wrong", "records"], ascending=False)[columns].reset_index(drop=True)
+
+
+def heatmap_frame(records: pd.DataFrame, metric: str, max_steps: int = 40) -> pd.DataFrame:
+    """Mean `metric` by action name (rows) × step (columns); steps past `max_steps` share the last column."""
+    scored = records[(records[metric].notna()) & (records["turn"] >= 0)] if metric in records.columns else records
+    if scored.empty or metric not in scored.columns:
+        return pd.DataFrame()
+    frame = pd.DataFrame({"action": scored["action"].map(action_kind).to_numpy(),
+                          "step": scored["turn"].clip(upper=max_steps).astype(int).to_numpy(),
+                          "score": scored[metric].to_numpy(float)})
+    table = frame.pivot_table(index="action", columns="step", values="score", aggfunc="mean")
+    order = frame.groupby("action").size().sort_values(ascending=False).index
+    return table.reindex(order)
+
+
+def divergence_frame(report: dict[str, Any] | None, records: pd.DataFrame) -> pd.DataFrame:
+    """First-divergence step of every drifted trajectory per method (report first, else the records' `diverged`).
+
+    Rows: method, episode_id, step (None when the trajectory never diverged), length (turns recorded).
+    """
+    lengths: dict[tuple[str, str], int] = {}
+    if not records.empty and {"method", "episode_id", "turn"} <= set(records.columns):
+        for (method, episode), turns in records[records["turn"] >= 0].groupby(["method", "episode_id"])["turn"]:
+            lengths[(str(method), str(episode))] = int(turns.max()) + 1
+    rows: list[dict[str, Any]] = []
+    from_report = (report or {}).get("first_divergence") or {}
+    if from_report:
+        for method, episodes in from_report.items():
+            for episode, step in (episodes or {}).items():
+                rows.append({"method": method, "episode_id": episode, "step": None if step is None else int(step),
+                             "length": lengths.get((method, episode))})
+    elif "diverged" in records.columns:
+        for (method, episode), group in records[records["turn"] >= 0].groupby(["method", "episode_id"]):
+            hits = group.loc[group["diverged"].fillna(False).astype(bool), "turn"]
+            rows.append({"method": method, "episode_id": episode, "step": int(hits.min()) if len(hits) else None,
+                         "length": lengths.get((str(method), str(episode)))})
+    return pd.DataFrame(rows, columns=["method", "episode_id", "step", "length"])
+
+
+def compare_runs_frame(a: dict[str, Any], b: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+    """Methods × metrics present in both runs' reports: A and B as `mean [low, high]`, and B − A of the means.
+
+    The difference is of the pooled means only: the two runs may hold different records, so no
+    paired interval is claimed for it.
+    """
+    left, right = leaderboard_frame(a.get("methods") or {}, metrics), leaderboard_frame(b.get("methods") or {}, metrics)
+    merged = left.merge(right, on=["method", "metric"], how="outer", suffixes=("_a", "_b"))
+    rows = []
+    for _, row in merged.iterrows():
+        rows.append({"method": row["method"], "metric": row["metric"],
+                     "run A": format_interval({"mean": row["mean_a"], "low": row["low_a"], "high": row["high_a"]})
+                     if pd.notna(row["mean_a"]) else "",
+                     "run B": format_interval({"mean": row["mean_b"], "low": row["low_b"], "high": row["high_b"]})
+                     if pd.notna(row["mean_b"]) else "",
+                     "B − A": float(row["mean_b"] - row["mean_a"])
+                     if pd.notna(row["mean_a"]) and pd.notna(row["mean_b"]) else None,
+                     "n A": row["n_a"], "n B": row["n_b"]})
+    return pd.DataFrame(rows, columns=["method", "metric", "run A", "run B", "B − A", "n A", "n B"])
+
+
+def _float(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(result) else result
