@@ -217,3 +217,16 @@ def test_model_backed_stages_run_on_the_tiny_model_and_fall_back(tmp_path: Path)
     assert "compared_with_deterministic" in result.stage_reports["rules"]
     assert result.book.supported_rules()  # the deterministic fallback keeps the book usable
     assert (tmp_path / "llm" / "calls.sqlite").exists()
+
+
+def test_extract_stage_reports_candidate_changes_and_concrete_paths_keep_their_keys() -> None:
+    from worldsmith.worldbook.build import deterministic_extract
+
+    evidence = _room(1)
+    extractions = {x.turn_id: x for x in deterministic_extract(evidence)}
+    first, revisit = extractions["ep1#0"], extractions["ep1#4"]
+    assert [(c.op, c.path, c.value) for c in first.changes] == [("set", "world.contents[table 1]", ["cup 1", "pen 1"])]
+    assert [(c.path, c.value) for c in revisit.changes] == [("world.contents[table 1]", ["pen 1"])]
+    assert extractions["ep1#1"].changes == []  # "You pick up ..." shows no state
+    after = apply_effects({}, [Effect(op="set", path="world.files[report.v2.txt]", value=1)], {})
+    assert after == {"world": {"files": {"report.v2.txt": 1}}}

@@ -32,6 +32,7 @@ from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.model import (
     ActionSchema,
     Demonstration,
+    Effect,
     Evidence,
     Note,
     ObservationContract,
@@ -103,16 +104,39 @@ class BuildResult:
 
 
 # ------------------------------------------------------------------------------------------- stages
+def _concrete_path(segments: Sequence[str]) -> str:
+    head, *rest = segments
+    return head + "".join(f".{s}" if re.fullmatch(r"[A-Za-z0-9_\-]+", s) else f"[{s}]" for s in rest)
+
+
 def deterministic_extract(evidence: Sequence[Evidence]) -> list[Extraction]:
-    """Per transition: canonical action, outcome, the facts its observation shows."""
+    """Per transition: canonical action, outcome, the facts its observation shows, the candidate state changes
+    (facts that differ from what the episode showed before) and what stays ambiguous."""
+    from worldsmith.worldbook.induce import episode_of
+
     out: list[Extraction] = []
+    known: dict[tuple[str, tuple[str, ...]], Any] = {}
     for item in evidence:
         arguments = item.arguments if isinstance(item.arguments, dict) else {}
         facts = extract_facts(item.action, arguments, item.observation)
+        episode = episode_of(item.turn_id)
+        changes, ambiguities = [], []
+        for fact in facts:
+            key = (episode, tuple(fact.path))
+            if known.get(key, _UNSEEN) != fact.value and "[" not in "".join(fact.path) and "]" not in "".join(fact.path):
+                changes.append(Effect(op="set", path=_concrete_path(fact.path), value=fact.value))
+            known[key] = fact.value
+            if fact.kind == "list" and len(fact.path) == 2 and arguments:
+                ambiguities.append(f"a list with no owner among the arguments, kept as {'.'.join(fact.path)}")
+        if not item.observation.strip():
+            ambiguities.append("empty observation")
         out.append(Extraction(turn_id=item.turn_id, action=item.action, arguments=arguments,
-                              outcome=item.outcome or "success", facts=facts,
-                              ambiguities=[] if facts or item.observation.strip() else ["empty observation"]))
+                              outcome=item.outcome or "success", facts=facts, changes=changes,
+                              ambiguities=ambiguities))
     return out
+
+
+_UNSEEN = object()
 
 
 def _deterministic_rules(evidence: Sequence[Evidence], config: BuildConfig) -> list[Rule]:

@@ -81,13 +81,15 @@ def _argument_text(value: Any) -> str:
 def resolve_path(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
     """Segments of a path template; None when an argument it names is missing."""
     segments: list[str] = []
-    for part in re.findall(r"\{arg\.[A-Za-z0-9_]+\}|\[arg\.[A-Za-z0-9_]+\]|[^.\[\]{}]+", template):
+    for part in re.findall(r"\{arg\.[A-Za-z0-9_]+\}|\[[^\[\]]+\]|[^.\[\]{}]+", template):
         match = re.fullmatch(r"[\[{]arg\.([A-Za-z0-9_]+)[\]}]", part)
         if match:
             value = arguments.get(match.group(1))
             if value is None:
                 return None
             segments.append(_argument_text(value))
+        elif part.startswith("["):
+            segments.append(part[1:-1])  # a concrete key, dots and spaces kept: [report.txt], [bed 1]
         else:
             segments.append(part)
     return segments

@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 NAMESPACES = ("world", "session", "surface", "epistemic")
-_PATH = re.compile(r"^(world|session|surface|epistemic)(\.[A-Za-z0-9_\-\[\]{}*]+)+$")
+# world.contents.{arg.source} / world.contents[arg.target] / a concrete key in brackets: world.contents[bed 1]
+_PATH = re.compile(r"^(world|session|surface|epistemic)(\.[A-Za-z0-9_\-\[\]{}*]+|\[[^\[\]]+\])+$")
 _TURN_ID = re.compile(r"^.+#\d+$")
 _STRICT = ConfigDict(extra="forbid")
 
