@@ -1,0 +1,199 @@
+"""The Evaluate page's building blocks without Streamlit: tables from reports and records, background jobs
+(real detached processes), run listing, and the clusters of wrong predictions on the real MiniLM model."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from eval_fixtures import make_records, write_run
+from workbench.components import eval_jobs
+from workbench.components import eval_tables as tables
+from workbench.components.eval_clusters import cluster_errors
+from workbench.components.eval_jobs import EvalLaunch, JobError, eval_command, job_status, launch, list_jobs
+from workbench.components.eval_runs import RunFileError, list_runs, read_json_file, run_dataset
+
+
+def test_format_interval() -> None:
+    assert tables.format_interval({"mean": 0.5, "low": 0.25, "high": 0.75}) == "0.500 [0.250, 0.750]"
+    assert tables.format_interval({"mean": 0.5, "low": None, "high": None}) == "0.500"
+    assert tables.format_interval(None) == ""
+
+
+def test_leaderboard_table_orders_by_the_first_metric_and_keeps_intervals() -> None:
+    methods = {"a": {"exact_match": {"mean": 0.2, "low": 0.1, "high": 0.3, "n": 7}},
+               "b": {"exact_match": {"mean": 0.6, "low": 0.5, "high": 0.7, "n": 7},
+                     "token_f1": {"mean": 0.9, "low": 0.8, "high": 1.0, "n": 7}}}
+    table = tables.leaderboard_table(methods)
+    assert list(table["method"]) == ["b", "a"]
+    assert table.loc[0, "exact_match"] == "0.600 [0.500, 0.700]" and table.loc[1, "token_f1"] == ""
+
+
+def test_pairs_frame_marks_intervals_that_exclude_zero() -> None:
+    pairs = {"a vs b": {"exact_match": {"mean_diff": 0.2, "low": 0.05, "high": 0.3, "n": 4}},
+             "a vs c": {"exact_match": {"mean_diff": 0.1, "low": -0.05, "high": 0.2, "n": 4}}}
+    frame = tables.pairs_frame(pairs, "exact_match").set_index("pair")
+    assert frame.loc["a vs b", "significant"] and not frame.loc["a vs c", "significant"]
+
+
+@pytest.mark.parametrize(("action", "kind"), [
+    ("go to desk 1", "go"), ('{"name": "ls", "arguments": {}}', "ls"), ("cd(folder='x')", "cd"),
+    ('ls {"a": true}', "ls"), ("", "(empty)"), ("{broken", "{broken"),
+])
+def test_action_kind(action: str, kind: str) -> None:
+    assert tables.action_kind(action) == kind
+
+
+def test_win_lose_matches_the_same_record_of_both_methods() -> None:
+    records = make_records("r", ["harness", "nearest"])
+    wins = tables.win_lose_frame(records, "harness", "nearest", "exact_match")
+    assert len(wins) == 8 and set(wins["turn"]) == {1, 2}
+    assert (wins["difference"] == 1.0).all()
+    assert tables.win_lose_frame(records, "harness", "nearest", "exact_match", margin=1.0).empty
+    losses = tables.win_lose_frame(records, "nearest", "harness", "edit_similarity")
+    assert list(losses["episode_id"]) == ["ep-1", "ep-3"] and list(losses["difference"]) == pytest.approx([0.6, 0.6])
+
+
+def test_error_groups_by_action_and_by_rule() -> None:
+    records = make_records("r", ["harness"])
+    by_action = tables.error_groups(records, "exact_match", 1.0, "action").set_index("action")
+    assert by_action.loc["look", "wrong"] == 2 and by_action.loc["look", "records"] == 4
+    assert by_action.loc["go", "error_rate"] == 0.0
+    by_rule = tables.error_groups(records, "exact_match", 1.0, "rule").set_index("rule")
+    assert by_rule.loc["(no rule)", "wrong"] == 2 and by_rule.loc["put.in", "records"] == 4
+    assert by_rule["records"].sum() == 20
+    with pytest.raises(ValueError, match="group by"):
+        tables.error_groups(records, "exact_match", 1.0, "episode")
+
+
+def test_heatmap_by_action_and_step() -> None:
+    records = make_records("r", ["harness"])
+    table = tables.heatmap_frame(records, "exact_match")
+    assert table.loc["look", 4] == 0.5 and table.loc["go", 0] == 1.0
+    assert pd.isna(table.loc["go", 4])
+
+
+def test_divergence_from_the_records_when_the_report_has_none() -> None:
+    records = make_records("r", ["nearest"], protocol="drift")
+    frame = tables.divergence_frame(None, records)
+    assert list(frame["step"]) == [1, 1, 1, 1] and list(frame["length"]) == [5, 5, 5, 5]
+    report = {"first_divergence": {"nearest": {"ep-0": 3, "ep-1": None}}}
+    from_report = tables.divergence_frame(report, records).set_index("episode_id")
+    assert from_report.loc["ep-0", "step"] == 3 and pd.isna(from_report.loc["ep-1", "step"])
+
+
+def test_judge_frame_intervals_cover_the_mean() -> None:
+    records = make_records("r", ["harness", "nearest"], judge=True)
+    frame = tables.judge_frame(records).set_index(["method", "dimension"])
+    harness = frame.loc[("harness", "format")]
+    assert harness["mean"] == pytest.approx((18 * 5 + 2 * 2) / 20) and harness["n"] == 20
+    assert harness["low"] <= harness["mean"] <= harness["high"] <= 5
+    assert frame.loc[("nearest", "quality"), "mean"] == pytest.approx((12 * 5 + 8 * 2) / 20)
+
+
+def test_compare_runs_frame() -> None:
+    a = {"methods": {"h": {"exact_match": {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}}}}
+    b = {"methods": {"h": {"exact_match": {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 12}},
+                     "n": {"exact_match": {"mean": 0.1, "low": 0.0, "high": 0.2, "n": 12}}}}
+    frame = tables.compare_runs_frame(a, b).set_index("method")
+    assert frame.loc["h", "B − A"] == pytest.approx(0.2) and frame.loc["h", "n B"] == 12
+    assert frame.loc["n", "run A"] == "" and pd.isna(frame.loc["n", "B − A"])
+
+
+def test_list_runs_reads_progress_and_skips_job_records(tmp_path: Path) -> None:
+    write_run(tmp_path, "done", ["harness", "nearest"])
+    running = tmp_path / "runs" / "eval" / "going"
+    running.mkdir(parents=True)
+    (running / "progress.json").write_text(json.dumps({"done": 3, "total": 10}))
+    (tmp_path / "runs" / "eval" / ".jobs").mkdir()
+    (tmp_path / "runs" / "eval" / "empty").mkdir()
+    runs = {info.name: info for info in list_runs(tmp_path)}
+    assert set(runs) == {"done", "going"}
+    assert runs["done"].complete and runs["done"].protocol == "next-obs" and runs["done"].methods == ["harness",
+                                                                                                        "nearest"]
+    assert not runs["going"].complete and (runs["going"].done, runs["going"].total) == (3, 10)
+    (running / "config.json").write_text("[1, 2]")
+    assert "expected a JSON object" in {i.name: i for i in list_runs(tmp_path)}["going"].error
+    with pytest.raises(RunFileError, match="config.json"):
+        read_json_file(running / "config.json")
+    assert run_dataset({"dataset": {"name": "samples"}}) == "samples" and run_dataset({"dataset": "x"}) == "x"
+
+
+def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
+    command = eval_command(EvalLaunch(run="r1", book="b", dataset="d", methods=["harness", "nearest"],
+                                      episodes=2), tmp_path)
+    assert command[1:4] == ["-m", "worldsmith", "eval"]
+    assert command[command.index("--methods") + 1] == "harness,nearest"
+    assert command[command.index("--out") + 1] == str(tmp_path / "runs" / "eval" / "r1")
+    assert "--json" in command and "--llm" not in command
+    with pytest.raises(JobError, match="plain folder name"):
+        eval_command(EvalLaunch(run="../x", book="b", dataset="d", methods=["nearest"]), tmp_path)
+
+
+# A stand-in for `worldsmith eval`: writes progress.json step by step, then report.json and a JSON result.
+_FAKE_RUN = textwrap.dedent("""
+    import json, os, sys, time
+    out, gate = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    for done in range(4):
+        json.dump({"done": done, "total": 3}, open(os.path.join(out, "progress.json"), "w"))
+        while done == 1 and not os.path.exists(gate):
+            time.sleep(0.05)
+    if os.path.basename(out) == "bad":
+        print("boom: no such worldbook", file=sys.stderr); sys.exit(1)
+    json.dump({"run": os.path.basename(out)}, open(os.path.join(out, "report.json"), "w"))
+    print(json.dumps({"run": os.path.basename(out), "records": 3}))
+""")
+
+
+def _wait(root: Path, run: str, state: str) -> eval_jobs.JobStatus:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = job_status(root, run)
+        if status is not None and status.state == state:
+            return status
+        time.sleep(0.1)
+    raise AssertionError(f"job {run} never reached {state}: {job_status(root, run)}")
+
+
+def test_background_job_runs_detached_reports_progress_and_how_it_ended(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    folder = tmp_path / "runs" / "eval" / "good"
+    job = launch(tmp_path, "good", [sys.executable, "-c", _FAKE_RUN, str(folder), str(gate)])
+    assert job.state == "running" and job_status(tmp_path, "good").state == "running"
+    with pytest.raises(JobError, match="already running"):
+        launch(tmp_path, "good", [sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 120
+    while not (folder / "progress.json").exists() or json.loads((folder / "progress.json").read_text())["done"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    eval_jobs._CHILDREN.clear()  # as after a server restart: found again from the job record and the pid alone
+    assert job_status(tmp_path, "good").state == "running"
+    gate.touch()
+    finished = _wait(tmp_path, "good", "finished")
+    assert finished.result == {"run": "good", "records": 3}
+    assert json.loads((folder / "progress.json").read_text()) == {"done": 3, "total": 3}
+
+    bad = tmp_path / "runs" / "eval" / "bad"
+    launch(tmp_path, "bad", [sys.executable, "-c", _FAKE_RUN, str(bad), str(gate)])
+    failed = _wait(tmp_path, "bad", "failed")
+    assert failed.returncode == 1 and "boom: no such worldbook" in failed.log_tail
+    assert {j.run for j in list_jobs(tmp_path)} == {"good", "bad"}
+
+
+@pytest.mark.integration
+def test_clusters_of_wrong_predictions_on_minilm() -> None:
+    records = make_records("r", ["nearest"])
+    wrong = records[records["exact_match"] < 1]
+    clusters = cluster_errors(wrong, k=2)
+    assert sorted(c.size for c in clusters) == [4, 4]
+    assert {c.example for c in clusters} == {"Nothing happens.",
+                                            "You open the drawer 2. The drawer 2 is open. In it, you see a pen 1."}
+    assert {c.top_actions[0] for c in clusters} == {("take", 4), ("open", 4)}
+    assert len(cluster_errors(wrong, k=8)) == 2  # k never exceeds the distinct texts
+    assert cluster_errors(wrong.iloc[0:0]) == []
