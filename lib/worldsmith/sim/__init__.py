@@ -26,6 +26,7 @@ from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
+from worldsmith.sim.scoring import DiffSegment, Score, edit_similarity, exact_match, score, token_f1, word_diff
 from worldsmith.sim.session import (
     MemoryItem,
     Session,
@@ -38,9 +39,22 @@ from worldsmith.sim.session import (
     find_sessions,
     state_differences,
 )
+from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, state_changes
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
 
 __all__ = [
+    "DiffSegment",
+    "MethodStep",
+    "Score",
+    "SideBySide",
+    "StateChange",
+    "StepView",
+    "edit_similarity",
+    "exact_match",
+    "score",
+    "state_changes",
+    "token_f1",
+    "word_diff",
     "schema_problems",
     "run_agent",
     "make_world_model",
