@@ -230,3 +230,14 @@ def test_extract_stage_reports_candidate_changes_and_concrete_paths_keep_their_k
     assert extractions["ep1#1"].changes == []  # "You pick up ..." shows no state
     after = apply_effects({}, [Effect(op="set", path="world.files[report.v2.txt]", value=1)], {})
     assert after == {"world": {"files": {"report.v2.txt": 1}}}
+
+
+def test_review_narrows_a_rule_by_a_contrast_before_demoting_it() -> None:
+    evidence = [item for n in range(1, 5) for item in _room(n)]
+    stuck = [item for n in (8, 9) for item in _turns(f"stuck{n}", [
+        ("go", {"target": "table 1"}, "You arrive at loc 1. On the table 1, you see a vase 1."),
+        ("take", {"object": "vase 1", "source": "table 1"}, "The vase 1 is glued down.")])]
+    rules = review_rules(induce_rules(evidence + stuck), evidence + stuck)
+    take = next(r for r in rules if r.action == "take" and r.support >= 4)
+    assert Condition(arg="object", op="ne", value="vase 1") in take.conditions
+    assert take.status == RuleStatus.SUPPORTED and take.counterexamples == []

@@ -401,6 +401,27 @@ def episode_action(proposal: _Pending) -> str:
     return proposal.candidate.split("\x00", 1)[0]
 
 
+def _json_effects(form: Form, by_turn: Mapping[str, Evidence]) -> list[Effect]:
+    """A JSON tool result's keys as `set` effects on `world.<key>`: the argument a value always equals, else the
+    constant every result of the form shows (values that vary with hidden state are read back when observed)."""
+    results = [(by_turn[t], parse_json_object(by_turn[t].observation)) for t in form.turns if t in by_turn]
+    if not results or any(data is None for _, data in results):
+        return []
+    effects: list[Effect] = []
+    keys = set.intersection(*(set(data) for _, data in results if data is not None))
+    for key in sorted(keys):
+        if key == "error" or not re.fullmatch(r"[A-Za-z0-9_\-]+", key):
+            continue
+        values = [data[key] for _, data in results if data is not None]
+        names = set.intersection(*({n for n, v in _args(item).items() if v == data[key]}  # type: ignore[index]
+                                   for item, data in results))
+        if names:
+            effects.append(Effect(op="set", path=f"world.{key}", value=f"{{arg.{sorted(names)[0]}}}"))
+        elif all(v == values[0] for v in values) and not isinstance(values[0], (dict, list)):
+            effects.append(Effect(op="set", path=f"world.{key}", value=values[0]))
+    return effects
+
+
 def _accepted_effects(records: Mapping[str, EffectCandidate], config: InductionConfig) -> list[EffectCandidate]:
     chosen: dict[str, EffectCandidate] = {}
     for record in records.values():
@@ -420,6 +441,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
               candidates: Mapping[str, Mapping[str, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
               config: InductionConfig) -> list[Rule]:
     rules: list[Rule] = []
+    by_turn = {item.turn_id: item for items in by_action.values() for item in items}
     for action, action_forms in sorted(forms.items()):
         accepted = _accepted_effects(candidates.get(action, {}), config)
         # Values each property path takes across this action's forms: a path that tells forms apart selects them.
@@ -447,6 +469,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
             if form.outcome == "success":
                 taken = {(e.op, e.path) for e in effects}
                 effects = [r.effect for r in accepted if (r.effect.op, r.effect.path) not in taken] + effects
+                effects += _json_effects(form, by_turn)
             share = len(form.turns) / max(1, len(by_action[action]))
             effect_note = "".join(
                 f"; effect {r.effect.op} {r.effect.path} {r.effect.value!s} confirmed by {len(r.confirmations)} "

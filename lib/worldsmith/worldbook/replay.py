@@ -32,7 +32,7 @@ from worldsmith.worldbook.engine import (
     set_path,
 )
 from worldsmith.worldbook.facts import extract_facts
-from worldsmith.worldbook.model import Evidence, ListFormat, Rule, RuleProvenance, RuleStatus, Worldbook
+from worldsmith.worldbook.model import Condition, Evidence, ListFormat, Rule, RuleProvenance, RuleStatus, Worldbook
 
 __all__ = [
     "ReplayReport",
@@ -242,6 +242,24 @@ class ReviewConfig:
     min_share: float = 0.05  # of its action's turns
     max_counterexample_share: float = 0.0  # any counterexample demotes (0.0), or a tolerated share
     max_provenance: int = 50
+    min_contrast: int = 2  # counterexamples sharing an argument value before a rule is narrowed instead
+
+
+def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence[str],
+                        by_turn: Mapping[str, Evidence], min_contrast: int) -> Condition | None:
+    """An argument value every counterexample shares and no supporting turn has ("cd .." vs "cd docs"):
+    the rule, narrowed by `arg != value`, no longer claims those turns. None when there is no such contrast."""
+    if len(counter) < min_contrast:
+        return None
+    counter_args = [_arguments(by_turn[t]) for t in counter if t in by_turn]
+    support_args = [_arguments(by_turn[t]) for t in supporting if t in by_turn]
+    for name in sorted(set.intersection(*(set(a) for a in counter_args)) if counter_args else set()):
+        values = {str(a[name]) for a in counter_args}
+        if len(values) == 1 and support_args and all(str(a.get(name)) not in values for a in support_args):
+            value = counter_args[0][name]
+            if Condition(arg=name, op="ne", value=value) not in rule.conditions:
+                return Condition(arg=name, op="ne", value=value)
+    return None
 
 
 def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig = ReviewConfig(),
@@ -250,8 +268,33 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
 
     A rule is supported when enough turns fit its template and no turn where it was chosen
     contradicts it; chosen-but-not-fitting turns are counterexamples (conflicted); too little
-    support stays tentative. Deprecated rules (a person's decision) stay deprecated.
+    support stays tentative. Deprecated rules (a person's decision) stay deprecated. Before a rule
+    is demoted, a contrast is looked for: when at least `min_contrast` counterexamples share an
+    argument value no supporting turn has, the rule is narrowed by `arg != value` and reviewed again.
     """
+    by_turn = {item.turn_id: item for item in evidence}
+    rules = list(rules)
+    for _ in range(3):  # a few rounds of narrowing at most
+        reviewed = _review_once(rules, evidence, config, formats)
+        narrowed = False
+        for index, rule in enumerate(reviewed):
+            if rule.status != RuleStatus.CONFLICTED:
+                continue
+            condition = _contrast_condition(rule, rule.counterexamples, rule.provenance.supporting, by_turn,
+                                            config.min_contrast)
+            if condition is not None:
+                rules[index] = rules[index].model_copy(update={
+                    "conditions": [*rules[index].conditions, condition],
+                    "description": (rules[index].description + f"; narrowed: {condition.arg} != {condition.value!r} "
+                                    f"(every counterexample had it, no supporting turn did)").lstrip("; ")})
+                narrowed = True
+        if not narrowed:
+            return reviewed
+    return _review_once(rules, evidence, config, formats)
+
+
+def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
+                 formats: Mapping[str, ListFormat] | None) -> list[Rule]:
     trial = [r.model_copy(update={"status": RuleStatus.SUPPORTED}) if r.status != RuleStatus.DEPRECATED else r
              for r in rules]
     report = replay_evidence(trial, evidence, formats=formats)

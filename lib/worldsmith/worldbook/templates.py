@@ -18,10 +18,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from worldsmith.traces.model import Episode
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, RuleStatus
 
-__all__ = ["TemplateConfig", "evidence_from_episodes", "induce_template_rules", "render_template", "text_arguments"]
+__all__ = ["TemplateConfig", "evidence_from_episodes", "observation_outcome", "induce_template_rules", "render_template", "text_arguments"]
 
 # Words that separate the objects of a text command ("put apple 1 in/on countertop 1").
 _SEPARATORS = re.compile(r"\s+(from|in/on|into|onto|in|on|to|with|at|using)\s+")
@@ -57,6 +59,20 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     return {}
 
 
+def observation_outcome(observation: str) -> str:
+    """"failure" when the observation reads as a refusal or error, else "success". A JSON tool result fails
+    when it carries an `error` key (its other text is data: a ticket titled "Error" is not a failure)."""
+    stripped = observation.strip()
+    if stripped.startswith("{"):
+        try:
+            data = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            return "failure" if "error" in data else "success"
+    return "failure" if _FAILURE.search(observation[:300]) else "success"
+
+
 def evidence_from_episodes(episodes: Iterable[Episode]) -> list[Evidence]:
     """Every turn as a verbatim transition (hand-over context stays out: it is not the environment's answer)."""
     out: list[Evidence] = []
@@ -66,7 +82,7 @@ def evidence_from_episodes(episodes: Iterable[Episode]) -> list[Evidence]:
             out.append(Evidence(
                 turn_id=turn.id or f"{episode.id}#{turn.index}", action=turn.action.name,
                 arguments=_arguments(turn.action.arguments), action_text=text, observation=turn.observation.text,
-                outcome="failure" if _FAILURE.search(turn.observation.text[:300]) else "success",
+                outcome=observation_outcome(turn.observation.text),
             ))
     return out
 
