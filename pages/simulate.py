@@ -1,5 +1,8 @@
 """Simulate: act in a worldbook's simulator, see each prediction's audit, fork a session, compare two.
 
+The "Side by side" view steps several world models through a real episode beside its observations
+(`workbench.components.side_by_side`, over `worldsmith.sim.sidebyside`).
+
 Sessions live in `<workspace>/sessions/` (the same folders `worldsmith simulate` and `worldsmith
 play` use), so a session started here can be continued from the command line and back. Every
 step is one atomic commit; if someone else moved the session on meanwhile, the step is refused.
@@ -17,6 +20,7 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
+from workbench.components.side_by_side import render_side_by_side  # noqa: E402
 from workbench.components.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
 from workbench.components.text import md_code  # noqa: E402
 
@@ -42,6 +46,10 @@ st.markdown("Play a worldbook as an environment. Each action is predicted by the
 names = store.names()
 if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
+    st.stop()
+if st.radio("View", ["Sessions", "Side by side"], key="sim_view", horizontal=True,
+            help="Side by side: world models stepped through a real episode beside its observations") == "Side by side":
+    render_side_by_side(root, store)
     st.stop()
 
 

@@ -33,7 +33,7 @@ from worldsmith.sim.scoring import DiffSegment, Score, score, word_diff
 from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["REAL", "MethodStep", "SideBySide", "StateChange", "StepView", "state_changes"]
+__all__ = ["REAL", "MethodStep", "SideBySide", "StateChange", "StepView", "default_methods", "state_changes"]
 
 REAL = "real"  # the column of the recorded observations; no method may take this name
 Mode = Literal["teacher", "open_loop"]
@@ -123,6 +123,11 @@ def state_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[S
             added, removed = _list_delta(old, new) if isinstance(old, list) and isinstance(new, list) else ([], [])
             changes.append(StateChange(path=path, kind="changed", before=old, after=new, added=added, removed=removed))
     return changes
+
+
+def default_methods(model_spec: str | None) -> list[str]:
+    """What to compare by default: the harness and direct prompting when a model is at hand, else nearest evidence."""
+    return ["harness", "direct"] if model_spec else ["harness", "nearest"]
 
 
 def _state_of(model: WorldModel) -> dict[str, Any]:

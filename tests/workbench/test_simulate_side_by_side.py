@@ -1,0 +1,139 @@
+"""The Simulate page's side-by-side view under AppTest, on a held-out ALFWorld episode in a real workspace.
+
+The worldbook is built from the workspace's own ALFWorld dataset (3 of every 4 task families);
+the episode stepped is from a family left out. The methods are the page's defaults: the harness
+and direct prompting on the bundled tiny model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+from worldsmith.sim.htmlview import escape_html
+from worldsmith.traces import Episode
+from worldsmith.workspace import Workspace
+from worldsmith.worldbook import WorldbookStore, build_worldbook, trajectory_family
+
+PAGE = REPO / "pages" / "simulate.py"
+SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
+TINY = REPO / "data_samples" / "models" / "tiny"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def alfworld_workspace(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Episode]:
+    """Dataset `alfworld` (36 games) and worldbook `alfworld` built on most families; a held-out episode."""
+    if not (TINY / "config.json").exists():
+        pytest.fail(f"the tiny model is missing at {TINY} (make samples)")
+    monkeypatch.delenv("WORLDSMITH_MODEL", raising=False)  # the default model: the bundled tiny one
+    workspace = Workspace(empty_root)
+    assert workspace.ingest([SAMPLE], "alfworld").committed
+    episodes = list(workspace.dataset("alfworld").iter_episodes())
+    families = sorted({trajectory_family(e) for e in episodes})
+    held = {f for i, f in enumerate(families) if i % 4 == 0}
+    book = build_worldbook([e for e in episodes if trajectory_family(e) not in held], name="alfworld").book
+    WorldbookStore(empty_root / "worldbooks").save(book, sources=[{"dataset": "alfworld"}], message="test build")
+    episode = max((e for e in episodes if trajectory_family(e) in held), key=lambda e: (len(e.turns), e.id))
+    return empty_root, episode
+
+
+def _open_side_by_side(episode: Episode) -> AppTest:
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=120).run())
+    at = no_exception(at.switch_page(str(PAGE)).run())
+    no_exception(at.radio(key="sim_view").set_value("Side by side").run())
+    assert at.selectbox(key="sbs_dataset").value == "alfworld"  # the worldbook's source dataset
+    no_exception(at.text_input(key="sbs_search").input(episode.id[-40:]).run())
+    no_exception(at.selectbox(key="sbs_episode").set_value(episode.id).run())
+    return at
+
+
+def _markdown(at: AppTest) -> list[str]:
+    return [str(m.value) for m in at.markdown]
+
+
+def _scores(at: AppTest):
+    return next(df.value for df in at.dataframe if "recorded" in df.value.columns)
+
+
+def _captions(at: AppTest) -> list[str]:
+    return [str(c.value) for c in at.caption]
+
+
+def test_step_an_episode_beside_the_real_observations(alfworld_workspace: tuple[Path, Episode]) -> None:
+    _, episode = alfworld_workspace
+    at = _open_side_by_side(episode)
+    assert at.multiselect(key="sbs_methods").value == ["harness", "direct"]
+    assert any(f"0 steps of {len(episode.turns)} recorded" in c for c in _captions(at))
+
+    no_exception(at.button(key="sbs_step").click().run())
+    no_exception(at.button(key="sbs_step").click().run())
+    markdown = _markdown(at)
+    assert any(escape_html(episode.turns[1].observation.text) in m for m in markdown)  # the real column
+    for header in ("**real**", "**harness**", "**direct**"):
+        assert header in markdown, header
+    scores = [c for c in _captions(at) if c.startswith("score: exact")]
+    assert len(scores) == 2  # one per method column
+    table = _scores(at)
+    assert list(table["step"]) == [0, 1] and list(table["action"]) == [t.action.raw for t in episode.turns[:2]]
+    assert table["harness F1"].notna().all() and table["direct F1"].notna().all()
+    assert table["harness F1"].sum() >= table["direct F1"].sum()
+    assert any(e.label.startswith("Audit: fast_path") for e in at.expander)  # the harness's take rule
+    assert any(e.label.startswith("State: ") for e in at.expander)
+
+    at.text_input(key="sbs_action").input("inventory")
+    no_exception(at.button(key="sbs_act").click().run())
+    assert at.text_input(key="sbs_action").value == ""
+    assert any("typed action: no real observation" in c for c in _captions(at))
+    assert any("left the recording at step 2" in c for c in _captions(at))
+    assert at.button(key="sbs_step").disabled  # no recorded action to follow now
+    table = _scores(at)
+    assert list(table["recorded"]) == [True, True, False] and table["harness F1"].isna().iloc[2]
+
+    no_exception(at.number_input(key="sbs_fork_at_3").set_value(2).run())
+    no_exception(at.button(key="sbs_fork").click().run())
+    assert any("Forked at turn 2" in str(s.value) for s in at.success)
+    assert any("2 steps of" in c and "on the recording" in c for c in _captions(at))
+    assert not at.button(key="sbs_step").disabled
+
+    no_exception(at.button(key="sbs_reset").click().run())
+    assert any("Back at the opening" in str(s.value) for s in at.success)
+    assert any(f"0 steps of {len(episode.turns)} recorded" in c for c in _captions(at))
+    no_exception(at.button(key="sbs_run").click().run())
+    assert any(f"{len(episode.turns)} steps taken" in str(s.value) for s in at.success)
+    assert len(_scores(at)) == len(episode.turns)
+
+
+def test_other_methods_and_an_opening_without_an_episode(alfworld_workspace: tuple[Path, Episode]) -> None:
+    _, episode = alfworld_workspace
+    at = _open_side_by_side(episode)
+    no_exception(at.multiselect(key="sbs_methods").set_value(["harness", "nearest"]).run())
+    no_exception(at.radio(key="sbs_mode").set_value("open_loop").run())
+    no_exception(at.button(key="sbs_step").click().run())
+    assert "**nearest**" in _markdown(at) and "**direct**" not in _markdown(at)
+    assert any("open loop" in c for c in _captions(at))
+
+    no_exception(at.selectbox(key="sbs_dataset").set_value("(new episode: type an opening)").run())
+    no_exception(at.text_area(key="sbs_opening").input("You are in the middle of a room <b>here</b>.").run())
+    assert any(escape_html("You are in the middle of a room <b>here</b>.") in m for m in _markdown(at))
+    assert all("<b>here</b>" not in m for m in _markdown(at))  # untrusted text is escaped
+    assert at.button(key="sbs_step").disabled
+    take = next(t for t in episode.turns if t.action.name == "take")
+    at.text_input(key="sbs_action").input(take.action.raw)
+    no_exception(at.button(key="sbs_act").click().run())
+    assert any(escape_html(take.observation.text) in m for m in _markdown(at))  # the harness's rule
+    assert any("typed action: no real observation" in c for c in _captions(at))
+
+
+def test_session_mode_is_still_the_default(alfworld_workspace: tuple[Path, Episode]) -> None:
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=120).run())
+    at = no_exception(at.switch_page(str(PAGE)).run())
+    assert at.radio(key="sim_view").value == "Sessions"
+    assert at.selectbox(key="sim_session").value == "(new session)"
