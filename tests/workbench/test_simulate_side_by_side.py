@@ -119,6 +119,10 @@ def test_other_methods_and_an_opening_without_an_episode(alfworld_workspace: tup
     no_exception(at.button(key="sbs_step").click().run())
     assert "**nearest**" in _markdown(at) and "**direct**" not in _markdown(at)
     assert any("open loop" in c for c in _captions(at))
+    links = at.page_link  # nearest evidence's retrieved turns open in Traces (dataset alfworld, turn id)
+    assert links and all("#" in link.value for link in links)
+    assert all(link.proto.page == "traces" and link.proto.query_string.startswith("dataset=alfworld&turn=")
+               for link in links)
 
     no_exception(at.selectbox(key="sbs_dataset").set_value("(new episode: type an opening)").run())
     no_exception(at.text_area(key="sbs_opening").input("You are in the middle of a room <b>here</b>.").run())
