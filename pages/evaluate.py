@@ -31,6 +31,7 @@ from workbench.components.eval_runs import (  # noqa: E402
     read_config,
     run_dataset,
 )
+from workbench.components.text import md_code  # noqa: E402
 
 RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
@@ -47,8 +48,10 @@ complete = [run for run in runs if run.complete]
 def _label(info: RunInfo) -> str:
     if info.error:
         return f"{info.name} · unreadable"
+    progress = f" {info.done}/{info.total}" if info.total else ""
+    if info.status == "failed":
+        return f"{info.name} · failed{progress}"
     if not info.complete:
-        progress = f" {info.done}/{info.total}" if info.total else ""
         return f"{info.name} · running{progress}"
     return f"{info.name} · {info.protocol} · {', '.join(info.methods)}"
 
@@ -89,10 +92,15 @@ except RunFileError as error:
 dataset = run_dataset(config)
 
 with results_tab:
-    if report is None:
-        st.info(f"Run `{info.name}` has no report yet ({info.done or 0}/{info.total or '?'} predictions); "
-                "its results appear here when it finishes.", icon=":material/hourglass_top:")
-    else:
+    if info.status == "failed":
+        st.error(f"Run {md_code(info.name)} stopped after {info.done or 0}/{info.total or '?'} units: "
+                 f"{md_code(info.message)}",
+                 icon=":material/error:")
+    if report is None and info.status != "failed":
+        st.info(f"Run {md_code(info.name)} has no report yet ({info.done or 0}/{info.total or '?'} done"
+                + (f": {md_code(info.message)}" if info.message else "") + "); its results appear here when it finishes.",
+                icon=":material/hourglass_top:")
+    elif report is not None:
         render_results(info.path, report, records)
 with records_tab:
     render_records(records, dataset)

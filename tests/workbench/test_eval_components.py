@@ -126,11 +126,13 @@ def test_list_runs_reads_progress_and_skips_job_records(tmp_path: Path) -> None:
 
 def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
     command = eval_command(EvalLaunch(run="r1", book="b", dataset="d", methods=["harness", "nearest"],
-                                      episodes=2), tmp_path)
+                                      max_episodes=2), tmp_path)
     assert command[1:4] == ["-m", "worldsmith", "eval"]
     assert command[command.index("--methods") + 1] == "harness,nearest"
-    assert command[command.index("--out") + 1] == str(tmp_path / "runs" / "eval" / "r1")
-    assert "--json" in command and "--llm" not in command
+    assert command[command.index("--out") + 1] == "r1"
+    assert command[command.index("--workspace") + 1] == str(tmp_path.resolve())
+    assert command[command.index("--max-episodes") + 1] == "2"
+    assert "--json" in command and "--llm" not in command and "--split" not in command
     with pytest.raises(JobError, match="plain folder name"):
         eval_command(EvalLaunch(run="../x", book="b", dataset="d", methods=["nearest"]), tmp_path)
 

@@ -167,3 +167,4 @@ def test_unreadable_report_is_named_not_fatal(two_runs: Path) -> None:
     at = open_page()
     no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
     assert any("report.json" in str(e.value) and "not valid JSON" in str(e.value) for e in at.error)
+

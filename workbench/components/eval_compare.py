@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components import eval_tables as tables
+from workbench.components.text import md_code
 
 __all__ = ["config_differences", "render_compare"]
 
@@ -37,7 +38,7 @@ def render_compare(run_a: str, report_a: dict[str, Any], reports: dict[str, dict
         return
     report_b = reports[run_b]
     frame = tables.compare_runs_frame(report_a, report_b)
-    st.caption(f"run A = {run_a}, run B = {run_b}. B − A compares the pooled means; each run's interval is its "
+    st.caption(f"run A = {md_code(run_a)}, run B = {md_code(run_b)}. B − A compares the pooled means; each run's interval is its "
                "own (the runs may hold different records, so no paired interval is claimed).")
     st.dataframe(frame, hide_index=True, key="ev_cmp_table",
                  column_config={"B − A": st.column_config.NumberColumn(format="%+.3f")})

@@ -17,6 +17,7 @@ from workbench.components import eval_tables as tables
 from workbench.components.eval_clusters import Cluster, cluster_errors
 from workbench.components.eval_records import turn_id
 from workbench.components.links import turn_link
+from workbench.components.text import md_code, md_escape
 
 __all__ = ["CLUSTERS", "render_failures"]
 
@@ -26,7 +27,7 @@ _TOP = {"judge_total": 100.0}
 
 def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
     shown = frame.drop(columns=[c for c in ("distance",) if c in frame.columns])
-    columns = [c for c in ("episode_id", "turn", "action", "reference", "prediction", "rules", "route")
+    columns = [c for c in ("episode_id", "turn", "action", "reference", "prediction", "rules", "route", "error")
                if c in shown.columns]
     shown = shown[columns + [c for c in tables.METRIC_COLUMNS if c in shown.columns]].copy()
     shown.insert(0, "open", [turn_link(dataset, turn_id(e, t)) for e, t in zip(shown["episode_id"], shown["turn"],
@@ -35,7 +36,7 @@ def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
 
 
 def _render_cluster(index: int, cluster: Cluster, dataset: str | None) -> None:
-    actions = ", ".join(f"{name} ×{count}" for name, count in cluster.top_actions)
+    actions = ", ".join(f"{md_escape(name)} ×{count}" for name, count in cluster.top_actions)
     with st.expander(f"Cluster {index + 1} · {cluster.size} wrong predictions · {actions}"):
         st.caption("The most central prediction of the cluster:")
         st.code(cluster.example, language=None, wrap_lines=True)
@@ -58,7 +59,7 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
                                    key=f"ev_fx_threshold_{metric}")
     mine = scored[scored["method"] == method]
     wrong = mine[tables.wrong_mask(mine, metric, threshold)]
-    st.caption(f"{len(wrong)} of {int(mine[metric].notna().sum())} scored predictions of {method} are wrong.")
+    st.caption(f"{len(wrong)} of {int(mine[metric].notna().sum())} scored predictions of {md_code(method)} are wrong.")
 
     by_action, by_rule = st.columns(2)
     with by_action:

@@ -37,7 +37,7 @@ class JobError(ValueError):
 
 @dataclass(frozen=True)
 class EvalLaunch:
-    """The options of one `worldsmith eval` run, as the page's form collects them."""
+    """The options of one `worldsmith eval` run, as the page's form collects them (None: the CLI's default)."""
 
     run: str
     book: str
@@ -45,7 +45,10 @@ class EvalLaunch:
     methods: list[str]
     protocol: str = "next-obs"
     split: str | None = None
-    episodes: int | None = None
+    env: str | None = None
+    max_episodes: int | None = None
+    max_turns: int | None = None
+    policy: str | None = None
     llm: str | None = None
     judge: str | None = None
     seed: int = 0
@@ -80,11 +83,12 @@ def validate_run_name(name: str) -> str:
 def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
     """The `worldsmith eval` command line for a launch (the same one a terminal would run)."""
     c = launch_config
-    command = [sys.executable, "-m", "worldsmith", "eval", "--book", c.book, "--dataset", c.dataset,
-               "--methods", ",".join(c.methods), "--protocol", c.protocol,
-               "--out", str(runs_dir(root) / validate_run_name(c.run)), "--seed", str(c.seed), "--json"]
-    for flag, value in (("--split", c.split), ("--episodes", c.episodes), ("--llm", c.llm), ("--judge", c.judge),
-                        ("--resamples", c.resamples)):
+    command = [sys.executable, "-m", "worldsmith", "eval", "--workspace", str(Path(root).resolve()),
+               "--book", c.book, "--dataset", c.dataset, "--methods", ",".join(c.methods), "--protocol", c.protocol,
+               "--out", validate_run_name(c.run), "--seed", str(c.seed), "--json"]
+    for flag, value in (("--split", c.split), ("--env", c.env), ("--max-episodes", c.max_episodes),
+                        ("--max-turns", c.max_turns), ("--policy", c.policy), ("--llm", c.llm),
+                        ("--judge", c.judge), ("--resamples", c.resamples)):
         if value not in (None, ""):
             command += [flag, str(value)]
     return command + list(c.extra)

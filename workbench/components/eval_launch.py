@@ -16,26 +16,24 @@ import streamlit as st
 from workbench.components import data
 from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
 from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
+from workbench.components.text import md_code
 
 __all__ = ["PROTOCOLS", "available_methods", "render_jobs", "render_launch_form", "workspace_choices"]
 
 PROTOCOLS = ["next-obs", "drift", "w2r"]
+POLICIES = ["expert", "random", "llm"]
 NOTICE = "ev_launch_notice"
 
 
 def available_methods() -> list[str]:
-    """The methods `worldsmith eval` accepts (from worldsmith.evals when present, else the world-model kinds)."""
+    """The method names `worldsmith eval` accepts (worldsmith.evals), else the world-model kinds."""
     try:
-        from worldsmith import evals  # optional until the evals package lands
-
-        methods = getattr(evals, "METHODS", None)
-        if methods:
-            return list(methods)
+        from worldsmith.evals.protocols import METHOD_KINDS  # the evals package may be absent in old installs
     except ImportError:
-        pass
-    from worldsmith.sim.factory import WORLD_MODELS
+        from worldsmith.sim.factory import WORLD_MODELS
 
-    return list(WORLD_MODELS)
+        return list(WORLD_MODELS)
+    return list(METHOD_KINDS)
 
 
 def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
@@ -49,17 +47,26 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     with st.form("ev_launch"):
         left, right = st.columns(2)
         run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
-        protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol")
+        protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol",
+                               help="next-obs: real history, one predicted observation per turn; drift: only the "
+                                    "start, then the whole action sequence; w2r: a policy acts in the simulator and "
+                                    "its actions are replayed in the real environment")
         left, middle, right = st.columns(3)
         book = left.selectbox("Worldbook", books, key="ev_new_book")
         dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset")
-        split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test")
+        split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test",
+                                 help="Held-out episodes only: the book must not have been built from them "
+                                      "(the run refuses leaked evaluation targets).")
         chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods")
+        left, middle, right, last = st.columns(4)
+        env = left.text_input("Environment (optional)", key="ev_new_env", placeholder="e.g. alfworld")
+        max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
+        max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
+        policy = last.selectbox("W2R policy", POLICIES, key="ev_new_policy")
         left, middle, right = st.columns(3)
-        episodes = left.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
-        llm = middle.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
-        judge = right.text_input("Judge spec (optional)", key="ev_new_judge")
-        seed = st.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
+        llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
+        judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
+        seed = right.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
         submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
     if not submitted:
         return
@@ -68,14 +75,16 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         return
     try:
         config = EvalLaunch(run=run, book=book, dataset=dataset, methods=list(chosen), protocol=protocol,
-                            split=split.strip() or None, episodes=int(episodes) or None, llm=llm.strip() or None,
+                            split=split.strip() or None, env=env.strip() or None,
+                            max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
+                            policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
                             judge=judge.strip() or None, seed=int(seed))
         command = eval_command(config, root)
         job = launch(root, config.run, command)
     except (JobError, OSError) as error:
         st.error(f"Could not launch the run: {error}", icon=":material/error:")
         return
-    st.session_state[NOTICE] = f"Started run `{job.run}` (pid {job.pid}): {shlex.join(command[1:])}"
+    st.session_state[NOTICE] = f"Started run {md_code(job.run)} (pid {job.pid}): {md_code(shlex.join(command[1:]))}"
     st.rerun()
 
 
@@ -87,7 +96,7 @@ def _render_job(root: Path, job: JobStatus) -> None:
     else:
         problem = None
     done, total = (progress or {}).get("done"), (progress or {}).get("total")
-    label = f"`{job.run}` · {job.state}"
+    label = f"{md_code(job.run)} · {job.state}"
     if isinstance(done, int | float) and isinstance(total, int | float) and total:
         st.progress(min(1.0, float(done) / float(total)), text=f"{label} · {int(done)}/{int(total)}")
     else:
@@ -97,7 +106,7 @@ def _render_job(root: Path, job: JobStatus) -> None:
         st.caption(problem)
     if job.state == "failed":
         message = (job.result or {}).get("error") or job.log_tail.strip().splitlines()[-1:] or ["(no output)"]
-        st.error(f"Run `{job.run}` failed (exit code {job.returncode}): "
+        st.error(f"Run {md_code(job.run)} failed (exit code {job.returncode}): "
                  f"{message if isinstance(message, str) else message[0]}", icon=":material/error:")
         with st.expander("Log"):
             st.code(job.log_tail or "(empty)", language=None)

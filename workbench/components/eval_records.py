@@ -12,6 +12,7 @@ import streamlit as st
 
 from workbench.components.eval_tables import METRIC_COLUMNS, win_lose_frame
 from workbench.components.links import turn_link, turn_page_link
+from workbench.components.text import md_code, md_escape
 
 __all__ = ["render_record", "render_records", "turn_id"]
 
@@ -30,7 +31,7 @@ def render_record(row: pd.Series, winner: str, loser: str, metric: str, dataset:
     columns[0].markdown("**real observation**")
     columns[0].code(str(row["reference"]), language=None, wrap_lines=True)
     for column, method in zip(columns[1:], (winner, loser), strict=True):
-        column.markdown(f"**{method}** · {metric} {row[f'{metric}_{method}']:.3f}")
+        column.markdown(f"**{md_escape(method)}** · {metric} {row[f'{metric}_{method}']:.3f}")
         column.code(str(row[f"prediction_{method}"]), language=None, wrap_lines=True)
     turn_page_link(dataset, turn_id(row["episode_id"], row["turn"]), label="Open this turn in Traces",
                    icon=":material/open_in_new:")
@@ -53,7 +54,7 @@ def render_records(records: pd.DataFrame, dataset: str | None) -> None:
         st.caption("Choose two different methods.")
         return
     frame = win_lose_frame(records, winner, loser, metric, margin)
-    st.caption(f"{len(frame)} records where {winner} scores higher than {loser} on {metric}"
+    st.caption(f"{len(frame)} records where {md_code(winner)} scores higher than {md_code(loser)} on {metric}"
                + (f" by more than {margin:g}" if margin else ""))
     if frame.empty:
         return

@@ -25,7 +25,8 @@ POOLED = "all environments"
 def scope_options(report: dict[str, Any]) -> list[str]:
     """Pooled, each environment of `per_env`, then seen/unseen tasks when the report splits them."""
     options = [POOLED, *[f"env: {env}" for env in sorted(report.get("per_env") or {})]]
-    options += [f"{split} tasks" for split in ("seen", "unseen") if (report.get("seen_unseen") or {}).get(split)]
+    options += [f"{split} tasks" for split in ("seen", "unseen")
+                if ((report.get("seen_unseen") or {}).get(split) or {}).get("methods")]
     return options
 
 
@@ -37,10 +38,14 @@ def _scope(report: dict[str, Any], choice: str) -> dict[str, Any]:
     return tables.scope_block(report)
 
 
-def _resamples(report: dict[str, Any]) -> str:
+def _bootstrap(report: dict[str, Any]) -> str:
+    """How the intervals were made, as the report records it."""
+    settings = report.get("bootstrap") or {}
     config = report.get("config") or {}
-    value = config.get("bootstrap_resamples") or config.get("resamples") or config.get("bootstrap")
-    return f"{value:,} resamples" if isinstance(value, int) else "bootstrap"
+    resamples = settings.get("resamples") or config.get("resamples") or config.get("bootstrap_resamples")
+    confidence = settings.get("confidence") or config.get("confidence") or 0.95
+    what = f"{resamples:,} resamples" if isinstance(resamples, int) else "bootstrap"
+    return f"{confidence:.0%} paired bootstrap intervals over trajectories ({what})"
 
 
 def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> None:
@@ -56,9 +61,13 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
     if table.empty or len(table.columns) <= 2:
         st.info("This run has no scored methods in this scope.", icon=":material/info:")
     else:
+        errors = report.get("errors") or {}
+        if choice == POOLED and any(errors.values()):
+            table.insert(2, "errors", table["method"].map(lambda m: errors.get(m, 0)))
         st.dataframe(table, hide_index=True, key="ev_leaderboard")
-        st.caption(f"mean [low, high]: 95% paired bootstrap intervals over trajectories ({_resamples(report)}); "
-                   "n = records scored.")
+        st.caption(f"mean [low, high]: {_bootstrap(report)}; n = records scored"
+                   + ("; errors = predictions that raised (scored as an empty observation)" if "errors" in table else "")
+                   + ".")
     long = tables.leaderboard_frame(methods)
     metrics = list(dict.fromkeys(long["metric"])) if not long.empty else []
     if metrics:

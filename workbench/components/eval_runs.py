@@ -48,7 +48,9 @@ class RunInfo:
     complete: bool = False
     done: int | None = None
     total: int | None = None
-    error: str | None = None
+    status: str | None = None  # progress.json's status: running, done, failed
+    message: str | None = None  # what the run last reported doing, or why it stopped
+    error: str | None = None  # a run file that cannot be read
 
 
 def runs_dir(root: str | Path) -> Path:
@@ -152,12 +154,15 @@ def _info(path: Path) -> RunInfo:
         return RunInfo(name=path.name, path=path, error=str(error))
     protocol = (report or {}).get("protocol") or (config or {}).get("protocol")
     created = (report or {}).get("created") or (config or {}).get("created")
-    done = progress.get("done") if progress else None
-    total = progress.get("total") if progress else None
+    progress = progress or {}
+    done, total = progress.get("done"), progress.get("total")
+    message = progress.get("error") or progress.get("message")
     return RunInfo(name=path.name, path=path, protocol=protocol, methods=_methods(report, config),
                    created=created, complete=report is not None,
                    done=int(done) if isinstance(done, int | float) else None,
-                   total=int(total) if isinstance(total, int | float) else None)
+                   total=int(total) if isinstance(total, int | float) else None,
+                   status=str(progress["status"]) if progress.get("status") else None,
+                   message=str(message) if message else None)
 
 
 def list_runs(root: str | Path) -> list[RunInfo]:

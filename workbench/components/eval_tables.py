@@ -61,11 +61,10 @@ def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | 
 
 
 def _metrics_of(methods: dict[str, Any]) -> list[str]:
-    seen: dict[str, None] = {}
-    for cells in methods.values():
-        for metric in cells or {}:
-            seen.setdefault(metric, None)
-    return list(seen)
+    """Metrics any method has, in the contract's order (exact match first), others after by name."""
+    seen = {metric for cells in methods.values() for metric in cells or {}}
+    rank = {metric: i for i, metric in enumerate(METRIC_COLUMNS)}
+    return sorted(seen, key=lambda metric: (rank.get(metric, len(rank)), metric))
 
 
 def leaderboard_frame(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
