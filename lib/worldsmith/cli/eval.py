@@ -1,0 +1,211 @@
+"""`worldsmith eval`: evaluate simulators on held-out trajectories into the run store.
+
+    worldsmith eval --book alfworld --dataset alfworld --split test --methods harness,nearest \
+        --protocol next-obs|drift|w2r [--policy expert] [--llm SPEC] [--judge SPEC] --out RUN [--json]
+    worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
+    worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
+
+Progress goes to standard error; the result (or with --json one JSON object) to standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.evals.protocols import METHOD_KINDS, PROTOCOLS
+
+__all__ = ["register"]
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(part) for part in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated integers, not {text!r}") from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval", help="evaluate world models on held-out trajectories (next-obs, drift, w2r)",
+        description="Evaluate world models on held-out trajectories with paired bootstrap intervals; writes "
+                    "<workspace>/runs/eval/RUN/ (config.json, records.parquet, report.json, report.md, plots/). "
+                    "A rerun of the same configuration resumes. Subcommands: curve (construction-size curve), "
+                    "awb (AgentWorldBench rows).")
+    parser.add_argument("--book", help="worldbook name in the workspace")
+    parser.add_argument("--version", help="worldbook version (default: HEAD)")
+    parser.add_argument("--dataset", help="dataset of the held-out episodes")
+    parser.add_argument("--split", help="split to evaluate on (e.g. test)")
+    parser.add_argument("--env", help="only episodes of this environment (env id prefix, e.g. alfworld)")
+    parser.add_argument("--methods", default="harness,nearest",
+                        help="comma-separated: " + ", ".join(METHOD_KINDS) + " (default: harness,nearest)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="next-obs")
+    parser.add_argument("--policy", default="expert", choices=("expert", "random", "llm"), help="W2R policy")
+    parser.add_argument("--llm", metavar="SPEC", help="model spec (or models.toml name) of the model methods")
+    parser.add_argument("--judge", metavar="SPEC", help="model spec of the LLM judge (default: no judge)")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-episodes", type=int)
+    parser.add_argument("--max-turns", type=int, help="score at most this many turns per episode")
+    parser.add_argument("--max-steps", type=int, default=50, help="W2R step limit")
+    parser.add_argument("--real-env", help="W2R: registry name of the real environment (default: from the episodes)")
+    parser.add_argument("--divergence", choices=("exact_match", "token_f1"), default="exact_match",
+                        help="drift: the metric that marks divergence")
+    parser.add_argument("--divergence-threshold", type=float, default=1.0,
+                        help="drift: a turn diverges when the metric is below this (default 1.0)")
+    parser.add_argument("--out", metavar="RUN", help="run name (folder under <workspace>/runs/eval/)")
+    add_common(parser)
+    parser.set_defaults(handler=run_eval_command)
+    commands = parser.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
+
+    curve = commands.add_parser("curve", help="construction-size curve: books from n trajectories, next-obs each")
+    curve.add_argument("--dataset", required=True)
+    curve.add_argument("--split", default="train", help="construction split (default train)")
+    curve.add_argument("--test-split", default="test", help="held-out split (default test)")
+    curve.add_argument("--env", help="only episodes of this environment")
+    curve.add_argument("--sizes", type=_sizes, default=[1, 5, 10, 20, 40])
+    curve.add_argument("--methods", default="harness,nearest")
+    curve.add_argument("--llm", metavar="SPEC")
+    curve.add_argument("--max-turns", type=int)
+    curve.add_argument("--resamples", type=int, default=10_000)
+    curve.add_argument("--seed", type=int, default=0)
+    curve.add_argument("--out", required=True, metavar="NAME", help="curve name (runs NAME-n<n>)")
+    add_common(curve)
+    curve.set_defaults(handler=run_curve_command)
+
+    awb = commands.add_parser("awb", help="predict AgentWorldBench rows with a world model and score them")
+    awb.add_argument("--book", required=True)
+    awb.add_argument("--version")
+    awb.add_argument("--rows", required=True, type=Path, help="AgentWorldBench JSONL rows")
+    awb.add_argument("--method", default="harness", help="one method: " + ", ".join(METHOD_KINDS))
+    awb.add_argument("--llm", metavar="SPEC")
+    awb.add_argument("--out", required=True, type=Path, help="predicted rows (JSONL, the benchmark's layout)")
+    add_common(awb)
+    awb.set_defaults(handler=run_awb_command)
+
+
+def _stderr_progress(quiet: bool) -> Any:
+    def show(done: int, total: int, what: str) -> None:
+        print(f"  [{done}/{total}] {what}", file=sys.stderr, flush=True)
+    return show
+
+
+def _validation_message(error: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in error.errors())
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    from worldsmith.evals.run import EvalConfig, run_eval
+
+    missing = [flag for flag, value in (("--book", args.book), ("--dataset", args.dataset), ("--out", args.out))
+               if not value]
+    if missing:
+        raise CommandError(f"worldsmith eval needs {', '.join(missing)} (or a subcommand: curve, awb)", code=2)
+    try:
+        config = EvalConfig(
+            name=args.out, book=args.book, book_version=args.version, dataset=args.dataset, split=args.split,
+            env=args.env, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm, judge=args.judge,
+            policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
+            max_turns=args.max_turns, divergence_metric=args.divergence,
+            divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed)
+    except ValidationError as error:
+        raise CommandError(f"invalid evaluation settings: {_validation_message(error)}", code=2) from None
+    as_json = bool(getattr(args, "json", False))
+    run = run_eval(config, workspace_from(args), progress=_stderr_progress(as_json))
+    report = run.report
+    if as_json:
+        emit_json({"run": config.name, "directory": str(run.directory), "protocol": config.protocol,
+                   "fingerprint": run.fingerprint, "computed": run.computed, "reused": run.reused,
+                   "records": len(run.records), "methods": report["methods"], "pairs": report["pairs"],
+                   "cost": report["cost"], "w2r": report.get("w2r"), "leakage": report["leakage"],
+                   "report": str(run.report_path), "markdown": str(run.directory / "report.md")})
+        return EXIT_OK
+    print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
+          f"{run.reused} reused -> {run.directory}")
+    for method, metrics in report["methods"].items():
+        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
+                 for name, entry in metrics.items() if entry["mean"] is not None]
+        print(f"  {method:<20} " + "; ".join(cells))
+    for pair, metrics in report["pairs"].items():
+        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
+                 for name, entry in metrics.items() if entry["mean_diff"] is not None]
+        print(f"  {pair:<28} " + "; ".join(cells))
+    for policy, entry in (report.get("w2r") or {}).items():
+        for method, numbers in entry["methods"].items():
+            print(f"  W2R {policy}/{method}: real {entry['real']:.3f}, w2r {numbers['w2r']:.3f}, "
+                  f"consistency {numbers['consistency'] if numbers['consistency'] is not None else float('nan'):.3f}")
+    print(f"report: {run.directory / 'report.md'}")
+    return EXIT_OK
+
+
+def run_curve_command(args: argparse.Namespace) -> int:
+    from worldsmith.evals.curves import construction_size_curve
+
+    workspace = workspace_from(args)
+    dataset = workspace.dataset(args.dataset)
+
+    def chosen(split: str) -> list[Any]:
+        return [e for e in dataset.iter_episodes(split) if not args.env or (e.env_id or "").split("/")[0] == args.env]
+
+    construction, held_out = chosen(args.split), chosen(args.test_split)
+    if not construction or not held_out:
+        raise CommandError(f"dataset {args.dataset!r} needs episodes in split {args.split!r} "
+                           f"({len(construction)}) and {args.test_split!r} ({len(held_out)})")
+    as_json = bool(getattr(args, "json", False))
+
+    def show(what: str) -> None:
+        print(f"  {what}", file=sys.stderr, flush=True)
+
+    result = construction_size_curve(construction, held_out, workspace, name=args.out, sizes=args.sizes,
+                                     methods=_csv(args.methods), dataset=args.dataset, llm=args.llm,
+                                     max_turns=args.max_turns, resamples=args.resamples, seed=args.seed,
+                                     progress=show)
+    if as_json:
+        emit_json({**result.to_json(), "directory": str(result.directory)})
+        return EXIT_OK
+    for point in result.points:
+        print(f"  n={point['n']:<3} {point['method']:<18} {point['metric']:<14} {point['mean']:.3f} "
+              f"[{point['low']:.3f}, {point['high']:.3f}]")
+    if result.skipped:
+        print(f"  skipped sizes (more than {len(construction)} construction episodes): {result.skipped}")
+    print(f"curve: {result.directory / 'curve.md'}")
+    return EXIT_OK
+
+
+def run_awb_command(args: argparse.Namespace) -> int:
+    from worldsmith.evals.agentworldbench import predict_rows, read_rows, score_rows, write_rows
+    from worldsmith.evals.protocols import make_method, needs_llm
+    from worldsmith.worldbook import WorldbookStore
+
+    workspace = workspace_from(args)
+    book = WorldbookStore(workspace.root / "worldbooks").load(args.book, args.version)
+    llm = None
+    if args.llm:
+        from worldsmith.llm import open_llm
+
+        llm = open_llm(args.llm, workspace.root, component="eval")
+    elif needs_llm(args.method):
+        raise CommandError(f"method {args.method!r} needs --llm SPEC")
+    try:
+        rows = read_rows(args.rows)
+        predicted = predict_rows(rows, make_method(args.method, book, llm=llm), book=book, model_name=args.method)
+    finally:
+        if llm is not None:
+            llm.close()
+    count = write_rows(args.out, predicted)
+    scores = score_rows(predicted)
+    if getattr(args, "json", False):
+        emit_json({"rows": count, "out": str(args.out), "metrics": scores["metrics"]})
+        return EXIT_OK
+    metrics = ", ".join(f"{k} {v:.3f}" for k, v in scores["metrics"].items() if v is not None)
+    print(f"{count} rows predicted with {args.method} -> {args.out}; {metrics}")
+    return EXIT_OK

@@ -1,0 +1,124 @@
+"""Evaluation: how faithful a simulator is, with honest intervals and costs.
+
+    from worldsmith.evals import EvalConfig, run_eval
+    run = run_eval(EvalConfig(name="alf", book="alfworld", dataset="alfworld", split="test",
+                              methods=["harness", "nearest"], protocol="next-obs"), workspace)
+    run.report["pairs"]["harness vs nearest"]["exact_match"]   # mean paired difference with its interval
+
+Protocols (next-observation, open-loop drift, world-to-real), text metrics and an LLM judge, the
+paired bootstrap over episodes, leakage control, the run store (config, records, report, plots,
+progress), the construction-size curve and AgentWorldBench interop.
+"""
+
+from worldsmith.evals.agentworldbench import (
+    AWBRow,
+    predict_rows,
+    read_rows,
+    row_episode,
+    score_rows,
+    write_rows,
+)
+from worldsmith.evals.bootstrap import Interval, bootstrap_mean, bootstrap_ratio, pair_name, summarize
+from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
+from worldsmith.evals.judge import (
+    DIMENSIONS,
+    FAMILIES,
+    Judge,
+    JudgeVerdict,
+    judge_family,
+    judge_messages,
+    judge_total,
+    open_judge,
+    parse_verdict,
+)
+from worldsmith.evals.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.evals.metrics import (
+    METRICS,
+    edit_similarity,
+    exact_match,
+    flatten_json,
+    json_f1,
+    normalize_whitespace,
+    score,
+    token_f1,
+    tokenize,
+)
+from worldsmith.evals.protocols import (
+    ABLATIONS,
+    METHOD_KINDS,
+    PROTOCOLS,
+    UsageMeter,
+    drift_records,
+    first_divergence,
+    make_method,
+    method_kind,
+    needs_llm,
+    next_obs_records,
+    w2r_record,
+)
+from worldsmith.evals.records import RECORD_COLUMNS, Journal, records_frame, write_records
+from worldsmith.evals.report import REPORT_METRICS, build_report, write_report
+from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
+
+__all__ = [
+    "ABLATIONS",
+    "AWBRow",
+    "CurveResult",
+    "DEFAULT_SIZES",
+    "DIMENSIONS",
+    "EvalConfig",
+    "EvalRun",
+    "FAMILIES",
+    "Interval",
+    "Journal",
+    "Judge",
+    "JudgeVerdict",
+    "LeakageError",
+    "METHOD_KINDS",
+    "METRICS",
+    "PROTOCOLS",
+    "RECORD_COLUMNS",
+    "REPORT_METRICS",
+    "RunConflictError",
+    "UsageMeter",
+    "ablation_methods",
+    "book_episode_ids",
+    "bootstrap_mean",
+    "bootstrap_ratio",
+    "build_report",
+    "check_leakage",
+    "construction_size_curve",
+    "drift_records",
+    "edit_similarity",
+    "evidence_families",
+    "exact_match",
+    "first_divergence",
+    "flatten_json",
+    "json_f1",
+    "judge_family",
+    "judge_messages",
+    "judge_total",
+    "make_method",
+    "method_kind",
+    "needs_llm",
+    "next_obs_records",
+    "normalize_whitespace",
+    "open_judge",
+    "pair_name",
+    "parse_verdict",
+    "predict_rows",
+    "read_rows",
+    "records_frame",
+    "row_episode",
+    "run_eval",
+    "run_folder",
+    "score",
+    "score_rows",
+    "summarize",
+    "token_f1",
+    "tokenize",
+    "w2r_record",
+    "write_records",
+    "write_report",
+    "write_rows",
+]

@@ -1,0 +1,311 @@
+"""The three evaluation protocols, each turning one method on one held-out episode into records.
+
+- **next-obs** (teacher forcing): for every turn t the method starts on the real prefix (turns before t)
+  and predicts the observation of the recorded action at t;
+- **drift** (open loop): the method starts on the opening only, then predicts and commits every
+  recorded action in turn, never seeing a real observation again; fidelity by step, the first step
+  that diverges, and whether it says "done" where the real episode ended;
+- **w2r** (world to real): a policy acts in `SimEnv` over the method until done or `max_steps`; its
+  action sequence is replayed in the real environment (real success), and the same policy also acts
+  in the real environment directly (Real). W2R / Real is the simulator's consistency.
+
+Records are plain dicts with the run store's columns (`records.RECORD_COLUMNS`); the run adds the
+run-level ones. Methods are named as the CLI names them (`METHOD_KINDS` maps them to the world
+models of `sim.factory`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldsmith.envs.base import Env
+from worldsmith.envs.policies import Policy
+from worldsmith.envs.recorder import record_episode
+from worldsmith.envs.replay import replay
+from worldsmith.evals.judge import Judge
+from worldsmith.evals.metrics import score
+from worldsmith.llm.base import LLM, Completion, Message
+from worldsmith.sim.base import Prediction, WorldModel, action_line
+from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
+from worldsmith.sim.simenv import SimEnv
+from worldsmith.traces.model import Episode
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = [
+    "ABLATIONS",
+    "METHOD_KINDS",
+    "PROTOCOLS",
+    "UsageMeter",
+    "drift_records",
+    "first_divergence",
+    "make_method",
+    "method_kind",
+    "needs_llm",
+    "next_obs_records",
+    "w2r_record",
+]
+
+PROTOCOLS = ("next-obs", "drift", "w2r")
+# CLI method name -> sim.factory world-model kind (factory kinds are accepted as they are too)
+METHOD_KINDS: dict[str, str] = {
+    "harness": "harness", "direct": "direct", "rag": "rag", "worldbook-prompt": "book",
+    "harness-no-book": "harness-schema", "nearest": "nearest", "harness-no-state": "harness-no-state",
+    "harness-single-shot": "harness-single-shot", "harness-no-fallback": "harness-no-fallback",
+}
+# The ablations of the issue: no worldbook knowledge, no persistent state, single-shot instead of the tool loop,
+# no fallback (each beside the full harness).
+ABLATIONS = ("harness", "harness-no-book", "harness-no-state", "harness-single-shot", "harness-no-fallback")
+
+
+def method_kind(method: str) -> str:
+    """The world-model kind of a method name; ValueError naming the choices for an unknown one."""
+    if method in METHOD_KINDS:
+        return METHOD_KINDS[method]
+    if method in WORLD_MODELS:
+        return method
+    raise ValueError(f"unknown method {method!r} (choose from {', '.join([*METHOD_KINDS, 'book', 'harness-schema'])})")
+
+
+def needs_llm(method: str) -> bool:
+    return method_kind(method) in MODEL_WORLD_MODELS
+
+
+class UsageMeter:
+    """An `LLM` that passes calls through and counts their tokens (the audit only has a total)."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+        self.spec = llm.spec
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.calls = 0
+
+    def _count(self, batches: list[list[Completion]]) -> None:
+        for completions in batches:
+            self.calls += 1
+            self.prompt_tokens += sum(c.prompt_tokens for c in completions)
+            self.completion_tokens += sum(c.completion_tokens for c in completions)
+
+    def chat(self, messages: Sequence[Message], **params: Any) -> list[Completion]:
+        return self.chat_many([messages], **params)[0]
+
+    def chat_many(self, conversations: Sequence[Sequence[Message]], **params: Any) -> list[list[Completion]]:
+        out = self.llm.chat_many(conversations, **params)
+        self._count(out)
+        return out
+
+    def take(self) -> tuple[int, int, int]:
+        """(calls, prompt tokens, completion tokens) since the last `take`, and start counting afresh."""
+        counts = (self.calls, self.prompt_tokens, self.completion_tokens)
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        return counts
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def make_method(method: str, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
+    """The world model a method name stands for; model methods need `llm`, the harness uses it when given."""
+    kind = method_kind(method)
+    if kind in MODEL_WORLD_MODELS and llm is None:
+        raise ValueError(f"method {method!r} needs a model: give an LLM spec (--llm)")
+    if kind == "nearest":
+        options = {k: v for k, v in options.items() if k == "k"}
+    return make_world_model(kind, book, llm=llm, **options)
+
+
+@dataclass
+class Pricing:
+    """USD per million prompt / completion tokens (from the model spec's `price_in` / `price_out`)."""
+
+    price_in: float = 0.0
+    price_out: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.price_in + completion_tokens * self.price_out) / 1e6
+
+
+@dataclass
+class Scorer:
+    """What each prediction is scored with: the text metrics, the judge when there is one, and cost."""
+
+    meter: UsageMeter | None = None
+    judge: Judge | None = None
+    pricing: Pricing = field(default_factory=Pricing)
+    judge_usage: dict[str, int] = field(default_factory=lambda: {"calls": 0, "prompt_tokens": 0,
+                                                                  "completion_tokens": 0, "judged": 0, "valid": 0})
+
+    def usage(self, prediction: Prediction | None) -> dict[str, Any]:
+        calls, prompt, completion = self.meter.take() if self.meter is not None else (0, 0, 0)
+        audit = prediction.audit if prediction is not None else None
+        if audit is not None and not (prompt or completion) and audit.tokens:
+            prompt = audit.tokens  # a model outside the meter: the audit's total counts as prompt tokens
+        return {"model_calls": max(calls, audit.model_calls if audit else 0), "prompt_tokens": prompt,
+                "completion_tokens": completion, "latency_s": float(audit.latency_s) if audit else 0.0,
+                "cost_usd": round(self.pricing.cost(prompt, completion), 8)}
+
+    def judged(self, episode: Episode, turn: int, reference: str, prediction: str) -> dict[str, Any]:
+        empty = {"judge_total": None, **{f"judge_{d}": None for d in
+                                         ("format", "factuality", "consistency", "realism", "quality")}}
+        if self.judge is None:
+            return empty
+        history = [(action_line(t.action), t.observation.text) for t in episode.turns[:turn]]
+        verdict = self.judge.judge(env_id=episode.env_id, action=action_line(episode.turns[turn].action),
+                                   reference=reference, prediction=prediction, task=episode.task, history=history)
+        usage = self.judge_usage
+        usage["calls"] += verdict.model_calls
+        usage["prompt_tokens"] += verdict.prompt_tokens
+        usage["completion_tokens"] += verdict.completion_tokens
+        usage["judged"] += 1
+        usage["valid"] += verdict.valid
+        return {"judge_total": verdict.total,
+                **{f"judge_{d}": (float(v) if v is not None else None) for d, v in verdict.scores.items()}}
+
+
+def _turn_record(scorer: Scorer, episode: Episode, turn: int, prediction: Prediction | None,
+                 error: str | None) -> dict[str, Any]:
+    recorded = episode.turns[turn]
+    reference = recorded.observation.text
+    text = prediction.observation if prediction is not None else ""
+    return {
+        "turn": turn, "action": action_line(recorded.action), "reference": reference, "prediction": text,
+        **score(text, reference), **scorer.judged(episode, turn, reference, text),
+        "route": prediction.audit.route if prediction is not None else "error",
+        "rules": list(prediction.audit.rules) if prediction is not None else [],
+        **scorer.usage(prediction),
+        "diverged": None, "outcome": prediction.outcome if prediction is not None else "unknown",
+        "done_pred": bool(prediction.done) if prediction is not None else False, "done_real": bool(recorded.done),
+        "error": error,
+    }
+
+
+def _predict(model: WorldModel, action: Any) -> tuple[Prediction | None, str | None]:
+    try:
+        return model.predict(action), None
+    except Exception as failure:  # noqa: BLE001 - one failing prediction is a scored failure, not a lost run
+        return None, f"{type(failure).__name__}: {failure}"[:500]
+
+
+def next_obs_records(model: WorldModel, episode: Episode, scorer: Scorer, *,
+                     max_turns: int | None = None) -> list[dict[str, Any]]:
+    """Teacher forcing: each turn predicted from the real prefix before it."""
+    out = []
+    for t in range(len(episode.turns) if max_turns is None else min(max_turns, len(episode.turns))):
+        try:
+            model.start(episode.model_copy(update={"turns": episode.turns[:t]}))
+        except Exception as failure:  # noqa: BLE001
+            out.append(_turn_record(scorer, episode, t, None, f"start failed: {type(failure).__name__}: {failure}"))
+            continue
+        prediction, error = _predict(model, episode.turns[t].action)
+        out.append(_turn_record(scorer, episode, t, prediction, error))
+    return out
+
+
+def first_divergence(records: Sequence[dict[str, Any]], *, metric: str = "exact_match",
+                     threshold: float = 1.0) -> int | None:
+    """The first turn whose `metric` is below `threshold` (exact match: any miss); None when none is."""
+    for record in records:
+        value = record.get(metric)
+        if value is None or value < threshold:
+            return int(record["turn"])
+    return None
+
+
+def drift_records(model: WorldModel, episode: Episode, scorer: Scorer, *, max_turns: int | None = None,
+                  divergence_metric: str = "exact_match", divergence_threshold: float = 1.0) -> list[dict[str, Any]]:
+    """Open loop: start on the opening, predict and commit every recorded action; `diverged` from the first miss."""
+    out: list[dict[str, Any]] = []
+    failed: str | None = None
+    try:
+        model.start(episode.model_copy(update={"turns": []}))
+    except Exception as failure:  # noqa: BLE001
+        failed = f"start failed: {type(failure).__name__}: {failure}"
+    for t in range(len(episode.turns) if max_turns is None else min(max_turns, len(episode.turns))):
+        if failed is not None:
+            out.append(_turn_record(scorer, episode, t, None, failed))
+            continue
+        prediction, error = _predict(model, episode.turns[t].action)
+        if prediction is not None:
+            try:
+                model.commit()
+            except Exception as failure:  # noqa: BLE001
+                error = f"commit failed: {type(failure).__name__}: {failure}"
+        out.append(_turn_record(scorer, episode, t, prediction, error))
+        if error is not None:
+            failed = f"the world model failed at turn {t}: {error}"
+    first = first_divergence(out, metric=divergence_metric, threshold=divergence_threshold)
+    for record in out:
+        record["diverged"] = first is not None and record["turn"] >= first
+    return out
+
+
+@dataclass
+class RealOutcome:
+    """The policy in the real environment on one task (computed once per episode, shared by the methods)."""
+
+    success: bool
+    steps: int
+    error: str | None = None
+
+
+def real_outcome(env: Env, policy: Policy, task: str, *, max_steps: int, seed: int | None) -> RealOutcome:
+    episode = record_episode(env, policy, task, max_steps=max_steps, seed=seed, record_state=False)
+    return RealOutcome(success=bool(episode.success), steps=len(episode.turns),
+                       error=episode.metadata.get("error"))
+
+
+def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Worldbook, policy: Policy,
+               real_env: Env, real: Callable[[], RealOutcome], policy_name: str, max_steps: int = 50,
+               seed: int | None = None) -> dict[str, Any]:
+    """One episode of world-to-real: the policy in the simulator, its actions replayed for real, and Real."""
+    base: dict[str, Any] = {"turn": -1, "policy": policy_name, "diverged": None, "rules": [], "route": None}
+    task = episode.task_id
+    if not task:
+        return {**base, "error": f"episode {episode.id!r} has no task id: it cannot be replayed",
+                "real_success": None, "w2r_success": None, "sim_steps": 0}
+    sim = SimEnv(model, tasks=[episode], book=book, max_steps=max_steps)
+    calls = prompt = completion = 0
+    latency = 0.0
+    done_pred = False
+    error = None
+    started = time.perf_counter()
+    try:
+        observation, info = sim.reset(episode.task_id or episode.id)
+        policy.reset(sim, observation, info)
+        for _ in range(max_steps):
+            action = policy.act(observation, info)
+            if action is None:
+                break
+            result = sim.step(action)
+            audit = result.info.get("audit") or {}
+            usage = scorer.usage(None)
+            calls += max(usage["model_calls"], int(audit.get("model_calls", 0)))
+            prompt += usage["prompt_tokens"] or (int(audit.get("tokens", 0)) if scorer.meter is None else 0)
+            completion += usage["completion_tokens"]
+            latency += float(audit.get("latency_s", 0.0))
+            observation, info = result.observation, result.info
+            if result.terminated:
+                done_pred = True
+            if result.terminated or result.truncated:
+                break
+    except Exception as failure:  # noqa: BLE001 - the actions chosen so far are still replayed
+        error = f"simulation failed: {type(failure).__name__}: {failure}"[:500]
+    actions = sim.actions
+    try:
+        replayed = replay(real_env, task, actions, seed=seed)
+        w2r_success = bool(replayed.success)
+        done_real = bool(replayed.steps and replayed.steps[-1].terminated)
+    except Exception as failure:  # noqa: BLE001
+        error = (error + "; " if error else "") + f"replay failed: {type(failure).__name__}: {failure}"[:500]
+        w2r_success, done_real = False, False
+    outcome = real()
+    if outcome.error:
+        error = (error + "; " if error else "") + f"real run: {outcome.error}"
+    return {**base, "real_success": outcome.success, "w2r_success": w2r_success, "sim_steps": len(actions),
+            "model_calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
+            "latency_s": round(latency or (time.perf_counter() - started), 6),
+            "cost_usd": round(scorer.pricing.cost(prompt, completion), 8), "outcome": "success" if w2r_success
+            else "failure", "done_pred": done_pred, "done_real": done_real, "error": error}

@@ -1,0 +1,409 @@
+"""Run an evaluation into the run store: `run_eval(config, workspace) -> EvalRun`.
+
+    config = EvalConfig(name="alf-heldout", book="alfworld", dataset="alfworld", split="test",
+                        methods=["harness", "nearest"], protocol="next-obs")
+    run = run_eval(config, workspace, progress=lambda done, total, what: print(done, total, what))
+    run.report["methods"]["harness"]["exact_match"]     # {"mean", "low", "high", "n"}
+
+A run lives in `<workspace>/runs/eval/<name>/` (config.json, records.jsonl journal, records.parquet,
+report.json, report.md, plots/, progress.json). Its fingerprint hashes the configuration that
+changes records (not the run name nor the bootstrap settings) with the worldbook version and the
+dataset revision: rerunning the same configuration resumes (finished units are not recomputed) and
+only recomputes the report, while a different configuration under the same name is refused.
+Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from worldsmith.envs.base import Env
+from worldsmith.evals.judge import Judge, open_judge
+from worldsmith.evals.leakage import check_leakage, evidence_families
+from worldsmith.evals.protocols import (
+    Pricing,
+    RealOutcome,
+    Scorer,
+    UsageMeter,
+    drift_records,
+    make_method,
+    method_kind,
+    needs_llm,
+    next_obs_records,
+    real_outcome,
+    w2r_record,
+)
+from worldsmith.evals.records import Journal, records_frame, write_records
+from worldsmith.evals.report import build_report, write_report
+from worldsmith.traces.model import Episode
+from worldsmith.util.atomic import atomic_write_json
+from worldsmith.workspace import Workspace
+from worldsmith.worldbook.build import trajectory_family
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", "run_folder"]
+
+Progress = Callable[[int, int, str], None]  # (units done, units in all, what just finished)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+# Fields that do not change any record: left out of the fingerprint, so a rerun with other bootstrap
+# settings (or under a copy's name) reuses the records.
+_NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence"})
+
+
+class RunConflictError(ValueError):
+    """The run folder holds a run of another configuration (its fingerprint differs)."""
+
+
+class EvalConfig(BaseModel):
+    """What an evaluation run is: book, episodes, methods, protocol, models, seeds and bootstrap settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Run name: the folder under <workspace>/runs/eval/.")
+    book: str = Field(description="Worldbook name in the workspace store.")
+    book_version: str | None = Field(default=None, description="Version (default: HEAD when the run starts).")
+    dataset: str = Field(description="Dataset of the held-out episodes.")
+    split: str | None = Field(default=None, description="Split of the dataset to evaluate on (default: all).")
+    env: str | None = Field(default=None, description="Only episodes whose env id starts with this (e.g. alfworld).")
+    episodes: list[str] | None = Field(default=None, description="Only these episode ids.")
+    max_episodes: int | None = Field(default=None, ge=1, description="At most this many episodes (sorted by id).")
+    max_turns: int | None = Field(default=None, ge=1, description="Score at most this many turns per episode.")
+    methods: list[str] = Field(default_factory=lambda: ["harness", "nearest"], min_length=1)
+    protocol: Literal["next-obs", "drift", "w2r"] = "next-obs"
+    llm: str | None = Field(default=None, description="Model spec of the model-backed methods.")
+    judge: str | None = Field(default=None, description="Model spec of the LLM judge (none: no judge).")
+    policy: str = Field(default="expert", description="W2R policy: expert, random or llm (on --llm).")
+    max_steps: int = Field(default=50, ge=1, description="W2R: the policy's step limit in simulation and for real.")
+    real_env: str | None = Field(default=None, description="W2R: registry name of the real environment "
+                                                           "(default: from each episode's metadata / env id).")
+    divergence_metric: Literal["exact_match", "token_f1"] = "exact_match"
+    divergence_threshold: float = Field(default=1.0, gt=0.0, le=1.0,
+                                        description="Drift: a turn diverges when the metric is below this.")
+    max_tokens: int = Field(default=256, ge=1)
+    resamples: int = Field(default=10_000, ge=100)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    seed: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"run name {value!r}: use letters, digits, '.', '_' and '-' (at most 120)")
+        return value
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, value: list[str]) -> list[str]:
+        for method in value:
+            method_kind(method)
+        if len(set(value)) != len(value):
+            raise ValueError(f"methods repeat: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _models(self) -> EvalConfig:
+        needing = [m for m in self.methods if needs_llm(m)]
+        if needing and not self.llm:
+            raise ValueError(f"methods {', '.join(needing)} need a model: set llm (--llm SPEC)")
+        if self.policy not in ("expert", "random", "llm"):
+            raise ValueError(f"policy {self.policy!r}: choose expert, random or llm")
+        if self.policy == "llm" and self.protocol == "w2r" and not self.llm:
+            raise ValueError("the llm policy needs a model: set llm (--llm SPEC)")
+        return self
+
+    def fingerprinted(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(mode="json").items() if k not in _NOT_FINGERPRINTED}
+
+
+@dataclass
+class EvalRun:
+    """A finished (or resumed) run: where it is, its records and report."""
+
+    directory: Path
+    config: EvalConfig
+    fingerprint: str
+    records: pd.DataFrame
+    report: dict[str, Any]
+    computed: int  # units (method x episode) computed by this call
+    reused: int  # units found done in the run folder
+
+    @property
+    def report_path(self) -> Path:
+        return self.directory / "report.json"
+
+
+def run_folder(workspace: Workspace | str | Path, name: str) -> Path:
+    root = workspace.root if isinstance(workspace, Workspace) else Path(workspace)
+    return root / "runs" / "eval" / name
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
+
+
+def _resolve_spec(spec: str | None, root: Path) -> str | None:
+    """A models.toml name becomes its spec; a spec stays as it is."""
+    if not spec:
+        return None
+    from worldsmith.llm.spec import configured_models
+
+    configured = configured_models(root)
+    return configured[spec].text if spec in configured else spec
+
+
+def _pricing(spec: str | None) -> Pricing:
+    if not spec:
+        return Pricing()
+    from worldsmith.llm.spec import parse_spec
+
+    options = parse_spec(spec).options
+    return Pricing(float(options.get("price_in", 0.0) or 0.0), float(options.get("price_out", 0.0) or 0.0))
+
+
+def _select(episodes: Sequence[Episode], config: EvalConfig) -> list[Episode]:
+    chosen = [e for e in episodes if e.turns]
+    if config.env:
+        chosen = [e for e in chosen if (e.env_id or "").split("/")[0] == config.env or
+                  (e.env_id or "").startswith(config.env)]
+    if config.episodes is not None:
+        wanted = set(config.episodes)
+        missing = wanted - {e.id for e in chosen}
+        if missing:
+            raise ValueError(f"episodes not in the evaluation set: {', '.join(sorted(missing)[:5])}")
+        chosen = [e for e in chosen if e.id in wanted]
+    chosen.sort(key=lambda e: e.id)
+    if config.max_episodes is not None:
+        chosen = chosen[: config.max_episodes]
+    if not chosen:
+        raise ValueError(f"no episodes with turns to evaluate in dataset {config.dataset!r}"
+                         + (f" split {config.split!r}" if config.split else "")
+                         + (f" environment {config.env!r}" if config.env else ""))
+    return chosen
+
+
+def _write_progress(folder: Path, done: int, total: int, status: str, message: str, started: str,
+                    error: str | None = None) -> None:
+    atomic_write_json(folder / "progress.json", {
+        "done": done, "total": total, "status": status, "message": message, "started": started,
+        "updated": datetime.now(UTC).isoformat(timespec="seconds"), "error": error})
+
+
+class _RealEnvs:
+    """Real environments for W2R, built once per (name, kwargs) and closed at the end."""
+
+    def __init__(self, override: str | None) -> None:
+        self.override = override
+        self.envs: dict[str, Env] = {}
+
+    def for_episode(self, episode: Episode) -> Env:
+        from worldsmith.envs.registry import spec
+
+        recorded = episode.metadata.get("env") if isinstance(episode.metadata.get("env"), dict) else {}
+        name = self.override or recorded.get("name") or (episode.env_id or "").split("/")[0]
+        if not name:
+            raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
+        kwargs = recorded.get("kwargs") if not self.override and isinstance(recorded.get("kwargs"), dict) else {}
+        key = f"{name}:{orjson.dumps(kwargs, option=orjson.OPT_SORT_KEYS).decode()}"
+        if key not in self.envs:
+            self.envs[key] = spec(name).make(**kwargs)
+        return self.envs[key]
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+
+
+def _policy(config: EvalConfig, root: Path, offset: int = 0) -> Any:
+    from worldsmith.envs.policies import make_policy
+
+    return make_policy(config.policy, seed=config.seed + offset, model=config.llm, workspace_root=str(root))
+
+
+def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Progress | None = None, *,
+             book: Worldbook | None = None, episodes: Sequence[Episode] | None = None,
+             construction: Sequence[Episode] | None = None) -> EvalRun:
+    """Evaluate `config.methods` on the held-out episodes under `config.protocol`, into the run store.
+
+    The worldbook and episodes come from the workspace (store and dataset) unless given: `book` (a
+    book built in code, e.g. for the construction-size curve), `episodes` (the evaluation set) and
+    `construction` (the episodes the book was built from: the builder's leakage check and the
+    seen/unseen families then use them). Raises `LeakageError` before running anything when the
+    evaluation targets are in the book's evidence, `RunConflictError` when the run folder holds
+    another configuration.
+    """
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    root = ws.root
+    llm_spec, judge_spec = _resolve_spec(config.llm, root), _resolve_spec(config.judge, root)
+
+    # -- the book, the episodes, leakage and families
+    book_sources: list[dict[str, Any]] = []
+    if book is None:
+        from worldsmith.worldbook.store import WorldbookStore
+
+        store = WorldbookStore(root / "worldbooks")
+        version = config.book_version or store.head(config.book)
+        book = store.load(config.book, version)
+        book_sources = store.info(config.book, version).sources
+    else:
+        version = config.book_version or "inline-" + _digest(book.model_dump(mode="json"))[:12]
+    dataset = None
+    if episodes is None:
+        dataset = ws.dataset(config.dataset)
+        pool = list(dataset.iter_episodes(config.split))
+        revision: Any = dataset.revision
+    else:
+        pool = list(episodes)
+        revision = "inline-" + _digest([(e.id, e.content_hash()) for e in pool])[:12]
+    chosen = _select(pool, config)
+    leakage = check_leakage(book, chosen, construction=construction)
+    if construction is not None:
+        candidates: list[Episode] = list(construction)
+    else:
+        candidates = list(pool) if dataset is None else list(dataset.iter_episodes())
+        for source in book_sources:
+            name = source.get("dataset") if isinstance(source, dict) else None
+            if name and name != config.dataset and name in ws.list_datasets():
+                candidates += list(ws.dataset(name).iter_episodes())
+    families, unresolved = evidence_families(book, candidates)
+    leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
+
+    resolved = config.model_copy(update={"book_version": version})
+    fingerprint = _digest({"config": resolved.fingerprinted(), "book_version": version, "dataset_revision": revision,
+                           "llm": llm_spec, "judge": judge_spec})
+    folder = run_folder(root, config.name)
+    stored = folder / "config.json"
+    if stored.exists():
+        previous = orjson.loads(stored.read_bytes()).get("fingerprint")
+        if previous != fingerprint:
+            raise RunConflictError(f"run {config.name!r} at {folder} was made with another configuration "
+                                   f"(fingerprint {str(previous)[:12]} != {fingerprint[:12]}): choose another name "
+                                   "or delete that folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(stored, {**resolved.model_dump(mode="json"), "fingerprint": fingerprint,
+                               "dataset_revision": revision, "llm_spec": llm_spec, "judge_spec": judge_spec,
+                               "created": datetime.now(UTC).isoformat(timespec="seconds")})
+
+    # -- the units
+    journal = Journal(folder / "records.jsonl")
+    order = [(method, episode.id) for episode in chosen for method in config.methods]
+    total = len(order)
+    done = sum(journal.done(m, e) for m, e in order)
+    reused = done
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    _write_progress(folder, done, total, "running", "starting", started)
+    computed = 0
+    models: dict[str, Any] = {}
+    meters: dict[str, UsageMeter] = {}
+    judge: Judge | None = None
+    shared_llm = None
+    real_envs = _RealEnvs(config.real_env)
+    real_cache: dict[str, RealOutcome] = {}
+    try:
+        for index, (method, episode_id) in enumerate(order):
+            if journal.done(method, episode_id):
+                continue
+            episode = next(e for e in chosen if e.id == episode_id)
+            if method not in models:
+                llm = None
+                if llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
+                    if shared_llm is None:
+                        from worldsmith.llm.tracked import open_llm
+
+                        shared_llm = open_llm(llm_spec, root, component="eval")
+                    meters[method] = UsageMeter(shared_llm)
+                    llm = meters[method]
+                models[method] = make_method(method, book, llm=llm, max_tokens=config.max_tokens)
+            if judge is None and judge_spec and config.protocol != "w2r":
+                judge = open_judge(judge_spec, root)
+            scorer = Scorer(meter=meters.get(method), judge=judge, pricing=_pricing(llm_spec))
+            began = time.perf_counter()
+            if config.protocol == "next-obs":
+                records = next_obs_records(models[method], episode, scorer, max_turns=config.max_turns)
+            elif config.protocol == "drift":
+                records = drift_records(models[method], episode, scorer, max_turns=config.max_turns,
+                                        divergence_metric=config.divergence_metric,
+                                        divergence_threshold=config.divergence_threshold)
+            else:
+                records = [_w2r(config, root, models[method], episode, scorer, book, real_envs, real_cache,
+                                journal, index)]
+            family = trajectory_family(episode)
+            for record in records:
+                record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
+                              episode_id=episode.id, family=family, task_seen=family in families)
+            journal.append({"method": method, "episode_id": episode.id, "records": records,
+                            "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage})
+            computed += 1
+            done += 1
+            message = f"{method} on {episode.id}"
+            _write_progress(folder, done, total, "running", message, started)
+            if progress is not None:
+                progress(done, total, message)
+    except BaseException as failure:
+        _write_progress(folder, done, total, "failed", "stopped", started, error=f"{type(failure).__name__}: {failure}")
+        raise
+    finally:
+        real_envs.close()
+        for model in models.values():
+            closer = getattr(model, "close", None)
+            if callable(closer):
+                closer()
+        if shared_llm is not None:
+            shared_llm.close()
+        if judge is not None:
+            closer = getattr(judge.llm, "close", None)
+            if callable(closer):
+                closer()
+
+    # -- records.parquet and the report
+    rows = journal.records(order)
+    keep = set(order)
+    rows = [r for r in rows if (r["method"], r["episode_id"]) in keep]
+    write_records(folder / "records.parquet", rows)
+    frame = records_frame(rows)
+    judge_usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    for key in order:
+        for name in judge_usage:
+            judge_usage[name] += int(journal.units[key].get("judge_usage", {}).get(name, 0))
+    report = build_report(
+        frame, run=config.name, protocol=config.protocol, fingerprint=fingerprint,
+        config={**resolved.model_dump(mode="json"), "dataset_revision": revision, "llm_spec": llm_spec},
+        methods=list(config.methods), judge=judge_spec, leakage=leakage, resamples=config.resamples,
+        seed=config.seed, confidence=config.confidence, fidelity_metric=config.divergence_metric,
+        extra={"judge_usage": judge_usage} if judge_spec else None)
+    report = write_report(report, folder)
+    _write_progress(folder, done, total, "done", "report written", started)
+    return EvalRun(directory=folder, config=resolved, fingerprint=fingerprint, records=frame, report=report,
+                   computed=computed, reused=reused)
+
+
+def _w2r(config: EvalConfig, root: Path, model: Any, episode: Episode, scorer: Scorer, book: Worldbook,
+         real_envs: _RealEnvs, real_cache: dict[str, RealOutcome], journal: Journal, index: int) -> dict[str, Any]:
+    """One W2R unit; the policy's real outcome on the episode's task is computed once for every method."""
+    env = real_envs.for_episode(episode)
+    seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
+
+    def real() -> RealOutcome:
+        if episode.id not in real_cache:
+            for (_, episode_id), unit in journal.units.items():  # a resumed run: another method's record has it
+                if episode_id == episode.id and unit["records"] and unit["records"][0].get("real_success") is not None:
+                    record = unit["records"][0]
+                    real_cache[episode.id] = RealOutcome(bool(record["real_success"]), 0)
+                    break
+            else:
+                real_cache[episode.id] = real_outcome(env, _policy(config, root, index), episode.task_id or "",
+                                                      max_steps=config.max_steps, seed=seed)
+        return real_cache[episode.id]
+
+    return w2r_record(model, episode, scorer, book=book, policy=_policy(config, root, index), real_env=env,
+                      real=real, policy_name=config.policy, max_steps=config.max_steps, seed=seed)

@@ -1,0 +1,83 @@
+"""`worldsmith eval` end to end on a workspace: ingest, split by family, build, evaluate (subprocess, with progress
+on stderr), resume, usage errors, the construction-size curve and AgentWorldBench rows (in process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from worldsmith.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "worldsmith", *args], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == code, result.stderr + result.stdout
+    return result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("evalcli") / "ws"
+    assert main(["ingest", "--dataset", "alf", "--workspace", str(root),
+                 str(REPO / "data_samples" / "collected" / "alfworld_expert.jsonl")]) == 0
+    assert main(["split", "--dataset", "alf", "--ratios", "train=0.75,test=0.25", "--workspace", str(root)]) == 0
+    assert main(["build", "--dataset", "alf", "--split", "train", "--out", "alf", "--workspace", str(root),
+                 "--json"]) == 0
+    return root
+
+
+def test_eval_subprocess_json_progress_and_resume(workspace: Path) -> None:
+    args = ("eval", "--book", "alf", "--dataset", "alf", "--split", "test", "--methods", "harness,nearest",
+            "--protocol", "next-obs", "--resamples", "500", "--max-episodes", "3", "--out", "cli-next", "--json")
+    result = run(*args, workspace=workspace)
+    output = orjson.loads(result.stdout)
+    assert output["computed"] == 6 and output["reused"] == 0 and output["leakage"]["ok"]
+    assert set(output["methods"]) == {"harness", "nearest"} and "harness vs nearest" in output["pairs"]
+    assert "[6/6] nearest on" in result.stderr
+    report = orjson.loads(Path(output["report"]).read_bytes())
+    assert report["config"]["split"] == "test" and report["config"]["book_version"].startswith("v0001")
+    assert report["seen_unseen"]["seen"]["methods"] == {}  # split by family: no test task was seen
+    assert report["leakage"]["evidence_families"] > 0 and report["leakage"]["evidence_episodes_unresolved"] == 0
+    again = orjson.loads(run(*args, workspace=workspace).stdout)
+    assert again["computed"] == 0 and again["reused"] == 6 and again["fingerprint"] == output["fingerprint"]
+
+
+def test_eval_text_output_and_errors(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["eval", "--workspace", str(workspace), "--book", "alf", "--dataset", "alf", "--split", "test"]
+    assert main([*base, "--methods", "nearest,harness-no-book", "--protocol", "drift", "--resamples", "300",
+                 "--max-episodes", "2", "--out", "cli-drift"]) == 0
+    printed = capsys.readouterr().out
+    assert "run cli-drift (drift)" in printed and "nearest vs harness-no-book" in printed
+    assert main([*base, "--methods", "direct", "--out", "x"]) == 2
+    assert "need a model" in capsys.readouterr().err
+    assert main([*base, "--methods", "oracle-of-delphi", "--out", "x"]) == 2
+    assert "unknown method 'oracle-of-delphi'" in capsys.readouterr().err
+    assert main(["eval", "--workspace", str(workspace), "--book", "alf"]) == 2
+    assert "needs --dataset, --out" in capsys.readouterr().err
+    assert main([*base, "--methods", "nearest", "--protocol", "drift", "--resamples", "300", "--max-episodes", "2",
+                 "--out", "cli-drift", "--json"]) == 1  # another configuration under that name
+    assert "another configuration" in orjson.loads(capsys.readouterr().out)["error"]
+
+
+def test_eval_curve_and_awb(workspace: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["eval", "curve", "--workspace", str(workspace), "--dataset", "alf", "--sizes", "1,5",
+                 "--max-turns", "2", "--resamples", "300", "--out", "cli-curve", "--json"]) == 0
+    curve = orjson.loads(capsys.readouterr().out)
+    assert sorted({p["n"] for p in curve["points"]}) == [1, 5] and curve["skipped"] == []
+    assert (Path(curve["directory"]) / "curve.md").exists()
+
+    out = tmp_path / "awb.jsonl"
+    assert main(["eval", "awb", "--workspace", str(workspace), "--book", "alf", "--method", "nearest", "--rows",
+                 str(REPO / "data_samples" / "terminal.agentworldbench.jsonl"), "--out", str(out), "--json"]) == 0
+    scored = orjson.loads(capsys.readouterr().out)
+    assert scored["rows"] == 3 and len(out.read_bytes().splitlines()) == 3
+    assert set(scored["metrics"]) == {"exact_match", "edit_similarity", "token_f1", "json_f1"}
