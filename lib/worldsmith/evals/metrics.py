@@ -1,66 +1,31 @@
 """How close a predicted observation is to the real one: the text metrics every evaluation reports.
 
     score("You see a mug.", "You see a mug 1.")
-    # {"exact_match": 0.0, "edit_similarity": 0.94, "token_f1": 0.89, "json_f1": None}
+    # {"exact_match": 0.0, "edit_similarity": 0.8, "token_f1": 0.89, "json_f1": None}
 
-All metrics are in [0, 1]. `exact_match` compares whitespace-normalised text (a trailing newline is
-not a wrong prediction); `edit_similarity` is 1 - Levenshtein distance / longer length (rapidfuzz,
-C speed: observations can be long); `token_f1` is the F1 of the two token multisets (lower-cased
-words and punctuation); `json_f1` is the F1 of the `path=value` leaves of two JSON observations
-and None when the reference is not JSON (so it only averages over JSON targets).
+One implementation: exact match, token F1 and edit similarity are `worldsmith.sim.scoring`'s (the
+side-by-side view shows the same numbers as a report). All metrics are in [0, 1]: `exact_match`
+compares whitespace-normalised text; `token_f1` is the F1 of the two bags of lower-cased words;
+`edit_similarity` is 1 - word-level Levenshtein distance / the longer length (rapidfuzz, C speed);
+`json_f1` is added here: the F1 of the `path=value` leaves of two JSON observations, None when the
+reference is not JSON (so it averages over JSON targets only).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
-from rapidfuzz.distance import Levenshtein
 
+from worldsmith.sim.scoring import edit_similarity, exact_match, token_f1, word_tokens
 from worldsmith.traces.model import parse_json_text
 
-__all__ = [
-    "METRICS",
-    "edit_similarity",
-    "exact_match",
-    "flatten_json",
-    "json_f1",
-    "normalize_whitespace",
-    "score",
-    "token_f1",
-    "tokenize",
-]
+__all__ = ["METRICS", "edit_similarity", "exact_match", "flatten_json", "json_f1", "score", "token_f1",
+           "word_tokens"]
 
 METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")
-
-_SPACE = re.compile(r"\s+")
-_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-
-def normalize_whitespace(text: str) -> str:
-    """Runs of whitespace as one space, no leading or trailing space."""
-    return _SPACE.sub(" ", text).strip()
-
-
-def exact_match(prediction: str, reference: str) -> float:
-    """1.0 when the texts are equal up to whitespace, else 0.0."""
-    return 1.0 if normalize_whitespace(prediction) == normalize_whitespace(reference) else 0.0
-
-
-def edit_similarity(prediction: str, reference: str) -> float:
-    """1 - (Levenshtein distance / length of the longer text), on whitespace-normalised text; 1.0 for two empty texts."""
-    a, b = normalize_whitespace(prediction), normalize_whitespace(reference)
-    if not a and not b:
-        return 1.0
-    return float(Levenshtein.normalized_similarity(a, b))
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words and single punctuation marks."""
-    return _TOKEN.findall(text.lower())
 
 
 def _multiset_f1(predicted: Iterable[str], reference: Iterable[str]) -> float:
@@ -68,18 +33,11 @@ def _multiset_f1(predicted: Iterable[str], reference: Iterable[str]) -> float:
     p_total, r_total = sum(p.values()), sum(r.values())
     if p_total == 0 and r_total == 0:
         return 1.0
-    if p_total == 0 or r_total == 0:
-        return 0.0
     overlap = sum((p & r).values())
     if overlap == 0:
         return 0.0
     precision, recall = overlap / p_total, overlap / r_total
     return 2 * precision * recall / (precision + recall)
-
-
-def token_f1(prediction: str, reference: str) -> float:
-    """F1 of the token multisets (1.0 when both are empty, 0.0 when only one is)."""
-    return _multiset_f1(tokenize(prediction), tokenize(reference))
 
 
 def flatten_json(value: Any, prefix: str = "$") -> list[str]:
@@ -110,7 +68,7 @@ def json_f1(prediction: str, reference: str) -> float | None:
 
 
 def score(prediction: str, reference: str) -> dict[str, float | None]:
-    """Every text metric of one prediction against its reference (keys: `METRICS`)."""
+    """Every text metric of one prediction against its reference (keys: `METRICS`), unrounded."""
     return {
         "exact_match": exact_match(prediction, reference),
         "edit_similarity": edit_similarity(prediction, reference),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -224,10 +225,29 @@ class _RealEnvs:
             env.close()
 
 
-def _policy(config: EvalConfig, root: Path, offset: int = 0) -> Any:
-    from worldsmith.envs.policies import make_policy
+class _Policies:
+    """The W2R policy per (episode, side): seeded from the run seed and the episode id, so a resumed run's
+    random choices are the same; a model-backed policy is opened once for the run."""
 
-    return make_policy(config.policy, seed=config.seed + offset, model=config.llm, workspace_root=str(root))
+    def __init__(self, config: EvalConfig, root: Path) -> None:
+        self.config, self.root = config, root
+        self._shared: Any = None
+
+    def get(self, episode_id: str, side: str) -> Any:
+        from worldsmith.envs.policies import make_policy
+
+        seed = self.config.seed * 1_000_003 + zlib.crc32(f"{episode_id}/{side}".encode())
+        if self.config.policy == "llm":
+            if self._shared is None:
+                self._shared = make_policy("llm", seed=self.config.seed, model=self.config.llm,
+                                           workspace_root=str(self.root))
+            return self._shared
+        return make_policy(self.config.policy, seed=seed)
+
+    def close(self) -> None:
+        closer = getattr(getattr(self._shared, "llm", None), "close", None)
+        if callable(closer):
+            closer()
 
 
 def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Progress | None = None, *,
@@ -308,9 +328,10 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     judge: Judge | None = None
     shared_llm = None
     real_envs = _RealEnvs(config.real_env)
+    policies = _Policies(config, root)
     real_cache: dict[str, RealOutcome] = {}
     try:
-        for index, (method, episode_id) in enumerate(order):
+        for method, episode_id in order:
             if journal.done(method, episode_id):
                 continue
             episode = next(e for e in chosen if e.id == episode_id)
@@ -335,8 +356,8 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
                                         divergence_metric=config.divergence_metric,
                                         divergence_threshold=config.divergence_threshold)
             else:
-                records = [_w2r(config, root, models[method], episode, scorer, book, real_envs, real_cache,
-                                journal, index)]
+                records = [_w2r(config, models[method], episode, scorer, book, real_envs, real_cache, journal,
+                                policies)]
             family = trajectory_family(episode)
             for record in records:
                 record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
@@ -354,6 +375,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
         raise
     finally:
         real_envs.close()
+        policies.close()
         for model in models.values():
             closer = getattr(model, "close", None)
             if callable(closer):
@@ -387,8 +409,8 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
                    computed=computed, reused=reused)
 
 
-def _w2r(config: EvalConfig, root: Path, model: Any, episode: Episode, scorer: Scorer, book: Worldbook,
-         real_envs: _RealEnvs, real_cache: dict[str, RealOutcome], journal: Journal, index: int) -> dict[str, Any]:
+def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,
+         real_cache: dict[str, RealOutcome], journal: Journal, policies: _Policies) -> dict[str, Any]:
     """One W2R unit; the policy's real outcome on the episode's task is computed once for every method."""
     env = real_envs.for_episode(episode)
     seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
@@ -401,9 +423,9 @@ def _w2r(config: EvalConfig, root: Path, model: Any, episode: Episode, scorer: S
                     real_cache[episode.id] = RealOutcome(bool(record["real_success"]), 0)
                     break
             else:
-                real_cache[episode.id] = real_outcome(env, _policy(config, root, index), episode.task_id or "",
+                real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real"), episode.task_id or "",
                                                       max_steps=config.max_steps, seed=seed)
         return real_cache[episode.id]
 
-    return w2r_record(model, episode, scorer, book=book, policy=_policy(config, root, index), real_env=env,
+    return w2r_record(model, episode, scorer, book=book, policy=policies.get(episode.id, "sim"), real_env=env,
                       real=real, policy_name=config.policy, max_steps=config.max_steps, seed=seed)
