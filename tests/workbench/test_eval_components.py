@@ -199,3 +199,10 @@ def test_clusters_of_wrong_predictions_on_minilm() -> None:
     assert {c.top_actions[0] for c in clusters} == {("take", 4), ("open", 4)}
     assert len(cluster_errors(wrong, k=8)) == 2  # k never exceeds the distinct texts
     assert cluster_errors(wrong.iloc[0:0]) == []
+
+
+def test_no_divergence_for_next_observation_records() -> None:
+    records = make_records("r", ["nearest"])  # protocol next-obs, diverged False throughout
+    assert tables.divergence_frame(None, records).empty
+    records["protocol"], records["diverged"] = "drift", None  # drift, but nothing recorded about divergence
+    assert tables.divergence_frame(None, records).empty

@@ -260,7 +260,10 @@ def divergence_frame(report: dict[str, Any] | None, records: pd.DataFrame) -> pd
                 rows.append({"method": method, "episode_id": episode, "step": None if step is None else int(step),
                              "length": lengths.get((method, episode))})
     elif "diverged" in records.columns:
-        for (method, episode), group in records[records["turn"] >= 0].groupby(["method", "episode_id"]):
+        drift = records[(records["turn"] >= 0) & records["diverged"].notna()]
+        if "protocol" in drift.columns:
+            drift = drift[drift["protocol"] == "drift"]
+        for (method, episode), group in drift.groupby(["method", "episode_id"]):
             hits = group.loc[group["diverged"].fillna(False).astype(bool), "turn"]
             rows.append({"method": method, "episode_id": episode, "step": int(hits.min()) if len(hits) else None,
                          "length": lengths.get((str(method), str(episode)))})

@@ -1,0 +1,79 @@
+"""The Evaluate page launching a real `worldsmith eval` (nearest and the harness on one held-out ALFWorld episode)
+as a detached background job: its progress shows on the page, and the finished run appears in the run list."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO
+
+PAGE = REPO / "pages" / "evaluate.py"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    return no_exception(at.switch_page(str(PAGE)).run())
+
+
+@pytest.fixture
+def eval_workspace(empty_root: Path) -> Path:
+    """Dataset `alfworld` (the 36 expert ALFWorld games, split train/test by family) and a worldbook built on train."""
+    from worldsmith import Workspace
+    from worldsmith.workspace.splits import assign_splits
+    from worldsmith.worldbook import WorldbookStore, build_worldbook
+
+    workspace = Workspace(empty_root)
+    assert workspace.ingest([REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"], "alfworld").committed
+    dataset = workspace.dataset("alfworld")
+    assign_splits(dataset, {"train": 0.8, "test": 0.2})
+    book = build_worldbook(list(dataset.iter_episodes("train")), name="alfworld").book
+    WorldbookStore(empty_root / "worldbooks").save(book)
+    return empty_root
+
+
+def _wait_for_job(root: Path, run: str):
+    from workbench.components.eval_jobs import job_status
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = job_status(root, run)
+        if status is not None and status.state != "running":
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"run {run} still running after 300 s")
+
+
+@pytest.mark.integration
+def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_workspace: Path) -> None:
+    at = open_page()
+    assert any("No evaluation runs" in str(i.value) for i in at.info)
+    at.text_input(key="ev_new_run").input("tiny")
+    at.selectbox(key="ev_new_book").set_value("alfworld")
+    at.selectbox(key="ev_new_dataset").set_value("alfworld")
+    at.text_input(key="ev_new_split").input("test")
+    at.multiselect(key="ev_new_methods").set_value(["nearest", "harness"])
+    at.number_input(key="ev_new_episodes").set_value(1)
+    at.number_input(key="ev_new_turns").set_value(2)
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    assert any("Started run" in str(s.value) and "--max-episodes 1" in str(s.value) for s in at.success)
+    bars = [bar.proto.text for bar in at.get("progress")]
+    assert any("tiny" in text for text in bars), bars
+
+    status = _wait_for_job(eval_workspace, "tiny")
+    assert status.state == "finished", (status.returncode, status.log_tail)
+    assert status.result is not None and status.result["records"] == 4  # 2 methods x 1 episode x 2 turns
+    at = no_exception(at.run())
+    assert any("tiny" in text and "finished" in text and "2/2" in text for text in
+               (bar.proto.text for bar in at.get("progress")))
+    assert at.selectbox(key="ev_run").value == "tiny"
+    board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")
+    assert set(board.index) == {"harness", "nearest"} and set(board["n"]) == {2}
+    assert (eval_workspace / "runs" / "eval" / "tiny" / "records.parquet").is_file()
