@@ -1,0 +1,122 @@
+"""EnvACE: one set of weights that acts (the next tool call) and rehearses (the tool's response).
+
+    from worldsmith.envace import EnvACEConfig, Trainer
+    summary = Trainer(EnvACEConfig.from_file("configs/envace_tiny.yaml")).train()
+
+Dual-role data (`data`), joint supervised and role-wise GRPO training (`trainer`, `grpo`),
+rollouts from imagined / real / worldbook / cached answers with the act -> rehearse prefix
+reused on one key/value cache (`rollouts`, `generate`), the rehearsal-fidelity probe (`probe`),
+Ray Tune sweeps (`sweep`) and the run store (`runstore`).
+"""
+
+from worldsmith.envace.config import (
+    ConfigError,
+    DataConfig,
+    EnvACEConfig,
+    GRPOConfig,
+    LoraSettings,
+    ProbeConfig,
+    RehearsalBudget,
+    TemplateConfig,
+)
+from worldsmith.envace.data import (
+    ROLE_ACT,
+    ROLE_IDS,
+    ROLE_REHEARSE,
+    ChatFormat,
+    DualRoleSample,
+    DualRoleStream,
+    EnvErrorOracle,
+    Exchange,
+    Templates,
+    Transcript,
+    build_samples,
+    build_streams,
+    environment_prompt,
+    parse_call,
+    policy_prompt,
+    transcript_from_episode,
+)
+from worldsmith.envace.generate import DecodeStats, SegmentDecoder
+from worldsmith.envace.grpo import group_advantages, grpo_loss
+from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
+from worldsmith.envace.probe import metric_functions, probe_transitions, rehearsal_fidelity
+from worldsmith.envace.rollouts import (
+    SOURCES,
+    CacheSource,
+    ImaginedSource,
+    RealSource,
+    Reply,
+    ResponseCache,
+    Rollout,
+    RolloutGroup,
+    RolloutSource,
+    RolloutStep,
+    TaskSpec,
+    WorldbookSource,
+    make_source_factory,
+    rollout,
+    score_rollouts,
+    task_reward,
+    task_specs,
+)
+from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
+
+__all__ = [
+    "ROLE_ACT",
+    "ROLE_IDS",
+    "ROLE_REHEARSE",
+    "SOURCES",
+    "CacheSource",
+    "ChatFormat",
+    "ConfigError",
+    "DataConfig",
+    "DecodeStats",
+    "DualRoleSample",
+    "DualRoleStream",
+    "EnvACEConfig",
+    "EnvErrorOracle",
+    "Exchange",
+    "GRPOConfig",
+    "ImaginedSource",
+    "LoraSettings",
+    "ProbeConfig",
+    "RealSource",
+    "RehearsalBudget",
+    "Reply",
+    "ResponseCache",
+    "Rollout",
+    "RolloutGroup",
+    "RolloutSource",
+    "RolloutStep",
+    "RunStore",
+    "SegmentDecoder",
+    "TaskSpec",
+    "TemplateConfig",
+    "Templates",
+    "TrainSummary",
+    "Trainer",
+    "Transcript",
+    "WorldbookSource",
+    "build_samples",
+    "build_streams",
+    "collate_streams",
+    "environment_prompt",
+    "group_advantages",
+    "grpo_loss",
+    "load_episodes",
+    "load_policy",
+    "make_source_factory",
+    "metric_functions",
+    "parse_call",
+    "policy_prompt",
+    "probe_transitions",
+    "rehearsal_fidelity",
+    "rollout",
+    "score_rollouts",
+    "target_logprobs",
+    "task_reward",
+    "task_specs",
+    "transcript_from_episode",
+]

@@ -1,0 +1,585 @@
+"""Rollouts: the policy acts; the environment's answer comes from one of four sources.
+
+- `imagined`: the model's own rehearse role answers every action;
+- `real`: a real environment (one instance per rollout, e.g. BFCL's in-process backends);
+- `worldbook`: the worldbook simulator (`worldsmith.sim` harness on a stored worldbook);
+- `cache`: real responses seen before for the same call (after the same calls, by default),
+  falling back to rehearsal for the rest.
+
+`rollout` runs G rollouts per task in one batch on one key/value cache (`SegmentDecoder`): each
+prompt is prefilled once for its G copies, and a rehearse step continues on the cache of the act
+step (the act -> rehearse prefix is reused, never recomputed). With `rehearse="always"` the model
+also rehearses the steps a source answers, which is how GRPO trains the rehearse role against
+real answers. `score_rollouts` then gives every rollout a task reward (the real environment's
+verdict; non-real rollouts are replayed in it) and a rehearse reward (how close the rehearsed
+answers were to the real ones).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from worldsmith.envace.data import (
+    HANDOVER_ACTIONS,
+    ROLE_ACT,
+    ROLE_REHEARSE,
+    ChatFormat,
+    DualRoleStream,
+    Templates,
+    Transcript,
+    environment_prompt,
+    parse_call,
+    policy_prompt,
+)
+from worldsmith.envace.generate import DecodeStats, SegmentDecoder
+
+__all__ = [
+    "SOURCES",
+    "CacheSource",
+    "ImaginedSource",
+    "RealSource",
+    "Reply",
+    "ResponseCache",
+    "Rollout",
+    "RolloutGroup",
+    "RolloutSource",
+    "RolloutStep",
+    "TaskSpec",
+    "WorldbookSource",
+    "make_source_factory",
+    "rollout",
+    "score_rollouts",
+    "task_reward",
+    "task_specs",
+]
+
+SOURCES = ("imagined", "real", "worldbook", "cache")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a rollout starts from: the task, its tools, the opening and the user's later turns."""
+
+    task_id: str
+    env: str
+    task: str
+    tools: list[dict[str, Any]]
+    all_tools: list[dict[str, Any]]
+    opening: str
+    user_turns: list[str] = field(default_factory=list)  # replies to the hand-overs, in order (BFCL)
+    turns: int | None = None  # hand-overs that end the episode (BFCL: the user turns)
+
+    @classmethod
+    def from_transcript(cls, transcript: Transcript) -> TaskSpec:
+        handovers = [exchange for exchange in transcript.exchanges if exchange.kind == "handover"]
+        replies = [exchange.response for exchange in handovers if exchange.response is not None]
+        first = transcript.exchanges[0].observation if transcript.exchanges else "(start)"
+        return cls(
+            task_id=transcript.task_id or transcript.episode_id,
+            env=transcript.env,
+            task=transcript.task,
+            tools=list(transcript.tools),
+            all_tools=list(transcript.all_tools or transcript.tools),
+            opening=first,
+            user_turns=replies,
+            turns=len(handovers) or None,
+        )
+
+
+def task_specs(transcripts: Iterable[Transcript]) -> list[TaskSpec]:
+    """One spec per task id (its first transcript), sorted by task id so runs are reproducible."""
+    specs: dict[str, TaskSpec] = {}
+    for transcript in transcripts:
+        spec = TaskSpec.from_transcript(transcript)
+        specs.setdefault(spec.task_id, spec)
+    return [specs[key] for key in sorted(specs)]
+
+
+def _is_handover(action: str) -> bool:
+    return parse_call(action)[0] in HANDOVER_ACTIONS
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+
+
+@dataclass
+class Reply:
+    """A source's answer to one action."""
+
+    text: str
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class RolloutSource(Protocol):
+    """Where the environment's answers come from during one rollout."""
+
+    name: str
+
+    def start(self, spec: TaskSpec) -> str:
+        """Begin the task; returns the opening observation."""
+        ...
+
+    def respond(self, action: str) -> Reply | None:
+        """The answer to `action`; None: this source has none (the model rehearses it)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ImaginedSource:
+    """Every answer is the model's own rehearsal."""
+
+    name = "imagined"
+
+    def start(self, spec: TaskSpec) -> str:
+        return spec.opening
+
+    def respond(self, action: str) -> Reply | None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class RealSource:
+    """A real environment from the registry; one instance per rollout."""
+
+    name = "real"
+
+    def __init__(self, env_name: str) -> None:
+        from worldsmith.envs import make
+
+        self.env = make(env_name)
+        self.last_info: dict[str, Any] = {}
+        self.done = False
+        self.errors: list[bool | None] = []  # per answered action: did the environment report an error
+
+    def start(self, spec: TaskSpec) -> str:
+        observation, info = self.env.reset(spec.task_id)
+        self.last_info, self.done, self.errors = dict(info), False, []
+        return observation.text
+
+    def respond(self, action: str) -> Reply | None:
+        from worldsmith.envs import EnvError
+
+        try:
+            step = self.env.step(action)
+        except EnvError as error:  # the environment refused the action outright: say so, as it would
+            self.errors.append(True)
+            return Reply(f"Error: {error}", False, {"error": True})
+        error_flag = step.info.get("error")
+        self.errors.append(bool(error_flag) if isinstance(error_flag, bool) else None)
+        self.last_info = dict(step.info)
+        self.done = bool(step.terminated or step.truncated)
+        return Reply(step.observation.text, self.done, dict(step.info))
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class WorldbookSource:
+    """A worldbook simulator (the harness by default); hand-overs get the task's recorded user turns."""
+
+    name = "worldbook"
+
+    def __init__(self, book: Any, kind: str = "harness") -> None:
+        self.book, self.kind = book, kind
+        self.model: Any = None
+        self.spec: TaskSpec | None = None
+        self.handovers = 0
+
+    def start(self, spec: TaskSpec) -> str:
+        from worldsmith.sim.factory import make_world_model
+
+        self.model = make_world_model(self.kind, self.book)
+        self.model.start(spec.opening)
+        self.spec, self.handovers = spec, 0
+        return spec.opening
+
+    def respond(self, action: str) -> Reply | None:
+        from worldsmith.traces.model import Action
+
+        assert self.spec is not None and self.model is not None, "start() first"
+        if _is_handover(action):
+            return _recorded_handover(self.spec, self, action)
+        name, arguments = parse_call(action)
+        call = Action(name=name or action.strip(), arguments=arguments or {}, raw=action)
+        prediction = self.model.predict(call)
+        self.model.commit()
+        return Reply(prediction.observation, bool(prediction.done), {"route": prediction.audit.route})
+
+    def close(self) -> None:
+        self.model = None
+
+
+def _recorded_handover(spec: TaskSpec, source: Any, action: str) -> Reply | None:
+    """The user's next recorded message after a hand-over (None when not recorded: rehearse it)."""
+    index = source.handovers
+    source.handovers += 1
+    if spec.turns is not None and source.handovers >= spec.turns:
+        return Reply("", True, {"handover": True})
+    if index < len(spec.user_turns):
+        return Reply(spec.user_turns[index], False, {"handover": True})
+    return None
+
+
+class ResponseCache:
+    """Real responses keyed by task and call (and, by default, the calls before it)."""
+
+    def __init__(self, key: Literal["prefix", "call"] = "prefix") -> None:
+        self.key = key
+        self.entries: dict[str, str] = {}
+
+    def _key(self, task_id: str, prior: Sequence[str], action: str) -> str:
+        norm = [" ".join(item.split()) for item in prior]
+        head = norm if self.key == "prefix" else []
+        return json.dumps([task_id, head, " ".join(action.split())], ensure_ascii=False)
+
+    def add(self, task_id: str, prior: Sequence[str], action: str, response: str) -> None:
+        self.entries[self._key(task_id, prior, action)] = response
+
+    def get(self, task_id: str, prior: Sequence[str], action: str) -> str | None:
+        return self.entries.get(self._key(task_id, prior, action))
+
+    def add_transcripts(self, transcripts: Iterable[Transcript]) -> None:
+        for transcript in transcripts:
+            task = transcript.task_id or transcript.episode_id
+            prior: list[str] = []
+            for exchange in transcript.exchanges:
+                if exchange.response is not None:
+                    self.add(task, prior, exchange.action, exchange.response)
+                prior.append(exchange.action)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "entries": self.entries}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ResponseCache:
+        cache = cls(data.get("key", "prefix"))
+        cache.entries = {str(k): str(v) for k, v in (data.get("entries") or {}).items()}
+        return cache
+
+
+class CacheSource:
+    """Cached real responses; a call not seen before is rehearsed (returns None)."""
+
+    name = "cache"
+
+    def __init__(self, cache: ResponseCache) -> None:
+        self.cache = cache
+        self.spec: TaskSpec | None = None
+        self.prior: list[str] = []
+        self.handovers = 0
+        self.hits = self.misses = 0
+
+    def start(self, spec: TaskSpec) -> str:
+        self.spec, self.prior, self.handovers = spec, [], 0
+        return spec.opening
+
+    def respond(self, action: str) -> Reply | None:
+        assert self.spec is not None, "start() first"
+        found = self.cache.get(self.spec.task_id, self.prior, action)
+        self.prior.append(action)
+        if _is_handover(action):
+            return _recorded_handover(self.spec, self, action)
+        if found is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Reply(found, False, {"cached": True})
+
+    def close(self) -> None:
+        return None
+
+
+def make_source_factory(
+    name: str, *, env: str | None = None, book: Any = None, cache: ResponseCache | None = None
+) -> Callable[[], RolloutSource]:
+    """A maker of fresh sources of kind `name` (one per rollout)."""
+    if name == "imagined":
+        return ImaginedSource
+    if name == "real":
+        if not env:
+            raise ValueError("the real rollout source needs data.env (a registered environment)")
+        return lambda: RealSource(env)
+    if name == "worldbook":
+        if book is None:
+            raise ValueError("the worldbook rollout source needs a worldbook")
+        return lambda: WorldbookSource(book)
+    if name == "cache":
+        if cache is None:
+            raise ValueError("the cache rollout source needs a response cache")
+        return lambda: CacheSource(cache)
+    raise ValueError(f"unknown rollout source {name!r} (choose from {', '.join(SOURCES)})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Rollouts
+
+
+@dataclass
+class RolloutStep:
+    """One action and the answer the rollout continued with."""
+
+    action: str
+    response: str  # what the agent saw next
+    answered_by: str  # the source's name, or "rehearsal"
+    rehearsed: str | None = None  # the model's rehearsal of the answer, when it made one
+    reference: str | None = None  # the real answer (filled by score_rollouts)
+    error: bool | None = None  # the real environment said the call failed (info["error"])
+
+
+@dataclass
+class Rollout:
+    task_id: str
+    index: int  # 0..G-1 within its group
+    steps: list[RolloutStep]
+    stream: DualRoleStream
+    logprobs: list[float]  # sampling log-probs of the stream's target tokens, in column order
+    done: bool = False
+    final_info: dict[str, Any] = field(default_factory=dict)
+    task_reward: float | None = None
+    rehearse_reward: float | None = None
+    source: RolloutSource | None = field(default=None, repr=False)  # kept until scored
+
+    @property
+    def actions(self) -> list[str]:
+        return [step.action for step in self.steps]
+
+
+@dataclass
+class RolloutGroup:
+    spec: TaskSpec
+    rollouts: list[Rollout]
+    source: str
+
+
+def rollout(
+    model: Any,
+    tokenizer: Any,
+    specs: Sequence[TaskSpec],
+    source: Callable[[], RolloutSource],
+    group_size: int,
+    *,
+    templates: Templates | None = None,
+    max_steps: int = 6,
+    max_new_tokens: int = 48,
+    temperature: float = 1.0,
+    rehearse: Literal["needed", "always"] = "needed",
+    generator: Any = None,
+    stats: DecodeStats | None = None,
+) -> list[RolloutGroup]:
+    """G rollouts of each task, batched on one cache; rehearse when the source has no answer (or always)."""
+    import torch
+
+    templates = templates or Templates()
+    fmt = ChatFormat(tokenizer)
+    rows = [(spec, index) for spec in specs for index in range(group_size)]
+    sources = [source() for _ in rows]
+    openings = [src.start(spec) for src, (spec, _) in zip(sources, rows, strict=True)]
+    prompts = [fmt.opening(policy_prompt(templates, spec.env, spec.task, spec.tools), opening)
+               for (spec, _), opening in zip(rows, openings, strict=True)]
+    shared = all(prompts[i] == prompts[i - i % group_size] for i in range(len(prompts)))
+    decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id, generator=generator)
+    was_training = bool(getattr(model, "training", False))
+    model.eval()
+    states = []
+    steps: list[list[RolloutStep]] = [[] for _ in rows]
+    done = [False] * len(rows)
+    final: list[dict[str, Any]] = [{} for _ in rows]
+    handovers = [0] * len(rows)
+    try:
+        with torch.inference_mode():
+            if shared:
+                ids = [f"{spec.task_id}" for spec in specs]
+                logits = decoder.start([prompts[i * group_size] for i in range(len(specs))], repeats=group_size,
+                                       episode_ids=ids)
+            else:
+                logits = decoder.start(prompts, episode_ids=[f"{spec.task_id}#{index}" for spec, index in rows])
+            states = list(decoder.rows)
+            live = list(range(len(rows)))  # decoder row -> rollout row
+            for _ in range(max_steps):
+                if not live:
+                    break
+                batch = list(range(len(live)))
+                acted = decoder.generate(logits, batch, role=ROLE_ACT, max_new_tokens=max_new_tokens,
+                                         temperature=temperature)
+                actions = {b: fmt.decode(acted[b]).strip() for b in batch}
+                replies = {b: sources[live[b]].respond(actions[b]) for b in batch}
+                rehearse_rows = [b for b in batch if replies[b] is None or rehearse == "always"]
+                rehearsed: dict[int, str] = {}
+                if rehearse_rows:
+                    headers: list[list[int] | None] = [None] * len(batch)
+                    for b in rehearse_rows:
+                        spec = rows[live[b]][0]
+                        decoder.open_segment(b)
+                        headers[b] = fmt.rehearse_header(
+                            environment_prompt(templates, spec.env, spec.task, spec.all_tools, actions[b]))
+                    logits = decoder.feed(headers)
+                    answered = decoder.generate(logits, rehearse_rows, role=ROLE_REHEARSE,
+                                                max_new_tokens=max_new_tokens, temperature=temperature)
+                    for b in rehearse_rows:
+                        decoder.close_segment(b)
+                        rehearsed[b] = fmt.decode(answered[b]).strip()
+                keep: list[int] = []
+                chunks: list[list[int]] = []
+                for b in batch:
+                    row = live[b]
+                    reply = replies[b]
+                    src_name = sources[row].name
+                    text = reply.text if reply is not None else rehearsed[b]
+                    steps[row].append(RolloutStep(actions[b], text, src_name if reply is not None else "rehearsal",
+                                                  rehearsed.get(b)))
+                    finished = bool(reply.done) if reply is not None else False
+                    if reply is not None:
+                        final[row] = reply.info
+                    if _is_handover(actions[b]):
+                        handovers[row] += 1
+                        spec = rows[row][0]
+                        finished = finished or (spec.turns is not None and handovers[row] >= spec.turns)
+                    if finished or not actions[b]:
+                        done[row] = finished
+                        continue
+                    keep.append(b)
+                    chunks.append(fmt.observation(text))
+                if not keep:
+                    break
+                decoder.keep(keep)
+                live = [live[b] for b in keep]
+                logits = decoder.feed(chunks)
+    finally:
+        if was_training:
+            model.train()
+        for src in sources:
+            if src.name != "real":
+                src.close()
+    if stats is not None:
+        for name in ("forward_tokens", "generated_tokens", "reused_tokens", "forward_calls"):
+            setattr(stats, name, getattr(stats, name) + getattr(decoder.stats, name))
+    groups: list[RolloutGroup] = []
+    for position, spec in enumerate(specs):
+        members = []
+        for index in range(group_size):
+            row = position * group_size + index
+            state = states[row]
+            members.append(Rollout(spec.task_id, index, steps[row], state.stream, list(state.logprobs), done[row],
+                                   final[row], source=sources[row]))
+        groups.append(RolloutGroup(spec, members, sources[0].name if sources else "none"))
+    return groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards
+
+
+def task_reward(
+    info: dict[str, Any], kind: Literal["binary", "partial", "shaped"] = "partial", steps: Sequence[RolloutStep] = ()
+) -> float:
+    """Task success from a real environment's final info.
+
+    binary: `won`; partial: BFCL's share of ground-truth calls run (else `won`); shaped: the mean of
+    partial and the share of the rollout's calls the environment ran without an error (a signal a
+    weak policy can climb before it ever hits a ground-truth call).
+    """
+    if kind == "shaped":
+        judged = [step.error for step in steps if step.error is not None]
+        valid = (sum(1 for error in judged if not error) / len(judged)) if judged else 0.0
+        return 0.5 * task_reward(info, "partial") + 0.5 * valid
+    calls = info.get("ground_truth_calls")
+    if kind == "partial" and isinstance(calls, int) and calls > 0:
+        return float(info.get("ground_truth_ok", 0)) / calls
+    if "won" in info:
+        return float(bool(info["won"]))
+    score = info.get("score")
+    return float(score) if isinstance(score, int | float) and not isinstance(score, bool) else 0.0
+
+
+def _finish(env: Any, spec: TaskSpec, info: dict[str, Any]) -> dict[str, Any]:
+    """Hand over the remaining user turns so a multi-turn environment gives its verdict."""
+    if spec.turns is None:
+        return info
+    for _ in range(spec.turns + 1):
+        step = env.step("respond()")
+        info = dict(step.info)
+        if step.terminated or step.truncated:
+            break
+    return info
+
+
+def score_rollouts(
+    groups: Sequence[RolloutGroup],
+    *,
+    env: str | None,
+    reward: Literal["binary", "partial", "shaped"] = "partial",
+    rehearse_metric: str = "token_f1",
+    cache: ResponseCache | None = None,
+) -> None:
+    """Fill each rollout's task reward, rehearse reward and per-step references (the real answers).
+
+    Real rollouts are scored on their own environment (finished with hand-overs when cut short);
+    the others are replayed action by action in a fresh real environment, which also gives the
+    real answer to every step they imagined. Real answers seen are added to `cache`. Without a
+    real environment, only a source's own `won` counts and the rehearse reward stays None.
+    """
+    from worldsmith.envace.probe import metric_functions
+
+    metric = metric_functions()[rehearse_metric]
+    replay_env = None
+    try:
+        for group in groups:
+            spec = group.spec
+            for item in group.rollouts:
+                handle, item.source = item.source, None
+                if isinstance(handle, RealSource):
+                    for step, error in zip(item.steps, handle.errors, strict=False):
+                        step.reference = step.response
+                        step.error = error
+                    info = item.final_info if handle.done else _finish(handle.env, spec, handle.last_info)
+                    handle.close()
+                elif env:
+                    if replay_env is None:
+                        from worldsmith.envs import make
+
+                        replay_env = make(env)
+                    replay_env.reset(spec.task_id)
+                    info, finished = {}, False
+                    for step in item.steps:
+                        if finished:
+                            break
+                        result = replay_env.step(step.action)
+                        step.reference = result.observation.text
+                        error = result.info.get("error")
+                        step.error = bool(error) if isinstance(error, bool) else None
+                        info = dict(result.info)
+                        finished = bool(result.terminated or result.truncated)
+                    if not finished:
+                        info = _finish(replay_env, spec, info)
+                else:
+                    info = item.final_info
+                item.final_info = info
+                item.task_reward = task_reward(info, reward, item.steps) if (env or info) else None
+                pairs = [(step.rehearsed, step.reference) for step in item.steps
+                         if step.rehearsed is not None and step.reference is not None]
+                item.rehearse_reward = (sum(float(metric(a, b)) for a, b in pairs) / len(pairs)) if pairs else None
+                if cache is not None:
+                    prior: list[str] = []
+                    for step in item.steps:
+                        if step.reference is not None:
+                            cache.add(spec.task_id, prior, step.action, step.reference)
+                        prior.append(step.action)
+    finally:
+        if replay_env is not None:
+            replay_env.close()

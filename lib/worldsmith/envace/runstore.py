@@ -1,0 +1,125 @@
+"""The EnvACE run store: what a training run leaves on disk for the CLI, the workbench and sweeps.
+
+`<run>/config.json`, `metrics.jsonl` (one object per logged step), `probes.jsonl` (each probe
+with real and rehearsed responses side by side), `checkpoints/step-<N>/`, `summary.json` and
+`status.json` (`state: running|done|failed`, `pid`, `updated`, `error`). JSON files are replaced
+atomically; JSONL files are appended and fsynced line by line, and cut back to a checkpoint's
+step on resume, so a killed run never leaves a half line or steps its checkpoint does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
+
+__all__ = ["RunStore", "read_jsonl"]
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Complete JSON lines of a file (a torn last line from a killed writer is skipped)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            try:
+                rows.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return rows
+
+
+class RunStore:
+    """One run's folder."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.root / "checkpoints"
+
+    def prepare(self) -> None:
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ JSON documents
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_json(self.root / "config.json", config)
+
+    def read_config(self) -> dict[str, Any] | None:
+        path = self.root / "config.json"
+        return orjson.loads(path.read_bytes()) if path.is_file() else None
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_json(self.root / "summary.json", summary)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        path = self.root / "summary.json"
+        return orjson.loads(path.read_bytes()) if path.is_file() else None
+
+    def write_status(self, state: str, *, error: str | None = None, **extra: Any) -> None:
+        status = {"state": state, "pid": os.getpid(), "updated": time.time(), "error": error, **extra}
+        atomic_write_json(self.root / "status.json", status)
+
+    def read_status(self) -> dict[str, Any] | None:
+        path = self.root / "status.json"
+        return orjson.loads(path.read_bytes()) if path.is_file() else None
+
+    # ------------------------------------------------------------------ JSON lines
+
+    def _append(self, name: str, row: dict[str, Any]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / name, "ab") as handle:
+            handle.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def append_metrics(self, row: dict[str, Any]) -> None:
+        self._append("metrics.jsonl", row)
+
+    def append_probe(self, row: dict[str, Any]) -> None:
+        self._append("probes.jsonl", row)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.root / "metrics.jsonl")
+
+    def probes(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.root / "probes.jsonl")
+
+    def truncate(self, step: int) -> None:
+        """Drop logged rows after `step` (what a resumed run will log again)."""
+        for name in ("metrics.jsonl", "probes.jsonl"):
+            path = self.root / name
+            if path.is_file():
+                rows = [row for row in read_jsonl(path) if int(row.get("step", 0)) <= step]
+                atomic_write_bytes(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.checkpoints_dir / f"step-{step}"
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """Complete checkpoints (those with trainer_state.json), oldest first."""
+        if not self.checkpoints_dir.is_dir():
+            return []
+        found = []
+        for path in self.checkpoints_dir.iterdir():
+            match = _STEP_DIR.match(path.name)
+            if match and (path / "trainer_state.json").is_file():
+                found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        found = self.checkpoints()
+        return found[-1] if found else None

@@ -1,0 +1,651 @@
+"""The EnvACE trainer: joint supervised or role-wise GRPO on one set of weights, resumable exactly.
+
+    summary = Trainer(EnvACEConfig.from_file("configs/envace_tiny.yaml")).train()
+
+Joint: L = CE(act) + λ·CE(rehearse) over packed dual-role streams (one forward per chunk).
+GRPO: G rollouts per task from the configured source (`rollouts`), a task reward for the act
+role and a fidelity reward for the rehearse role, advantages per (task, role) group (`grpo`), the
+clipped loss (optional KL to the starting model, Dr.GRPO, one role only, an optional supervised
+term). Either objective can start from the other's checkpoint: a checkpoint folder is a normal
+Hugging Face model folder, so `model:` may name one.
+
+Every logged step goes to `metrics.jsonl`; the probe (`probe.rehearsal_fidelity`) runs every N
+steps on held-out real transitions, can move GRPO from real to imagined rollouts once it passes a
+threshold (and back when it drifts), and flags drift. Checkpoints hold the weights
+(safetensors), tokenizer, optimizer state (safetensors + JSON), every RNG state and
+`trainer_state.json`, written beside the target and renamed into place; a run killed at any
+moment resumes from its last checkpoint to the same numbers (same thread count and library
+versions).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worldsmith.envace.config import EnvACEConfig, resolve_path
+from worldsmith.envace.data import (
+    ROLE_ACT,
+    ROLE_REHEARSE,
+    ChatFormat,
+    DualRoleStream,
+    EnvErrorOracle,
+    Templates,
+    build_streams,
+    transcript_from_episode,
+)
+from worldsmith.envace.generate import DecodeStats
+from worldsmith.envace.grpo import group_advantages, grpo_loss
+from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
+from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
+from worldsmith.envace.rollouts import ResponseCache, make_source_factory, rollout, score_rollouts, task_specs
+from worldsmith.envace.runstore import RunStore
+from worldsmith.traces.model import Episode
+from worldsmith.util.dirs import replace_dir, staging_dir
+
+__all__ = ["TrainSummary", "Trainer", "load_episodes"]
+
+_NOT_FINGERPRINTED = ("steps", "checkpoint_every", "keep_checkpoints", "out", "name", "workspace", "log_every",
+                      "threads", "device")
+_DIAGNOSTIC_STREAMS = 8
+
+
+def load_episodes(paths: list[str], dataset: str | None, split: str | None, workspace: str | None) -> list[Episode]:
+    """Episodes from JSONL files (worldsmith format) and/or a workspace dataset, filtered by split."""
+    from worldsmith.traces import read_traces
+    from worldsmith.traces.report import Reject
+
+    episodes: list[Episode] = []
+    if paths:
+        for item in read_traces([resolve_path(path) for path in paths]):
+            if isinstance(item, Reject):
+                raise ValueError(f"{item.location()}: not an episode: {item.reason}")
+            if split is None or item.split == split:
+                episodes.append(item)
+    if dataset:
+        from worldsmith.workspace import Workspace
+
+        episodes += list(Workspace(workspace).dataset(dataset).iter_episodes(split))
+    return episodes
+
+
+@dataclass
+class TrainSummary:
+    """What a run did (also `summary.json`). Losses *_first/_last are the supervised CE of each role on
+    a fixed set of training chunks before the first and after the last step (both objectives)."""
+
+    run_dir: str
+    objective: str
+    steps: int
+    act_loss_first: float | None
+    act_loss_last: float | None
+    rehearse_loss_first: float | None
+    rehearse_loss_last: float | None
+    rehearsal_fidelity: float | None
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    tokens_per_s: float = 0.0
+    time_s: float = 0.0
+    reward_first: float | None = None
+    reward_last: float | None = None
+    rehearse_reward_first: float | None = None
+    rehearse_reward_last: float | None = None
+    checkpoint: str | None = None
+    resumed_from: int | None = None
+    drift: bool = False
+    switched_at: int | None = None
+    probe_source: str = "none"
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fingerprint(config: EnvACEConfig) -> str:
+    data = {key: value for key, value in config.to_json().items() if key not in _NOT_FINGERPRINTED}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _std(values: list[float]) -> float | None:
+    if not values:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+class Trainer:
+    """One EnvACE run (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: EnvACEConfig,
+        *,
+        out: str | Path | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = RunStore(config.run_dir(out))
+        self.progress = progress
+        self.templates = Templates.from_config(config.data)
+
+    # ================================================================== setup
+
+    def _setup(self) -> None:
+        import torch
+
+        config = self.config
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)
+        self.device = resolve_device(config.device)
+        episodes = load_episodes(config.data.paths, config.data.dataset, config.data.split, config.workspace)
+        if config.data.max_episodes is not None:
+            episodes = episodes[: config.data.max_episodes]
+        probe_episodes = load_episodes(config.probe.paths, config.probe.dataset, config.probe.split, config.workspace)
+        self.probe_source = "held-out" if probe_episodes else "train"
+        if not probe_episodes and config.probe.holdout:
+            ordered = sorted(episodes, key=lambda episode: episode.id)
+            held = {episode.id for episode in ordered[-config.probe.holdout:]}
+            probe_episodes = [episode for episode in episodes if episode.id in held]
+            episodes = [episode for episode in episodes if episode.id not in held]
+            self.probe_source = "holdout"
+        if not episodes:
+            raise ValueError("no training episodes: check data.paths / data.dataset / data.split")
+        self.episodes = episodes
+        self.probe_episodes = probe_episodes or episodes
+        torch.manual_seed(config.seed)
+        self.model, self.tokenizer = load_policy(resolve_path(config.model), device=str(self.device), dtype=config.dtype,
+                                                 lora=config.lora)
+        self.model.train()
+        self.fmt = ChatFormat(self.tokenizer)
+        oracle = None
+        if config.data.invalid_call_rate > 0 and config.data.env:
+            try:
+                oracle = EnvErrorOracle(config.data.env)
+            except Exception:  # noqa: BLE001 - no real environment here: structured JSON errors instead
+                oracle = None
+        try:
+            self.streams = build_streams(self.episodes, self.tokenizer, config.data, seed=config.seed, oracle=oracle)
+        finally:
+            if oracle is not None:
+                oracle.close()
+        if not self.streams:
+            raise ValueError("the training episodes give no samples (no turns)")
+        spread = max(1, len(self.streams) // _DIAGNOSTIC_STREAMS)
+        self.diagnostic = self.streams[::spread][:_DIAGNOSTIC_STREAMS]
+        self.probe_samples = probe_transitions(self.probe_episodes, self.tokenizer, config.data,
+                                               n=config.probe.n_transitions)
+        transcripts = [transcript_from_episode(episode, max_observation_chars=config.data.max_observation_chars,
+                                               handovers=config.data.handovers) for episode in self.episodes]
+        self.specs = task_specs(transcripts)
+        self.cache = ResponseCache(config.grpo.cache_key)
+        self.cache.add_transcripts(transcripts)
+        self.book = None
+        if config.objective == "grpo" and config.rollout_source == "worldbook":
+            from worldsmith.workspace import Workspace
+            from worldsmith.worldbook import WorldbookStore
+
+            store = WorldbookStore(Workspace(config.workspace).root / "worldbooks")
+            self.book = store.load(str(config.worldbook), config.worldbook_version)
+        self.reference = None
+        if config.objective == "grpo" and config.grpo.kl_coef > 0:
+            self.reference = copy.deepcopy(self.model).eval()
+            for parameter in self.reference.parameters():
+                parameter.requires_grad_(False)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        decay = [p for p in trainable if p.dim() >= 2]
+        no_decay = [p for p in trainable if p.dim() < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=config.lr, betas=(0.9, 0.95),
+        )
+        # state that a checkpoint carries
+        self.step = 0
+        self.rng = random.Random(config.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed + 1)
+        self.data_order: list[int] = []
+        self.task_order: list[int] = []
+        self.first: dict[str, Any] = {}
+        self.best_fidelity: float | None = None
+        self.source = config.rollout_source
+        self.switched_at: int | None = None
+        self.drift = False
+        self.last_fidelity: dict[str, Any] = {}
+        self.resumed_from: int | None = None
+
+    # ================================================================== public
+
+    def train(self, resume: bool = True) -> TrainSummary:
+        """Run to `config.steps` (from the last checkpoint when `resume` and one exists)."""
+        store = self.store
+        store.root.mkdir(parents=True, exist_ok=True)
+        store.write_status("running", step=0, steps=self.config.steps)
+        try:
+            self._setup()
+            latest = store.latest_checkpoint() if resume else None
+            if latest is not None:
+                self._restore(*latest)
+            else:
+                self._fresh_start()
+            store.write_config({**self.config.to_json(), "fingerprint": _fingerprint(self.config),
+                                "run_dir": str(store.root)})
+            summary = self._loop()
+        except BaseException as error:
+            message = f"{type(error).__name__}: {error}"
+            store.write_status("failed", error=message, traceback=traceback.format_exc()[-4000:], step=self.step_or_zero)
+            raise
+        store.write_summary(summary.to_json())
+        store.write_status("done", step=summary.steps, steps=self.config.steps)
+        return summary
+
+    @property
+    def step_or_zero(self) -> int:
+        return int(getattr(self, "step", 0))
+
+    # ================================================================== loop
+
+    def _fresh_start(self) -> None:
+        store = self.store
+        for name in ("metrics.jsonl", "probes.jsonl", "summary.json"):
+            (store.root / name).unlink(missing_ok=True)
+        if store.checkpoints_dir.exists():
+            shutil.rmtree(store.checkpoints_dir)
+        store.prepare()
+        losses = self._diagnostic_losses()
+        self.first = {"act_loss": losses.get("act"), "rehearse_loss": losses.get("rehearse")}
+
+    def _loop(self) -> TrainSummary:
+        config = self.config
+        started = time.perf_counter()
+        tokens_total, seconds_total = 0, 0.0
+        rows: list[dict[str, Any]] = []
+        while self.step < config.steps:
+            self.step += 1
+            step_started = time.perf_counter()
+            self._set_lr()
+            if config.objective == "joint":
+                row = self._joint_step()
+            else:
+                row = self._grpo_step()
+            elapsed = time.perf_counter() - step_started
+            tokens_total += row.pop("_tokens", 0)
+            seconds_total += elapsed
+            row.update(step=self.step, lr=self.optimizer.param_groups[0]["lr"], time_s=round(elapsed, 4),
+                       tokens_per_s=round(row.get("tokens", 0) / max(elapsed, 1e-9), 1))
+            last = self.step == config.steps
+            if (config.probe.every and self.step % config.probe.every == 0) or last:
+                row.update(self._probe())
+            if self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row:
+                clean = {key: value for key, value in row.items() if value is not None}
+                self.store.append_metrics(clean)
+                rows.append(clean)
+                if self.progress is not None:
+                    self.progress(clean)
+            if last or (config.checkpoint_every and self.step % config.checkpoint_every == 0):
+                self._save_checkpoint()
+            self.store.write_status("running", step=self.step, steps=config.steps)
+        losses = self._diagnostic_losses()
+        history = self.store.metrics()
+        rewards = [row["reward"] for row in history if row.get("reward") is not None]
+        rehearse_rewards = [row["reward_rehearse"] for row in history if row.get("reward_rehearse") is not None]
+        latest = self.store.latest_checkpoint()
+        return TrainSummary(
+            run_dir=str(self.store.root),
+            objective=config.objective,
+            steps=self.step,
+            act_loss_first=_round(self.first.get("act_loss")),
+            act_loss_last=_round(losses.get("act")),
+            rehearse_loss_first=_round(self.first.get("rehearse_loss")),
+            rehearse_loss_last=_round(losses.get("rehearse")),
+            rehearsal_fidelity=_round(self.last_fidelity.get(config.probe.metric)),
+            fidelity={key: value for key, value in self.last_fidelity.items() if key != "examples"},
+            tokens_per_s=round(tokens_total / max(seconds_total, 1e-9), 1),
+            time_s=round(time.perf_counter() - started, 2),
+            reward_first=_round(rewards[0]) if rewards else None,
+            reward_last=_round(_mean(rewards[-3:])) if rewards else None,
+            rehearse_reward_first=_round(rehearse_rewards[0]) if rehearse_rewards else None,
+            rehearse_reward_last=_round(_mean(rehearse_rewards[-3:])) if rehearse_rewards else None,
+            checkpoint=str(latest[1]) if latest else None,
+            resumed_from=self.resumed_from,
+            drift=self.drift,
+            switched_at=self.switched_at,
+            probe_source=self.probe_source,
+            data={"episodes": len(self.episodes), "streams": len(self.streams), "tasks": len(self.specs),
+                  "probe_transitions": len(self.probe_samples), "diagnostic_streams": len(self.diagnostic)},
+        )
+
+    def _set_lr(self) -> None:
+        config = self.config
+        step = self.step - 1
+        if config.warmup_steps and step < config.warmup_steps:
+            factor = (step + 1) / config.warmup_steps
+        elif config.lr_schedule == "cosine":
+            progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+            factor = 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        else:
+            factor = 1.0
+        for group in self.optimizer.param_groups:
+            group["lr"] = config.lr * factor
+
+    def _next(self, order: list[int], count: int, size: int) -> list[int]:
+        """The next `size` indexes of a seeded order over `count` items, reshuffled every pass."""
+        picked: list[int] = []
+        while len(picked) < size:
+            if not order:
+                order.extend(range(count))
+                self.rng.shuffle(order)
+            picked.append(order.pop())
+        return picked
+
+    def _role_losses(self, streams: list[DualRoleStream]) -> tuple[Any, dict[str, Any], int]:
+        """(per-role CE tensors, batch tokens) of packed streams."""
+        batch = collate_streams(streams, self.fmt.pad_id, self.device)
+        logprobs = target_logprobs(self.model, batch)
+        out: dict[str, Any] = {}
+        for role, name in ((ROLE_ACT, "act"), (ROLE_REHEARSE, "rehearse")):
+            picked = batch.roles == role
+            out[name] = -logprobs[picked].mean() if bool(picked.any()) else None
+        return logprobs, out, batch.tokens
+
+    def _diagnostic_losses(self) -> dict[str, float | None]:
+        import torch
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                _, losses, _ = self._role_losses(self.diagnostic)
+        finally:
+            self.model.train(was_training)
+        return {name: (float(value) if value is not None else None) for name, value in losses.items()}
+
+    def _optimize(self, loss: Any) -> float:
+        import torch
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
+        self.optimizer.step()
+        return float(norm)
+
+    def _joint_loss(self) -> tuple[Any, dict[str, Any], int]:
+        config = self.config
+        picked = self._next(self.data_order, len(self.streams), config.batch_size)
+        logprobs, losses, tokens = self._role_losses([self.streams[i] for i in picked])
+        loss = logprobs.sum() * 0.0
+        if losses["act"] is not None:
+            loss = loss + losses["act"]
+        if losses["rehearse"] is not None and config.lam > 0:
+            loss = loss + config.lam * losses["rehearse"]
+        return loss, losses, tokens
+
+    def _joint_step(self) -> dict[str, Any]:
+        loss, losses, tokens = self._joint_loss()
+        norm = self._optimize(loss)
+        return {
+            "loss": round(float(loss.detach()), 6),
+            "act_loss": _round(float(losses["act"].detach())) if losses["act"] is not None else None,
+            "rehearse_loss": _round(float(losses["rehearse"].detach())) if losses["rehearse"] is not None else None,
+            "grad_norm": round(norm, 4), "tokens": tokens, "_tokens": tokens,
+        }
+
+    def _grpo_step(self) -> dict[str, Any]:
+        import torch
+
+        config, grpo = self.config, self.config.grpo
+        picked = self._next(self.task_order, len(self.specs), config.batch_size)
+        specs = [self.specs[i] for i in picked]
+        factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
+        rehearse = "always" if (grpo.train_roles != "act" and grpo.rehearse_in_real) else "needed"
+        stats = DecodeStats()
+        groups = rollout(self.model, self.tokenizer, specs, factory, grpo.group_size, templates=self.templates,
+                         max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
+                         rehearse=rehearse, generator=self.generator, stats=stats)
+        score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
+                       cache=self.cache if self.source == "cache" else None)
+        rollouts = [item for group in groups for item in group.rollouts]
+        advantages: list[tuple[float | None, float | None]] = []
+        for group in groups:
+            act = group_advantages([item.task_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
+            reh = group_advantages([item.rehearse_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
+            advantages += list(zip(act, reh, strict=True))
+        batch = collate_streams([item.stream for item in rollouts], self.fmt.pad_id, self.device)
+        roles = batch.roles.tolist()
+        rows = batch.rows.tolist()
+        trained = {"both": (ROLE_ACT, ROLE_REHEARSE), "act": (ROLE_ACT,), "rehearse": (ROLE_REHEARSE,)}[grpo.train_roles]
+        keep, values, sequences = [], [], []
+        for index, (row, role) in enumerate(zip(rows, roles, strict=True)):
+            advantage = advantages[row][0 if role == ROLE_ACT else 1]
+            if advantage is None or role not in trained:
+                continue
+            keep.append(index)
+            values.append(advantage)
+            sequences.append(row * 2 + role)
+        remap = {value: position for position, value in enumerate(sorted(set(sequences)))}
+        keep_t = torch.tensor(keep, dtype=torch.long, device=self.device)
+        adv_t = torch.tensor(values, dtype=torch.float32, device=self.device)
+        seq_t = torch.tensor([remap[s] for s in sequences], dtype=torch.long, device=self.device)
+        roles_t = batch.roles[keep_t]
+        ref = None
+        if self.reference is not None and keep:
+            with torch.no_grad():
+                ref = target_logprobs(self.reference, batch, temperature=grpo.temperature)[keep_t]
+        old = None
+        if grpo.updates_per_batch > 1 and keep:
+            with torch.no_grad():
+                old = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
+        terms = None
+        sft_losses: dict[str, Any] = {}
+        tokens = batch.tokens
+        for _ in range(grpo.updates_per_batch):
+            logprobs = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
+            terms = grpo_loss(logprobs, old if old is not None else logprobs.detach(), adv_t, seq_t, roles_t,
+                              clip=grpo.clip, ref_logprobs=ref, kl_coef=grpo.kl_coef, dr_grpo=grpo.dr_grpo,
+                              normaliser=float(grpo.max_new_tokens * grpo.max_steps))
+            loss = terms.loss
+            if grpo.sft_coef > 0:
+                sft, sft_losses, sft_tokens = self._joint_loss()
+                loss = loss + grpo.sft_coef * sft
+                tokens += sft_tokens
+            self._optimize(loss)
+        assert terms is not None
+        act_rewards = [item.task_reward for item in rollouts if item.task_reward is not None]
+        reh_rewards = [item.rehearse_reward for item in rollouts if item.rehearse_reward is not None]
+        act_adv = [a for a, _ in advantages if a is not None]
+        reh_adv = [r for _, r in advantages if r is not None]
+        row: dict[str, Any] = {
+            "loss": _round(float(terms.loss.detach())),
+            "reward": _round(_mean(act_rewards)),
+            "reward_act": _round(_mean(act_rewards)),
+            "reward_rehearse": _round(_mean(reh_rewards)),
+            "adv_mean": _round(_mean(act_adv + reh_adv)), "adv_std": _round(_std(act_adv + reh_adv)),
+            "adv_act_mean": _round(_mean(act_adv)), "adv_act_std": _round(_std(act_adv)),
+            "adv_rehearse_mean": _round(_mean(reh_adv)), "adv_rehearse_std": _round(_std(reh_adv)),
+            "pg_loss_act": _round(terms.policy_loss.get("act")),
+            "pg_loss_rehearse": _round(terms.policy_loss.get("rehearse")),
+            "kl": _round(terms.kl), "clipped_fraction": _round(terms.clipped_fraction),
+            "success_rate": _round(_mean([1.0 if item.final_info.get("won") else 0.0 for item in rollouts])),
+            "source": self.source, "rollouts": len(rollouts),
+            "rollout_steps": sum(len(item.steps) for item in rollouts),
+            "generated_tokens": stats.generated_tokens, "reused_tokens": stats.reused_tokens,
+            "tokens": tokens + stats.forward_tokens, "_tokens": tokens + stats.forward_tokens,
+        }
+        if sft_losses:
+            row["act_loss"] = _round(float(sft_losses["act"].detach())) if sft_losses.get("act") is not None else None
+            row["rehearse_loss"] = (_round(float(sft_losses["rehearse"].detach()))
+                                    if sft_losses.get("rehearse") is not None else None)
+        return row
+
+    # ================================================================== probe
+
+    def _probe(self) -> dict[str, Any]:
+        config = self.config
+        probe = config.probe
+        result = rehearsal_fidelity(self.model, self.tokenizer, self.probe_samples, max_new_tokens=probe.max_new_tokens)
+        value = result.get(probe.metric)
+        self.last_fidelity = result
+        drift = False
+        if value is not None:
+            if self.best_fidelity is not None and self.best_fidelity - value > probe.drift_tolerance:
+                drift = True
+            if self.switched_at is not None and probe.threshold is not None and value < probe.threshold:
+                drift = True
+            self.best_fidelity = value if self.best_fidelity is None else max(self.best_fidelity, value)
+        self.drift = self.drift or drift
+        switched = None
+        if (config.objective == "grpo" and probe.switch_to_imagined and probe.threshold is not None
+                and value is not None):
+            if self.source == "real" and value >= probe.threshold:
+                self.source, self.switched_at, switched = "imagined", self.step, "imagined"
+            elif self.source == "imagined" and self.switched_at is not None and drift:
+                self.source, switched = "real", "real"  # back to the real environment until it passes again
+        diagnostic = self._diagnostic_losses()
+        self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
+                                 "source": self.probe_source, **result})
+        row: dict[str, Any] = {
+            "rehearsal_fidelity": _round(value), "drift": drift,
+            "act_loss_eval": _round(diagnostic.get("act")), "rehearse_loss_eval": _round(diagnostic.get("rehearse")),
+        }
+        for name in ("exact_match", "token_f1", "edit_similarity"):
+            row[f"fidelity_{name}"] = _round(result.get(name))
+        if switched:
+            row["switched_to"] = switched
+        return row
+
+    # ================================================================== checkpoints
+
+    def _trainer_state(self) -> dict[str, Any]:
+        version, state, gauss = self.rng.getstate()
+        return {
+            "step": self.step,
+            "fingerprint": _fingerprint(self.config),
+            "data_order": list(self.data_order),
+            "task_order": list(self.task_order),
+            "python_rng": [version, list(state), gauss],
+            "first": self.first,
+            "best_fidelity": self.best_fidelity,
+            "source": self.source,
+            "switched_at": self.switched_at,
+            "drift": self.drift,
+            "last_fidelity": {k: v for k, v in self.last_fidelity.items()},
+            "cache": self.cache.to_json() if self.config.rollout_source == "cache" else None,
+            "lora": self.config.lora is not None,
+            "saved": time.time(),
+        }
+
+    def _save_checkpoint(self) -> None:
+        import torch
+        from safetensors.torch import save_file
+        from transformers.utils import logging as hf_logging
+
+        target = self.store.checkpoint_dir(self.step)
+        staging = staging_dir(target, "checkpoint")
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            if self.config.lora is not None:
+                merged = copy.deepcopy(self.model).merge_and_unload()
+                merged.save_pretrained(staging, safe_serialization=True)
+                self.model.save_pretrained(staging / "adapter")
+            else:
+                self.model.save_pretrained(staging, safe_serialization=True)
+            self.tokenizer.save_pretrained(staging)
+            state = self.optimizer.state_dict()
+            tensors: dict[str, Any] = {}
+            for index, values in state["state"].items():
+                for name, value in values.items():
+                    tensors[f"{index}/{name}"] = value.detach().to("cpu").contiguous()
+            save_file(tensors, str(staging / "optimizer.safetensors"))
+            groups = [{key: (list(value) if isinstance(value, tuple) else value) for key, value in group.items()}
+                      for group in state["param_groups"]]
+            (staging / "optimizer.json").write_text(json.dumps({"param_groups": groups}), encoding="utf-8")
+            rng = {"torch_cpu": torch.get_rng_state(), "sampler": self.generator.get_state().to("cpu")}
+            if torch.cuda.is_available():
+                for index, value in enumerate(torch.cuda.get_rng_state_all()):
+                    rng[f"torch_cuda_{index}"] = value
+            save_file(rng, str(staging / "rng.safetensors"))
+            (staging / "trainer_state.json").write_text(json.dumps(self._trainer_state()), encoding="utf-8")
+            for path in staging.rglob("*"):
+                if path.is_file():
+                    os.chmod(path, 0o644)
+            replace_dir(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+        for _, old in self.store.checkpoints()[: -self.config.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _restore(self, step: int, folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file
+
+        state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
+        if state.get("fingerprint") != _fingerprint(self.config):
+            raise ValueError(f"{self.store.root} holds a run of another configuration (checkpoint {folder.name}); "
+                             "use another --out, or train(resume=False) to start over")
+        if self.config.lora is not None:
+            from peft import set_peft_model_state_dict
+
+            adapter = folder / "adapter"
+            weights = next(iter(sorted(adapter.glob("*.safetensors"))), None)
+            if weights is None:
+                raise FileNotFoundError(f"{adapter}: no adapter weights to resume from")
+            set_peft_model_state_dict(self.model, load_file(str(weights), device=str(self.device)))
+        else:
+            restored, _ = load_policy(folder, device=str(self.device), dtype=self.config.dtype)
+            self.model.load_state_dict(restored.state_dict())
+            del restored
+        self.model.train()
+        tensors = load_file(str(folder / "optimizer.safetensors"), device=str(self.device))
+        groups = json.loads((folder / "optimizer.json").read_text(encoding="utf-8"))["param_groups"]
+        for group in groups:
+            if isinstance(group.get("betas"), list):
+                group["betas"] = tuple(group["betas"])
+        per_param: dict[int, dict[str, Any]] = {}
+        for key, value in tensors.items():
+            index, name = key.split("/", 1)
+            per_param.setdefault(int(index), {})[name] = value.to("cpu") if name == "step" else value
+        self.optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+        rng = load_file(str(folder / "rng.safetensors"))
+        torch.set_rng_state(rng["torch_cpu"])
+        self.generator.set_state(rng["sampler"].to(self.generator.device) if self.device.type != "cpu"
+                                 else rng["sampler"])
+        cuda_states = [rng[key] for key in sorted(k for k in rng if k.startswith("torch_cuda_"))]
+        if cuda_states and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(cuda_states)
+        version, values, gauss = state["python_rng"]
+        self.rng.setstate((version, tuple(values), gauss))
+        self.step = int(state["step"])
+        self.data_order = list(state["data_order"])
+        self.task_order = list(state["task_order"])
+        self.first = dict(state["first"])
+        self.best_fidelity = state.get("best_fidelity")
+        self.source = state.get("source", self.config.rollout_source)
+        self.switched_at = state.get("switched_at")
+        self.drift = bool(state.get("drift"))
+        self.last_fidelity = state.get("last_fidelity") or {}
+        if state.get("cache"):
+            self.cache = ResponseCache.from_json(state["cache"])
+        self.resumed_from = step
+        self.store.truncate(step)
