@@ -206,3 +206,18 @@ def test_no_divergence_for_next_observation_records() -> None:
     assert tables.divergence_frame(None, records).empty
     records["protocol"], records["diverged"] = "drift", None  # drift, but nothing recorded about divergence
     assert tables.divergence_frame(None, records).empty
+
+
+def test_w2r_frame_one_row_per_policy_and_method() -> None:
+    report = {"w2r": {"expert": {
+        "real": 1.0, "real_low": 1.0, "real_high": 1.0, "n": 3, "method": "harness", "w2r": 0.5,
+        "methods": {"harness": {"w2r": 0.5, "w2r_low": 0.25, "w2r_high": 0.75, "consistency": 0.5,
+                                "consistency_low": 0.25, "consistency_high": 0.75, "n": 3, "sim_steps": 7.0},
+                    "nearest": {"w2r": 0.0, "w2r_low": 0.0, "w2r_high": 0.0, "consistency": 0.0,
+                                "consistency_low": 0.0, "consistency_high": 0.0, "n": 3, "sim_steps": 50.0}}}}}
+    frame = tables.w2r_frame(report).set_index("method")
+    assert list(frame.index) == ["harness", "nearest"]
+    assert frame.loc["harness", "real"] == "1.000 [1.000, 1.000]"
+    assert frame.loc["harness", "w2r"] == "0.500 [0.250, 0.750]" and frame.loc["nearest", "sim_steps"] == 50.0
+    flat = tables.w2r_frame({"w2r": {"random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5, "n": 5}}})
+    assert flat.loc[0, "w2r"] == "0.100" and flat.loc[0, "n"] == 5

@@ -49,7 +49,9 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
     metrics = [m for m in tables.METRIC_COLUMNS if m in scored.columns and scored[m].notna().any()]
     if scored.empty or not metrics:
-        st.info("This run has no scored predictions yet.", icon=":material/info:")
+        per_episode = not records.empty and "turn" in records.columns and (records["turn"] < 0).all()
+        st.info("This view reads per-turn predictions; a W2R run records one row per episode (see Results)."
+                if per_episode else "This run has no scored predictions yet.", icon=":material/info:")
         return
     left, middle, right = st.columns(3)
     method = left.selectbox("Method", sorted(scored["method"].dropna().unique()), key="ev_fx_method")

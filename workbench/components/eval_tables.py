@@ -63,7 +63,7 @@ def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | 
 def _metrics_of(methods: dict[str, Any]) -> list[str]:
     """Metrics any method has, in the contract's order (exact match first), others after by name."""
     seen = {metric for cells in methods.values() for metric in cells or {}}
-    rank = {metric: i for i, metric in enumerate(METRIC_COLUMNS)}
+    rank = {metric: i for i, metric in enumerate([*METRIC_COLUMNS, "w2r_success", "real_success"])}
     return sorted(seen, key=lambda metric: (rank.get(metric, len(rank)), metric))
 
 
@@ -130,10 +130,24 @@ def cost_frame(report: dict[str, Any]) -> pd.DataFrame:
 
 
 def w2r_frame(report: dict[str, Any]) -> pd.DataFrame:
-    """World-to-real success per policy: real, w2r, consistency, n (and the report's interval fields)."""
-    rows = [{"policy": policy, **{k: v for k, v in (cells or {}).items() if not isinstance(v, dict | list)}}
-            for policy, cells in (report.get("w2r") or {}).items()]
-    return pd.DataFrame(rows)
+    """World-to-real success per policy and method: real, W2R and consistency (W2R / real), each `mean [low, high]`.
+
+    Accepts the report's nested shape (`w2r[policy]["methods"][method]`) and the flat one (a policy's
+    numbers at its top level, for a single method).
+    """
+    def cell(numbers: dict[str, Any], key: str) -> str:
+        return format_interval({"mean": numbers.get(key), "low": numbers.get(f"{key}_low"),
+                                "high": numbers.get(f"{key}_high")})
+
+    rows = []
+    for policy, entry in (report.get("w2r") or {}).items():
+        entry = entry or {}
+        methods = entry.get("methods") or {entry.get("method") or "": entry}
+        for method, numbers in methods.items():
+            rows.append({"policy": policy, "method": method, "real": cell(entry, "real"),
+                         "w2r": cell(numbers, "w2r"), "consistency": cell(numbers, "consistency"),
+                         "n": numbers.get("n", entry.get("n")), "sim_steps": numbers.get("sim_steps")})
+    return pd.DataFrame(rows, columns=["policy", "method", "real", "w2r", "consistency", "n", "sim_steps"])
 
 
 def judge_frame(records: pd.DataFrame, *, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
