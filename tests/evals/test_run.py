@@ -185,3 +185,30 @@ def test_w2r_replays_simulated_plans_in_real_alfworld(alfworld_split, alfworld_b
     row = random_run.records.iloc[0]
     assert row["sim_steps"] == 4 and not row["w2r_success"] and not row["real_success"]
     assert random_run.report["w2r"]["random"]["methods"]["nearest"]["consistency"] is None  # Real is 0: undefined
+
+
+def test_recorded_hand_overs_go_back_only_into_plans_that_followed_the_recording(sample) -> None:
+    from worldsmith.evals.protocols import with_handovers
+
+    episode = next(e for e in sample("bfcl") if any(ev.name and ev.name.startswith("handover:")
+                                                    for t in e.turns for ev in t.context))
+    recorded = [turn.action for turn in episode.turns]
+    handovers = sum(1 for t in episode.turns for ev in t.context if (ev.name or "").startswith("handover:")) + sum(
+        1 for ev in episode.final_context if (ev.name or "").startswith("handover:"))
+    full, inserted = with_handovers(episode, recorded)
+    assert inserted and len(full) == len(recorded) + handovers
+    kept = [a for a in full if any(a is r for r in recorded)]
+    added = [a for a in full if not any(a is r for r in recorded)]
+    assert kept == recorded and len(added) == handovers and all(set(a.arguments) == {"text"} for a in added)
+    other = [*recorded[:1], recorded[-1]] if len(recorded) > 2 else recorded[::-1]
+    assert with_handovers(episode, other) == (other, False)
+
+
+@pytest.mark.integration
+def test_w2r_on_real_bfcl_replays_the_hand_overs(sample, family_split, tmp_path: Path) -> None:
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install --no-deps bfcl-eval mpmath)")
+    built, evaluated = family_split(sample("bfcl"), every=3)
+    run = run_eval(_config("bfcl-w2r", "w2r", methods=["nearest"], max_episodes=1), tmp_path / "ws",
+                   book=build_worldbook(built, name="bfcl").book, episodes=evaluated, construction=built)
+    row = run.records.iloc[0]
+    assert row["real_success"] and row["w2r_success"] and row["route"] == "replayed with the recording's hand-overs"

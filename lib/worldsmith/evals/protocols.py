@@ -23,7 +23,7 @@ from typing import Any
 
 from worldsmith.envs.base import Env
 from worldsmith.envs.policies import Policy
-from worldsmith.envs.recorder import record_episode
+from worldsmith.envs.recorder import HANDOVER_PREFIX, record_episode
 from worldsmith.envs.replay import replay
 from worldsmith.evals.judge import Judge
 from worldsmith.evals.metrics import score
@@ -31,7 +31,7 @@ from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
 from worldsmith.sim.simenv import SimEnv
-from worldsmith.traces.model import Episode
+from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "needs_llm",
     "next_obs_records",
     "w2r_record",
+    "with_handovers",
 ]
 
 PROTOCOLS = ("next-obs", "drift", "w2r")
@@ -257,6 +258,35 @@ def real_outcome(env: Env, policy: Policy, task: str, *, max_steps: int, seed: i
                        error=episode.metadata.get("error"))
 
 
+def _handover(event: Any) -> Action | None:
+    if event.role == "assistant" and (event.name or "").startswith(HANDOVER_PREFIX):
+        return Action(name=event.name[len(HANDOVER_PREFIX):], arguments={"text": event.content})
+    return None
+
+
+def with_handovers(episode: Episode, actions: Sequence[Action]) -> tuple[list[Action], bool]:
+    """The actions with the recording's hand-overs (e.g. BFCL's replies to the user) put back where they were.
+
+    Hand-overs are the environment's protocol (the next user turn), not something a simulator predicts,
+    so a policy that followed the recording gets them replayed with its actions; one that left the
+    recording is replayed as it acted. Returns (actions, whether hand-overs were inserted).
+    """
+    recorded = [turn.action for turn in episode.turns]
+    followed = len(actions) <= len(recorded) and all(
+        action_line(a) == action_line(r) for a, r in zip(actions, recorded, strict=False))
+    has_handovers = any(_handover(e) for turn in episode.turns for e in turn.context) or any(
+        _handover(e) for e in episode.final_context)
+    if not followed or not has_handovers:
+        return list(actions), False
+    out: list[Action] = []
+    for index, action in enumerate(actions):
+        out += [h for e in episode.turns[index].context if (h := _handover(e)) is not None]
+        out.append(action)
+    if len(actions) == len(recorded):
+        out += [h for e in episode.final_context if (h := _handover(e)) is not None]
+    return out, True
+
+
 def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Worldbook, policy: Policy,
                real_env: Env, real: Callable[[], RealOutcome], policy_name: str, max_steps: int = 50,
                seed: int | None = None) -> dict[str, Any]:
@@ -294,8 +324,9 @@ def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Wor
     except Exception as failure:  # noqa: BLE001 - the actions chosen so far are still replayed
         error = f"simulation failed: {type(failure).__name__}: {failure}"[:500]
     actions = sim.actions
+    replayed_actions, inserted = with_handovers(episode, actions)
     try:
-        replayed = replay(real_env, task, actions, seed=seed)
+        replayed = replay(real_env, task, replayed_actions, seed=seed)
         w2r_success = bool(replayed.success)
         done_real = bool(replayed.steps and replayed.steps[-1].terminated)
     except Exception as failure:  # noqa: BLE001
@@ -304,6 +335,8 @@ def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Wor
     outcome = real()
     if outcome.error:
         error = (error + "; " if error else "") + f"real run: {outcome.error}"
+    if inserted:
+        base["route"] = "replayed with the recording's hand-overs"
     return {**base, "real_success": outcome.success, "w2r_success": w2r_success, "sim_steps": len(actions),
             "model_calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
             "latency_s": round(latency or (time.perf_counter() - started), 6),

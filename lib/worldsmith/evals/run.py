@@ -7,8 +7,8 @@
 
 A run lives in `<workspace>/runs/eval/<name>/` (config.json, records.jsonl journal, records.parquet,
 report.json, report.md, plots/, progress.json). Its fingerprint hashes the configuration that
-changes records (not the run name nor the bootstrap settings) with the worldbook version and the
-dataset revision: rerunning the same configuration resumes (finished units are not recomputed) and
+changes records (not the run name nor the bootstrap settings) with the worldbook version, the
+dataset revision and a hash of the evaluation and simulator code: rerunning the same configuration resumes (finished units are not recomputed) and
 only recomputes the report, while a different configuration under the same name is refused.
 Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run.
 """
@@ -147,6 +147,15 @@ class EvalRun:
 def run_folder(workspace: Workspace | str | Path, name: str) -> Path:
     root = workspace.root if isinstance(workspace, Workspace) else Path(workspace)
     return root / "runs" / "eval" / name
+
+
+def _code_version() -> str:
+    """A hash of the evaluation and simulator source: records made by other code are never resumed into a run."""
+    digest = hashlib.sha256()
+    for package in ("evals", "sim"):
+        for path in sorted((Path(__file__).resolve().parents[1] / package).glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _digest(value: Any) -> str:
@@ -299,8 +308,9 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
 
     resolved = config.model_copy(update={"book_version": version})
+    code = _code_version()
     fingerprint = _digest({"config": resolved.fingerprinted(), "book_version": version, "dataset_revision": revision,
-                           "llm": llm_spec, "judge": judge_spec})
+                           "llm": llm_spec, "judge": judge_spec, "code": code})
     folder = run_folder(root, config.name)
     stored = folder / "config.json"
     if stored.exists():
@@ -311,7 +321,8 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
                                    "or delete that folder")
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_json(stored, {**resolved.model_dump(mode="json"), "fingerprint": fingerprint,
-                               "dataset_revision": revision, "llm_spec": llm_spec, "judge_spec": judge_spec,
+                               "dataset_revision": revision, "code_version": code, "llm_spec": llm_spec,
+                               "judge_spec": judge_spec,
                                "created": datetime.now(UTC).isoformat(timespec="seconds")})
 
     # -- the units
@@ -399,7 +410,8 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
             judge_usage[name] += int(journal.units[key].get("judge_usage", {}).get(name, 0))
     report = build_report(
         frame, run=config.name, protocol=config.protocol, fingerprint=fingerprint,
-        config={**resolved.model_dump(mode="json"), "dataset_revision": revision, "llm_spec": llm_spec},
+        config={**resolved.model_dump(mode="json"), "dataset_revision": revision, "code_version": code,
+                "llm_spec": llm_spec},
         methods=list(config.methods), judge=judge_spec, leakage=leakage, resamples=config.resamples,
         seed=config.seed, confidence=config.confidence, fidelity_metric=config.divergence_metric,
         extra={"judge_usage": judge_usage} if judge_spec else None)
