@@ -45,6 +45,12 @@ names = store.names()
 if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
+# A link such as worldbook?book=alfworld&rule=take.r1 opens that rule (once per link, then the widgets rule).
+linked = (st.query_params.get("book"), st.query_params.get("rule"))
+follow_link = linked[0] in names and st.session_state.get("wb_linked") != linked
+if follow_link:
+    st.session_state["wb_linked"] = linked
+    st.session_state["wb_name"] = linked[0]
 name = st.selectbox("Worldbook", names, key="wb_name")
 head = store.head(name)
 version = shown_version(store, name)
@@ -53,6 +59,8 @@ try:
 except WorldbookError as error:
     st.error(str(error), icon=":material/error:")
     st.stop()
+if follow_link and linked[1] and any(rule.id == linked[1] for rule in book.rules):
+    st.session_state["wb_rule"] = linked[1]
 info = store.info(name, version)
 source_dataset = next((s.get("dataset") for s in info.sources if isinstance(s, dict) and s.get("dataset")), None)
 st.caption(f"{md_code(name)} · version {md_code(version)} (parent {md_code(info.parent)}) · "

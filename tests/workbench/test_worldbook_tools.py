@@ -61,3 +61,14 @@ def test_export_then_import_as_a_new_worldbook(empty_root: Path, tmp_path: Path)
     no_exception(at.button(key="wb_import").click().run())
     assert store.names() == ["alfworld", "copy"]
     assert store.load("copy").rules == store.load("alfworld").rules
+
+
+def test_a_rule_link_opens_the_rule(empty_root: Path) -> None:
+    _save_book(empty_root)
+    at = AppTest.from_file(str(APP), default_timeout=180).run()
+    at.query_params["book"] = "alfworld"
+    at.query_params["rule"] = "take.r1"
+    no_exception(at.switch_page(str(PAGE)).run())
+    assert at.selectbox(key="wb_rule").value == "take.r1"
+    at.query_params["rule"] = "no-such-rule"
+    no_exception(at.run())

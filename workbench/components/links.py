@@ -27,6 +27,11 @@ def episode_query(dataset: str | None, episode_id: str) -> dict[str, str]:
     return params
 
 
+def rule_query(book: str, rule_id: str) -> dict[str, str]:
+    """Query parameters that open the Worldbook page on a rule."""
+    return {"book": book, "rule": rule_id}
+
+
 def _url(params: dict[str, str], page: str) -> str:
     return f"{page}?{urlencode(params, quote_via=quote, safe='')}"
 

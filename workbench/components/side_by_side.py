@@ -16,7 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components import data
-from workbench.components.links import turn_page_link
+from workbench.components.links import rule_query, turn_page_link
+from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS
@@ -179,7 +180,8 @@ def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: s
                 template = rule.template or ""
             except KeyError:
                 template = "(not in this worldbook version)"
-            st.markdown(f"rule {md_code(rule_id)}: {md_code(template)}")
+            st.page_link(page_file("worldbook"), label=f"rule {rule_id}: {template[:80]}", icon=":material/menu_book:",
+                         query_params=rule_query(book.name, rule_id))
         if audit.retrieved:
             st.markdown("**Retrieved**")
             revision = None

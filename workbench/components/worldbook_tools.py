@@ -43,7 +43,7 @@ def render_search(store: WorldbookStore, name: str, version: str, book: Worldboo
     evidence = [h for h in hits if h.kind == "evidence"][:5]
     for hit in evidence:
         st.page_link(page_file("traces"), label=f"Open turn {hit.id}", icon=":material/open_in_new:",
-                     query_params=turn_query(hit.id, dataset))
+                     query_params=turn_query(dataset, hit.id))
 
 
 def render_package(store: WorldbookStore, name: str, version: str) -> None:
