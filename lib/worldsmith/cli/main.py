@@ -9,7 +9,20 @@ import argparse
 import sys
 
 from worldsmith import __version__
-from worldsmith.cli import book, build, envs, export, ingest, llm, sidebyside, simulate, split, traces, workbench
+from worldsmith.cli import (
+    book,
+    build,
+    envace,
+    envs,
+    export,
+    ingest,
+    llm,
+    sidebyside,
+    simulate,
+    split,
+    traces,
+    workbench,
+)
 from worldsmith.cli import eval as evaluate
 from worldsmith.cli.common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_json
 from worldsmith.envs import EnvError, UnknownEnvError
@@ -23,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ingest, traces, split, export, envs, llm, build, book, simulate, sidebyside, evaluate, workbench):
+    for module in (ingest, traces, split, export, envs, llm, build, book, simulate, sidebyside, evaluate, envace,
+                   workbench):
         module.register(subparsers)
     return parser
 

@@ -105,6 +105,7 @@ class TrainSummary:
     drift: bool = False
     switched_at: int | None = None
     probe_source: str = "none"
+    fingerprint: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -244,8 +245,7 @@ class Trainer:
                 self._restore(*latest)
             else:
                 self._fresh_start()
-            store.write_config({**self.config.to_json(), "fingerprint": _fingerprint(self.config),
-                                "run_dir": str(store.root)})
+            store.write_config(self.config.to_json())  # exactly an EnvACEConfig: readers validate it
             summary = self._loop()
         except BaseException as error:
             message = f"{type(error).__name__}: {error}"
@@ -327,6 +327,7 @@ class Trainer:
             drift=self.drift,
             switched_at=self.switched_at,
             probe_source=self.probe_source,
+            fingerprint=_fingerprint(config),
             data={"episodes": len(self.episodes), "streams": len(self.streams), "tasks": len(self.specs),
                   "probe_transitions": len(self.probe_samples), "diagnostic_streams": len(self.diagnostic)},
         )
@@ -568,6 +569,8 @@ class Trainer:
             else:
                 self.model.save_pretrained(staging, safe_serialization=True)
             self.tokenizer.save_pretrained(staging)
+            # the run's config travels with the checkpoint (prompt templates for evaluation elsewhere)
+            (staging / "envace_config.json").write_text(json.dumps(self.config.to_json(), indent=1), encoding="utf-8")
             state = self.optimizer.state_dict()
             tensors: dict[str, Any] = {}
             for index, values in state["state"].items():
