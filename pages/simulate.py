@@ -20,7 +20,7 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
-from workbench.components.side_by_side import render_side_by_side  # noqa: E402
+from workbench.components.side_by_side import apply_simulate_link, render_side_by_side  # noqa: E402
 from workbench.components.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
 from workbench.components.text import md_code  # noqa: E402
 
@@ -47,6 +47,7 @@ names = store.names()
 if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
+apply_simulate_link(names)  # simulate?dataset=&episode=&turn=[&book=] opens the side-by-side view at that turn
 if st.radio("View", ["Sessions", "Side by side"], key="sim_view", horizontal=True,
             help="Side by side: world models stepped through a real episode beside its observations") == "Side by side":
     render_side_by_side(root, store)

@@ -141,3 +141,24 @@ def test_session_mode_is_still_the_default(alfworld_workspace: tuple[Path, Episo
     at = no_exception(at.switch_page(str(PAGE)).run())
     assert at.radio(key="sim_view").value == "Sessions"
     assert at.selectbox(key="sim_session").value == "(new session)"
+
+
+def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """simulate?dataset=&episode=&turn= (what the Evaluate page links) steps the side-by-side view to that turn."""
+    root = tmp_path / "ws"
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))
+    monkeypatch.setenv("WORLDSMITH_SAMPLES", "")
+    sample = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
+    workspace = Workspace(root)
+    workspace.ingest([sample], "alf")
+    episodes = list(workspace.dataset("alf").iter_episodes())
+    WorldbookStore(root / "worldbooks").save(build_worldbook(episodes[:30], name="alfworld").book,
+                                             sources=[{"dataset": "alf"}])
+    target = episodes[-1]
+    at = AppTest.from_file(str(APP), default_timeout=300).run()
+    at.query_params.update({"dataset": "alf", "episode": target.id, "turn": "2"})
+    at.switch_page(str(REPO / "pages" / "simulate.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="sim_view").value == "Side by side"
+    assert at.selectbox(key="sbs_episode").value == target.id
+    assert any("3 steps" in str(c.value) for c in at.caption), [c.value for c in at.caption]

@@ -11,7 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components.eval_tables import METRIC_COLUMNS, win_lose_frame
-from workbench.components.links import turn_link, turn_page_link
+from workbench.components.links import simulate_query, turn_link, turn_page_link
+from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
 
 __all__ = ["render_record", "render_records", "turn_id"]
@@ -35,6 +36,10 @@ def render_record(row: pd.Series, winner: str, loser: str, metric: str, dataset:
         column.code(str(row[f"prediction_{method}"]), language=None, wrap_lines=True)
     turn_page_link(dataset, turn_id(row["episode_id"], row["turn"]), label="Open this turn in Traces",
                    icon=":material/open_in_new:")
+    if dataset and int(row["turn"]) >= 0:
+        st.page_link(page_file("simulate"), label="Step it in Simulate (side by side, at this turn)",
+                     icon=":material/model_training:",
+                     query_params=simulate_query(dataset, str(row["episode_id"]), int(row["turn"])))
 
 
 def render_records(records: pd.DataFrame, dataset: str | None) -> None:

@@ -32,6 +32,14 @@ def rule_query(book: str, rule_id: str) -> dict[str, str]:
     return {"book": book, "rule": rule_id}
 
 
+def simulate_query(dataset: str, episode_id: str, turn: int, book: str | None = None) -> dict[str, str]:
+    """Query parameters that open the Simulate page's side-by-side view on an episode at a turn."""
+    params = {"dataset": dataset, "episode": episode_id, "turn": str(int(turn))}
+    if book:
+        params["book"] = book
+    return params
+
+
 def _url(params: dict[str, str], page: str) -> str:
     return f"{page}?{urlencode(params, quote_via=quote, safe='')}"
 

@@ -26,7 +26,8 @@ from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepV
 from worldsmith.workspace import EpisodeFilter
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
-__all__ = ["NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
+__all__ = [
+    "apply_simulate_link","NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
 
 RUNNER = "sbs_runner"  # (config key, SideBySide)
 ERROR = "sbs_error"
@@ -98,6 +99,32 @@ def _act(what: str) -> None:
     except (ValueError, LLMError) as error:
         state[ERROR] = str(error)
     state[SHOW] = max(runner.position - 1, 0)
+
+
+# ------------------------------------------------------------------ links
+GOTO = "sbs_goto"
+
+
+def apply_simulate_link(books: list[str]) -> None:
+    """Follow a link `simulate?dataset=D&episode=E&turn=T[&book=B]` once: the side-by-side view on that episode,
+    stepped (teacher-forced) up to turn T."""
+    params = st.query_params
+    episode, dataset = params.get("episode"), params.get("dataset")
+    link = (params.get("book"), dataset, episode, params.get("turn"))
+    if not episode or not dataset or st.session_state.get("sbs_linked") == link:
+        return
+    st.session_state["sbs_linked"] = link
+    st.session_state["sim_view"] = "Side by side"
+    if link[0] in books:
+        st.session_state["sbs_book"] = link[0]
+    st.session_state["sbs_dataset"] = dataset
+    st.session_state["sbs_search"] = episode
+    st.session_state["sbs_episode"] = episode
+    st.session_state["sbs_mode"] = "teacher"
+    try:
+        st.session_state[GOTO] = max(0, int(link[3] or 0))
+    except ValueError:
+        st.session_state[GOTO] = 0
 
 
 # ------------------------------------------------------------------ pieces
@@ -297,6 +324,11 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
         st.session_state[RUNNER] = (config, runner)
         st.session_state[SHOW] = 0
     runner = st.session_state[RUNNER][1]
+    goto = st.session_state.pop(GOTO, None)
+    if goto is not None and episode is not None:
+        while runner.position <= min(goto, len(episode.turns) - 1) and not runner.done:
+            runner.step()
+        st.session_state[SHOW] = max(runner.position - 1, 0)
 
     for key, show in ((ERROR, st.error), (NOTICE, st.success)):
         if st.session_state.get(key):
