@@ -36,6 +36,7 @@ pages = [
     st.Page(PAGE_FILES["worldbook"], title="Worldbook", icon=":material/menu_book:", url_path="worldbook"),
     st.Page(PAGE_FILES["simulate"], title="Simulate", icon=":material/model_training:", url_path="simulate"),
     st.Page(PAGE_FILES["evaluate"], title="Evaluate", icon=":material/leaderboard:", url_path="evaluate"),
+    st.Page(PAGE_FILES["train"], title="Train", icon=":material/fitness_center:", url_path="train"),
     st.Page(PAGE_FILES["models"], title="Models", icon=":material/psychology:", url_path="models"),
 ]
 st.navigation(pages).run()

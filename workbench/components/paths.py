@@ -21,6 +21,7 @@ PAGE_FILES = {
     "build": PAGES_DIR / "build.py",
     "simulate": PAGES_DIR / "simulate.py",
     "evaluate": PAGES_DIR / "evaluate.py",
+    "train": PAGES_DIR / "train.py",
 }
 
 

@@ -1,0 +1,165 @@
+"""EnvACE training runs as the Train page reads them: `<workspace>/runs/envace/<run>/` (J's run store).
+
+The trainer writes `config.json`, `metrics.jsonl`, `probes.jsonl`, `checkpoints/step-<N>/`,
+`summary.json` and `status.json`; this module only reads them (through `RunStore`, which skips a
+torn last line of a killed writer). A run whose status says `running` but whose process is gone
+(or whose pid now belongs to a process started after the run's last update) is shown as `stopped`:
+it was killed and can be resumed by launching the same config again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+import psutil
+
+from worldsmith.envace.runstore import RunStore
+
+__all__ = [
+    "TrainRun",
+    "evals_of",
+    "list_runs",
+    "load_run",
+    "metrics_frame",
+    "probe_examples",
+    "process_alive",
+    "runs_root",
+]
+
+RunState = str  # "running" | "done" | "failed" | "stopped" | "new"
+
+
+def runs_root(root: str | Path) -> Path:
+    return Path(root) / "runs" / "envace"
+
+
+def process_alive(pid: int | None, updated: float | None) -> bool:
+    """Whether `pid` is a live process that existed when the run last wrote its status (not a recycled pid)."""
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(int(pid))
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return updated is None or process.create_time() <= float(updated) + 1.0
+    except (psutil.Error, ValueError):
+        return False
+
+
+@dataclass
+class TrainRun:
+    """One run folder: its state, progress, config and summary (whatever of them exists yet)."""
+
+    name: str
+    path: Path
+    state: RunState
+    step: int = 0
+    steps: int | None = None
+    objective: str | None = None
+    updated: float | None = None
+    pid: int | None = None
+    error: str | None = None
+    traceback: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    checkpoints: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        progress = f" {self.step}/{self.steps}" if self.steps else ""
+        return f"{self.name} · {self.objective or '?'} · {self.state}{progress}"
+
+    @property
+    def active(self) -> bool:
+        return self.state == "running"
+
+    def age(self) -> str:
+        if self.updated is None:
+            return "never"
+        seconds = max(0.0, time.time() - self.updated)
+        return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago"
+
+
+def load_run(path: Path) -> TrainRun:
+    """A run folder's state; unreadable or missing files leave their fields empty rather than failing."""
+    store = RunStore(path)
+    try:
+        status = store.read_status() or {}
+    except (OSError, ValueError):
+        status = {}
+    try:
+        config = store.read_config() or {}
+    except (OSError, ValueError):
+        config = {}
+    try:
+        summary = store.read_summary()
+    except (OSError, ValueError):
+        summary = None
+    state = str(status.get("state") or ("done" if summary else "new"))
+    updated = status.get("updated")
+    pid = status.get("pid")
+    if state == "running" and not process_alive(pid, updated):
+        state = "stopped"
+    return TrainRun(
+        name=path.name,
+        path=path,
+        state=state,
+        step=int(status.get("step") or (summary or {}).get("steps") or 0),
+        steps=status.get("steps") or config.get("steps"),
+        objective=config.get("objective") or (summary or {}).get("objective"),
+        updated=float(updated) if isinstance(updated, int | float) else None,
+        pid=int(pid) if isinstance(pid, int) else None,
+        error=status.get("error"),
+        traceback=status.get("traceback"),
+        config=config,
+        summary=summary,
+        checkpoints=[step for step, _ in store.checkpoints()],
+    )
+
+
+def list_runs(root: str | Path) -> list[TrainRun]:
+    """Every run folder under `<root>/runs/envace`, running ones first, then the most recently updated."""
+    folder = runs_root(root)
+    if not folder.is_dir():
+        return []
+    runs = [load_run(path) for path in folder.iterdir()
+            if path.is_dir() and not path.name.startswith(".")
+            and any((path / name).exists() for name in ("config.json", "status.json"))]
+    return sorted(runs, key=lambda run: (not run.active, -(run.updated or 0.0), run.name))
+
+
+def metrics_frame(path: Path) -> pd.DataFrame:
+    """`metrics.jsonl` as a frame indexed by step (the last row of a step wins: a resumed run relogs it)."""
+    rows = RunStore(path).metrics()
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows)
+    if "step" in frame:
+        frame = frame.drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
+    return frame
+
+
+def probe_examples(path: Path) -> list[dict[str, Any]]:
+    """Each probe (step, metric, value, drift) with its examples: action, real and rehearsed responses, scores."""
+    return [row for row in RunStore(path).probes() if isinstance(row, dict)]
+
+
+def evals_of(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Checkpoint evaluations written inside the run (`<run>/evals/<name>/report.json`), newest first."""
+    folder = path / "evals"
+    if not folder.is_dir():
+        return []
+    found = []
+    for report in folder.glob("*/report.json"):
+        try:
+            value = orjson.loads(report.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if isinstance(value, dict):
+            found.append((report.parent.name, value))
+    return sorted(found, key=lambda item: item[0], reverse=True)
