@@ -37,10 +37,19 @@ from worldsmith.envace.data import (
     policy_prompt,
     transcript_from_episode,
 )
+from worldsmith.envace.evaluate import EvalResult, EvalSettings, TaskRecord, evaluate_checkpoint
 from worldsmith.envace.generate import DecodeStats, SegmentDecoder
 from worldsmith.envace.grpo import group_advantages, grpo_loss
 from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
 from worldsmith.envace.probe import metric_functions, probe_transitions, rehearsal_fidelity
+from worldsmith.envace.rehearsal import (
+    RehearsalConfig,
+    RehearsalPolicy,
+    RehearsalRecord,
+    is_irreversible,
+    load_checkpoint_llm,
+    templates_for_checkpoint,
+)
 from worldsmith.envace.rollouts import (
     SOURCES,
     CacheSource,
@@ -77,6 +86,8 @@ __all__ = [
     "DualRoleStream",
     "EnvACEConfig",
     "EnvErrorOracle",
+    "EvalResult",
+    "EvalSettings",
     "Exchange",
     "GRPOConfig",
     "ImaginedSource",
@@ -84,6 +95,9 @@ __all__ = [
     "ProbeConfig",
     "RealSource",
     "RehearsalBudget",
+    "RehearsalConfig",
+    "RehearsalPolicy",
+    "RehearsalRecord",
     "Reply",
     "ResponseCache",
     "Rollout",
@@ -92,6 +106,7 @@ __all__ = [
     "RolloutStep",
     "RunStore",
     "SegmentDecoder",
+    "TaskRecord",
     "TaskSpec",
     "TemplateConfig",
     "Templates",
@@ -103,8 +118,11 @@ __all__ = [
     "build_streams",
     "collate_streams",
     "environment_prompt",
+    "evaluate_checkpoint",
     "group_advantages",
     "grpo_loss",
+    "is_irreversible",
+    "load_checkpoint_llm",
     "load_episodes",
     "load_policy",
     "make_source_factory",
@@ -118,5 +136,6 @@ __all__ = [
     "target_logprobs",
     "task_reward",
     "task_specs",
+    "templates_for_checkpoint",
     "transcript_from_episode",
 ]
