@@ -16,10 +16,11 @@ Leakage is checked before anything runs: evaluation targets in the book's eviden
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -193,6 +194,9 @@ def _select(episodes: Sequence[Episode], config: EvalConfig) -> list[Episode]:
             raise ValueError(f"episodes not in the evaluation set: {', '.join(sorted(missing)[:5])}")
         chosen = [e for e in chosen if e.id in wanted]
     chosen.sort(key=lambda e: e.id)
+    repeated = sorted({a.id for a, b in zip(chosen, chosen[1:], strict=False) if a.id == b.id})
+    if repeated:
+        raise ValueError(f"episode ids repeat in the evaluation set: {', '.join(repeated[:5])}")
     if config.max_episodes is not None:
         chosen = chosen[: config.max_episodes]
     if not chosen:
@@ -297,13 +301,14 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     chosen = _select(pool, config)
     leakage = check_leakage(book, chosen, construction=construction)
     if construction is not None:
-        candidates: list[Episode] = list(construction)
-    else:
-        candidates = list(pool) if dataset is None else list(dataset.iter_episodes())
+        candidates: Iterable[Episode] = construction
+    else:  # streamed: only the ids and families of the evidence episodes are kept
+        sources = [pool] if dataset is None else [dataset.iter_episodes()]
         for source in book_sources:
             name = source.get("dataset") if isinstance(source, dict) else None
             if name and name != config.dataset and name in ws.list_datasets():
-                candidates += list(ws.dataset(name).iter_episodes())
+                sources.append(ws.dataset(name).iter_episodes())
+        candidates = itertools.chain.from_iterable(sources)
     families, unresolved = evidence_families(book, candidates)
     leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
 
@@ -328,6 +333,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     # -- the units
     journal = Journal(folder / "records.jsonl")
     order = [(method, episode.id) for episode in chosen for method in config.methods]
+    by_id = {episode.id: episode for episode in chosen}
     total = len(order)
     done = sum(journal.done(m, e) for m, e in order)
     reused = done
@@ -345,7 +351,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
         for method, episode_id in order:
             if journal.done(method, episode_id):
                 continue
-            episode = next(e for e in chosen if e.id == episode_id)
+            episode = by_id[episode_id]
             if method not in models:
                 llm = None
                 if llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
