@@ -8,14 +8,13 @@ samples) worldbooks are built by cross-fitting (`worldbook.build.cross_fit`, k =
 folds by trajectory family), so every episode is replayed through a book built without it:
 
 1. **Harness latency** — each episode's recorded actions go through `Harness(book)` (no model):
-   `predict` timed, then `commit`. p50/p99 over all steps and over fast-path steps, steps/s
-   (steps / their predict+commit time, all and fast-path), medians of `--repeats` passes after a
-   warm-up pass. The same on
-   a book built from all episodes and replayed on them (in-sample: the upper bound of the fast path).
+   `predict` timed, then `commit`. p50/p99 (and mean) over all steps and over fast-path steps, p50
+   per route, steps/s (steps / their predict+commit time, all and fast-path); medians of `--repeats`
+   passes after a warm-up pass. The same on a book built from all episodes and replayed on them
+   (in-sample: the upper bound of the fast path).
 2. **Real environment** — the same actions in the real environment (`worldsmith.envs.make`), reset
    on the episode's task (not timed), every `step` timed; median of `--real-repeats` passes (one by
-   default: resets dominate the run, ~0.5-2 s each).
-   Ratio = real median step / harness median predict.
+   default: resets dominate the run, ~0.5-2 s each). Ratio = real median step / harness median predict.
 3. **Per world model** — harness and harness-schema without and with the tiny model, nearest
    evidence, direct prompting, trace RAG and worldbook prompting on the tiny model (max_tokens 32,
    no response cache): model calls, tokens, failed calls per step and the p50 step latency, on the
@@ -138,10 +137,15 @@ def harness_latency(pairs: Sequence[tuple[Worldbook, Episode]], repeats: int) ->
         steps = harness_pass(harnesses, pairs)
         fast = [s.predict_s for s in steps if s.route == "fast_path"]
         every = [s.predict_s for s in steps]
-        runs.append({"p50": percentile(every, 0.5), "p99": percentile(every, 0.99),
+        by_route: dict[str, list[float]] = {}
+        for step in steps:
+            by_route.setdefault(step.route, []).append(step.predict_s)
+        runs.append({"p50": percentile(every, 0.5), "p99": percentile(every, 0.99), "mean": statistics.fmean(every),
                      "fast_p50": percentile(fast, 0.5) if fast else None,
                      "fast_p99": percentile(fast, 0.99) if fast else None,
+                     "fast_mean": statistics.fmean(fast) if fast else None,
                      "commit_p50": percentile([s.commit_s for s in steps], 0.5),
+                     "routes_p50": {route: percentile(times, 0.5) for route, times in by_route.items()},
                      "steps_per_s": len(steps) / sum(s.predict_s + s.commit_s for s in steps),
                      "fast_steps_per_s": len(fast) / sum(s.predict_s + s.commit_s for s in steps
                                                           if s.route == "fast_path") if fast else None})
@@ -154,9 +158,12 @@ def harness_latency(pairs: Sequence[tuple[Worldbook, Episode]], repeats: int) ->
     return {"steps": len(steps), "fast_path_steps": routes["fast_path"],
             "fast_path_share": round(routes["fast_path"] / len(steps), 3),
             "exact_share": round(sum(s.exact for s in steps) / len(steps), 3), "routes": dict(routes.most_common()),
-            "p50_ms": _ms(median_of("p50")), "p99_ms": _ms(median_of("p99")),
+            "p50_ms": _ms(median_of("p50")), "p99_ms": _ms(median_of("p99")), "mean_ms": _ms(median_of("mean")),
             "fast_p50_ms": _ms(median_of("fast_p50")), "fast_p99_ms": _ms(median_of("fast_p99")),
+            "fast_mean_ms": _ms(median_of("fast_mean")),
             "commit_p50_ms": _ms(median_of("commit_p50")),
+            "route_p50_ms": {route: _ms(statistics.median(run["routes_p50"][route] for run in runs
+                                                          if route in run["routes_p50"])) for route in routes},
             "steps_per_s": round(median_of("steps_per_s") or 0.0, 1),
             "fast_steps_per_s": _round(median_of("fast_steps_per_s"), 1), "repeats": repeats,
             "runs_p50_ms": [_ms(run["p50"]) for run in runs]}
@@ -298,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         h, i = row["harness"], row["harness_in_sample"]
         print(f"\n{name}: {row['episodes']} episodes, {row['turns']} turns; {books['folds']} folds by family "
               f"(built in {books['build_s']} s)")
-        print(f"  harness held-out: p50 {_fmt(h['p50_ms'])} ms  p99 {_fmt(h['p99_ms'])} ms  fast-path p50 "
+        print(f"  harness held-out: p50 {_fmt(h['p50_ms'])} ms  p99 {_fmt(h['p99_ms'])} ms  mean {_fmt(h['mean_ms'])} ms"
+              f"  fast-path p50 "
               f"{_fmt(h['fast_p50_ms'])} ms  p99 {_fmt(h['fast_p99_ms'])} ms ({h['fast_path_steps']}/{h['steps']} fast)"
               f"  {h['steps_per_s']:,.0f} steps/s (fast path {_fmt(h['fast_steps_per_s'], 0)})  exact {h['exact_share']:.1%}")
         print(f"  harness in-sample: p50 {_fmt(i['p50_ms'])} ms  fast-path p50 {_fmt(i['fast_p50_ms'])} ms "
