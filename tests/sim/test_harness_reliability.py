@@ -272,7 +272,7 @@ def test_bad_actions_are_stored_with_clear_outcomes(alfworld_split: tuple[Worldb
     book, held = alfworld_split
     episode = held[0]
     session = Session.create(tmp_path / "s", initial_observation=episode.initial_observation.text)
-    harness = Harness(book)
+    harness = Harness(book, config=HarnessConfig(strict_schema=True))  # missing arguments refused, not noted
     session.attach(harness)
     for turn in episode.turns[:2]:
         session.play(harness, turn.action)

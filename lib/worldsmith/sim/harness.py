@@ -48,6 +48,8 @@ class HarnessConfig:
     use_memory: bool = True  # answer a repeated action from episode memory when no rule renders it
     persistent_state: bool = True  # False (an ablation): every prediction starts from an empty state
     fallback: bool = True  # False (an ablation): no memory or nearest-evidence answer when rules and model fail
+    strict_schema: bool = False  # True: an action missing a required argument is refused (failure:invalid_arguments);
+    # False: a learned schema can be incomplete, so the problem is noted in the audit and the action still answered
     max_tool_steps: int = 6  # the agent route's tool calls before a forced submission; 0: single-shot submit
     brief_chars: int = 6000
     max_tokens: int = 256
@@ -147,10 +149,10 @@ class Harness(WorldModelBase):
         audit = Audit(route="fast_path")
         if problems and any(p.startswith("unknown action") for p in problems) and not self.rules.get(name):
             return self._fallback(action, name, arguments, audit, problems, outcome="failure:unknown_action")
-        if problems:
-            audit.notes.extend(problems)
+        if problems and self.config.strict_schema:
             return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
                               state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
+        audit.notes.extend(f"schema: {problem} (answered anyway: the schema was learned)" for problem in problems)
         candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
         selection = select_rule(candidates, arguments, self.state)
         audit.conflicts = list(selection.conflicts)
