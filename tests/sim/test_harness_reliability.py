@@ -65,12 +65,13 @@ def _assert_consistent(session: Session) -> None:
     assert session.mirrors_current()
 
 
-def _assert_harness_agrees(book: Worldbook, session: Session) -> Counter[str]:
+def _assert_harness_agrees(book: Worldbook, session: Session,
+                           config: HarnessConfig = HarnessConfig()) -> Counter[str]:
     """A fresh harness started on each stored prefix holds the stored state and repeats the stored answer."""
     routes: Counter[str] = Counter()
     initial = session.meta["initial_state"]
     for turn in session.turns():
-        rebuilt = Harness(book)
+        rebuilt = Harness(book, config=config)
         rebuilt.start(session.prefix(turn.index), initial)
         assert rebuilt.state == session.state_at(turn.index), f"state rebuilt before turn {turn.index}"
         again = rebuilt.predict(turn.action)
@@ -272,7 +273,8 @@ def test_bad_actions_are_stored_with_clear_outcomes(alfworld_split: tuple[Worldb
     book, held = alfworld_split
     episode = held[0]
     session = Session.create(tmp_path / "s", initial_observation=episode.initial_observation.text)
-    harness = Harness(book, config=HarnessConfig(strict_schema=True))  # missing arguments refused, not noted
+    strict = HarnessConfig(strict_schema=True)  # missing arguments refused, not noted
+    harness = Harness(book, config=strict)
     session.attach(harness)
     for turn in episode.turns[:2]:
         session.play(harness, turn.action)
@@ -281,5 +283,5 @@ def test_bad_actions_are_stored_with_clear_outcomes(alfworld_split: tuple[Worldb
     assert stored.prediction.outcome == outcome and any(note in n for n in stored.prediction.audit.notes)
     assert stored.prediction.effects == [] and session.state == before and harness.state == before
     _assert_consistent(session)
-    _assert_harness_agrees(book, session)
+    _assert_harness_agrees(book, session, strict)
     session.close()
