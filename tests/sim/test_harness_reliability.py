@@ -66,12 +66,12 @@ def _assert_consistent(session: Session) -> None:
 
 
 def _assert_harness_agrees(book: Worldbook, session: Session,
-                           config: HarnessConfig = HarnessConfig()) -> Counter[str]:
+                           config: HarnessConfig | None = None) -> Counter[str]:
     """A fresh harness started on each stored prefix holds the stored state and repeats the stored answer."""
     routes: Counter[str] = Counter()
     initial = session.meta["initial_state"]
     for turn in session.turns():
-        rebuilt = Harness(book, config=config)
+        rebuilt = Harness(book, config=config or HarnessConfig())
         rebuilt.start(session.prefix(turn.index), initial)
         assert rebuilt.state == session.state_at(turn.index), f"state rebuilt before turn {turn.index}"
         again = rebuilt.predict(turn.action)
