@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from worldsmith.llm.base import LLM, Completion, Message, StructuredOutputError
 
-__all__ = ["chat_structured", "extract_json"]
+__all__ = ["chat_structured", "extract_json", "parse_structured", "validation_problems"]
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -60,7 +60,13 @@ def _leading_json(text: str) -> Any:
     return value
 
 
-def _validate(model: type[T], text: str) -> tuple[T | None, list[str]]:
+def validation_problems(error: ValidationError) -> list[str]:
+    """One line per problem, naming the field (`rules.0.template: Field required`)."""
+    return [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in error.errors()]
+
+
+def parse_structured(model: type[T], text: str) -> tuple[T | None, list[str]]:
+    """The model's JSON text as `model`, or None and the problems (what a repair prompt quotes back)."""
     try:
         value = extract_json(text)
     except ValueError as error:
@@ -68,7 +74,7 @@ def _validate(model: type[T], text: str) -> tuple[T | None, list[str]]:
     try:
         return model.model_validate(value), []
     except ValidationError as error:
-        return None, [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in error.errors()]
+        return None, validation_problems(error)
 
 
 def chat_structured(
@@ -93,7 +99,7 @@ def chat_structured(
         completion = llm.chat(conversation, max_tokens=max_tokens, json_schema=schema, **params)[0]
         used.append(completion)
         text = completion.text
-        value, errors = _validate(model, text)
+        value, errors = parse_structured(model, text)
         if value is not None:
             return value, used
         if attempt < retries:

@@ -30,7 +30,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
-from worldsmith.llm.structured import chat_structured, extract_json
+from worldsmith.llm.structured import chat_structured, parse_structured, validation_problems
 from worldsmith.worldbook.model import NAMESPACES, Condition, Effect, Evidence, Note, Rule, RuleProvenance, RuleStatus
 from worldsmith.worldbook.stages import Extraction, Fact
 from worldsmith.worldbook.templates import make_template, render_template
@@ -213,21 +213,6 @@ class _Counted:
         return None
 
 
-def _problems(error: ValidationError) -> list[str]:
-    return [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in error.errors()]
-
-
-def _parse(model: type[T], text: str) -> tuple[T | None, list[str]]:
-    try:
-        value = extract_json(text)
-    except ValueError as error:
-        return None, [str(error)]
-    try:
-        return model.model_validate(value), []
-    except ValidationError as error:
-        return None, _problems(error)
-
-
 def _structured_many(llm: LLM, conversations: list[list[Message]], model: type[T], *, retries: int,
                      max_tokens: int) -> list[tuple[T | None, list[str]]]:
     """`chat_structured` for many conversations at once: one batched call per round, and only the
@@ -248,7 +233,7 @@ def _structured_many(llm: LLM, conversations: list[list[Message]], model: type[T
         still: list[int] = []
         for index, completions in zip(pending, answers, strict=True):
             text = completions[0].text if completions else ""
-            value, problems = _parse(model, text)
+            value, problems = parse_structured(model, text)
             results[index] = (value, problems)
             if value is None and attempt < retries:
                 repair = REPAIR_PROMPT.format(schema=orjson.dumps(schema).decode(), problems="; ".join(problems[:10]))
@@ -341,7 +326,7 @@ def _extraction(item: Evidence, draft: _ExtractionDraft, report: StageReport) ->
             fact = Fact.model_validate(raw)
         except ValidationError as error:
             dropped += 1
-            report.error(f"{where}: fact {position}: {'; '.join(_problems(error)[:3])}; dropped")
+            report.error(f"{where}: fact {position}: {'; '.join(validation_problems(error)[:3])}; dropped")
             continue
         missing = [text for text in _strings(fact.value) if text.strip().lower() not in seen]
         if fact.path[0] not in NAMESPACES:
@@ -359,7 +344,7 @@ def _extraction(item: Evidence, draft: _ExtractionDraft, report: StageReport) ->
             changes.append(Effect.model_validate(raw))
         except ValidationError as error:
             dropped += 1
-            report.error(f"{where}: change {position}: {'; '.join(_problems(error)[:3])}; dropped")
+            report.error(f"{where}: change {position}: {'; '.join(validation_problems(error)[:3])}; dropped")
     outcome = draft.outcome.strip()
     if not _OUTCOME.match(outcome):
         report.error(f"{where}: outcome {outcome!r} is not 'success' or 'failure:<kind>'; the evidence's is kept")
@@ -463,7 +448,7 @@ def _model_rules(action: str, candidates: _RuleCandidates, items: list[Evidence]
                         status=RuleStatus.TENTATIVE, description=_clip(draft.description, 300))
         except ValidationError as error:
             report.dropped += 1
-            report.error(f"{where}: {'; '.join(_problems(error)[:3])}; dropped")
+            report.error(f"{where}: {'; '.join(validation_problems(error)[:3])}; dropped")
             continue
         problem = _rule_problem(draft, names, rule)
         key = _json([rule.template, rule.outcome, rule.model_dump(include={"conditions", "effects"})])
@@ -535,7 +520,7 @@ def _model_notes(candidates: _NoteCandidates, examples: list[Evidence], report: 
                         provenance=turns)
         except ValidationError as error:
             report.dropped += 1
-            report.error(f"{where}: {'; '.join(_problems(error)[:3])}; dropped")
+            report.error(f"{where}: {'; '.join(validation_problems(error)[:3])}; dropped")
             continue
         ignored = [number for number in draft.examples if not 1 <= number <= len(examples)]
         if ignored:
