@@ -57,3 +57,30 @@ def write_json(path: Path, value: Any) -> Path:
 def write_jsonl(path: Path, values: list[Any]) -> Path:
     path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
     return path
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "data_samples" / "collected"
+
+
+def sample_episodes(name: str) -> list[Any]:
+    """The bundled episodes `data_samples/collected/<name>.jsonl` (real environments, collected by their experts)."""
+    import pytest
+
+    from worldsmith.traces import Episode
+
+    path = SAMPLES / f"{name}.jsonl"
+    if not path.exists():
+        pytest.fail(f"sample missing: {path} (data_samples/make_samples.py)")
+    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
+            for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def split_by_family(episodes: list[Any], every: int = 4) -> tuple[list[Any], list[Any]]:
+    """(construction, held out): every `every`-th trajectory family (sorted) is held out, whole."""
+    from worldsmith.worldbook import trajectory_family
+
+    families = sorted({trajectory_family(e) for e in episodes})
+    held = set(families[::every])
+    return ([e for e in episodes if trajectory_family(e) not in held],
+            [e for e in episodes if trajectory_family(e) in held])
+

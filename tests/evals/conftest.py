@@ -5,31 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
 import pytest
 
+from helpers import sample_episodes, split_by_family
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook, trajectory_family
+from worldsmith.worldbook import Worldbook, build_worldbook
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "data_samples" / "collected"
 TINY = REPO / "data_samples" / "models" / "tiny"
 
 
-def read_sample(name: str) -> list[Episode]:
-    path = SAMPLES / f"{name}.jsonl"
-    if not path.exists():
-        pytest.fail(f"sample missing: {path} (data_samples/make_samples.py)")
-    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
-            for line in path.read_bytes().splitlines() if line.strip()]
-
-
-def split_by_family(episodes: list[Episode], every: int = 4) -> tuple[list[Episode], list[Episode]]:
-    """(construction, held out): every `every`-th family (sorted) is held out, whole."""
-    families = sorted({trajectory_family(e) for e in episodes})
-    held = set(families[::every])
-    return ([e for e in episodes if trajectory_family(e) not in held],
-            [e for e in episodes if trajectory_family(e) in held])
+read_sample = sample_episodes  # the names these tests use
 
 
 @pytest.fixture(scope="session")

@@ -10,23 +10,13 @@ import os
 import signal
 from pathlib import Path
 
-import orjson
-import pytest
-
+from helpers import sample_episodes  # noqa: F401 - re-exported for the sim tests
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook, evidence_from_episodes, induce_template_rules
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "data_samples" / "collected"
 TINY = REPO / "data_samples" / "models" / "tiny"
-
-
-def sample_episodes(env: str) -> list[Episode]:
-    path = SAMPLES / f"{env}.jsonl"
-    if not path.exists():
-        pytest.fail(f"sample missing: {path} (data_samples/make_samples.py --only collected)")
-    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
-            for line in path.read_bytes().splitlines()]
 
 
 def book_from(episodes: list[Episode], name: str) -> Worldbook:

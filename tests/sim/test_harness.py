@@ -9,27 +9,20 @@ from typing import Any
 
 import orjson
 import pytest
-from sim_support import SAMPLES, opening, sample_episodes
+from sim_support import opening
 
+from helpers import sample_episodes, split_by_family
 from worldsmith.llm import Completion, LLMBase
 from worldsmith.sim import Session
 from worldsmith.sim.harness import Harness, HarnessConfig
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook, trajectory_family
-
-
-def _split(episodes: list[Episode], every: int = 4) -> tuple[list[Episode], list[Episode]]:
-    families = sorted({trajectory_family(e) for e in episodes})
-    held = {f for i, f in enumerate(families) if i % every == 0}
-    return ([e for e in episodes if trajectory_family(e) not in held],
-            [e for e in episodes if trajectory_family(e) in held])
+from worldsmith.worldbook import Worldbook, build_worldbook
 
 
 @pytest.fixture(scope="module")
 def alfworld_split() -> tuple[Worldbook, list[Episode]]:
-    episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
-                for line in (SAMPLES / "alfworld_expert.jsonl").read_bytes().splitlines()]
-    train, held = _split(episodes)
+    episodes = sample_episodes("alfworld_expert")
+    train, held = split_by_family(episodes)
     return build_worldbook(train, name="alfworld").book, held
 
 

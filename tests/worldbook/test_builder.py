@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import orjson
 import pytest
 
-from worldsmith.traces import Episode
+from helpers import sample_episodes
 from worldsmith.worldbook import Condition, Effect, Evidence, ListFormat, RuleStatus
 from worldsmith.worldbook.build import BuildConfig, build_worldbook, cross_fit, leakage_check, trajectory_family
 from worldsmith.worldbook.engine import (
@@ -22,13 +21,7 @@ from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_
 from worldsmith.worldbook.induce import induce_rules
 from worldsmith.worldbook.replay import check_rule, replay_evidence, review_rules
 
-SAMPLES = Path(__file__).resolve().parents[2] / "data_samples" / "collected"
-
-
-def episodes(env: str) -> list[Episode]:
-    path = SAMPLES / f"{env}.jsonl"
-    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
-            for line in path.read_bytes().splitlines()]
+episodes = sample_episodes
 
 
 # ------------------------------------------------------------------------------------------ facts

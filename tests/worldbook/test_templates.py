@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import orjson
-import pytest
-
-from worldsmith.traces import Episode
+from helpers import sample_episodes
 from worldsmith.worldbook import RuleStatus, Worldbook
 from worldsmith.worldbook.templates import (
     TemplateConfig,
@@ -18,15 +13,7 @@ from worldsmith.worldbook.templates import (
     text_arguments,
 )
 
-SAMPLES = Path(__file__).resolve().parents[2] / "data_samples" / "collected"
-
-
-def episodes(env: str) -> list[Episode]:
-    path = SAMPLES / f"{env}.jsonl"
-    if not path.exists():
-        pytest.fail(f"sample missing: {path} (data_samples/make_samples.py --only collected)")
-    return [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
-            for line in path.read_bytes().splitlines()]
+episodes = sample_episodes
 
 
 def test_text_arguments_name_the_phrases() -> None:
