@@ -32,7 +32,7 @@ class DecodeStats:
 
     forward_tokens: int = 0
     generated_tokens: int = 0
-    reused_tokens: int = 0  # history tokens a rehearse step or next step did not recompute
+    reused_tokens: int = 0  # history a rehearse step (or a copied prompt) took from the cache instead of recomputing
     forward_calls: int = 0
 
 
@@ -135,6 +135,7 @@ class SegmentDecoder:
     def open_segment(self, row: int) -> None:
         """What is fed to `row` next goes into a new rehearse segment (until `close_segment`)."""
         state = self.rows[row]
+        self.stats.reused_tokens += len(state.stream.ids)  # the rehearse prompt's history, served from the act cache
         state.segments_used += 1
         state.segment = state.segments_used
         state.segment_position = state.position
