@@ -153,3 +153,13 @@ def test_cli_evaluates_a_trained_checkpoint_with_and_without_rehearsal(trained_r
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert {record["method"] for record in records} == {"plain", "k1-n2"}
     assert all(0.0 <= record["score"] <= 1.0 for record in records)
+
+
+def test_budgets_follow_the_runs_chunk_length() -> None:
+    from worldsmith.envace.evaluate import _as_trained
+
+    run = {"data": {"max_seq_len": 512, "max_observation_chars": 300}}
+    budget = _as_trained(RehearsalConfig(k=1), run)
+    assert (budget.max_seq_len, budget.max_observation_chars, budget.k) == (512, 300, 1)
+    assert _as_trained(RehearsalConfig(max_seq_len=2048), run).max_seq_len == 2048  # set explicitly: kept
+    assert _as_trained(RehearsalConfig(), None) == RehearsalConfig()

@@ -222,3 +222,25 @@ def test_a_run_launched_from_the_form_trains_in_the_background(empty_root: Path)
     assert isinstance(table, pd.DataFrame) and table.iloc[0]["steps"] == 2
     config = json.loads((empty_root / "runs/envace/.launch/from-form.json").read_text())
     assert config["out"] == str(folder.resolve()) and config["steps"] == 2
+
+
+@pytest.mark.integration
+def test_a_checkpoint_is_evaluated_from_the_page_with_and_without_rehearsal(with_runs: Path) -> None:
+    at = open_page()
+    no_exception(at.selectbox(key="tr_run").set_value("tiny-joint").run())
+    at.number_input(key="tr_eval_k_tiny-joint").set_value(1)
+    at.number_input(key="tr_eval_tasks_tiny-joint").set_value(1)
+    at.number_input(key="tr_eval_steps_tiny-joint").set_value(2)
+    no_exception(at.button[[b.label for b in at.button].index("Evaluate")].click().run())
+    assert any("envace eval" in str(s.value) and "--rehearse 1" in str(s.value) for s in at.success), \
+        [e.value for e in at.error]
+    report = with_runs / "runs/envace/tiny-joint/evals/bfcl-k1-n0-step-3/report.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not report.is_file():
+        time.sleep(0.5)
+    log = with_runs / "runs/envace/.launch/eval-tiny-joint.log"
+    assert report.is_file(), log.read_text()[-2000:] if log.is_file() else "no log"
+    at = no_exception(at.run())
+    table = next(df.value for df in at.dataframe if "method" in df.value.columns and "success" in df.value.columns)
+    assert list(table["method"]) == ["k1", "plain", "k1 vs plain"]
+    assert json.loads(report.read_text())["tasks"] == ["multi_turn_base_0"]  # base_1 was trained on: left out

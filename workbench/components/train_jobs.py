@@ -48,7 +48,7 @@ class JobRecord:
     """What the page launched for a run, and whether that process still lives."""
 
     run: str
-    kind: Literal["train", "sweep"]
+    kind: Literal["train", "sweep", "eval"]
     pid: int
     started: float
     command: list[str]
@@ -92,7 +92,8 @@ def sweep_command(config_path: Path, out: Path | None = None, extra: list[str] |
     return command + list(extra or []) + ["--json"]
 
 
-def launch(root: str | Path, run: str, command: list[str], *, kind: Literal["train", "sweep"] = "train") -> JobRecord:
+def launch(root: str | Path, run: str, command: list[str], *,
+           kind: Literal["train", "sweep", "eval"] = "train") -> JobRecord:
     """Start `command` detached for `run`; refuses while a process of that run is still alive."""
     run = validate_run_name(run)
     current = job_record(root, run)

@@ -145,19 +145,20 @@ def _evals(root: Path, run: TrainRun) -> None:
         return
     with st.form(f"tr_eval_form_{run.name}"):
         st.caption("Evaluate the latest checkpoint in real BFCL, plain against test-time rehearsal")
-        left, middle, right = st.columns(3)
+        left, middle, right, last = st.columns(4)
         k = left.number_input("K sequential", min_value=0, value=1, key=f"tr_eval_k_{run.name}")
         n = middle.number_input("N parallel", min_value=0, value=0, key=f"tr_eval_n_{run.name}")
         tasks = right.number_input("Tasks", min_value=1, value=3, key=f"tr_eval_tasks_{run.name}")
+        steps = last.number_input("Actions per task", min_value=1, value=10, key=f"tr_eval_steps_{run.name}")
         submitted = st.form_submit_button("Evaluate", icon=":material/science:")
     if submitted:
         checkpoint = run.path / "checkpoints" / f"step-{run.checkpoints[-1]}"
         out = run.path / "evals" / f"bfcl-k{k}-n{n}-step-{run.checkpoints[-1]}"
         command = [sys.executable, "-m", "worldsmith", "envace", "eval", "--checkpoint", str(checkpoint),
                    "--env", "bfcl", "--rehearse", str(int(k)), "--parallel", str(int(n)), "--n-tasks",
-                   str(int(tasks)), "--out", str(out), "--json"]
+                   str(int(tasks)), "--max-steps", str(int(steps)), "--out", str(out), "--json"]
         try:
-            job = launch(root, f"eval-{run.name}", command, kind="train")
+            job = launch(root, f"eval-{run.name}", command, kind="eval")
         except (LaunchError, OSError) as error:
             st.error(f"Could not start the evaluation: {error}", icon=":material/error:")
         else:

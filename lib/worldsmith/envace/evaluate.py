@@ -263,6 +263,15 @@ def _report(records: list[TaskRecord], methods: list[str], settings: EvalSetting
     }
 
 
+def _as_trained(budget: RehearsalConfig, run_config: dict[str, Any] | None) -> RehearsalConfig:
+    """The budget with the run's chunk length and observation clipping, unless the budget sets its own."""
+    data = (run_config or {}).get("data") or {}
+    update = {field: data[key] for field, key in (("max_seq_len", "max_seq_len"),
+                                                  ("max_observation_chars", "max_observation_chars"))
+              if key in data and field not in budget.model_fields_set}
+    return budget.model_copy(update=update) if update else budget
+
+
 def _write(out: Path, result: EvalResult) -> None:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "config.json", result.settings.model_dump(mode="json"))
@@ -298,7 +307,7 @@ def evaluate_checkpoint(settings: EvalSettings, *, out: str | Path | None = None
     excluded = training_task_ids(run_config) if settings.exclude_training_tasks else set()
     model = llm if llm is not None else load_checkpoint_llm(checkpoint, device=settings.device,
                                                             threads=settings.threads)
-    budgets = [RehearsalConfig(seed=settings.seed), *settings.budgets]
+    budgets = [_as_trained(budget, run_config) for budget in (RehearsalConfig(seed=settings.seed), *settings.budgets)]
     labels = [budget.label() for budget in budgets]
     if len(set(labels)) != len(labels):
         raise ValueError(f"two rehearsal budgets share a name: {labels}")
