@@ -244,3 +244,32 @@ def test_a_checkpoint_is_evaluated_from_the_page_with_and_without_rehearsal(with
     table = next(df.value for df in at.dataframe if "method" in df.value.columns and "success" in df.value.columns)
     assert list(table["method"]) == ["k1", "plain", "k1 vs plain"]
     assert json.loads(report.read_text())["tasks"] == ["multi_turn_base_0"]  # base_1 was trained on: left out
+
+
+def test_a_sweep_is_launched_from_the_form_over_a_runs_config(with_runs: Path) -> None:
+    import os
+    import signal
+
+    from workbench.components.train_jobs import job_record
+
+    from worldsmith.envace.sweep import SweepConfig
+
+    at = open_page()
+    at.text_input(key="tr_sweep_name").input("lam-sweep")
+    at.selectbox(key="tr_sweep_base").set_value("tiny-joint")
+    at.text_area(key="tr_sweep_grid").input("lam: [0.0, 1.0]\nsteps: [1]")
+    no_exception(at.button[[b.label for b in at.button].index("Launch sweep")].click().run())
+    job = job_record(with_runs, "sweep-lam-sweep")
+    assert job is not None and job.kind == "sweep"
+    try:
+        assert any("Started sweep" in str(s.value) and "envace sweep" in str(s.value) for s in at.success)
+        config = SweepConfig.from_file(with_runs / "runs/envace/.launch/sweep-lam-sweep.yaml")
+        assert config.grid == {"lam": [0.0, 1.0], "steps": [1]}
+        base = config.base_config()
+        assert base.workspace == str(with_runs.resolve()) and base.out is None  # each trial gets its own folder
+        assert job.command[job.command.index("--out") + 1] == str(with_runs / "runs/envace/sweeps/lam-sweep")
+    finally:
+        try:
+            os.killpg(job.pid, signal.SIGTERM)  # the sweep this test started (its own session)
+        except ProcessLookupError:
+            pass
