@@ -338,10 +338,11 @@ def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
 class TurnCheck:
     turn_id: str
     applicable: bool  # the rule was chosen for this turn with its conditions checked
-    ok: bool | None  # the observation fits the rule (None when not applicable)
+    ok: bool | None  # the observation fits the rule (None when the rule was not chosen)
     expected: str
     rendered: str | None
     reason: str
+    assumed: bool = False  # chosen although a more specific rule's conditions were unknown here
 
 
 @dataclass
@@ -359,7 +360,13 @@ class RuleReplay:
 
     @property
     def failed(self) -> int:
-        return sum(t.ok is False for t in self.turns)
+        """Turns where the rule was chosen with checked conditions and the observation does not fit: counterexamples."""
+        return sum(t.ok is False and t.applicable for t in self.turns)
+
+    @property
+    def assumed_misses(self) -> int:
+        """Turns where the rule was only a guess (conditions unknown) and the observation took another form."""
+        return sum(t.ok is False and t.assumed for t in self.turns)
 
 
 def check_rule(book: Worldbook, rule: Rule, *, limit: int | None = None) -> RuleReplay:
@@ -375,16 +382,20 @@ def check_rule(book: Worldbook, rule: Rule, *, limit: int | None = None) -> Rule
         if turn.action != rule.action:
             continue
         applicable = turn.rule == rule.id and turn.route == "rule"
-        fits = turn.explained_by == rule.id or (applicable and turn.fits)
-        if turn.rule == rule.id and not applicable:
-            reason = "assumed: a more specific rule's conditions were unknown here (not held against the rule)"
+        assumed = turn.rule == rule.id and turn.route == "assumed"
+        fits = turn.explained_by == rule.id or ((applicable or assumed) and turn.fits)
+        if assumed:
+            reason = ("assumed and fits" if fits else "assumed (a more specific rule's conditions were unknown "
+                      "here); the observation took another form: not held against the rule")
         elif applicable:
             reason = ("rendered exactly" if turn.exact else "template fits; state differs" if turn.fits
                       else "chosen, but the observation does not fit the template")
         else:
             reason = f"not chosen ({turn.route}{': ' + turn.rule if turn.rule else ''})"
-        checks.append(TurnCheck(turn_id=turn.turn_id, applicable=applicable, ok=fits if applicable else None,
-                                expected=turn.observed, rendered=turn.rendered if applicable else None, reason=reason))
+        chosen = applicable or assumed
+        checks.append(TurnCheck(turn_id=turn.turn_id, applicable=applicable, ok=fits if chosen else None,
+                                expected=turn.observed, rendered=turn.rendered if chosen else None, reason=reason,
+                                assumed=assumed))
         if limit is not None and len(checks) >= limit:
             break
     return RuleReplay(rule_id=rule.id, turns=checks)
