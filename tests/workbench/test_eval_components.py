@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from eval_fixtures import make_records, write_run
-from workbench.components import eval_jobs
 from workbench.components import eval_tables as tables
+from workbench.components import jobs
 from workbench.components.eval_clusters import cluster_errors
-from workbench.components.eval_jobs import EvalLaunch, JobError, eval_command, job_status, launch, list_jobs
+from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
 from workbench.components.eval_runs import RunFileError, list_runs, read_json_file, run_dataset
 
 
@@ -153,7 +153,7 @@ _FAKE_RUN = textwrap.dedent("""
 """)
 
 
-def _wait(root: Path, run: str, state: str) -> eval_jobs.JobStatus:
+def _wait(root: Path, run: str, state: str) -> JobStatus:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         status = job_status(root, run)
@@ -174,7 +174,7 @@ def test_background_job_runs_detached_reports_progress_and_how_it_ended(tmp_path
     while not (folder / "progress.json").exists() or json.loads((folder / "progress.json").read_text())["done"] < 1:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    eval_jobs._CHILDREN.clear()  # as after a server restart: found again from the job record and the pid alone
+    jobs._CHILDREN.clear()  # as after a server restart: found again from the job record and the pid alone
     assert job_status(tmp_path, "good").state == "running"
     gate.touch()
     finished = _wait(tmp_path, "good", "finished")

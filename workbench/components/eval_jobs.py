@@ -10,25 +10,21 @@ whether the process still lives and how it ended.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-import psutil
 
 from workbench.components.eval_runs import RunFileError, read_json_file, runs_dir
+from workbench.components.jobs import alive, child_returncode, plain_run_name, start_detached, tail
 from worldsmith.util import atomic_write_json
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
            "validate_run_name"]
 
 JobState = Literal["running", "finished", "failed"]
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # started by this server process: polled to reap them
 
 
 class JobError(ValueError):
@@ -74,10 +70,7 @@ def _jobs_dir(root: str | Path) -> Path:
 
 def validate_run_name(name: str) -> str:
     """A run name is one plain folder name under runs/eval (no path separators, not hidden)."""
-    name = name.strip()
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name in {"..", "."}:
-        raise JobError(f"run name {name!r}: use a plain folder name (letters, digits, '-', '_')")
-    return name
+    return plain_run_name(name, JobError)
 
 
 def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
@@ -103,40 +96,11 @@ def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:
     folder = _jobs_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     out, log = folder / f"{run}.out.json", folder / f"{run}.log"
-    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(Path(root).resolve()), "PYTHONUNBUFFERED": "1"}
-    with open(out, "wb") as stdout, open(log, "wb") as stderr:
-        process = subprocess.Popen(command, cwd=str(root), env=env, stdin=subprocess.DEVNULL, stdout=stdout,
-                                   stderr=stderr, start_new_session=True, close_fds=True)
-    _CHILDREN[process.pid] = process
-    try:
-        started = psutil.Process(process.pid).create_time()
-    except psutil.Error:
-        started = time.time()
-    record = {"run": run, "pid": process.pid, "started": started, "command": command, "stdout": str(out),
+    pid, started = start_detached(command, workspace=root, stdout=out, stderr=log, cwd=root)
+    record = {"run": run, "pid": pid, "started": started, "command": command, "stdout": str(out),
               "stderr": str(log), "returncode": None}
     atomic_write_json(folder / f"{run}.json", record)
-    return JobStatus(run=run, state="running", pid=process.pid, started=started, command=command)
-
-
-def _alive(pid: int, started: float) -> bool:
-    child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:  # reaps our own child once it exits
-        return False
-    try:
-        process = psutil.Process(pid)
-        if abs(process.create_time() - started) > 1.0:
-            return False  # the pid was reused by another process
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return ""
-    return data[-limit:].decode("utf-8", errors="replace")
+    return JobStatus(run=run, state="running", pid=pid, started=started, command=command)
 
 
 def _result(path: Path) -> dict[str, Any] | None:
@@ -161,21 +125,21 @@ def job_status(root: str | Path, run: str) -> JobStatus | None:
     except (KeyError, TypeError, ValueError):
         return None  # not a job record this module wrote
     returncode = record.get("returncode")
-    if _alive(pid, started):
+    if alive(pid, started):
         state: JobState = "running"
     else:
-        child = _CHILDREN.pop(pid, None)
-        if child is not None and returncode is None:
-            returncode = child.returncode
+        ended = child_returncode(pid)
+        if ended is not None and returncode is None:
+            returncode = ended
             atomic_write_json(path, {**record, "returncode": returncode})
         result = _result(Path(str(record.get("stdout", ""))))
         finished = (runs_dir(root) / run / "report.json").exists()
         ok = (returncode == 0) if returncode is not None else finished and not (result or {}).get("error")
         state = "finished" if ok else "failed"
         return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
-                         returncode=returncode, result=result, log_tail=_tail(Path(str(record.get("stderr", "")))))
+                         returncode=returncode, result=result, log_tail=tail(Path(str(record.get("stderr", "")))))
     return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
-                     log_tail=_tail(Path(str(record.get("stderr", ""))), 1000))
+                     log_tail=tail(Path(str(record.get("stderr", ""))), 1000))
 
 
 def list_jobs(root: str | Path) -> list[JobStatus]:

@@ -10,16 +10,14 @@ trainer wrote anything (a bad dataset, an import error) leaves its reason in `<r
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
+from workbench.components.jobs import child_returncode, plain_run_name, start_detached, tail
 from workbench.components.train_runs import load_run, process_alive, runs_root
 from worldsmith.envace.config import EnvACEConfig
 from worldsmith.util.atomic import atomic_write_json
@@ -36,7 +34,6 @@ __all__ = [
     "write_launch_config",
 ]
 
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # started by this server: polled so they are reaped
 
 
 class LaunchError(ValueError):
@@ -63,10 +60,7 @@ def launch_dir(root: str | Path) -> Path:
 
 def validate_run_name(name: str) -> str:
     """One plain folder name under runs/envace (no separators, not hidden)."""
-    name = name.strip()
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name in {".", ".."}:
-        raise LaunchError(f"run name {name!r}: use a plain folder name (letters, digits, '-', '_')")
-    return name
+    return plain_run_name(name, LaunchError)
 
 
 def write_launch_config(root: str | Path, run: str, config: EnvACEConfig) -> Path:
@@ -104,28 +98,11 @@ def launch(root: str | Path, run: str, command: list[str], *,
     folder = launch_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     out, log = folder / f"{run}.out.json", folder / f"{run}.log"
-    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(Path(root).resolve()), "PYTHONUNBUFFERED": "1"}
-    with open(out, "wb") as stdout, open(log, "wb") as stderr:
-        process = subprocess.Popen(command, cwd=os.getcwd(), env=env, stdin=subprocess.DEVNULL,
-                                   stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True)
-    _CHILDREN[process.pid] = process
-    try:
-        import psutil
-
-        started = psutil.Process(process.pid).create_time()
-    except Exception:  # noqa: BLE001 - a process that already ended has no start time to read
-        started = time.time()
-    atomic_write_json(folder / f"{run}.job.json", {"run": run, "kind": kind, "pid": process.pid, "started": started,
+    pid, started = start_detached(command, workspace=root, stdout=out, stderr=log)
+    atomic_write_json(folder / f"{run}.job.json", {"run": run, "kind": kind, "pid": pid, "started": started,
                                                    "command": command, "stdout": str(out), "stderr": str(log)})
-    return JobRecord(run=run, kind=kind, pid=process.pid, started=started, command=command, alive=True,
+    return JobRecord(run=run, kind=kind, pid=pid, started=started, command=command, alive=True,
                      returncode=None, log_tail="")
-
-
-def _tail(path: Path, limit: int = 3000) -> str:
-    try:
-        return path.read_bytes()[-limit:].decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def job_record(root: str | Path, run: str) -> JobRecord | None:
@@ -136,8 +113,7 @@ def job_record(root: str | Path, run: str) -> JobRecord | None:
         pid, started, command = int(record["pid"]), float(record["started"]), list(record["command"])
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    child = _CHILDREN.get(pid)
-    returncode = child.poll() if child is not None else None
-    alive = returncode is None and process_alive(pid, started + 1.0)
+    returncode = child_returncode(pid)
+    running = returncode is None and process_alive(pid, started + 1.0)
     return JobRecord(run=run, kind=record.get("kind", "train"), pid=pid, started=started, command=command,
-                     alive=bool(alive), returncode=returncode, log_tail=_tail(Path(str(record.get("stderr", "")))))
+                     alive=bool(running), returncode=returncode, log_tail=tail(Path(str(record.get("stderr", ""))), 3000))
