@@ -105,3 +105,11 @@ def test_cli_train_prints_the_summary_and_names_bad_fields(tmp_path: Path) -> No
                           cwd=tmp_path, env=_env(), capture_output=True, timeout=120)
     assert done.returncode == 1
     assert "objective" in json.loads(done.stdout)["error"]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("envace_*.yaml")), ids=lambda path: path.name)
+def test_the_example_configs_are_valid(path: Path) -> None:
+    from worldsmith.envace.config import EnvACEConfig
+
+    config = EnvACEConfig.from_file(path)
+    assert config.data.paths and config.steps > 0

@@ -22,7 +22,7 @@ from worldsmith.envace.data import (  # noqa: E402
     transcript_from_episode,
 )
 from worldsmith.envace.generate import SegmentDecoder  # noqa: E402
-from worldsmith.envace.grpo import group_advantages, grpo_loss  # noqa: E402
+from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages  # noqa: E402
 from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs  # noqa: E402
 from worldsmith.envace.rollouts import (  # noqa: E402
     ResponseCache,
@@ -196,3 +196,13 @@ def test_grpo_loss_clips_and_normalises() -> None:
     assert kl.kl == pytest.approx(float((torch.exp(-new) + new - 1).mean().detach()), rel=1e-5)
     kl.loss.backward()
     assert new.grad is not None
+
+
+def test_keyed_advantages_compare_only_items_of_the_same_transition() -> None:
+    # rollout 0 and 1 share the first transition ("a"); only rollout 1 and 2 reach "b"; "c" has no sibling
+    items = [[("a", 1.0)], [("a", 0.0), ("b", 0.5)], [("b", 0.25), ("c", 1.0)]]
+    plain = keyed_advantages(items, dr_grpo=True)
+    assert plain == [[0.5], [-0.5, 0.125], [-0.125, None]]
+    scaled = keyed_advantages(items)
+    assert scaled[0][0] == pytest.approx(-scaled[1][0]) and scaled[0][0] > 0.7  # over the std of the pair
+    assert scaled[2][1] is None

@@ -75,6 +75,18 @@ def test_grpo_from_a_joint_checkpoint_logs_rewards_and_advantages_per_role(tmp_p
 
 
 @needs_bfcl
+def test_grpo_credits_each_rehearsal_per_transition(tmp_path: Path) -> None:
+    config = small_config(tmp_path / "transition", objective="grpo", steps=1, batch_size=1,
+                          **{"grpo.group_size": 4, "grpo.rehearse_credit": "transition",
+                             "grpo.rehearse_calls_only": True, "grpo.dr_grpo": True})
+    summary = Trainer(config).train()
+    row = RunStore(tmp_path / "transition").metrics()[0]
+    assert row["rollouts"] == 4 and summary.steps == 1
+    if row.get("adv_rehearse_mean") is not None:  # every transition's advantages sum to zero
+        assert abs(row["adv_rehearse_mean"]) < 1e-6
+
+
+@needs_bfcl
 def test_grpo_switches_to_imagined_rollouts_once_the_probe_passes(tmp_path: Path) -> None:
     config = small_config(tmp_path / "switch", objective="grpo", steps=2, batch_size=1,
                           **{"grpo.train_roles": "rehearse", "grpo.dr_grpo": True, "grpo.kl_coef": 0.05,

@@ -105,6 +105,14 @@ class GRPOConfig(BaseModel):
         "averaged with the share of calls that ran without an error")
     rehearse_metric: Literal["exact_match", "token_f1", "edit_similarity"] = "token_f1"
     rehearse_in_real: bool = Field(default=True, description="also rehearse each real step (trains the rehearse role)")
+    rehearse_calls_only: bool = Field(
+        default=False, description="rehearse real steps only where the action is a call (text that is no call "
+        "is answered by the harness's parse error, not by the environment)")
+    rehearse_credit: Literal["rollout", "transition"] = Field(
+        default="rollout", description="rehearse advantages per rollout (its mean fidelity against the task's other "
+        "rollouts) or per transition (each rehearsal against the group's other rehearsals of the same call after "
+        "the same calls: the real answer is the same for all of them, so the baseline is exact; a rehearsal with "
+        "no such sibling gets no advantage)")
     sft_coef: float = Field(default=0.0, ge=0.0,
                             description="add this times the joint supervised loss on data batches (0: pure GRPO)")
     cache_key: Literal["prefix", "call"] = Field(

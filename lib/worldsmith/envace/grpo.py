@@ -10,11 +10,11 @@ a constant, removing GRPO's length and difficulty biases.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GRPOTerms", "group_advantages", "grpo_loss"]
+__all__ = ["GRPOTerms", "group_advantages", "grpo_loss", "keyed_advantages"]
 
 
 def group_advantages(rewards: Sequence[float | None], *, dr_grpo: bool = False, eps: float = 1e-4) -> list[float | None]:
@@ -31,6 +31,26 @@ def group_advantages(rewards: Sequence[float | None], *, dr_grpo: bool = False, 
         return [None if r is None else r - mean for r in rewards]
     std = math.sqrt(sum((r - mean) ** 2 for r in present) / (len(present) - 1))
     return [None if r is None else (r - mean) / (std + eps) for r in rewards]
+
+
+def keyed_advantages(
+    items: Sequence[Sequence[tuple[Hashable, float | None]]], *, dr_grpo: bool = False
+) -> list[list[float | None]]:
+    """Per rollout, the advantage of each (key, reward) item against the items of every rollout with the same key.
+
+    How the rehearse role gets credit per transition: the key names the transition (task, calls so
+    far), so a rehearsal is compared only with rehearsals of the same real answer.
+    """
+    members: dict[Hashable, list[tuple[int, int]]] = {}
+    for rollout, row in enumerate(items):
+        for position, (key, _) in enumerate(row):
+            members.setdefault(key, []).append((rollout, position))
+    out: list[list[float | None]] = [[None] * len(row) for row in items]
+    for places in members.values():
+        values = group_advantages([items[r][p][1] for r, p in places], dr_grpo=dr_grpo)
+        for (rollout, position), value in zip(places, values, strict=True):
+            out[rollout][position] = value
+    return out
 
 
 @dataclass

@@ -10,7 +10,8 @@
 prompt is prefilled once for its G copies, and a rehearse step continues on the cache of the act
 step (the act -> rehearse prefix is reused, never recomputed). With `rehearse="always"` the model
 also rehearses the steps a source answers, which is how GRPO trains the rehearse role against
-real answers. `score_rollouts` then gives every rollout a task reward (the real environment's
+real answers; `rehearse="calls"` does so only for actions written as calls (text that is no call
+gets a harness parse error, not an environment answer worth rehearsing). `score_rollouts` then gives every rollout a task reward (the real environment's
 verdict; non-real rollouts are replayed in it) and a rehearse reward (how close the rehearsed
 answers were to the real ones).
 """
@@ -104,6 +105,11 @@ def task_specs(transcripts: Iterable[Transcript]) -> list[TaskSpec]:
 
 def _is_handover(action: str) -> bool:
     return parse_call(action)[0] in HANDOVER_ACTIONS
+
+
+def _is_call(action: str) -> bool:
+    """The action is one call with literal keyword arguments (what an environment can answer)."""
+    return parse_call(action)[1] is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,6 +359,7 @@ class Rollout:
     final_info: dict[str, Any] = field(default_factory=dict)
     task_reward: float | None = None
     rehearse_reward: float | None = None
+    rehearse_rewards: list[float | None] = field(default_factory=list)  # per step: its rehearsal's fidelity
     source: RolloutSource | None = field(default=None, repr=False)  # kept until scored
 
     @property
@@ -378,11 +385,12 @@ def rollout(
     max_steps: int = 6,
     max_new_tokens: int = 48,
     temperature: float = 1.0,
-    rehearse: Literal["needed", "always"] = "needed",
+    rehearse: Literal["needed", "always", "calls"] = "needed",
     generator: Any = None,
     stats: DecodeStats | None = None,
 ) -> list[RolloutGroup]:
-    """G rollouts of each task, batched on one cache; rehearse when the source has no answer (or always)."""
+    """G rollouts of each task, batched on one cache; rehearse when the source has no answer (or always,
+    or for every action written as a call)."""
     import torch
 
     templates = templates or Templates()
@@ -419,7 +427,8 @@ def rollout(
                                          temperature=temperature)
                 actions = {b: fmt.decode(acted[b]).strip() for b in batch}
                 replies = {b: sources[live[b]].respond(actions[b]) for b in batch}
-                rehearse_rows = [b for b in batch if replies[b] is None or rehearse == "always"]
+                rehearse_rows = [b for b in batch if replies[b] is None or rehearse == "always"
+                                 or (rehearse == "calls" and _is_call(actions[b]))]
                 rehearsed: dict[int, str] = {}
                 if rehearse_rows:
                     headers: list[list[int] | None] = [None] * len(batch)
@@ -571,9 +580,11 @@ def score_rollouts(
                     info = item.final_info
                 item.final_info = info
                 item.task_reward = task_reward(info, reward, item.steps) if (env or info) else None
-                pairs = [(step.rehearsed, step.reference) for step in item.steps
-                         if step.rehearsed is not None and step.reference is not None]
-                item.rehearse_reward = (sum(float(metric(a, b)) for a, b in pairs) / len(pairs)) if pairs else None
+                item.rehearse_rewards = [float(metric(step.rehearsed, step.reference))
+                                         if step.rehearsed is not None and step.reference is not None else None
+                                         for step in item.steps]
+                scored = [value for value in item.rehearse_rewards if value is not None]
+                item.rehearse_reward = sum(scored) / len(scored) if scored else None
                 if cache is not None:
                     prior: list[str] = []
                     for step in item.steps:

@@ -46,7 +46,7 @@ from worldsmith.envace.data import (
     transcript_from_episode,
 )
 from worldsmith.envace.generate import DecodeStats
-from worldsmith.envace.grpo import group_advantages, grpo_loss
+from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rollouts import ResponseCache, make_source_factory, rollout, score_rollouts, task_specs
@@ -130,6 +130,19 @@ def _std(values: list[float]) -> float | None:
 
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _transition_keys(groups: list[Any]) -> list[list[tuple[tuple[int, tuple[str, ...]], float | None]]]:
+    """Per rollout, its rehearsals in order as (transition key, fidelity); the key is the task and the calls
+    up to the rehearsed one (`grpo.rehearse_credit: transition`)."""
+    out = []
+    for number, group in enumerate(groups):
+        for item in group.rollouts:
+            actions = tuple(step.action for step in item.steps)
+            rewards = item.rehearse_rewards
+            out.append([((number, actions[: k + 1]), rewards[k] if k < len(rewards) else None)
+                        for k, step in enumerate(item.steps) if step.rehearsed is not None])
+    return out
 
 
 class Trainer:
@@ -415,7 +428,9 @@ class Trainer:
         picked = self._next(self.task_order, len(self.specs), config.batch_size)
         specs = [self.specs[i] for i in picked]
         factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
-        rehearse = "always" if (grpo.train_roles != "act" and grpo.rehearse_in_real) else "needed"
+        rehearse = "needed"
+        if grpo.train_roles != "act" and grpo.rehearse_in_real:
+            rehearse = "calls" if grpo.rehearse_calls_only else "always"
         stats = DecodeStats()
         groups = rollout(self.model, self.tokenizer, specs, factory, grpo.group_size, templates=self.templates,
                          max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
@@ -428,18 +443,27 @@ class Trainer:
             act = group_advantages([item.task_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
             reh = group_advantages([item.rehearse_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
             advantages += list(zip(act, reh, strict=True))
+        transition_advantages = (keyed_advantages(_transition_keys(groups), dr_grpo=grpo.dr_grpo)
+                                 if grpo.rehearse_credit == "transition" else None)
         batch = collate_streams([item.stream for item in rollouts], self.fmt.pad_id, self.device)
         roles = batch.roles.tolist()
         rows = batch.rows.tolist()
+        segments = batch.segments[batch.rows, batch.columns].tolist() if len(rows) else []
         trained = {"both": (ROLE_ACT, ROLE_REHEARSE), "act": (ROLE_ACT,), "rehearse": (ROLE_REHEARSE,)}[grpo.train_roles]
         keep, values, sequences = [], [], []
-        for index, (row, role) in enumerate(zip(rows, roles, strict=True)):
-            advantage = advantages[row][0 if role == ROLE_ACT else 1]
+        for index, (row, role, segment) in enumerate(zip(rows, roles, segments, strict=True)):
+            if role == ROLE_REHEARSE and transition_advantages is not None:
+                per_segment = transition_advantages[row]
+                advantage = per_segment[segment - 1] if 0 < segment <= len(per_segment) else None
+                sequence = (row, segment)  # each rehearsal is its own sequence
+            else:
+                advantage = advantages[row][0 if role == ROLE_ACT else 1]
+                sequence = (row, -1 if role == ROLE_ACT else 0)
             if advantage is None or role not in trained:
                 continue
             keep.append(index)
             values.append(advantage)
-            sequences.append(row * 2 + role)
+            sequences.append(sequence)
         remap = {value: position for position, value in enumerate(sorted(set(sequences)))}
         keep_t = torch.tensor(keep, dtype=torch.long, device=self.device)
         adv_t = torch.tensor(values, dtype=torch.float32, device=self.device)
@@ -471,7 +495,8 @@ class Trainer:
         act_rewards = [item.task_reward for item in rollouts if item.task_reward is not None]
         reh_rewards = [item.rehearse_reward for item in rollouts if item.rehearse_reward is not None]
         act_adv = [a for a, _ in advantages if a is not None]
-        reh_adv = [r for _, r in advantages if r is not None]
+        reh_adv = ([r for per_segment in transition_advantages for r in per_segment if r is not None]
+                   if transition_advantages is not None else [r for _, r in advantages if r is not None])
         row: dict[str, Any] = {
             "loss": _round(float(terms.loss.detach())),
             "reward": _round(_mean(act_rewards)),
