@@ -11,9 +11,10 @@ prompt is prefilled once for its G copies, and a rehearse step continues on the 
 step (the act -> rehearse prefix is reused, never recomputed). With `rehearse="always"` the model
 also rehearses the steps a source answers, which is how GRPO trains the rehearse role against
 real answers; `rehearse="calls"` does so only for actions written as calls (text that is no call
-gets a harness parse error, not an environment answer worth rehearsing). `score_rollouts` then gives every rollout a task reward (the real environment's
-verdict; non-real rollouts are replayed in it) and a rehearse reward (how close the rehearsed
-answers were to the real ones).
+gets a harness parse error, not an environment answer worth rehearsing). `score_rollouts` then
+gives every rollout a task reward (the real environment's verdict; non-real rollouts are replayed
+in it) and a rehearse reward (how close the rehearsed answers were to the real ones, per step and
+their mean).
 """
 
 from __future__ import annotations
