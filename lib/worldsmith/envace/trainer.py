@@ -139,9 +139,9 @@ def _transition_keys(groups: list[Any]) -> list[list[tuple[tuple[int, tuple[str,
     for number, group in enumerate(groups):
         for item in group.rollouts:
             actions = tuple(step.action for step in item.steps)
-            rewards = item.rehearse_rewards
-            out.append([((number, actions[: k + 1]), rewards[k] if k < len(rewards) else None)
-                        for k, step in enumerate(item.steps) if step.rehearsed is not None])
+            out.append([((number, actions[: k + 1]), reward)
+                        for k, (step, reward) in enumerate(zip(item.steps, item.rehearse_rewards, strict=True))
+                        if step.rehearsed is not None])
     return out
 
 
@@ -453,8 +453,7 @@ class Trainer:
         keep, values, sequences = [], [], []
         for index, (row, role, segment) in enumerate(zip(rows, roles, segments, strict=True)):
             if role == ROLE_REHEARSE and transition_advantages is not None:
-                per_segment = transition_advantages[row]
-                advantage = per_segment[segment - 1] if 0 < segment <= len(per_segment) else None
+                advantage = transition_advantages[row][segment - 1]  # segment k is the rollout's k-th rehearsal
                 sequence = (row, segment)  # each rehearsal is its own sequence
             else:
                 advantage = advantages[row][0 if role == ROLE_ACT else 1]
