@@ -74,6 +74,7 @@ bench: install system-envs
 samples: install system-envs
 	$(BIN)/python data_samples/make_samples.py
 	$(BIN)/python data_samples/make_tiny_model.py
+	$(BIN)/python data_samples/make_envace_joint.py
 
 clean:
 	rm -rf $(VENV) workspace .pytest_cache

@@ -47,6 +47,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 BFCL = REPO / "data_samples" / "collected" / "bfcl.jsonl"
 TINY = REPO / "data_samples" / "models" / "tiny"
+# the rehearse-cost section's default model: trained in both roles, so calls and answers end where they should
+JOINT = REPO / "data_samples" / "models" / "tiny-envace-joint"
 B, G, NEW_TOKENS, LR = 2, 4, 32, 1e-3
 
 
@@ -170,12 +172,12 @@ def _rehearse_messages(item: dict[str, Any], action: str) -> list[dict[str, str]
     return [*item["messages"], {"role": "assistant", "content": action}, {"role": "system", "content": system}]
 
 
-def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int) -> dict[str, Any]:
+def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model: Path) -> dict[str, Any]:
     """The hf backend: act alone (cold cache) vs act then rehearse (rehearse served from the cache) vs no cache."""
     from worldsmith.envace.rehearsal import load_checkpoint_llm
 
-    llm = load_checkpoint_llm(TINY, threads=1)
-    cold = load_checkpoint_llm(TINY, threads=1, prefix_cache=0)
+    llm = load_checkpoint_llm(model, threads=1)
+    cold = load_checkpoint_llm(model, threads=1, prefix_cache=0)
     act_s, pair_s, nocache_s, generated, cached, prompt = [], [], [], [0, 0], 0, 0
     try:
         for item in items:
@@ -211,7 +213,7 @@ def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int) -
             "rehearse_cached_share": cached / max(prompt, 1), "prefix_cache_mb": round(cache_mb, 2)}
 
 
-def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int) -> dict[str, Any]:
+def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model_path: Path) -> dict[str, Any]:
     """Our training decoder: act alone vs act then rehearse on the same cache (the header appended)."""
     import torch
 
@@ -225,7 +227,7 @@ def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int) -
         load_policy,
     )
 
-    model, tokenizer = load_policy(TINY, device="cpu")
+    model, tokenizer = load_policy(model_path, device="cpu")
     model.eval()
     fmt = ChatFormat(tokenizer)
     act_s, pair_s, generated = [], [], [0, 0]
@@ -259,19 +261,19 @@ def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int) -
             "act_tokens_mean": generated[0] / len(items), "rehearse_tokens_mean": generated[1] / len(items)}
 
 
-def _rehearse_cost(repeats: int, limit: int) -> dict[str, Any]:
+def _rehearse_cost(repeats: int, limit: int, model: Path) -> dict[str, Any]:
     _threads()
     items = _transitions(limit)
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(TINY, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     lengths = [len(tokenizer(tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True),
                              add_special_tokens=False)["input_ids"]) for item in items]
-    out: dict[str, Any] = {"transitions": len(items), "prompt_tokens": {"min": min(lengths), "median":
+    out: dict[str, Any] = {"model": str(model), "transitions": len(items), "prompt_tokens": {"min": min(lengths), "median":
                            statistics.median(lengths), "max": max(lengths)}}
     for new_tokens in (48, 1):
-        out[f"hf_{new_tokens}"] = _backend_costs(items, repeats, new_tokens)
-        out[f"decoder_{new_tokens}"] = _decoder_costs(items, repeats, new_tokens)
+        out[f"hf_{new_tokens}"] = _backend_costs(items, repeats, new_tokens, model)
+        out[f"decoder_{new_tokens}"] = _decoder_costs(items, repeats, new_tokens, model)
     return out
 
 
@@ -286,7 +288,7 @@ def _arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     elif name == "trl-grpo":
         result = _trl(args.steps, args.warmup, args.seed)
     elif name == "rehearse-cost":
-        result = _rehearse_cost(args.repeats, args.transitions)
+        result = _rehearse_cost(args.repeats, args.transitions, args.rehearse_model)
     else:
         raise SystemExit(f"unknown arm {name!r}")
     return {**result, "peak_rss_mb": round(_peak_rss_mb(), 1)}
@@ -294,7 +296,8 @@ def _arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_child(name: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--arm", name, "--steps", str(args.steps), "--warmup", str(args.warmup),
-               "--repeats", str(args.repeats), "--transitions", str(args.transitions), "--seed", str(seed)]
+               "--repeats", str(args.repeats), "--transitions", str(args.transitions), "--seed", str(seed),
+               "--rehearse-model", str(args.rehearse_model)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
                           timeout=3600)
     if done.returncode != 0:
@@ -329,6 +332,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--transitions", type=int, default=8)
+    parser.add_argument("--rehearse-model", type=Path, default=JOINT,
+                        help="policy for the act + rehearse section (default: the bundled joint EnvACE checkpoint)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "envace.json")
     parser.add_argument("--sections", nargs="+", choices=["training", "rehearse"], default=["training", "rehearse"],

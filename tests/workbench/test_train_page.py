@@ -193,6 +193,17 @@ def test_component_helpers() -> None:
     assert not process_alive(None, None)
 
 
+def test_the_alignment_chart_draws_each_role_against_zero() -> None:
+    from workbench.components.train_charts import alignment_figure
+
+    frame = pd.DataFrame({"step": [1, 2, 3], "pg_align_act": [0.1, None, -0.05], "pg_align_rehearse": [0.2, 0.3, 0.1]})
+    figure = alignment_figure(frame)
+    traces = {trace.name: trace for trace in figure.data}
+    assert list(traces["act"].x) == [1, 3] and list(traces["rehearse"].y) == [0.2, 0.3, 0.1]
+    assert figure.layout.shapes[0].y0 == 0.0
+    assert alignment_figure(pd.DataFrame({"step": [1]})).data == ()
+
+
 @pytest.mark.integration
 def test_a_run_launched_from_the_form_trains_in_the_background(empty_root: Path) -> None:
     at = open_page()

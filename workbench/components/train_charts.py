@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 __all__ = [
     "COMPARABLE",
+    "alignment_figure",
     "compare_figure",
     "fidelity_figure",
     "loss_figure",
@@ -20,7 +21,7 @@ __all__ = [
 
 # metrics a comparison can overlay (those any run logs)
 COMPARABLE = ("act_loss", "rehearse_loss", "loss", "reward", "reward_rehearse", "rehearsal_fidelity",
-              "adv_mean", "tokens_per_s", "grad_norm")
+              "adv_mean", "tokens_per_s", "grad_norm", "pg_align_act", "pg_align_rehearse")
 _LAYOUT = {"height": 320, "margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -51,6 +52,16 @@ def reward_figure(frame: pd.DataFrame) -> go.Figure:
         spread = rows["adv_std"] if "adv_std" in rows else None
         figure.add_trace(go.Scatter(x=rows["step"], y=rows["adv_mean"], mode="markers", name="advantage mean ± std",
                                     error_y={"type": "data", "array": spread.tolist()} if spread is not None else None))
+    return figure
+
+
+def alignment_figure(frame: pd.DataFrame) -> go.Figure:
+    """Per role, the cosine between GRPO's gradient and the descent of that role's supervised loss
+    (`grpo.log_alignment`): above zero, the policy gradient alone pulls the role toward the data."""
+    figure = _lines(frame, {"pg_align_act": "act", "pg_align_rehearse": "rehearse"},
+                    "GRPO gradient vs supervised descent (cosine)")
+    figure.add_hline(y=0.0, line_dash="dot")
+    figure.update_yaxes(range=[-1.02, 1.02])
     return figure
 
 

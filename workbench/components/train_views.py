@@ -19,6 +19,7 @@ import streamlit as st
 from workbench.components.text import md_code, md_escape
 from workbench.components.train_charts import (
     COMPARABLE,
+    alignment_figure,
     compare_figure,
     fidelity_figure,
     loss_figure,
@@ -84,6 +85,8 @@ def _curves(run: TrainRun) -> None:
         right.plotly_chart(reward_figure(frame), key=f"tr_reward_{run.name}")
     else:
         right.plotly_chart(throughput_figure(frame), key=f"tr_tps_{run.name}")
+    if any(column in frame for column in ("pg_align_act", "pg_align_rehearse")):
+        st.plotly_chart(alignment_figure(frame), key=f"tr_align_{run.name}")
     if "rehearsal_fidelity" in frame:
         st.plotly_chart(fidelity_figure(frame, threshold), key=f"tr_fidelity_{run.name}")
         if "drift" in frame and frame["drift"].fillna(False).astype(bool).any():

@@ -115,6 +115,11 @@ class GRPOConfig(BaseModel):
         "no such sibling gets no advantage)")
     sft_coef: float = Field(default=0.0, ge=0.0,
                             description="add this times the joint supervised loss on data batches (0: pure GRPO)")
+    log_alignment: bool = Field(
+        default=False, description="log, per step and role, the cosine between the gradient of the role's policy-"
+        "gradient loss and that of its supervised loss on the diagnostic chunks (pg_align_act, pg_align_rehearse; "
+        "> 0: a small gradient step of that role's GRPO loss alone lowers its cross-entropy); a few extra backward "
+        "passes a step")
     cache_key: Literal["prefix", "call"] = Field(
         default="prefix", description="cache source: a response is reused for the same call after the same calls "
         "(prefix) or for the same call anywhere in the task (call)")

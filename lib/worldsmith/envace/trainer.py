@@ -390,6 +390,28 @@ class Trainer:
             self.model.train(was_training)
         return {name: (float(value) if value is not None else None) for name, value in losses.items()}
 
+    def _alignment(self, parts: dict[str, Any]) -> dict[str, float]:
+        """Per role, the cosine between the gradient of its policy-gradient loss (`parts`) and that of its
+        cross-entropy on the diagnostic chunks: > 0 means a small gradient step on that role's GRPO loss alone
+        lowers its supervised loss (first order; Adam rescales each coordinate, so its step can differ)."""
+        import torch
+
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+
+        def flat(value: Any) -> Any:
+            grads = torch.autograd.grad(value, parameters, retain_graph=True, allow_unused=True)
+            return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float()
+                              for g, p in zip(grads, parameters, strict=True)])
+
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            _, losses, _ = self._role_losses(self.diagnostic)
+            return {name: float(torch.nn.functional.cosine_similarity(flat(part), flat(losses[name]), dim=0))
+                    for name, part in parts.items() if losses.get(name) is not None}
+        finally:
+            self.model.train(was_training)
+
     def _optimize(self, loss: Any) -> float:
         import torch
 
@@ -478,13 +500,24 @@ class Trainer:
                 old = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
         terms = None
         sft_losses: dict[str, Any] = {}
+        alignment: dict[str, float] = {}
         tokens = batch.tokens
-        for _ in range(grpo.updates_per_batch):
+
+        def surrogate(logprobs: Any, picked: Any = slice(None)) -> Any:
+            before = old if old is not None else logprobs.detach()
+            return grpo_loss(logprobs[picked], before[picked], adv_t[picked], seq_t[picked], roles_t[picked],
+                             clip=grpo.clip, ref_logprobs=ref[picked] if ref is not None else None,
+                             kl_coef=grpo.kl_coef, dr_grpo=grpo.dr_grpo,
+                             normaliser=float(grpo.max_new_tokens * grpo.max_steps))
+
+        for update in range(grpo.updates_per_batch):
             logprobs = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
-            terms = grpo_loss(logprobs, old if old is not None else logprobs.detach(), adv_t, seq_t, roles_t,
-                              clip=grpo.clip, ref_logprobs=ref, kl_coef=grpo.kl_coef, dr_grpo=grpo.dr_grpo,
-                              normaliser=float(grpo.max_new_tokens * grpo.max_steps))
+            terms = surrogate(logprobs)
             loss = terms.loss
+            if grpo.log_alignment and update == 0:
+                alignment = self._alignment({name: surrogate(logprobs, roles_t == role).loss
+                                             for role, name in ((ROLE_ACT, "act"), (ROLE_REHEARSE, "rehearse"))
+                                             if bool((roles_t == role).any())})
             if grpo.sft_coef > 0:
                 sft, sft_losses, sft_tokens = self._joint_loss()
                 loss = loss + grpo.sft_coef * sft
@@ -513,6 +546,9 @@ class Trainer:
             "generated_tokens": stats.generated_tokens, "reused_tokens": stats.reused_tokens,
             "tokens": tokens + stats.forward_tokens, "_tokens": tokens + stats.forward_tokens,
         }
+        if grpo.log_alignment:
+            row["pg_align_act"] = _round(alignment.get("act"))
+            row["pg_align_rehearse"] = _round(alignment.get("rehearse"))
         if sft_losses:
             row["act_loss"] = _round(float(sft_losses["act"].detach())) if sft_losses.get("act") is not None else None
             row["rehearse_loss"] = (_round(float(sft_losses["rehearse"].detach()))
