@@ -76,7 +76,10 @@ def run_train(args: argparse.Namespace) -> int:
                         for key, value in shown.items())
         print(f"step {row['step']}/{config.steps} {text}", file=sys.stderr, flush=True)
 
-    summary = Trainer(config, out=args.out, progress=progress).train(resume=not args.no_resume)
+    trainer = Trainer(config, out=args.out, progress=progress)
+    summary = trainer.train(resume=not args.no_resume)
+    if not trainer.is_main:  # launched on several processes: the main one reports
+        return EXIT_OK
     data = summary.to_json()
     if as_json:
         emit_json(data)

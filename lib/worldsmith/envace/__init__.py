@@ -37,6 +37,7 @@ from worldsmith.envace.data import (
     policy_prompt,
     transcript_from_episode,
 )
+from worldsmith.envace.distributed import DataParallel
 from worldsmith.envace.evaluate import EvalResult, EvalSettings, TaskRecord, evaluate_checkpoint
 from worldsmith.envace.generate import DecodeStats, SegmentDecoder
 from worldsmith.envace.grpo import group_advantages, grpo_loss
@@ -81,6 +82,7 @@ __all__ = [
     "ChatFormat",
     "ConfigError",
     "DataConfig",
+    "DataParallel",
     "DecodeStats",
     "DualRoleSample",
     "DualRoleStream",

@@ -45,6 +45,7 @@ from worldsmith.envace.data import (
     build_streams,
     transcript_from_episode,
 )
+from worldsmith.envace.distributed import DataParallel
 from worldsmith.envace.generate import DecodeStats
 from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
@@ -168,7 +169,12 @@ class Trainer:
         config = self.config
         if config.threads is not None:
             torch.set_num_threads(config.threads)
-        self.device = resolve_device(config.device)
+        self.parallel = DataParallel.from_environment(config.device)
+        self.device = self.parallel.device or resolve_device(config.device)
+        if config.batch_size < self.parallel.world:
+            raise ValueError(f"batch_size ({config.batch_size}) must be at least the number of processes "
+                             f"({self.parallel.world}): each takes a share of every step's batch")
+        self._share = 1.0  # this process's share of the step's batch (gradients are averaged with it)
         episodes = load_episodes(config.data.paths, config.data.dataset, config.data.split, config.workspace)
         if config.data.max_episodes is not None:
             episodes = episodes[: config.data.max_episodes]
@@ -233,7 +239,8 @@ class Trainer:
         # state that a checkpoint carries
         self.step = 0
         self.rng = random.Random(config.seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(config.seed + 1)
+        # each process samples its own rollouts (process 0 draws what a single process would)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed + 1 + 7919 * self.parallel.rank)
         self.data_order: list[int] = []
         self.task_order: list[int] = []
         self.first: dict[str, Any] = {}
@@ -249,8 +256,10 @@ class Trainer:
     def train(self, resume: bool = True) -> TrainSummary:
         """Run to `config.steps` (from the last checkpoint when `resume` and one exists)."""
         store = self.store
-        store.root.mkdir(parents=True, exist_ok=True)
-        store.write_status("running", step=0, steps=self.config.steps)
+        main = self.is_main
+        if main:
+            store.root.mkdir(parents=True, exist_ok=True)
+            store.write_status("running", step=0, steps=self.config.steps)
         try:
             self._setup()
             latest = store.latest_checkpoint() if resume else None
@@ -258,15 +267,24 @@ class Trainer:
                 self._restore(*latest)
             else:
                 self._fresh_start()
-            store.write_config(self.config.to_json())  # exactly an EnvACEConfig: readers validate it
+            if main:
+                store.write_config(self.config.to_json())  # exactly an EnvACEConfig: readers validate it
             summary = self._loop()
         except BaseException as error:
-            message = f"{type(error).__name__}: {error}"
-            store.write_status("failed", error=message, traceback=traceback.format_exc()[-4000:], step=self.step_or_zero)
+            if main:
+                message = f"{type(error).__name__}: {error}"
+                store.write_status("failed", error=message, traceback=traceback.format_exc()[-4000:],
+                                   step=self.step_or_zero)
             raise
-        store.write_summary(summary.to_json())
-        store.write_status("done", step=summary.steps, steps=self.config.steps)
+        if main:
+            store.write_summary(summary.to_json())
+            store.write_status("done", step=summary.steps, steps=self.config.steps)
         return summary
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the run store (the only one, unless launched on several processes)."""
+        return int(os.environ.get("RANK", "0")) == 0
 
     @property
     def step_or_zero(self) -> int:
@@ -276,11 +294,13 @@ class Trainer:
 
     def _fresh_start(self) -> None:
         store = self.store
-        for name in ("metrics.jsonl", "probes.jsonl", "summary.json"):
-            (store.root / name).unlink(missing_ok=True)
-        if store.checkpoints_dir.exists():
-            shutil.rmtree(store.checkpoints_dir)
-        store.prepare()
+        if self.parallel.is_main:
+            for name in ("metrics.jsonl", "probes.jsonl", "summary.json"):
+                (store.root / name).unlink(missing_ok=True)
+            if store.checkpoints_dir.exists():
+                shutil.rmtree(store.checkpoints_dir)
+            store.prepare()
+        self.parallel.barrier()
         losses = self._diagnostic_losses()
         self.first = {"act_loss": losses.get("act"), "rehearse_loss": losses.get("rehearse")}
 
@@ -297,6 +317,7 @@ class Trainer:
                 row = self._joint_step()
             else:
                 row = self._grpo_step()
+            row = self.parallel.merge_rows(row)
             elapsed = time.perf_counter() - step_started
             tokens_total += row.pop("_tokens", 0)
             seconds_total += elapsed
@@ -305,7 +326,7 @@ class Trainer:
             last = self.step == config.steps
             if (config.probe.every and self.step % config.probe.every == 0) or last:
                 row.update(self._probe())
-            if self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row:
+            if self.parallel.is_main and (self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row):
                 clean = {key: value for key, value in row.items() if value is not None}
                 self.store.append_metrics(clean)
                 rows.append(clean)
@@ -313,7 +334,9 @@ class Trainer:
                     self.progress(clean)
             if last or (config.checkpoint_every and self.step % config.checkpoint_every == 0):
                 self._save_checkpoint()
-            self.store.write_status("running", step=self.step, steps=config.steps)
+            if self.parallel.is_main:
+                self.store.write_status("running", step=self.step, steps=config.steps)
+        self.parallel.barrier()  # the main process's metrics are complete before anyone reads them
         losses = self._diagnostic_losses()
         history = self.store.metrics()
         rewards = [row["reward"] for row in history if row.get("reward") is not None]
@@ -418,13 +441,16 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         parameters = [p for p in self.model.parameters() if p.requires_grad]
+        self.parallel.average_gradients(parameters, self._share)
         norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
         self.optimizer.step()
         return float(norm)
 
     def _joint_loss(self) -> tuple[Any, dict[str, Any], int]:
         config = self.config
-        picked = self._next(self.data_order, len(self.streams), config.batch_size)
+        batch = self._next(self.data_order, len(self.streams), config.batch_size)
+        picked = self.parallel.shard(batch)
+        self._share = len(picked) / len(batch)
         logprobs, losses, tokens = self._role_losses([self.streams[i] for i in picked])
         loss = logprobs.sum() * 0.0
         if losses["act"] is not None:
@@ -447,7 +473,9 @@ class Trainer:
         import torch
 
         config, grpo = self.config, self.config.grpo
-        picked = self._next(self.task_order, len(self.specs), config.batch_size)
+        batch_tasks = self._next(self.task_order, len(self.specs), config.batch_size)
+        picked = self.parallel.shard(batch_tasks)
+        self._share = len(picked) / len(batch_tasks)
         specs = [self.specs[i] for i in picked]
         factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
         rehearse = "needed"
@@ -579,8 +607,9 @@ class Trainer:
             elif self.source == "imagined" and self.switched_at is not None and drift:
                 self.source, switched = "real", "real"  # back to the real environment until it passes again
         diagnostic = self._diagnostic_losses()
-        self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
-                                 "source": self.probe_source, **result})
+        if self.parallel.is_main:
+            self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
+                                     "source": self.probe_source, **result})
         row: dict[str, Any] = {
             "rehearsal_fidelity": _round(value), "drift": drift,
             "act_loss_eval": _round(diagnostic.get("act")), "rehearse_loss_eval": _round(diagnostic.get("rehearse")),
@@ -609,6 +638,7 @@ class Trainer:
             "last_fidelity": {k: v for k, v in self.last_fidelity.items()},
             "cache": self.cache.to_json() if self.config.rollout_source == "cache" else None,
             "lora": self.config.lora is not None,
+            "processes": self.parallel.world,
             "saved": time.time(),
         }
 
@@ -617,6 +647,16 @@ class Trainer:
         from safetensors.torch import save_file
         from transformers.utils import logging as hf_logging
 
+        # every process's RNG (each samples its own rollouts) and a checksum of its weights; only the main process
+        # writes, after checking that the processes still hold the same weights
+        checksum = float(sum(p.detach().double().sum() for p in self.model.parameters()))
+        states = self.parallel.gather((torch.get_rng_state(), self.generator.get_state().to("cpu"), checksum))
+        if len({state[2] for state in states}) > 1:
+            raise RuntimeError(f"step {self.step}: the processes' weights differ (checksums "
+                               f"{[state[2] for state in states]}); data-parallel training went out of step")
+        if not self.parallel.is_main:
+            self.parallel.barrier()
+            return
         target = self.store.checkpoint_dir(self.step)
         staging = staging_dir(target, "checkpoint")
         bars = hf_logging.is_progress_bar_enabled()
@@ -640,7 +680,9 @@ class Trainer:
             groups = [{key: (list(value) if isinstance(value, tuple) else value) for key, value in group.items()}
                       for group in state["param_groups"]]
             (staging / "optimizer.json").write_text(json.dumps({"param_groups": groups}), encoding="utf-8")
-            rng = {"torch_cpu": torch.get_rng_state(), "sampler": self.generator.get_state().to("cpu")}
+            rng = {"torch_cpu": states[0][0], "sampler": states[0][1]}
+            for rank, (cpu_state, sampler, _) in enumerate(states[1:], start=1):
+                rng[f"torch_cpu_rank{rank}"], rng[f"sampler_rank{rank}"] = cpu_state, sampler
             if torch.cuda.is_available():
                 for index, value in enumerate(torch.cuda.get_rng_state_all()):
                     rng[f"torch_cuda_{index}"] = value
@@ -658,6 +700,7 @@ class Trainer:
                 hf_logging.enable_progress_bar()
         for _, old in self.store.checkpoints()[: -self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
+        self.parallel.barrier()
 
     def _restore(self, step: int, folder: Path) -> None:
         import torch
@@ -691,9 +734,13 @@ class Trainer:
             per_param.setdefault(int(index), {})[name] = value.to("cpu") if name == "step" else value
         self.optimizer.load_state_dict({"state": per_param, "param_groups": groups})
         rng = load_file(str(folder / "rng.safetensors"))
-        torch.set_rng_state(rng["torch_cpu"])
-        self.generator.set_state(rng["sampler"].to(self.generator.device) if self.device.type != "cpu"
-                                 else rng["sampler"])
+        suffix = f"_rank{self.parallel.rank}" if self.parallel.rank else ""
+        if f"sampler{suffix}" not in rng:
+            raise ValueError(f"{folder}: written by fewer processes than this run's {self.parallel.world}; resume "
+                             "with as many processes as the run was started with")
+        torch.set_rng_state(rng[f"torch_cpu{suffix}"])
+        sampler = rng[f"sampler{suffix}"]
+        self.generator.set_state(sampler.to(self.generator.device) if self.device.type != "cpu" else sampler)
         cuda_states = [rng[key] for key in sorted(k for k in rng if k.startswith("torch_cuda_"))]
         if cuda_states and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(cuda_states)
@@ -711,4 +758,5 @@ class Trainer:
         if state.get("cache"):
             self.cache = ResponseCache.from_json(state["cache"])
         self.resumed_from = step
-        self.store.truncate(step)
+        if self.parallel.is_main:
+            self.store.truncate(step)
