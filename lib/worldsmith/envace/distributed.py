@@ -7,7 +7,9 @@ supervised loss, tasks for GRPO, so every GRPO group stays inside one process an
 samples with its own generator, and the gradients are averaged, weighted by share, before the one optimizer
 step every process takes. The weights therefore stay identical without a DDP wrapper (generation uses the bare
 model). The probe is greedy, so every process reaches the same fidelity and the same source switch; only the
-main process writes the run store. Without a launcher (WORLD_SIZE unset or 1) nothing here does anything.
+main process writes the run store. Each process keeps its own response cache (`rollout_source: cache`) from
+its own rollouts, and a checkpoint keeps the main process's, so a resumed `cache` run is exact only on one
+process. Without a launcher (WORLD_SIZE unset or 1) nothing here does anything.
 """
 
 from __future__ import annotations
