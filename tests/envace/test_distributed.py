@@ -70,3 +70,22 @@ def test_grpo_on_two_processes_splits_the_tasks(tmp_path: Path) -> None:
     [row] = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert row["processes"] == 2 and row["source"] == "real"
     assert row["rollouts"] == 2 * 2  # batch 2 tasks, one a process, G = 2 rollouts each, summed over processes
+
+
+@pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
+def test_a_two_process_grpo_run_resumes_to_the_same_metrics(tmp_path: Path) -> None:
+    """Each process restores its own sampler from the checkpoint: resumed step 2 samples what an unbroken run does."""
+    fields = {"objective": "grpo", "lr_schedule": "constant", "warmup_steps": 0, "checkpoint_every": 1,
+              "grpo": {"group_size": 2, "max_steps": 2, "max_new_tokens": 12, "reward": "shaped"}}
+    _launch(tmp_path, "straight", steps=2, **fields)
+    _launch(tmp_path, "broken", steps=1, **fields)
+    resumed = _launch(tmp_path, "broken", steps=2, **fields)
+    assert resumed["resumed_from"] == 1
+    keys = ("loss", "reward_act", "reward_rehearse", "generated_tokens", "grad_norm", "act_loss_eval")
+
+    def last_row(name: str) -> dict:
+        rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        assert [row["step"] for row in rows] == [1, 2]
+        return {key: rows[-1].get(key) for key in keys}
+
+    assert last_row("broken") == last_row("straight")

@@ -54,7 +54,14 @@ class DataParallel:
     @property
     def device(self) -> Any | None:
         """The device accelerate assigned to this process (None: single process, the config decides)."""
-        return self.accelerator.device if self.accelerator is not None else None
+        if self.accelerator is None:
+            return None
+        device = self.accelerator.device
+        if device.type == "cpu":  # accelerate may say cpu:0, which some loaders (safetensors) refuse
+            import torch
+
+            return torch.device("cpu")
+        return device
 
     def shard(self, items: Sequence[int]) -> list[int]:
         """This process's share of a step's batch (round robin, so shares differ by at most one)."""
