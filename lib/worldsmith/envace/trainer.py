@@ -15,7 +15,8 @@ threshold (and back when it drifts), and flags drift. Checkpoints hold the weigh
 (safetensors), tokenizer, optimizer state (safetensors + JSON), every RNG state and
 `trainer_state.json`, written beside the target and renamed into place; a run killed at any
 moment resumes from its last checkpoint to the same numbers (same thread count and library
-versions).
+versions). Launched on several processes (`accelerate launch`, `torchrun`), the run is data-parallel
+(`worldsmith.envace.distributed`).
 """
 
 from __future__ import annotations
