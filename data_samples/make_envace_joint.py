@@ -27,9 +27,8 @@ from worldsmith.envace import EnvACEConfig, Trainer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# what a policy folder needs; optimizer, RNG and trainer state stay behind
-KEPT_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-              "chat_template.jinja", "envace_config.json")
+# copied beside the bf16 weights (save_pretrained writes the model files); optimizer, RNG and trainer state stay behind
+KEPT_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "envace_config.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,10 +18,18 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["COUNTED_FIELDS", "DataParallel"]
+__all__ = ["COUNTED_FIELDS", "DataParallel", "flatten_gradients"]
 
 # per-step metrics that add up across processes (the rest are averaged)
 COUNTED_FIELDS = frozenset({"rollouts", "rollout_steps", "generated_tokens", "reused_tokens", "tokens", "_tokens"})
+
+
+def flatten_gradients(grads: Sequence[Any | None], parameters: Sequence[Any]) -> Any:
+    """One float32 vector of `grads` in parameter order (a parameter without a gradient counts as zeros)."""
+    import torch
+
+    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float()
+                      for g, p in zip(grads, parameters, strict=True)])
 
 
 class DataParallel:
@@ -71,15 +79,12 @@ class DataParallel:
         """Replace each gradient by the share-weighted sum over processes (shares add up to 1)."""
         if not self.active:
             return
-        import torch
-
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
-        flat = torch.cat([g.reshape(-1).float() for g in grads]) * share
+        flat = flatten_gradients([p.grad for p in parameters], parameters) * share
         flat = self.accelerator.reduce(flat, reduction="sum")
         offset = 0
-        for parameter, grad in zip(parameters, grads, strict=True):
-            n = grad.numel()
-            parameter.grad = flat[offset:offset + n].view_as(grad).to(grad.dtype)
+        for parameter in parameters:
+            n = parameter.numel()
+            parameter.grad = flat[offset:offset + n].view_as(parameter).to(parameter.dtype)
             offset += n
 
     def gather(self, value: Any) -> list[Any]:

@@ -46,7 +46,7 @@ from worldsmith.envace.data import (
     build_streams,
     transcript_from_episode,
 )
-from worldsmith.envace.distributed import DataParallel
+from worldsmith.envace.distributed import DataParallel, flatten_gradients
 from worldsmith.envace.generate import DecodeStats
 from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
@@ -161,6 +161,8 @@ class Trainer:
         self.store = RunStore(config.run_dir(out))
         self.progress = progress
         self.templates = Templates.from_config(config.data)
+        # joins the launcher's process group when launched on several processes; else a no-op
+        self.parallel = DataParallel.from_environment(config.device)
 
     # ================================================================== setup
 
@@ -170,7 +172,6 @@ class Trainer:
         config = self.config
         if config.threads is not None:
             torch.set_num_threads(config.threads)
-        self.parallel = DataParallel.from_environment(config.device)
         self.device = self.parallel.device or resolve_device(config.device)
         if config.batch_size < self.parallel.world:
             raise ValueError(f"batch_size ({config.batch_size}) must be at least the number of processes "
@@ -285,7 +286,7 @@ class Trainer:
     @property
     def is_main(self) -> bool:
         """Whether this process writes the run store (the only one, unless launched on several processes)."""
-        return int(os.environ.get("RANK", "0")) == 0
+        return self.parallel.is_main
 
     @property
     def step_or_zero(self) -> int:
@@ -295,7 +296,7 @@ class Trainer:
 
     def _fresh_start(self) -> None:
         store = self.store
-        if self.parallel.is_main:
+        if self.is_main:
             for name in ("metrics.jsonl", "probes.jsonl", "summary.json"):
                 (store.root / name).unlink(missing_ok=True)
             if store.checkpoints_dir.exists():
@@ -327,7 +328,7 @@ class Trainer:
             last = self.step == config.steps
             if (config.probe.every and self.step % config.probe.every == 0) or last:
                 row.update(self._probe())
-            if self.parallel.is_main and (self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row):
+            if self.is_main and (self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row):
                 clean = {key: value for key, value in row.items() if value is not None}
                 self.store.append_metrics(clean)
                 rows.append(clean)
@@ -335,7 +336,7 @@ class Trainer:
                     self.progress(clean)
             if last or (config.checkpoint_every and self.step % config.checkpoint_every == 0):
                 self._save_checkpoint()
-            if self.parallel.is_main:
+            if self.is_main:
                 self.store.write_status("running", step=self.step, steps=config.steps)
         self.parallel.barrier()  # the main process's metrics are complete before anyone reads them
         losses = self._diagnostic_losses()
@@ -424,8 +425,7 @@ class Trainer:
 
         def flat(value: Any) -> Any:
             grads = torch.autograd.grad(value, parameters, retain_graph=True, allow_unused=True)
-            return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1).float()
-                              for g, p in zip(grads, parameters, strict=True)])
+            return flatten_gradients(grads, parameters)
 
         was_training = self.model.training
         self.model.eval()
@@ -544,9 +544,9 @@ class Trainer:
             terms = surrogate(logprobs)
             loss = terms.loss
             if grpo.log_alignment and update == 0:
-                alignment = self._alignment({name: surrogate(logprobs, roles_t == role).loss
-                                             for role, name in ((ROLE_ACT, "act"), (ROLE_REHEARSE, "rehearse"))
-                                             if bool((roles_t == role).any())})
+                masks = {"act": roles_t == ROLE_ACT, "rehearse": roles_t == ROLE_REHEARSE}
+                alignment = self._alignment({name: surrogate(logprobs, mask).loss
+                                             for name, mask in masks.items() if bool(mask.any())})
             if grpo.sft_coef > 0:
                 sft, sft_losses, sft_tokens = self._joint_loss()
                 loss = loss + grpo.sft_coef * sft
@@ -608,7 +608,7 @@ class Trainer:
             elif self.source == "imagined" and self.switched_at is not None and drift:
                 self.source, switched = "real", "real"  # back to the real environment until it passes again
         diagnostic = self._diagnostic_losses()
-        if self.parallel.is_main:
+        if self.is_main:
             self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
                                      "source": self.probe_source, **result})
         row: dict[str, Any] = {
@@ -650,12 +650,13 @@ class Trainer:
 
         # every process's RNG (each samples its own rollouts) and a checksum of its weights; only the main process
         # writes, after checking that the processes still hold the same weights
-        checksum = float(sum(p.detach().double().sum() for p in self.model.parameters()))
+        checksum = (float(sum(p.detach().double().sum() for p in self.model.parameters()))
+                    if self.parallel.active else 0.0)
         states = self.parallel.gather((torch.get_rng_state(), self.generator.get_state().to("cpu"), checksum))
         if len({state[2] for state in states}) > 1:
             raise RuntimeError(f"step {self.step}: the processes' weights differ (checksums "
                                f"{[state[2] for state in states]}); data-parallel training went out of step")
-        if not self.parallel.is_main:
+        if not self.is_main:
             self.parallel.barrier()
             return
         target = self.store.checkpoint_dir(self.step)
@@ -759,5 +760,5 @@ class Trainer:
         if state.get("cache"):
             self.cache = ResponseCache.from_json(state["cache"])
         self.resumed_from = step
-        if self.parallel.is_main:
+        if self.is_main:
             self.store.truncate(step)
