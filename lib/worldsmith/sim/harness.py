@@ -29,10 +29,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from worldsmith.envs.base import as_action
 from worldsmith.llm.base import LLM
-from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
+from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
+from worldsmith.sim.routing import ROUTE_NAMES, choose_route
+from worldsmith.sim.trackers import EntityTracker, PlaceTracker, Proposal
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
@@ -97,6 +100,10 @@ class Harness(WorldModelBase):
                 self.rules.setdefault(rule.action, []).append(rule)
         self.nearest = NearestEvidence(book) if config.knowledge and book.evidence else None
         self.memory: dict[str, str] = {}  # action line -> the last observation it got in this episode
+        evidence = book.evidence if config.knowledge else []
+        self.places = PlaceTracker(evidence)
+        self.entities = EntityTracker(evidence)
+        self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness_schema_only"
 
@@ -131,17 +138,66 @@ class Harness(WorldModelBase):
                             self.formats)
 
     def _on_start(self) -> None:
-        """Rebuild state and episode memory by reading the observed prefix through the rules."""
+        """Rebuild state, episode memory and the trackers by reading the observed prefix."""
         self.memory = {}
+        self.places.reset(self.initial_observation)
+        self.entities.reset()
         for item in self.history:
-            name, arguments, _ = self.canonical(item.action)
-            self.state, _ = self._after(name, arguments, item.action, item.observation, self.state)
-            self.memory[action_line(item.action)] = item.observation
+            self._observe_item(item.action, item.observation)
+
+    def _observe_item(self, action: Action, observation: str) -> None:
+        name, arguments, _ = self.canonical(action)
+        self.state, _ = self._after(name, arguments, action, observation, self.state)
+        self._remember(action, name, arguments, observation)
+
+    def _remember(self, action: Action, name: str, arguments: dict[str, Any], observation: str) -> None:
+        line = action_line(action)
+        self.memory[line] = observation
+        self.places.observe(name, line, observation)
+        self.entities.observe(name, arguments, observation)
+
+    def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
+        """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
+        parsed = as_action(action)
+        self._observe_item(parsed, observation)
+        self.history.append(HistoryItem(action=parsed, observation=observation))
+        self._pending = None
 
     def _on_commit(self, action: Action, prediction: Prediction) -> None:
-        self.memory[action_line(action)] = prediction.observation
+        name, arguments, _ = self.canonical(action)
+        self._remember(action, name, arguments, prediction.observation)
+
+    def tracked(self) -> dict[str, Any]:
+        """What the trackers believe now (place, map, entity records): for the audit and for people."""
+        return {"places": self.places.snapshot(), "entities": self.entities.snapshot()}
 
     # ------------------------------------------------------------------ predict
+    def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
+        """Every source's answer for this action now, in priority order, and notes on sources that gave none."""
+        notes: list[str] = []
+        out: list[Proposal] = []
+        candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
+        selection = select_rule(candidates, arguments, self.state)
+        rule = selection.rule
+        if rule is not None:
+            observation = render(rule.template, arguments, self.state, self.formats)
+            if observation is not None:
+                proposal = Proposal("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
+                                    notes=list(selection.conflicts and [f"conflicts: {', '.join(selection.conflicts)}"]))
+                if selection.route == "assumed":
+                    proposal.notes.append("conditions of a more specific rule are unknown here: assumed")
+                out.append(proposal)
+            else:
+                notes.append(f"rule {rule.id} applies but its template needs state not known yet")
+        if self.config.use_memory and self.config.knowledge:
+            out += self.entities.propose(name, arguments)
+            out += self.places.propose(name, action_line(action))
+        line = action_line(action)
+        if self.config.use_memory and line in self.memory:
+            out.append(Proposal("memory", self.memory[line], notes=["this action got this observation earlier "
+                                                                    "in the episode"]))
+        return out, notes
+
     def _predict(self, action: Action) -> Prediction:
         if not self.config.persistent_state:
             self.state = {}
@@ -153,27 +209,30 @@ class Harness(WorldModelBase):
             return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
                               state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
         audit.notes.extend(f"schema: {problem} (answered anyway: the schema was learned)" for problem in problems)
-        candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
-        selection = select_rule(candidates, arguments, self.state)
-        audit.conflicts = list(selection.conflicts)
-        rule = selection.rule
-        if rule is not None:
-            observation = render(rule.template, arguments, self.state, self.formats)
-            if observation is not None:
-                audit.rules = [rule.id]
-                if selection.route == "assumed":
-                    audit.notes.append("conditions of a more specific rule are unknown here: assumed")
-                return self._transition(action, name, arguments, observation, rule.outcome, list(rule.effects), audit,
-                                        from_rule=True)
-            audit.notes.append(f"rule {rule.id} applies but its template needs state not known yet")
-        if self.llm is not None:
+        proposals, notes = self.proposals(action, name, arguments)
+        audit.notes.extend(notes)
+        rule_proposal = next((p for p in proposals if p.source == "rule"), None)
+        if rule_proposal is not None:
+            audit.conflicts = [c for note in rule_proposal.notes if note.startswith("conflicts: ")
+                               for c in note.removeprefix("conflicts: ").split(", ")]
+        chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
+        if chosen is None and rule_proposal is None and self.llm is not None:
             from worldsmith.sim.agent import run_agent  # the agent route: a brief and a bounded tool loop
 
             submitted = run_agent(self, action, name, arguments, audit)
             if submitted is not None:
                 return self._transition(action, name, arguments, submitted.observation, submitted.outcome,
                                         submitted.effects, audit, from_rule=False)
-        return self._fallback(action, name, arguments, audit, [])
+        if chosen is None:
+            return self._fallback(action, name, arguments, audit, why)
+        audit.notes.extend([*why, *chosen.notes])
+        if chosen.source == "rule":
+            audit.rules = [chosen.rule] if chosen.rule else []
+            return self._transition(action, name, arguments, chosen.observation, chosen.outcome, chosen.effects,
+                                    audit, from_rule=True)
+        audit.route = ROUTE_NAMES.get(chosen.source, f"state:{chosen.source}")
+        return self._transition(action, name, arguments, chosen.observation, chosen.outcome, [], audit,
+                                from_rule=False)
 
     def _generic_failure(self) -> str:
         return (self.nearest.generic_failure or "") if self.nearest is not None else ""
@@ -186,11 +245,10 @@ class Harness(WorldModelBase):
             audit.route = "fallback:none"
             audit.notes.append("fallbacks are off (ablation)")
             return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
-        if self.config.use_memory and line in self.memory:
+        if self.config.use_memory and line in self.memory and outcome is not None:
             audit.route = "fallback:episode_memory"
             audit.notes.append("this action got this observation earlier in the episode")
-            return self._transition(action, name, arguments, self.memory[line], outcome or "unknown", [], audit,
-                                    from_rule=False)
+            return self._transition(action, name, arguments, self.memory[line], outcome, [], audit, from_rule=False)
         if self.nearest is None:
             audit.route = "fallback:none"
             audit.notes.append("no rule, memory or evidence answers this action")

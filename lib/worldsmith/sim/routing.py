@@ -1,0 +1,104 @@
+"""Choosing among the harness's answer sources, and measuring them held out (`Worldbook.routes`).
+
+`choose_route` picks the answer for a turn from the sources that gave one (a rule, episode state,
+memory): the best source whose held-out replay was not worse than nearest evidence for
+this action, else none
+(nearest evidence answers). `learn_routes` measures that table by cross-fitting: each fold's
+worldbook is built without some trajectory families, then a harness on it replays those families
+with teacher forcing and every source's answer is scored beside nearest evidence's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from worldsmith.sim.scoring import exact_match
+from worldsmith.sim.trackers import Proposal
+from worldsmith.traces.model import Episode
+from worldsmith.worldbook.routing import RouteTable
+
+if TYPE_CHECKING:
+    from worldsmith.worldbook.build import BuildConfig
+
+__all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
+
+# Sources in the order they are preferred when their held-out records tie (or there is no record).
+PRIORITY = ("rule", "entity", "place_memory", "map", "place_view", "memory", "place_evidence")
+# Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
+_TRUSTED_UNMEASURED = frozenset({"rule", "entity", "place_memory", "map", "memory"})
+# The audit route each source is reported under.
+ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity",
+               "place_memory": "state:place_memory", "map": "state:map", "place_view": "state:place_view",
+               "place_evidence": "evidence:place"}
+
+
+def _rank(source: str) -> int:
+    return PRIORITY.index(source) if source in PRIORITY else len(PRIORITY)
+
+
+def choose_route(table: RouteTable | None, action: str,
+                 proposals: Sequence[Proposal]) -> tuple[Proposal | None, list[str]]:
+    """(the proposal to answer with, or None for nearest evidence; notes on why)."""
+    ranked = sorted(proposals, key=lambda p: _rank(p.source))
+    if table is None:
+        chosen = next((p for p in ranked if p.source in _TRUSTED_UNMEASURED), None)
+        return chosen, []
+    accepted: list[tuple[float, int, Proposal]] = []
+    notes: list[str] = []
+    for proposal in ranked:
+        stats = table.stats(action, proposal.source)
+        if stats is None:
+            if proposal.source in _TRUSTED_UNMEASURED:
+                accepted.append((-1.0, _rank(proposal.source), proposal))
+            continue
+        if stats.not_worse_than_nearest:
+            accepted.append((stats.accuracy, _rank(proposal.source), proposal))
+        else:
+            notes.append(f"{proposal.source} not used: held out it won {stats.wins} and lost {stats.losses} turns "
+                         f"against nearest evidence for {action!r}")
+    if not accepted:
+        return None, notes
+    accepted.sort(key=lambda item: (-item[0], item[1]))
+    return accepted[0][2], notes
+
+
+def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
+    """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families)."""
+    from worldsmith.sim.baselines import NearestEvidence
+    from worldsmith.sim.harness import Harness
+    from worldsmith.worldbook.build import build_worldbook, trajectory_family
+
+    families = sorted({trajectory_family(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
+    folds = min(folds, len(families))
+    if folds < 2:
+        return None
+    assignment = {family: index % folds for index, family in enumerate(families)}
+    inner = replace(config, route_folds=0)
+    table = RouteTable(folds=folds)
+    for fold in range(folds):
+        held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
+        kept = [e for e in episodes if assignment[trajectory_family(e)] != fold]
+        book = build_worldbook(kept, name="routes", config=inner).book
+        harness = Harness(book)
+        nearest = NearestEvidence(book) if book.evidence else None
+        for episode in held:
+            harness.start(episode.model_copy(update={"turns": []}))
+            for turn in episode.turns:
+                reference = turn.observation.text
+                name, arguments, _ = harness.canonical(turn.action)
+                proposals, _ = harness.proposals(turn.action, name, arguments)
+                nearest_exact = None
+                if nearest is not None:
+                    nearest_exact = bool(exact_match(nearest.nearest(turn.action).observation, reference))
+                seen: set[str] = set()
+                for proposal in proposals:
+                    if proposal.source not in seen:
+                        seen.add(proposal.source)
+                        table.record(name, proposal.source, bool(exact_match(proposal.observation, reference)),
+                                     nearest_exact)
+                table.turns += 1
+                harness.observe(turn.action, reference)
+    return table

@@ -1,0 +1,291 @@
+"""Episode state that observations show, kept without a model: places and the map, and entity records.
+
+A tracker reads every committed (action, observation) pair of an episode and, before a turn, may
+*propose* the observation an action will get. The harness asks each tracker, adds the rules' and
+nearest evidence's answers, and lets the route table (`sim.routing`) pick the source that beat
+nearest evidence for that action on held-out construction data. A tracker never decides alone.
+
+- `PlaceTracker`: where the agent is (a room header, a shell prompt), the map learned from moves
+  (`go north` from the kitchen led to the pantry; going back the way you came returns to the
+  room already described), and what each place looked like when last seen. It proposes
+  `place_memory` (this action, here, earlier in the episode), `map` (the view of the place a move
+  leads to), `place_view` (how this place looked when last shown: what a `look` answers) and
+  `place_evidence` (what the book's evidence shows for this action in this place).
+- `EntityTracker`: JSON tool results read as records keyed by their identifiers at any depth. The
+  argument that selects a record is learned from evidence (`get_reservation_details(reservation_id)`
+  answers with the record whose `reservation_id` equals the argument); a read of a record already
+  shown in the episode (or changed since by a write that returned it) is answered with that record
+  in the tool's own JSON layout and key order (`entity`).
+
+Place headers are regular expressions with a named group `place`; the defaults cover TextWorld /
+Inform (`-= Kitchen =-`), ScienceWorld (`This room is called the kitchen.`, `You move to the
+kitchen.`) and shell prompts (`user@host:~/dir$`). A book for another engine passes its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldsmith.worldbook.model import Evidence
+
+__all__ = [
+    "DEFAULT_PLACE_PATTERNS",
+    "EntityTracker",
+    "PlaceTracker",
+    "Proposal",
+    "json_layout",
+]
+
+DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
+    r"(?m)^-= (?P<place>[^\n]+?) =-\s*$",  # TextWorld / Inform room header
+    r"This room is called the (?P<place>[^.\n]+)\.",  # ScienceWorld `look around`
+    r"^You move to the (?P<place>[^.\n]+)\.",  # ScienceWorld `go to`
+    r"(?m)^(?P<place>[\w.\-]+@[\w.\-]+:[^\n$#]*[$#]) ?\Z",  # a shell prompt as the last line
+)
+
+
+@dataclass
+class Proposal:
+    """One source's answer for a turn: the observation and why."""
+
+    source: str
+    observation: str
+    outcome: str = "unknown"
+    notes: list[str] = field(default_factory=list)
+    rule: str | None = None
+    effects: list[Any] = field(default_factory=list)
+
+
+def _line(action_text: str) -> str:
+    return " ".join(action_text.split())
+
+
+class PlaceTracker:
+    """Where the agent is, the map learned from moves, and what each place looked like (see module doc)."""
+
+    def __init__(self, evidence: Sequence[Evidence] = (), *, patterns: Sequence[str] = DEFAULT_PLACE_PATTERNS) -> None:
+        self.patterns = [re.compile(p) for p in patterns]
+        self.inverse: dict[str, str] = {}  # move line -> the move line that undoes it (learned from evidence)
+        self.book_views: dict[tuple[str, str], str] = {}  # (place, action line) -> most common observation
+        self._learn(evidence)
+        self.reset()
+
+    # ------------------------------------------------------------------ learning
+    def place_of(self, observation: str) -> str | None:
+        """The place an observation shows the agent in, or None when it shows none."""
+        found = self._header(observation)
+        return " ".join(found.group("place").split()).lower() if found is not None else None
+
+    def _header(self, observation: str) -> re.Match[str] | None:
+        for pattern in self.patterns:
+            found = pattern.search(observation)
+            if found:
+                return found
+        return None
+
+    def view_of(self, observation: str) -> str:
+        """The part of an observation that describes the place: from the header's line on (an opening's
+        greeting before the room header is not part of the room)."""
+        found = self._header(observation)
+        if found is None:
+            return observation
+        return observation[observation.rfind("\n", 0, found.start()) + 1:]
+
+    def _learn(self, evidence: Sequence[Evidence]) -> None:
+        from worldsmith.worldbook.induce import group_by_episode
+
+        inverse: dict[str, Counter[str]] = defaultdict(Counter)
+        views: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        for items in group_by_episode(evidence).values():
+            place: str | None = None
+            edges: dict[tuple[str, str], str] = {}
+            for item in items:
+                line = _line(item.action_text)
+                if place is not None:
+                    views[(place, line)][item.observation] += 1
+                after = self.place_of(item.observation)
+                if after is not None and place is not None and after != place:
+                    edges[(place, line)] = after
+                    for (origin, back), target in list(edges.items()):
+                        if origin == after and target == place and back != line:
+                            inverse[back][line] += 1
+                            inverse[line][back] += 1
+                if after is not None:
+                    place = after
+        self.inverse = {line: counts.most_common(1)[0][0] for line, counts in inverse.items()}
+        self.book_views = {key: counts.most_common(1)[0][0] for key, counts in views.items()
+                           if counts.most_common(1)[0][1] >= 2 or len(counts) == 1}
+
+    # ------------------------------------------------------------------ episode state
+    def reset(self, opening: str = "") -> None:
+        self.place: str | None = self.place_of(opening) if opening else None
+        self.came: tuple[str, str] | None = None  # (place we came from, the move that brought us)
+        self.edges: dict[tuple[str, str], str] = {}
+        self.here: dict[tuple[str, str], str] = {}  # (place, action line) -> last observation
+        self.views: dict[tuple[str, str], str] = {}  # (place, action name) -> last observation showing it
+        if opening and self.place is not None:
+            self.views[(self.place, "")] = self.view_of(opening)
+
+    def observe(self, name: str, action_text: str, observation: str) -> None:
+        line = _line(action_text)
+        before = self.place
+        if before is not None:
+            self.here[(before, line)] = observation
+        after = self.place_of(observation)
+        if after is None:
+            return
+        view = self.view_of(observation)
+        self.views[(after, name)] = view
+        self.views[(after, "")] = view
+        if before is not None and after != before:
+            self.edges[(before, line)] = after
+            back = self.inverse.get(line)
+            if back is not None:
+                self.edges.setdefault((after, back), before)
+            self.came = (before, line)
+        self.place = after
+
+    def destination(self, line: str) -> str | None:
+        """Where a move leads from here: a move made before from this place, or the way back."""
+        if self.place is None:
+            return None
+        known = self.edges.get((self.place, line))
+        if known is not None:
+            return known
+        if self.came is not None and self.inverse.get(self.came[1]) == line:
+            return self.came[0]
+        return None
+
+    def propose(self, name: str, action_text: str) -> list[Proposal]:
+        line = _line(action_text)
+        out: list[Proposal] = []
+        if self.place is None:
+            return out
+        seen_here = self.here.get((self.place, line))
+        if seen_here is not None:
+            out.append(Proposal("place_memory", seen_here, notes=[f"this action in {self.place!r} earlier"]))
+        target = self.destination(line)
+        if target is not None:
+            view = self.views.get((target, name)) or self.views.get((target, ""))
+            if view is not None:
+                out.append(Proposal("map", view, notes=[f"the map: {line!r} from {self.place!r} leads to {target!r}"]))
+        current = self.views.get((self.place, ""))
+        if current is not None:
+            out.append(Proposal("place_view", current, notes=[f"how {self.place!r} looked when last shown"]))
+        known = self.book_views.get((self.place, line))
+        if known is not None:
+            out.append(Proposal("place_evidence", known, notes=[f"the evidence's answer to {line!r} in {self.place!r}"]))
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the tracker believes, for people (the audit and the Simulate page)."""
+        return {"place": self.place,
+                "map": sorted({f"{a} --{m}--> {b}" for (a, m), b in self.edges.items()}),
+                "places_seen": sorted({p for p, _ in self.views})}
+
+
+# ---------------------------------------------------------------------------------------------- JSON entities
+_ID_KEY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
+                     re.IGNORECASE)
+
+
+def json_layout(text: str) -> tuple[str, str, bool] | None:
+    """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    for separators in ((", ", ": "), (",", ":"), (",", ": ")):
+        for ascii_only in (False, True):
+            if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
+                return separators[0], separators[1], ascii_only
+    return None
+
+
+def _records(value: Any) -> Iterable[tuple[str, Any, dict[str, Any]]]:
+    """(id key, id value, record) for every object at any depth holding an identifier field."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(item, (str, int)) and not isinstance(item, bool) and _ID_KEY.search(str(key)):
+                    yield str(key), item, node
+                if isinstance(item, (dict, list)):
+                    stack.append(item)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _top_record(value: Any, argument_value: Any) -> tuple[str, Any] | None:
+    """(id key, id value) when the whole result is the record the argument names."""
+    if not isinstance(value, dict):
+        return None
+    for key, item in value.items():
+        if item == argument_value and _ID_KEY.search(str(key)) and not isinstance(item, bool):
+            return str(key), item
+    return None
+
+
+class EntityTracker:
+    """Records keyed by identifiers, read from JSON tool results at any depth (see the module doc)."""
+
+    def __init__(self, evidence: Sequence[Evidence] = ()) -> None:
+        self.selector: dict[str, tuple[str, str]] = {}  # action -> (argument, id key) its result record is keyed by
+        self.layout: dict[str, tuple[str, str, bool]] = {}  # action -> how its results are serialized
+        self._learn(evidence)
+        self.reset()
+
+    def _learn(self, evidence: Sequence[Evidence]) -> None:
+        votes: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+        turns: Counter[str] = Counter()
+        layouts: dict[str, Counter[tuple[str, str, bool]]] = defaultdict(Counter)
+        for item in evidence:
+            arguments = item.arguments if isinstance(item.arguments, dict) else {}
+            try:
+                value = json.loads(item.observation)
+            except ValueError:
+                continue
+            layout = json_layout(item.observation)
+            if layout is not None:
+                layouts[item.action][layout] += 1
+            turns[item.action] += 1
+            for name, argument in arguments.items():
+                found = _top_record(value, argument)
+                if found is not None:
+                    votes[item.action][(name, found[0])] += 1
+        for action, counts in votes.items():
+            (pair, count), = counts.most_common(1)
+            if count >= max(1, turns[action] // 2):
+                self.selector[action] = pair
+        self.layout = {action: counts.most_common(1)[0][0] for action, counts in layouts.items()}
+
+    def reset(self) -> None:
+        self.records: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def observe(self, name: str, arguments: dict[str, Any], observation: str) -> None:
+        try:
+            value = json.loads(observation)
+        except ValueError:
+            return
+        for key, ident, record in _records(value):
+            self.records[(key, str(ident))] = record
+
+    def propose(self, name: str, arguments: dict[str, Any]) -> list[Proposal]:
+        selector = self.selector.get(name)
+        layout = self.layout.get(name)
+        if selector is None or layout is None or selector[0] not in arguments:
+            return []
+        record = self.records.get((selector[1], str(arguments[selector[0]])))
+        if record is None:
+            return []
+        text = json.dumps(record, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
+        return [Proposal("entity", text, notes=[f"the record {selector[1]}={arguments[selector[0]]!r} as last shown"])]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"records": sorted(f"{k}={v}" for k, v in self.records)}

@@ -1,0 +1,71 @@
+"""The route table: which answer source beat nearest evidence for each action, on held-out data.
+
+The harness can answer a turn from a rule, from episode state (place memory, the map, entity
+records, plain episode memory) or from the nearest recorded transition. Which of them to trust is
+an empirical question per action: a rule that renders one user's profile for every user, or a
+memory of `go north` from another room, is worse than looking up the closest recording. The
+table holds, per action and source, how often the source's answer was exact and how often it won
+or lost against nearest evidence on the same turns, measured by cross-fitting the construction
+episodes (each fold's book answers its own held-out trajectory families). The harness answers
+with a source only where it lost no more turns than it won; otherwise nearest evidence answers and
+the audit says why. The table is data in the worldbook (`Worldbook.routes`), so a person can read it.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["NEAREST", "RouteStats", "RouteTable"]
+
+NEAREST = "nearest"
+_STRICT = ConfigDict(extra="forbid")
+
+
+class RouteStats(BaseModel):
+    """One source on one action's held-out turns where it gave an answer."""
+
+    model_config = _STRICT
+
+    proposed: int = Field(default=0, ge=0, description="Turns where the source gave an answer.")
+    exact: int = Field(default=0, ge=0, description="Of those, answers equal to the recorded observation.")
+    wins: int = Field(default=0, ge=0, description="Exact where nearest evidence was not.")
+    losses: int = Field(default=0, ge=0, description="Not exact where nearest evidence was.")
+
+    @property
+    def accuracy(self) -> float:
+        return self.exact / self.proposed if self.proposed else 0.0
+
+    @property
+    def not_worse_than_nearest(self) -> bool:
+        """Held out, it lost no more turns to nearest evidence than it won (agreeing everywhere is a tie)."""
+        return self.wins >= self.losses
+
+    def add(self, exact: bool, nearest_exact: bool | None) -> None:
+        self.proposed += 1
+        self.exact += exact
+        if nearest_exact is not None:
+            self.wins += exact and not nearest_exact
+            self.losses += nearest_exact and not exact
+
+
+class RouteTable(BaseModel):
+    """Per action (and pooled over actions) per source: held-out exactness and wins against nearest."""
+
+    model_config = _STRICT
+
+    folds: int = Field(default=0, ge=0, description="Cross-fitting folds the table was measured with.")
+    turns: int = Field(default=0, ge=0, description="Held-out turns replayed.")
+    min_turns: int = Field(default=3, ge=1, description="Fewer paired turns than this: the pooled row decides.")
+    actions: dict[str, dict[str, RouteStats]] = Field(default_factory=dict)
+    pooled: dict[str, RouteStats] = Field(default_factory=dict)
+
+    def record(self, action: str, source: str, exact: bool, nearest_exact: bool | None) -> None:
+        self.actions.setdefault(action, {}).setdefault(source, RouteStats()).add(exact, nearest_exact)
+        self.pooled.setdefault(source, RouteStats()).add(exact, nearest_exact)
+
+    def stats(self, action: str, source: str) -> RouteStats | None:
+        """The action's own row when it has enough paired turns, else the source's pooled row, else None."""
+        own = self.actions.get(action, {}).get(source)
+        if own is not None and own.proposed >= self.min_turns:
+            return own
+        return self.pooled.get(source)
