@@ -1,0 +1,90 @@
+"""Episode-state trackers and the route table: the map, place views, entity records, choosing a source."""
+
+from __future__ import annotations
+
+import json
+
+from worldsmith.sim.harness import Harness
+from worldsmith.sim.routing import choose_route
+from worldsmith.sim.trackers import EntityTracker, PlaceTracker, Proposal, json_layout
+from worldsmith.traces import Action, Episode, Observation, Turn
+from worldsmith.worldbook import Evidence, Worldbook
+from worldsmith.worldbook.routing import RouteTable
+
+KITCHEN = "-= Kitchen =-\nYou are in a kitchen.\n\nThere is an exit to the north."
+PANTRY = "-= Pantry =-\nYou are in a pantry.\n\nThere is an exit to the south."
+
+
+def _evidence(episode: str, turns: list[tuple[str, str]]) -> list[Evidence]:
+    return [Evidence(turn_id=f"{episode}#{i}", action=text.split()[0], action_text=text, observation=obs)
+            for i, (text, obs) in enumerate(turns)]
+
+
+def test_the_way_back_is_learned_from_evidence_and_leads_to_the_room_already_described() -> None:
+    # another game: north and south undo each other there
+    tracker = PlaceTracker(_evidence("g1", [("go north", "-= Hall =-\nA hall."), ("go south", "-= Den =-\nA den.")])
+                           + _evidence("g0", [("look", "-= Den =-\nA den."), ("go north", "-= Hall =-\nA hall."),
+                                              ("go south", "-= Den =-\nA den.")]))
+    assert tracker.inverse["go north"] == "go south"
+    tracker.reset("Welcome! Your task is to find the key.\n\n" + KITCHEN)
+    assert tracker.place == "kitchen"
+    tracker.observe("go", "go north", PANTRY)
+    proposals = {p.source: p.observation for p in tracker.propose("go", "go south")}
+    assert proposals["map"] == KITCHEN  # the greeting before the room header is not part of the room
+    assert "place_memory" not in proposals  # never went south from the pantry
+    assert {p.source: p.observation for p in tracker.propose("look", "look")}["place_view"] == PANTRY
+
+
+def test_a_move_from_another_room_is_not_remembered_as_this_rooms_answer() -> None:
+    tracker = PlaceTracker()
+    tracker.reset(KITCHEN)
+    tracker.observe("go", "go north", PANTRY)
+    tracker.observe("go", "go south", KITCHEN)
+    tracker.observe("go", "go north", PANTRY)
+    here = {p.source: p.observation for p in tracker.propose("go", "go north")}
+    assert "place_memory" not in here and "map" not in here  # north from the pantry: never tried
+
+
+def test_entity_reads_answer_with_the_record_as_last_shown_in_the_tools_layout() -> None:
+    record = {"reservation_id": "R1", "status": "active", "flights": [{"flight_number": "HAT1"}]}
+    evidence = [Evidence(turn_id=f"e{i}#0", action="get_reservation_details",
+                         arguments={"reservation_id": rid}, action_text=f"get_reservation_details({rid})",
+                         observation=json.dumps({**record, "reservation_id": rid}))
+                for i, rid in enumerate(["R7", "R8", "R9"])]
+    tracker = EntityTracker(evidence)
+    assert tracker.selector["get_reservation_details"] == ("reservation_id", "reservation_id")
+    cancelled = json.dumps({**record, "status": "cancelled"})
+    tracker.observe("cancel_reservation", {"reservation_id": "R1"}, cancelled)  # a write that returns the record
+    [proposal] = tracker.propose("get_reservation_details", {"reservation_id": "R1"})
+    assert proposal.observation == cancelled
+    assert tracker.propose("get_reservation_details", {"reservation_id": "R2"}) == []
+    assert json_layout('{"a":1,"b":[1,2]}') == (",", ":", False)
+
+
+def test_the_route_table_keeps_nearest_evidence_where_a_source_lost_held_out() -> None:
+    table = RouteTable(folds=2)
+    for _ in range(4):
+        table.record("get_user", "rule", exact=False, nearest_exact=True)  # a constant record: loses
+        table.record("look", "place_view", exact=True, nearest_exact=False)
+    rule = Proposal("rule", "someone else's profile", rule="r1")
+    chosen, notes = choose_route(table, "get_user", [rule])
+    assert chosen is None and "lost 4" in notes[0]
+    view = Proposal("place_view", PANTRY)
+    assert choose_route(table, "look", [view])[0] is view
+    assert choose_route(None, "get_user", [rule])[0] is rule  # no table (an older book): rules first
+
+
+def test_harness_observe_is_teacher_forcing_and_its_map_answers_a_move_back() -> None:
+    book = Worldbook(name="tw", evidence=_evidence("g0", [("look", "-= Den =-\nA den."),
+                                                          ("go north", "-= Hall =-\nA hall."),
+                                                          ("go south", "-= Den =-\nA den.")]))
+    harness = Harness(book)
+    harness.start(Episode(id="x", initial_observation=Observation(text=KITCHEN), turns=[]))
+    harness.observe("go north", PANTRY)
+    assert len(harness.history) == 1 and harness.tracked()["places"]["place"] == "pantry"
+    prediction = harness.predict("go south")
+    assert prediction.observation == KITCHEN and prediction.audit.route == "state:map"
+    harness.start(Episode(id="y", initial_observation=Observation(text=KITCHEN), turns=[
+        Turn(index=0, action=Action(name="go", arguments={"text": "north"}, raw="go north"),
+             observation=Observation(text=PANTRY))]))
+    assert harness.predict("go south").observation == KITCHEN  # the same from an observed prefix
