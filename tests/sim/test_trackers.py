@@ -6,7 +6,7 @@ import json
 
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.routing import choose_route
-from worldsmith.sim.trackers import EntityTracker, PlaceTracker, Proposal, json_layout
+from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, json_layout
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import Evidence, Worldbook
 from worldsmith.worldbook.routing import RouteTable
@@ -88,3 +88,16 @@ def test_harness_observe_is_teacher_forcing_and_its_map_answers_a_move_back() ->
         Turn(index=0, action=Action(name="go", arguments={"text": "north"}, raw="go north"),
              observation=Observation(text=PANTRY))]))
     assert harness.predict("go south").observation == KITCHEN  # the same from an observed prefix
+
+
+def test_a_trajectory_that_shared_this_episodes_past_answers_as_it_did_after_the_same_calls() -> None:
+    recorded = _evidence("base_1", [("ls()", '{"content": ["a.txt"]}'), ("cd(folder='docs')", '{"cwd": "docs"}'),
+                                    ("ls()", '{"content": ["b.txt"]}')])
+    other = _evidence("base_2", [("ls()", '{"content": ["z.txt"]}'), ("cd(folder='docs')", '{"cwd": "docs"}'),
+                                 ("ls()", '{"content": ["y.txt"]}')])
+    aligned = AlignedEvidence(recorded + other)
+    assert aligned.propose("ls()") == []  # nothing shared yet: which store this is, is unknown
+    aligned.observe("ls()", '{"content": ["a.txt"]}')
+    aligned.observe("cd(folder='docs')", '{"cwd": "docs"}')
+    [proposal] = aligned.propose("ls()")
+    assert proposal.observation == '{"content": ["b.txt"]}'  # base_1's answer after the same cd, not its first ls

@@ -35,7 +35,7 @@ from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, 
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
-from worldsmith.sim.trackers import EntityTracker, PlaceTracker, Proposal
+from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
@@ -103,6 +103,7 @@ class Harness(WorldModelBase):
         evidence = book.evidence if config.knowledge else []
         self.places = PlaceTracker(evidence)
         self.entities = EntityTracker(evidence)
+        self.aligned = AlignedEvidence(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness_schema_only"
@@ -142,6 +143,7 @@ class Harness(WorldModelBase):
         self.memory = {}
         self.places.reset(self.initial_observation)
         self.entities.reset()
+        self.aligned.reset()
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -155,6 +157,7 @@ class Harness(WorldModelBase):
         self.memory[line] = observation
         self.places.observe(name, line, observation)
         self.entities.observe(name, arguments, observation)
+        self.aligned.observe(line, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -192,6 +195,7 @@ class Harness(WorldModelBase):
         if self.config.use_memory and self.config.knowledge:
             out += self.entities.propose(name, arguments)
             out += self.places.propose(name, action_line(action))
+            out += self.aligned.propose(action_line(action))
         line = action_line(action)
         if self.config.use_memory and line in self.memory:
             out.append(Proposal("memory", self.memory[line], notes=["this action got this observation earlier "

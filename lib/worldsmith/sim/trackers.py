@@ -17,6 +17,10 @@ nearest evidence for that action on held-out construction data. A tracker never 
   shown in the episode (or changed since by a write that returned it) is answered with that record
   in the tool's own JSON layout and key order (`entity`).
 
+- `AlignedEvidence`: recorded trajectories that share this episode's past (the same actions got the
+  same observations: the same game, the same backing store) answer the next action as they did
+  after the same calls (`aligned_evidence`): recall of a shared initial state without modelling it.
+
 Place headers are regular expressions with a named group `place`; the defaults cover TextWorld /
 Inform (`-= Kitchen =-`), ScienceWorld (`This room is called the kitchen.`, `You move to the
 kitchen.`) and shell prompts (`user@host:~/dir$`). A book for another engine passes its own.
@@ -35,6 +39,7 @@ from worldsmith.worldbook.model import Evidence
 
 __all__ = [
     "DEFAULT_PLACE_PATTERNS",
+    "AlignedEvidence",
     "EntityTracker",
     "PlaceTracker",
     "Proposal",
@@ -289,3 +294,74 @@ class EntityTracker:
 
     def snapshot(self) -> dict[str, Any]:
         return {"records": sorted(f"{k}={v}" for k, v in self.records)}
+
+
+# ---------------------------------------------------------------------------------------------- aligned trajectories
+class AlignedEvidence:
+    """Recorded trajectories that share this episode's (action, observation) pairs answer as they did then.
+
+    Episodes of one game or one backing store (an ALFWorld trial, BFCL's categories over the same
+    initial state, a service API's shared records) show the same observations for the same actions.
+    Once the current episode has shown pairs that a recorded trajectory also has, that trajectory's
+    answer to the pending action, after the calls most like the current ones, is a proposal.
+    """
+
+    def __init__(self, evidence: Sequence[Evidence] = ()) -> None:
+        from worldsmith.worldbook.induce import group_by_episode
+
+        self.trajectories: list[list[tuple[str, str]]] = [
+            [(_line(item.action_text), item.observation) for item in items]
+            for items in group_by_episode(evidence).values()]
+        self.by_pair: dict[tuple[str, str], set[int]] = defaultdict(set)
+        self.positions: list[dict[str, list[int]]] = []  # per trajectory: action line -> its turn positions
+        for index, turns in enumerate(self.trajectories):
+            positions: dict[str, list[int]] = defaultdict(list)
+            for position, pair in enumerate(turns):
+                self.by_pair[pair].add(index)
+                positions[pair[0]].append(position)
+            self.positions.append(dict(positions))
+        self.reset()
+
+    def reset(self) -> None:
+        self.shared: Counter[int] = Counter()
+        self.lines: list[str] = []
+
+    def observe(self, action_text: str, observation: str) -> None:
+        line = _line(action_text)
+        for index in self.by_pair.get((line, observation), ()):
+            self.shared[index] += 1
+        self.lines.append(line)
+
+    def _answer(self, index: int, line: str) -> tuple[int, str] | None:
+        """(how many calls before it match the current ones, the answer) of the trajectory's best turn for `line`."""
+        best: tuple[int, str] | None = None
+        turns = self.trajectories[index]
+        for position in self.positions[index].get(line, ()):
+            observation = turns[position][1]
+            suffix = 0
+            while suffix < min(position, len(self.lines)) and \
+                    turns[position - 1 - suffix][0] == self.lines[len(self.lines) - 1 - suffix]:
+                suffix += 1
+            if best is None or suffix > best[0]:
+                best = (suffix, observation)
+        return best
+
+    def propose(self, action_text: str) -> list[Proposal]:
+        if not self.shared:
+            return []
+        line = _line(action_text)
+        top = max(self.shared.values())
+        candidates = []
+        for index, count in self.shared.items():
+            if count == top:
+                found = self._answer(index, line)
+                if found is not None:
+                    candidates.append((found[0], found[1]))
+        if not candidates:
+            return []
+        votes = Counter(observation for _, observation in candidates)
+        best_suffix = max(suffix for suffix, _ in candidates)
+        answer = max((o for s, o in candidates if s == best_suffix), key=lambda o: votes[o])
+        return [Proposal("aligned_evidence", answer, notes=[
+            f"{len(candidates)} recorded trajectories share {top} of this episode's observations; "
+            f"after the same {best_suffix} calls they answered so"])]

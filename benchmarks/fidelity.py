@@ -1,0 +1,151 @@
+"""Next-observation fidelity of the no-model harness against nearest evidence, held out, per environment.
+
+    OMP_NUM_THREADS=1 python benchmarks/fidelity.py \
+        --env textworld=TRAIN.jsonl:TEST.jsonl --env bfcl=BASE.jsonl:MISS_PARAM.jsonl \
+        --env alfworld=ALL.jsonl [--resamples 10000] [--out benchmarks/results/fidelity.json]
+
+Each `--env NAME=CONSTRUCTION[:EVALUATION]` names JSONL files of recorded episodes (`worldsmith
+export --format jsonl`). With one file, its trajectory families are split 75/25 (by a hash of the
+family, as `cross_fit` orders them). The worldbook is built from the construction episodes with the
+default deterministic builder (its route table included); both world models then run the next-obs
+protocol (`evals.protocols.next_obs_records`: every turn predicted from its real prefix) on the
+evaluation episodes. Reported per environment: exact match on all turns and on knowable turns (no
+novel value, `evals.novelty`), the novel share, the paired difference harness - nearest with its 95%
+cluster-bootstrap interval (clusters = episodes) on both, the harness's routes, and each model's
+median predict latency. Prints a Markdown table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import statistics
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from worldsmith.evals.bootstrap import bootstrap_mean
+from worldsmith.evals.novelty import NoveltyIndex
+from worldsmith.evals.protocols import Scorer, next_obs_records
+from worldsmith.sim.baselines import NearestEvidence
+from worldsmith.sim.harness import Harness
+from worldsmith.traces import Episode
+from worldsmith.worldbook import build_worldbook
+from worldsmith.worldbook.build import trajectory_family
+
+OUT = Path(__file__).resolve().parent / "results" / "fidelity.json"
+
+
+def load(path: str) -> list[Episode]:
+    episodes = []
+    for number, line in enumerate(Path(path).read_bytes().splitlines(), 1):
+        if line.strip():
+            try:
+                episodes.append(Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"}))
+            except ValueError as error:
+                raise SystemExit(f"{path}:{number}: not an episode: {error}") from None
+    return episodes
+
+
+def split_by_family(episodes: list[Episode], share: float = 0.75) -> tuple[list[Episode], list[Episode]]:
+    families = sorted({trajectory_family(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
+    kept = set(families[: max(1, int(len(families) * share))])
+    return [e for e in episodes if trajectory_family(e) in kept], [e for e in episodes if trajectory_family(e) not in kept]
+
+
+def _interval(clusters: list[str], values: list[float], resamples: int) -> dict[str, Any]:
+    if not values:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    interval = bootstrap_mean(clusters, values, resamples=resamples)
+    return {key: round(value, 4) if isinstance(value, float) else value for key, value in interval.to_json().items()}
+
+
+def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], resamples: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    book = build_worldbook(construction, name=name).book
+    build_s = time.perf_counter() - started
+    novelty = NoveltyIndex.for_book(book)
+    models = {"harness": Harness(book), "nearest": NearestEvidence(book)}
+    rows: dict[str, list[dict[str, Any]]] = {method: [] for method in models}
+    novel: list[bool] = []
+    clusters: list[str] = []
+    for episode in evaluation:
+        marks = novelty.episode(episode)
+        novel += [bool(values) for values in marks]
+        clusters += [episode.id] * len(marks)
+        for method, model in models.items():
+            rows[method] += next_obs_records(model, episode, Scorer())
+    exact = {m: [float(r["exact_match"]) for r in rows[m]] for m in models}
+    known = [i for i, flag in enumerate(novel) if not flag]
+    diff = [h - n for h, n in zip(exact["harness"], exact["nearest"], strict=True)]
+    result: dict[str, Any] = {
+        "construction": {"episodes": len(construction), "turns": sum(len(e.turns) for e in construction)},
+        "evaluation": {"episodes": len(evaluation), "turns": len(novel)},
+        "book": {"rules": len(book.rules), "supported": len(book.supported_rules()), "build_s": round(build_s, 2),
+                 "route_folds": book.routes.folds if book.routes else 0},
+        "novel_share": round(sum(novel) / len(novel), 4) if novel else None,
+        "routes": dict(Counter(r["route"] for r in rows["harness"]).most_common()),
+    }
+    for method in models:
+        result[method] = {
+            "all": _interval(clusters, exact[method], resamples),
+            "knowable": _interval([clusters[i] for i in known], [exact[method][i] for i in known], resamples),
+            "p50_predict_ms": round(statistics.median(r["latency_s"] for r in rows[method]) * 1000, 3),
+        }
+    result["harness - nearest"] = {
+        "all": _interval(clusters, diff, resamples),
+        "knowable": _interval([clusters[i] for i in known], [diff[i] for i in known], resamples)}
+    return result
+
+
+def _cell(entry: dict[str, Any]) -> str:
+    if entry["mean"] is None:
+        return "-"
+    return f"{entry['mean']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lines = ["| env | eval episodes / turns | novel | harness all / knowable | nearest all / knowable "
+             "| harness - nearest, all | harness - nearest, knowable |", "|---|---|---|---|---|---|---|"]
+    for env, r in results.items():
+        h, n, d = r["harness"], r["nearest"], r["harness - nearest"]
+        knowable = "-" if h["knowable"]["mean"] is None else f"{h['knowable']['mean']:.3f}"
+        knowable_n = "-" if n["knowable"]["mean"] is None else f"{n['knowable']['mean']:.3f}"
+        lines.append(f"| {env} | {r['evaluation']['episodes']} / {r['evaluation']['turns']} | {r['novel_share']:.2f} "
+                     f"| {h['all']['mean']:.3f} / {knowable} | {n['all']['mean']:.3f} / {knowable_n} "
+                     f"| {_cell(d['all'])} | {_cell(d['knowable'])} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", action="append", required=True, metavar="NAME=CONSTRUCTION[:EVALUATION]")
+    parser.add_argument("--resamples", type=int, default=10_000)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    results: dict[str, dict[str, Any]] = {}
+    for spec in args.env:
+        name, _, files = spec.partition("=")
+        parts = files.split(":")
+        if len(parts) == 1:
+            construction, evaluation = split_by_family(load(parts[0]))
+        else:
+            construction, evaluation = load(parts[0]), load(parts[1])
+        results[name] = {"sources": parts, **evaluate(name, construction, evaluation, args.resamples)}
+        print(f"{name}: {json.dumps(results[name]['harness - nearest'])}", flush=True)
+    print(table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"),
+                                    "machine": f"{platform.machine()} {platform.python_version()}",
+                                    "numpy": np.__version__, "results": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
