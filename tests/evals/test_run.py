@@ -56,7 +56,16 @@ def test_next_obs_on_held_out_alfworld_writes_the_run_store(alfworld_split, alfw
         assert key in report, key
     assert report["judge"] is None and report["leakage"]["ok"] and report["fingerprint"] == run.fingerprint
     assert set(report["methods"]) == set(METHODS) and list(report["pairs"]) == ["harness vs nearest"]
-    assert set(report["methods"]["harness"]) == {"exact_match", "edit_similarity", "token_f1"}
+    assert set(report["methods"]["harness"]) == {"exact_match", "edit_similarity", "token_f1",
+                                                 "exact_match_knowable", "novel_share"}
+    assert records["novel"].map(type).eq(bool).all() and records["novel"].any() and not records["novel"].all()
+    knowable = records[(records["method"] == "harness") & ~records["novel"].astype(bool)]["exact_match"]
+    assert report["methods"]["harness"]["exact_match_knowable"]["mean"] == pytest.approx(knowable.mean(), abs=1e-6)
+    assert report["methods"]["harness"]["novel_share"]["mean"] == pytest.approx(records["novel"].mean(), abs=1e-6)
+    assert "novel_share" not in report["pairs"]["harness vs nearest"]
+    assert "exact_match_knowable" in report["pairs"]["harness vs nearest"]
+    novel = records[records["novel"].astype(bool)]
+    assert (novel["novel_values"].map(len).between(1, 10)).all()
     _check_intervals(report["methods"])
     _check_intervals(report["pairs"])
     for block in report["per_env"].values():
@@ -71,7 +80,7 @@ def test_next_obs_on_held_out_alfworld_writes_the_run_store(alfworld_split, alfw
     progress = orjson.loads((folder / "progress.json").read_bytes())
     assert progress["status"] == "done" and progress["done"] == progress["total"] == 2 * len(held_out)
     markdown = (folder / "report.md").read_text()
-    assert "| harness |" in markdown and "plots/leaderboard.png" in markdown
+    assert "| harness |" in markdown and "plots/leaderboard.png" in markdown and "## Knowable turns" in markdown
     for plot in ("leaderboard", "pairs"):
         assert (folder / "plots" / f"{plot}.png").read_bytes()[:4] == b"\x89PNG"
         assert "plotly" in (folder / "plots" / f"{plot}.html").read_text()

@@ -3,6 +3,7 @@
 The numbers are chosen so every view has something to show and tests can count: harness is right
 on every turn except 'look' turns of odd episodes; nearest is wrong on every 'take' and 'open'
 turn. Intervals are mean ± 0.05 (clipped): the page must show what the report says, not recompute it.
+With `novelty`, the 'open' turn (2) is novel in every episode; without it the run is one made before the flag.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def _prediction(method: str, episode: int, turn: int) -> str:
     return REFERENCES[turn]
 
 
-def make_records(run: str, methods: list[str], protocol: str = "next-obs", judge: bool = False) -> pd.DataFrame:
+NOVEL_TURN = 2
+
+
+def make_records(run: str, methods: list[str], protocol: str = "next-obs", judge: bool = False,
+                 novelty: bool = False) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for method in methods:
         for e, episode in enumerate(EPISODES):
@@ -53,6 +58,8 @@ def make_records(run: str, methods: list[str], protocol: str = "next-obs", judge
                     RULES[turn] if method == "harness" else [], "model_calls": 0, "prompt_tokens": 0,
                     "completion_tokens": 0, "latency_s": 0.001, "cost_usd": 0.0, "diverged": diverged,
                     "outcome": "success", "done_pred": False, "done_real": turn == len(ACTIONS) - 1,
+                    **({"novel": turn == NOVEL_TURN, "novel_values": ["drawer 1"] if turn == NOVEL_TURN else []}
+                       if novelty else {}),
                 })
     return pd.DataFrame(rows)
 
@@ -77,13 +84,17 @@ def _block(records: pd.DataFrame, metrics: list[str]) -> dict[str, Any]:
 
 
 def write_run(root: Path, run: str, methods: list[str], *, protocol: str = "next-obs", judge: bool = False,
-              dataset: str = "samples", book: str = "alfworld") -> Path:
+              dataset: str = "samples", book: str = "alfworld", novelty: bool = False) -> Path:
     """A complete run folder under `<root>/runs/eval/<run>` (config, records, report, progress)."""
     folder = root / "runs" / "eval" / run
     folder.mkdir(parents=True, exist_ok=True)
-    records = make_records(run, methods, protocol, judge)
+    records = make_records(run, methods, protocol, judge, novelty)
     records.to_parquet(folder / "records.parquet", index=False)
     metrics = ["exact_match", "edit_similarity", "token_f1"] + (["judge_total"] if judge else [])
+    if novelty:
+        records = records.assign(novel_share=records["novel"].astype(float),
+                                 exact_match_knowable=records["exact_match"].where(~records["novel"]))
+        metrics += ["exact_match_knowable", "novel_share"]
     config = {"book": book, "book_version": "v1", "dataset": dataset, "split": None, "methods": methods,
               "protocol": protocol, "llm": None, "judge": "tiny:judge" if judge else None, "seeds": [0],
               "bootstrap_resamples": 10000}

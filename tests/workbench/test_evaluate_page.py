@@ -168,3 +168,24 @@ def test_unreadable_report_is_named_not_fatal(two_runs: Path) -> None:
     no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
     assert any("report.json" in str(e.value) and "not valid JSON" in str(e.value) for e in at.error)
 
+
+
+def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -> None:
+    write_run(empty_root, "novel-c", ["harness", "nearest"], novelty=True)
+    write_run(empty_root, "old-d", ["harness", "nearest"])  # made before the novelty flag
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("novel-c").run())
+    table = frame_with(at, "exact match (knowable)").set_index(["scope", "method"])
+    pooled = table.loc["all environments"]
+    # the 'open' turn is novel in all 4 episodes: harness misses 2 'look' turns of 16 knowable, nearest 4 'take' turns
+    assert pooled.loc["harness", "exact match (all)"] == "0.900 [0.850, 0.950]"
+    assert pooled.loc["harness", "exact match (knowable)"] == "0.875 [0.825, 0.925]"
+    assert pooled.loc["nearest", "exact match (knowable)"] == "0.750 [0.700, 0.800]"
+    assert pooled.loc["nearest", "novel share"] == "0.200 [0.150, 0.250]"
+    assert ("env: alfworld/pick", "harness") in table.index
+    board = frame_with(at, "exact_match")
+    assert list(board.columns[:5]) == ["method", "n", "exact_match", "exact_match_knowable", "novel_share"]
+
+    no_exception(at.selectbox(key="ev_run").set_value("old-d").run())
+    assert not any("exact match (knowable)" in df.value.columns for df in at.dataframe)
+    assert any("knowable is unknown" in str(c.value) for c in at.caption)

@@ -48,6 +48,22 @@ def _bootstrap(report: dict[str, Any]) -> str:
     return f"{confidence:.0%} paired bootstrap intervals over trajectories ({what})"
 
 
+def _knowable(report: dict[str, Any]) -> None:
+    """Exact match on all turns beside the knowable ones, and the novel share (unknown for older runs)."""
+    if report.get("protocol") not in ("next-obs", "drift"):
+        return
+    frame = tables.knowable_frame(report)
+    st.subheader("Knowable turns", anchor=False)
+    if frame.empty:
+        st.caption("This run has no per-turn novelty flags (it was made before them): which turns were knowable "
+                   "is unknown.")
+        return
+    st.dataframe(frame, hide_index=True, key="ev_knowable")
+    st.caption("A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named "
+               "entity) seen neither earlier in its episode nor in the book's evidence: no simulator could know it. "
+               "Knowable = the other turns; n = records scored.")
+
+
 def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> None:
     """The whole Results tab for one run."""
     judge = report.get("judge")
@@ -68,6 +84,7 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
         st.caption(f"mean [low, high]: {_bootstrap(report)}; n = records scored"
                    + ("; errors = predictions that raised (scored as an empty observation)" if "errors" in table else "")
                    + ".")
+    _knowable(report)
     long = tables.leaderboard_frame(methods)
     metrics = list(dict.fromkeys(long["metric"])) if not long.empty else []
     if metrics:

@@ -26,6 +26,7 @@ __all__ = [
     "format_interval",
     "heatmap_frame",
     "judge_frame",
+    "knowable_frame",
     "leaderboard_frame",
     "leaderboard_table",
     "pairs_frame",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judge_total"]
+NOVELTY_METRICS = ["exact_match_knowable", "novel_share"]  # report-only: from the records' `novel` flag
 JUDGE_DIMENSIONS = ["judge_format", "judge_factuality", "judge_consistency", "judge_realism", "judge_quality"]
 KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
 _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
@@ -63,7 +65,8 @@ def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | 
 def _metrics_of(methods: dict[str, Any]) -> list[str]:
     """Metrics any method has, in the contract's order (exact match first), others after by name."""
     seen = {metric for cells in methods.values() for metric in cells or {}}
-    rank = {metric: i for i, metric in enumerate([*METRIC_COLUMNS, "w2r_success", "real_success"])}
+    order = [METRIC_COLUMNS[0], *NOVELTY_METRICS, *METRIC_COLUMNS[1:], "w2r_success", "real_success"]
+    rank = {metric: i for i, metric in enumerate(order)}
     return sorted(seen, key=lambda metric: (rank.get(metric, len(rank)), metric))
 
 
@@ -111,6 +114,20 @@ def pairs_frame(pairs: dict[str, Any], metric: str | None = None) -> pd.DataFram
                          "high": high, "n": cell.get("n"),
                          "significant": bool(low is not None and high is not None and (low > 0 or high < 0))})
     return pd.DataFrame(rows, columns=["pair", "metric", "mean_diff", "low", "high", "n", "significant"])
+
+
+def knowable_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """Exact match on all turns and on the knowable ones, and the novel share, per scope (pooled, each environment)
+    and method; empty for a run without novelty flags (made before them, or W2R)."""
+    columns = ["scope", "method", "exact match (all)", "exact match (knowable)", "novel share", "n"]
+    scopes = [("all environments", scope_block(report)),
+              *((f"env: {env}", block) for env, block in sorted((report.get("per_env") or {}).items()))]
+    rows = [{"scope": scope, "method": method, "exact match (all)": format_interval(cells.get("exact_match")),
+             "exact match (knowable)": format_interval(cells.get("exact_match_knowable")),
+             "novel share": format_interval(cells.get("novel_share")), "n": (cells.get("exact_match") or {}).get("n")}
+            for scope, block in scopes for method, cells in (block.get("methods") or {}).items()
+            if isinstance(cells, dict) and isinstance(cells.get("novel_share"), dict)]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def fidelity_frame(report: dict[str, Any]) -> pd.DataFrame:

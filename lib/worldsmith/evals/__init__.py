@@ -6,7 +6,7 @@
     run.report["pairs"]["harness vs nearest"]["exact_match"]   # mean paired difference with its interval
 
 Protocols (next-observation, open-loop drift, world-to-real), text metrics and an LLM judge, the
-paired bootstrap over episodes, leakage control, the run store (config, records, report, plots,
+paired bootstrap over episodes, per-turn novelty (exact match on the knowable turns), leakage control, the run store (config, records, report, plots,
 progress), the construction-size curve and AgentWorldBench interop.
 """
 
@@ -42,6 +42,7 @@ from worldsmith.evals.metrics import (
     token_f1,
     word_tokens,
 )
+from worldsmith.evals.novelty import NoveltyIndex, text_values, vocabulary
 from worldsmith.evals.protocols import (
     ABLATIONS,
     METHOD_KINDS,
@@ -56,7 +57,7 @@ from worldsmith.evals.protocols import (
     w2r_record,
 )
 from worldsmith.evals.records import RECORD_COLUMNS, Journal, records_frame, write_records
-from worldsmith.evals.report import REPORT_METRICS, build_report, write_report
+from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
 
 __all__ = [
@@ -75,6 +76,8 @@ __all__ = [
     "LeakageError",
     "METHOD_KINDS",
     "METRICS",
+    "NOVELTY_METRICS",
+    "NoveltyIndex",
     "PROTOCOLS",
     "RECORD_COLUMNS",
     "REPORT_METRICS",
@@ -113,7 +116,9 @@ __all__ = [
     "score",
     "score_rows",
     "summarize",
+    "text_values",
     "token_f1",
+    "vocabulary",
     "w2r_record",
     "word_tokens",
     "write_records",

@@ -1,7 +1,9 @@
 """From records to the run's report: report.json (the run-store contract), report.md and plots/.
 
 Every number in the report comes with its interval (the paired bootstrap over episodes) and its `n`;
-pools are per environment and overall, and split by seen/unseen task. Drift runs add fidelity@t,
+pools are per environment and overall, and split by seen/unseen task. Next-obs and drift runs add
+exact match on the knowable turns (those whose observation shows no novel value, `evals.novelty`)
+and the novel share; records without the flag (older runs) are unknown and count in neither. Drift runs add fidelity@t,
 the first divergence of every episode and done-step agreement; W2R runs add Real, W2R and their
 ratio per policy and method. Costs are means per record.
 """
@@ -20,9 +22,10 @@ from worldsmith.evals.metrics import METRICS
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 
-__all__ = ["COST_COLUMNS", "REPORT_METRICS", "build_report", "write_report"]
+__all__ = ["COST_COLUMNS", "NOVELTY_METRICS", "REPORT_METRICS", "build_report", "write_report"]
 
-REPORT_METRICS = (*METRICS, "judge_total")
+NOVELTY_METRICS = ("exact_match_knowable", "novel_share")
+REPORT_METRICS = (*METRICS, *NOVELTY_METRICS, "judge_total")
 W2R_METRICS = ("w2r_success", "real_success")
 COST_COLUMNS = ("model_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
 
@@ -40,7 +43,16 @@ def _metric_frame(records: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, l
         for column in W2R_METRICS:
             frame[column] = frame[column].map(lambda v: None if v is None or pd.isna(v) else float(bool(v)))
         return frame, [m for m in W2R_METRICS if frame[m].notna().any()]
-    return records, [m for m in REPORT_METRICS if m in records and records[m].notna().any()]
+    frame = _with_novelty(records)
+    return frame, [m for m in REPORT_METRICS if m in frame and frame[m].notna().any()]
+
+
+def _with_novelty(records: pd.DataFrame) -> pd.DataFrame:
+    """Adds exact match on knowable turns (null on novel and unknown ones) and the novel share (null where unknown)."""
+    if "novel" not in records:
+        return records
+    novel = records["novel"].map(lambda v: None if v is None or pd.isna(v) else float(bool(v))).astype(float)
+    return records.assign(novel_share=novel, exact_match_knowable=records["exact_match"].where(novel == 0.0))
 
 
 def _fidelity_at_t(records: pd.DataFrame, methods: list[str], metric: str, resamples: int, seed: int,
@@ -133,8 +145,11 @@ def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint:
 
     def pool(subset: pd.DataFrame) -> dict[str, Any]:
         present = [m for m in methods if (subset["method"] == m).any()]
-        return summarize(subset, metrics=metrics, methods=present, resamples=resamples, seed=seed,
-                         confidence=confidence)
+        block = summarize(subset, metrics=metrics, methods=present, resamples=resamples, seed=seed,
+                          confidence=confidence)
+        for entry in block["pairs"].values():  # every method has the same novel turns: their difference is no news
+            entry.pop("novel_share", None)
+        return block
 
     pooled = pool(frame)
     report: dict[str, Any] = {
@@ -186,7 +201,7 @@ def _plots(report: dict[str, Any], folder: Path) -> dict[str, list[str]]:
     bars = [Bar(group=metric, series=method, mean=entry[metric]["mean"], low=entry[metric]["low"],
                 high=entry[metric]["high"])
             for method, entry in report["methods"].items() for metric in metrics
-            if metric in entry and entry[metric]["mean"] is not None and metric != "judge_total"]
+            if metric in entry and entry[metric]["mean"] is not None and metric not in ("judge_total", "novel_share")]
     if bars:
         written["leaderboard"] = bars_figure(folder, "leaderboard", bars, title="Methods (95% bootstrap intervals)",
                                              y_label="score (0-1)")
@@ -223,6 +238,18 @@ def _plots(report: dict[str, Any], folder: Path) -> dict[str, list[str]]:
     return written
 
 
+def _knowable(report: dict[str, Any]) -> list[str]:
+    """Exact match on all turns and on the knowable ones, and the novel share, pooled and per environment."""
+    scopes = [("all", report), *report["per_env"].items()] if len(report["per_env"]) > 1 else [("all", report)]
+    rows = [[scope, method, *(_fmt(block["methods"].get(method, {}).get(metric))
+                              for metric in ("exact_match", *NOVELTY_METRICS))]
+            for scope, block in scopes for method in report["counts"] if block["methods"].get(method)]
+    return ["## Knowable turns", "",
+            "A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named entity) "
+            "seen neither earlier in its episode nor in the book's evidence: no simulator could know it.", "",
+            *_table(["environment", "method", "exact match (all)", "exact match (knowable)", "novel share"], rows)]
+
+
 def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
     config = report["config"]
     metrics = report.get("metrics", [])
@@ -256,6 +283,8 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
         lines += _table(["environment", *methods],
                         [[env, *(_fmt(block["methods"].get(m, {}).get(headline)) for m in methods)]
                          for env, block in report["per_env"].items()])
+    if "novel_share" in metrics:
+        lines += _knowable(report)
     if headline and any(block["methods"] for block in report["seen_unseen"].values()):
         lines += [f"## Seen / unseen tasks ({headline})", ""]
         methods = list(report["counts"])

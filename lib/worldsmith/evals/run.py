@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from worldsmith.envs.base import Env
 from worldsmith.evals.judge import Judge, open_judge
 from worldsmith.evals.leakage import check_leakage, evidence_families
+from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
 from worldsmith.evals.protocols import (
     Pricing,
     RealOutcome,
@@ -347,6 +348,8 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     real_envs = _RealEnvs(config.real_env)
     policies = _Policies(config, root)
     real_cache: dict[str, RealOutcome] = {}
+    novelty = NoveltyIndex.for_book(book) if config.protocol != "w2r" else None
+    novel: dict[str, list[list[str]]] = {}  # per episode: the novel values of each turn (the same for every method)
     try:
         for method, episode_id in order:
             if journal.done(method, episode_id):
@@ -375,6 +378,10 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
             else:
                 records = [_w2r(config, models[method], episode, scorer, book, real_envs, real_cache, journal,
                                 policies)]
+            if novelty is not None:
+                if episode.id not in novel:
+                    novel[episode.id] = novelty.episode(episode, config.max_turns)
+                _mark_novelty(records, novel[episode.id])
             family = trajectory_family(episode)
             for record in records:
                 record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
@@ -425,6 +432,13 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     _write_progress(folder, done, total, "done", "report written", started)
     return EvalRun(directory=folder, config=resolved, fingerprint=fingerprint, records=frame, report=report,
                    computed=computed, reused=reused)
+
+
+def _mark_novelty(records: list[dict[str, Any]], novel: list[list[str]]) -> None:
+    """Each turn's record says whether its observation was knowable (and shows a few of the values that were not)."""
+    for record in records:
+        values = novel[record["turn"]]
+        record.update(novel=bool(values), novel_values=values[:MAX_NOVEL_VALUES])
 
 
 def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,

@@ -1,0 +1,174 @@
+"""Per-turn novelty: does a recorded observation show values no simulator could know without the initial state?
+
+    index = NoveltyIndex(book_evidence_texts)             # once per run: the book's vocabulary
+    index.novel_values("You arrive at loc 22.", ["go to bed 1"])   # e.g. ["loc 22", "22"]: shown by neither
+
+A turn is *novel* when its observation shows a value that appears neither earlier in its episode
+(the task, the opening observation, earlier actions, context and observations, and the action of
+the turn itself: what a simulator is given) nor anywhere in the worldbook's evidence (its
+observations and action texts). Exact match on the other, *knowable* turns is the honest
+denominator: a miss on a novel turn may be no fault of the simulator.
+
+Values are the content tokens that identify things, lower-cased, from a deliberately simple tokenizer:
+
+- a *token* is a run of letters, digits and `_`, with inner `. - / : @ '` (`3.14`, `drwxr-xr-x`, `file.txt`);
+- a text is cut into *runs* at punctuation, line breaks and stop-words (`STOP_WORDS`); a run of at most
+  `MAX_WORDS` tokens is a value (`loc 22`, `new york`); a longer run is prose and adds no value itself;
+- every token holding a digit is a value on its own (`22`, `hat136`, `2024-05-20`);
+- a quoted string (`"..."` or `'...'`) and, in a JSON observation, every string and number leaf (keys
+  are schema, not values) is one value when it has at most `MAX_WORDS` tokens (outer stop-words
+  dropped), else its runs and numbers are.
+
+What is known is indexed the same way, as every n-gram of at most `MAX_WORDS` tokens that neither
+starts nor ends with a stop-word, punctuation ignored: a value is known when it is one of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import orjson
+
+from worldsmith.sim.base import action_line
+from worldsmith.traces.model import Episode, parse_json_text
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = ["MAX_NOVEL_VALUES", "MAX_WORDS", "STOP_WORDS", "NoveltyIndex", "text_values", "vocabulary"]
+
+MAX_WORDS = 4  # a longer run of words is prose, not a name
+MAX_NOVEL_VALUES = 10  # novel values kept per record (the flag counts them all)
+STOP_WORDS = frozenset("""
+a an the and or but nor so yet if then else of to in on at by for with from into onto upon about as than that this
+these those there here it its is are was were be been being am do does did done have has had having i you he she we
+they me him her us them my your his our their not no yes can could will would shall should may might must just also
+very too only all any some each every both either neither other such what which who whom whose when where why how
+while up down out over under off again once after before through during between against within without across
+behind near since until via
+""".split())
+
+_PIECE = re.compile(r"\w+(?:[.\-/:@']\w+)*|[^\w\s]+|\n")
+_QUOTED = re.compile(r"(?<!\w)([\"'])([^\"'\n]{1,200}?)\1(?!\w)")
+
+
+def _pieces(text: str) -> Iterator[str | None]:
+    """The lower-cased tokens of a text, None for each break (punctuation, line break)."""
+    for piece in _PIECE.findall(text.lower()):
+        yield piece if piece[0].isalnum() or piece[0] == "_" else None
+
+
+def _tokens(text: str) -> list[str]:
+    return [piece for piece in _pieces(text) if piece is not None]
+
+
+def _runs(text: str) -> Iterator[list[str]]:
+    """Maximal runs of non-stop-word tokens between breaks."""
+    run: list[str] = []
+    for piece in _pieces(text):
+        if piece is not None and piece not in STOP_WORDS:
+            run.append(piece)
+            continue
+        if run:
+            yield run
+        run = []
+    if run:
+        yield run
+
+
+def _prose_values(text: str) -> Iterator[str]:
+    for run in _runs(text):
+        if len(run) <= MAX_WORDS:
+            yield " ".join(run)
+        yield from (token for token in run if any(c.isdigit() for c in token))
+
+
+def _phrase_values(text: str) -> Iterator[str]:
+    """A quoted string or JSON leaf: one value when short, else its runs and numbers."""
+    tokens = _tokens(text)
+    while tokens and tokens[0] in STOP_WORDS:
+        tokens.pop(0)
+    while tokens and tokens[-1] in STOP_WORDS:
+        tokens.pop()
+    if len(tokens) <= MAX_WORDS:
+        yield from ([" ".join(tokens)] if tokens else [])
+    else:
+        yield from _prose_values(text)
+
+
+def _leaves(value: Any, keys: bool = False) -> Iterator[str]:
+    """A JSON value's string and number leaves in document order, each after its key with `keys`."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from ([str(key)] if keys else [])
+            yield from _leaves(item, keys)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item, keys)
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield orjson.dumps(value).decode()
+
+
+def text_values(text: str) -> list[str]:
+    """The values an observation shows, in order, without repeats."""
+    data = parse_json_text(text)
+    if data is not None:
+        found = [v for leaf in _leaves(data) for v in _phrase_values(leaf)]
+    else:
+        found = [v for match in _QUOTED.finditer(text) for v in _phrase_values(match.group(2))]
+        found += _prose_values(text)
+    return list(dict.fromkeys(found))
+
+
+def vocabulary(text: str) -> set[str]:
+    """Every n-gram (n <= MAX_WORDS, not starting or ending with a stop-word) a text shows, punctuation ignored
+    (a JSON text: its keys and leaves in order, so escapes leave no trace)."""
+    data = parse_json_text(text)
+    tokens = _tokens(" ".join(_leaves(data, keys=True)) if data is not None else text)
+    out = set()
+    for i, first in enumerate(tokens):
+        if first in STOP_WORDS:
+            continue
+        for j in range(i, min(i + MAX_WORDS, len(tokens))):
+            if tokens[j] not in STOP_WORDS:
+                out.add(" ".join(tokens[i:j + 1]))
+    return out
+
+
+class NoveltyIndex:
+    """The vocabulary of a worldbook's evidence, built once; novelty of observations against it and a prefix."""
+
+    def __init__(self, book_evidence_texts: Iterable[str]) -> None:
+        self.vocabulary: set[str] = set()
+        for text in set(book_evidence_texts):
+            self.vocabulary |= vocabulary(text)
+
+    @classmethod
+    def for_book(cls, book: Worldbook) -> NoveltyIndex:
+        """The index of a book's evidence: its observations and action texts."""
+        return cls([text for item in book.evidence for text in (item.observation, item.action_text)])
+
+    def novel_values(self, observation: str, known_texts: Iterable[str] = ()) -> list[str]:
+        """The values of `observation` in neither the book's evidence nor `known_texts`."""
+        known: set[str] = set()
+        for text in known_texts:
+            known |= vocabulary(text)
+        return self._novel(observation, known)
+
+    def _novel(self, observation: str, known: set[str]) -> list[str]:
+        return [v for v in text_values(observation) if v not in self.vocabulary and v not in known]
+
+    def episode(self, episode: Episode, turns: int | None = None) -> list[list[str]]:
+        """Per turn (the first `turns`), the novel values of its observation given the real prefix before it."""
+        known: set[str] = set()
+        for text in (episode.task, episode.initial_observation.text if episode.initial_observation else None):
+            known |= vocabulary(text or "")
+        out = []
+        for turn in episode.turns[:turns]:
+            for text in (*(event.content for event in turn.context), action_line(turn.action)):
+                known |= vocabulary(text)
+            out.append(self._novel(turn.observation.text, known))
+            known |= vocabulary(turn.observation.text)
+        return out

@@ -1,0 +1,81 @@
+"""Per-turn novelty: the value tokenizer, the book's index, an episode's growing prefix, and runs made before it."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from worldsmith.evals import NoveltyIndex, build_report, records_frame, text_values, vocabulary
+from worldsmith.traces import Action, ContextEvent, Episode, Observation, Turn
+
+
+@pytest.mark.parametrize(("text", "values"), [
+    ("You arrive at loc 22.", ["arrive", "loc 22", "22"]),
+    ("On the bed 1, you see a book 1, and a pen 2.", ["bed 1", "1", "see", "book 1", "pen 2", "2"]),
+    ('Saved to "Quarterly Report.pdf" at 10:30', ["quarterly report.pdf", "saved", "10:30"]),
+    ("Don't open Mia's box", ["don't open mia's box"]),  # an apostrophe in a word opens no quote
+    ("$ ls\nnotes.txt\nagent@sandbox:~$", ["ls", "notes.txt", "agent@sandbox"]),
+    ("one two three four five 6 and seven", ["6", "seven"]),  # a run longer than four words is prose
+])
+def test_text_values(text: str, values: list[str]) -> None:
+    assert text_values(text) == values
+
+
+def test_json_values_are_the_leaves_not_the_keys() -> None:
+    record = {"user_id": "mia_li_3668", "name": {"first": "Mia"}, "gold": True, "miles": 1200,
+              "note": "the flight was changed by the airline after the storm"}
+    assert text_values(orjson.dumps(record).decode()) == ["mia_li_3668", "mia", "1200", "flight", "changed",
+                                                          "airline", "storm"]
+
+
+def test_vocabulary_keeps_ngrams_that_can_be_values() -> None:
+    words = vocabulary("Take the mug 1 from the Bank of America.")
+    assert {"take", "mug 1", "mug", "1", "bank of america", "bank", "america"} <= words
+    assert not {"the", "the mug", "mug 1 from"} & words
+
+
+def test_an_unseen_location_is_novel_and_a_seen_one_is_not() -> None:
+    index = NoveltyIndex(["You arrive at desk 1.", "go to desk 1"])
+    assert index.novel_values("You arrive at loc 22.", []) == ["loc 22", "22"]
+    assert index.novel_values("You arrive at loc 22.", ["go to loc 22"]) == []
+    assert index.novel_values("You arrive at desk 1.", []) == []  # every value is in the book's evidence
+
+
+def test_a_value_in_the_book_evidence_is_not_novel() -> None:
+    observation = '{"flight": "HAT136", "seats": 3}'
+    assert NoveltyIndex([]).novel_values(observation, []) == ["hat136", "3"]
+    assert NoveltyIndex(["Flight HAT136 has 3 seats left."]).novel_values(observation, []) == []
+
+
+def _episode(observations: list[str], *, task: str = "book a flight", opening: str = "Welcome.") -> Episode:
+    return Episode(id="e", task=task, initial_observation=Observation(text=opening), turns=[
+        Turn(index=i, action=Action(name="call", raw=f"get_record {i}"), observation=Observation(text=text),
+             context=[ContextEvent(role="user", content="my id is mia_li_3668")] if i == 0 else [])
+        for i, text in enumerate(observations)])
+
+
+def test_a_json_record_shown_earlier_in_the_episode_is_not_novel() -> None:
+    record = orjson.dumps({"user_id": "mia_li_3668", "membership": "gold", "city": "Seattle"}).decode()
+    flags = NoveltyIndex([]).episode(_episode([record, "Your city is Seattle, membership gold.", record]))
+    assert flags[0] == ["gold", "seattle"]  # the id was in the user's message, the rest is new
+    assert flags[1] == [] and flags[2] == []  # shown at turn 0 (keys included): known from then on
+    assert NoveltyIndex([]).episode(_episode([record] * 3), turns=2) == [["gold", "seattle"], []]
+
+
+def test_the_task_opening_and_the_turns_own_action_are_known() -> None:
+    episode = _episode(["Tacoma; records; get_record 0; empty."], task="find Tacoma", opening="Records ready.")
+    assert NoveltyIndex([]).episode(episode) == [["empty"]]
+
+
+def test_runs_made_before_the_flag_report_no_knowable_numbers() -> None:
+    rows = [{"method": m, "episode_id": "e", "turn": t, "env_id": "x", "exact_match": 1.0, "error": None}
+            for m in ("a", "b") for t in range(3)]
+    report = build_report(records_frame(rows), run="old", protocol="next-obs", fingerprint="f", config={},
+                          methods=["a", "b"], resamples=100)
+    assert report["metrics"] == ["exact_match"] and "novel_share" not in report["methods"]["a"]
+    flagged = [{**row, "novel": row["turn"] == 0} for row in rows]
+    report = build_report(records_frame(flagged), run="new", protocol="next-obs", fingerprint="f", config={},
+                          methods=["a", "b"], resamples=100)
+    assert report["methods"]["a"]["novel_share"]["mean"] == pytest.approx(1 / 3)
+    assert report["methods"]["a"]["exact_match_knowable"]["n"] == 2
+    assert set(report["pairs"]["a vs b"]) == {"exact_match", "exact_match_knowable"}
