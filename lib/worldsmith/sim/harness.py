@@ -35,6 +35,7 @@ from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, 
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
+from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, render, resolve_path
@@ -104,6 +105,7 @@ class Harness(WorldModelBase):
         self.places = PlaceTracker(evidence)
         self.entities = EntityTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
+        self.shell = ShellTracker(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness_schema_only"
@@ -144,6 +146,7 @@ class Harness(WorldModelBase):
         self.places.reset(self.initial_observation)
         self.entities.reset()
         self.aligned.reset()
+        self.shell.reset(self.initial_observation)
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -158,6 +161,7 @@ class Harness(WorldModelBase):
         self.places.observe(name, line, observation)
         self.entities.observe(name, arguments, observation)
         self.aligned.observe(line, observation)
+        self.shell.observe(line, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -172,7 +176,7 @@ class Harness(WorldModelBase):
 
     def tracked(self) -> dict[str, Any]:
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
-        return {"places": self.places.snapshot(), "entities": self.entities.snapshot()}
+        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(), "shell": self.shell.snapshot()}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
@@ -196,6 +200,7 @@ class Harness(WorldModelBase):
             out += self.entities.propose(name, arguments)
             out += self.places.propose(name, action_line(action))
             out += self.aligned.propose(action_line(action))
+            out += self.shell.propose(action_line(action))
         line = action_line(action)
         if self.config.use_memory and line in self.memory:
             out.append(Proposal("memory", self.memory[line], notes=["this action got this observation earlier "
@@ -208,7 +213,15 @@ class Harness(WorldModelBase):
         name, arguments, problems = self.canonical(action)
         audit = Audit(route="fast_path")
         if problems and any(p.startswith("unknown action") for p in problems) and not self.rules.get(name):
-            return self._fallback(action, name, arguments, audit, problems, outcome="failure:unknown_action")
+            proposals, _ = self.proposals(action, name, arguments)  # episode state may know an unseen command
+            chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (None, [])
+            if chosen is None:
+                return self._fallback(action, name, arguments, audit, [*problems, *why],
+                                      outcome="failure:unknown_action")
+            audit.route = ROUTE_NAMES.get(chosen.source, f"state:{chosen.source}")
+            audit.notes.extend([*problems, *why, *chosen.notes])
+            outcome = "failure:unknown_action" if chosen.source == "memory" else chosen.outcome
+            return self._transition(action, name, arguments, chosen.observation, outcome, [], audit, from_rule=False)
         if problems and self.config.strict_schema:
             return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
                               state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
