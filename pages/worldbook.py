@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.notes_editor import render_add_note_form, render_notes  # noqa: E402
+from workbench.components.route_table import render_route_table  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
 from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
@@ -74,8 +75,8 @@ if version != head:
                icon=":material/sync_problem:")
     st.button("Show the current version", key="wb_show_head", on_click=show_version, args=(name, head))
 
-rules_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
-    ["Rules", "Schemas", "Notes", "Search", "History", "Export / import"])
+rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
+    ["Rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"])
 
 with rules_tab:
     rules = select_rules(book.rules, render_rule_filters(book.rules))
@@ -100,6 +101,9 @@ with rules_tab:
             render_rule_editor(store, name, version, rule)
     with st.expander("Add a rule", icon=":material/add:"):
         render_add_rule_form(store, name, version, book)
+
+with routes_tab:
+    render_route_table(book)
 
 with schema_tab:
     render_schema_browser(book)

@@ -70,3 +70,20 @@ def test_patch_file_and_errors(workspace: Path, tmp_path: Path) -> None:
     assert "no rule 'nope'" in run("book", "patch", "doors", "--file", str(bad), workspace=workspace, code=1).stderr
     assert "no worldbook 'missing'" in run("book", "show", "missing", workspace=workspace, code=1).stderr
     assert "no rule 'x'" in run("book", "rule", "doors", "x", workspace=workspace, code=1).stderr
+
+
+def test_routes_lists_the_held_out_route_table_of_a_built_book(tmp_path: Path) -> None:
+    from helpers import sample_episodes
+    from worldsmith.worldbook import build_worldbook
+
+    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    WorldbookStore(tmp_path / "worldbooks").save(book)
+    shown = orjson.loads(run("book", "routes", "alf", "--json", workspace=tmp_path).stdout)
+    assert shown["folds"] == 5 and shown["turns"] == sum(len(e.turns) for e in sample_episodes("alfworld_expert"))
+    rows = {(row["action"], row["source"]): row for row in shown["routes"]}
+    take = rows[("take", "rule")]
+    assert take["proposed"] > 0 and take["trusted"] == (take["wins"] >= take["losses"])
+    assert ("*", "rule") in rows
+    assert "held-out turns over 5 folds" in run("book", "routes", "alf", workspace=tmp_path).stdout
+    WorldbookStore(tmp_path / "worldbooks").save(Worldbook(name="bare"))
+    assert "no route table" in run("book", "routes", "bare", workspace=tmp_path).stdout

@@ -49,3 +49,15 @@ def test_demote_a_rule_then_undo(empty_root: Path) -> None:
     no_exception(at.button(key="wb_undo").click().run())
     assert store.load("kitchen").rule("take-ok").status == RuleStatus.SUPPORTED
     assert len(store.history("kitchen")) == 3
+
+
+def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path) -> None:
+    from helpers import sample_episodes
+    from worldsmith.worldbook import build_worldbook
+
+    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    WorldbookStore(empty_root / "worldbooks").save(book)
+    at = open_page()
+    routes = next(df.value for df in at.dataframe if "wins" in df.value.columns)
+    assert {"take", "*"} <= set(routes["action"]) and "rule" in set(routes["source"])
+    assert any("cross-fitting: 5 folds" in str(c.value) for c in at.caption)

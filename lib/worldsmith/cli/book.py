@@ -41,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(rules)
     rules.set_defaults(handler=run_rules)
 
+    routes = actions.add_parser("routes", help="which answer source beat nearest evidence per action, held out")
+    routes.add_argument("book")
+    routes.add_argument("--version")
+    routes.add_argument("--action")
+    add_common(routes)
+    routes.set_defaults(handler=run_routes)
+
     rule = actions.add_parser("rule", help="one rule in full")
     rule.add_argument("book")
     rule.add_argument("rule_id", metavar="ID")
@@ -164,6 +171,25 @@ def run_rules(args: argparse.Namespace) -> int:
         for r in rules:
             print(f"{r.id:<32} {r.status.value:<10} {r.action:<16} support {r.support:<4} "
                   f"conf {r.confidence:.2f}  {r.template[:60]!r}")
+    return EXIT_OK
+
+
+def run_routes(args: argparse.Namespace) -> int:
+    book = store_from(args).load(args.book, args.version)
+    table = book.routes
+    rows = table.rows(args.action) if table is not None else []
+    if _json(args):
+        emit_json({"book": book.name, "folds": table.folds if table else 0, "turns": table.turns if table else 0,
+                   "routes": rows})
+    elif table is None:
+        print(f"{book.name} has no route table (built without route_folds): rules answer first, then memory, "
+              "then nearest evidence")
+    else:
+        print(f"{book.name}: {table.turns} held-out turns over {table.folds} folds")
+        for row in rows:
+            mark = "trusted" if row["trusted"] else "nearest instead"
+            print(f"{row['action']:<20} {row['source']:<18} exact {row['exact']:>4}/{row['proposed']:<4} "
+                  f"won {row['wins']:>3} lost {row['losses']:>3}  {mark}")
     return EXIT_OK
 
 

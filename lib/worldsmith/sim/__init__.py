@@ -26,6 +26,7 @@ from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
+from worldsmith.sim.routing import choose_route, learn_routes
 from worldsmith.sim.scoring import DiffSegment, Score, edit_similarity, exact_match, score, token_f1, word_diff
 from worldsmith.sim.session import (
     MemoryItem,
@@ -39,10 +40,19 @@ from worldsmith.sim.session import (
     find_sessions,
     state_differences,
 )
+from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, state_changes
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
+from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 
 __all__ = [
+    "AlignedEvidence",
+    "EntityTracker",
+    "PlaceTracker",
+    "Proposal",
+    "ShellTracker",
+    "choose_route",
+    "learn_routes",
     "DiffSegment",
     "MethodStep",
     "Score",

@@ -76,6 +76,7 @@ from worldsmith.worldbook.replay import (
     review_rules,
     select_rule,
 )
+from worldsmith.worldbook.routing import RouteStats, RouteTable
 from worldsmith.worldbook.stages import STAGES, Extraction, Fact
 from worldsmith.worldbook.store import (
     Patch,
@@ -126,6 +127,8 @@ __all__ = [
     "PatchOp",
     "ReplayReport",
     "ReviewConfig",
+    "RouteStats",
+    "RouteTable",
     "Rule",
     "RuleProvenance",
     "RuleReplay",

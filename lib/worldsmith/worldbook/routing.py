@@ -13,6 +13,8 @@ the audit says why. The table is data in the worldbook (`Worldbook.routes`), so 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["NEAREST", "RouteStats", "RouteTable"]
@@ -69,3 +71,14 @@ class RouteTable(BaseModel):
         if own is not None and own.proposed >= self.min_turns:
             return own
         return self.pooled.get(source)
+
+    def rows(self, action: str | None = None) -> list[dict[str, Any]]:
+        """One row per (action, source), pooled rows under action "*": what the CLI and the Worldbook page list."""
+        tables = [(name, sources) for name, sources in sorted(self.actions.items()) if action in (None, name)]
+        if action is None:
+            tables.append(("*", self.pooled))
+        return [{"action": name, "source": source, "proposed": stats.proposed, "exact": stats.exact,
+                 "accuracy": round(stats.accuracy, 4), "wins": stats.wins, "losses": stats.losses,
+                 "trusted": stats.not_worse_than_nearest,
+                 "decides": name == "*" or stats.proposed >= self.min_turns}
+                for name, sources in tables for source, stats in sorted(sources.items())]
