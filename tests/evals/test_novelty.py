@@ -6,6 +6,7 @@ import orjson
 import pytest
 
 from worldsmith.evals import NoveltyIndex, build_report, records_frame, text_values, vocabulary
+from worldsmith.evals.novelty import call_key
 from worldsmith.traces import Action, ContextEvent, Episode, Observation, Turn
 
 
@@ -35,16 +36,23 @@ def test_vocabulary_keeps_ngrams_that_can_be_values() -> None:
 
 
 def test_an_unseen_location_is_novel_and_a_seen_one_is_not() -> None:
-    index = NoveltyIndex(["You arrive at desk 1.", "go to desk 1"])
-    assert index.novel_values("You arrive at loc 22.", []) == ["loc 22", "22"]
-    assert index.novel_values("You arrive at loc 22.", ["go to loc 22"]) == []
-    assert index.novel_values("You arrive at desk 1.", []) == []  # every value is in the book's evidence
+    go = call_key("go", {"target": "desk 1"})
+    index = NoveltyIndex(["You arrive at loc 7. On the desk 1, you see a pen 2.", "go to desk 1"],
+                         {go: ["You arrive at loc 7. On the desk 1, you see a pen 2."]})
+    assert index.novel_values("You arrive at loc 22.", [], go) == ["loc 22", "22"]
+    assert index.novel_values("You arrive at loc 22.", ["go to loc 22"], go) == []
+    assert index.novel_values("You arrive at loc 7.", [], go) == []  # this call got loc 7 in the evidence
+    # another call's numbers belong to another trial: ALFWorld's per-trial `loc N` is novel there
+    assert index.novel_values("You arrive at loc 7.", [], call_key("go", {"target": "bed 1"})) == ["loc 7", "7"]
+    assert index.novel_values("You arrive at desk.", []) == []  # a value without a digit: known anywhere
 
 
-def test_a_value_in_the_book_evidence_is_not_novel() -> None:
+def test_a_value_in_the_book_evidence_for_the_same_call_is_not_novel() -> None:
     observation = '{"flight": "HAT136", "seats": 3}'
-    assert NoveltyIndex([]).novel_values(observation, []) == ["hat136", "3"]
-    assert NoveltyIndex(["Flight HAT136 has 3 seats left."]).novel_values(observation, []) == []
+    call = call_key("get_flight", {"flight_number": "HAT136"})
+    assert NoveltyIndex([]).novel_values(observation, [], call) == ["hat136", "3"]
+    index = NoveltyIndex(["Flight HAT136 has 3 seats left."], {call: ["Flight HAT136 has 3 seats left."]})
+    assert index.novel_values(observation, [], call) == []
 
 
 def _episode(observations: list[str], *, task: str = "book a flight", opening: str = "Welcome.") -> Episode:

@@ -5,8 +5,9 @@
 
 A turn is *novel* when its observation shows a value that appears neither earlier in its episode
 (the task, the opening observation, earlier actions, context and observations, and the action of
-the turn itself: what a simulator is given) nor anywhere in the worldbook's evidence (its
-observations and action texts). Exact match on the other, *knowable* turns is the honest
+the turn itself: what a simulator is given) nor in the worldbook's evidence (its observations and
+action texts; a value holding a digit only in the evidence's answers to the same call, since ids,
+counts and per-trial numbers belong to one initial state). Exact match on the other, *knowable* turns is the honest
 denominator: a miss on a novel turn may be no fault of the simulator.
 
 Values are the content tokens that identify things, lower-cased, from a deliberately simple tokenizer:
@@ -26,16 +27,17 @@ starts nor ends with a stop-word, punctuation ignored: a value is known when it 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
 
 from worldsmith.sim.base import action_line
+from worldsmith.sim.retrieval import action_arguments
 from worldsmith.traces.model import Episode, parse_json_text
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["MAX_NOVEL_VALUES", "MAX_WORDS", "STOP_WORDS", "NoveltyIndex", "text_values", "vocabulary"]
+__all__ = ["MAX_NOVEL_VALUES", "MAX_WORDS", "STOP_WORDS", "NoveltyIndex", "call_key", "text_values", "vocabulary"]
 
 MAX_WORDS = 4  # a longer run of words is prose, not a name
 MAX_NOVEL_VALUES = 10  # novel values kept per record (the flag counts them all)
@@ -137,28 +139,54 @@ def vocabulary(text: str) -> set[str]:
     return out
 
 
-class NoveltyIndex:
-    """The vocabulary of a worldbook's evidence, built once; novelty of observations against it and a prefix."""
+def call_key(name: str, arguments: Any) -> str:
+    """One call as a key: the action name and its named arguments as evidence stores them (`action_arguments`)."""
+    return name + " " + orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
-    def __init__(self, book_evidence_texts: Iterable[str]) -> None:
+
+def _numbered(value: str) -> bool:
+    return any(c.isdigit() for c in value)
+
+
+class NoveltyIndex:
+    """The vocabulary of a worldbook's evidence, built once; novelty of observations against it and a prefix.
+
+    A value holding a digit (an id, a count, ALFWorld's per-trial `loc 22`, an object's number) is known
+    from the evidence only where the evidence shows it in an answer to the same call: another episode's
+    numbers are another initial state's, unless a shared backing store answered this very call so.
+    Other values are known when the evidence shows them anywhere.
+    """
+
+    def __init__(self, book_evidence_texts: Iterable[str],
+                 answers: Mapping[str, Iterable[str]] | None = None) -> None:
         self.vocabulary: set[str] = set()
         for text in set(book_evidence_texts):
             self.vocabulary |= vocabulary(text)
+        self.by_call: dict[str, set[str]] = {}
+        for key, texts in (answers or {}).items():
+            known = self.by_call.setdefault(key, set())
+            for text in set(texts):
+                known |= vocabulary(text)
 
     @classmethod
     def for_book(cls, book: Worldbook) -> NoveltyIndex:
-        """The index of a book's evidence: its observations and action texts."""
-        return cls([text for item in book.evidence for text in (item.observation, item.action_text)])
+        """The index of a book's evidence: its observations and action texts, and each call's answers."""
+        answers: dict[str, list[str]] = {}
+        for item in book.evidence:
+            answers.setdefault(call_key(item.action, item.arguments), []).append(item.observation)
+        return cls([text for item in book.evidence for text in (item.observation, item.action_text)], answers)
 
-    def novel_values(self, observation: str, known_texts: Iterable[str] = ()) -> list[str]:
-        """The values of `observation` in neither the book's evidence nor `known_texts`."""
+    def novel_values(self, observation: str, known_texts: Iterable[str] = (), call: str | None = None) -> list[str]:
+        """The values of `observation` in neither the book's evidence nor `known_texts` (`call`: its `call_key`)."""
         known: set[str] = set()
         for text in known_texts:
             known |= vocabulary(text)
-        return self._novel(observation, known)
+        return self._novel(observation, known, call)
 
-    def _novel(self, observation: str, known: set[str]) -> list[str]:
-        return [v for v in text_values(observation) if v not in self.vocabulary and v not in known]
+    def _novel(self, observation: str, known: set[str], call: str | None) -> list[str]:
+        answered = self.by_call.get(call or "", set())
+        return [v for v in text_values(observation) if v not in known
+                and (v not in answered if _numbered(v) else v not in self.vocabulary)]
 
     def episode(self, episode: Episode, turns: int | None = None) -> list[list[str]]:
         """Per turn (the first `turns`), the novel values of its observation given the real prefix before it."""
@@ -169,6 +197,7 @@ class NoveltyIndex:
         for turn in episode.turns[:turns]:
             for text in (*(event.content for event in turn.context), action_line(turn.action)):
                 known |= vocabulary(text)
-            out.append(self._novel(turn.observation.text, known))
+            call = call_key(turn.action.name, action_arguments(turn.action))
+            out.append(self._novel(turn.observation.text, known, call))
             known |= vocabulary(turn.observation.text)
         return out
