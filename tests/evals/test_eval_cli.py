@@ -81,3 +81,21 @@ def test_eval_curve_and_awb(workspace: Path, capsys: pytest.CaptureFixture[str],
     scored = orjson.loads(capsys.readouterr().out)
     assert scored["rows"] == 3 and len(out.read_bytes().splitlines()) == 3
     assert set(scored["metrics"]) == {"exact_match", "edit_similarity", "token_f1", "json_f1"}
+
+
+def test_eval_cross_fitted_by_folds(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["eval", "--workspace", str(workspace), "--dataset", "alf", "--split", "train", "--folds", "3",
+            "--methods", "harness,nearest", "--max-turns", "2", "--resamples", "300", "--out", "cli-folds"]
+    assert main([*args, "--json"]) == 0
+    captured = capsys.readouterr()
+    output = orjson.loads(captured.out)
+    assert [f["fold"] for f in output["folds"]] == [1, 2, 3] and output["leakage"]["ok"]
+    assert sum(f["episodes"] for f in output["folds"]) * 2 == output["computed"]
+    assert "fold 1/3: book built from" in captured.err and "fold 3/3: nearest on" in captured.err
+    assert main(args) == 0  # resumed, in text
+    printed = capsys.readouterr().out
+    assert "0 units computed" in printed and "fold 2: book alf-fold2@" in printed
+    assert main([*args[:-2], "--folds", "1", "--out", "x"]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert main(["eval", "--workspace", str(workspace), "--dataset", "alf", "--out", "x"]) == 2
+    assert "--folds K instead of --book" in capsys.readouterr().err

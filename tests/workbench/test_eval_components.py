@@ -135,6 +135,27 @@ def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
     assert "--json" in command and "--llm" not in command and "--split" not in command
     with pytest.raises(JobError, match="plain folder name"):
         eval_command(EvalLaunch(run="../x", book="b", dataset="d", methods=["nearest"]), tmp_path)
+    crossed = eval_command(EvalLaunch(run="r2", book=None, dataset="d", methods=["nearest"], folds=5), tmp_path)
+    assert crossed[crossed.index("--folds") + 1] == "5" and "--book" not in crossed
+
+
+def test_knowable_and_folds_frames_reshape_the_report() -> None:
+    cell = {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}
+    report = {"methods": {"harness": {"exact_match": cell, "exact_match_knowable": cell, "novel_share": cell},
+                          "nearest": {"exact_match": cell}},  # a method without novelty cells is left out
+              "per_env": {"alfworld": {"methods": {"harness": {"exact_match": cell, "novel_share": cell}}}},
+              "folds": [{"fold": 1, "book": "d-fold1", "book_version": "abc", "construction_episodes": 8,
+                         "episodes": 4, "families": 2, "leakage_ok": True}]}
+    knowable = tables.knowable_frame(report)
+    assert list(zip(knowable["scope"], knowable["method"], strict=True)) == [("all environments", "harness"),
+                                                                            ("env: alfworld", "harness")]
+    assert knowable.loc[0, "exact match (knowable)"] == "0.500 [0.400, 0.600]" and knowable.loc[1, "n"] == 10
+    assert knowable.loc[1, "exact match (knowable)"] == ""
+    assert tables.knowable_frame({"methods": {"a": {"exact_match": cell}}}).empty
+    folds = tables.folds_frame(report)
+    assert folds.to_dict("records") == [{"fold": 1, "book": "d-fold1", "version": "abc", "built from (episodes)": 8,
+                                         "evaluated episodes": 4, "families": 2, "leakage": "ok"}]
+    assert tables.folds_frame({}).empty
 
 
 # A stand-in for `worldsmith eval`: writes progress.json step by step, then report.json and a JSON result.

@@ -189,3 +189,40 @@ def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -
     no_exception(at.selectbox(key="ev_run").set_value("old-d").run())
     assert not any("exact match (knowable)" in df.value.columns for df in at.dataframe)
     assert any("knowable is unknown" in str(c.value) for c in at.caption)
+
+
+def test_a_cross_fitted_run_lists_its_folds(empty_root: Path) -> None:
+    folder = write_run(empty_root, "folds-e", ["harness", "nearest"])
+    report = json.loads((folder / "report.json").read_text())
+    report["folds"] = [{"fold": k, "book": f"samples-fold{k}", "book_version": f"v{k}", "construction_episodes": 2,
+                        "episodes": 2, "families": 1, "leakage_ok": True} for k in (1, 2)]
+    (folder / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    at = open_page()
+    folds = frame_with(at, "built from (episodes)")
+    assert list(folds["book"]) == ["samples-fold1", "samples-fold2"] and set(folds["leakage"]) == {"ok"}
+    assert any("Cross-fitted: 2 folds" in str(c.value) for c in at.caption)
+
+
+def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.components import eval_launch
+    from workbench.components.eval_jobs import JobStatus
+
+    from worldsmith import Workspace
+
+    collected = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
+    assert Workspace(empty_root).ingest([collected], "alfworld").committed
+    launched: list[list[str]] = []
+
+    def launch(root: Path, run: str, command: list[str]) -> JobStatus:
+        launched.append(command)
+        return JobStatus(run=run, state="running", pid=1, started=0.0, command=command)
+
+    monkeypatch.setattr(eval_launch, "launch", launch)
+    at = open_page()
+    at.text_input(key="ev_new_run").input("crossed")
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    assert any("Choose a worldbook, or cross-fit" in str(e.value) for e in at.error) and not launched
+    at.number_input(key="ev_new_folds").set_value(3)
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    assert len(launched) == 1 and launched[0][launched[0].index("--folds") + 1] == "3"
+    assert "--book" not in launched[0] and any("Started run" in str(s.value) for s in at.success)

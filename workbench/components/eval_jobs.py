@@ -33,10 +33,13 @@ class JobError(ValueError):
 
 @dataclass(frozen=True)
 class EvalLaunch:
-    """The options of one `worldsmith eval` run, as the page's form collects them (None: the CLI's default)."""
+    """The options of one `worldsmith eval` run, as the page's form collects them (None: the CLI's default).
+
+    With `folds` >= 2 the run is cross-fitted and builds its own books: `book` may be None.
+    """
 
     run: str
-    book: str
+    book: str | None
     dataset: str
     methods: list[str]
     protocol: str = "next-obs"
@@ -49,6 +52,7 @@ class EvalLaunch:
     judge: str | None = None
     seed: int = 0
     resamples: int | None = None
+    folds: int = 0
     extra: list[str] = field(default_factory=list)
 
 
@@ -77,9 +81,10 @@ def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
     """The `worldsmith eval` command line for a launch (the same one a terminal would run)."""
     c = launch_config
     command = [sys.executable, "-m", "worldsmith", "eval", "--workspace", str(Path(root).resolve()),
-               "--book", c.book, "--dataset", c.dataset, "--methods", ",".join(c.methods), "--protocol", c.protocol,
+               "--dataset", c.dataset, "--methods", ",".join(c.methods), "--protocol", c.protocol,
                "--out", validate_run_name(c.run), "--seed", str(c.seed), "--json"]
-    for flag, value in (("--split", c.split), ("--env", c.env), ("--max-episodes", c.max_episodes),
+    for flag, value in (("--book", c.book), ("--folds", c.folds or None), ("--split", c.split), ("--env", c.env),
+                        ("--max-episodes", c.max_episodes),
                         ("--max-turns", c.max_turns), ("--policy", c.policy), ("--llm", c.llm),
                         ("--judge", c.judge), ("--resamples", c.resamples)):
         if value not in (None, ""):

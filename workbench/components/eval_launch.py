@@ -38,9 +38,9 @@ def available_methods() -> list[str]:
 
 def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
     """The run's options; on submit, start the job and remember a notice for the next rerun."""
-    if not books or not datasets:
-        st.info("Launching a run needs a worldbook (`worldsmith build`) and a dataset to evaluate on.",
-                icon=":material/info:")
+    if not datasets:
+        st.info("Launching a run needs a dataset to evaluate on (and a worldbook from `worldsmith build`, or "
+                "cross-fitting with folds).", icon=":material/info:")
         return
     methods = available_methods()
     default = [m for m in ("harness", "nearest") if m in methods] or methods[:1]
@@ -52,7 +52,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                                     "start, then the whole action sequence; w2r: a policy acts in the simulator and "
                                     "its actions are replayed in the real environment")
         left, middle, right = st.columns(3)
-        book = left.selectbox("Worldbook", books, key="ev_new_book")
+        book = left.selectbox("Worldbook", books, index=0 if books else None, key="ev_new_book",
+                              help="Not read when cross-fitting (folds >= 2): each fold builds its own book.")
         dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset")
         split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test",
                                  help="Held-out episodes only: the book must not have been built from them "
@@ -63,22 +64,29 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
         max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
         policy = last.selectbox("W2R policy", POLICIES, key="ev_new_policy")
-        left, middle, right = st.columns(3)
+        left, middle, right, last = st.columns(4)
         llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
         judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
         seed = right.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
+        folds = last.number_input("Folds (0 = the worldbook)", min_value=0, value=0, key="ev_new_folds",
+                                  help="K >= 2 cross-fits: the episodes are dealt into K folds by trajectory family "
+                                       "(as `worldsmith build --folds`), each evaluated with a book built from the "
+                                       "others, and the records pooled.")
         submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
     if not submitted:
         return
     if not chosen:
         st.error("Choose at least one method.")
         return
+    if folds == 1 or (not folds and not book):
+        st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
+        return
     try:
-        config = EvalLaunch(run=run, book=book, dataset=dataset, methods=list(chosen), protocol=protocol,
+        config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen), protocol=protocol,
                             split=split.strip() or None, env=env.strip() or None,
                             max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
                             policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
-                            judge=judge.strip() or None, seed=int(seed))
+                            judge=judge.strip() or None, seed=int(seed), folds=int(folds))
         command = eval_command(config, root)
         job = launch(root, config.run, command)
     except (JobError, OSError) as error:

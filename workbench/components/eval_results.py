@@ -69,6 +69,12 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
     judge = report.get("judge")
     st.caption(f"protocol {md_code(report.get('protocol'))} · fingerprint {md_code(str(report.get('fingerprint'))[:16])}"
                f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.get('created'))}")
+    folds = tables.folds_frame(report)
+    if not folds.empty:
+        st.caption(f"Cross-fitted: {len(folds)} folds by trajectory family, each evaluated with a book built from the "
+                   "other folds; the records are pooled.")
+        with st.expander("Folds"):
+            st.dataframe(folds, hide_index=True, key="ev_folds")
     choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope")
     block = _scope(report, choice)
     methods = block.get("methods") or {}

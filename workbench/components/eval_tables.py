@@ -23,6 +23,7 @@ __all__ = [
     "divergence_frame",
     "error_groups",
     "fidelity_frame",
+    "folds_frame",
     "format_interval",
     "heatmap_frame",
     "judge_frame",
@@ -137,6 +138,16 @@ def fidelity_frame(report: dict[str, Any]) -> pd.DataFrame:
             for method, points in (report.get("fidelity_at_t") or {}).items() for point in points or []
             if isinstance(point, dict) and "t" in point]
     return pd.DataFrame(rows, columns=["method", "t", "mean", "low", "high", "n"])
+
+
+def folds_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """A cross-fitted run's folds: each fold's book, what it was built from and evaluated on; empty otherwise."""
+    columns = ["fold", "book", "version", "built from (episodes)", "evaluated episodes", "families", "leakage"]
+    rows = [{"fold": f.get("fold"), "book": f.get("book"), "version": f.get("book_version"),
+             "built from (episodes)": f.get("construction_episodes"), "evaluated episodes": f.get("episodes"),
+             "families": f.get("families"), "leakage": "ok" if f.get("leakage_ok") else "leaked"}
+            for f in report.get("folds") or [] if isinstance(f, dict)]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def cost_frame(report: dict[str, Any]) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
     worldsmith eval --book alfworld --dataset alfworld --split test --methods harness,nearest \
         --protocol next-obs|drift|w2r [--policy expert] [--llm SPEC] [--judge SPEC] --out RUN [--json]
+    worldsmith eval --dataset alfworld --folds 5 --methods harness,nearest --out RUN --json   # cross-fitted
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
 
@@ -41,11 +42,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "<workspace>/runs/eval/RUN/ (config.json, records.parquet, report.json, report.md, plots/). "
                     "A rerun of the same configuration resumes. Subcommands: curve (construction-size curve), "
                     "awb (AgentWorldBench rows).")
-    parser.add_argument("--book", help="worldbook name in the workspace")
+    parser.add_argument("--book", help="worldbook name in the workspace (with --folds: only names the fold books)")
     parser.add_argument("--version", help="worldbook version (default: HEAD)")
     parser.add_argument("--dataset", help="dataset of the held-out episodes")
     parser.add_argument("--split", help="split to evaluate on (e.g. test)")
     parser.add_argument("--env", help="only episodes of this environment (env id prefix, e.g. alfworld)")
+    parser.add_argument("--folds", type=int, default=0, metavar="K",
+                        help="cross-fit: deal the episodes into K folds by trajectory family (as build --folds), "
+                             "evaluate each fold with a book built from the others, pool the records")
     parser.add_argument("--methods", default="harness,nearest",
                         help="comma-separated: " + ", ".join(METHOD_KINDS) + " (default: harness,nearest)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="next-obs")
@@ -106,15 +110,16 @@ def _validation_message(error: ValidationError) -> str:
 def run_eval_command(args: argparse.Namespace) -> int:
     from worldsmith.evals.run import EvalConfig, run_eval
 
-    missing = [flag for flag, value in (("--book", args.book), ("--dataset", args.dataset), ("--out", args.out))
-               if not value]
+    missing = [flag for flag, value in (("--book", args.book or args.folds), ("--dataset", args.dataset),
+                                        ("--out", args.out)) if not value]
     if missing:
-        raise CommandError(f"worldsmith eval needs {', '.join(missing)} (or a subcommand: curve, awb)", code=2)
+        instead = " (--folds K instead of --book cross-fits)" if "--book" in missing else ""
+        raise CommandError(f"worldsmith eval needs {', '.join(missing)}{instead} (or a subcommand: curve, awb)", code=2)
     try:
         config = EvalConfig(
             name=args.out, book=args.book, book_version=args.version, dataset=args.dataset, split=args.split,
-            env=args.env, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm, judge=args.judge,
-            policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
+            env=args.env, folds=args.folds, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm,
+            judge=args.judge, policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
             max_turns=args.max_turns, divergence_metric=args.divergence,
             divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed)
     except ValidationError as error:
@@ -127,10 +132,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
                    "fingerprint": run.fingerprint, "computed": run.computed, "reused": run.reused,
                    "records": len(run.records), "methods": report["methods"], "pairs": report["pairs"],
                    "cost": report["cost"], "w2r": report.get("w2r"), "leakage": report["leakage"],
+                   "folds": report.get("folds"),
                    "report": str(run.report_path), "markdown": str(run.directory / "report.md")})
         return EXIT_OK
     print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
           f"{run.reused} reused -> {run.directory}")
+    for fold in report.get("folds") or []:
+        print(f"  fold {fold['fold']}: book {fold['book']}@{fold['book_version']} built from "
+              f"{fold['construction_episodes']} episodes, evaluated on {fold['episodes']}")
     for method, metrics in report["methods"].items():
         cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
                  for name, entry in metrics.items() if entry["mean"] is not None]

@@ -25,7 +25,8 @@ __all__ = ["JUDGE_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "recor
 JUDGE_COLUMNS = ("judge_total", "judge_format", "judge_factuality", "judge_consistency", "judge_realism",
                  "judge_quality")
 # name -> arrow type, in the contract's order; the W2R columns and `error` come last. `novel` (null: unknown, as
-# in runs made before it) says the observation shows values the episode's prefix and the book never showed.
+# in runs made before it) says the observation shows values the episode's prefix and the book never showed; `fold`
+# is the fold (1-based) of a cross-fitted run, null otherwise.
 _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("run", pa.string()), ("protocol", pa.string()), ("method", pa.string()), ("env_id", pa.string()),
     ("episode_id", pa.string()), ("family", pa.string()), ("task_seen", pa.bool_()), ("turn", pa.int64()),
@@ -35,7 +36,7 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("route", pa.string()), ("rules", pa.list_(pa.string())), ("model_calls", pa.int64()),
     ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("latency_s", pa.float64()),
     ("cost_usd", pa.float64()), ("diverged", pa.bool_()), ("outcome", pa.string()), ("done_pred", pa.bool_()),
-    ("done_real", pa.bool_()), ("novel", pa.bool_()), ("novel_values", pa.list_(pa.string())),
+    ("done_real", pa.bool_()), ("novel", pa.bool_()), ("novel_values", pa.list_(pa.string())), ("fold", pa.int64()),
     ("policy", pa.string()), ("real_success", pa.bool_()), ("w2r_success", pa.bool_()), ("sim_steps", pa.int64()),
     ("error", pa.string()),
 ]

@@ -5,7 +5,8 @@ pools are per environment and overall, and split by seen/unseen task. Next-obs a
 exact match on the knowable turns (those whose observation shows no novel value, `evals.novelty`)
 and the novel share; records without the flag (older runs) are unknown and count in neither. Drift runs add fidelity@t,
 the first divergence of every episode and done-step agreement; W2R runs add Real, W2R and their
-ratio per policy and method. Costs are means per record.
+ratio per policy and method. Costs are means per record. A cross-fitted run pools its folds' records
+(the intervals resample episodes across folds) and lists the folds.
 """
 
 from __future__ import annotations
@@ -253,8 +254,10 @@ def _knowable(report: dict[str, Any]) -> list[str]:
 def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
     config = report["config"]
     metrics = report.get("metrics", [])
+    books = (f"cross-fitted, {config['folds']} folds by trajectory family (each fold's book built from the others)"
+             if config.get("folds") else f"worldbook `{config.get('book')}@{config.get('book_version')}`")
     lines = [f"# Evaluation run `{report['run']}`", "",
-             f"- protocol: **{report['protocol']}**; worldbook `{config.get('book')}@{config.get('book_version')}`; "
+             f"- protocol: **{report['protocol']}**; {books}; "
              f"dataset `{config.get('dataset')}`" + (f" split `{config['split']}`" if config.get("split") else ""),
              f"- methods: {', '.join(report['counts'])}; episodes: {report['episodes']}; "
              f"records per method: {', '.join(f'{m} {n}' for m, n in report['counts'].items())}",
@@ -263,6 +266,12 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
              f"seed {report['bootstrap']['seed']}; fingerprint `{report['fingerprint'][:16]}`",
              f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'} "
              f"({report['leakage'].get('target_turns', 0)} target turns)", ""]
+    if report.get("folds"):
+        lines += ["## Folds", ""]
+        lines += _table(["fold", "book", "built from (episodes)", "evaluated episodes", "families", "leakage"],
+                        [[str(f["fold"]), f"`{f['book']}@{f['book_version']}`", str(f["construction_episodes"]),
+                          str(f["episodes"]), str(f["families"]), "ok" if f["leakage_ok"] else "leaked"]
+                         for f in report["folds"]])
     lines += ["## Methods", ""]
     lines += _table(["method", *metrics], [[m, *(_fmt(entry.get(x)) for x in metrics)]
                                             for m, entry in report["methods"].items()])

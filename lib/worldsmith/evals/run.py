@@ -11,6 +11,12 @@ changes records (not the run name nor the bootstrap settings) with the worldbook
 dataset revision and a hash of the evaluation and simulator code: rerunning the same configuration resumes (finished units are not recomputed) and
 only recomputes the report, while a different configuration under the same name is refused.
 Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run.
+
+With `folds=K` (K >= 2) the run is cross-fitted, as `worldsmith build --folds K` is: the episodes
+of the split (and environment) are dealt into K folds by trajectory family (`family_folds`), each
+fold's book is built deterministically (`BuildConfig()`) from the other folds and evaluated on that
+fold's episodes only, and the records (with their `fold`) are pooled into one report. No stored book
+is read: `book` only names the fold books (`<book>-fold<k>`, default the dataset's name).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,7 +59,7 @@ from worldsmith.evals.report import build_report, write_report
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook.build import trajectory_family
+from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", "run_folder"]
@@ -74,8 +81,11 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(description="Run name: the folder under <workspace>/runs/eval/.")
-    book: str = Field(description="Worldbook name in the workspace store.")
+    book: str | None = Field(default=None, description="Worldbook name in the workspace store (with folds: only the "
+                                                       "name of the fold books, default the dataset's).")
     book_version: str | None = Field(default=None, description="Version (default: HEAD when the run starts).")
+    folds: int = Field(default=0, ge=0, description="Cross-fit: K >= 2 folds by trajectory family, each evaluated "
+                                                     "with a book built from the others (0: one stored book).")
     dataset: str = Field(description="Dataset of the held-out episodes.")
     split: str | None = Field(default=None, description="Split of the dataset to evaluate on (default: all).")
     env: str | None = Field(default=None, description="Only episodes whose env id starts with this (e.g. alfworld).")
@@ -113,6 +123,16 @@ class EvalConfig(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError(f"methods repeat: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _book(self) -> EvalConfig:
+        if self.folds == 1:
+            raise ValueError("folds: 0 (a stored book) or at least 2 (cross-fitted books)")
+        if not self.folds and not self.book:
+            raise ValueError("set book (--book NAME), or cross-fit with folds >= 2 (--folds K)")
+        if self.folds and self.book_version:
+            raise ValueError("book_version names a stored book: a cross-fitted run builds its own")
+        return self
 
     @model_validator(mode="after")
     def _models(self) -> EvalConfig:
@@ -183,11 +203,13 @@ def _pricing(spec: str | None) -> Pricing:
     return Pricing(float(options.get("price_in", 0.0) or 0.0), float(options.get("price_out", 0.0) or 0.0))
 
 
+def _in_env(episodes: Iterable[Episode], env: str | None) -> list[Episode]:
+    return [e for e in episodes if not env or (e.env_id or "").split("/")[0] == env or
+            (e.env_id or "").startswith(env)]
+
+
 def _select(episodes: Sequence[Episode], config: EvalConfig) -> list[Episode]:
-    chosen = [e for e in episodes if e.turns]
-    if config.env:
-        chosen = [e for e in chosen if (e.env_id or "").split("/")[0] == config.env or
-                  (e.env_id or "").startswith(config.env)]
+    chosen = _in_env((e for e in episodes if e.turns), config.env)
     if config.episodes is not None:
         wanted = set(config.episodes)
         missing = wanted - {e.id for e in chosen}
@@ -264,6 +286,104 @@ class _Policies:
             closer()
 
 
+@dataclass
+class _Part:
+    """One book and the episodes it is evaluated on: the whole run, or one fold of a cross-fitted run."""
+
+    book: Worldbook
+    version: str
+    episodes: list[Episode]
+    families: set[str]  # trajectory families of the book's evidence: their records are "seen" tasks
+    leakage: dict[str, Any]
+    fold: int | None = None  # 1-based
+    construction: int | None = None  # episodes the fold's book was built from
+
+    @cached_property
+    def novelty(self) -> NoveltyIndex:
+        return NoveltyIndex.for_book(self.book)
+
+    def prefix(self, folds: int) -> str:
+        return f"fold {self.fold}/{folds}: " if self.fold else ""
+
+
+def _pool(config: EvalConfig, ws: Workspace, episodes: Sequence[Episode] | None) -> tuple[list[Episode], Any, Any]:
+    """The episodes the evaluation set is drawn from, their revision, and their dataset (None when given)."""
+    if episodes is not None:
+        pool = list(episodes)
+        return pool, "inline-" + _digest([(e.id, e.content_hash()) for e in pool])[:12], None
+    dataset = ws.dataset(config.dataset)
+    return list(dataset.iter_episodes(config.split)), dataset.revision, dataset
+
+
+def _families(book: Worldbook, candidates: Iterable[Episode], leakage: dict[str, Any]) -> set[str]:
+    families, unresolved = evidence_families(book, candidates)
+    leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
+    return families
+
+
+def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: Any, book: Worldbook | None,
+               construction: Sequence[Episode] | None) -> _Part:
+    """The run's one book (stored, or given) on the selected episodes, leakage checked."""
+    sources: list[dict[str, Any]] = []
+    if book is None:
+        from worldsmith.worldbook.store import WorldbookStore
+
+        store = WorldbookStore(ws.root / "worldbooks")
+        version = config.book_version or store.head(config.book)
+        book = store.load(config.book, version)
+        sources = store.info(config.book, version).sources
+    else:
+        version = config.book_version or "inline-" + _digest(book.model_dump(mode="json"))[:12]
+    chosen = _select(pool, config)
+    leakage = check_leakage(book, chosen, construction=construction)
+    if construction is not None:
+        candidates: Iterable[Episode] = construction
+    else:  # streamed: only the ids and families of the evidence episodes are kept
+        streams = [pool] if dataset is None else [dataset.iter_episodes()]
+        for source in sources:
+            name = source.get("dataset") if isinstance(source, dict) else None
+            if name and name != config.dataset and name in ws.list_datasets():
+                streams.append(ws.dataset(name).iter_episodes())
+        candidates = itertools.chain.from_iterable(streams)
+    return _Part(book, version, chosen, _families(book, candidates, leakage), leakage)
+
+
+def _fold_parts(config: EvalConfig, pool: list[Episode], cache_dir: Path, progress: Progress | None) -> list[_Part]:
+    """Cross-fitting: per fold, a book built from the other folds' episodes, on the fold's selected episodes."""
+    base = _in_env(pool, config.env)  # what `worldsmith build --folds` deals into folds
+    chosen = _select(pool, config)
+    assignment = family_folds(base, config.folds)
+    total = len(chosen) * len(config.methods)
+    parts = []
+    for fold in range(config.folds):
+        held = [e for e in chosen if assignment[trajectory_family(e)] == fold]
+        if not held:
+            continue
+        kept = [e for e in base if assignment[trajectory_family(e)] != fold]
+        book = build_worldbook(kept, name=f"{config.book or config.dataset}-fold{fold + 1}", cache_dir=cache_dir).book
+        leakage = check_leakage(book, held, construction=kept)
+        parts.append(_Part(book, _digest(book.model_dump(mode="json"))[:12], held, _families(book, kept, leakage),
+                           leakage, fold=fold + 1, construction=len(kept)))
+        if progress is not None:
+            progress(0, total, f"fold {fold + 1}/{config.folds}: book built from {len(kept)} episodes, "
+                               f"{len(held)} held out")
+    return parts
+
+
+def _pooled_leakage(parts: list[_Part]) -> dict[str, Any]:
+    if parts[0].fold is None:
+        return parts[0].leakage
+    return {"ok": all(p.leakage["ok"] for p in parts), "target_turns": sum(p.leakage["target_turns"] for p in parts),
+            "evaluation_episodes": sum(p.leakage["evaluation_episodes"] for p in parts),
+            "folds": [{"fold": p.fold, **p.leakage} for p in parts]}
+
+
+def _fold_summary(parts: list[_Part]) -> list[dict[str, Any]]:
+    return [{"fold": p.fold, "book": p.book.name, "book_version": p.version, "construction_episodes": p.construction,
+             "episodes": len(p.episodes), "families": len({trajectory_family(e) for e in p.episodes}),
+             "leakage_ok": p.leakage["ok"]} for p in parts]
+
+
 def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Progress | None = None, *,
              book: Worldbook | None = None, episodes: Sequence[Episode] | None = None,
              construction: Sequence[Episode] | None = None) -> EvalRun:
@@ -272,46 +392,26 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     The worldbook and episodes come from the workspace (store and dataset) unless given: `book` (a
     book built in code, e.g. for the construction-size curve), `episodes` (the evaluation set) and
     `construction` (the episodes the book was built from: the builder's leakage check and the
-    seen/unseen families then use them). Raises `LeakageError` before running anything when the
-    evaluation targets are in the book's evidence, `RunConflictError` when the run folder holds
-    another configuration.
+    seen/unseen families then use them). A cross-fitted run (`config.folds`) builds its books from
+    the episodes, so it takes neither `book` nor `construction`. Raises `LeakageError` before running
+    anything when the evaluation targets are in a book's evidence, `RunConflictError` when the run
+    folder holds another configuration.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     root = ws.root
     llm_spec, judge_spec = _resolve_spec(config.llm, root), _resolve_spec(config.judge, root)
 
-    # -- the book, the episodes, leakage and families
-    book_sources: list[dict[str, Any]] = []
-    if book is None:
-        from worldsmith.worldbook.store import WorldbookStore
-
-        store = WorldbookStore(root / "worldbooks")
-        version = config.book_version or store.head(config.book)
-        book = store.load(config.book, version)
-        book_sources = store.info(config.book, version).sources
+    # -- the books, the episodes, leakage and families
+    pool, revision, dataset = _pool(config, ws, episodes)
+    if config.folds:
+        if book is not None or construction is not None:
+            raise ValueError("a cross-fitted run (folds) builds its own books: give neither book nor construction")
+        parts = _fold_parts(config, pool, root / "runs" / "eval" / ".build-cache", progress)
+        version = "folds-" + _digest([p.version for p in parts])[:12]
     else:
-        version = config.book_version or "inline-" + _digest(book.model_dump(mode="json"))[:12]
-    dataset = None
-    if episodes is None:
-        dataset = ws.dataset(config.dataset)
-        pool = list(dataset.iter_episodes(config.split))
-        revision: Any = dataset.revision
-    else:
-        pool = list(episodes)
-        revision = "inline-" + _digest([(e.id, e.content_hash()) for e in pool])[:12]
-    chosen = _select(pool, config)
-    leakage = check_leakage(book, chosen, construction=construction)
-    if construction is not None:
-        candidates: Iterable[Episode] = construction
-    else:  # streamed: only the ids and families of the evidence episodes are kept
-        sources = [pool] if dataset is None else [dataset.iter_episodes()]
-        for source in book_sources:
-            name = source.get("dataset") if isinstance(source, dict) else None
-            if name and name != config.dataset and name in ws.list_datasets():
-                sources.append(ws.dataset(name).iter_episodes())
-        candidates = itertools.chain.from_iterable(sources)
-    families, unresolved = evidence_families(book, candidates)
-    leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
+        parts = [_book_part(config, ws, pool, dataset, book, construction)]
+        version = parts[0].version
+    leakage = _pooled_leakage(parts)
 
     resolved = config.model_copy(update={"book_version": version})
     code = _code_version()
@@ -333,64 +433,63 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
 
     # -- the units
     journal = Journal(folder / "records.jsonl")
-    order = [(method, episode.id) for episode in chosen for method in config.methods]
-    by_id = {episode.id: episode for episode in chosen}
+    units = [(part, episode, method) for part in parts for episode in part.episodes for method in config.methods]
+    order = [(method, episode.id) for _, episode, method in units]
     total = len(order)
     done = sum(journal.done(m, e) for m, e in order)
     reused = done
     started = datetime.now(UTC).isoformat(timespec="seconds")
     _write_progress(folder, done, total, "running", "starting", started)
     computed = 0
-    models: dict[str, Any] = {}
+    models: dict[tuple[int | None, str], Any] = {}  # (fold, method)
     meters: dict[str, UsageMeter] = {}
     judge: Judge | None = None
     shared_llm = None
     real_envs = _RealEnvs(config.real_env)
     policies = _Policies(config, root)
     real_cache: dict[str, RealOutcome] = {}
-    novelty = NoveltyIndex.for_book(book) if config.protocol != "w2r" else None
     novel: dict[str, list[list[str]]] = {}  # per episode: the novel values of each turn (the same for every method)
     try:
-        for method, episode_id in order:
-            if journal.done(method, episode_id):
+        for part, episode, method in units:
+            if journal.done(method, episode.id):
                 continue
-            episode = by_id[episode_id]
-            if method not in models:
+            key = (part.fold, method)
+            if key not in models:
                 llm = None
                 if llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
                     if shared_llm is None:
                         from worldsmith.llm.tracked import open_llm
 
                         shared_llm = open_llm(llm_spec, root, component="eval")
-                    meters[method] = UsageMeter(shared_llm)
-                    llm = meters[method]
-                models[method] = make_method(method, book, llm=llm, max_tokens=config.max_tokens)
+                    llm = meters.setdefault(method, UsageMeter(shared_llm))
+                models[key] = make_method(method, part.book, llm=llm, max_tokens=config.max_tokens)
             if judge is None and judge_spec and config.protocol != "w2r":
                 judge = open_judge(judge_spec, root)
             scorer = Scorer(meter=meters.get(method), judge=judge, pricing=_pricing(llm_spec))
             began = time.perf_counter()
             if config.protocol == "next-obs":
-                records = next_obs_records(models[method], episode, scorer, max_turns=config.max_turns)
+                records = next_obs_records(models[key], episode, scorer, max_turns=config.max_turns)
             elif config.protocol == "drift":
-                records = drift_records(models[method], episode, scorer, max_turns=config.max_turns,
+                records = drift_records(models[key], episode, scorer, max_turns=config.max_turns,
                                         divergence_metric=config.divergence_metric,
                                         divergence_threshold=config.divergence_threshold)
             else:
-                records = [_w2r(config, models[method], episode, scorer, book, real_envs, real_cache, journal,
+                records = [_w2r(config, models[key], episode, scorer, part.book, real_envs, real_cache, journal,
                                 policies)]
-            if novelty is not None:
+            if config.protocol != "w2r":
                 if episode.id not in novel:
-                    novel[episode.id] = novelty.episode(episode, config.max_turns)
+                    novel[episode.id] = part.novelty.episode(episode, config.max_turns)
                 _mark_novelty(records, novel[episode.id])
             family = trajectory_family(episode)
             for record in records:
                 record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
-                              episode_id=episode.id, family=family, task_seen=family in families)
+                              episode_id=episode.id, family=family, task_seen=family in part.families,
+                              fold=part.fold)
             journal.append({"method": method, "episode_id": episode.id, "records": records,
                             "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage})
             computed += 1
             done += 1
-            message = f"{method} on {episode.id}"
+            message = f"{part.prefix(config.folds)}{method} on {episode.id}"
             _write_progress(folder, done, total, "running", message, started)
             if progress is not None:
                 progress(done, total, message)
@@ -421,13 +520,14 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     for key in order:
         for name in judge_usage:
             judge_usage[name] += int(journal.units[key].get("judge_usage", {}).get(name, 0))
+    extra = {**({"judge_usage": judge_usage} if judge_spec else {}),
+             **({"folds": _fold_summary(parts)} if config.folds else {})}
     report = build_report(
         frame, run=config.name, protocol=config.protocol, fingerprint=fingerprint,
         config={**resolved.model_dump(mode="json"), "dataset_revision": revision, "code_version": code,
                 "llm_spec": llm_spec},
         methods=list(config.methods), judge=judge_spec, leakage=leakage, resamples=config.resamples,
-        seed=config.seed, confidence=config.confidence, fidelity_metric=config.divergence_metric,
-        extra={"judge_usage": judge_usage} if judge_spec else None)
+        seed=config.seed, confidence=config.confidence, fidelity_metric=config.divergence_metric, extra=extra)
     report = write_report(report, folder)
     _write_progress(folder, done, total, "done", "report written", started)
     return EvalRun(directory=folder, config=resolved, fingerprint=fingerprint, records=frame, report=report,

@@ -60,6 +60,7 @@ __all__ = [
     "build_worldbook",
     "cross_fit",
     "deterministic_extract",
+    "family_folds",
     "leakage_check",
     "trajectory_family",
     "validate",
@@ -343,17 +344,24 @@ class CrossFitResult:
                              for f, r, fold in zip(self.families, reports, self.folds, strict=False)]}
 
 
-def cross_fit(episodes: Sequence[Episode], *, name: str, folds: int, config: BuildConfig = BuildConfig(),
-              cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
-              progress: Progress | None = None) -> CrossFitResult:
-    """One worldbook per fold, each validated on the families it did not see (k folds by family)."""
+def family_folds(episodes: Sequence[Episode], folds: int) -> dict[str, int]:
+    """Each trajectory family's fold (0-based), families dealt in a fixed hashed order: cross-fitted builds and
+    cross-fitted evaluation (`worldsmith eval --folds`) split the same episodes the same way."""
     if folds < 2:
         raise ValueError(f"cross-fitting needs at least 2 folds, not {folds}")
     families = sorted({trajectory_family(e) for e in episodes},
                       key=lambda f: hashlib.sha256(f.encode()).hexdigest())
     if len(families) < folds:
         raise ValueError(f"{len(families)} trajectory families cannot fill {folds} folds")
-    assignment = {family: index % folds for index, family in enumerate(families)}
+    return {family: index % folds for index, family in enumerate(families)}
+
+
+def cross_fit(episodes: Sequence[Episode], *, name: str, folds: int, config: BuildConfig = BuildConfig(),
+              cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
+              progress: Progress | None = None) -> CrossFitResult:
+    """One worldbook per fold, each validated on the families it did not see (k folds by family)."""
+    assignment = family_folds(episodes, folds)
+    families = list(assignment)
     results: list[BuildResult] = []
     for fold in range(folds):
         held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
