@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.worldbook.engine import literal_value
 from worldsmith.worldbook.facts import extract_facts, learn_list_format
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.model import (
@@ -39,6 +40,7 @@ from worldsmith.worldbook.model import (
     Rule,
     StateSchema,
     Worldbook,
+    join_path,
 )
 from worldsmith.worldbook.replay import ReplayReport, ReviewConfig, list_formats, replay_evidence, review_rules
 from worldsmith.worldbook.schema import (
@@ -105,11 +107,6 @@ class BuildResult:
 
 
 # ------------------------------------------------------------------------------------------- stages
-def _concrete_path(segments: Sequence[str]) -> str:
-    head, *rest = segments
-    return head + "".join(f".{s}" if re.fullmatch(r"[A-Za-z0-9_\-]+", s) else f"[{s}]" for s in rest)
-
-
 def deterministic_extract(evidence: Sequence[Evidence]) -> list[Extraction]:
     """Per transition: canonical action, outcome, the facts its observation shows, the candidate state changes
     (facts that differ from what the episode showed before) and what stays ambiguous."""
@@ -124,8 +121,8 @@ def deterministic_extract(evidence: Sequence[Evidence]) -> list[Extraction]:
         changes, ambiguities = [], []
         for fact in facts:
             key = (episode, tuple(fact.path))
-            if known.get(key, _UNSEEN) != fact.value and "[" not in "".join(fact.path) and "]" not in "".join(fact.path):
-                changes.append(Effect(op="set", path=_concrete_path(fact.path), value=fact.value))
+            if known.get(key, _UNSEEN) != fact.value:
+                changes.append(Effect(op="set", path=join_path(fact.path), value=literal_value(fact.value)))
             known[key] = fact.value
             if fact.kind == "list" and len(fact.path) == 2 and arguments:
                 ambiguities.append(f"a list with no owner among the arguments, kept as {'.'.join(fact.path)}")

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worldsmith.worldbook.model import Condition, Effect, ListFormat, Rule
+from worldsmith.worldbook.model import Condition, Effect, ListFormat, Rule, join_path, unescape_key
 
 __all__ = [
     "EffectError",
@@ -27,7 +27,9 @@ __all__ = [
     "apply_effects",
     "check_conditions",
     "eligible_rules",
+    "escape_braces",
     "get_path",
+    "literal_value",
     "match_template",
     "render",
     "resolve_path",
@@ -74,22 +76,37 @@ def template_slots(template: str) -> list[Slot]:
             Slot(m.start(), m.end(), path=m.group(2), key_arg=m.group(3)) for m in _SLOT.finditer(template)]
 
 
+def escape_braces(text: str) -> str:
+    """Text as a template that renders to itself: `{` and `}` are doubled, so observed braces never read as slots."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def literal_value(value: Any) -> Any:
+    """An observed value as an effect or condition value that means itself (a string's braces escaped)."""
+    return escape_braces(value) if isinstance(value, str) else value
+
+
 def _argument_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
+
+
+# A path's steps: {arg.x} | [arg.x] or a bracketed concrete key (backslash escapes) | a plain name
+_PATH_STEP = re.compile(r"\{arg\.[A-Za-z0-9_]+\}|\[(?:\\.|[^\[\]\\])*\]|[^.\[\]{}]+", re.DOTALL)
+_ARG_STEP = re.compile(r"[\[{]arg\.([A-Za-z0-9_]+)[\]}]")
 
 
 def resolve_path(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
     """Segments of a path template; None when an argument it names is missing."""
     segments: list[str] = []
-    for part in re.findall(r"\{arg\.[A-Za-z0-9_]+\}|\[[^\[\]]+\]|[^.\[\]{}]+", template):
-        match = re.fullmatch(r"[\[{]arg\.([A-Za-z0-9_]+)[\]}]", part)
+    for part in _PATH_STEP.findall(template):
+        match = _ARG_STEP.fullmatch(part)
         if match:
             value = arguments.get(match.group(1))
             if value is None:
                 return None
             segments.append(_argument_text(value))
         elif part.startswith("["):
-            segments.append(part[1:-1])  # a concrete key, dots and spaces kept: [report.txt], [bed 1]
+            segments.append(unescape_key(part[1:-1]))  # a concrete key, every character kept (`escape_key`)
         else:
             segments.append(part)
     return segments
@@ -254,7 +271,7 @@ def check_conditions(conditions: Sequence[Condition], arguments: Mapping[str, An
 def _format_for(path: Sequence[str], formats: Mapping[str, ListFormat] | None) -> ListFormat:
     if formats:
         for length in range(len(path), 0, -1):
-            found = formats.get(".".join(path[:length]))
+            found = formats.get(join_path(path[:length]))
             if found is not None:
                 return found
         if "*" in formats:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worldsmith.worldbook.engine import get_path, is_missing, match_template, resolve_path, set_path
+from worldsmith.worldbook.engine import get_path, is_missing, literal_value, match_template, resolve_path, set_path
 from worldsmith.worldbook.facts import (
     CONTENTS,
     STATUS,
@@ -37,7 +37,7 @@ from worldsmith.worldbook.facts import (
     list_owner,
     parse_json_object,
 )
-from worldsmith.worldbook.model import Condition, Effect, Evidence, Rule, RuleProvenance, RuleStatus
+from worldsmith.worldbook.model import Condition, Effect, Evidence, Rule, RuleProvenance, RuleStatus, join_path
 from worldsmith.worldbook.templates import make_template
 
 __all__ = [
@@ -410,15 +410,15 @@ def _json_effects(form: Form, by_turn: Mapping[str, Evidence]) -> list[Effect]:
     effects: list[Effect] = []
     keys = set.intersection(*(set(data) for _, data in results if data is not None))
     for key in sorted(keys):
-        if key == "error" or not re.fullmatch(r"[A-Za-z0-9_\-]+", key):
+        if key == "error":
             continue
         values = [data[key] for _, data in results if data is not None]
         names = set.intersection(*({n for n, v in _args(item).items() if v == data[key]}  # type: ignore[index]
                                    for item, data in results))
         if names:
-            effects.append(Effect(op="set", path=f"world.{key}", value=f"{{arg.{sorted(names)[0]}}}"))
+            effects.append(Effect(op="set", path=join_path(["world", key]), value=f"{{arg.{sorted(names)[0]}}}"))
         elif all(v == values[0] for v in values) and not isinstance(values[0], (dict, list)):
-            effects.append(Effect(op="set", path=f"world.{key}", value=values[0]))
+            effects.append(Effect(op="set", path=join_path(["world", key]), value=literal_value(values[0])))
     return effects
 
 

@@ -9,6 +9,7 @@ read from disk (or from a person's edit) is validated field by field with a clea
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -33,11 +34,18 @@ __all__ = [
     "StatePath",
     "StateSchema",
     "Worldbook",
+    "escape_key",
+    "join_path",
+    "unescape_key",
 ]
 
 NAMESPACES = ("world", "session", "surface", "epistemic")
-# world.contents.{arg.source} / world.contents[arg.target] / a concrete key in brackets: world.contents[bed 1]
-_PATH = re.compile(r"^(world|session|surface|epistemic)(\.[A-Za-z0-9_\-\[\]{}*]+|\[[^\[\]]+\])+$")
+# world.contents.{arg.source} / world.contents[arg.target] / a concrete key in brackets: world.contents[bed 1],
+# world.indicators[MA(20)], world[a\[0\]] (escaped as `escape_key` writes it), world[] (the empty key)
+_PATH = re.compile(r"(world|session|surface|epistemic)(\.[A-Za-z0-9_\-\[\]{}*]+|\[(?:\\.|[^\[\]\\])*\])+", re.DOTALL)
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-]+")
+_ARG_KEY = re.compile(r"arg\.[A-Za-z0-9_]+")  # `[arg.x]` in a path is the value of the action's argument x
+_KEY_ESCAPE = re.compile(r"[\\\[\]{}]")
 _TURN_ID = re.compile(r"^.+#\d+$")
 _STRICT = ConfigDict(extra="forbid")
 
@@ -92,9 +100,33 @@ class ActionSchema(BaseModel):
         return next((a for a in self.actions if a.name == name or name in a.aliases), None)
 
 
+def escape_key(key: str) -> str:
+    """A concrete key (from observed data: any string) as a path step: `.name` when it is a plain word, else
+    `[key]` with `\\`, `[`, `]`, `{` and `}` preceded by a backslash, and so is the dot of a key that would
+    read as an argument (`arg.x` -> `[arg\\.x]`). `unescape_key` reverses it; a key keeps every character."""
+    if _PLAIN_KEY.fullmatch(key):
+        return "." + key
+    if _ARG_KEY.fullmatch(key):
+        return "[" + key.replace(".", "\\.", 1) + "]"
+    return "[" + _KEY_ESCAPE.sub(r"\\\g<0>", key) + "]"
+
+
+def unescape_key(text: str) -> str:
+    """The key inside a path's brackets: a backslash makes the character after it literal."""
+    return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
+
+
+def join_path(segments: Sequence[str]) -> str:
+    """A state path from its namespace and concrete keys (`["world", "indicators", "MA(20)"]` ->
+    `world.indicators[MA(20)]`): the one way observed keys become paths, so every key is representable."""
+    head, *rest = segments
+    return head + "".join(escape_key(str(segment)) for segment in rest)
+
+
 def _check_path(value: str) -> str:
-    if not _PATH.match(value):
-        raise ValueError(f"state path {value!r} must start with one of {', '.join(NAMESPACES)} and a dot")
+    if not _PATH.fullmatch(value):
+        raise ValueError(f"state path {value!r} must start with one of {', '.join(NAMESPACES)}, then .name or [key] "
+                         "steps (see escape_key)")
     return value
 
 

@@ -26,13 +26,23 @@ from worldsmith.worldbook.engine import (
     EffectError,
     apply_effects,
     check_conditions,
+    literal_value,
     match_template,
     render,
     resolve_path,
     set_path,
 )
 from worldsmith.worldbook.facts import extract_facts
-from worldsmith.worldbook.model import Condition, Evidence, ListFormat, Rule, RuleProvenance, RuleStatus, Worldbook
+from worldsmith.worldbook.model import (
+    Condition,
+    Evidence,
+    ListFormat,
+    Rule,
+    RuleProvenance,
+    RuleStatus,
+    Worldbook,
+    join_path,
+)
 
 __all__ = [
     "ReplayReport",
@@ -89,12 +99,13 @@ def select_rule(rules: Sequence[Rule], arguments: Mapping[str, Any], state: Mapp
 
 
 def list_formats(book: Worldbook) -> dict[str, ListFormat]:
-    """List formats by path prefix (`world.contents`), from the state schema; "*" is the default."""
+    """List formats by path prefix (`world.contents`, as `join_path` writes it), from the state schema; "*" is
+    the default."""
     formats: dict[str, ListFormat] = {}
     for path in book.state_schema.paths:
-        if path.list_format is not None:
-            prefix = path.path.split(".{", 1)[0].split("[", 1)[0]
-            formats.setdefault(prefix, path.list_format)
+        segments = resolve_path(path.path.split(".{", 1)[0].split("[arg.", 1)[0], {})
+        if path.list_format is not None and segments:
+            formats.setdefault(join_path(segments), path.list_format)
             formats.setdefault("*", path.list_format)
     return formats
 
@@ -256,7 +267,7 @@ def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence
     for name in sorted(set.intersection(*(set(a) for a in counter_args)) if counter_args else set()):
         values = {str(a[name]) for a in counter_args}
         if len(values) == 1 and support_args and all(str(a.get(name)) not in values for a in support_args):
-            value = counter_args[0][name]
+            value = literal_value(counter_args[0][name])
             if Condition(arg=name, op="ne", value=value) not in rule.conditions:
                 return Condition(arg=name, op="ne", value=value)
     return None

@@ -27,6 +27,7 @@ from worldsmith.worldbook.model import (
     Rule,
     StatePath,
     StateSchema,
+    join_path,
 )
 
 __all__ = ["induce_action_schema", "induce_contracts", "induce_notes", "induce_state_schema", "pick_demonstrations"]
@@ -100,7 +101,7 @@ def induce_state_schema(evidence: Sequence[Evidence], rules: Sequence[Rule]) -> 
 
     for item in evidence:
         for fact in extract_facts(item.action, _arguments(item), item.observation):
-            generic = ".".join(fact.path[:2]) + (".{key}" if len(fact.path) > 2 else "")
+            generic = join_path(fact.path[:2]) + (".{key}" if len(fact.path) > 2 else "")
             note(generic, fact.value)
     for rule in rules:
         for slot in template_slots(rule.template):
