@@ -190,6 +190,7 @@ class Harness(WorldModelBase):
             observation = render(rule.template, arguments, self.state, self.formats)
             if observation is not None:
                 proposal = Proposal("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
+                                    form=rule.template,
                                     notes=list(selection.conflicts and [f"conflicts: {', '.join(selection.conflicts)}"]))
                 if selection.route == "assumed":
                     proposal.notes.append("conditions of a more specific rule are unknown here: assumed")

@@ -49,7 +49,7 @@ def choose_route(table: RouteTable | None, action: str,
     accepted: list[tuple[float, int, Proposal]] = []
     notes: list[str] = []
     for proposal in ranked:
-        stats = table.stats(action, proposal.source)
+        stats = table.stats(action, proposal.key, fallback=proposal.source)
         if stats is None:
             if proposal.source in _TRUSTED_UNMEASURED:
                 accepted.append((-1.0, _rank(proposal.source), proposal))
@@ -57,12 +57,17 @@ def choose_route(table: RouteTable | None, action: str,
         if stats.not_worse_than_nearest:
             accepted.append((stats.accuracy, _rank(proposal.source), proposal))
         else:
-            notes.append(f"{proposal.source} not used: held out it won {stats.wins} and lost {stats.losses} turns "
+            notes.append(f"{proposal.key} not used: held out it won {stats.wins} and lost {stats.losses} turns "
                          f"against nearest evidence for {action!r}")
     if not accepted:
         return None, notes
     accepted.sort(key=lambda item: (-item[0], item[1]))
-    return accepted[0][2], notes
+    chosen = accepted[0][2]
+    for _, _, rival in accepted[1:]:  # where two trusted sources disagree, the one that won their duels held out
+        if rival.observation != chosen.observation and table.prefers(action, rival.key, chosen.key):
+            notes.append(f"{rival.key} over {chosen.key}: it won more of their held-out disagreements")
+            chosen = rival
+    return chosen, notes
 
 
 def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
@@ -93,12 +98,18 @@ def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int
                 nearest_exact = None
                 if nearest is not None:
                     nearest_exact = bool(exact_match(nearest.nearest(turn.action).observation, reference))
-                seen: set[str] = set()
+                exact: dict[str, tuple[str, bool]] = {}
                 for proposal in proposals:
-                    if proposal.source not in seen:
-                        seen.add(proposal.source)
-                        table.record(name, proposal.source, bool(exact_match(proposal.observation, reference)),
-                                     nearest_exact)
+                    if proposal.key not in exact:
+                        right = bool(exact_match(proposal.observation, reference))
+                        exact[proposal.key] = (proposal.observation, right)
+                        table.record(name, proposal.key, right, nearest_exact)
+                        if proposal.key != proposal.source:
+                            table.record(name, proposal.source, right, nearest_exact)
+                for winner, (said, right) in exact.items():
+                    for loser, (other, wrong) in exact.items():
+                        if right and not wrong and said != other:
+                            table.record_duel(name, winner, loser)
                 table.turns += 1
                 harness.observe(turn.action, reference)
     return table

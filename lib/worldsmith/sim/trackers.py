@@ -28,6 +28,7 @@ kitchen.`) and shell prompts (`user@host:~/dir$`). A book for another engine pas
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -64,6 +65,14 @@ class Proposal:
     notes: list[str] = field(default_factory=list)
     rule: str | None = None
     effects: list[Any] = field(default_factory=list)
+    form: str | None = None  # a rule's observation template: rules are measured per form, not only together
+
+    @property
+    def key(self) -> str:
+        """The route table's key: the source, and for a rule its form (stable across builds, unlike rule ids)."""
+        if self.form is None:
+            return self.source
+        return f"{self.source}:{hashlib.sha256(self.form.encode()).hexdigest()[:10]}"
 
 
 def _line(action_text: str) -> str:

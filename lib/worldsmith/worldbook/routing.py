@@ -60,16 +60,38 @@ class RouteTable(BaseModel):
     min_turns: int = Field(default=3, ge=1, description="Fewer paired turns than this: the pooled row decides.")
     actions: dict[str, dict[str, RouteStats]] = Field(default_factory=dict)
     pooled: dict[str, RouteStats] = Field(default_factory=dict)
+    duels: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description='Per action, "A>B": turns where A and B answered differently and A was exact.')
+    pooled_duels: dict[str, int] = Field(default_factory=dict)
+
+    def record_duel(self, action: str, winner: str, loser: str) -> None:
+        """Two sources answered one turn differently and `winner` was exact."""
+        key = f"{winner}>{loser}"
+        counts = self.duels.setdefault(action, {})
+        counts[key] = counts.get(key, 0) + 1
+        self.pooled_duels[key] = self.pooled_duels.get(key, 0) + 1
+
+    def prefers(self, action: str, a: str, b: str) -> bool | None:
+        """Whether `a` beat `b` more often than the reverse where they disagreed (the action's own duels, else
+        pooled); None when they never disagreed."""
+        for counts in (self.duels.get(action, {}), self.pooled_duels):
+            ab, ba = counts.get(f"{a}>{b}", 0), counts.get(f"{b}>{a}", 0)
+            if ab + ba >= (self.min_turns if counts is not self.pooled_duels else 1):
+                return ab > ba if ab != ba else None
+        return None
 
     def record(self, action: str, source: str, exact: bool, nearest_exact: bool | None) -> None:
         self.actions.setdefault(action, {}).setdefault(source, RouteStats()).add(exact, nearest_exact)
         self.pooled.setdefault(source, RouteStats()).add(exact, nearest_exact)
 
-    def stats(self, action: str, source: str) -> RouteStats | None:
-        """The action's own row when it has enough paired turns, else the source's pooled row, else None."""
+    def stats(self, action: str, source: str, fallback: str | None = None) -> RouteStats | None:
+        """The action's own row when it has enough turns, else the `fallback` source's (a rule form falls back to
+        all the action's rules), else the source's pooled row, else None."""
         own = self.actions.get(action, {}).get(source)
         if own is not None and own.proposed >= self.min_turns:
             return own
+        if fallback is not None and fallback != source:
+            return self.stats(action, fallback)
         return self.pooled.get(source)
 
     def rows(self, action: str | None = None) -> list[dict[str, Any]]:
