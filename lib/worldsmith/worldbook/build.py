@@ -18,7 +18,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from worldsmith.worldbook.model import (
     join_path,
 )
 from worldsmith.worldbook.replay import ReplayReport, ReviewConfig, list_formats, replay_evidence, review_rules
+from worldsmith.worldbook.routing import RouteTable
 from worldsmith.worldbook.schema import (
     induce_action_schema,
     induce_contracts,
@@ -84,6 +85,7 @@ class BuildConfig:
     demonstrations_per_action: int = 4
     llm: str | None = None  # a model spec: the rules and notes stages then run on the model
     model_stages: tuple[str, ...] = ("rules", "notes")
+    route_folds: int = 5  # cross-fitting folds of the route table (sim.routing); 0: no table (rules first)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "model_stages": list(self.model_stages)}
@@ -205,7 +207,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     cache = _StageCache(Path(cache_dir) if cache_dir is not None else None)
     timings: dict[str, float] = {}
     reports: dict[str, Any] = {}
-    steps = 9
+    steps = 10
 
     def stage(index: int, label: str, key_parts: Sequence[Any], adapter: TypeAdapter[Any],
               compute: Callable[[], Any]) -> Any:
@@ -276,13 +278,22 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     demonstrations: list[Demonstration] = stage(
         7, "demonstrations", [evidence_key, rules_key], TypeAdapter(list[Demonstration]),
         lambda: pick_demonstrations(evidence, rules, config.demonstrations_per_action))
+
+    def routes_stage() -> RouteTable | None:
+        from worldsmith.sim.routing import learn_routes  # the harness replays held-out folds: sim sits above
+
+        return learn_routes(episodes, replace(config, llm=None), folds=config.route_folds)
+
+    routes: RouteTable | None = None
+    if config.route_folds >= 2:
+        routes = stage(8, "routes", [episode_key], TypeAdapter(RouteTable | None), routes_stage)
     if progress:
-        progress("compile", 8, steps)
+        progress("compile", 9, steps)
     started = time.perf_counter()
     env_ids = sorted({e.env_id for e in episodes if e.env_id})
     book = Worldbook(name=name, env_id=env_id or (env_ids[0] if len(env_ids) == 1 else None),
                      action_schema=schemas[0], state_schema=schemas[1], rules=rules, contracts=contracts,
-                     notes=notes, demonstrations=demonstrations, evidence=evidence).canonical()
+                     notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes).canonical()
     timings["compile"] = round(time.perf_counter() - started, 4)
     result = BuildResult(book=book, timings=timings, stage_reports=reports)
     if validation is not None:

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from worldsmith.worldbook.routing import RouteTable
+
 __all__ = [
     "NAMESPACES",
     "ActionSchema",
@@ -341,6 +343,8 @@ class Worldbook(BaseModel):
     notes: list[Note] = Field(default_factory=list)
     demonstrations: list[Demonstration] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
+    routes: RouteTable | None = Field(
+        default=None, description="Which answer source beat nearest evidence per action, held out (worldbook.routing).")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Worldbook:
