@@ -38,7 +38,7 @@ from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 from worldsmith.traces.model import Action
-from worldsmith.worldbook.engine import EffectError, apply_effects, render, resolve_path
+from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
 from worldsmith.worldbook.replay import list_formats, observe_turn, select_rule
 
@@ -96,9 +96,12 @@ class Harness(WorldModelBase):
         self.config = config
         self.formats = list_formats(book)
         self.rules: dict[str, list[Rule]] = {}
+        self.all_rules: dict[str, list[Rule]] = {}  # every form, whatever its status: what re-rendering reads
         if config.knowledge:
             for rule in book.rules:
                 self.rules.setdefault(rule.action, []).append(rule)
+            for rule in sorted(book.rules, key=lambda r: (not r.executable, -r.support, r.id)):
+                self.all_rules.setdefault(rule.action, []).append(rule)
         self.nearest = NearestEvidence(book) if config.knowledge and book.evidence else None
         self.memory: dict[str, str] = {}  # action line -> the last observation it got in this episode
         evidence = book.evidence if config.knowledge else []
@@ -204,9 +207,21 @@ class Harness(WorldModelBase):
             out += self.shell.propose(action_line(action))
         line = action_line(action)
         if self.config.use_memory and line in self.memory:
-            out.append(Proposal("memory", self.memory[line], notes=["this action got this observation earlier "
-                                                                    "in the episode"]))
+            remembered = self.memory[line]
+            out.append(Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"]))
+            updated = self._rerender(name, arguments, remembered)
+            if updated is not None and updated != remembered:
+                out.append(Proposal("memory_state", updated, notes=[
+                    "the earlier observation of this action in its own form, with the state as it is now"]))
         return out, notes
+
+    def _rerender(self, name: str, arguments: dict[str, Any], observation: str) -> str | None:
+        """`observation` re-rendered from the form it fits (any rule of the action, whatever its status) with the
+        current state: a revisit shows what changed since (an object taken away, a door opened)."""
+        for rule in self.all_rules.get(name, []):
+            if match_template(rule.template, observation, arguments) is not None:
+                return render(rule.template, arguments, self.state, self.formats)
+        return None
 
     def _predict(self, action: Action) -> Prediction:
         if not self.config.persistent_state:
