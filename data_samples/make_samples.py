@@ -17,11 +17,13 @@ Everything here is real and deterministic (fixed seeds, stable ids):
 * ledger.role_prefixed.txt, terminal.agentworldbench.jsonl: copies of the two format samples in
   the shared data folder.
 * collected/<env>.jsonl: expert episodes collected through worldsmith's own environment adapters
-* collected/alfworld_expert.jsonl: expert episodes of all shared ALFWorld games (no state), for builds
-  validated on games outside the construction set
   (`worldsmith.envs`: ALFWorld, TextWorld, ScienceWorld, BFCL, the sandboxed shell), exactly as
   `worldsmith collect <env> --tasks ...` records them (native JSONL, with provenance and the
   ground-truth state snapshots kept for evaluation).
+* collected/alfworld_expert.jsonl: expert episodes of all shared ALFWorld games (no state), for builds
+  validated on games outside the construction set (`--only alfworld_expert`).
+* collected/<env>_curious.jsonl: exploratory episodes of the curious policy (`--only curious`; no state):
+  revisits, reads after writes and invalid actions, which expert episodes lack.
 
 Nothing at run time needs this script: the generated files are committed.
 """
@@ -456,6 +458,54 @@ def make_alfworld_expert(out: Path) -> int:
         return export_episodes([e.without_state() for e in episodes], "jsonl", out / COLLECTED_DIR / ALFWORLD_EXPERT)
 
 
+# Exploratory episodes (`--policy curious`): revisits, reads after writes and invalid actions, which
+# expert episodes lack. Each entry: task ids (empty: the ALFWorld sample games), step cap, policy options;
+# the same settings as the full collections described in README.md, so these episodes are a subset of them.
+CURIOUS_SAMPLES: dict[str, tuple[list[str], int | None, dict[str, Any]]] = {
+    "alfworld": ([], 40, {}),
+    "textworld": (
+        [f"{config}:seed={seed}" for config in ("cooking:cut,go=6,open,recipe=2,take=1", "treasure_hunter:level=10")
+         for seed in (1, 2, 3)],
+        40, {"min_steps": 30},
+    ),
+    "scienceworld": (["boil:0", "melt:0", "find-living-thing:0", "power-component:0"], 40, {"min_steps": 30}),
+    "shell": (
+        ["files/rename-txt-to-md", "dirs/make-project-tree", "files/backup-configs", "archives/extract-and-find",
+         "csv/count-by-city", "text/replace-host", "files/clean-tmp", "scripts/make-executable"],
+        25, {"expert": 0.1},
+    ),
+    "bfcl": (
+        ["multi_turn_base_1", "multi_turn_base_15", "multi_turn_base_51", "multi_turn_base_102",
+         "multi_turn_miss_func_0", "multi_turn_miss_func_25", "multi_turn_miss_func_50", "multi_turn_miss_func_75"],
+        None, {},
+    ),
+}
+
+
+def make_curious(out: Path, envs: list[str]) -> dict[str, int]:
+    """`collected/<env>_curious.jsonl`: curious-policy episodes, ground-truth state left out (it would
+    make the ALFWorld and ScienceWorld files megabytes)."""
+    from worldsmith.envs.collect import CollectConfig, collect, load_run_episodes
+    from worldsmith.traces.exporters import export_episodes
+    from worldsmith.workspace import Workspace
+
+    counts = {}
+    with tempfile.TemporaryDirectory(prefix="ws-samples-") as tmp:
+        workspace = Workspace(Path(tmp) / "workspace")
+        for env in envs:
+            tasks, max_steps, options = CURIOUS_SAMPLES[env]
+            config = CollectConfig(env=env, tasks=tasks or _alfworld_sample_games(), policy="curious",
+                                   policy_options=options, max_steps=max_steps, workers=2, episode_timeout=600,
+                                   record_state=False)
+            report = collect(workspace, f"{env}-curious", config)
+            broken = [f for f in report.summary()["failures"] if f["status"] not in ("ok", "failed")]
+            if broken:
+                raise RuntimeError(f"{env}: curious episodes did not run: {broken}")
+            episodes = sorted(load_run_episodes(workspace.root, f"{env}-curious"), key=lambda e: e.id)
+            counts[env] = export_episodes(episodes, "jsonl", out / COLLECTED_DIR / f"{env}_curious.jsonl")
+    return counts
+
+
 # --------------------------------------------------------------------------------------------
 # Format samples
 # --------------------------------------------------------------------------------------------
@@ -484,12 +534,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("textworld", "bfcl", "formats", "alfworld", "collected", "alfworld_expert"),
+        choices=("textworld", "bfcl", "formats", "alfworld", "collected", "alfworld_expert", "curious"),
         default=["textworld", "bfcl", "formats", "alfworld", "collected"],
         help="regenerate only these parts",
     )
     parser.add_argument("--envs", nargs="+", choices=sorted(COLLECTED_TASKS), default=sorted(COLLECTED_TASKS),
-                        help="environments to collect from (with --only collected)")
+                        help="environments to collect from (with --only collected or curious)")
     options = parser.parse_args(argv)
     out: Path = options.out
     out.mkdir(parents=True, exist_ok=True)
@@ -514,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
     if "collected" in options.only:
         for env, count in make_collected(out, options.envs).items():
             print(f"{COLLECTED_DIR}/{env}.jsonl: {count} expert episodes")
+    if "curious" in options.only:
+        for env, count in make_curious(out, options.envs).items():
+            print(f"{COLLECTED_DIR}/{env}_curious.jsonl: {count} curious-policy episodes")
     if "formats" in options.only:
         for path in copy_formats(out, options.shared):
             print(f"{path.name}: copied")

@@ -16,13 +16,13 @@ from worldsmith.envs.collect import CollectConfig, CollectProgress, collect, lis
 from worldsmith.envs.replay import ReplayResult, load_actions, replay, replay_episode
 
 
-def _env_kwargs(pairs: list[str] | None) -> dict[str, Any]:
-    """`--env-arg key=value` pairs; values are JSON when they parse (numbers, lists), else text."""
+def _env_kwargs(pairs: list[str] | None, flag: str = "--env-arg") -> dict[str, Any]:
+    """`--env-arg` (or `--policy-arg`) key=value pairs; values are JSON when they parse (numbers, lists), else text."""
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise CommandError(f"--env-arg {pair!r}: expected KEY=VALUE")
+            raise CommandError(f"{flag} {pair!r}: expected KEY=VALUE")
         try:
             out[key] = orjson.loads(value)
         except orjson.JSONDecodeError:
@@ -60,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="task ids (for ALFWorld also game directories or game files); default: all tasks")
     parser.add_argument("--tasks-file", type=Path, help="a file with one task id per line")
     parser.add_argument("--policy", choices=POLICIES, default="expert")
+    parser.add_argument("--policy-arg", action="append", metavar="KEY=VALUE",
+                        help="policy option, e.g. --policy curious --policy-arg min_steps=30 --policy-arg invalid=0.2")
     parser.add_argument("--actions", type=Path, help="action file for --policy replay")
     parser.add_argument("--model", help="model spec for --policy llm (e.g. tiny:data_samples/models/tiny)")
     parser.add_argument("--episodes", type=int, help="number of episodes (default: one per task)")
@@ -178,7 +180,8 @@ def run_collect(args: argparse.Namespace) -> int:
             raise CommandError("--policy replay needs --actions FILE")
         actions = [a if isinstance(a, str) else a.model_dump(mode="json") for a in load_actions(args.actions)]
     config = CollectConfig(
-        env=args.env, tasks=tasks or None, policy=args.policy, episodes=args.episodes, seed=args.seed,
+        env=args.env, tasks=tasks or None, policy=args.policy,
+        policy_options=_env_kwargs(args.policy_arg, "--policy-arg"), episodes=args.episodes, seed=args.seed,
         max_steps=args.max_steps, workers=args.workers, episode_timeout=args.timeout, keep=args.keep,
         record_state=not args.no_state, env_kwargs=_env_kwargs(args.env_arg), actions=actions, model=args.model,
     )

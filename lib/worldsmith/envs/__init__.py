@@ -22,7 +22,15 @@ from worldsmith.envs.base import (
 )
 from worldsmith.envs.checker import EnvCheckError, check_env
 from worldsmith.envs.llm_policy import LLMPolicy
-from worldsmith.envs.policies import POLICIES, ExpertPolicy, Policy, RandomPolicy, ReplayPolicy, make_policy
+from worldsmith.envs.policies import (
+    POLICIES,
+    CuriousPolicy,
+    ExpertPolicy,
+    Policy,
+    RandomPolicy,
+    ReplayPolicy,
+    make_policy,
+)
 from worldsmith.envs.recorder import EpisodeRecorder, episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
 
@@ -69,6 +77,7 @@ register(EnvSpec(
 
 __all__ = [
     "POLICIES",
+    "CuriousPolicy",
     "Env",
     "EnvBase",
     "EnvCheckError",

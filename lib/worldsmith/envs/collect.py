@@ -49,6 +49,7 @@ class CollectConfig:
     env: str
     tasks: list[str] | None = None
     policy: str = "expert"
+    policy_options: dict[str, Any] = field(default_factory=dict)  # constructor keywords (the curious policy's weights)
     episodes: int | None = None  # default: one per task; more cycles through the tasks with new seeds
     seed: int = 0
     max_steps: int | None = None  # default: the spec's
@@ -160,7 +161,7 @@ def _play(env: Any, config: CollectConfig, item: _Item, max_steps: int) -> tuple
     """Play one work item in an already-built environment (in a worker or in-process)."""
     started = time.perf_counter()
     policy = make_policy(config.policy, seed=item.seed, actions=config.actions, model=config.model,
-                         workspace_root=config.workspace_root)
+                         workspace_root=config.workspace_root, options=config.policy_options)
     base = {"key": item.key, "task": item.task, "seed": item.seed}
     try:
         episode = record_episode(
@@ -352,6 +353,8 @@ def collect(
         env_spec.make()  # raises EnvUnavailableError with the install hint
     if config.policy == "llm" and not config.model:
         raise ValueError("the llm policy needs a model spec (--model)")
+    if config.policy_options:  # bad options fail here, not once per work item in the workers
+        make_policy(config.policy, seed=config.seed, options=config.policy_options)
     config = dataclasses.replace(config, workspace_root=str(workspace.root))
     tasks = config.tasks if config.tasks else list_tasks(config.env, config.env_kwargs)
     items = _work_items(config, tasks)
