@@ -63,3 +63,40 @@ def test_a_template_contradicted_by_most_turns_is_conflicted() -> None:
     assert rules["You open the {arg.object}."].status == RuleStatus.CONFLICTED
     assert rules["The {arg.object} is already open."].status == RuleStatus.SUPPORTED
     assert rules["The {arg.object} is already open."].provenance.contradicting == ["e#0", "e#1", "e#2"]
+
+
+def test_observed_braces_and_literal_slots_round_trip_exactly() -> None:
+    from worldsmith.worldbook.engine import match_template, render
+
+    arguments = {"amount": "12", "account": "savings"}
+    observation = '{"amount": 12, "account": "savings", "memo": "{arg.amount} of {world.balance}", "n": {"m": {}}}'
+    template = make_template(arguments, observation)
+    assert template == ('{{"amount": {arg.amount}, "account": "{arg.account}", "memo": "{{arg.amount}} of '
+                        '{{world.balance}}", "n": {{"m": {{}}}}}}')
+    assert render_template(template, arguments) == observation
+    assert render(template, arguments, {}) == observation
+    assert match_template(template, observation, arguments) == {}
+
+
+def test_random_brace_heavy_observations_round_trip() -> None:
+    import random
+
+    rng = random.Random(3)
+    words = ["{", "}", "{{", "}}", "{arg.x}", "{world.y}", "ab", "arg", "x", " ", '"', ":", "\\"]
+    for _ in range(500):
+        arguments = {"x": "".join(rng.choice(words) for _ in range(rng.randint(1, 3))), "y": rng.choice(words + ["cd"])}
+        observation = "".join(rng.choice(words + [arguments["x"]]) for _ in range(rng.randint(0, 12)))
+        assert render_template(make_template(arguments, observation), arguments) == observation, (arguments, observation)
+
+
+def test_a_slot_that_cannot_be_filled_is_never_rendered() -> None:
+    from worldsmith.worldbook.engine import render
+
+    template = make_template({"amount": "12"}, '{"amount": 12}')
+    assert template == '{{"amount": {arg.amount}}}'
+    assert render_template(template, {}) is None  # not '{"amount": {arg.amount}}'
+    assert render_template(template, {"amount": None}) is None
+    assert render_template("Balance: {world.balance}", {"amount": "12"}) is None  # a state slot without state
+    assert render("{world.balance} left", {}, {"world": {}}) is None
+    assert render("{world.x[MA(20)]} and {arg.}", {}, {"world": {"x": {"MA(20)": 1}}}) is None  # malformed slots
+    assert render("{{world.balance}} is a word, {so is this}", {}, {}) == "{world.balance} is a word, {so is this}"

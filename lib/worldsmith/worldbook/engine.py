@@ -39,10 +39,13 @@ __all__ = [
 ]
 
 _MISSING = object()
-_ARG_SLOT = r"\{arg\.([A-Za-z0-9_]+)\}"
+# A template read left to right: `{{` and `}}` are literal braces, `{...}` is a slot, any other brace is text.
+_TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+_ARG_SLOT = re.compile(r"arg\.([A-Za-z0-9_]+)")
 # {world.contents[arg.target]} / {world.inventory} / {world.go.slot1[arg.target]}
-_STATE_SLOT = r"\{((?:world|session|surface|epistemic)(?:\.[A-Za-z0-9_\-]+)+)(?:\[arg\.([A-Za-z0-9_]+)\])?\}"
-_SLOT = re.compile(rf"(?<!\{{){_ARG_SLOT}(?!\}})|(?<!\{{){_STATE_SLOT}(?!\}})")
+_STATE_SLOT = re.compile(r"((?:world|session|surface|epistemic)(?:\.[A-Za-z0-9_\-]+)+)(?:\[arg\.([A-Za-z0-9_]+)\])?")
+# A body meant as a slot although it is none of the above ({arg.}, {world.x[MA(20)]}): it can never be filled.
+_SLOT_LIKE = re.compile(r"(?:arg|world|session|surface|epistemic)(?:[.\[]|$)")
 
 
 class EffectError(ValueError):
@@ -71,9 +74,29 @@ class Slot:
         return segments
 
 
+def _pieces(template: str) -> list[str | Slot | None]:
+    """The template as literal text (escaped braces made single), slots, and None for a slot that can never be
+    filled. Read left to right, so `{{{arg.x}}}` is a brace, a slot and a brace, and `{{arg.x}}` is text."""
+    pieces: list[str | Slot | None] = []
+    position = 0
+    for match in _TEMPLATE_TOKEN.finditer(template):
+        pieces.append(template[position:match.start()])
+        position = match.end()
+        body = match.group(1)
+        if body is None:
+            pieces.append(match.group()[0])
+        elif arg := _ARG_SLOT.fullmatch(body):
+            pieces.append(Slot(match.start(), match.end(), arg=arg.group(1)))
+        elif state := _STATE_SLOT.fullmatch(body):
+            pieces.append(Slot(match.start(), match.end(), path=state.group(1), key_arg=state.group(2)))
+        else:
+            pieces.append(None if _SLOT_LIKE.match(body) else match.group())
+    pieces.append(template[position:])
+    return [piece for piece in pieces if piece != ""]
+
+
 def template_slots(template: str) -> list[Slot]:
-    return [Slot(m.start(), m.end(), arg=m.group(1)) if m.group(1) else
-            Slot(m.start(), m.end(), path=m.group(2), key_arg=m.group(3)) for m in _SLOT.finditer(template)]
+    return [piece for piece in _pieces(template) if isinstance(piece, Slot)]
 
 
 def escape_braces(text: str) -> str:
@@ -150,9 +173,8 @@ def resolve_value(value: Any, arguments: Mapping[str, Any], state: Mapping[str, 
     """An effect's value with `{arg.x}` / `{world.y}` filled in (a whole-slot value keeps its type)."""
     if not isinstance(value, str):
         return value
-    slots = template_slots(value)
-    if len(slots) == 1 and slots[0].start == 0 and slots[0].end == len(value):
-        slot = slots[0]
+    pieces = _pieces(value)
+    if len(pieces) == 1 and isinstance(slot := pieces[0], Slot):
         if slot.arg is not None:
             if slot.arg not in arguments:
                 raise EffectError(f"the action has no argument {slot.arg!r}")
@@ -289,24 +311,25 @@ def _value_text(value: Any, path: Sequence[str], formats: Mapping[str, ListForma
 
 def render(template: str, arguments: Mapping[str, Any], state: Mapping[str, Any],
            formats: Mapping[str, ListFormat] | None = None) -> str | None:
-    """The observation the template gives here; None when an argument or a state value is unknown."""
+    """The observation the template gives here; None when any slot is unfilled (an argument or a state value
+    unknown, a slot that names neither), so a prediction never shows a `{arg.x}` left over."""
     out: list[str] = []
-    position = 0
-    for slot in template_slots(template):
-        out.append(template[position:slot.start])
-        position = slot.end
-        if slot.arg is not None:
-            if slot.arg not in arguments or arguments[slot.arg] is None:
-                return None
-            out.append(_argument_text(arguments[slot.arg]))
-            continue
-        segments = slot.segments(arguments)
-        value = _MISSING if segments is None else get_path(state, segments)
-        if is_missing(value):
+    for piece in _pieces(template):
+        if piece is None:
             return None
-        out.append(_value_text(value, segments or [], formats))
-    out.append(template[position:])
-    return "".join(out).replace("{{", "{").replace("}}", "}")
+        if isinstance(piece, str):
+            out.append(piece)
+        elif piece.arg is not None:
+            if arguments.get(piece.arg) is None:
+                return None
+            out.append(_argument_text(arguments[piece.arg]))
+        else:
+            segments = piece.segments(arguments)
+            value = _MISSING if segments is None else get_path(state, segments)
+            if is_missing(value):
+                return None
+            out.append(_value_text(value, segments or [], formats))
+    return "".join(out)
 
 
 def match_template(template: str, observation: str, arguments: Mapping[str, Any]) -> dict[tuple[str, ...], Any] | None:
@@ -316,21 +339,21 @@ def match_template(template: str, observation: str, arguments: Mapping[str, Any]
 
     pattern: list[str] = []
     groups: list[tuple[str, ...]] = []
-    position = 0
-    for slot in template_slots(template):
-        pattern.append(re.escape(template[position:slot.start].replace("{{", "{").replace("}}", "}")))
-        position = slot.end
-        if slot.arg is not None:
-            if slot.arg not in arguments:
-                return None
-            pattern.append(re.escape(_argument_text(arguments[slot.arg])))
-            continue
-        segments = slot.segments(arguments)
-        if segments is None:
+    for piece in _pieces(template):
+        if piece is None:
             return None
-        pattern.append(f"(?P<g{len(groups)}>.*?)")
-        groups.append(tuple(segments))
-    pattern.append(re.escape(template[position:].replace("{{", "{").replace("}}", "}")))
+        if isinstance(piece, str):
+            pattern.append(re.escape(piece))
+        elif piece.arg is not None:
+            if piece.arg not in arguments:
+                return None
+            pattern.append(re.escape(_argument_text(arguments[piece.arg])))
+        else:
+            segments = piece.segments(arguments)
+            if segments is None:
+                return None
+            pattern.append(f"(?P<g{len(groups)}>.*?)")
+            groups.append(tuple(segments))
     try:
         match = re.fullmatch("".join(pattern), observation, re.DOTALL)
     except re.error:

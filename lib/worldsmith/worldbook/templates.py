@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.model import Episode
+from worldsmith.worldbook.engine import escape_braces, render
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, RuleStatus
 
 __all__ = ["TemplateConfig", "evidence_from_episodes", "observation_outcome", "induce_template_rules", "render_template", "text_arguments"]
@@ -100,29 +101,36 @@ def _flat_values(arguments: dict[str, Any]) -> list[tuple[str, str]]:
     return sorted(values, key=lambda item: -len(item[1]))
 
 
+def _split_on(pieces: list[tuple[str | None, str]], name: str, value: str) -> list[tuple[str | None, str]]:
+    """(slot name or None for text, text) pieces with every whole-word `value` in the text pieces made a slot."""
+    pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)")
+    out: list[tuple[str | None, str]] = []
+    for slot, text in pieces:
+        if slot is not None:
+            out.append((slot, text))
+            continue
+        position = 0
+        for match in pattern.finditer(text):
+            out += [(None, text[position:match.start()]), (name, match.group())]
+            position = match.end()
+        out.append((None, text[position:]))
+    return out
+
+
 def make_template(arguments: dict[str, Any], observation: str) -> str:
-    """The observation with each argument value replaced by its slot (`{` and `}` in the text are escaped)."""
-    template = observation.replace("{", "{{").replace("}", "}}")
+    """The observation with each argument value (longest first) replaced by its slot. The text between slots is
+    escaped (`escape_braces`): braces it shows, JSON or a literal `{arg.x}`, never read as slots, so
+    `render_template` gives the observation back exactly."""
+    pieces: list[tuple[str | None, str]] = [(None, observation)]
     for name, text in _flat_values(arguments):
-        escaped = text.replace("{", "{{").replace("}", "}}")
-        template = re.sub(rf"(?<![\w]){re.escape(escaped)}(?![\w])", f"{{arg.{name}}}", template)
-    return template
+        pieces = _split_on(pieces, name, text)
+    return "".join(escape_braces(text) if slot is None else f"{{arg.{slot}}}" for slot, text in pieces)
 
 
 def render_template(template: str, arguments: dict[str, Any]) -> str | None:
-    """The observation a template gives for these arguments; None when a slot has no value."""
-    missing = False
-
-    def slot(match: re.Match[str]) -> str:
-        nonlocal missing
-        value = arguments.get(match.group(1))
-        if value is None:
-            missing = True
-            return ""
-        return str(value)
-
-    rendered = re.sub(r"(?<!\{)\{arg\.([A-Za-z0-9_]+)\}(?!\})", slot, template)
-    return None if missing else rendered.replace("{{", "{").replace("}}", "}")
+    """The observation a template gives from arguments alone; None when any slot is unfilled (an argument without
+    a value, a state slot), never text with a slot left in it."""
+    return render(template, arguments, {})
 
 
 @dataclass(frozen=True)
