@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from worldsmith import Workspace
 from worldsmith.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,3 +100,22 @@ def test_eval_cross_fitted_by_folds(workspace: Path, capsys: pytest.CaptureFixtu
     assert "at least 2" in capsys.readouterr().err
     assert main(["eval", "--workspace", str(workspace), "--dataset", "alf", "--out", "x"]) == 2
     assert "--folds K instead of --book" in capsys.readouterr().err
+
+
+def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["eval", "--workspace", str(workspace), "--book", "alf", "--dataset", "alf", "--methods", "nearest",
+            "--max-turns", "1", "--resamples", "300"]
+    assert main([*base, "--out", "cli-refused", "--json"]) == 1  # every split: the train episodes leak
+    assert "leakage: refusing" in orjson.loads(capsys.readouterr().out)["error"]
+    assert main([*base, "--drop-leaked", "--out", "cli-dropped", "--json"]) == 0
+    output = orjson.loads(capsys.readouterr().out)
+    train = {e.id for e in Workspace(workspace).dataset("alf").iter_episodes("train")}
+    assert output["leakage"]["ok"] and output["dropped"]["count"] == len(train) == 36 - output["records"]
+    assert set(output["dropped"]["episodes"]) == train
+    assert all(why == ["in the book's evidence", "target turns in the book's evidence"]
+               for why in output["dropped"]["episodes"].values())
+    assert main([*base, "--split", "train", "--drop-leaked", "--out", "cli-all-leak"]) == 1
+    assert "nothing is left to evaluate" in capsys.readouterr().err
+    assert main([*base, "--drop-leaked", "--out", "cli-dropped"]) == 0
+    assert "dropped " in capsys.readouterr().out

@@ -86,3 +86,38 @@ def test_a_changed_replay_of_a_construction_game_is_seen_not_leaked(alfworld_spl
     seen = run.records.groupby("episode_id")["task_seen"].first().to_dict()
     assert seen == {replayed.id: True, held_out[0].id: False}
     assert run.report["seen_unseen"]["seen"]["methods"]["nearest"]["exact_match"]["n"] == len(replayed.turns)
+
+
+def test_build_and_eval_flag_the_same_copied_trajectory(alfworld_split) -> None:
+    construction, held_out = alfworld_split
+    source = construction[0]  # another task whose recording is, verbatim, one the book is built from
+    copy = _renamed(source, "another-task").model_copy(update={"task_id": "another/task", "family": "another"})
+    built = build_worldbook(construction, name="alfworld", validation=[copy, held_out[0]])
+    assert not built.leakage["ok"] and built.leakage["leaked_episodes"] == ["another-task"]
+    assert built.leakage["duplicated_trajectories"] == [f"another-task = {source.id}"]
+    with pytest.raises(LeakageError, match="under another id") as caught:
+        check_leakage(built.book, [copy, held_out[0]])
+    assert caught.value.report["duplicated_trajectories"] == built.leakage["duplicated_trajectories"]
+    assert caught.value.report["leaked_episodes"] == {"another-task": [f"a copy of {source.id} in the book's evidence"]}
+
+
+def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split, tmp_path: Path) -> None:
+    construction, held_out = alfworld_split
+    planted, copied = held_out[2], held_out[4]
+    book = build_worldbook([*construction, planted, _renamed(copied, "renamed-copy")], name="alfworld").book
+    evaluated = held_out[:6]
+    with pytest.raises(LeakageError):
+        run_eval(_config("refused"), tmp_path / "ws", book=book, episodes=evaluated)
+    run = run_eval(_config("dropped").model_copy(update={"drop_leaked": True, "max_turns": 2}), tmp_path / "ws",
+                   book=book, episodes=evaluated)
+    assert set(run.records["episode_id"]) == {e.id for e in evaluated} - {planted.id, copied.id}
+    leakage = run.report["leakage"]
+    assert leakage["ok"] and leakage["evaluation_episodes"] == 4
+    assert leakage["dropped"] == {"count": 2, "episodes": {
+        planted.id: ["in the book's evidence", "target turns in the book's evidence"],
+        copied.id: ["a copy of renamed-copy in the book's evidence"]}}
+    markdown = (run.directory / "report.md").read_text()
+    assert "after dropping 2 leaked episodes" in markdown and f"`{copied.id}`" in markdown
+    with pytest.raises(LeakageError, match="nothing is left to evaluate"):
+        run_eval(_config("all-leak").model_copy(update={"drop_leaked": True}), tmp_path / "ws", book=book,
+                 episodes=[planted, copied])

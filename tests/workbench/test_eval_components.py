@@ -135,8 +135,10 @@ def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
     assert "--json" in command and "--llm" not in command and "--split" not in command
     with pytest.raises(JobError, match="plain folder name"):
         eval_command(EvalLaunch(run="../x", book="b", dataset="d", methods=["nearest"]), tmp_path)
-    crossed = eval_command(EvalLaunch(run="r2", book=None, dataset="d", methods=["nearest"], folds=5), tmp_path)
-    assert crossed[crossed.index("--folds") + 1] == "5" and "--book" not in crossed
+    crossed = eval_command(EvalLaunch(run="r2", book=None, dataset="d", methods=["nearest"], folds=5,
+                                      drop_leaked=True), tmp_path)
+    assert crossed[crossed.index("--folds") + 1] == "5" and "--book" not in crossed and "--drop-leaked" in crossed
+    assert "--drop-leaked" not in command
 
 
 def test_knowable_and_folds_frames_reshape_the_report() -> None:
@@ -156,6 +158,11 @@ def test_knowable_and_folds_frames_reshape_the_report() -> None:
     assert folds.to_dict("records") == [{"fold": 1, "book": "d-fold1", "version": "abc", "built from (episodes)": 8,
                                          "evaluated episodes": 4, "families": 2, "leakage": "ok"}]
     assert tables.folds_frame({}).empty
+    dropped = tables.dropped_frame({"leakage": {"ok": True, "dropped": {"count": 1, "episodes": {
+        "ep-9": ["in the book's evidence", "target turns in the book's evidence"]}}}})
+    assert dropped.to_dict("records") == [{"episode_id": "ep-9",
+                                           "why": "in the book's evidence; target turns in the book's evidence"}]
+    assert tables.dropped_frame({"leakage": {"ok": True}}).empty
 
 
 # A stand-in for `worldsmith eval`: writes progress.json step by step, then report.json and a JSON result.

@@ -191,16 +191,20 @@ def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -
     assert any("knowable is unknown" in str(c.value) for c in at.caption)
 
 
-def test_a_cross_fitted_run_lists_its_folds(empty_root: Path) -> None:
+def test_a_cross_fitted_run_lists_its_folds_and_the_episodes_it_dropped(empty_root: Path) -> None:
     folder = write_run(empty_root, "folds-e", ["harness", "nearest"])
     report = json.loads((folder / "report.json").read_text())
     report["folds"] = [{"fold": k, "book": f"samples-fold{k}", "book_version": f"v{k}", "construction_episodes": 2,
                         "episodes": 2, "families": 1, "leakage_ok": True} for k in (1, 2)]
+    report["leakage"]["dropped"] = {"count": 1, "episodes": {"ep-9": ["a copy of ep-1 in the book's evidence"]}}
     (folder / "report.json").write_text(json.dumps(report), encoding="utf-8")
     at = open_page()
     folds = frame_with(at, "built from (episodes)")
     assert list(folds["book"]) == ["samples-fold1", "samples-fold2"] and set(folds["leakage"]) == {"ok"}
     assert any("Cross-fitted: 2 folds" in str(c.value) for c in at.caption)
+    assert any("1 leaked episodes were left out" in str(w.value) for w in at.warning)
+    assert frame_with(at, "why").to_dict("records") == [{"episode_id": "ep-9",
+                                                         "why": "a copy of ep-1 in the book's evidence"}]
 
 
 def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,6 +227,8 @@ def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkey
     no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
     assert any("Choose a worldbook, or cross-fit" in str(e.value) for e in at.error) and not launched
     at.number_input(key="ev_new_folds").set_value(3)
+    at.checkbox(key="ev_new_drop_leaked").check()
     no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
     assert len(launched) == 1 and launched[0][launched[0].index("--folds") + 1] == "3"
-    assert "--book" not in launched[0] and any("Started run" in str(s.value) for s in at.success)
+    assert "--book" not in launched[0] and "--drop-leaked" in launched[0]
+    assert any("Started run" in str(s.value) for s in at.success)

@@ -53,6 +53,7 @@ class EvalLaunch:
     seed: int = 0
     resamples: int | None = None
     folds: int = 0
+    drop_leaked: bool = False
     extra: list[str] = field(default_factory=list)
 
 
@@ -89,7 +90,7 @@ def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
                         ("--judge", c.judge), ("--resamples", c.resamples)):
         if value not in (None, ""):
             command += [flag, str(value)]
-    return command + list(c.extra)
+    return command + (["--drop-leaked"] if c.drop_leaked else []) + list(c.extra)
 
 
 def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:

@@ -72,6 +72,9 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                                   help="K >= 2 cross-fits: the episodes are dealt into K folds by trajectory family "
                                        "(as `worldsmith build --folds`), each evaluated with a book built from the "
                                        "others, and the records pooled.")
+        drop_leaked = st.checkbox("Drop leaked episodes", key="ev_new_drop_leaked",
+                                  help="Leave out episodes the book was built from (or copies of their trajectories) "
+                                       "and name them in the report, instead of refusing the run.")
         submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
     if not submitted:
         return
@@ -86,7 +89,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                             split=split.strip() or None, env=env.strip() or None,
                             max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
                             policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
-                            judge=judge.strip() or None, seed=int(seed), folds=int(folds))
+                            judge=judge.strip() or None, seed=int(seed), folds=int(folds),
+                            drop_leaked=bool(drop_leaked))
         command = eval_command(config, root)
         job = launch(root, config.run, command)
     except (JobError, OSError) as error:

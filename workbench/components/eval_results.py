@@ -69,6 +69,12 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
     judge = report.get("judge")
     st.caption(f"protocol {md_code(report.get('protocol'))} · fingerprint {md_code(str(report.get('fingerprint'))[:16])}"
                f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.get('created'))}")
+    dropped = tables.dropped_frame(report)
+    if not dropped.empty:
+        st.warning(f"{len(dropped)} leaked episodes were left out of this run (drop leaked): the book was built from "
+                   "them or from copies of their trajectories.", icon=":material/filter_alt:")
+        with st.expander("Dropped episodes"):
+            st.dataframe(dropped, hide_index=True, key="ev_dropped")
     folds = tables.folds_frame(report)
     if not folds.empty:
         st.caption(f"Cross-fitted: {len(folds)} folds by trajectory family, each evaluated with a book built from the "

@@ -21,6 +21,7 @@ __all__ = [
     "compare_runs_frame",
     "cost_frame",
     "divergence_frame",
+    "dropped_frame",
     "error_groups",
     "fidelity_frame",
     "folds_frame",
@@ -148,6 +149,14 @@ def folds_frame(report: dict[str, Any]) -> pd.DataFrame:
              "families": f.get("families"), "leakage": "ok" if f.get("leakage_ok") else "leaked"}
             for f in report.get("folds") or [] if isinstance(f, dict)]
     return pd.DataFrame(rows, columns=columns)
+
+
+def dropped_frame(report: dict[str, Any]) -> pd.DataFrame:
+    """Episodes a run left out because they leak (`--drop-leaked`), each with why; empty when none were."""
+    dropped = ((report.get("leakage") or {}).get("dropped") or {}).get("episodes") or {}
+    rows = [{"episode_id": episode, "why": "; ".join(why) if isinstance(why, list) else str(why)}
+            for episode, why in dropped.items()]
+    return pd.DataFrame(rows, columns=["episode_id", "why"])
 
 
 def cost_frame(report: dict[str, Any]) -> pd.DataFrame:

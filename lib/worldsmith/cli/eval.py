@@ -1,7 +1,7 @@
 """`worldsmith eval`: evaluate simulators on held-out trajectories into the run store.
 
     worldsmith eval --book alfworld --dataset alfworld --split test --methods harness,nearest \
-        --protocol next-obs|drift|w2r [--policy expert] [--llm SPEC] [--judge SPEC] --out RUN [--json]
+        --protocol next-obs|drift|w2r [--policy expert] [--llm SPEC] [--judge SPEC] [--drop-leaked] --out RUN [--json]
     worldsmith eval --dataset alfworld --folds 5 --methods harness,nearest --out RUN --json   # cross-fitted
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--folds", type=int, default=0, metavar="K",
                         help="cross-fit: deal the episodes into K folds by trajectory family (as build --folds), "
                              "evaluate each fold with a book built from the others, pool the records")
+    parser.add_argument("--drop-leaked", action="store_true",
+                        help="leave leaked episodes out (the report names them and why) instead of refusing the run")
     parser.add_argument("--methods", default="harness,nearest",
                         help="comma-separated: " + ", ".join(METHOD_KINDS) + " (default: harness,nearest)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="next-obs")
@@ -118,7 +120,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     try:
         config = EvalConfig(
             name=args.out, book=args.book, book_version=args.version, dataset=args.dataset, split=args.split,
-            env=args.env, folds=args.folds, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm,
+            env=args.env, folds=args.folds, drop_leaked=args.drop_leaked, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm,
             judge=args.judge, policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
             max_turns=args.max_turns, divergence_metric=args.divergence,
             divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed)
@@ -132,11 +134,16 @@ def run_eval_command(args: argparse.Namespace) -> int:
                    "fingerprint": run.fingerprint, "computed": run.computed, "reused": run.reused,
                    "records": len(run.records), "methods": report["methods"], "pairs": report["pairs"],
                    "cost": report["cost"], "w2r": report.get("w2r"), "leakage": report["leakage"],
-                   "folds": report.get("folds"),
+                   "folds": report.get("folds"), "dropped": report["leakage"].get("dropped"),
                    "report": str(run.report_path), "markdown": str(run.directory / "report.md")})
         return EXIT_OK
     print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
           f"{run.reused} reused -> {run.directory}")
+    dropped = report["leakage"].get("dropped")
+    if dropped:
+        print(f"  dropped {dropped['count']} leaked episodes: "
+              + "; ".join(f"{episode} ({', '.join(why)})" for episode, why in list(dropped["episodes"].items())[:5])
+              + (" ..." if dropped["count"] > 5 else ""))
     for fold in report.get("folds") or []:
         print(f"  fold {fold['fold']}: book {fold['book']}@{fold['book_version']} built from "
               f"{fold['construction_episodes']} episodes, evaluated on {fold['episodes']}")

@@ -3,9 +3,12 @@
 A worldbook's evidence cites its turns as `<episode_id>#<turn>`, so a book alone tells which
 episodes and turns it saw. An evaluation refuses to run (`LeakageError`) when an evaluated episode
 or target turn is in the evidence, or when an evaluated trajectory is in it verbatim under another
-id (same actions, same observations); with the construction episodes at hand it also runs the
-builder's own `leakage_check`. Sharing a trajectory *family* (another trial of the same game) is
-not leakage: those records are reported as "seen" tasks, the others as "unseen".
+id (same actions, same observations: `worldbook.build.duplicate_trajectories`, which the builder's
+`leakage_check` runs too, so `build` and `eval` flag the same copies); with the construction
+episodes at hand it also runs the builder's check. `leaked_episodes` says why each leaked episode
+leaks, so a run can drop them instead (`EvalConfig.drop_leaked`). Sharing a trajectory *family*
+(another trial of the same game) is not leakage: those records are reported as "seen" tasks, the
+others as "unseen".
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from worldsmith.traces.model import Episode, split_turn_id
-from worldsmith.worldbook.build import leakage_check, trajectory_family
+from worldsmith.worldbook.build import duplicate_trajectories, leakage_check, trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["LeakageError", "book_episode_ids", "check_leakage", "evidence_families"]
@@ -39,11 +42,8 @@ def book_episode_ids(book: Worldbook) -> set[str]:
     return out
 
 
-def _signature(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    return tuple(pairs)
-
-
-def _evidence_trajectories(book: Worldbook) -> dict[tuple[tuple[str, str], ...], str]:
+def _evidence_transitions(book: Worldbook) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The book's evidence as trajectories: per episode, its (action text, observation) pairs in turn order."""
     turns: dict[str, list[tuple[int, str, str]]] = {}
     for item in book.evidence:
         try:
@@ -51,34 +51,7 @@ def _evidence_trajectories(book: Worldbook) -> dict[tuple[tuple[str, str], ...],
         except ValueError:
             continue
         turns.setdefault(episode_id, []).append((index, item.action_text, item.observation))
-    return {_signature((a, o) for _, a, o in sorted(rows)): episode_id for episode_id, rows in turns.items()}
-
-
-def _episode_signature(episode: Episode) -> tuple[tuple[str, str], ...]:
-    return _signature((t.action.raw if t.action.raw is not None else t.action.name, t.observation.text)
-                      for t in episode.turns)
-
-
-def _duplicates(book: Worldbook, evaluation: Sequence[Episode]) -> list[str]:
-    """Evaluated trajectories that are an evidence trajectory, or a truncated copy of one, under another id."""
-    by_first: dict[tuple[str, str], list[tuple[tuple[tuple[str, str], ...], str]]] = {}
-    for signature, episode_id in _evidence_trajectories(book).items():
-        if signature:
-            by_first.setdefault(signature[0], []).append((signature, episode_id))
-    out = []
-    for episode in evaluation:
-        signature = _episode_signature(episode)
-        if not signature:
-            continue
-        for candidate, episode_id in by_first.get(signature[0], []):
-            if episode_id == episode.id:
-                continue
-            same = candidate == signature if len(signature) == 1 else candidate[: len(signature)] == signature
-            if same:
-                out.append(f"{episode.id} = {episode_id}" + ("" if len(candidate) == len(signature) else
-                                                            f" (its first {len(signature)} turns)"))
-                break
-    return sorted(out)
+    return {episode_id: tuple((a, o) for _, a, o in sorted(rows)) for episode_id, rows in turns.items()}
 
 
 def evidence_families(book: Worldbook, candidates: Iterable[Episode]) -> tuple[set[str], list[str]]:
@@ -98,40 +71,53 @@ def check_leakage(book: Worldbook, evaluation: Sequence[Episode], *, constructio
     """Whether `evaluation` is disjoint from what `book` was built from; raises `LeakageError` when it is not.
 
     The report: shared episode ids, leaked target turn ids, evaluated trajectories found verbatim in
-    the evidence (whole, or a truncated copy of an evidence trajectory), how many target observations occur verbatim in the evidence (informative only: short
-    answers such as "Nothing happens." recur legitimately), and the builder's check when
-    `construction` is given.
+    the evidence (whole, or a truncated copy of an evidence trajectory: `worldbook.build.duplicate_trajectories`,
+    which the builder's check uses too), how many target observations occur verbatim in the evidence
+    (informative only: short answers such as "Nothing happens." recur legitimately), the builder's
+    check when `construction` is given, and `leaked_episodes`: why each leaked evaluated episode leaks.
     """
     evidence_episodes = book_episode_ids(book)
     evidence_turns = {item.turn_id for item in book.evidence}
     shared = sorted(e.id for e in evaluation if e.id in evidence_episodes)
-    targets = [t.id or f"{e.id}#{t.index}" for e in evaluation for t in e.turns]
-    leaked = [t for t in targets if t in evidence_turns]
-    duplicated = _duplicates(book, evaluation)
+    targets = [(e.id, t.id or f"{e.id}#{t.index}") for e in evaluation for t in e.turns]
+    leaked = [(episode_id, turn) for episode_id, turn in targets if turn in evidence_turns]
+    duplicated = duplicate_trajectories(evaluation, _evidence_transitions(book))
     observed = {item.observation for item in book.evidence}
+    found = [*((e, "in the book's evidence") for e in shared),
+             *((e, "target turns in the book's evidence") for e, _ in leaked),
+             *((e, f"a copy of {copied} in the book's evidence") for e, copied in duplicated.items())]
     report: dict[str, Any] = {
-        "shared_episodes": shared[:20], "leaked_turns": leaked[:20], "duplicated_trajectories": duplicated[:20],
+        "shared_episodes": shared[:20], "leaked_turns": [turn for _, turn in leaked][:20],
+        "duplicated_trajectories": [f"{a} = {b}" for a, b in sorted(duplicated.items())][:20],
         "target_turns": len(targets), "evaluation_episodes": len(evaluation),
         "evidence_episodes": len(evidence_episodes),
         "targets_seen_verbatim_in_evidence": sum(t.observation.text in observed for e in evaluation for t in e.turns),
     }
-    ok = not shared and not leaked and not duplicated
     if construction is not None:
-        builder = leakage_check(construction, evaluation)
-        report["builder_check"] = builder
-        ok = ok and bool(builder["ok"])
-    report["ok"] = ok
-    if not ok and raise_on_leak:
-        reasons = []
-        if shared:
-            reasons.append(f"{len(shared)} evaluated episodes are in the book's evidence (e.g. {shared[0]})")
-        if leaked:
-            reasons.append(f"{len(leaked)} target turns are in the book's evidence (e.g. {leaked[0]})")
-        if duplicated:
-            reasons.append(f"{len(duplicated)} evaluated trajectories are in the evidence under another id "
-                           f"(e.g. {duplicated[0]})")
-        if construction is not None and not report["builder_check"]["ok"]:
-            reasons.append("the construction episodes share episodes or target turns with the evaluation set")
-        raise LeakageError(f"leakage: refusing to evaluate {book.name!r} on these episodes: " + "; ".join(reasons),
+        report["builder_check"] = leakage_check(construction, evaluation)
+        found += [(e, "in the construction episodes (the builder's check)")
+                  for e in report["builder_check"]["leaked_episodes"]]
+    why: dict[str, list[str]] = {}
+    for episode_id, reason in dict.fromkeys(found):
+        why.setdefault(episode_id, []).append(reason)
+    report["leaked_episodes"] = dict(sorted(why.items()))
+    report["ok"] = not why
+    if why and raise_on_leak:
+        raise LeakageError(f"leakage: refusing to evaluate {book.name!r} on these episodes: " + _reasons(report),
                            report)
     return report
+
+
+def _reasons(report: dict[str, Any]) -> str:
+    reasons = []
+    if report["shared_episodes"]:
+        reasons.append(f"evaluated episodes are in the book's evidence (e.g. {report['shared_episodes'][0]})")
+    if report["leaked_turns"]:
+        reasons.append(f"target turns are in the book's evidence (e.g. {report['leaked_turns'][0]})")
+    if report["duplicated_trajectories"]:
+        reasons.append(f"evaluated trajectories are in the evidence under another id "
+                       f"(e.g. {report['duplicated_trajectories'][0]})")
+    if not report.get("builder_check", {"ok": True})["ok"]:
+        reasons.append("the construction episodes share episodes, target turns or trajectories with the evaluation "
+                       "set")
+    return f"{len(report['leaked_episodes'])} episodes leak: " + "; ".join(reasons)

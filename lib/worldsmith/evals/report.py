@@ -254,6 +254,7 @@ def _knowable(report: dict[str, Any]) -> list[str]:
 def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
     config = report["config"]
     metrics = report.get("metrics", [])
+    dropped = report["leakage"].get("dropped")
     books = (f"cross-fitted, {config['folds']} folds by trajectory family (each fold's book built from the others)"
              if config.get("folds") else f"worldbook `{config.get('book')}@{config.get('book_version')}`")
     lines = [f"# Evaluation run `{report['run']}`", "",
@@ -264,8 +265,9 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
              f"- model: `{config.get('llm') or 'none'}`; judge: `{report.get('judge') or 'none'}`",
              f"- intervals: 95% paired bootstrap over episodes, {report['bootstrap']['resamples']} resamples, "
              f"seed {report['bootstrap']['seed']}; fingerprint `{report['fingerprint'][:16]}`",
-             f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'} "
-             f"({report['leakage'].get('target_turns', 0)} target turns)", ""]
+             f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'}"
+             + (f" after dropping {dropped['count']} leaked episodes (below)" if dropped else "")
+             + f" ({report['leakage'].get('target_turns', 0)} target turns)", ""]
     if report.get("folds"):
         lines += ["## Folds", ""]
         lines += _table(["fold", "book", "built from (episodes)", "evaluated episodes", "families", "leakage"],
@@ -323,6 +325,10 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
         lines += _table(["policy", "method", "Real", "W2R", "W2R / Real", "n"], rows)
         if "w2r" in plots:
             lines += ["![w2r](plots/w2r.png)", ""]
+    if dropped:
+        lines += ["## Dropped episodes (leaked)", ""]
+        lines += _table(["episode", "why"], [[f"`{episode}`", "; ".join(why)]
+                                             for episode, why in dropped["episodes"].items()])
     lines += ["## Cost (mean per record)", ""]
     lines += _table(["method", *COST_COLUMNS], [[m, *(f"{v:.4g}" if v is not None else "–" for v in row.values())]
                                                  for m, row in report["cost"].items()])

@@ -10,7 +10,8 @@ report.json, report.md, plots/, progress.json). Its fingerprint hashes the confi
 changes records (not the run name nor the bootstrap settings) with the worldbook version, the
 dataset revision and a hash of the evaluation and simulator code: rerunning the same configuration resumes (finished units are not recomputed) and
 only recomputes the report, while a different configuration under the same name is refused.
-Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run.
+Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run,
+or with `drop_leaked` the leaked episodes are left out and the report names them and why.
 
 With `folds=K` (K >= 2) the run is cross-fitted, as `worldsmith build --folds K` is: the episodes
 of the split (and environment) are dealt into K folds by trajectory family (`family_folds`), each
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from worldsmith.envs.base import Env
 from worldsmith.evals.judge import Judge, open_judge
-from worldsmith.evals.leakage import check_leakage, evidence_families
+from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
 from worldsmith.evals.protocols import (
     Pricing,
@@ -86,6 +87,8 @@ class EvalConfig(BaseModel):
     book_version: str | None = Field(default=None, description="Version (default: HEAD when the run starts).")
     folds: int = Field(default=0, ge=0, description="Cross-fit: K >= 2 folds by trajectory family, each evaluated "
                                                      "with a book built from the others (0: one stored book).")
+    drop_leaked: bool = Field(default=False, description="Leave leaked episodes out of the evaluation set (the report "
+                                                         "names them and why) instead of refusing the run.")
     dataset: str = Field(description="Dataset of the held-out episodes.")
     split: str | None = Field(default=None, description="Split of the dataset to evaluate on (default: all).")
     env: str | None = Field(default=None, description="Only episodes whose env id starts with this (e.g. alfworld).")
@@ -321,6 +324,18 @@ def _families(book: Worldbook, candidates: Iterable[Episode], leakage: dict[str,
     return families
 
 
+def _leak_free(book: Worldbook, episodes: list[Episode], construction: Sequence[Episode] | None,
+               drop: bool) -> tuple[list[Episode], dict[str, Any]]:
+    """The episodes, leakage checked: refused (`LeakageError`), or with `drop` the leaked ones left out, the report
+    then describing the episodes kept and naming the dropped ones and why (`dropped`)."""
+    leakage = check_leakage(book, episodes, construction=construction, raise_on_leak=not drop)
+    if leakage["ok"]:
+        return episodes, leakage
+    kept = [e for e in episodes if e.id not in leakage["leaked_episodes"]]
+    dropped = {"count": len(episodes) - len(kept), "episodes": leakage["leaked_episodes"]}
+    return kept, {**(check_leakage(book, kept, construction=construction) if kept else leakage), "dropped": dropped}
+
+
 def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: Any, book: Worldbook | None,
                construction: Sequence[Episode] | None) -> _Part:
     """The run's one book (stored, or given) on the selected episodes, leakage checked."""
@@ -334,8 +349,7 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
         sources = store.info(config.book, version).sources
     else:
         version = config.book_version or "inline-" + _digest(book.model_dump(mode="json"))[:12]
-    chosen = _select(pool, config)
-    leakage = check_leakage(book, chosen, construction=construction)
+    chosen, leakage = _leak_free(book, _select(pool, config), construction, config.drop_leaked)
     if construction is not None:
         candidates: Iterable[Episode] = construction
     else:  # streamed: only the ids and families of the evidence episodes are kept
@@ -361,21 +375,28 @@ def _fold_parts(config: EvalConfig, pool: list[Episode], cache_dir: Path, progre
             continue
         kept = [e for e in base if assignment[trajectory_family(e)] != fold]
         book = build_worldbook(kept, name=f"{config.book or config.dataset}-fold{fold + 1}", cache_dir=cache_dir).book
-        leakage = check_leakage(book, held, construction=kept)
-        parts.append(_Part(book, _digest(book.model_dump(mode="json"))[:12], held, _families(book, kept, leakage),
-                           leakage, fold=fold + 1, construction=len(kept)))
+        evaluated, leakage = _leak_free(book, held, kept, config.drop_leaked)
+        parts.append(_Part(book, _digest(book.model_dump(mode="json"))[:12], evaluated,
+                           _families(book, kept, leakage), leakage, fold=fold + 1, construction=len(kept)))
         if progress is not None:
+            dropped = f" ({len(held) - len(evaluated)} leaked, dropped)" if len(evaluated) < len(held) else ""
             progress(0, total, f"fold {fold + 1}/{config.folds}: book built from {len(kept)} episodes, "
-                               f"{len(held)} held out")
+                               f"{len(evaluated)} held out{dropped}")
     return parts
 
 
 def _pooled_leakage(parts: list[_Part]) -> dict[str, Any]:
+    """The run's leakage report; a cross-fitted run's pools its folds' (each kept under `folds`)."""
     if parts[0].fold is None:
         return parts[0].leakage
-    return {"ok": all(p.leakage["ok"] for p in parts), "target_turns": sum(p.leakage["target_turns"] for p in parts),
-            "evaluation_episodes": sum(p.leakage["evaluation_episodes"] for p in parts),
-            "folds": [{"fold": p.fold, **p.leakage} for p in parts]}
+    pooled = {"ok": all(p.leakage["ok"] for p in parts), "target_turns": sum(p.leakage["target_turns"] for p in parts),
+              "evaluation_episodes": sum(p.leakage["evaluation_episodes"] for p in parts),
+              "folds": [{"fold": p.fold, **p.leakage} for p in parts]}
+    dropped = [p.leakage["dropped"] for p in parts if "dropped" in p.leakage]
+    if dropped:
+        pooled["dropped"] = {"count": sum(d["count"] for d in dropped),
+                             "episodes": {k: v for d in dropped for k, v in d["episodes"].items()}}
+    return pooled
 
 
 def _fold_summary(parts: list[_Part]) -> list[dict[str, Any]]:
@@ -412,6 +433,9 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
         parts = [_book_part(config, ws, pool, dataset, book, construction)]
         version = parts[0].version
     leakage = _pooled_leakage(parts)
+    if not any(part.episodes for part in parts):
+        raise LeakageError(f"leakage: all {leakage['dropped']['count']} evaluation episodes leak (drop_leaked), "
+                           "nothing is left to evaluate", leakage)
 
     resolved = config.model_copy(update={"book_version": version})
     code = _code_version()

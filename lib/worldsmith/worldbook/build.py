@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,9 +63,11 @@ __all__ = [
     "build_worldbook",
     "cross_fit",
     "deterministic_extract",
+    "duplicate_trajectories",
     "family_folds",
     "leakage_check",
     "trajectory_family",
+    "transitions",
     "validate",
 ]
 
@@ -320,20 +322,51 @@ def trajectory_family(episode: Episode) -> str:
     return re.sub(r"(/trial_[^/]*|[-_]s\d+$|#.*$)", "", task)
 
 
+def transitions(episode: Episode) -> tuple[tuple[str, str], ...]:
+    """(action text, observation) per turn, as the evidence records them: what a verbatim copy repeats."""
+    return tuple((t.action.raw if t.action.raw is not None else t.action.name, t.observation.text)
+                 for t in episode.turns)
+
+
+def duplicate_trajectories(evaluation: Iterable[Episode],
+                           evidence: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, str]:
+    """Evaluated trajectories that are an evidence trajectory (`{episode id: transitions}`), or a truncated copy of
+    one, under another id: `{evaluated id: what it copies}`. The builder's `leakage_check` and the evaluation's
+    refusal (`evals.check_leakage`) both flag these, so the two agree."""
+    by_first: dict[tuple[str, str], list[tuple[tuple[tuple[str, str], ...], str]]] = {}
+    for episode_id, pairs in evidence.items():
+        if pairs:
+            by_first.setdefault(pairs[0], []).append((pairs, episode_id))
+    out: dict[str, str] = {}
+    for episode in evaluation:
+        signature = transitions(episode)
+        for candidate, episode_id in by_first.get(signature[0], []) if signature else []:
+            whole = candidate == signature
+            if episode_id != episode.id and (whole or (len(signature) > 1 and candidate[:len(signature)] == signature)):
+                out[episode.id] = episode_id if whole else f"{episode_id} (its first {len(signature)} turns)"
+                break
+    return out
+
+
 def leakage_check(construction: Sequence[Episode], evaluation: Sequence[Episode]) -> dict[str, Any]:
-    """No evaluation trajectory, family or target turn may be in the construction evidence."""
+    """No evaluation episode, target turn or trajectory (verbatim, under another id) may be in the construction
+    episodes; shared families are reported only (another trial of a game is not leakage). `leaked_episodes` lists
+    every evaluated episode that leaks."""
     built_ids = {e.id for e in construction}
     built_families = {trajectory_family(e) for e in construction}
     built_turns = {t.id or f"{e.id}#{t.index}" for e in construction for t in e.turns}
     shared_episodes = sorted(e.id for e in evaluation if e.id in built_ids)
     shared_families = sorted({trajectory_family(e) for e in evaluation} & built_families)
-    target_turns = [t.id or f"{e.id}#{t.index}" for e in evaluation for t in e.turns]
-    leaked_turns = [t for t in target_turns if t in built_turns]
+    targets = [(e.id, t.id or f"{e.id}#{t.index}") for e in evaluation for t in e.turns]
+    leaked_turns = [turn for _, turn in targets if turn in built_turns]
+    duplicated = duplicate_trajectories(evaluation, {e.id: transitions(e) for e in construction})
+    leaked = sorted({*shared_episodes, *(e for e, turn in targets if turn in built_turns), *duplicated})
     built_text = {t.observation.text for e in construction for t in e.turns}
     verbatim = sum(t.observation.text in built_text for e in evaluation for t in e.turns)
-    return {"ok": not shared_episodes and not leaked_turns, "shared_episodes": shared_episodes[:20],
-            "leaked_turns": leaked_turns[:20], "shared_families": shared_families[:20],
-            "families_disjoint": not shared_families, "target_turns": len(target_turns),
+    return {"ok": not leaked, "shared_episodes": shared_episodes[:20], "leaked_turns": leaked_turns[:20],
+            "duplicated_trajectories": [f"{a} = {b}" for a, b in sorted(duplicated.items())][:20],
+            "leaked_episodes": leaked, "shared_families": shared_families[:20],
+            "families_disjoint": not shared_families, "target_turns": len(targets),
             "targets_seen_verbatim_in_construction": verbatim}
 
 
