@@ -1,5 +1,5 @@
 """The schemas of a worldbook as tables: actions (aliases, arguments, pattern, examples), state paths
-(filterable by namespace), observation contracts and invariants."""
+(filterable by namespace), observation contracts, invariants and what ends an episode."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import streamlit as st
 from workbench.components.rule_edits import condition_text
 from worldsmith.worldbook import NAMESPACES, StatePath, Worldbook
 
-__all__ = ["actions_frame", "contracts_frame", "invariants_frame", "render_schema_browser", "state_frame"]
+__all__ = ["actions_frame", "contracts_frame", "invariants_frame", "render_schema_browser", "state_frame",
+           "termination_frame"]
 
 
 def actions_frame(book: Worldbook) -> pd.DataFrame:
@@ -45,6 +46,13 @@ def invariants_frame(book: Worldbook) -> pd.DataFrame:
                          for i in book.invariants], columns=["id", "description", "conditions"])
 
 
+def termination_frame(book: Worldbook) -> pd.DataFrame:
+    features = book.termination.features if book.termination else []
+    return pd.DataFrame([{"kind": f.kind, "value": f.value, "precision": f.precision, "recall": f.recall,
+                          "done turns": f.support, "turns": ", ".join(f.supporting[:5])} for f in features],
+                        columns=["kind", "value", "precision", "recall", "done turns", "turns"])
+
+
 def _table(title: str, frame: pd.DataFrame, empty: str) -> None:
     st.markdown(f"**{title}** ({len(frame)})")
     if frame.empty:
@@ -59,3 +67,5 @@ def render_schema_browser(book: Worldbook) -> None:
     _table("State paths", state_frame(book, tuple(namespaces)), "No state paths (in these namespaces).")
     _table("Observation contracts", contracts_frame(book), "No observation contracts.")
     _table("Invariants", invariants_frame(book), "No invariants.")
+    _table("Episode ends on (any of)", termination_frame(book),
+           "No termination learned (no recorded done turns, or no feature precise enough).")

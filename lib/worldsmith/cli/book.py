@@ -151,6 +151,8 @@ def run_show(args: argparse.Namespace) -> int:
         "author": info.author, "message": info.message, "rules": counts, "actions": len(book.action_schema.actions),
         "state_paths": len(book.state_schema.paths), "notes": len(book.notes), "evidence": len(book.evidence),
         "demonstrations": len(book.demonstrations), "validation": info.validation, "sources": info.sources,
+        "termination": [{"kind": f.kind, "value": f.value, "precision": f.precision, "support": f.support}
+                        for f in book.termination.features] if book.termination else None,
     }
     if _json(args):
         emit_json(summary)
@@ -158,6 +160,9 @@ def run_show(args: argparse.Namespace) -> int:
         print(f"{book.name} ({book.env_id or 'no env id'}) version {version} (parent {info.parent})")
         print(f"rules: {counts}; {summary['actions']} actions, {summary['state_paths']} state paths, "
               f"{summary['notes']} notes, {summary['evidence']} evidence transitions")
+        ends = "; ".join(f"{f['kind']} {f['value']!r} (precision {f['precision']:.2f}, {f['support']} done turns)"
+                         for f in summary["termination"] or [])
+        print(f"episodes end on: {ends or 'nothing learned'}")
     return EXIT_OK
 
 

@@ -96,6 +96,7 @@ from worldsmith.worldbook.templates import (
     render_template,
     text_arguments,
 )
+from worldsmith.worldbook.termination import Termination, TerminationFeature, learn_termination, predicts_done
 
 __all__ = [
     "NAMESPACES",
@@ -140,6 +141,8 @@ __all__ = [
     "StatePath",
     "StateSchema",
     "TemplateConfig",
+    "Termination",
+    "TerminationFeature",
     "Trace2EnvError",
     "TurnCheck",
     "VersionInfo",
@@ -167,10 +170,12 @@ __all__ = [
     "iter_rule_turns",
     "leakage_check",
     "learn_list_format",
+    "learn_termination",
     "match_template",
     "model_extract",
     "model_notes",
     "model_rules",
+    "predicts_done",
     "render",
     "render_list",
     "render_template",

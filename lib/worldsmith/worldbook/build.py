@@ -5,7 +5,7 @@
     result.validation      # per-action coverage and exact match on the held-out trajectories
 
 Stages (`stages.STAGES`) run in order as separate functions: align -> extract -> rules -> review ->
-schema -> contracts -> notes -> demonstrations -> compile. Each stage's output is cached as JSON
+schema -> contracts -> notes -> demonstrations -> termination -> compile. Each stage's output is cached as JSON
 under `cache_dir` keyed by a hash of its inputs and the config, so a rerun (or a run resumed after
 an interruption) skips the stages already done. The rules and notes stages can run on a model
 (`BuildConfig.llm`): every call then goes through the model layer (cached and logged), unusable
@@ -53,6 +53,7 @@ from worldsmith.worldbook.schema import (
 )
 from worldsmith.worldbook.stages import Extraction
 from worldsmith.worldbook.templates import evidence_from_episodes
+from worldsmith.worldbook.termination import Termination, learn_termination
 
 __all__ = [
     "BuildConfig",
@@ -173,7 +174,8 @@ def _code_version() -> str:
     """A hash of the builder's own source: a cached stage output from other code is never reused."""
     folder = Path(__file__).parent
     digest = hashlib.sha256()
-    for module in ("build", "engine", "facts", "induce", "replay", "schema", "templates", "model", "model_stages"):
+    for module in ("build", "engine", "facts", "induce", "replay", "schema", "templates", "model", "model_stages",
+                   "termination"):
         path = folder / f"{module}.py"
         if path.exists():
             digest.update(path.read_bytes())
@@ -209,7 +211,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     cache = _StageCache(Path(cache_dir) if cache_dir is not None else None)
     timings: dict[str, float] = {}
     reports: dict[str, Any] = {}
-    steps = 10
+    steps = 11
 
     def stage(index: int, label: str, key_parts: Sequence[Any], adapter: TypeAdapter[Any],
               compute: Callable[[], Any]) -> Any:
@@ -280,6 +282,8 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     demonstrations: list[Demonstration] = stage(
         7, "demonstrations", [evidence_key, rules_key], TypeAdapter(list[Demonstration]),
         lambda: pick_demonstrations(evidence, rules, config.demonstrations_per_action))
+    termination: Termination | None = stage(8, "termination", [evidence_key], TypeAdapter(Termination | None),
+                                             lambda: learn_termination(evidence))
 
     def routes_stage() -> RouteTable | None:
         from worldsmith.sim.routing import learn_routes  # the harness replays held-out folds: sim sits above
@@ -288,14 +292,15 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
 
     routes: RouteTable | None = None
     if config.route_folds >= 2:
-        routes = stage(8, "routes", [episode_key], TypeAdapter(RouteTable | None), routes_stage)
+        routes = stage(9, "routes", [episode_key], TypeAdapter(RouteTable | None), routes_stage)
     if progress:
-        progress("compile", 9, steps)
+        progress("compile", 10, steps)
     started = time.perf_counter()
     env_ids = sorted({e.env_id for e in episodes if e.env_id})
     book = Worldbook(name=name, env_id=env_id or (env_ids[0] if len(env_ids) == 1 else None),
                      action_schema=schemas[0], state_schema=schemas[1], rules=rules, contracts=contracts,
-                     notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes).canonical()
+                     notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes,
+                     termination=termination).canonical()
     timings["compile"] = round(time.perf_counter() - started, 4)
     result = BuildResult(book=book, timings=timings, stage_reports=reports)
     if validation is not None:

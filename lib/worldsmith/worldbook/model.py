@@ -2,8 +2,9 @@
 
 Action and state schemas, rules (conditions -> ordered effects -> outcome -> observation template)
 with a status and provenance back to trace turns, invariants, observation contracts, notes,
-demonstrations and the verbatim evidence they were built from. Pydantic models, so a worldbook
-read from disk (or from a person's edit) is validated field by field with a clear error.
+demonstrations, what ends an episode (`termination`) and the verbatim evidence they were built from.
+Pydantic models, so a worldbook read from disk (or from a person's edit) is validated field by field
+with a clear error.
 """
 
 from __future__ import annotations
@@ -13,9 +14,18 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.termination import Termination
 
 __all__ = [
     "NAMESPACES",
@@ -211,6 +221,15 @@ def _check_turns(values: list[str]) -> list[str]:
     return values
 
 
+def _without_unset(data: dict[str, Any], item: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """The dump without these fields where they are None: they came after books were first written, and a version
+    written before them must dump (and hash, in the store) as it did."""
+    for name in names:
+        if getattr(item, name) is None:
+            data.pop(name, None)
+    return data
+
+
 class RuleProvenance(BaseModel):
     """The trace turns that support and that contradict a rule."""
 
@@ -321,11 +340,16 @@ class Evidence(BaseModel):
     action_text: str
     observation: str
     outcome: str | None = None
+    done: bool | None = Field(default=None, description="Whether the episode ended with this turn (None: unrecorded).")
 
     @field_validator("turn_id")
     @classmethod
     def _valid_turn(cls, value: str) -> str:
         return _check_turns([value])[0]
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(handler(self), self, ("done",))
 
 
 class Worldbook(BaseModel):
@@ -345,6 +369,8 @@ class Worldbook(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     routes: RouteTable | None = Field(
         default=None, description="Which answer source beat nearest evidence per action, held out (worldbook.routing).")
+    termination: Termination | None = Field(
+        default=None, description="The features that end an episode, learned from evidence (worldbook.termination).")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Worldbook:
@@ -355,6 +381,10 @@ class Worldbook(BaseModel):
                     raise ValueError(f"two {kind}s have the id {item.id!r}")
                 seen.add(item.id)
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(handler(self), self, ("termination",))
 
     def canonical(self) -> Worldbook:
         """The same worldbook with items in stored order (by id / turn id): order carries no meaning,

@@ -15,9 +15,10 @@ from worldsmith.worldbook.model import Effect
 
 __all__ = ["STAGES", "Extraction", "Fact", "StageName"]
 
-StageName = Literal["align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations", "compile"]
+StageName = Literal["align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations",
+                    "termination", "compile"]
 STAGES: tuple[StageName, ...] = (
-    "align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations", "compile")
+    "align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations", "termination", "compile")
 
 
 class Fact(BaseModel):

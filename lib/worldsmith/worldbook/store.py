@@ -308,7 +308,7 @@ def diff_worldbooks(old: Worldbook, new: Worldbook) -> dict[str, Any]:
             "changed": {item_id: _field_changes(a_map[item_id], b_map[item_id])
                         for item_id in sorted(a_map.keys() & b_map.keys()) if a_map[item_id] != b_map[item_id]},
         }
-    for section in ("action_schema", "state_schema", "invariants", "contracts"):
+    for section in ("action_schema", "state_schema", "invariants", "contracts", "termination"):
         if getattr(old, section) != getattr(new, section):
             out.setdefault("sections_changed", []).append(section)
     return out

@@ -83,7 +83,7 @@ def evidence_from_episodes(episodes: Iterable[Episode]) -> list[Evidence]:
             out.append(Evidence(
                 turn_id=turn.id or f"{episode.id}#{turn.index}", action=turn.action.name,
                 arguments=_arguments(turn.action.arguments), action_text=text, observation=turn.observation.text,
-                outcome=observation_outcome(turn.observation.text),
+                outcome=observation_outcome(turn.observation.text), done=turn.done,
             ))
     return out
 
