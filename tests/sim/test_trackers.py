@@ -101,3 +101,14 @@ def test_a_trajectory_that_shared_this_episodes_past_answers_as_it_did_after_the
     aligned.observe("cd(folder='docs')", '{"cwd": "docs"}')
     [proposal] = aligned.propose("ls()")
     assert proposal.observation == '{"content": ["b.txt"]}'  # base_1's answer after the same cd, not its first ls
+
+
+def test_a_source_never_right_or_only_pooled_for_an_action_specific_source_is_not_trusted() -> None:
+    table = RouteTable(folds=2)
+    for _ in range(3):
+        table.record("unlock", "aligned_evidence", exact=False, nearest_exact=False)  # tied, never right
+        table.record("look", "place_view", exact=True, nearest_exact=False)
+    assert choose_route(table, "unlock", [Proposal("aligned_evidence", "x")])[0] is None
+    # a place's view answers `look`; its pooled record says nothing about `unlock`
+    assert choose_route(table, "examine", [Proposal("place_view", PANTRY)])[0] is None
+    assert choose_route(table, "look", [Proposal("place_view", PANTRY)])[0] is not None

@@ -30,6 +30,9 @@ PRIORITY = ("rule", "shell", "entity", "place_memory", "map", "place_view", "mem
             "place_evidence")
 # Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
 _TRUSTED_UNMEASURED = frozenset({"rule", "shell", "entity", "place_memory", "map", "memory"})
+# Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their
+# pooled record, only by the action's own.
+_PER_ACTION_ONLY = frozenset({"place_view", "place_evidence", "aligned_evidence"})
 # The audit route each source is reported under.
 ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
                "memory_state": "state:memory",
@@ -51,7 +54,8 @@ def choose_route(table: RouteTable | None, action: str,
     accepted: list[tuple[float, int, Proposal]] = []
     notes: list[str] = []
     for proposal in ranked:
-        stats = table.stats(action, proposal.key, fallback=proposal.source)
+        stats = table.stats(action, proposal.key, fallback=proposal.source,
+                            pooled=proposal.source not in _PER_ACTION_ONLY)
         if stats is None:
             if proposal.source in _TRUSTED_UNMEASURED:
                 accepted.append((-1.0, _rank(proposal.source), proposal))

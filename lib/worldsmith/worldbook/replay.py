@@ -17,6 +17,7 @@ The same walk serves three purposes:
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -256,20 +257,44 @@ class ReviewConfig:
     min_contrast: int = 2  # counterexamples sharing an argument value before a rule is narrowed instead
 
 
+# Shapes of an argument value that often decide an answer's form, as (regex that holds, regex that does not):
+# a file extension (`mv(destination='notes.txt')` renames, `mv(destination='archive')` moves into a folder), a path
+# separator, a number, a leading dash (an option).
+ARGUMENT_SHAPES: tuple[tuple[str, str], ...] = (
+    (r"\.[A-Za-z0-9]{1,5}$", r"^(?!.*\.[A-Za-z0-9]{1,5}$)"),
+    (r"/", r"^[^/]*$"),
+    (r"^-?\d+(?:\.\d+)?$", r"^(?!-?\d+(?:\.\d+)?$)"),
+    (r"^-", r"^(?!-)"),
+)
+
+
 def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence[str],
                         by_turn: Mapping[str, Evidence], min_contrast: int) -> Condition | None:
-    """An argument value every counterexample shares and no supporting turn has ("cd .." vs "cd docs"):
-    the rule, narrowed by `arg != value`, no longer claims those turns. None when there is no such contrast."""
+    """What sets the counterexamples apart from the supporting turns, as a condition that keeps the supporting
+    turns: an argument value every counterexample shares and no supporting turn has ("cd .." vs "cd docs":
+    `arg != value`), else an argument shape (`ARGUMENT_SHAPES`) every supporting turn has and no counterexample
+    has (`arg matches`). None when there is no such contrast."""
     if len(counter) < min_contrast:
         return None
     counter_args = [_arguments(by_turn[t]) for t in counter if t in by_turn]
     support_args = [_arguments(by_turn[t]) for t in supporting if t in by_turn]
-    for name in sorted(set.intersection(*(set(a) for a in counter_args)) if counter_args else set()):
+    names = sorted(set.intersection(*(set(a) for a in counter_args)) if counter_args else set())
+    for name in names:
         values = {str(a[name]) for a in counter_args}
         if len(values) == 1 and support_args and all(str(a.get(name)) not in values for a in support_args):
             value = literal_value(counter_args[0][name])
             if Condition(arg=name, op="ne", value=value) not in rule.conditions:
                 return Condition(arg=name, op="ne", value=value)
+    for name in names:
+        if not support_args or any(name not in a for a in support_args):
+            continue
+        for holds, lacks in ARGUMENT_SHAPES:
+            counter_has = {re.search(holds, str(a[name])) is not None for a in counter_args}
+            support_has = {re.search(holds, str(a[name])) is not None for a in support_args}
+            if len(counter_has) == 1 and support_has == {not next(iter(counter_has))}:
+                condition = Condition(arg=name, op="matches", value=holds if True in support_has else lacks)
+                if condition not in rule.conditions:
+                    return condition
     return None
 
 
@@ -296,8 +321,9 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
             if condition is not None:
                 rules[index] = rules[index].model_copy(update={
                     "conditions": [*rules[index].conditions, condition],
-                    "description": (rules[index].description + f"; narrowed: {condition.arg} != {condition.value!r} "
-                                    f"(every counterexample had it, no supporting turn did)").lstrip("; ")})
+                    "description": (rules[index].description + f"; narrowed: {condition.arg} {condition.op} "
+                                    f"{condition.value!r} (it sets the counterexamples apart from the supporting "
+                                    "turns)").lstrip("; ")})
                 narrowed = True
         if not narrowed:
             return reviewed

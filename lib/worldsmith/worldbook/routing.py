@@ -39,8 +39,9 @@ class RouteStats(BaseModel):
 
     @property
     def not_worse_than_nearest(self) -> bool:
-        """Held out, it lost no more turns to nearest evidence than it won (agreeing everywhere is a tie)."""
-        return self.wins >= self.losses
+        """Held out, it lost no more turns to nearest evidence than it won, and it was ever right (agreeing where
+        right is a tie; a source that was never right has shown nothing)."""
+        return self.wins >= self.losses and self.exact > 0
 
     def add(self, exact: bool, nearest_exact: bool | None) -> None:
         self.proposed += 1
@@ -84,15 +85,15 @@ class RouteTable(BaseModel):
         self.actions.setdefault(action, {}).setdefault(source, RouteStats()).add(exact, nearest_exact)
         self.pooled.setdefault(source, RouteStats()).add(exact, nearest_exact)
 
-    def stats(self, action: str, source: str, fallback: str | None = None) -> RouteStats | None:
+    def stats(self, action: str, source: str, fallback: str | None = None, *, pooled: bool = True) -> RouteStats | None:
         """The action's own row when it has enough turns, else the `fallback` source's (a rule form falls back to
-        all the action's rules), else the source's pooled row, else None."""
+        all the action's rules), else (with `pooled`) the source's pooled row, else None."""
         own = self.actions.get(action, {}).get(source)
         if own is not None and own.proposed >= self.min_turns:
             return own
         if fallback is not None and fallback != source:
-            return self.stats(action, fallback)
-        return self.pooled.get(source)
+            return self.stats(action, fallback, pooled=pooled)
+        return self.pooled.get(source) if pooled else None
 
     def rows(self, action: str | None = None) -> list[dict[str, Any]]:
         """One row per (action, source), pooled rows under action "*": what the CLI and the Worldbook page list."""
