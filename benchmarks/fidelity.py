@@ -11,7 +11,8 @@ default deterministic builder (its route table included); both world models then
 protocol (`evals.protocols.next_obs_records`: every turn predicted from its real prefix) on the
 evaluation episodes. Reported per environment: exact match on all turns and on knowable turns (no
 novel value, `evals.novelty`), the novel share, the paired difference harness - nearest with its 95%
-cluster-bootstrap interval (clusters = episodes) on both, the harness's routes, and each model's
+cluster-bootstrap interval (clusters = episodes) on both, the harness's routes, each model's `done`
+recall (ending turns predicted to end) and false alarms (other turns predicted to end), and its
 median predict latency. Prints a Markdown table and writes JSON.
 """
 
@@ -94,9 +95,13 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
         "routes": dict(Counter(r["route"] for r in rows["harness"]).most_common()),
     }
     for method in models:
+        ended = [r["done_pred"] for r in rows[method] if r["done_real"]]
+        running = [r["done_pred"] for r in rows[method] if not r["done_real"]]
         result[method] = {
             "all": _interval(clusters, exact[method], resamples),
             "knowable": _interval([clusters[i] for i in known], [exact[method][i] for i in known], resamples),
+            "done_recall": round(sum(ended) / len(ended), 4) if ended else None,
+            "done_false_alarms": round(sum(running) / len(running), 4) if running else None,
             "p50_predict_ms": round(statistics.median(r["latency_s"] for r in rows[method]) * 1000, 3),
         }
     result["harness - nearest"] = {

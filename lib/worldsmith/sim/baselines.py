@@ -25,6 +25,7 @@ from worldsmith.sim.retrieval import EvidenceScorer, action_arguments
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.templates import make_template, render_template
+from worldsmith.worldbook.termination import predicts_done
 
 __all__ = ["DirectPrompting", "NearestEvidence", "Searcher", "TraceRAG", "WorldbookPrompting"]
 
@@ -82,8 +83,18 @@ class NearestEvidence(WorldModelBase):
     def _predict(self, action: Action) -> Prediction:
         return self.nearest(action)
 
+    def ends(self, action_name: str, observation: str) -> bool:
+        """Whether the book's learned termination says this observation ends the episode (False without one)."""
+        return self.book is not None and predicts_done(self.book.termination, self._canonical(action_name), observation)
+
     def nearest(self, action: Action, *, notes: Sequence[str] = ()) -> Prediction:
-        """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit."""
+        """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit, and `done`
+        follows the book's learned termination."""
+        prediction = self._nearest(action, notes)
+        prediction.done = self.ends(action.name, prediction.observation)
+        return prediction
+
+    def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
         name = self._canonical(action.name)
         hits = self.scorer.search(_query(action), None, action=name)
         hits.sort(key=lambda hit: (-round(hit.score, 6), -self._support[(name, self._templates[hit.id])], hit.extra))
@@ -145,7 +156,8 @@ class _ModelBaseline(WorldModelBase):
                       notes=["served from the response cache"] if completion.cached else [])
         if completion.finish_reason == "length":
             audit.notes.append(f"the reply was cut at max_tokens={self.max_tokens}")
-        return Prediction(observation=observation, outcome="unknown", audit=audit)
+        done = self.fallback is not None and self.fallback.ends(action.name, observation)
+        return Prediction(observation=observation, outcome="unknown", done=done, audit=audit)
 
     def _fall_back(self, action: Action, retrieved: list[dict[str, Any]], reason: str,
                    completion: Completion | None) -> Prediction:

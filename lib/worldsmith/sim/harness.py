@@ -41,6 +41,7 @@ from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
 from worldsmith.worldbook.replay import list_formats, observe_turn, select_rule
+from worldsmith.worldbook.termination import predicts_done
 
 __all__ = ["Harness", "HarnessConfig", "schema_problems"]
 
@@ -321,4 +322,6 @@ class Harness(WorldModelBase):
             audit.notes.append(f"state not updated: {error}")
         if outcome not in ("success", "unknown") and not outcome.startswith("failure"):
             outcome = "unknown"
-        return Prediction(observation=observation, effects=accepted, outcome=outcome, state=state, audit=audit)
+        done = predicts_done(self.book.termination, name, observation) if self.config.knowledge else False
+        return Prediction(observation=observation, effects=accepted, outcome=outcome, state=state, done=done,
+                          audit=audit)

@@ -306,6 +306,9 @@ class EntityTracker:
 
 
 # ---------------------------------------------------------------------------------------------- aligned trajectories
+RARE_PAIR_SHARE = 0.05  # an (action, observation) pair in more of the recorded trajectories than this is common
+
+
 class AlignedEvidence:
     """Recorded trajectories that share this episode's (action, observation) pairs answer as they did then.
 
@@ -329,6 +332,7 @@ class AlignedEvidence:
                 self.by_pair[pair].add(index)
                 positions[pair[0]].append(position)
             self.positions.append(dict(positions))
+        self.max_holders = max(2, int(RARE_PAIR_SHARE * len(self.trajectories)))
         self.reset()
 
     def reset(self) -> None:
@@ -337,8 +341,10 @@ class AlignedEvidence:
 
     def observe(self, action_text: str, observation: str) -> None:
         line = _line(action_text)
-        for index in self.by_pair.get((line, observation), ()):
-            self.shared[index] += 1
+        holders = self.by_pair.get((line, observation), ())
+        if len(holders) <= self.max_holders:  # a pair most trajectories show ("You are carrying nothing.") tells
+            for index in holders:  # nothing about which of them this episode is like
+                self.shared[index] += 1
         self.lines.append(line)
 
     def _answer(self, index: int, line: str) -> tuple[int, str] | None:
