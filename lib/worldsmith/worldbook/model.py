@@ -384,7 +384,7 @@ class Worldbook(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(handler(self), self, ("termination",))
+        return _without_unset(handler(self), self, ("termination", "routes"))
 
     def canonical(self) -> Worldbook:
         """The same worldbook with items in stored order (by id / turn id): order carries no meaning,
