@@ -112,3 +112,16 @@ def test_a_source_never_right_or_only_pooled_for_an_action_specific_source_is_no
     # a place's view answers `look`; its pooled record says nothing about `unlock`
     assert choose_route(table, "examine", [Proposal("place_view", PANTRY)])[0] is None
     assert choose_route(table, "look", [Proposal("place_view", PANTRY)])[0] is not None
+
+
+def test_schema_checks_compare_segments_so_any_key_fits_its_schema_path() -> None:
+    from worldsmith.sim.harness import schema_problems
+    from worldsmith.worldbook import Effect, StatePath, StateSchema
+
+    book = Worldbook(name="t", state_schema=StateSchema(paths=[StatePath(path="world.indicators[MA(20)]"),
+                                                               StatePath(path="world.contents.{key}")]))
+    fits = [Effect(op="set", path="world.indicators[MA(20)]", value=1),
+            Effect(op="append", path="world.contents[arg.target]", value="x")]
+    assert schema_problems(book, fits, {"target": "bed 1"}) == []
+    [problem] = schema_problems(book, [Effect(op="set", path="world.indicators[MA(50)]", value=1)], {})
+    assert "MA(50)" in problem

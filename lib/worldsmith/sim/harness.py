@@ -39,7 +39,7 @@ from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
-from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook
+from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
 from worldsmith.worldbook.replay import list_formats, observe_turn, select_rule
 from worldsmith.worldbook.termination import predicts_done
 
@@ -60,28 +60,36 @@ class HarnessConfig:
     max_tokens: int = 256
 
 
-def _schema_patterns(book: Worldbook) -> list[re.Pattern[str]]:
-    patterns = []
+_ANY_KEY = "\x00"  # `{key}` in a schema path: any one segment
+
+
+def _schema_segments(book: Worldbook) -> list[list[str]]:
+    """Each state-schema path as segments (bracketed keys un-escaped), `{key}` as a wildcard segment."""
+    out = []
     for path in book.state_schema.paths:
-        escaped = re.escape(path.path).replace(r"\{key\}", r"[^\x00]+")
-        patterns.append(re.compile(f"^{escaped}$"))
-    return patterns
+        segments = resolve_path(path.path.replace("{key}", _ANY_KEY), {})
+        if segments is not None:
+            out.append(segments)
+    return out
+
+
+def _fits(segments: Sequence[str], pattern: Sequence[str]) -> bool:
+    return len(segments) == len(pattern) and all(p in (_ANY_KEY, s) for s, p in zip(segments, pattern, strict=True))
 
 
 def schema_problems(book: Worldbook, effects: Sequence[Effect], arguments: Mapping[str, Any]) -> list[str]:
     """Why these effects do not fit the state schema (empty when they do, or the schema is empty)."""
     if not book.state_schema.paths:
         return []
-    patterns = _schema_patterns(book)
+    patterns = _schema_segments(book)
     problems = []
     for effect in effects:
         segments = resolve_path(effect.path, arguments)
         if segments is None:
             problems.append(f"{effect.path}: names an argument the action does not have")
             continue
-        dotted = ".".join(segments)
-        if not any(p.match(dotted) for p in patterns):
-            problems.append(f"{effect.path}: no state path of the schema matches {dotted!r}")
+        if not any(_fits(segments, pattern) for pattern in patterns):
+            problems.append(f"{effect.path}: no state path of the schema matches {join_path(segments)!r}")
     return problems
 
 
