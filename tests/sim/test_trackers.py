@@ -125,3 +125,22 @@ def test_schema_checks_compare_segments_so_any_key_fits_its_schema_path() -> Non
     assert schema_problems(book, fits, {"target": "bed 1"}) == []
     [problem] = schema_problems(book, [Effect(op="set", path="world.indicators[MA(50)]", value=1)], {})
     assert "MA(50)" in problem
+
+
+def test_a_write_that_sets_the_same_fields_answers_with_the_record_as_fetched_those_fields_set() -> None:
+    def record(rid: str, status: str) -> str:
+        return json.dumps({"reservation_id": rid, "user_id": "mia", "status": status, "cabin": "economy"})
+
+    evidence = []
+    for episode, rid in enumerate(["R1", "R2", "R3"]):
+        for index, (action, observation) in enumerate([("get_reservation_details", record(rid, "active")),
+                                                       ("cancel_reservation", record(rid, "cancelled"))]):
+            evidence.append(Evidence(turn_id=f"e{episode}#{index}", action=action, arguments={"reservation_id": rid},
+                                     action_text=f"{action}({rid})", observation=observation))
+    tracker = EntityTracker(evidence)
+    assert tracker.sets == {"cancel_reservation": {"status": "cancelled"}}
+    tracker.reset()
+    assert tracker.propose("cancel_reservation", {"reservation_id": "R9"}) == []  # never shown: unknown
+    tracker.observe("get_reservation_details", {"reservation_id": "R9"}, record("R9", "active"))
+    [proposal] = tracker.propose("cancel_reservation", {"reservation_id": "R9"})
+    assert proposal.observation == record("R9", "cancelled")
