@@ -1,12 +1,14 @@
 """Next-observation fidelity of the no-model harness against nearest evidence, held out, per environment.
 
     OMP_NUM_THREADS=1 python benchmarks/fidelity.py \
-        --env textworld=TRAIN.jsonl:TEST.jsonl --env bfcl=BASE.jsonl:MISS_PARAM.jsonl \
-        --env alfworld=ALL.jsonl [--resamples 10000] [--out benchmarks/results/fidelity.json]
+        --env 'textworld=tw.jsonl@seed=[1-8]$:tw.jsonl@seed=10[1-8]$' \
+        --env 'bfcl=bfcl.jsonl@multi_turn_base:bfcl.jsonl@multi_turn_long_context' \
+        --env alfworld=alf.jsonl [--resamples 10000] [--out benchmarks/results/fidelity.json]
 
 Each `--env NAME=CONSTRUCTION[:EVALUATION]` names JSONL files of recorded episodes (`worldsmith
-export --format jsonl`). With one file, its trajectory families are split 75/25 (by a hash of the
-family, as `cross_fit` orders them). The worldbook is built from the construction episodes with the
+export --format jsonl`), each optionally `FILE@REGEX` to keep the episodes whose task id matches.
+With one part, its trajectory families are split 75/25 (by a hash of the family, as `cross_fit`
+orders them). The worldbook is built from the construction episodes with the
 default deterministic builder (its route table included); both world models then run the next-obs
 protocol (`evals.protocols.next_obs_records`: every turn predicted from its real prefix) on the
 evaluation episodes. Reported per environment: exact match on all turns and on knowable turns (no
@@ -22,6 +24,7 @@ import argparse
 import hashlib
 import json
 import platform
+import re
 import statistics
 import time
 from collections import Counter
@@ -44,7 +47,18 @@ from worldsmith.worldbook.build import trajectory_family
 OUT = Path(__file__).resolve().parent / "results" / "fidelity.json"
 
 
-def load(path: str) -> list[Episode]:
+def load(spec: str) -> list[Episode]:
+    """The episodes of a JSONL file; `FILE@REGEX` keeps those whose task id (else episode id) matches REGEX."""
+    path, _, pattern = spec.partition("@")
+    episodes = _read(path)
+    if pattern:
+        episodes = [e for e in episodes if re.search(pattern, e.task_id or e.id)]
+        if not episodes:
+            raise SystemExit(f"{spec}: no episode's task id matches {pattern!r}")
+    return episodes
+
+
+def _read(path: str) -> list[Episode]:
     episodes = []
     for number, line in enumerate(Path(path).read_bytes().splitlines(), 1):
         if line.strip():

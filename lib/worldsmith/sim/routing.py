@@ -10,7 +10,6 @@ with teacher forcing and every source's answer is scored beside nearest evidence
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -80,13 +79,12 @@ def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int
     """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families)."""
     from worldsmith.sim.baselines import NearestEvidence
     from worldsmith.sim.harness import Harness
-    from worldsmith.worldbook.build import build_worldbook, trajectory_family
+    from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 
-    families = sorted({trajectory_family(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
-    folds = min(folds, len(families))
+    folds = min(folds, len({trajectory_family(e) for e in episodes}))
     if folds < 2:
         return None
-    assignment = {family: index % folds for index, family in enumerate(families)}
+    assignment = family_folds(episodes, folds)
     inner = replace(config, route_folds=0)
     table = RouteTable(folds=folds)
     for fold in range(folds):
