@@ -87,3 +87,11 @@ def test_runs_made_before_the_flag_report_no_knowable_numbers() -> None:
     assert report["methods"]["a"]["novel_share"]["mean"] == pytest.approx(1 / 3)
     assert report["methods"]["a"]["exact_match_knowable"]["n"] == 2
     assert set(report["pairs"]["a vs b"]) == {"exact_match", "exact_match_knowable"}
+
+
+def test_a_room_the_episode_has_not_shown_before_is_novel_even_in_known_words() -> None:
+    kitchen = "-= Kitchen =-\nYou are in a kitchen."
+    index = NoveltyIndex([kitchen, "-= Pantry =-\nYou are in a pantry."])  # every word known from other games
+    episode = _episode(["-= Pantry =-\nYou are in a pantry.", kitchen, "-= Pantry =-\nYou are in a pantry."],
+                       opening=f"Welcome!\n{kitchen}")
+    assert index.episode(episode) == [["room pantry"], [], []]  # the opening showed the kitchen

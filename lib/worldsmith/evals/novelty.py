@@ -7,7 +7,8 @@ A turn is *novel* when its observation shows a value that appears neither earlie
 (the task, the opening observation, earlier actions, context and observations, and the action of
 the turn itself: what a simulator is given) nor in the worldbook's evidence (its observations and
 action texts; a value holding a digit only in the evidence's answers to the same call, since ids,
-counts and per-trial numbers belong to one initial state). Exact match on the other, *knowable* turns is the honest
+counts and per-trial numbers belong to one initial state); and a room's first description in the
+episode is novel (its header, a room not shown before: the room's initial state). Exact match on the other, *knowable* turns is the honest
 denominator: a miss on a novel turn may be no fault of the simulator.
 
 Values are the content tokens that identify things, lower-cased, from a deliberately simple tokenizer:
@@ -34,6 +35,7 @@ import orjson
 
 from worldsmith.sim.base import action_line
 from worldsmith.sim.retrieval import action_arguments
+from worldsmith.sim.trackers import ROOM_PATTERNS
 from worldsmith.traces.model import Episode, parse_json_text
 from worldsmith.worldbook.model import Worldbook
 
@@ -50,6 +52,7 @@ while up down out over under off again once after before through during between 
 behind near since until via
 """.split())
 
+ROOM_HEADERS = tuple(re.compile(p) for p in ROOM_PATTERNS)  # headers that open a room's description
 _PIECE = re.compile(r"\w+(?:[.\-/:@']\w+)*|[^\w\s]+|\n")
 _QUOTED = re.compile(r"(?<!\w)([\"'])([^\"'\n]{1,200}?)\1(?!\w)")
 
@@ -189,15 +192,35 @@ class NoveltyIndex:
                 and (v not in answered if _numbered(v) else v not in self.vocabulary)]
 
     def episode(self, episode: Episode, turns: int | None = None) -> list[list[str]]:
-        """Per turn (the first `turns`), the novel values of its observation given the real prefix before it."""
+        """Per turn (the first `turns`), the novel values of its observation given the real prefix before it.
+
+        A room the episode has not shown before (its header, `-= Kitchen =-`, `This room is called the
+        kitchen.`) is novel too: what a first visit describes is that room's initial state, even when every
+        word of it is in the book's evidence from other games."""
         known: set[str] = set()
-        for text in (episode.task, episode.initial_observation.text if episode.initial_observation else None):
+        opening = episode.initial_observation.text if episode.initial_observation else ""
+        rooms = {room for room in (_room(opening),) if room}
+        for text in (episode.task, opening):
             known |= vocabulary(text or "")
         out = []
         for turn in episode.turns[:turns]:
             for text in (*(event.content for event in turn.context), action_line(turn.action)):
                 known |= vocabulary(text)
             call = call_key(turn.action.name, action_arguments(turn.action))
-            out.append(self._novel(turn.observation.text, known, call))
+            values = self._novel(turn.observation.text, known, call)
+            room = _room(turn.observation.text)
+            if room is not None and room not in rooms:
+                values.insert(0, f"room {room}")
+                rooms.add(room)
+            out.append(values)
             known |= vocabulary(turn.observation.text)
         return out
+
+
+def _room(observation: str) -> str | None:
+    """The room an observation describes by its header, or None (shell prompts are not rooms: `cd` names them)."""
+    for pattern in ROOM_HEADERS:
+        found = pattern.search(observation)
+        if found:
+            return " ".join(found.group("place").split()).lower()
+    return None

@@ -42,6 +42,7 @@ from worldsmith.worldbook.model import Evidence
 
 __all__ = [
     "DEFAULT_PLACE_PATTERNS",
+    "ROOM_PATTERNS",
     "AlignedEvidence",
     "EntityTracker",
     "PlaceTracker",
@@ -49,9 +50,12 @@ __all__ = [
     "json_layout",
 ]
 
-DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
+ROOM_PATTERNS: tuple[str, ...] = (
     r"(?m)^-= (?P<place>[^\n]+?) =-\s*$",  # TextWorld / Inform room header
     r"This room is called the (?P<place>[^.\n]+)\.",  # ScienceWorld `look around`
+)
+DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
+    *ROOM_PATTERNS,
     r"^You move to the (?P<place>[^.\n]+)\.",  # ScienceWorld `go to`
     r"(?m)^(?P<place>[\w.\-]+@[\w.\-]+:[^\n$#]*[$#]) ?\Z",  # a shell prompt as the last line
 )
