@@ -144,3 +144,14 @@ def test_a_write_that_sets_the_same_fields_answers_with_the_record_as_fetched_th
     tracker.observe("get_reservation_details", {"reservation_id": "R9"}, record("R9", "active"))
     [proposal] = tracker.propose("cancel_reservation", {"reservation_id": "R9"})
     assert proposal.observation == record("R9", "cancelled")
+
+
+def test_a_turn_counter_learned_from_evidence_prints_this_episodes_count() -> None:
+    from worldsmith.sim.trackers import TurnCounter
+
+    evidence = [item for episode, length in (("a", 3), ("b", 5)) for item in _evidence(episode, [
+        *[("wait", "Time passes.")] * (length - 1), ("eat meal", f"You eat.\nYou scored 1 of 1, in {length + 1} turns.")])]
+    counter = TurnCounter(evidence)
+    assert counter.counters == {"You scored # of #, in # turns.": (2, 1)}
+    assert counter.fix("You eat.\nYou scored 1 of 1, in 4 turns.", 9) == "You eat.\nYou scored 1 of 1, in 10 turns."
+    assert counter.fix("Time passes.", 9) == "Time passes."

@@ -36,7 +36,7 @@ from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.shell_state import ShellTracker
-from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
+from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
@@ -118,6 +118,7 @@ class Harness(WorldModelBase):
         self.entities = EntityTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
         self.shell = ShellTracker(evidence)
+        self.counter = TurnCounter(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness_schema_only"
@@ -222,6 +223,9 @@ class Harness(WorldModelBase):
             if updated is not None and updated != remembered:
                 out.append(Proposal("memory_state", updated, notes=[
                     "the earlier observation of this action in its own form, with the state as it is now"]))
+        turn = len(self.history) + 1
+        for proposal in out:  # an answer recalled from elsewhere prints this episode's turn count
+            proposal.observation = self.counter.fix(proposal.observation, turn)
         return out, notes
 
     def _rerender(self, name: str, arguments: dict[str, Any], observation: str) -> str | None:
@@ -299,7 +303,8 @@ class Harness(WorldModelBase):
         audit.route = nearest.audit.route
         audit.retrieved = nearest.audit.retrieved
         audit.notes.extend(nearest.audit.notes)
-        return self._transition(action, name, arguments, nearest.observation, outcome or nearest.outcome, [], audit,
+        observation = self.counter.fix(nearest.observation, len(self.history) + 1)
+        return self._transition(action, name, arguments, observation, outcome or nearest.outcome, [], audit,
                                 from_rule=False)
 
     def _transition(self, action: Action, name: str, arguments: dict[str, Any], observation: str, outcome: str,
