@@ -1,8 +1,9 @@
-"""Review narrows a contradicted rule by what sets its counterexamples apart: a value, or an argument's shape."""
+"""Induction and review: what sets a rule's counterexamples apart, and effects that belong to a form."""
 
 from __future__ import annotations
 
-from worldsmith.worldbook import Evidence, Rule, RuleStatus, review_rules
+from worldsmith.traces import Action, Episode, Observation, Turn
+from worldsmith.worldbook import BuildConfig, Evidence, Rule, RuleStatus, build_worldbook, review_rules
 
 
 def _mv(index: int, destination: str, observation: str) -> Evidence:
@@ -19,3 +20,20 @@ def test_a_rule_is_narrowed_by_the_shape_of_an_argument_when_no_single_value_exp
     [condition] = reviewed.conditions
     assert condition.arg == "destination" and condition.op == "matches"
     assert "shape" not in reviewed.description and "sets the counterexamples apart" in reviewed.description
+
+
+def test_an_inventory_effect_survives_moves_of_other_things_and_failures_add_nothing() -> None:
+    def episode(index: int, fruit: str) -> Episode:
+        steps = [("inventory", "You are carrying nothing."), (f"take {fruit}", f"You take the {fruit}."),
+                 ("take unicorn", "You can't see any such thing."), ("put lamp on table", "You put the lamp down."),
+                 ("inventory", f"You are carrying: a {fruit}.")]
+        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
+            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
+                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
+            for i, (text, obs) in enumerate(steps)])
+
+    book = build_worldbook([episode(i, fruit) for i, fruit in enumerate(["apple", "pear", "plum", "fig"])],
+                           name="inv", config=BuildConfig(route_folds=0)).book
+    take = {rule.template: rule for rule in book.rules if rule.action == "take"}
+    assert [e.op for e in take["You take the {arg.object}."].effects] == ["append"]  # a `put` did not void it
+    assert take["You can't see any such thing."].effects == []  # that form's turns took nothing

@@ -373,6 +373,7 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                     still.append(proposal)
             pending = still
             if (form.outcome if form else item.outcome or "success") == "success":
+                tag = f"{item.action}\x00{form.template if form is not None else ''}"  # effects belong to a form
                 for candidate_id, effect, value in _candidates(item, families):
                     segments = _resolve(effect.path, arguments)
                     if segments is None:
@@ -382,15 +383,16 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                         present = effect.op == "append"
                         if not isinstance(before, list) or (value in before) == present:
                             continue  # unknown before, or no change predicted: nothing to learn
-                        key = frozenset({value, segments[-1]})
-                        pending.append(_Pending(f"{item.action}\x00{candidate_id}", segments, value, present, key,
+                        # a later turn naming the member (and the holder, when an argument names it) may move it
+                        key = frozenset({value, segments[-1]}) if "{arg." in effect.path else frozenset({value})
+                        pending.append(_Pending(f"{tag}\x00{candidate_id}", segments, value, present, key,
                                                 item.turn_id))
                     else:
                         if is_missing(before) or before == effect.value:
                             continue
-                        pending.append(_Pending(f"{item.action}\x00{candidate_id}", segments, effect.value, True,
+                        pending.append(_Pending(f"{tag}\x00{candidate_id}", segments, effect.value, True,
                                                 frozenset({value}), item.turn_id))
-                    candidates[item.action].setdefault(f"{item.action}\x00{candidate_id}", EffectCandidate(effect))
+                    candidates[item.action].setdefault(f"{tag}\x00{candidate_id}", EffectCandidate(effect))
             for segments, value in observed.items():
                 set_path(state, list(segments), value)
 
@@ -422,6 +424,9 @@ def _json_effects(form: Form, by_turn: Mapping[str, Evidence]) -> list[Effect]:
     return effects
 
 
+_NONE = EffectCandidate(Effect(op="set", path="world.none"))  # a candidate a form never saw
+
+
 def _accepted_effects(records: Mapping[str, EffectCandidate], config: InductionConfig) -> list[EffectCandidate]:
     chosen: dict[str, EffectCandidate] = {}
     for record in records.values():
@@ -443,7 +448,12 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
     rules: list[Rule] = []
     by_turn = {item.turn_id: item for items in by_action.values() for item in items}
     for action, action_forms in sorted(forms.items()):
-        accepted = _accepted_effects(candidates.get(action, {}), config)
+        proposed = candidates.get(action, {})
+        pooled: dict[str, EffectCandidate] = {}  # each candidate over all the action's forms
+        for key, record in proposed.items():
+            merged = pooled.setdefault(key.split("\x00", 2)[2], EffectCandidate(record.effect))
+            merged.confirmations += record.confirmations
+            merged.contradictions += record.contradictions
         # Values each property path takes across this action's forms: a path that tells forms apart selects them.
         values_by_path: dict[str, set[Any]] = defaultdict(set)
         for form in action_forms:
@@ -451,6 +461,13 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
                 if verdict in ("same", "changed", "unknown"):
                     values_by_path[path].add(value)
         for rank, form in enumerate(action_forms, start=1):
+            # a form's own effects: what followed the turns it answered (a failure's "You can't see any such
+            # thing." adds nothing to the inventory, though its action is `take`)
+            tag = f"{action}\x00{form.template}\x00"
+            own = {k[len(tag):]: v for k, v in proposed.items() if k.startswith(tag)}
+            # the form's own confirmed effects, and the action's, where no turn of this form contradicted them
+            accepted = _accepted_effects({**{k: v for k, v in pooled.items() if not own.get(k, _NONE).contradictions},
+                                          **own}, config)
             conditions: list[Condition] = []
             effects: list[Effect] = []
             per_path: dict[tuple[str, Any], Counter[str]] = defaultdict(Counter)

@@ -39,10 +39,9 @@ class RouteStats(BaseModel):
 
     @property
     def not_worse_than_nearest(self) -> bool:
-        """Held out, it won more turns from nearest evidence than it lost, or it never disagreed with nearest
-        evidence where either was right and was right at least once (a tie of wins and losses is a coin flip:
-        nearest evidence, the baseline, keeps it)."""
-        return self.wins > self.losses or (self.wins == self.losses == 0 and self.exact > 0)
+        """Held out, it lost no more turns to nearest evidence than it won, and it was right at least once (a
+        source that was never right has shown nothing)."""
+        return self.wins >= self.losses and self.exact > 0
 
     def add(self, exact: bool, nearest_exact: bool | None) -> None:
         self.proposed += 1
