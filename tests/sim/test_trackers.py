@@ -155,3 +155,16 @@ def test_a_turn_counter_learned_from_evidence_prints_this_episodes_count() -> No
     assert counter.counters == {"You scored # of #, in # turns.": (2, 1)}
     assert counter.fix("You eat.\nYou scored 1 of 1, in 4 turns.", 9) == "You eat.\nYou scored 1 of 1, in 10 turns."
     assert counter.fix("Time passes.", 9) == "Time passes."
+
+
+def test_a_form_naming_the_current_place_is_learned_and_filled_with_where_the_agent_is() -> None:
+    def arrive(place: str) -> str:
+        return f"You arrive at loc 3. On the {place}, you see nothing."
+
+    evidence = [item for episode, place in (("a", "desk 1"), ("b", "bed 2"), ("c", "shelf 4")) for item in _evidence(
+        episode, [(f"go to {place}", arrive(place)), ("look", f"You are facing the {place}. Next to it, you see nothing.")])]
+    tracker = PlaceTracker(evidence)
+    tracker.reset("You are in the middle of a room.")
+    tracker.observe("go", "go to sofa 1", arrive("sofa 1"))
+    forms = {p.source: p.observation for p in tracker.propose("look", "look")}
+    assert forms["place_form"] == "You are facing the sofa 1. Next to it, you see nothing."

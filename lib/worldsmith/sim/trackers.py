@@ -9,8 +9,10 @@ nearest evidence for that action on held-out construction data. A tracker never 
   (`go north` from the kitchen led to the pantry; going back the way you came returns to the
   room already described), and what each place looked like when last seen. It proposes
   `place_memory` (this action, here, earlier in the episode), `map` (the view of the place a move
-  leads to), `place_view` (how this place looked when last shown: what a `look` answers) and
-  `place_evidence` (what the book's evidence shows for this action in this place).
+  leads to), `place_view` (how this place looked when last shown: what a `look` answers),
+  `place_form` (the evidence's usual answer to this action with the current place's name in it:
+  ALFWorld's "You are facing the desk 1.") and `place_evidence` (what the book's evidence shows for
+  this action in this place).
 - `EntityTracker`: JSON tool results read as records keyed by their identifiers at any depth. The
   argument that selects a record is learned from evidence (`get_reservation_details(reservation_id)`
   answers with the record whose `reservation_id` equals the argument); a read of a record already
@@ -25,7 +27,8 @@ nearest evidence for that action on held-out construction data. A tracker never 
 
 Place headers are regular expressions with a named group `place`; the defaults cover TextWorld /
 Inform (`-= Kitchen =-`), ScienceWorld (`This room is called the kitchen.`, `You move to the
-kitchen.`) and shell prompts (`user@host:~/dir$`). A book for another engine passes its own.
+kitchen.`), ALFWorld (`You arrive at loc 3. On the desk 1, ...`) and shell prompts
+(`user@host:~/dir$`). A book for another engine passes its own.
 """
 
 from __future__ import annotations
@@ -58,8 +61,12 @@ ROOM_PATTERNS: tuple[str, ...] = (
 DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
     *ROOM_PATTERNS,
     r"^You move to the (?P<place>[^.\n]+)\.",  # ScienceWorld `go to`
+    r"^You arrive at [^.\n]*\. (?:On the|The) (?P<place>[^,.\n]+?)(?:, you see| is )",  # ALFWorld `go to`
     r"(?m)^(?P<place>[\w.\-]+@[\w.\-]+:[^\n$#]*[$#]) ?\Z",  # a shell prompt as the last line
 )
+
+
+_PLACE_SLOT = "\x00place\x00"  # where a learned form names the current place
 
 
 @dataclass
@@ -102,6 +109,11 @@ class PlaceTracker:
         found = self._header(observation)
         return " ".join(found.group("place").split()).lower() if found is not None else None
 
+    def _place_text(self, observation: str) -> str | None:
+        """The place's name as the observation writes it (what a form with the place in it repeats)."""
+        found = self._header(observation)
+        return found.group("place") if found is not None else None
+
     def _header(self, observation: str) -> re.Match[str] | None:
         for pattern in self.patterns:
             found = pattern.search(observation)
@@ -122,14 +134,23 @@ class PlaceTracker:
 
         inverse: dict[str, Counter[str]] = defaultdict(Counter)
         views: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+        forms: dict[str, Counter[str]] = defaultdict(Counter)
+        at_place: Counter[str] = Counter()
         for items in group_by_episode(evidence).values():
             place: str | None = None
+            name: str | None = None
             edges: dict[tuple[str, str], str] = {}
             for item in items:
                 line = _line(item.action_text)
                 if place is not None:
                     views[(place, line)][item.observation] += 1
+                if name:
+                    at_place[line] += 1
+                    if name in item.observation:
+                        forms[line][item.observation.replace(name, _PLACE_SLOT)] += 1
                 after = self.place_of(item.observation)
+                if after is not None:
+                    name = self._place_text(item.observation)
                 if after is not None and place is not None and after != place:
                     edges[(place, line)] = after
                     for (origin, back), target in list(edges.items()):
@@ -141,10 +162,13 @@ class PlaceTracker:
         self.inverse = {line: counts.most_common(1)[0][0] for line, counts in inverse.items()}
         self.book_views = {key: counts.most_common(1)[0][0] for key, counts in views.items()
                            if counts.most_common(1)[0][1] >= 2 or len(counts) == 1}
+        self.forms = {line: form for line, counts in forms.items()
+                      for form, count in counts.most_common(1) if count >= 2 and 2 * count > at_place[line]}
 
     # ------------------------------------------------------------------ episode state
     def reset(self, opening: str = "") -> None:
         self.place: str | None = self.place_of(opening) if opening else None
+        self.place_text: str | None = self._place_text(opening) if opening else None
         self.came: tuple[str, str] | None = None  # (place we came from, the move that brought us)
         self.edges: dict[tuple[str, str], str] = {}
         self.here: dict[tuple[str, str], str] = {}  # (place, action line) -> last observation
@@ -170,6 +194,7 @@ class PlaceTracker:
                 self.edges.setdefault((after, back), before)
             self.came = (before, line)
         self.place = after
+        self.place_text = self._place_text(observation)
 
     def destination(self, line: str) -> str | None:
         """Where a move leads from here: a move made before from this place, or the way back."""
@@ -198,6 +223,10 @@ class PlaceTracker:
         current = self.views.get((self.place, ""))
         if current is not None:
             out.append(Proposal("place_view", current, notes=[f"how {self.place!r} looked when last shown"]))
+        form = self.forms.get(line)
+        if form is not None and self.place_text:
+            out.append(Proposal("place_form", form.replace(_PLACE_SLOT, self.place_text),
+                                notes=[f"the evidence's form of {line!r} with the place it names here"]))
         known = self.book_views.get((self.place, line))
         if known is not None:
             out.append(Proposal("place_evidence", known, notes=[f"the evidence's answer to {line!r} in {self.place!r}"]))
