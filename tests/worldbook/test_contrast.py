@@ -37,3 +37,11 @@ def test_an_inventory_effect_survives_moves_of_other_things_and_failures_add_not
     take = {rule.template: rule for rule in book.rules if rule.action == "take"}
     assert [e.op for e in take["You take the {arg.object}."].effects] == ["append"]  # a `put` did not void it
     assert take["You can't see any such thing."].effects == []  # that form's turns took nothing
+
+
+def test_a_negated_enumeration_is_an_empty_list() -> None:
+    from worldsmith.worldbook.facts import find_lists
+
+    [found] = find_lists("You are not carrying anything.")
+    assert found.items == [] and found.text == "anything"
+    assert [f.items for f in find_lists("You don't see anything here. On the desk 1, you see a pen 1.")] == [[], ["pen 1"]]

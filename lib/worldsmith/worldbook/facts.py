@@ -47,6 +47,8 @@ STATUS = "status"  # world.status[<entity>]: a one-word property ("open", "close
 # Cues after which an observation enumerates things; the enumeration runs to the end of the sentence.
 _CUE = re.compile(r"(?P<cue>\byou (?:can )?see:?|\byou are carrying:?|\bcarrying:|\bcontains?:?|\bcontaining)\s+",
                   re.IGNORECASE)
+# A negated enumeration says the list is empty: "You are not carrying anything." / "You don't see anything."
+_NEGATED = re.compile(r"\byou (?:(?:are not|aren't) carrying|(?:do not|don't) see) (?P<none>anything)\b", re.IGNORECASE)
 _ARTICLE = re.compile(r"^(an?|the|some)\s+(.+)$", re.IGNORECASE)
 _EMPTY_WORDS = ("nothing", "nothing at all", "no items", "none")
 # "The fridge 1 is open." (the entity may be a template slot, "The {arg.object} is open.")
@@ -98,7 +100,12 @@ def find_lists(observation: str) -> list[FoundList]:
         sentence_start = max(observation.rfind(". ", 0, cue.start()) + 2, observation.rfind("\n", 0, cue.start()) + 1, 0)
         found.append(FoundList(start=start, end=end, text=text, items=parsed[0],
                                sentence_prefix=observation[sentence_start:cue.start()]))
-    return found
+    for negated in _NEGATED.finditer(observation):
+        sentence_start = max(observation.rfind(". ", 0, negated.start()) + 2,
+                             observation.rfind("\n", 0, negated.start()) + 1, 0)
+        found.append(FoundList(start=negated.start("none"), end=negated.end("none"), text=negated.group("none"),
+                               items=[], sentence_prefix=observation[sentence_start:negated.start()]))
+    return sorted(found, key=lambda item: item.start)
 
 
 def find_properties(observation: str) -> list[tuple[str, str, int, int]]:
