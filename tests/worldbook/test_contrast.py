@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from worldsmith.traces import Action, Episode, Observation, Turn
-from worldsmith.worldbook import BuildConfig, Evidence, Rule, RuleStatus, build_worldbook, review_rules
+from worldsmith.worldbook import (
+    BuildConfig,
+    Condition,
+    Evidence,
+    Rule,
+    RuleProvenance,
+    RuleStatus,
+    build_worldbook,
+    review_rules,
+)
 
 
 def _mv(index: int, destination: str, observation: str) -> Evidence:
@@ -45,3 +54,32 @@ def test_a_negated_enumeration_is_an_empty_list() -> None:
     [found] = find_lists("You are not carrying anything.")
     assert found.items == [] and found.text == "anything"
     assert [f.items for f in find_lists("You don't see anything here. On the desk 1, you see a pen 1.")] == [[], ["pen 1"]]
+
+
+def test_a_constant_record_seen_for_one_entity_is_keyed_by_that_entity() -> None:
+    def get(index: int, user: str) -> Evidence:
+        return Evidence(turn_id=f"e{index}#0", action="get_user_details", arguments={"user_id": user},
+                        action_text=f"get_user_details({user})", observation=f'{{"name": "{user.title()}"}}')
+
+    evidence = [get(0, "mia"), get(1, "mia"), get(2, "mia"), get(3, "noah"), get(4, "ava")]
+    rule = Rule(id="profile", action="get_user_details", template='{{"name": "Mia"}}', support=3,
+                provenance=RuleProvenance(supporting=["e0#0", "e1#0", "e2#0"]))
+    [reviewed] = review_rules([rule], evidence)
+    assert reviewed.conditions == [Condition(arg="user_id", op="eq", value="mia")]
+    assert reviewed.status == RuleStatus.SUPPORTED and reviewed.counterexamples == []  # it answers Mia only
+
+
+def test_a_rule_shadowed_in_review_is_checked_once_it_would_answer_alone() -> None:
+    def verify(index: int, passport: str, ok: bool) -> Evidence:
+        answer = '{"verification_status": true}' if ok else '{"verification_status": false}'
+        return Evidence(turn_id=f"e{index}#0", action="verify", arguments={"passport": passport},
+                        action_text=f"verify({passport})", observation=answer)
+
+    evidence = [verify(i, f"US{i}", True) for i in range(4)] + [verify(10 + i, f"FR{i}", False) for i in range(3)]
+    rules = [Rule(id="ok", action="verify", template='{{"verification_status": true}}', support=4),
+             Rule(id="refused", action="verify", template='{{"verification_status": false}}', support=3)]
+    reviewed = {rule.id: rule for rule in review_rules(rules, evidence)}
+    # `ok` answered every turn in review and failed on the refusals; `refused` was never chosen there, but alone
+    # it would answer the accepted passports wrongly: neither may execute unconditioned
+    assert reviewed["ok"].status == reviewed["refused"].status == RuleStatus.CONFLICTED
+    assert len(reviewed["refused"].counterexamples) == 4

@@ -18,7 +18,7 @@ The same walk serves three purposes:
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from worldsmith.worldbook.engine import (
     render,
     resolve_path,
     set_path,
+    template_slots,
 )
 from worldsmith.worldbook.facts import extract_facts
 from worldsmith.worldbook.model import (
@@ -298,6 +299,45 @@ def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence
     return None
 
 
+def _entity_key(rule: Rule, supporting: Sequence[Mapping[str, Any]],
+                answers: Mapping[str, Mapping[str, set[str]]]) -> str | None:
+    """The argument whose one value every supporting turn had, when no other value of it ever got this constant
+    answer (the answer is that entity's record, not the action's); None when there is none."""
+    text = render(rule.template, {}, {}) or ""
+    for name in sorted(supporting[0]):
+        values = {str(a.get(name)) for a in supporting}
+        others = [seen for value, seen in answers.get(name, {}).items() if value not in values]
+        if len(values) == 1 and others and not any(text in seen for seen in others):
+            return name
+    return None
+
+
+def _key_constant_records(rules: Sequence[Rule], evidence: Sequence[Evidence],
+                          by_turn: Mapping[str, Evidence]) -> list[Rule]:
+    """A constant answer seen only for one value of an argument that varies (one user's profile, one reservation)
+    is that entity's record, not the action's rule: it is keyed by `arg == value`, so it answers only that entity."""
+    answers: dict[str, dict[str, dict[str, set[str]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(set)))
+    for item in evidence:  # action -> argument -> value -> the observations it got
+        for name, value in _arguments(item).items():
+            answers[item.action][name][str(value)].add(item.observation)
+    keyed: list[Rule] = []
+    for rule in rules:
+        supporting = [_arguments(by_turn[t]) for t in rule.provenance.supporting if t in by_turn]
+        if template_slots(rule.template) or not supporting or rule.conditions or rule.status == RuleStatus.DEPRECATED:
+            keyed.append(rule)
+            continue
+        key = _entity_key(rule, supporting, answers[rule.action])
+        if key is None:
+            keyed.append(rule)
+            continue
+        condition = Condition(arg=key, op="eq", value=literal_value(supporting[0][key]))
+        keyed.append(rule.model_copy(update={
+            "conditions": [condition],
+            "description": (rule.description + f"; keyed: {key} == {supporting[0][key]!r} (a constant answer "
+                            "seen for that entity only: its record, not the action's rule)").lstrip("; ")}))
+    return keyed
+
+
 def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig = ReviewConfig(),
                  *, formats: Mapping[str, ListFormat] | None = None) -> list[Rule]:
     """Statuses, support, confidence, counterexamples and provenance from replaying all evidence.
@@ -307,9 +347,10 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
     support stays tentative. Deprecated rules (a person's decision) stay deprecated. Before a rule
     is demoted, a contrast is looked for: when at least `min_contrast` counterexamples share an
     argument value no supporting turn has, the rule is narrowed by `arg != value` and reviewed again.
+    A constant answer seen for one entity only is first keyed by that entity's argument.
     """
     by_turn = {item.turn_id: item for item in evidence}
-    rules = list(rules)
+    rules = _key_constant_records(rules, evidence, by_turn)
     for _ in range(3):  # a few rounds of narrowing at most
         reviewed = _review_once(rules, evidence, config, formats)
         narrowed = False
@@ -326,8 +367,38 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
                                     "turns)").lstrip("; ")})
                 narrowed = True
         if not narrowed:
-            return reviewed
-    return _review_once(rules, evidence, config, formats)
+            return _settle(reviewed, evidence, config, formats)
+    return _settle(_review_once(rules, evidence, config, formats), evidence, config, formats)
+
+
+def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
+            formats: Mapping[str, ListFormat] | None) -> list[Rule]:
+    """Replay the supported rules alone: one that a stronger rule shadowed in review (never chosen, so never
+    contradicted) is chosen once that rule is demoted, and must hold there too (two constant forms of one
+    action, neither conditioned: the weaker would otherwise answer every turn unchecked)."""
+    for _ in range(3):
+        report = replay_evidence(reviewed, evidence, formats=formats)
+        chosen: Counter[str] = Counter()
+        against: dict[str, list[str]] = defaultdict(list)
+        for turn in report.turns:
+            if turn.rule and turn.route == "rule":
+                chosen[turn.rule] += 1
+                if not turn.fits:
+                    against[turn.rule].append(turn.turn_id)
+        demoted = False
+        for index, rule in enumerate(reviewed):
+            counter = against.get(rule.id, [])
+            if rule.status == RuleStatus.SUPPORTED and counter and \
+                    len(counter) > config.max_counterexample_share * max(1, chosen[rule.id]):
+                reviewed[index] = rule.model_copy(update={
+                    "status": RuleStatus.CONFLICTED, "counterexamples": counter[: config.max_provenance],
+                    "confidence": round(rule.support / (rule.support + len(counter)), 4),
+                    "provenance": rule.provenance.model_copy(update={
+                        "contradicting": counter[: config.max_provenance]})})
+                demoted = True
+        if not demoted:
+            break
+    return reviewed
 
 
 def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
