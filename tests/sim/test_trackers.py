@@ -168,3 +168,10 @@ def test_a_form_naming_the_current_place_is_learned_and_filled_with_where_the_ag
     tracker.observe("go", "go to sofa 1", arrive("sofa 1"))
     forms = {p.source: p.observation for p in tracker.propose("look", "look")}
     assert forms["place_form"] == "You are facing the sofa 1. Next to it, you see nothing."
+
+
+def test_without_evidence_of_going_back_the_compass_opposite_is_the_way_back() -> None:
+    tracker = PlaceTracker()  # expert recordings rarely go back: nothing to learn the inverse from
+    tracker.reset(KITCHEN)
+    tracker.observe("go", "go north", PANTRY)
+    assert {p.source: p.observation for p in tracker.propose("go", "go south")}["map"] == KITCHEN

@@ -83,3 +83,17 @@ def test_a_rule_shadowed_in_review_is_checked_once_it_would_answer_alone() -> No
     # it would answer the accepted passports wrongly: neither may execute unconditioned
     assert reviewed["ok"].status == reviewed["refused"].status == RuleStatus.CONFLICTED
     assert len(reviewed["refused"].counterexamples) == 4
+
+
+def test_an_inventory_never_shown_before_a_take_starts_empty() -> None:
+    def episode(index: int, fruit: str) -> Episode:
+        steps = [(f"take {fruit}", f"You take the {fruit}."), ("inventory", f"You are carrying: a {fruit}.")]
+        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
+            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
+                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
+            for i, (text, obs) in enumerate(steps)])
+
+    book = build_worldbook([episode(i, f) for i, f in enumerate(["apple", "pear", "plum"])], name="inv",
+                           config=BuildConfig(route_folds=0)).book
+    [take] = [rule for rule in book.rules if rule.action == "take"]
+    assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]

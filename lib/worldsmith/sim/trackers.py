@@ -67,6 +67,11 @@ DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
 
 
 _PLACE_SLOT = "\x00place\x00"  # where a learned form names the current place
+# The way back in text adventures when the evidence shows none (expert recordings rarely go back): a move the
+# evidence pairs otherwise overrides it.
+_OPPOSITE = {"north": "south", "east": "west", "up": "down", "northeast": "southwest", "northwest": "southeast",
+             "in": "out"}
+_COMPASS = {f"go {a}": f"go {b}" for pair in _OPPOSITE.items() for a, b in (pair, pair[::-1])}
 
 
 @dataclass
@@ -159,7 +164,7 @@ class PlaceTracker:
                             inverse[line][back] += 1
                 if after is not None:
                     place = after
-        self.inverse = {line: counts.most_common(1)[0][0] for line, counts in inverse.items()}
+        self.inverse = {**_COMPASS, **{line: counts.most_common(1)[0][0] for line, counts in inverse.items()}}
         self.book_views = {key: counts.most_common(1)[0][0] for key, counts in views.items()
                            if counts.most_common(1)[0][1] >= 2 or len(counts) == 1}
         self.forms = {line: form for line, counts in forms.items()

@@ -336,8 +336,12 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
     condition_votes: dict[int, Counter[tuple[str, Any, str]]] = defaultdict(Counter)
     candidates: dict[str, dict[str, EffectCandidate]] = defaultdict(dict)
 
+    # What an argument-less action lists (the inventory) is taken as empty when an episode starts: effects on it
+    # can then be proposed before it is first shown, and later observations confirm or contradict them.
+    listed = {action_collection(a) for a, items in by_action.items() if not any(_args(i) for i in items)}
+    empty_at_start = sorted(set(families.get("__keyless__", set())) & listed)
     for items in group_by_episode(evidence).values():
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = {"world": {name: [] for name in empty_at_start}} if empty_at_start else {}
         pending: list[_Pending] = []
         for item in items:
             arguments = _args(item)
