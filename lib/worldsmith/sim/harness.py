@@ -203,8 +203,7 @@ class Harness(WorldModelBase):
             observation = render(rule.template, arguments, self.state, self.formats)
             if observation is not None:
                 proposal = Proposal("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
-                                    form=rule.template,
-                                    notes=list(selection.conflicts and [f"conflicts: {', '.join(selection.conflicts)}"]))
+                                    form=rule.template, conflicts=list(selection.conflicts))
                 if selection.route == "assumed":
                     proposal.notes.append("conditions of a more specific rule are unknown here: assumed")
                 out.append(proposal)
@@ -259,8 +258,7 @@ class Harness(WorldModelBase):
         audit.notes.extend(notes)
         rule_proposal = next((p for p in proposals if p.source == "rule"), None)
         if rule_proposal is not None:
-            audit.conflicts = [c for note in rule_proposal.notes if note.startswith("conflicts: ")
-                               for c in note.removeprefix("conflicts: ").split(", ")]
+            audit.conflicts = list(rule_proposal.conflicts)
         chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
         if chosen is None and rule_proposal is None and self.llm is not None:
             from worldsmith.sim.agent import run_agent  # the agent route: a brief and a bounded tool loop
@@ -286,15 +284,10 @@ class Harness(WorldModelBase):
     def _fallback(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit, notes: list[str],
                   outcome: str | None = None) -> Prediction:
         audit.notes.extend(notes)
-        line = action_line(action)
         if not self.config.fallback:
             audit.route = "fallback:none"
             audit.notes.append("fallbacks are off (ablation)")
             return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
-        if self.config.use_memory and line in self.memory and outcome is not None:
-            audit.route = "fallback:episode_memory"
-            audit.notes.append("this action got this observation earlier in the episode")
-            return self._transition(action, name, arguments, self.memory[line], outcome, [], audit, from_rule=False)
         if self.nearest is None:
             audit.route = "fallback:none"
             audit.notes.append("no rule, memory or evidence answers this action")

@@ -85,6 +85,7 @@ class Proposal:
     rule: str | None = None
     effects: list[Any] = field(default_factory=list)
     form: str | None = None  # a rule's observation template: rules are measured per form, not only together
+    conflicts: list[str] = field(default_factory=list)  # equal-rank rules that also held and answered otherwise
 
     @property
     def key(self) -> str:
