@@ -106,6 +106,8 @@ class ShellTracker:
         return posixpath.normpath(posixpath.join(cwd, name))
 
     def observe(self, command: str, observation: str) -> None:
+        if not self.framed:  # not a shell transcript: nothing to follow
+            return
         found = _PROMPT.search(observation)
         head = f"{self.prompt}{command}\n" if self.prompt is not None else None
         output = observation[len(head):found.start()] if head and found and observation.startswith(head) else None
