@@ -49,6 +49,18 @@ model = None
 if policy == "llm":
     model = st.text_input("Model spec", value=default_model_spec() or "", key="co_model",
                           help="tiny:PATH, hf:PATH, vllm:PATH or openai:MODEL@URL; calls are cached and logged (Models page)")
+policy_options: dict[str, float | int] = {}
+if policy == "curious":
+    with st.expander("Curious policy: how it mixes its moves", icon=":material/explore:"):
+        st.caption("Weights of the expert's action, a random admissible one, a revisit (a place or a read seen "
+                   "before), a read after a write, and an invalid action; at least this many steps per episode.")
+        columns = st.columns(6)
+        for column, (option, default) in zip(columns, (("expert", 0.4), ("random", 0.2), ("revisit", 0.2),
+                                                       ("read_after_write", 0.1), ("invalid", 0.1)), strict=False):
+            policy_options[option] = column.number_input(option.replace("_", " "), min_value=0.0, value=default,
+                                                         step=0.05, key=f"co_curious_{option}")
+        policy_options["min_steps"] = int(columns[5].number_input("min steps", min_value=0, value=10,
+                                                                 key="co_curious_min_steps"))
 dataset = st.text_input("Dataset", value=f"{env}-{policy}", key="co_dataset")
 
 if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_run"):
@@ -59,7 +71,8 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
         st.stop()
     config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
                            seed=int(seed), max_steps=int(max_steps), workers=int(workers),
-                           episode_timeout=float(timeout), keep=keep, model=model or None)
+                           episode_timeout=float(timeout), keep=keep, model=model or None,
+                           policy_options=policy_options)
     bar = st.progress(0.0, text="Starting the environment…")
     log = st.empty()
     rows: list[dict] = []

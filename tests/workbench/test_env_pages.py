@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
@@ -41,6 +42,24 @@ def test_collect_page_collects_into_a_dataset(empty_root: Path) -> None:
     failures = [df.value for df in at.dataframe if "status" in df.value.columns and "error" in df.value.columns]
     assert any("load_error" in set(frame["status"]) for frame in failures)
     assert Workspace(empty_root).dataset("counted").stats()["episodes"] == 2
+
+
+def test_collect_page_runs_the_curious_policy_with_its_mixture(empty_root: Path) -> None:
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("counter").run()
+    at.multiselect(key="co_tasks_pick").set_value(["reach-3"])
+    at.selectbox(key="co_policy").set_value("curious").run()
+    at.number_input(key="co_curious_invalid").set_value(0.0)
+    at.number_input(key="co_curious_min_steps").set_value(4)
+    at.number_input(key="co_episodes").set_value(0)
+    at.text_input(key="co_dataset").set_value("explored")
+    no_exception(at.button(key="co_run").click().run())
+    episode = next(Workspace(empty_root).dataset("explored").iter_episodes())
+    assert episode.id.endswith("curious-s0") and episode.turns
+    config = orjson.loads((empty_root / "runs" / "collect" / "explored" / "config.json").read_bytes())
+    assert config["policy"] == "curious"
+    assert config["policy_options"] == {"expert": 0.4, "random": 0.2, "revisit": 0.2, "read_after_write": 0.1,
+                                        "invalid": 0.0, "min_steps": 4}
 
 
 def test_collect_page_names_what_to_install(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
