@@ -170,6 +170,11 @@ if turns:
     with st.container(border=True):
         render_turn(turns[shown])
     st.dataframe(turns_frame(session), hide_index=True)
+    if kind == "harness":
+        with st.expander("What the harness tracks (place, map, entity records, shell)", icon=":material/map:"):
+            tracker = make_world_model(kind, book)
+            session.attach(tracker)
+            st.json(tracker.tracked(), expanded=True)
 
 history_tab, compare_tab = st.tabs(["Fork", "Compare"])
 with history_tab:

@@ -62,6 +62,8 @@ def test_create_step_fork_and_compare(empty_root: Path) -> None:
         assert stored.turns()[0].prediction.audit.route == "fast_path"
     table = next(df.value for df in at.dataframe if "route" in df.value.columns)
     assert list(table["action"]) == ["take mug 3 from shelf 2", "go to bed 1"]
+    tracked = next(j.value for j in at.json if "places" in str(j.value))
+    assert "'bed 1'" in str(tracked) or '"bed 1"' in str(tracked)  # the harness knows where the agent went
 
     at.number_input(key="sim_fork_at").set_value(1)
     no_exception(at.button(key="sim_fork").click().run())
