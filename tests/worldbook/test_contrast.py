@@ -97,3 +97,18 @@ def test_an_inventory_never_shown_before_a_take_starts_empty() -> None:
                            config=BuildConfig(route_folds=0)).book
     [take] = [rule for rule in book.rules if rule.action == "take"]
     assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]
+
+
+def test_a_read_that_names_the_member_does_not_void_a_later_confirmation() -> None:
+    def episode(index: int, fruit: str) -> Episode:
+        steps = [(f"take {fruit}", f"You take the {fruit}."), (f"examine {fruit}", f"A fine {fruit}."),
+                 ("inventory", f"You are carrying: a {fruit}.")]
+        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
+            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
+                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
+            for i, (text, obs) in enumerate(steps)])
+
+    book = build_worldbook([episode(i, f) for i, f in enumerate(["apple", "pear", "plum"])], name="inv",
+                           config=BuildConfig(route_folds=0)).book
+    [take] = [rule for rule in book.rules if rule.action == "take"]
+    assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]

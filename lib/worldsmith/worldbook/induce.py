@@ -239,8 +239,10 @@ class _Pending:
     path: tuple[str, ...]
     item: Any  # the list member or the property value predicted
     present: bool  # lists: should the member be there; properties: always True
-    mentions: frozenset[str]  # a later turn naming all of these may have changed the path: the check is void
+    mentions: frozenset[str]  # a later turn naming all of these may have changed the path since
     turn_id: str
+    touched: bool = False  # such a turn came: a later observation that agrees still confirms, one that does not
+    # proves nothing (the other turn may have moved it: `put`), where a read (`examine`) would void a confirmation
 
 
 def _arg_texts(arguments: Mapping[str, Any]) -> set[str]:
@@ -372,8 +374,12 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                     holds = (proposal.item in value) == proposal.present if isinstance(value, list) else \
                         value == proposal.item
                     record = candidates[episode_action(proposal)][proposal.candidate]
-                    (record.confirmations if holds else record.contradictions).append(proposal.turn_id)
-                elif not proposal.mentions <= mentioned:  # a turn naming all of them may have changed it
+                    if holds:
+                        record.confirmations.append(proposal.turn_id)
+                    elif not proposal.touched:
+                        record.contradictions.append(proposal.turn_id)
+                else:
+                    proposal.touched = proposal.touched or proposal.mentions <= mentioned
                     still.append(proposal)
             pending = still
             if (form.outcome if form else item.outcome or "success") == "success":
