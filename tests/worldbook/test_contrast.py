@@ -112,3 +112,14 @@ def test_a_read_that_names_the_member_does_not_void_a_later_confirmation() -> No
                            config=BuildConfig(route_folds=0)).book
     [take] = [rule for rule in book.rules if rule.action == "take"]
     assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]
+
+
+def test_a_list_form_is_narrowed_to_a_non_empty_list_when_its_failures_showed_it_empty() -> None:
+    def inventory(index: int, observation: str) -> Evidence:
+        return Evidence(turn_id=f"e{index}#0", action="inventory", action_text="inventory", observation=observation)
+
+    evidence = [inventory(i, f"You are carrying: a {fruit}.") for i, fruit in enumerate(["pear", "plum", "fig"])]
+    evidence += [inventory(10 + i, "You are not carrying anything.") for i in range(2)]
+    rule = Rule(id="carrying", action="inventory", template="You are carrying: {world.inventory}.", support=3)
+    [reviewed] = review_rules([rule], evidence)
+    assert Condition(path="world.inventory", op="ne", value=[]) in reviewed.conditions

@@ -26,7 +26,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worldsmith.worldbook.engine import get_path, is_missing, literal_value, match_template, resolve_path, set_path
+from worldsmith.worldbook.engine import (
+    EffectError,
+    apply_effects,
+    get_path,
+    is_missing,
+    literal_value,
+    match_template,
+    resolve_path,
+    set_path,
+)
 from worldsmith.worldbook.facts import (
     CONTENTS,
     STATUS,
@@ -308,40 +317,26 @@ def _resolve(path: str, arguments: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(segments) if segments is not None else None
 
 
-def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> list[Rule]:
-    """Rules with templates, conditions and replay-checked effects, for every action in the evidence.
+@dataclass(frozen=True)
+class _Context:
+    """What the passes over the episodes share: each turn's form and facts, the state families, the collections
+    that start empty, and the property paths each action's forms state."""
 
-    Statuses, support and provenance are provisional (supporting = the turns a form fits);
-    `replay.review_rules` settles them by falsifying each rule against all evidence.
-    """
-    by_action: dict[str, list[Evidence]] = defaultdict(list)
-    for item in evidence:
-        by_action[item.action].append(item)
-    forms: dict[str, list[Form]] = {}
-    form_of: dict[str, Form] = {}
-    for action, items in sorted(by_action.items()):
-        raw: dict[str, list[Evidence]] = defaultdict(list)
-        for item in items:
-            raw[observation_form(item)].append(item)
-        forms[action] = cluster_forms(action, raw, config)
-        by_turn = {item.turn_id: item for item in items}
-        for form in forms[action]:
-            _key_free_slots(form, [by_turn[t] for t in form.turns])
-            for turn_id in form.turns:
-                form_of[turn_id] = form
+    form_of: Mapping[str, Form]
+    facts_by_turn: Mapping[str, dict[tuple[str, ...], Any]]
+    families: Mapping[str, set[Any]]
+    empty_at_start: Sequence[str]
+    stated: Mapping[str, set[str]]
 
-    facts_by_turn = {item.turn_id: turn_facts(item) for item in evidence}
-    families = _families(facts_by_turn)
-    # Property paths each action's forms state; a sibling form that never states one implies None.
-    stated: dict[str, set[str]] = {action: {p for f in fs for p in implied_properties(f.template)}
-                                   for action, fs in forms.items()}
+
+def _observe_episodes(evidence: Sequence[Evidence], context: _Context, predicted: Mapping[str, list[Effect]]
+                      ) -> tuple[dict[int, Counter[tuple[str, Any, str]]], dict[str, dict[str, EffectCandidate]]]:
+    """Walk every episode: vote on each form's conditions and propose, confirm or contradict effects against what
+    later turns show. `predicted` (form tag -> effects) is applied to the state after each turn of that form."""
+    form_of, facts_by_turn, families, stated = context.form_of, context.facts_by_turn, context.families, context.stated
+    empty_at_start = context.empty_at_start
     condition_votes: dict[int, Counter[tuple[str, Any, str]]] = defaultdict(Counter)
     candidates: dict[str, dict[str, EffectCandidate]] = defaultdict(dict)
-
-    # What an argument-less action lists (the inventory) is taken as empty when an episode starts: effects on it
-    # can then be proposed before it is first shown, and later observations confirm or contradict them.
-    listed = {action_collection(a) for a, items in by_action.items() if not any(_args(i) for i in items)}
-    empty_at_start = sorted(set(families.get("__keyless__", set())) & listed)
     for items in group_by_episode(evidence).values():
         state: dict[str, Any] = {"world": {name: [] for name in empty_at_start}} if empty_at_start else {}
         pending: list[_Pending] = []
@@ -403,9 +398,55 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
                         pending.append(_Pending(f"{tag}\x00{candidate_id}", segments, effect.value, True,
                                                 frozenset({value}), item.turn_id))
                     candidates[item.action].setdefault(f"{tag}\x00{candidate_id}", EffectCandidate(effect))
+            if form is not None and form.outcome == "success":
+                try:
+                    state = apply_effects(state, predicted.get(f"{item.action}\x00{form.template}", []), arguments)
+                except EffectError:  # an effect that does not fit this turn: what it shows is still read below
+                    pass
             for segments, value in observed.items():
                 set_path(state, list(segments), value)
 
+    return condition_votes, candidates
+
+
+def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> list[Rule]:
+    """Rules with templates, conditions and replay-checked effects, for every action in the evidence.
+
+    Statuses, support and provenance are provisional (supporting = the turns a form fits);
+    `replay.review_rules` settles them by falsifying each rule against all evidence.
+    """
+    by_action: dict[str, list[Evidence]] = defaultdict(list)
+    for item in evidence:
+        by_action[item.action].append(item)
+    forms: dict[str, list[Form]] = {}
+    form_of: dict[str, Form] = {}
+    for action, items in sorted(by_action.items()):
+        raw: dict[str, list[Evidence]] = defaultdict(list)
+        for item in items:
+            raw[observation_form(item)].append(item)
+        forms[action] = cluster_forms(action, raw, config)
+        by_turn = {item.turn_id: item for item in items}
+        for form in forms[action]:
+            _key_free_slots(form, [by_turn[t] for t in form.turns])
+            for turn_id in form.turns:
+                form_of[turn_id] = form
+
+    facts_by_turn = {item.turn_id: turn_facts(item) for item in evidence}
+    families = _families(facts_by_turn)
+    # What an argument-less action lists (the inventory) is taken as empty when an episode starts: effects on it
+    # can then be proposed before it is first shown, and later observations confirm or contradict them.
+    listed = {action_collection(a) for a, items in by_action.items() if not any(_args(i) for i in items)}
+    empty_at_start = sorted(set(families.get("__keyless__", set())) & listed)
+    context = _Context(form_of, facts_by_turn, families, empty_at_start,
+                       # Property paths each action's forms state; a sibling form that never states one implies None.
+                       {action: {p for f in fs for p in implied_properties(f.template)} for action, fs in forms.items()})
+    # Two passes: the second carries the effects the first confirmed into the state it checks later turns against
+    # (a `put` can only be seen to take something out of an inventory that a `take` was seen to fill).
+    _, first = _observe_episodes(evidence, context, {})
+    predicted = {f"{action}\x00{form.template}": [r.effect for r in _form_effects(first.get(action, {}), action, form,
+                                                                                   config)]
+                 for action, action_forms in forms.items() for form in action_forms if form.outcome == "success"}
+    condition_votes, candidates = _observe_episodes(evidence, context, predicted)
     return _assemble(forms, condition_votes, candidates, by_action, config)
 
 
@@ -452,6 +493,22 @@ def _accepted_effects(records: Mapping[str, EffectCandidate], config: InductionC
     return sorted(chosen.values(), key=lambda r: (order.get(r.effect.op, 3), r.effect.path, str(r.effect.value)))
 
 
+def _form_effects(proposed: Mapping[str, EffectCandidate], action: str, form: Form,
+                  config: InductionConfig) -> list[EffectCandidate]:
+    """A form's effects: its own confirmed candidates (what followed the turns it answered: a failure's "You can't
+    see any such thing." adds nothing to the inventory, though its action is `take`), and the action's confirmed
+    ones pooled over its forms where no turn of this form contradicted them."""
+    pooled: dict[str, EffectCandidate] = {}
+    for key, record in proposed.items():
+        merged = pooled.setdefault(key.split("\x00", 2)[2], EffectCandidate(record.effect))
+        merged.confirmations += record.confirmations
+        merged.contradictions += record.contradictions
+    tag = f"{action}\x00{form.template}\x00"
+    own = {k[len(tag):]: v for k, v in proposed.items() if k.startswith(tag)}
+    return _accepted_effects({**{k: v for k, v in pooled.items() if not own.get(k, _NONE).contradictions}, **own},
+                             config)
+
+
 def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple[str, Any, str]]],
               candidates: Mapping[str, Mapping[str, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
               config: InductionConfig) -> list[Rule]:
@@ -459,11 +516,6 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
     by_turn = {item.turn_id: item for items in by_action.values() for item in items}
     for action, action_forms in sorted(forms.items()):
         proposed = candidates.get(action, {})
-        pooled: dict[str, EffectCandidate] = {}  # each candidate over all the action's forms
-        for key, record in proposed.items():
-            merged = pooled.setdefault(key.split("\x00", 2)[2], EffectCandidate(record.effect))
-            merged.confirmations += record.confirmations
-            merged.contradictions += record.contradictions
         # Values each property path takes across this action's forms: a path that tells forms apart selects them.
         values_by_path: dict[str, set[Any]] = defaultdict(set)
         for form in action_forms:
@@ -471,13 +523,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
                 if verdict in ("same", "changed", "unknown"):
                     values_by_path[path].add(value)
         for rank, form in enumerate(action_forms, start=1):
-            # a form's own effects: what followed the turns it answered (a failure's "You can't see any such
-            # thing." adds nothing to the inventory, though its action is `take`)
-            tag = f"{action}\x00{form.template}\x00"
-            own = {k[len(tag):]: v for k, v in proposed.items() if k.startswith(tag)}
-            # the form's own confirmed effects, and the action's, where no turn of this form contradicted them
-            accepted = _accepted_effects({**{k: v for k, v in pooled.items() if not own.get(k, _NONE).contradictions},
-                                          **own}, config)
+            accepted = _form_effects(proposed, action, form, config)
             conditions: list[Condition] = []
             effects: list[Effect] = []
             per_path: dict[tuple[str, Any], Counter[str]] = defaultdict(Counter)

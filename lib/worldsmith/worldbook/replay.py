@@ -269,6 +269,34 @@ ARGUMENT_SHAPES: tuple[tuple[str, str], ...] = (
 )
 
 
+def _shown(item: Evidence, segments: Sequence[str]) -> Any:
+    """The value an observation shows at a state path (its facts), or None."""
+    return next((fact.value for fact in extract_facts(item.action, _arguments(item), item.observation)
+                 if list(fact.path) == list(segments)), None)
+
+
+def _emptiness_condition(rule: Rule, counter: Sequence[str], supporting: Sequence[str],
+                         by_turn: Mapping[str, Evidence]) -> Condition | None:
+    """A list the rule's template shows that was empty on every counterexample and never on a supporting turn (or
+    the reverse): "You are carrying: {world.inventory}." holds when the inventory is not empty."""
+    for slot in template_slots(rule.template):
+        if slot.path is None or slot.key_arg is not None:
+            continue
+        segments = slot.path.split(".")
+        against = [_shown(by_turn[t], segments) for t in counter if t in by_turn]
+        held = [_shown(by_turn[t], segments) for t in supporting if t in by_turn]
+        if not against or not held or not all(isinstance(v, list) for v in (*against, *held)):
+            continue
+        condition = None
+        if all(v == [] for v in against) and all(v for v in held):
+            condition = Condition(path=slot.path, op="ne", value=[])
+        elif all(v for v in against) and all(v == [] for v in held):
+            condition = Condition(path=slot.path, op="eq", value=[])
+        if condition is not None and condition not in rule.conditions:
+            return condition
+    return None
+
+
 def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence[str],
                         by_turn: Mapping[str, Evidence], min_contrast: int) -> Condition | None:
     """What sets the counterexamples apart from the supporting turns, as a condition that keeps the supporting
@@ -286,6 +314,9 @@ def _contrast_condition(rule: Rule, counter: Sequence[str], supporting: Sequence
             value = literal_value(counter_args[0][name])
             if Condition(arg=name, op="ne", value=value) not in rule.conditions:
                 return Condition(arg=name, op="ne", value=value)
+    emptiness = _emptiness_condition(rule, counter, supporting, by_turn)
+    if emptiness is not None:
+        return emptiness
     for name in names:
         if not support_args or any(name not in a for a in support_args):
             continue
