@@ -31,19 +31,21 @@ def test_a_rule_is_narrowed_by_the_shape_of_an_argument_when_no_single_value_exp
     assert "shape" not in reviewed.description and "sets the counterexamples apart" in reviewed.description
 
 
-def test_an_inventory_effect_survives_moves_of_other_things_and_failures_add_nothing() -> None:
-    def episode(index: int, fruit: str) -> Episode:
-        steps = [("inventory", "You are carrying nothing."), (f"take {fruit}", f"You take the {fruit}."),
-                 ("take unicorn", "You can't see any such thing."), ("put lamp on table", "You put the lamp down."),
-                 ("inventory", f"You are carrying: a {fruit}.")]
-        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
-            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
-                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
-            for i, (text, obs) in enumerate(steps)])
+def _take_rules(games: dict[str, list[tuple[str, str]]]) -> dict[str, Rule]:
+    """The `take` rules (by template) of a book built from one text-command episode per game."""
+    episodes = [Episode(id=f"e{index}", task_id=game, turns=[
+        Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
+                                    if " " in text else {}, raw=text), observation=Observation(text=obs))
+        for i, (text, obs) in enumerate(steps)]) for index, (game, steps) in enumerate(games.items())]
+    book = build_worldbook(episodes, name="inv", config=BuildConfig(route_folds=0)).book
+    return {rule.template: rule for rule in book.rules if rule.action == "take"}
 
-    book = build_worldbook([episode(i, fruit) for i, fruit in enumerate(["apple", "pear", "plum", "fig"])],
-                           name="inv", config=BuildConfig(route_folds=0)).book
-    take = {rule.template: rule for rule in book.rules if rule.action == "take"}
+
+def test_an_inventory_effect_survives_moves_of_other_things_and_failures_add_nothing() -> None:
+    take = _take_rules({f"game{i}": [
+        ("inventory", "You are carrying nothing."), (f"take {fruit}", f"You take the {fruit}."),
+        ("take unicorn", "You can't see any such thing."), ("put lamp on table", "You put the lamp down."),
+        ("inventory", f"You are carrying: a {fruit}.")] for i, fruit in enumerate(["apple", "pear", "plum", "fig"])})
     assert [e.op for e in take["You take the {arg.object}."].effects] == ["append"]  # a `put` did not void it
     assert take["You can't see any such thing."].effects == []  # that form's turns took nothing
 
@@ -86,31 +88,16 @@ def test_a_rule_shadowed_in_review_is_checked_once_it_would_answer_alone() -> No
 
 
 def test_an_inventory_never_shown_before_a_take_starts_empty() -> None:
-    def episode(index: int, fruit: str) -> Episode:
-        steps = [(f"take {fruit}", f"You take the {fruit}."), ("inventory", f"You are carrying: a {fruit}.")]
-        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
-            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
-                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
-            for i, (text, obs) in enumerate(steps)])
-
-    book = build_worldbook([episode(i, f) for i, f in enumerate(["apple", "pear", "plum"])], name="inv",
-                           config=BuildConfig(route_folds=0)).book
-    [take] = [rule for rule in book.rules if rule.action == "take"]
+    [take] = _take_rules({f"game{i}": [(f"take {fruit}", f"You take the {fruit}."),
+                                       ("inventory", f"You are carrying: a {fruit}.")]
+                          for i, fruit in enumerate(["apple", "pear", "plum"])}).values()
     assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]
 
 
 def test_a_read_that_names_the_member_does_not_void_a_later_confirmation() -> None:
-    def episode(index: int, fruit: str) -> Episode:
-        steps = [(f"take {fruit}", f"You take the {fruit}."), (f"examine {fruit}", f"A fine {fruit}."),
-                 ("inventory", f"You are carrying: a {fruit}.")]
-        return Episode(id=f"e{index}", task_id=f"game{index}", turns=[
-            Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
-                                        if " " in text else {}, raw=text), observation=Observation(text=obs))
-            for i, (text, obs) in enumerate(steps)])
-
-    book = build_worldbook([episode(i, f) for i, f in enumerate(["apple", "pear", "plum"])], name="inv",
-                           config=BuildConfig(route_folds=0)).book
-    [take] = [rule for rule in book.rules if rule.action == "take"]
+    [take] = _take_rules({f"game{i}": [(f"take {fruit}", f"You take the {fruit}."), (f"examine {fruit}", f"A fine {fruit}."),
+                                       ("inventory", f"You are carrying: a {fruit}.")]
+                          for i, fruit in enumerate(["apple", "pear", "plum"])}).values()
     assert [(e.op, e.path) for e in take.effects] == [("append", "world.inventory")]
 
 

@@ -35,7 +35,7 @@ import orjson
 
 from worldsmith.sim.base import action_line
 from worldsmith.sim.retrieval import action_arguments
-from worldsmith.sim.trackers import ROOM_PATTERNS
+from worldsmith.sim.trackers import ROOM_PATTERNS, PlaceTracker
 from worldsmith.traces.model import Episode, parse_json_text
 from worldsmith.worldbook.model import Worldbook
 
@@ -52,7 +52,8 @@ while up down out over under off again once after before through during between 
 behind near since until via
 """.split())
 
-ROOM_HEADERS = tuple(re.compile(p) for p in ROOM_PATTERNS)  # headers that open a room's description
+# The room an observation describes by its header (shell prompts are not rooms: `cd` names them).
+_ROOMS = PlaceTracker(patterns=ROOM_PATTERNS)
 _PIECE = re.compile(r"\w+(?:[.\-/:@']\w+)*|[^\w\s]+|\n")
 _QUOTED = re.compile(r"(?<!\w)([\"'])([^\"'\n]{1,200}?)\1(?!\w)")
 
@@ -199,7 +200,7 @@ class NoveltyIndex:
         word of it is in the book's evidence from other games."""
         known: set[str] = set()
         opening = episode.initial_observation.text if episode.initial_observation else ""
-        rooms = {room for room in (_room(opening),) if room}
+        rooms = {room for room in (_ROOMS.place_of(opening),) if room}
         for text in (episode.task, opening):
             known |= vocabulary(text or "")
         out = []
@@ -208,19 +209,10 @@ class NoveltyIndex:
                 known |= vocabulary(text)
             call = call_key(turn.action.name, action_arguments(turn.action))
             values = self._novel(turn.observation.text, known, call)
-            room = _room(turn.observation.text)
+            room = _ROOMS.place_of(turn.observation.text)
             if room is not None and room not in rooms:
                 values.insert(0, f"room {room}")
                 rooms.add(room)
             out.append(values)
             known |= vocabulary(turn.observation.text)
         return out
-
-
-def _room(observation: str) -> str | None:
-    """The room an observation describes by its header, or None (shell prompts are not rooms: `cd` names them)."""
-    for pattern in ROOM_HEADERS:
-        found = pattern.search(observation)
-        if found:
-            return " ".join(found.group("place").split()).lower()
-    return None

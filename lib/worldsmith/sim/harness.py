@@ -196,6 +196,7 @@ class Harness(WorldModelBase):
         """Every source's answer for this action now, in priority order, and notes on sources that gave none."""
         notes: list[str] = []
         out: list[Proposal] = []
+        line = action_line(action)
         candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
         selection = select_rule(candidates, arguments, self.state)
         rule = selection.rule
@@ -211,10 +212,9 @@ class Harness(WorldModelBase):
                 notes.append(f"rule {rule.id} applies but its template needs state not known yet")
         if self.config.use_memory and self.config.knowledge:
             out += self.entities.propose(name, arguments)
-            out += self.places.propose(name, action_line(action))
-            out += self.aligned.propose(action_line(action))
-            out += self.shell.propose(action_line(action))
-        line = action_line(action)
+            out += self.places.propose(name, line)
+            out += self.aligned.propose(line)
+            out += self.shell.propose(line)
         if self.config.use_memory and line in self.memory:
             remembered = self.memory[line]
             out.append(Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"]))

@@ -78,7 +78,6 @@ def choose_route(table: RouteTable | None, action: str,
 
 def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
     """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families)."""
-    from worldsmith.sim.baselines import NearestEvidence
     from worldsmith.sim.harness import Harness
     from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 
@@ -93,7 +92,7 @@ def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int
         kept = [e for e in episodes if assignment[trajectory_family(e)] != fold]
         book = build_worldbook(kept, name="routes", config=inner).book
         harness = Harness(book)
-        nearest = NearestEvidence(book) if book.evidence else None
+        nearest = harness.nearest  # the baseline every source is scored against
         for episode in held:
             harness.start(episode.model_copy(update={"turns": []}))
             for turn in episode.turns:

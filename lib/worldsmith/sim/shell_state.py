@@ -182,8 +182,6 @@ class ShellTracker:
                     self.files[destination] = content
                 else:
                     self.files.pop(destination, None)
-        elif words[0] not in _WRITES:
-            return
 
     def _forget(self, words: list[str]) -> None:
         """A command this tracker cannot follow (a pipeline, a loop) may have changed anything it knew."""

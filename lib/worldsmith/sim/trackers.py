@@ -99,6 +99,17 @@ def _line(action_text: str) -> str:
     return " ".join(action_text.split())
 
 
+def _place_name(header: re.Match[str] | None) -> str | None:
+    """A header's place as a key: whitespace collapsed, lower case."""
+    return " ".join(header.group("place").split()).lower() if header is not None else None
+
+
+def _view(observation: str, header: re.Match[str]) -> str:
+    """The part of an observation that describes the place: from the header's line on (an opening's greeting
+    before the room header is not part of the room)."""
+    return observation[observation.rfind("\n", 0, header.start()) + 1:]
+
+
 class PlaceTracker:
     """Where the agent is, the map learned from moves, and what each place looked like (see module doc)."""
 
@@ -112,13 +123,7 @@ class PlaceTracker:
     # ------------------------------------------------------------------ learning
     def place_of(self, observation: str) -> str | None:
         """The place an observation shows the agent in, or None when it shows none."""
-        found = self._header(observation)
-        return " ".join(found.group("place").split()).lower() if found is not None else None
-
-    def _place_text(self, observation: str) -> str | None:
-        """The place's name as the observation writes it (what a form with the place in it repeats)."""
-        found = self._header(observation)
-        return found.group("place") if found is not None else None
+        return _place_name(self._header(observation))
 
     def _header(self, observation: str) -> re.Match[str] | None:
         for pattern in self.patterns:
@@ -126,14 +131,6 @@ class PlaceTracker:
             if found:
                 return found
         return None
-
-    def view_of(self, observation: str) -> str:
-        """The part of an observation that describes the place: from the header's line on (an opening's
-        greeting before the room header is not part of the room)."""
-        found = self._header(observation)
-        if found is None:
-            return observation
-        return observation[observation.rfind("\n", 0, found.start()) + 1:]
 
     def _learn(self, evidence: Sequence[Evidence]) -> None:
         from worldsmith.worldbook.induce import group_by_episode
@@ -154,9 +151,10 @@ class PlaceTracker:
                     at_place[line] += 1
                     if name in item.observation:
                         forms[line][item.observation.replace(name, _PLACE_SLOT)] += 1
-                after = self.place_of(item.observation)
-                if after is not None:
-                    name = self._place_text(item.observation)
+                header = self._header(item.observation)
+                after = _place_name(header)
+                if header is not None:
+                    name = header.group("place")
                 if after is not None and place is not None and after != place:
                     edges[(place, line)] = after
                     for (origin, back), target in list(edges.items()):
@@ -173,24 +171,26 @@ class PlaceTracker:
 
     # ------------------------------------------------------------------ episode state
     def reset(self, opening: str = "") -> None:
-        self.place: str | None = self.place_of(opening) if opening else None
-        self.place_text: str | None = self._place_text(opening) if opening else None
+        header = self._header(opening) if opening else None
+        self.place: str | None = _place_name(header)
+        self.place_text: str | None = header.group("place") if header is not None else None
         self.came: tuple[str, str] | None = None  # (place we came from, the move that brought us)
         self.edges: dict[tuple[str, str], str] = {}
         self.here: dict[tuple[str, str], str] = {}  # (place, action line) -> last observation
         self.views: dict[tuple[str, str], str] = {}  # (place, action name) -> last observation showing it
-        if opening and self.place is not None:
-            self.views[(self.place, "")] = self.view_of(opening)
+        if header is not None and self.place is not None:
+            self.views[(self.place, "")] = _view(opening, header)
 
     def observe(self, name: str, action_text: str, observation: str) -> None:
         line = _line(action_text)
         before = self.place
         if before is not None:
             self.here[(before, line)] = observation
-        after = self.place_of(observation)
-        if after is None:
+        header = self._header(observation)
+        after = _place_name(header)
+        if header is None or after is None:
             return
-        view = self.view_of(observation)
+        view = _view(observation, header)
         self.views[(after, name)] = view
         self.views[(after, "")] = view
         if before is not None and after != before:
@@ -200,7 +200,7 @@ class PlaceTracker:
                 self.edges.setdefault((after, back), before)
             self.came = (before, line)
         self.place = after
-        self.place_text = self._place_text(observation)
+        self.place_text = header.group("place")
 
     def destination(self, line: str) -> str | None:
         """Where a move leads from here: a move made before from this place, or the way back."""

@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["NEAREST", "RouteStats", "RouteTable"]
+__all__ = ["RouteStats", "RouteTable"]
 
-NEAREST = "nearest"
 _STRICT = ConfigDict(extra="forbid")
 
 
