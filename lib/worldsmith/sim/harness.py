@@ -35,6 +35,7 @@ from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, 
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
+from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
 from worldsmith.traces.model import Action
@@ -118,6 +119,7 @@ class Harness(WorldModelBase):
         self.entities = EntityTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
         self.shell = ShellTracker(evidence)
+        self.scope = ScopeTracker(evidence, place_of=self.places.place_of)
         self.counter = TurnCounter(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
@@ -160,6 +162,7 @@ class Harness(WorldModelBase):
         self.entities.reset()
         self.aligned.reset()
         self.shell.reset(self.initial_observation)
+        self.scope.reset(self.initial_observation)
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -175,6 +178,7 @@ class Harness(WorldModelBase):
         self.entities.observe(name, arguments, observation)
         self.aligned.observe(line, observation)
         self.shell.observe(line, observation)
+        self.scope.observe(name, arguments, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -189,7 +193,8 @@ class Harness(WorldModelBase):
 
     def tracked(self) -> dict[str, Any]:
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
-        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(), "shell": self.shell.snapshot()}
+        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(), "shell": self.shell.snapshot(),
+                "scope": self.scope.snapshot()}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
@@ -215,6 +220,7 @@ class Harness(WorldModelBase):
             out += self.places.propose(name, line)
             out += self.aligned.propose(line)
             out += self.shell.propose(line)
+            out += self.scope.propose(name, arguments)
         if self.config.use_memory and line in self.memory:
             remembered = self.memory[line]
             out.append(Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"]))

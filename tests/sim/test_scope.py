@@ -1,0 +1,90 @@
+"""Scope: learned refusals for things not in view, what the agent holds, and the in-scope form."""
+
+from __future__ import annotations
+
+from worldsmith.sim.scope import ScopeTracker
+from worldsmith.sim.trackers import PlaceTracker
+from worldsmith.worldbook import Evidence
+
+UNSEEN = "You can't see any such thing."
+BLOCKED = "You can't go that way."
+
+
+def _room(name: str, body: str) -> str:
+    return f"-= {name} =-\n{body}"
+
+
+def _evidence(episode: str, turns: list[tuple[str, dict[str, str], str]]) -> list[Evidence]:
+    return [Evidence(turn_id=f"{episode}#{i}", action=line.split()[0], arguments=arguments, action_text=line,
+                     observation=observation) for i, (line, arguments, observation) in enumerate(turns)]
+
+
+def _game(episode: str, thing: str, other: str) -> list[Evidence]:
+    """One recorded game: a room with `thing` on a table and an exit north; junk, blocked moves and things left
+    elsewhere refused."""
+    kitchen = _room("Kitchen", f"You see a table. On the table is a {thing}.\n\nThere is an exit to the north.")
+    return _evidence(episode, [
+        ("look", {}, kitchen),
+        ("take zorkmid", {"object": "zorkmid"}, UNSEEN),
+        (f"take {other}", {"object": other}, UNSEEN),
+        ("go west", {"object": "west"}, BLOCKED),
+        ("inventory", {}, "You are carrying nothing."),
+        (f"take {thing} from table", {"object": thing, "source": "table"}, f"You take the {thing} from the table."),
+        ("inventory", {}, f"You are carrying: a {thing}."),
+        ("go north", {"object": "north"}, _room(f"Hall {episode}", "A hall.\n\nThere is an exit to the south and west.")),
+        ("inventory", {}, f"You are carrying: a {thing}."),
+        (f"drop {thing}", {"object": thing}, f"You drop the {thing} on the ground."),
+        ("inventory", {}, "You are carrying nothing."),
+        ("go west", {"object": "west"}, _room(f"Den {episode}", "A den.\n\nThere is an exit to the east.")),
+        (f"take {thing}", {"object": thing}, UNSEEN),  # known, but left in the hall
+        (f"go {other}", {"object": other}, UNSEEN),
+        ("go south", {"object": "south"}, BLOCKED),
+    ])
+
+
+def _tracker() -> ScopeTracker:
+    evidence = [*_game("g1", "apple", "pear"), *_game("g2", "knife", "fork"), *_game("g3", "bowl", "cup")]
+    return ScopeTracker(evidence, place_of=PlaceTracker(evidence).place_of)
+
+
+def test_refusals_and_their_scope_levels_are_learned_per_action() -> None:
+    tracker = _tracker()
+    assert [(r.observation, r.level) for r in tracker.refusals["go"]] == [(UNSEEN, "episode"), (BLOCKED, "here")]
+    assert [(r.observation, r.level) for r in tracker.refusals["take"]] == [(UNSEEN, "episode"), (UNSEEN, "here")]
+    assert tracker.carriers == ({("take", "object")}, {("drop", "object")})
+    assert tracker.forms["take(object,source)"] == "You take the {object} from the {source}."
+
+
+def test_an_action_on_a_thing_out_of_view_gets_the_refusal_and_one_in_view_the_usual_form() -> None:
+    tracker = _tracker()
+    tracker.reset(_room("Pantry", "You see a shelf. On the shelf is a lemon.\n\nThere is an exit to the east."))
+    [refused] = tracker.propose("take", {"object": "melon", "source": "shelf"})
+    assert (refused.source, refused.observation) == ("scope", UNSEEN)
+    [form] = tracker.propose("take", {"object": "lemon", "source": "shelf"})
+    assert (form.source, form.observation) == ("scope_form", "You take the lemon from the shelf.")
+    # a direction every game knows, but no way that way here; a word no game answered otherwise
+    assert [p.observation for p in tracker.propose("go", {"object": "north"})] == [BLOCKED]
+    assert [p.observation for p in tracker.propose("go", {"object": "rubber chicken"})] == [UNSEEN]
+    assert tracker.propose("go", {"object": "east"}) == []  # a way out here: the map and memory answer
+
+
+def test_a_held_thing_stays_in_scope_after_moving_until_it_is_dropped() -> None:
+    tracker = _tracker()
+    tracker.reset(_room("Pantry", "On the shelf is a lemon.\n\nThere is an exit to the east."))
+    tracker.observe("take", {"object": "lemon", "source": "shelf"}, "You take the lemon from the shelf.")
+    tracker.observe("go", {"object": "east"}, _room("Yard", "A yard."))
+    assert tracker.snapshot()["held"] == ["lemon"]
+    [form] = tracker.propose("drop", {"object": "lemon"})
+    assert form.observation == "You drop the lemon on the ground."
+    tracker.observe("drop", {"object": "lemon"}, "You drop the lemon on the ground.")
+    tracker.observe("go", {"object": "west"}, _room("Pantry", "On the shelf is nothing."))
+    assert tracker.snapshot()["held"] == []
+    [refused] = tracker.propose("take", {"object": "lemon", "source": "shelf"})
+    assert refused.observation == UNSEEN
+
+
+def test_nothing_is_learned_or_proposed_without_evidence_or_a_place() -> None:
+    tracker = ScopeTracker([], place_of=PlaceTracker().place_of)
+    assert tracker.refusals == {} and tracker.forms == {}
+    tracker.reset("A greeting with no room.")
+    assert tracker.propose("take", {"object": "apple"}) == []
