@@ -8,7 +8,7 @@
 A run lives in `<workspace>/runs/eval/<name>/` (config.json, records.jsonl journal, records.parquet,
 report.json, report.md, plots/, progress.json). Its fingerprint hashes the configuration that
 changes records (not the run name nor the bootstrap settings) with the worldbook version, the
-dataset revision and a hash of the evaluation and simulator code: rerunning the same configuration resumes (finished units are not recomputed) and
+dataset revision and the package's code fingerprint (`util.code_version`): rerunning the same configuration resumes (finished units are not recomputed) and
 only recomputes the report, while a different configuration under the same name is refused.
 Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run,
 or with `drop_leaked` the leaked episodes are left out and the report names them and why.
@@ -59,6 +59,7 @@ from worldsmith.evals.records import Journal, records_frame, write_records
 from worldsmith.evals.report import build_report, write_report
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.code_version import code_version
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 from worldsmith.worldbook.model import Worldbook
@@ -172,15 +173,6 @@ class EvalRun:
 def run_folder(workspace: Workspace | str | Path, name: str) -> Path:
     root = workspace.root if isinstance(workspace, Workspace) else Path(workspace)
     return root / "runs" / "eval" / name
-
-
-def _code_version() -> str:
-    """A hash of the evaluation and simulator source: records made by other code are never resumed into a run."""
-    digest = hashlib.sha256()
-    for package in ("evals", "sim"):
-        for path in sorted((Path(__file__).resolve().parents[1] / package).glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:12]
 
 
 def _digest(value: Any) -> str:
@@ -438,7 +430,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
                            "nothing is left to evaluate", leakage)
 
     resolved = config.model_copy(update={"book_version": version})
-    code = _code_version()
+    code = code_version()  # records made by other code are never resumed into a run
     fingerprint = _digest({"config": resolved.fingerprinted(), "book_version": version, "dataset_revision": revision,
                            "llm": llm_spec, "judge": judge_spec, "code": code})
     folder = run_folder(root, config.name)

@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.code_version import code_version
 from worldsmith.worldbook.engine import literal_value
 from worldsmith.worldbook.facts import extract_facts, learn_list_format
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
@@ -170,19 +171,7 @@ class _StageCache:
         return value, False
 
 
-def _code_version() -> str:
-    """A hash of the builder's own source: a cached stage output from other code is never reused."""
-    folder = Path(__file__).parent
-    digest = hashlib.sha256()
-    for module in ("build", "engine", "facts", "induce", "replay", "schema", "templates", "model", "model_stages",
-                   "termination"):
-        path = folder / f"{module}.py"
-        if path.exists():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-_CODE_VERSION = _code_version()
+_CODE_VERSION = code_version()  # a cached stage output from other code is never reused
 
 
 def _digest(*parts: Any) -> str:
