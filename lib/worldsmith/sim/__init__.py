@@ -27,6 +27,7 @@ from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.sim.routing import choose_route, learn_routes
+from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.scoring import DiffSegment, Score, edit_similarity, exact_match, score, token_f1, word_diff
 from worldsmith.sim.session import (
     MemoryItem,
@@ -50,6 +51,7 @@ __all__ = [
     "EntityTracker",
     "PlaceTracker",
     "Proposal",
+    "ScopeTracker",
     "ShellTracker",
     "choose_route",
     "learn_routes",

@@ -21,6 +21,8 @@ nearest evidence for that action on held-out construction data. A tracker never 
   record it answers with (`cancel_reservation` -> status "cancelled") is answered with the record
   as last shown, those fields set (`entity`).
 
+- `sim.scope.ScopeTracker` (its own module): the refusal an action gets on a thing not in view, and
+  the usual answer when everything it names is (`scope`, `scope_form`).
 - `AlignedEvidence`: recorded trajectories that share this episode's past (the same actions got the
   same observations: the same game, the same backing store) answer the next action as they did
   after the same calls (`aligned_evidence`): recall of a shared initial state without modelling it.
