@@ -51,7 +51,7 @@ def test_refusals_and_their_scope_levels_are_learned_per_action() -> None:
     tracker = _tracker()
     assert [(r.observation, r.level) for r in tracker.refusals["go"]] == [(UNSEEN, "episode"), (BLOCKED, "here")]
     assert [(r.observation, r.level) for r in tracker.refusals["take"]] == [(UNSEEN, "episode"), (UNSEEN, "here")]
-    assert tracker.carriers == ({("take", "object")}, {("drop", "object")})
+    assert (tracker.carriers.takes, tracker.carriers.releases) == ({("take", "object")}, {("drop", "object")})
     assert tracker.forms["take(object,source)"] == "You take the {object} from the {source}."
 
 

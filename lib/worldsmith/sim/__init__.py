@@ -23,6 +23,7 @@ from worldsmith.sim.base import (
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS, make_world_model
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
+from worldsmith.sim.inventory import Carriers, InventoryTracker
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
@@ -45,14 +46,18 @@ from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, state_changes
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
+from worldsmith.sim.views import ViewEdits
 
 __all__ = [
     "AlignedEvidence",
+    "Carriers",
     "EntityTracker",
+    "InventoryTracker",
     "PlaceTracker",
     "Proposal",
     "ScopeTracker",
     "ShellTracker",
+    "ViewEdits",
     "choose_route",
     "learn_routes",
     "DiffSegment",

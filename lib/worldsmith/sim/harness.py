@@ -33,11 +33,13 @@ from worldsmith.envs.base import as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
+from worldsmith.sim.inventory import InventoryTracker
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
+from worldsmith.sim.views import ViewEdits
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
@@ -61,7 +63,8 @@ class HarnessConfig:
     max_tokens: int = 256
 
 
-_ANY_KEY = "\x00"  # `{key}` in a schema path: any one segment
+_ANY_KEY = "\x00"
+_VIEWS = frozenset({"place_memory", "map", "place_view", "memory"})  # sources that may answer with a place's view  # `{key}` in a schema path: any one segment
 
 
 def _schema_segments(book: Worldbook) -> list[list[str]]:
@@ -119,7 +122,10 @@ class Harness(WorldModelBase):
         self.entities = EntityTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
         self.shell = ShellTracker(evidence)
-        self.scope = ScopeTracker(evidence, place_of=self.places.place_of)
+        self.inventory = InventoryTracker(evidence, place_of=self.places.place_of)
+        self.view_edits = ViewEdits(evidence, view_of=self.places.view_of, carriers=self.inventory.carriers,
+                                    joins_front=next(iter(self.inventory.front.values()), None))
+        self.scope = ScopeTracker(evidence, place_of=self.places.place_of, carriers=self.inventory.carriers)
         self.counter = TurnCounter(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
@@ -163,6 +169,8 @@ class Harness(WorldModelBase):
         self.aligned.reset()
         self.shell.reset(self.initial_observation)
         self.scope.reset(self.initial_observation)
+        self.inventory.reset(self.initial_observation)
+        self.view_edits.reset(self.initial_observation)
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -179,6 +187,8 @@ class Harness(WorldModelBase):
         self.aligned.observe(line, observation)
         self.shell.observe(line, observation)
         self.scope.observe(name, arguments, observation)
+        self.inventory.observe(name, arguments, observation)
+        self.view_edits.observe(name, arguments, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -194,7 +204,7 @@ class Harness(WorldModelBase):
     def tracked(self) -> dict[str, Any]:
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
         return {"places": self.places.snapshot(), "entities": self.entities.snapshot(), "shell": self.shell.snapshot(),
-                "scope": self.scope.snapshot()}
+                "scope": self.scope.snapshot(), "carried": self.inventory.snapshot()}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
@@ -220,7 +230,8 @@ class Harness(WorldModelBase):
             out += self.places.propose(name, line)
             out += self.aligned.propose(line)
             out += self.shell.propose(line)
-            out += self.scope.propose(name, arguments)
+            out += self.scope.propose(name, arguments, carried_known=self.inventory.known)
+            out += self.inventory.propose(name, arguments)
         if self.config.use_memory and line in self.memory:
             remembered = self.memory[line]
             out.append(Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"]))
@@ -231,6 +242,10 @@ class Harness(WorldModelBase):
         turn = len(self.history) + 1
         for proposal in out:  # an answer recalled from elsewhere prints this episode's turn count
             proposal.observation = self.counter.fix(proposal.observation, turn)
+            refreshed = self.view_edits.refresh(proposal.observation) if proposal.source in _VIEWS else None
+            if refreshed is not None:  # a place as last seen, changed since by what was done there
+                proposal.observation = refreshed
+                proposal.notes.append("the place as last seen, with the learned edits of what was done there since")
         return out, notes
 
     def _rerender(self, name: str, arguments: dict[str, Any], observation: str) -> str | None:

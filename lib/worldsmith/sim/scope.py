@@ -10,7 +10,7 @@ which *scope* predicts it, is learned per action from the evidence, not assumed:
   action that shows no place (an inventory), name it, or the agent holds it: an action that
   *takes* its argument answered naming it, and no action that *releases* it has since. Which
   (action, argument) pairs take and release is learned from the inventories the evidence shows
-  (`_carriers`: the thing joins, or leaves, the next inventory);
+  (`sim.inventory.learn_carriers`: the thing joins, or leaves, the next inventory);
 - a thing is *in scope in the episode* when any observation of the episode so far names it, or it is
   a *common* value of the action: one the evidence answered in `COMMON_ANSWERS` different ways or
   more (`go west` leads to many rooms: a direction is a thing every episode knows; `go zorkmid` is
@@ -26,12 +26,12 @@ the {object} from the {source}."). Like every tracker it proposes; the route tab
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worldsmith.sim.inventory import COMMON_ANSWERS, Carriers, learn_carriers, names, phrases
 from worldsmith.sim.trackers import Proposal
 from worldsmith.worldbook.model import Evidence
 
@@ -39,7 +39,6 @@ __all__ = ["LEVELS", "MIN_TURNS", "Refusal", "ScopeTracker"]
 
 LEVELS = ("here", "episode")
 _BROADEST_FIRST = ("episode", "here")
-COMMON_ANSWERS = 3  # different answers that make an argument value one every episode knows
 MIN_TURNS = 3  # out-of-scope turns an action needs before its refusal is believed
 _PRECISION = 0.8  # share of out-of-scope turns the refusal must answer
 _LEAK = 0.2  # most share of in-scope turns it may answer
@@ -55,27 +54,20 @@ class Refusal:
     turns: int
 
 
-def _phrases(arguments: Mapping[str, Any]) -> list[str]:
-    """The things an action names: its non-empty string arguments, lower case."""
-    return [" ".join(v.split()).lower() for v in arguments.values() if isinstance(v, str) and v.strip()]
-
-
-def _names(phrase: str, text: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
-
-
-def _shape(name: str, arguments: Mapping[str, Any]) -> str:
-    return name + "(" + ",".join(sorted(arguments)) + ")"
+def _shape(name: str, arguments: Mapping[str, Any], held: bool = False) -> str:
+    """An action's shape: its name and argument names, `held ` before it when everything it names is held (an
+    answer about a thing in hand differs from one about a thing in view)."""
+    return ("held " if held else "") + name + "(" + ",".join(sorted(arguments)) + ")"
 
 
 class _Scope:
     """One episode's scope texts, lower case, as observations arrive."""
 
     def __init__(self, place_of: Callable[[str], str | None], common: set[str], opening: str = "",
-                 carriers: tuple[set[tuple[str, str]], set[tuple[str, str]]] = (set(), set())) -> None:
+                 carriers: Carriers | None = None) -> None:
         self.place_of = place_of
         self.common = common
-        self.takes, self.releases = carriers
+        self.carriers = carriers or Carriers()
         self.held: set[str] = set()
         self.place = place_of(opening) if opening else None
         self.here: list[str] = [opening.lower()] if opening else []
@@ -92,7 +84,7 @@ class _Scope:
         if level == "here" and phrase in self.held:
             return True
         texts = self.episode if level == "episode" else [*self.here, *self.lists.values()]
-        return any(_names(phrase, text) for text in texts)
+        return any(names(phrase, text) for text in texts)
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         text = observation.lower()
@@ -101,63 +93,15 @@ class _Scope:
             self.place, self.here = place, [text]
         else:
             self.here.append(text)
-        if place is None and not _phrases(arguments):
+        if place is None and not phrases(arguments):
             self.lists[name] = text
         self.episode.append(text)
-        for key, value in arguments.items():
-            phrase = " ".join(value.split()).lower() if isinstance(value, str) else ""
-            if phrase and _names(phrase, text):
-                if (name, key) in self.takes:
+        for key, phrase in phrases(arguments).items():
+            if names(phrase, text):
+                if (name, key) in self.carriers.takes:
                     self.held.add(phrase)
-                elif (name, key) in self.releases:
+                elif (name, key) in self.carriers.releases:
                     self.held.discard(phrase)
-
-
-def _carriers(episodes: Iterable[Sequence[Evidence]],
-              place_of: Callable[[str], str | None]) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
-    """The (action, argument) pairs whose thing joins the next inventory (takes) or leaves it (releases), in most
-    of the evidence's cases. An inventory is the answer of an argument-less action that shows no place and that
-    the evidence answers in `COMMON_ANSWERS` ways or more, and the same before and after moves."""
-    episodes = [list(items) for items in episodes]
-    answers: dict[str, set[str]] = defaultdict(set)
-    for items in episodes:
-        for item in items:
-            if not item.arguments and place_of(item.observation) is None:
-                answers[item.action].add(item.observation)
-    lists = {name for name, seen in answers.items()
-             if len(seen) >= COMMON_ANSWERS and _carried_along(name, episodes, place_of)}
-    moves: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)  # (list action, action, argument)
-    for inventory in lists:  # each candidate on its own (ALFWorld's `look` is no inventory; `inventory` is)
-        for items in episodes:
-            last: str | None = None  # the latest inventory, lower case
-            pending: list[tuple[str, str, str]] = []  # (action, argument, thing) named by answers since
-            for item in items:
-                text = item.observation.lower()
-                if item.action == inventory and not item.arguments:
-                    candidates = Counter(phrase for _, _, phrase in pending)
-                    for name, key, phrase in pending:
-                        before = last is not None and _names(phrase, last)
-                        after = _names(phrase, text)
-                        change = ("take" if after and not before else "release" if before and not after else
-                                  "none" if last is not None else "take" if after else "unknown")
-                        if change in ("take", "release") and candidates[phrase] > 1:
-                            change = "unknown"  # two actions named the thing: which one moved it is unknown
-                        moves[(inventory, name, key)][change] += 1
-                    last, pending = text, []
-                    continue
-                arguments = item.arguments if isinstance(item.arguments, dict) else {}
-                for key, value in arguments.items():
-                    phrase = " ".join(value.split()).lower() if isinstance(value, str) else ""
-                    if phrase and _names(phrase, text):
-                        pending.append((item.action, key, phrase))  # every candidate: the majority decides
-    takes, releases = set(), set()
-    for (_, *pair), counts in moves.items():
-        known = sum(counts.values()) - counts["unknown"]
-        if counts["take"] >= 2 and 2 * counts["take"] > known:
-            takes.add((pair[0], pair[1]))
-        elif counts["release"] >= 2 and 2 * counts["release"] > known:
-            releases.add((pair[0], pair[1]))
-    return takes, releases
 
 
 def _form(observation: str, arguments: Mapping[str, Any]) -> str | None:
@@ -172,31 +116,16 @@ def _form(observation: str, arguments: Mapping[str, Any]) -> str | None:
     return form
 
 
-def _carried_along(name: str, episodes: Sequence[Sequence[Evidence]], place_of: Callable[[str], str | None]) -> bool:
-    """Whether `name`'s answer stays the same across moves (what is carried does; a view of the place does not):
-    in at least 80% of two or more cases where only moves came between two of its answers."""
-    same = changed = 0
-    for items in episodes:
-        last: str | None = None
-        moved = False
-        for item in items:
-            if item.action == name and not item.arguments:
-                if last is not None and moved:
-                    same, changed = same + (item.observation == last), changed + (item.observation != last)
-                last, moved = item.observation, False
-            elif place_of(item.observation) is not None:
-                moved = True
-            else:
-                last = None  # something else happened between: not a clean case
-    return same + changed >= 2 and same >= 0.8 * (same + changed)
-
-
 class ScopeTracker:
     """Learned refusals and in-scope forms per action, and one episode's scope (see module doc)."""
 
-    def __init__(self, evidence: Sequence[Evidence] = (), *, place_of: Callable[[str], str | None]) -> None:
+    def __init__(self, evidence: Sequence[Evidence] = (), *, place_of: Callable[[str], str | None],
+                 carriers: Carriers | None = None) -> None:
         self.place_of = place_of
+        self._carriers = carriers  # learned here when not given (`InventoryTracker` learns the same)
         self.refusals: dict[str, list[Refusal]] = {}  # action -> its refusals, broadest scope level first
+        self.general: dict[str, Refusal] = {}  # level -> the refusal every action that learned one gives there
+        self.measured: dict[str, set[str]] = {}  # action -> levels with enough out-of-scope turns to judge
         self.forms: dict[str, str] = {}  # action shape -> its usual in-scope answer with slots
         self.common: dict[str, set[str]] = {}  # action -> its common argument values
         self._learn(evidence)
@@ -207,42 +136,50 @@ class ScopeTracker:
 
         answers: dict[tuple[str, str], set[str]] = defaultdict(set)
         for item in evidence:
-            for phrase in _phrases(item.arguments if isinstance(item.arguments, dict) else {}):
+            for phrase in phrases(item.arguments if isinstance(item.arguments, dict) else {}).values():
                 answers[(item.action, phrase)].add(item.observation)
         for (name, phrase), seen in answers.items():
             if len(seen) >= COMMON_ANSWERS:
                 self.common.setdefault(name, set()).add(phrase)
         episodes = group_by_episode(evidence).values()
-        self.carriers = _carriers(episodes, self.place_of)
+        self.carriers = self._carriers or learn_carriers(episodes, self.place_of)
         rows: dict[str, list[tuple[dict[str, bool], str, str]]] = defaultdict(list)
         scoped: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)  # shape -> in-scope answers
         for items in episodes:
             scope = _Scope(self.place_of, set(), carriers=self.carriers)
             for item in items:
                 arguments = item.arguments if isinstance(item.arguments, dict) else {}
-                phrases = _phrases(arguments)
+                named = list(phrases(arguments).values())
                 scope.common = self.common.get(item.action, set())
-                if phrases and scope.located:  # before the first place shown, the evidence lacks the opening
-                    flags = {level: all(scope.holds(level, p) for p in phrases) for level in LEVELS}
+                if named and scope.located:  # before the first place shown, the evidence lacks the opening
+                    flags = {level: all(scope.holds(level, p) for p in named) for level in LEVELS}
                     rows[item.action].append((flags, item.observation, " ".join(item.action_text.split())))
                     if flags["here"]:
-                        scoped[_shape(item.action, arguments)].append((item.observation, arguments))
+                        held = all(p in scope.held for p in named)
+                        scoped[_shape(item.action, arguments, held)].append((item.observation, arguments))
                 scope.observe(item.action, arguments, item.observation)
         for name, found in rows.items():
             self.refusals[name] = []
+            self.measured[name] = set()
             for level in _BROADEST_FIRST:  # a thing unknown anywhere, then a thing known but not here
                 refusal = _refusal(found, level)
                 if refusal is not None:
                     self.refusals[name].append(refusal)
+                if sum(not flags[level] for flags, _, _ in found) >= MIN_TURNS:
+                    self.measured[name].add(level)
                 found = [row for row in found if row[0][level]]
+        for level in LEVELS:
+            learned = [r for found in self.refusals.values() for r in found if r.level == level]
+            if len(learned) >= 2 and len({r.observation for r in learned}) == 1:
+                self.general[level] = Refusal(learned[0].observation, level,
+                                              round(min(r.accuracy for r in learned), 4), sum(r.turns for r in learned))
         for shape, answers in scoped.items():
-            refused = {r.observation for r in self.refusals.get(shape.split("(", 1)[0], [])}
+            refused = {r.observation for r in self.refusals.get(shape.split("(", 1)[0].split(" ", 1)[-1], [])}
             forms = Counter(form for observation, arguments in answers if observation not in refused
                             for form in [_form(observation, arguments)] if form is not None and "{" in form)
-            if forms:
-                form, count = forms.most_common(1)[0]
-                if count >= 2 and 2 * count > len(answers):
-                    self.forms[shape] = form
+            ranked = forms.most_common(2)
+            if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+                self.forms[shape] = ranked[0][0]  # the plurality: the route table measures it held out
 
     def reset(self, opening: str = "") -> None:
         self.scope = _Scope(self.place_of, set(), opening, self.carriers)
@@ -250,30 +187,41 @@ class ScopeTracker:
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.scope.observe(name, arguments, observation)
 
-    def propose(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
-        phrases = _phrases(arguments)
-        if not phrases or not self.scope.located:
+    def propose(self, name: str, arguments: Mapping[str, Any], *, carried_known: bool = True) -> list[Proposal]:
+        """`carried_known`: whether what the agent carries is known (an inventory was shown, or episodes start
+        empty-handed); when not, the thing a release acts on (`drop(object)`) may be carried unseen: not refused."""
+        found = phrases(arguments)
+        if not carried_known:
+            found = {k: v for k, v in found.items() if (name, k) not in self.carriers.releases}
+        named = list(found.values())
+        if not named or not self.scope.located:
             return []
         self.scope.common = self.common.get(name, set())
         refusals = {refusal.level: refusal for refusal in self.refusals.get(name, [])}
+        measured = self.measured.get(name, set())
         for level in _BROADEST_FIRST:
-            missing = [p for p in phrases if not self.scope.holds(level, p)]
+            missing = [p for p in named if not self.scope.holds(level, p)]
             if not missing:
                 continue
-            refusal = refusals.get(level)
+            refusal = refusals.get(level) or (self.general.get(level) if level not in measured else None)
             if refusal is None:  # a narrower level's refusal was learned only on things in scope at this one
                 return []
+            whose = f"{name!r}" if level in refusals else "every action that learned a refusal"
             return [Proposal("scope", refusal.observation, outcome="failure", form=refusal.observation, notes=[
-                f"{missing[0]!r} is not in view ({level}): the evidence refused {name!r} so in "
+                f"{missing[0]!r} is not in view ({level}): the evidence refused {whose} so in "
                 f"{refusal.accuracy:.0%} of {refusal.turns} turns"])]
-        form = self.forms.get(_shape(name, arguments))
-        if form is None or not all(self.scope.holds("here", p) for p in phrases):
+        if not all(self.scope.holds("here", p) for p in named):
+            return []
+        held = all(p in self.scope.held for p in named)
+        form = self.forms.get(_shape(name, arguments, held)) or self.forms.get(_shape(name, arguments))
+        if form is None:
             return []
         try:
             observation = form.format(**{k: v for k, v in arguments.items() if isinstance(v, str)})
         except (KeyError, IndexError, ValueError):
             return []
-        return [Proposal("scope_form", observation, notes=[f"everything {name!r} names is in view: its usual answer"])]
+        return [Proposal("scope_form", observation, form=form, notes=[
+            f"everything {name!r} names is {'held' if held else 'in view'}: its usual answer"])]
 
     def snapshot(self) -> dict[str, Any]:
         return {"held": sorted(self.scope.held),

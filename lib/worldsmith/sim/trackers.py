@@ -21,8 +21,10 @@ nearest evidence for that action on held-out construction data. A tracker never 
   record it answers with (`cancel_reservation` -> status "cancelled") is answered with the record
   as last shown, those fields set (`entity`).
 
-- `sim.scope.ScopeTracker` (its own module): the refusal an action gets on a thing not in view, and
-  the usual answer when everything it names is (`scope`, `scope_form`).
+- In modules of their own: `sim.scope.ScopeTracker` (the refusal an action gets on a thing not in
+  view, and the usual answer when everything it names is: `scope`, `scope_form`),
+  `sim.inventory.InventoryTracker` (what is carried: `inventory`) and `sim.views.ViewEdits` (a
+  place's view as changed by what was done there since: it refreshes the view-answering sources).
 - `AlignedEvidence`: recorded trajectories that share this episode's past (the same actions got the
   same observations: the same game, the same backing store) answer the next action as they did
   after the same calls (`aligned_evidence`): recall of a shared initial state without modelling it.
@@ -69,6 +71,7 @@ DEFAULT_PLACE_PATTERNS: tuple[str, ...] = (
 
 
 _PLACE_SLOT = "\x00place\x00"  # where a learned form names the current place
+_START = "\x00start\x00"  # the place of an episode that has shown none yet (ALFWorld before the first `go to`)
 # The way back in text adventures when the evidence shows none (expert recordings rarely go back): a move the
 # evidence pairs otherwise overrides it.
 _OPPOSITE = {"north": "south", "east": "west", "up": "down", "northeast": "southwest", "northwest": "southeast",
@@ -127,6 +130,12 @@ class PlaceTracker:
         """The place an observation shows the agent in, or None when it shows none."""
         return _place_name(self._header(observation))
 
+    def view_of(self, observation: str) -> tuple[str, str] | None:
+        """(place, the part describing it) of an observation that shows a place, else None."""
+        header = self._header(observation)
+        place = _place_name(header)
+        return (place, _view(observation, header)) if header is not None and place is not None else None
+
     def _header(self, observation: str) -> re.Match[str] | None:
         for pattern in self.patterns:
             found = pattern.search(observation)
@@ -147,8 +156,7 @@ class PlaceTracker:
             edges: dict[tuple[str, str], str] = {}
             for item in items:
                 line = _line(item.action_text)
-                if place is not None:
-                    views[(place, line)][item.observation] += 1
+                views[(place if place is not None else _START, line)][item.observation] += 1
                 if name:
                     at_place[line] += 1
                     if name in item.observation:
@@ -219,6 +227,10 @@ class PlaceTracker:
         line = _line(action_text)
         out: list[Proposal] = []
         if self.place is None:
+            known = self.book_views.get((_START, line))
+            if known is not None:
+                out.append(Proposal("place_evidence", known, notes=[
+                    f"the evidence's answer to {line!r} before any place was shown"]))
             return out
         seen_here = self.here.get((self.place, line))
         if seen_here is not None:
