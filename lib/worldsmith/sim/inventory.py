@@ -41,7 +41,7 @@ def phrases(arguments: Mapping[str, Any]) -> dict[str, str]:
 
 def names(phrase: str, text: str) -> bool:
     """Whether lower-case `text` names `phrase` as whole words."""
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+    return phrase in text and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
 
 
 @dataclass(frozen=True)

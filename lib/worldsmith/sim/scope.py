@@ -197,24 +197,24 @@ class ScopeTracker:
         if not named or not self.scope.located:
             return []
         self.scope.common = self.common.get(name, set())
-        refusals = {refusal.level: refusal for refusal in self.refusals.get(name, [])}
+        own = {refusal.level: refusal for refusal in self.refusals.get(name, [])}
         measured = self.measured.get(name, set())
-        for level in _BROADEST_FIRST:
+        refusals = {level: own.get(level) or (self.general.get(level) if level not in measured else None)
+                    for level in _BROADEST_FIRST}
+        for level in _BROADEST_FIRST if any(refusals.values()) else ():
             missing = [p for p in named if not self.scope.holds(level, p)]
             if not missing:
                 continue
-            refusal = refusals.get(level) or (self.general.get(level) if level not in measured else None)
+            refusal = refusals[level]
             if refusal is None:  # a narrower level's refusal was learned only on things in scope at this one
                 return []
-            whose = f"{name!r}" if level in refusals else "every action that learned a refusal"
+            whose = f"{name!r}" if level in own else "every action that learned a refusal"
             return [Proposal("scope", refusal.observation, outcome="failure", form=refusal.observation, notes=[
                 f"{missing[0]!r} is not in view ({level}): the evidence refused {whose} so in "
                 f"{refusal.accuracy:.0%} of {refusal.turns} turns"])]
-        if not all(self.scope.holds("here", p) for p in named):
-            return []
         held = all(p in self.scope.held for p in named)
         form = self.forms.get(_shape(name, arguments, held)) or self.forms.get(_shape(name, arguments))
-        if form is None:
+        if form is None or not all(self.scope.holds("here", p) for p in named):
             return []
         try:
             observation = form.format(**{k: v for k, v in arguments.items() if isinstance(v, str)})

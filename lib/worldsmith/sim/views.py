@@ -16,10 +16,10 @@ its own, a table's "On the table is a knife.") are not learned.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from difflib import SequenceMatcher
 from typing import Any
 
 from worldsmith.sim.inventory import Carriers, full_name, names, phrases
@@ -58,17 +58,25 @@ def _fill(form: str, arguments: Mapping[str, str]) -> str | None:
 
 
 def _edit(old: str, new: str, arguments: Mapping[str, str]) -> Edit | None:
-    """The one change from `old` to `new` at its start or end, slotted; `_NONE` when they are equal."""
+    """The one change from `old` to `new` at its start or end, slotted; `_NONE` when they are equal. Text added
+    at (or cut from) the end is read as such even where its last words repeat the old end ("...floor." +
+    "There is a key on the floor.")."""
     if old == new:
         return _NONE
-    changes = [op for op in SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
-    if len(changes) != 1:
-        return None
-    _, i1, i2, j1, j2 = changes[0]
-    where = "end" if i2 == len(old) and j2 == len(new) else "start" if i1 == 0 and j1 == 0 else None
-    if where is None:
-        return None
-    return where, _slot(old[i1:i2], arguments), _slot(new[j1:j2], arguments)
+    if new.startswith(old) or old.startswith(new):
+        cut = min(len(old), len(new))
+        return "end", _slot(old[cut:], arguments), _slot(new[cut:], arguments)
+    if new.endswith(old) or old.endswith(new):
+        cut = abs(len(new) - len(old))
+        return "start", _slot(old[:cut] if len(old) > len(new) else "", arguments), _slot(
+            new[:cut] if len(new) > len(old) else "", arguments)
+    prefix = len(os.path.commonprefix([old, new]))
+    suffix = len(os.path.commonprefix([old[prefix:][::-1], new[prefix:][::-1]]))
+    if suffix == 0:
+        return "end", _slot(old[prefix:], arguments), _slot(new[prefix:], arguments)
+    if prefix == 0:
+        return "start", _slot(old[:len(old) - suffix], arguments), _slot(new[:len(new) - suffix], arguments)
+    return None
 
 
 def _apply(view: str, edit: Edit, arguments: Mapping[str, str]) -> str | None:
