@@ -22,6 +22,7 @@ from worldsmith.sim.base import (
 )
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS, make_world_model
+from worldsmith.sim.fields import FieldTracker
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.inventory import Carriers, InventoryTracker
 from worldsmith.sim.oracle import RealEnvOracle
@@ -52,6 +53,7 @@ __all__ = [
     "AlignedEvidence",
     "Carriers",
     "EntityTracker",
+    "FieldTracker",
     "InventoryTracker",
     "PlaceTracker",
     "Proposal",

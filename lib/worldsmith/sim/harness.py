@@ -33,6 +33,7 @@ from worldsmith.envs.base import as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
+from worldsmith.sim.fields import FieldTracker
 from worldsmith.sim.inventory import InventoryTracker
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
@@ -120,6 +121,7 @@ class Harness(WorldModelBase):
         evidence = book.evidence if config.knowledge else []
         self.places = PlaceTracker(evidence)
         self.entities = EntityTracker(evidence)
+        self.fields = FieldTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
         self.shell = ShellTracker(evidence)
         self.inventory = InventoryTracker(evidence, place_of=self.places.place_of)
@@ -166,6 +168,7 @@ class Harness(WorldModelBase):
         self.memory = {}
         self.places.reset(self.initial_observation)
         self.entities.reset()
+        self.fields.reset()
         self.aligned.reset()
         self.shell.reset(self.initial_observation)
         self.scope.reset(self.initial_observation)
@@ -184,6 +187,7 @@ class Harness(WorldModelBase):
         self.memory[line] = observation
         self.places.observe(name, line, observation)
         self.entities.observe(name, arguments, observation)
+        self.fields.observe(name, arguments, observation)
         self.aligned.observe(line, observation)
         self.shell.observe(line, observation)
         self.scope.observe(name, arguments, observation)
@@ -203,7 +207,8 @@ class Harness(WorldModelBase):
 
     def tracked(self) -> dict[str, Any]:
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
-        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(), "shell": self.shell.snapshot(),
+        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(),
+                "fields": self.fields.snapshot(), "shell": self.shell.snapshot(),
                 "scope": self.scope.snapshot(), "carried": self.inventory.snapshot()}
 
     # ------------------------------------------------------------------ predict
@@ -227,6 +232,7 @@ class Harness(WorldModelBase):
                 notes.append(f"rule {rule.id} applies but its template needs state not known yet")
         if self.config.use_memory and self.config.knowledge:
             out += self.entities.propose(name, arguments)
+            out += self.fields.propose(name, arguments)
             out += self.places.propose(name, line)
             out += self.aligned.propose(line)
             out += self.shell.propose(line)

@@ -23,8 +23,9 @@ nearest evidence for that action on held-out construction data. A tracker never 
 
 - In modules of their own: `sim.scope.ScopeTracker` (the refusal an action gets on a thing not in
   view, and the usual answer when everything it names is: `scope`, `scope_form`),
-  `sim.inventory.InventoryTracker` (what is carried: `inventory`) and `sim.views.ViewEdits` (a
-  place's view as changed by what was done there since: it refreshes the view-answering sources).
+  `sim.inventory.InventoryTracker` (what is carried: `inventory`), `sim.views.ViewEdits` (a
+  place's view as changed by what was done there since: it refreshes the view-answering sources) and
+  `sim.fields.FieldTracker` (JSON writes as arithmetic on the episode's last values: `fields`).
 - `AlignedEvidence`: recorded trajectories that share this episode's past (the same actions got the
   same observations: the same game, the same backing store) answer the next action as they did
   after the same calls (`aligned_evidence`): recall of a shared initial state without modelling it.
