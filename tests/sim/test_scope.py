@@ -88,3 +88,25 @@ def test_nothing_is_learned_or_proposed_without_evidence_or_a_place() -> None:
     assert tracker.refusals == {} and tracker.forms == {}
     tracker.reset("A greeting with no room.")
     assert tracker.propose("take", {"object": "apple"}) == []
+
+
+def test_a_tool_api_without_places_learns_a_refusal_that_echoes_the_thing() -> None:
+    def call(episode: str, turn: int, folder: str, answer: str) -> Evidence:
+        return Evidence(turn_id=f"{episode}#{turn}", action="cd", arguments={"folder": folder},
+                        action_text=f"cd(folder={folder!r})", observation=answer)
+
+    missing = '{{"error": "cd: \'{folder}\': No such file or directory"}}'
+    evidence = []
+    for n, (real, junk) in enumerate([("docs", "nope"), ("src", "ghost"), ("data", "void"), ("logs", "gone")]):
+        evidence += [Evidence(turn_id=f"e{n}#0", action="ls", action_text="ls()",
+                              observation=f'{{"current_directory_content": ["{real}"]}}'),
+                     call(f"e{n}", 1, real, f'{{"current_working_directory": "{real}"}}'),
+                     call(f"e{n}", 2, junk, missing.format(folder=junk))]
+    tracker = ScopeTracker(evidence, place_of=PlaceTracker(evidence).place_of)
+    assert tracker.placeless and [r.observation for r in tracker.refusals["cd"]] == [missing]
+    tracker.reset()
+    tracker.observe("ls", {}, '{"current_directory_content": ["shared"]}')
+    [refused] = tracker.propose("cd", {"folder": "secret"})
+    assert refused.observation == '{"error": "cd: \'secret\': No such file or directory"}'
+    [moved] = tracker.propose("cd", {"folder": "shared"})  # listed: the usual answer with the folder
+    assert (moved.source, moved.observation) == ("scope_form", '{"current_working_directory": "shared"}')

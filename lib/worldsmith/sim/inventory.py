@@ -22,6 +22,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from worldsmith.sim.trackers import Proposal
@@ -41,7 +42,12 @@ def phrases(arguments: Mapping[str, Any]) -> dict[str, str]:
 
 def names(phrase: str, text: str) -> bool:
     """Whether lower-case `text` names `phrase` as whole words."""
-    return phrase in text and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+    return phrase in text and _whole(phrase).search(text) is not None
+
+
+@lru_cache(maxsize=4096)
+def _whole(phrase: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(phrase)}(?!\w)")
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,7 @@ def _changes(inventories: Iterable[str], episodes: Sequence[Sequence[Evidence]],
     return moves
 
 
+@lru_cache(maxsize=4096)
 def _named_with_article(phrase: str) -> re.Pattern[str]:
     """"a/an/some <up to three words> <phrase>", the words not crossing into another list item."""
     word = r"(?!(?:and|or|an?|the|some)\b)[\w'-]+\s+"

@@ -64,8 +64,9 @@ class _Scope:
     """One episode's scope texts, lower case, as observations arrive."""
 
     def __init__(self, place_of: Callable[[str], str | None], common: set[str], opening: str = "",
-                 carriers: Carriers | None = None) -> None:
+                 carriers: Carriers | None = None, placeless: bool = False) -> None:
         self.place_of = place_of
+        self.placeless = placeless  # an environment that never shows a place: the episode is one place
         self.common = common
         self.carriers = carriers or Carriers()
         self.held: set[str] = set()
@@ -76,7 +77,7 @@ class _Scope:
 
     @property
     def located(self) -> bool:
-        return self.place is not None
+        return self.place is not None or self.placeless
 
     def holds(self, level: str, phrase: str) -> bool:
         if level == "episode" and phrase in self.common:
@@ -104,6 +105,23 @@ class _Scope:
                     self.held.discard(phrase)
 
 
+def _slotted(observation: str, arguments: Mapping[str, Any]) -> str:
+    """The observation as a template: braces escaped, every string argument it shows as its `{slot}` (a refusal
+    that echoes the thing: "cd: '{folder}': No such file or directory")."""
+    form = observation.replace("{", "{{").replace("}", "}}")
+    for key, value in sorted(((k, v) for k, v in arguments.items() if isinstance(v, str) and len(v.strip()) > 1),
+                             key=lambda kv: -len(kv[1])):
+        form = form.replace(value, "{" + key + "}")
+    return form
+
+
+def _fill(template: str, arguments: Mapping[str, Any]) -> str | None:
+    try:
+        return template.format(**{k: v for k, v in arguments.items() if isinstance(v, str)})
+    except (KeyError, IndexError, ValueError):
+        return None
+
+
 def _form(observation: str, arguments: Mapping[str, Any]) -> str | None:
     """The observation with every argument's value as its `{slot}` (longest value first), or None when some value
     does not appear in it."""
@@ -123,7 +141,8 @@ class ScopeTracker:
                  carriers: Carriers | None = None) -> None:
         self.place_of = place_of
         self._carriers = carriers  # learned here when not given (`InventoryTracker` learns the same)
-        self.refusals: dict[str, list[Refusal]] = {}  # action -> its refusals, broadest scope level first
+        self.refusals: dict[str, list[Refusal]] = {}  # action -> its refusals (templates), broadest level first
+        self.placeless = False  # whether the evidence never shows a place (JSON tools): then an episode is one
         self.general: dict[str, Refusal] = {}  # level -> the refusal every action that learned one gives there
         self.measured: dict[str, set[str]] = {}  # action -> levels with enough out-of-scope turns to judge
         self.forms: dict[str, str] = {}  # action shape -> its usual in-scope answer with slots
@@ -143,17 +162,19 @@ class ScopeTracker:
                 self.common.setdefault(name, set()).add(phrase)
         episodes = group_by_episode(evidence).values()
         self.carriers = self._carriers or learn_carriers(episodes, self.place_of)
+        self.placeless = bool(evidence) and not any(self.place_of(item.observation) for item in evidence)
         rows: dict[str, list[tuple[dict[str, bool], str, str]]] = defaultdict(list)
         scoped: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)  # shape -> in-scope answers
         for items in episodes:
-            scope = _Scope(self.place_of, set(), carriers=self.carriers)
+            scope = _Scope(self.place_of, set(), carriers=self.carriers, placeless=self.placeless)
             for item in items:
                 arguments = item.arguments if isinstance(item.arguments, dict) else {}
                 named = list(phrases(arguments).values())
                 scope.common = self.common.get(item.action, set())
                 if named and scope.located:  # before the first place shown, the evidence lacks the opening
                     flags = {level: all(scope.holds(level, p) for p in named) for level in LEVELS}
-                    rows[item.action].append((flags, item.observation, " ".join(item.action_text.split())))
+                    rows[item.action].append((flags, _slotted(item.observation, arguments),
+                                              " ".join(item.action_text.split())))
                     if flags["here"]:
                         held = all(p in scope.held for p in named)
                         scoped[_shape(item.action, arguments, held)].append((item.observation, arguments))
@@ -175,14 +196,14 @@ class ScopeTracker:
                                               round(min(r.accuracy for r in learned), 4), sum(r.turns for r in learned))
         for shape, answers in scoped.items():
             refused = {r.observation for r in self.refusals.get(shape.split("(", 1)[0].split(" ", 1)[-1], [])}
-            forms = Counter(form for observation, arguments in answers if observation not in refused
+            forms = Counter(form for observation, arguments in answers if _slotted(observation, arguments) not in refused
                             for form in [_form(observation, arguments)] if form is not None and "{" in form)
             ranked = forms.most_common(2)
             if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
                 self.forms[shape] = ranked[0][0]  # the plurality: the route table measures it held out
 
     def reset(self, opening: str = "") -> None:
-        self.scope = _Scope(self.place_of, set(), opening, self.carriers)
+        self.scope = _Scope(self.place_of, set(), opening, self.carriers, self.placeless)
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.scope.observe(name, arguments, observation)
@@ -209,7 +230,10 @@ class ScopeTracker:
             if refusal is None:  # a narrower level's refusal was learned only on things in scope at this one
                 return []
             whose = f"{name!r}" if level in own else "every action that learned a refusal"
-            return [Proposal("scope", refusal.observation, outcome="failure", form=refusal.observation, notes=[
+            answer = _fill(refusal.observation, arguments)
+            if answer is None:
+                return []
+            return [Proposal("scope", answer, outcome="failure", form=refusal.observation, notes=[
                 f"{missing[0]!r} is not in view ({level}): the evidence refused {whose} so in "
                 f"{refusal.accuracy:.0%} of {refusal.turns} turns"])]
         held = all(p in self.scope.held for p in named)
@@ -230,12 +254,12 @@ class ScopeTracker:
 
 
 def _refusal(rows: Sequence[tuple[dict[str, bool], str, str]], level: str) -> Refusal | None:
-    """The refusal that (scope flags, answer, action line) rows support at `level`, if any: one answer to most
-    out-of-scope turns, for two action lines or more, and to few turns in scope at every level (a narrower level
-    may refuse the same way)."""
+    """The refusal that (scope flags, answer template, action line) rows support at `level`, if any: one answer
+    to most out-of-scope turns, for two action lines or more, and to few of (at least `MIN_TURNS`) turns in scope
+    at every level (a narrower level may refuse the same way)."""
     out = [(answer, line) for flags, answer, line in rows if not flags[level]]
     inside = [answer for flags, answer, _ in rows if all(flags.values())]
-    if len(out) < MIN_TURNS:
+    if len(out) < MIN_TURNS or len(inside) < MIN_TURNS:  # a refusal is a contrast: both sides must be seen
         return None
     answer, count = Counter(a for a, _ in out).most_common(1)[0]
     lines = {line for a, line in out if a == answer}
