@@ -74,6 +74,8 @@ _UNSEEN = _Unseen()
 
 
 def _answer(text: str) -> dict[str, Any] | None:
+    if not text.lstrip().startswith("{"):
+        return None  # not a JSON object: most text worlds' answers, skipped without a parse
     try:
         value = json.loads(text)
     except ValueError:
