@@ -359,3 +359,15 @@ def test_stages_run_end_to_end_on_the_tiny_model_and_every_call_is_logged(tmp_pa
     assert len(calls) == sum(report.calls for report in reports.values())
     assert any(call.outputs and call.error is None for call in calls)  # the model really generated
     assert all(call.params.get("max_tokens") == 256 for call in calls)
+
+
+def test_rule_slots_are_read_as_the_engine_renders_them() -> None:
+    answer = {"rules": [
+        {"template": "{{{arg.thing}}}", "outcome": "success"},  # a brace, a slot of no argument, a brace
+        {"template": "You pick up the {arg.object} {{arg.thing}}.", "outcome": "success"},  # escaped: text
+    ]}
+    report = StageReport()
+    rules = model_rules("take", EVIDENCE, ScriptedLLM(lambda m: json.dumps(answer)), fallback=deterministic_rules,
+                        report=report)
+    assert [r.template for r in rules] == ["You pick up the {arg.object} {{arg.thing}}."]
+    assert report.dropped == 1 and "{arg.thing} names no argument" in report.errors[0]

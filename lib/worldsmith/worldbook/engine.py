@@ -99,6 +99,23 @@ def template_slots(template: str) -> list[Slot]:
     return [piece for piece in _pieces(template) if isinstance(piece, Slot)]
 
 
+def slot_bodies(template: str) -> list[tuple[str, Slot | None]]:
+    """Every unescaped `{...}` of a template as the engine reads it: (its body, the slot it fills, or None when it
+    is no slot: a typo, a bad path or an unescaped literal brace, which `render` would print as it stands)."""
+    out: list[tuple[str, Slot | None]] = []
+    for match in _TEMPLATE_TOKEN.finditer(template):
+        body = match.group(1)
+        if body is None:
+            continue
+        if arg := _ARG_SLOT.fullmatch(body):
+            out.append((body, Slot(match.start(), match.end(), arg=arg.group(1))))
+        elif state := _STATE_SLOT.fullmatch(body):
+            out.append((body, Slot(match.start(), match.end(), path=state.group(1), key_arg=state.group(2))))
+        else:
+            out.append((body, None))
+    return out
+
+
 def escape_braces(text: str) -> str:
     """Text as a template that renders to itself: `{` and `}` are doubled, so observed braces never read as slots."""
     return text.replace("{", "{{").replace("}", "}}")

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.llm.structured import chat_structured, parse_structured, validation_problems
+from worldsmith.worldbook.engine import slot_bodies
 from worldsmith.worldbook.model import NAMESPACES, Condition, Effect, Evidence, Note, Rule, RuleProvenance, RuleStatus
 from worldsmith.worldbook.stages import Extraction, Fact
 from worldsmith.worldbook.templates import make_template, render_template
@@ -91,8 +92,6 @@ Reply with the JSON object only."""
 REPAIR_PROMPT = "That answer is not valid. Reply with only a JSON value matching this schema:\n{schema}\nProblems: {problems}"
 
 _OUTCOME = re.compile(r"^(success|failure(:[A-Za-z0-9_\-]+)?)$")
-_SLOT = re.compile(r"(?<!\{)\{([^{}]*)\}(?!\})")
-_ARG_SLOT = re.compile(r"^arg\.([A-Za-z0-9_]+)$")
 _MAX_ERRORS = 200
 _MAX_PROVENANCE = 50
 
@@ -408,12 +407,13 @@ def _rule_problem(draft: _RuleDraft, names: set[str], rule: Rule) -> str | None:
     """Why a syntactically valid rule still cannot stand (a slot or argument the action never has)."""
     if not draft.template.strip():
         return "the template is empty"
-    for slot in _SLOT.findall(draft.template):
-        argument = _ARG_SLOT.match(slot)
-        if argument and argument.group(1) not in names:
-            return f"slot {{{slot}}} names no argument of {rule.action!r} (known: {', '.join(sorted(names)) or 'none'})"
-        if not argument and slot.split(".")[0] not in NAMESPACES:
-            return f"slot {{{slot}}} is neither {{arg.NAME}} nor a state path"
+    for body, slot in slot_bodies(draft.template):  # read as the engine renders: `{{` and `}}` are text
+        if slot is None:
+            return f"slot {{{body}}} is neither {{arg.NAME}} nor a state path (a literal brace is written {{{{ or }}}})"
+        for argument in (slot.arg, slot.key_arg):
+            if argument is not None and argument not in names:
+                known = ", ".join(sorted(names)) or "none"
+                return f"slot {{{body}}} names no argument of {rule.action!r} (known: {known})"
     for condition in rule.conditions:
         if condition.arg is not None and condition.arg not in names:
             return f"a condition tests argument {condition.arg!r}, which {rule.action!r} never has"
