@@ -64,3 +64,20 @@ def test_first_start_on_the_bundled_samples_builds_an_alfworld_worldbook(monkeyp
     book = store.load("alfworld")
     assert {r.action for r in book.supported_rules()} >= {"go", "take", "put"}
     assert store.info("alfworld", store.head("alfworld")).validation["status"] == "validated"
+
+
+def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
+    from workbench.components.build_report import leakage_frame
+
+    from helpers import sample_episodes
+    from worldsmith.worldbook import leakage_check
+
+    episodes = sample_episodes("alfworld_expert")[:3]
+    copy = episodes[1].model_copy(update={"id": "copied-run", "task_id": "another-task"})
+    report = leakage_check(episodes[:2], [episodes[0], copy, episodes[2]])
+    assert not report["ok"]
+    frame = leakage_frame(report)
+    why = dict(zip(frame["episode"], frame["why"], strict=False))
+    assert why[episodes[0].id].startswith("the same episode id is in the construction episodes; ")
+    assert why["copied-run"] == f"a copy of {episodes[1].id} (the same actions and observations)"
+    assert episodes[2].id not in why

@@ -16,6 +16,25 @@ def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
                          for action, row in report["per_action"].items()])
 
 
+def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
+    """Which held-out trajectories also stand in the construction episodes, and why: a row per trajectory
+    (`worldbook.build.leakage_check`; its lists of examples are cut at 20)."""
+    why: dict[str, list[str]] = {}
+    for episode in leakage.get("shared_episodes") or []:
+        why.setdefault(episode, []).append("the same episode id is in the construction episodes")
+    turns: dict[str, list[str]] = {}
+    for turn in leakage.get("leaked_turns") or []:
+        turns.setdefault(turn.rsplit("#", 1)[0], []).append(turn)
+    for episode, found in turns.items():
+        why.setdefault(episode, []).append(f"{len(found)} of its target turns are in the construction episodes "
+                                           f"(e.g. {found[0]})")
+    for pair in leakage.get("duplicated_trajectories") or []:
+        copy, _, original = pair.partition(" = ")
+        why.setdefault(copy, []).append(f"a copy of {original} (the same actions and observations)")
+    return pd.DataFrame([{"episode": episode, "why": "; ".join(reasons)} for episode, reasons in why.items()],
+                        columns=["episode", "why"])
+
+
 def _validation(title: str, report: dict[str, Any]) -> None:
     totals, common = report["totals"], report["common_actions"]
     st.markdown(f"**{title}**")
@@ -41,6 +60,12 @@ def render_build_report(outcome: dict[str, Any]) -> None:
         leakage = outcome.get("leakage") or {}
         st.caption(f"Held-out split `{outcome.get('validation_split')}`; leakage check "
                    f"{'passed' if leakage.get('ok') else 'FAILED'}")
+        if leakage and not leakage.get("ok"):
+            leaked = leakage.get("leaked_episodes") or []
+            st.warning(f"{len(leaked)} held-out trajectories also stand in the construction episodes: the held-out "
+                       "numbers below overstate fidelity. Evaluate with `--drop-leaked` or split again.",
+                       icon=":material/warning:")
+            st.dataframe(leakage_frame(leakage), hide_index=True)
         _validation("Replay on held-out trajectories", outcome["validation"])
     if outcome.get("cross_fit"):
         crossed = outcome["cross_fit"]
