@@ -174,3 +174,20 @@ def test_structured_output_gives_up_with_a_typed_error() -> None:
         chat_structured(backend, user("q"), Move, retries=2)
     assert caught.value.last_output == '["x"]'
     assert caught.value.errors
+
+
+def test_a_models_toml_name_opens_its_model_wherever_a_spec_is_taken(tmp_path: Path) -> None:
+    from worldsmith.llm import open_llm, resolve_spec
+
+    tiny = Path(__file__).resolve().parents[2] / "data_samples" / "models" / "tiny"
+    (tmp_path / "models.toml").write_text(f'[models.mine]\nspec = "tiny:{tiny}"\n')
+    assert resolve_spec("mine", tmp_path) == f"tiny:{tiny}"
+    assert resolve_spec("openai:m@http://127.0.0.1:9/v1", tmp_path) == "openai:m@http://127.0.0.1:9/v1"
+    llm = open_llm("mine", tmp_path, component="test")  # build --llm, policies, eval awb and pages all call this
+    try:
+        [completion] = llm.chat(user("> look\n"), max_tokens=4)
+        assert isinstance(completion.text, str) and llm.model_calls == 1
+    finally:
+        llm.close()
+    with pytest.raises(ValueError, match="no backend prefix"):
+        open_llm("not-configured", tmp_path)

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.llm import LLMError, configured_models, default_model_spec, open_llm
+from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
 from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS
 from worldsmith.sim.sidebyside import SideBySide, StepView, default_methods
 from worldsmith.worldbook import WorldbookStore
@@ -80,8 +80,7 @@ def run_side_by_side(args: argparse.Namespace) -> int:
     if any(m in MODEL_WORLD_MODELS for m in methods):
         if spec is None:
             raise CommandError("direct, rag and book need a model: pass --llm SPEC or set WORLDSMITH_MODEL")
-        configured = configured_models(workspace.root)
-        spec = configured[spec].text if spec in configured else spec
+        spec = resolve_spec(spec, workspace.root)
         try:
             llm = open_llm(spec, workspace.root, component="side-by-side")
         except LLMError as error:

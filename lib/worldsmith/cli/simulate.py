@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.llm import LLMError, configured_models, default_model_spec, open_llm
+from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
 from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line
 from worldsmith.sim.factory import (
     DEFAULT_WORLD_MODEL,
@@ -85,8 +85,7 @@ def _world_model(args: argparse.Namespace, book: Worldbook) -> WorldModel:
         spec = args.llm or default_model_spec()
         if spec is None:
             raise CommandError(f"--model {args.model} needs a model: pass --llm SPEC or set WORLDSMITH_MODEL")
-        configured = configured_models(root)
-        spec = configured[spec].text if spec in configured else spec
+        spec = resolve_spec(spec, root)
         try:
             llm = open_llm(spec, root, component="simulate")
         except LLMError as error:

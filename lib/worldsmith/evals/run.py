@@ -183,10 +183,9 @@ def _resolve_spec(spec: str | None, root: Path) -> str | None:
     """A models.toml name becomes its spec; a spec stays as it is."""
     if not spec:
         return None
-    from worldsmith.llm.spec import configured_models
+    from worldsmith.llm.spec import resolve_spec
 
-    configured = configured_models(root)
-    return configured[spec].text if spec in configured else spec
+    return resolve_spec(spec, root)
 
 
 def _pricing(spec: str | None) -> Pricing:

@@ -30,6 +30,7 @@ from worldsmith.llm.spec import (
     load_config,
     make_llm,
     parse_spec,
+    resolve_spec,
 )
 from worldsmith.llm.structured import chat_structured, extract_json
 from worldsmith.llm.tracked import TrackedLLM, new_run_id, open_llm
@@ -62,4 +63,5 @@ __all__ = [
     "new_run_id",
     "open_llm",
     "parse_spec",
+    "resolve_spec",
 ]

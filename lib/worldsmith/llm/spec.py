@@ -149,6 +149,13 @@ def default_model_spec() -> str | None:
     return f"tiny:{BUNDLED_TINY}" if (BUNDLED_TINY / "config.json").exists() else None
 
 
+def resolve_spec(spec: str, workspace_root: str | Path) -> str:
+    """A name from the workspace's `models.toml` (or `default`) as its spec; any other text as it is. The one
+    place names are resolved: `open_llm` calls it, so every command and page accepts a configured name."""
+    configured = configured_models(workspace_root)
+    return configured[spec].text if spec in configured else spec
+
+
 def configured_models(workspace_root: str | Path) -> dict[str, ModelSpec]:
     """The workspace's `models.toml` (if any) plus `default` (the default model), by name."""
     models: dict[str, ModelSpec] = {}

@@ -16,7 +16,7 @@ from typing import Any
 from worldsmith.llm.base import LLM, Completion, GenerationParams, LLMError, Message, check_messages
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog
-from worldsmith.llm.spec import make_llm
+from worldsmith.llm.spec import make_llm, resolve_spec
 
 __all__ = ["TrackedLLM", "new_run_id", "open_llm"]
 
@@ -83,12 +83,13 @@ class TrackedLLM:
 
 def open_llm(spec: str, workspace_root: str | Path | None = None, *, component: str = "default",
              run: str | None = None, cache: bool = True, log: bool = True, **options: Any) -> TrackedLLM:
-    """A backend from its spec, with the workspace's cache (`llm/cache.sqlite`) and call log (`llm/calls.sqlite`)."""
+    """A backend from its spec or its `models.toml` name (`resolve_spec`), with the workspace's cache
+    (`llm/cache.sqlite`) and call log (`llm/calls.sqlite`)."""
     from worldsmith.workspace import default_workspace_root
 
     root = Path(workspace_root) if workspace_root is not None else default_workspace_root()
     return TrackedLLM(
-        make_llm(spec, **options),
+        make_llm(resolve_spec(spec, root), **options),
         cache=ResponseCache(root / "llm" / "cache.sqlite") if cache else None,
         log=CallLog(root / "llm" / "calls.sqlite") if log else None,
         run=run, component=component,
