@@ -16,9 +16,8 @@ from typing import Any
 
 import orjson
 import pandas as pd
-import psutil
 
-from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.runstore import RunStore, process_alive
 
 __all__ = [
     "TrainRun",
@@ -36,19 +35,6 @@ RunState = str  # "running" | "done" | "failed" | "stopped" | "new"
 
 def runs_root(root: str | Path) -> Path:
     return Path(root) / "runs" / "envace"
-
-
-def process_alive(pid: int | None, updated: float | None) -> bool:
-    """Whether `pid` is a live process that existed when the run last wrote its status (not a recycled pid)."""
-    if not pid:
-        return False
-    try:
-        process = psutil.Process(int(pid))
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return updated is None or process.create_time() <= float(updated) + 1.0
-    except (psutil.Error, ValueError):
-        return False
 
 
 @dataclass
@@ -103,8 +89,7 @@ def load_run(path: Path) -> TrainRun:
     state = str(status.get("state") or ("done" if summary else "new"))
     updated = status.get("updated")
     pid = status.get("pid")
-    if state == "running" and not process_alive(pid, updated):
-        state = "stopped"
+    # `read_status` already reads a running status whose process is gone as "stopped"
     return TrainRun(
         name=path.name,
         path=path,

@@ -3,7 +3,8 @@
 `train --config FILE [--out DIR] [--json]` runs (or resumes) one EnvACE run and prints its summary
 (the JSON carries act_loss_first/last, rehearse_loss_first/last, rehearsal_fidelity, ...);
 progress goes to stderr. `sweep --config FILE [--address ADDR] [--num-cpus N]` runs a grid of
-trials through Ray Tune. `eval` is `worldsmith.cli.envace_eval`.
+trials through Ray Tune. `runs [--json]` lists the workspace's runs with their state (a run whose
+process is gone reads `stopped`). `eval` is `worldsmith.cli.envace_eval`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--out", type=Path, help="sweep folder (default: <workspace>/runs/envace/sweeps/<name>)")
     add_common(sweep)
     sweep.set_defaults(handler=run_sweep_command)
+
+    runs = actions.add_parser("runs", help="the workspace's EnvACE runs and their state (a killed run: stopped)")
+    add_common(runs)
+    runs.set_defaults(handler=run_runs)
 
     try:
         from worldsmith.cli.envace_eval import register_eval
@@ -95,6 +100,23 @@ def run_train(args: argparse.Namespace) -> int:
     if data["reward_first"] is not None:
         print(f"  reward {data['reward_first']:.4f} -> {data['reward_last']:.4f}")
     print(f"  {data['tokens_per_s']} tokens/s; checkpoint {data['checkpoint']}")
+    return EXIT_OK
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    from worldsmith.cli.common import workspace_from
+    from worldsmith.envace.runstore import run_states
+
+    rows = run_states(workspace_from(args).root / "runs" / "envace")
+    if getattr(args, "json", False):
+        emit_json({"runs": rows})
+        return EXIT_OK
+    if not rows:
+        print("no EnvACE runs in this workspace")
+    for row in rows:
+        progress = f"{row.get('step') or 0}/{row.get('steps') or '?'}"
+        print(f"{row['name']:<32} {row['state'] or '?':<9} {progress:<9} {row.get('objective') or ''}"
+              + (f"  ({row['error']})" if row.get("error") else ""))
     return EXIT_OK
 
 

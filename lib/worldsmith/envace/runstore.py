@@ -2,7 +2,8 @@
 
 `<run>/config.json`, `metrics.jsonl` (one object per logged step), `probes.jsonl` (each probe
 with real and rehearsed responses side by side), `checkpoints/step-<N>/`, `summary.json` and
-`status.json` (`state: running|done|failed`, `pid`, `updated`, `error`). JSON files are replaced
+`status.json` (`state: running|done|failed`, `pid`, `host`, `updated`, `error`; read back as `stopped`
+when it says running but its process is gone: killed, crashed, the machine restarted). JSON files are replaced
 atomically; JSONL files are appended and fsynced line by line, and cut back to a checkpoint's
 step on resume, so a killed run never leaves a half line or steps its checkpoint does not have.
 """
@@ -11,15 +12,17 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 
-__all__ = ["RunStore", "read_jsonl"]
+__all__ = ["RunStore", "process_alive", "read_jsonl", "run_states"]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -36,6 +39,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 continue
     return rows
+
+
+def process_alive(pid: int | None, updated: float | None) -> bool:
+    """Whether `pid` is a live process that existed when the run last wrote its status (not a recycled pid)."""
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(int(pid))
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return updated is None or process.create_time() <= float(updated) + 1.0
+    except (psutil.Error, ValueError):
+        return False
 
 
 class RunStore:
@@ -68,12 +84,22 @@ class RunStore:
         return orjson.loads(path.read_bytes()) if path.is_file() else None
 
     def write_status(self, state: str, *, error: str | None = None, **extra: Any) -> None:
-        status = {"state": state, "pid": os.getpid(), "updated": time.time(), "error": error, **extra}
+        status = {"state": state, "pid": os.getpid(), "host": socket.gethostname(), "updated": time.time(),
+                  "error": error, **extra}
         atomic_write_json(self.root / "status.json", status)
 
     def read_status(self) -> dict[str, Any] | None:
+        """The run's status; a `running` one whose process is gone (on this host) reads as `stopped`: nothing
+        will write it again, and a resume continues from the last checkpoint."""
         path = self.root / "status.json"
-        return orjson.loads(path.read_bytes()) if path.is_file() else None
+        if not path.is_file():
+            return None
+        status = orjson.loads(path.read_bytes())
+        here = status.get("host") in (None, socket.gethostname())
+        if status.get("state") == "running" and here and not process_alive(status.get("pid"), status.get("updated")):
+            status = {**status, "state": "stopped",
+                      "note": f"process {status.get('pid')} is gone: killed or crashed; resume to continue"}
+        return status
 
     # ------------------------------------------------------------------ JSON lines
 
@@ -123,3 +149,24 @@ class RunStore:
     def latest_checkpoint(self) -> tuple[int, Path] | None:
         found = self.checkpoints()
         return found[-1] if found else None
+
+
+def run_states(folder: str | Path) -> list[dict[str, Any]]:
+    """One row per run folder under `folder` (`<workspace>/runs/envace`): name, state, step, steps, objective,
+    updated, error; what `worldsmith envace runs` lists."""
+    rows = []
+    root = Path(folder)
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if not path.is_dir() or path.name.startswith(".") or not (path / "status.json").is_file():
+            continue
+        store = RunStore(path)
+        try:
+            status = store.read_status() or {}
+            config = store.read_config() or {}
+        except (OSError, ValueError) as error:
+            rows.append({"name": path.name, "state": "unreadable", "error": str(error)})
+            continue
+        rows.append({"name": path.name, "state": status.get("state"), "step": status.get("step"),
+                     "steps": status.get("steps") or config.get("steps"), "objective": config.get("objective"),
+                     "updated": status.get("updated"), "error": status.get("error") or status.get("note")})
+    return rows
