@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from worldsmith.envace.runstore import RunStore, process_alive
+from worldsmith.envace.runstore import RunStore
+from worldsmith.util.processes import process_alive
 
 __all__ = [
     "TrainRun",

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psutil
 
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
+from worldsmith.util.processes import process_alive
 
 __all__ = ["RunStore", "process_alive", "read_jsonl", "run_states"]
 
@@ -39,19 +39,6 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             except orjson.JSONDecodeError:
                 continue
     return rows
-
-
-def process_alive(pid: int | None, updated: float | None) -> bool:
-    """Whether `pid` is a live process that existed when the run last wrote its status (not a recycled pid)."""
-    if not pid:
-        return False
-    try:
-        process = psutil.Process(int(pid))
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return updated is None or process.create_time() <= float(updated) + 1.0
-    except (psutil.Error, ValueError):
-        return False
 
 
 class RunStore:

@@ -1,4 +1,4 @@
-"""Starting child processes from scripts, notebooks and Streamlit pages alike."""
+"""Child processes started from scripts, notebooks and Streamlit pages alike, and whether a process lives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-__all__ = ["main_module_hidden"]
+__all__ = ["main_module_hidden", "process_alive"]
 
 
 @contextlib.contextmanager
@@ -31,3 +31,19 @@ def main_module_hidden() -> Iterator[None]:
         main.__spec__ = saved_spec
         if saved_file is not None:
             main.__file__ = saved_file
+
+
+def process_alive(pid: int | None, started_before: float | None = None) -> bool:
+    """Whether `pid` is a live process on this machine (a zombie is not), and, with `started_before`, one that
+    existed by then (a recycled pid started later is not the same process)."""
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(int(pid))
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started_before is None or process.create_time() <= float(started_before) + 1.0
+    except (psutil.Error, ValueError):
+        return False

@@ -26,6 +26,7 @@ from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
 from worldsmith.traces.rows import EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
@@ -101,8 +102,8 @@ def ingest_files(
     files = expand_paths(paths)
     ingest_id = _new_ingest_id()
     reports_dir = workspace_root / "reports"
-    staging = workspace_root / ".staging" / ingest_id
-    staging.mkdir(parents=True, exist_ok=True)
+    sweep_stale(workspace_root / ".staging")  # a killed ingest's parts
+    staging = make_staging(workspace_root / ".staging")
     dataset_path = workspace_root / "datasets" / dataset
     existing = Dataset(dataset_path) if (dataset_path / "manifest.json").exists() else None
     hashes = existing.content_hashes() if existing else set()

@@ -20,6 +20,7 @@ from worldsmith.traces.exporters import export_episodes
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
 from worldsmith.workspace.splits import assign_splits
@@ -50,7 +51,7 @@ class Workspace:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_workspace_root()
-
+        sweep_stale(self.root / ".staging")  # what a killed ingest left
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
 

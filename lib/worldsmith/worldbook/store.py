@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.worldbook.model import Note, Rule, Worldbook
 
 __all__ = [
@@ -135,8 +135,9 @@ class WorldbookStore:
     def versions(self, name: str) -> list[VersionInfo]:
         """Every version, oldest first."""
         folder = self._book_dir(name) / "versions"
-        infos = [self.info(name, p.name) for p in folder.iterdir() if (p / "manifest.json").is_file()] \
-            if folder.is_dir() else []
+        sweep_stale(folder)
+        infos = [self.info(name, p.name) for p in folder.iterdir()
+                 if not p.name.startswith(".") and (p / "manifest.json").is_file()] if folder.is_dir() else []
         return sorted(infos, key=lambda info: (info.created, info.version))
 
     def history(self, name: str, version: str | None = None) -> list[VersionInfo]:
@@ -203,7 +204,8 @@ class WorldbookStore:
             author=author, message=message, hashes=hashes, build=build or {}, sources=sources or [],
             validation=validation or {}, patch=patch or [],
         )
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
+        sweep_stale(versions)  # a killed writer's half-written version
+        staging = make_staging(versions)
         try:
             for file, data in files.items():
                 (staging / file).write_bytes(data)
