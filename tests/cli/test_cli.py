@@ -47,12 +47,14 @@ def test_strict_rejects_exit_1_and_usage_errors_exit_2(tmp_path: Path) -> None:
     ])
     strict = run("ingest", str(broken), "--dataset", "d", "--strict", "--json", workspace=ws, check_code=1)
     summary = orjson.loads(strict.stdout)
-    assert summary["rejected"] == 1 and summary["committed"] is False
+    assert summary["rejected"] == 2 and summary["committed"] is False  # the call, then its episode left empty
     assert summary["rejects"][0]["pointer"] == "/messages/0/tool_calls/0" and summary["rejects"][0]["line"] == 1
+    assert summary["rejects"][1]["line"] == 1 and "has no turns (every turn was rejected" in summary["rejects"][1][
+        "reason"]
     quarantined = orjson.loads(Path(summary["quarantine"]).read_text().splitlines()[0])
     assert quarantined["raw"] and quarantined["reason"].startswith("tool call 'f' has no result")
     lenient = run("ingest", str(broken), "--dataset", "d", workspace=ws)
-    assert "1 rejected" in lenient.stdout and "committed" in lenient.stdout
+    assert "2 rejected" in lenient.stdout and "committed" in lenient.stdout
     assert run("ingest", str(broken), workspace=ws, check_code=2).returncode == 2  # --dataset missing
     assert run("ingest", str(broken), "--dataset", "d", "--format", "nope", workspace=ws, check_code=2)
     empty = tmp_path / "empty.jsonl"

@@ -24,7 +24,7 @@ from worldsmith.traces.files import expand_paths
 from worldsmith.traces.importers import detect_format, get_importer
 from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
-from worldsmith.traces.rows import EpisodeRows, episode_to_rows
+from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, validate_dataset_name
@@ -145,6 +145,9 @@ def ingest_files(
                     if isinstance(item, Reject):
                         reject(file_report, item)
                         continue
+                    if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
+                        reject(file_report, _empty(item, path))
+                        continue
                     _add_episode(item, file_report, writer, hashes, ids)
                     if progress is not None and file_report.episodes % progress_every == 0:
                         emit(str(path), done)
@@ -206,6 +209,15 @@ def _read_rows(importer: Importer, path: Path) -> Iterator[EpisodeRows | Reject]
         return
     for item in importer.read(path):
         yield item if isinstance(item, Reject) else episode_to_rows(item)
+
+
+def _empty(rows: EpisodeRows, path: Path) -> Reject:
+    """The reject of an episode left without turns, where its source says it was."""
+    source = dict(zip(EPISODE_COLUMNS, rows.episode, strict=True))
+    line = source.get("source_line")
+    return Reject(source=str(source.get("source_path") or path), line=int(line) if isinstance(line, int) else None,
+                  pointer=source.get("source_pointer"),
+                  reason=f"episode {rows.id!r} has no turns (every turn was rejected, or none was recorded)")
 
 
 def _add_episode(
