@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,11 +20,13 @@ def is_trace_candidate(path: Path) -> bool:
     return not path.stem.lower().startswith(_NOT_TRACES_STEMS)
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+def expand_paths(paths: Iterable[str | Path], unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Files as given; folders expanded to the trace files inside them (recursively, sorted).
 
     Inside a folder, hidden files and folders, documentation and code (README, LICENSE, *.md,
-    *.py, ...) are skipped; a file named explicitly is always read.
+    *.py, ...) are skipped; a file named explicitly is always read. A folder that cannot be listed
+    (no permission) is never skipped in silence: it goes to `unreadable` as (folder, why), and the
+    ingest reports it like an unreadable file.
     """
     out: list[Path] = []
     for item in paths:
@@ -31,11 +34,20 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         if not path.is_dir():
             out.append(path)
             continue
-        for candidate in sorted(path.rglob("*")):
-            relative = candidate.relative_to(path).parts
-            if candidate.is_file() and not any(part.startswith(".") for part in relative) and is_trace_candidate(candidate):
-                out.append(candidate)
+
+        found = []
+        for folder, folders, files in os.walk(path, onerror=lambda e, root=path: _failed(e, root, unreadable)):
+            folders[:] = [name for name in folders if not name.startswith(".")]
+            found += [Path(folder) / name for name in files if not name.startswith(".")]
+        out += [candidate for candidate in sorted(found) if is_trace_candidate(candidate)]
+    if unreadable is not None:
+        unreadable.sort()
     return out
+
+
+def _failed(error: OSError, root: Path, unreadable: list[tuple[Path, str]] | None) -> None:
+    if unreadable is not None:
+        unreadable.append((Path(error.filename or root), error.strerror or str(error)))
 
 
 # Sub-folders of the bundled samples folder that hold assets, not traces: ALFWorld game files, the tiny model.

@@ -99,7 +99,8 @@ def ingest_files(
     if format is not None:
         get_importer(format)
     workspace_root = Path(workspace_root)
-    files = expand_paths(paths)
+    unreadable: list[tuple[Path, str]] = []
+    files = expand_paths(paths, unreadable)
     ingest_id = _new_ingest_id()
     reports_dir = workspace_root / "reports"
     sweep_stale(workspace_root / ".staging")  # a killed ingest's parts
@@ -128,6 +129,10 @@ def ingest_files(
         quarantine.write(item)
         rejects.add(item)
 
+    for folder, why in unreadable:  # reported as an unreadable file is: never skipped in silence
+        file_report = FileReport(path=str(folder), error=f"could not list the folder: {why}")
+        report.files.append(file_report)
+        reject(file_report, Reject(source=str(folder), reason=file_report.error))
     try:
         for done, path in enumerate(files):
             file_report = FileReport(path=str(path))
