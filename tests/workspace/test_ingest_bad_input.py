@@ -177,3 +177,26 @@ def test_deeply_nested_json_document_is_rejected_not_fatal(workspace: Workspace,
     good = write_jsonl(tmp_path / "good.jsonl", [_conversation(1)])
     report = workspace.ingest([deep, good], "d", format="openai")
     assert report.files[0].rejected >= 1 and report.files[1].episodes == 1 and report.committed
+
+
+def test_one_bad_byte_early_in_a_file_rejects_its_line_only(workspace: Workspace, tmp_path: Path) -> None:
+    lines = [orjson.dumps(_conversation(n)) for n in range(1, 4)]
+    lines[1] = lines[1].replace(b'"c2"', b'"c2\xff"')  # one invalid UTF-8 byte in the second record, byte ~400
+    path = tmp_path / "mostly_fine.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = workspace.ingest([path], "d")
+    assert report.files[0].error is None and report.committed
+    assert report.episodes == 2 and report.rejected == 1
+    assert report.rejects[0]["line"] == 2 and "UTF-8" in report.rejects[0]["reason"]
+    assert Path(report.quarantine_path).read_text().count("\n") == 1
+
+
+def test_a_role_prefixed_trace_rejects_only_the_line_that_is_no_utf8(workspace: Workspace, tmp_path: Path) -> None:
+    path = tmp_path / "trace.txt"
+    path.write_bytes(b"Action: look\nObservation: a room\nAction: take \xff key\nObservation: taken\n"
+                     b"Action: go north\nObservation: a hall\n")
+    report = workspace.ingest([path], "d", format="role_prefixed")
+    assert report.rejects[0]["line"] == 3 and "not UTF-8 text" in report.rejects[0]["reason"]
+    [episode_id] = workspace.dataset("d").episode_ids()
+    episode = workspace.dataset("d").episode(episode_id)
+    assert [turn.observation.text for turn in episode.turns][-1] == "a hall"  # the rest of the file was read

@@ -54,6 +54,9 @@ class Importer(Protocol):
     def read(self, path: Path) -> Iterator[ReadItem]: ...
 
 
+_MAX_INVALID_SHARE = 0.01  # invalid UTF-8 sequences a text file's head may hold: a stray byte in a record or two
+
+
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
     with open(path, "rb") as handle:
         return handle.read(size)
@@ -65,13 +68,12 @@ def text_head(path: Path, head: bytes) -> str:
         raise TraceFormatError(str(path), "empty file")
     if b"\x00" in head:
         raise TraceFormatError(str(path), "binary file (contains NUL bytes), not a trace")
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
-    try:
-        text = decoder.decode(head, final=False)
-    except UnicodeDecodeError as error:
-        raise TraceFormatError(
-            str(path), f"binary file (not UTF-8 text at byte {error.start})"
-        ) from None
+    # A few bad bytes make a text file with bad lines (each rejected where it is read); many make a binary file.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(head, final=False)
+    invalid = text.count("\ufffd") - head.count("\ufffd".encode())
+    if invalid >= 2 and invalid > _MAX_INVALID_SHARE * len(head):
+        raise TraceFormatError(str(path), f"binary file ({invalid} of the first {len(head)} bytes are not UTF-8)")
     if not text.strip():
         raise TraceFormatError(str(path), "empty file (only whitespace)")
     return text.lstrip("\ufeff")

@@ -76,31 +76,33 @@ class RolePrefixedImporter:
         builder = _EpisodeBuilder(episode_id=path.stem, line=1)
         entry: _Entry | None = None
         episodes = 0
-        try:
-            with open(path, encoding="utf-8", errors="strict") as handle:
-                for number, line in enumerate(handle, start=1):
-                    line = line.rstrip("\r\n")
-                    match = _PREFIX.match(line)
-                    role = match.group("role").lower() if match else None
-                    if role in _ROLES:
-                        if entry is not None:
-                            yield from self._apply(builder, entry, source)
-                        text = line[match.end():]
-                        if role == "episode":
-                            if builder.turns or builder.pending or builder.context:
-                                yield from self._finish(builder, source)
-                                episodes += 1
-                            builder = _EpisodeBuilder(episode_id=text.strip() or f"{path.stem}-{episodes}", line=number)
-                            entry = None
-                            continue
-                        entry = _Entry(role=role, text=text, line=number)
-                    elif entry is not None:
-                        entry.text += "\n" + line
-                    elif line.strip():
-                        yield Reject(source, "text before the first role prefix (User:/Action:/Observation:)",
-                                     line=number, raw=line)
-        except UnicodeDecodeError as error:
-            yield Reject(source, f"not UTF-8 text: {error.reason}; the rest of the file is skipped")
+        with open(path, "rb") as handle:  # line by line: a line that is no UTF-8 is rejected, the rest read
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as error:
+                    yield Reject(source, f"not UTF-8 text ({error.reason} at byte {error.start} of the line)",
+                                 line=number, raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+                    continue
+                match = _PREFIX.match(line)
+                role = match.group("role").lower() if match else None
+                if role in _ROLES:
+                    if entry is not None:
+                        yield from self._apply(builder, entry, source)
+                    text = line[match.end():]
+                    if role == "episode":
+                        if builder.turns or builder.pending or builder.context:
+                            yield from self._finish(builder, source)
+                            episodes += 1
+                        builder = _EpisodeBuilder(episode_id=text.strip() or f"{path.stem}-{episodes}", line=number)
+                        entry = None
+                        continue
+                    entry = _Entry(role=role, text=text, line=number)
+                elif entry is not None:
+                    entry.text += "\n" + line
+                elif line.strip():
+                    yield Reject(source, "text before the first role prefix (User:/Action:/Observation:)",
+                                 line=number, raw=line)
         if entry is not None:
             yield from self._apply(builder, entry, source)
         yield from self._finish(builder, source)
