@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+from filelock import FileLock
 from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
@@ -47,6 +48,7 @@ __all__ = [
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 _LISTS = ("rules", "notes", "demonstrations", "evidence")
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+LOCK_TIMEOUT_S = 120.0  # how long a writer waits for another's save of the same book
 
 
 class WorldbookError(ValueError):
@@ -190,7 +192,32 @@ class WorldbookStore:
     def save(self, book: Worldbook, *, parent: str | None = None, author: str = "unknown", message: str = "",
              build: dict[str, Any] | None = None, sources: list[dict[str, Any]] | None = None,
              validation: dict[str, Any] | None = None, patch: list[dict[str, Any]] | None = None) -> VersionInfo:
-        """Write `book` as a new immutable version and make it HEAD."""
+        """Write `book` as a new immutable version and make it HEAD: under the book's lock, and only when HEAD is
+        still `parent` (compare-and-swap: a writer that read an older HEAD gets a `PatchConflictError`, never
+        drops the version written meanwhile)."""
+        with self._lock(book.name):
+            current = self._current_head(book.name)
+            if current != parent:
+                raise PatchConflictError(
+                    f"worldbook {book.name!r} is at {current} now, not at {parent} as this version's parent says: "
+                    "it changed meanwhile; reload the current version and redo the change")
+            return self._save(book, parent=parent, author=author, message=message, build=build, sources=sources,
+                              validation=validation, patch=patch)
+
+    def _lock(self, name: str) -> FileLock:
+        """The book's writer lock (a file lock: threads of the workbench and other processes alike)."""
+        folder = self._book_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        return FileLock(folder / ".lock", timeout=LOCK_TIMEOUT_S)
+
+    def _current_head(self, name: str) -> str | None:
+        path = self._book_dir(name) / "HEAD"
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+    def _save(self, book: Worldbook, *, parent: str | None, author: str, message: str,
+              build: dict[str, Any] | None, sources: list[dict[str, Any]] | None,
+              validation: dict[str, Any] | None, patch: list[dict[str, Any]] | None) -> VersionInfo:
+        """`save` once the lock is held and HEAD checked."""
         folder = self._book_dir(book.name)
         versions = folder / "versions"
         versions.mkdir(parents=True, exist_ok=True)
@@ -223,7 +250,13 @@ class WorldbookStore:
         return info
 
     def patch(self, name: str, patch: Patch) -> VersionInfo:
-        """Apply `patch` and save the result as a new version; refuses conflicting concurrent edits."""
+        """Apply `patch` and save the result as a new version; refuses conflicting concurrent edits. Under the
+        book's lock: an edit made on an older HEAD is rebased onto the current one when the items it touches did
+        not change since, else refused (`PatchConflictError`); two edits released together never both win."""
+        with self._lock(name):
+            return self._patch(name, patch)
+
+    def _patch(self, name: str, patch: Patch) -> VersionInfo:
         head = self.head(name)
         base_book = self.load(name, patch.base)
         target_book = base_book
@@ -243,18 +276,19 @@ class WorldbookStore:
         except ValidationError as error:
             raise WorldbookError(f"patch on {name!r}: {error}") from None
         head_info = self.info(name, head)
-        return self.save(updated, parent=head, author=patch.author, message=patch.message,
-                         patch=[op.model_dump(mode="json") for op in patch.ops],
-                         build=head_info.build, sources=head_info.sources)
+        return self._save(updated, parent=head, author=patch.author, message=patch.message,
+                          patch=[op.model_dump(mode="json") for op in patch.ops],
+                          build=head_info.build, sources=head_info.sources, validation=None)
 
     def undo(self, name: str, *, author: str = "unknown") -> VersionInfo:
         """A new version equal to HEAD's parent (history is never rewritten)."""
-        info = self.info(name, self.head(name))
-        if info.parent is None:
-            raise WorldbookError(f"worldbook {name!r} is at its first version: nothing to undo")
-        book = self.load(name, info.parent)
-        return self.save(book, parent=info.version, author=author, message=f"undo {info.version}",
-                         build=info.build, sources=info.sources)
+        with self._lock(name):
+            info = self.info(name, self.head(name))
+            if info.parent is None:
+                raise WorldbookError(f"worldbook {name!r} is at its first version: nothing to undo")
+            book = self.load(name, info.parent)
+            return self._save(book, parent=info.version, author=author, message=f"undo {info.version}",
+                              build=info.build, sources=info.sources, validation=None, patch=None)
 
 
 def apply_ops(book: Worldbook, ops: list[PatchOp]) -> Worldbook:
