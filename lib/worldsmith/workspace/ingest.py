@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from worldsmith.traces.files import expand_paths
 from worldsmith.traces.importers import detect_format, get_importer
@@ -114,6 +116,7 @@ def ingest_files(
     quarantine = _Quarantine(reports_dir / f"{ingest_id}.quarantine.jsonl")
     rejects = RejectLog()
     writer = PartWriter(staging / "episodes.parquet", staging / "turns.parquet", ingest_id=ingest_id)
+    origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
     started = time.perf_counter()
 
     def emit(current: str, done: int) -> None:
@@ -153,7 +156,9 @@ def ingest_files(
                     if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
                         reject(file_report, _empty(item, path))
                         continue
-                    _add_episode(item, file_report, writer, hashes, ids)
+                    stored = _add_episode(item, file_report, writer, hashes, ids)
+                    if stored is not None:
+                        origin[stored] = file_report
                     if progress is not None and file_report.episodes % progress_every == 0:
                         emit(str(path), done)
             except TraceFormatError as error:
@@ -168,9 +173,7 @@ def ingest_files(
         writer.close()
         emit("", len(files))
         commit = writer.episodes > 0 and not (strict and report.rejected > 0)
-        if commit:
-            _commit(dataset_path, staging, ingest_id, writer, report)
-        report.committed = commit
+        report.committed = commit and _commit(dataset_path, staging, ingest_id, writer, report, origin)
     except BaseException:
         writer.abort()
         quarantine.close()
@@ -227,11 +230,12 @@ def _empty(rows: EpisodeRows, path: Path) -> Reject:
 
 def _add_episode(
     rows: EpisodeRows, file_report: FileReport, writer: PartWriter, hashes: set[str], ids: set[str]
-) -> None:
+) -> str | None:
+    """Stage one episode unless its content is there already; the id it is staged under."""
     digest = rows.content_hash()
     if digest in hashes:
         file_report.duplicates += 1
-        return
+        return None
     if rows.id in ids:  # same id, other content: keep both, the newcomer with a suffix
         rows = rows.renamed(f"{rows.id}~{digest[:8]}")
         file_report.renamed += 1
@@ -240,13 +244,59 @@ def _add_episode(
     ids.add(rows.id)
     file_report.episodes += 1
     file_report.turns += len(rows.turns)
+    return rows.id
 
 
-def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport) -> None:
+def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
+                       origin: dict[str, FileReport]) -> tuple[int, int]:
+    """Under the dataset's lock: drop the staged episodes another ingest committed meanwhile (same content) and
+    rename those whose id it took, as `_add_episode` does against what was committed at the start; count them in
+    the file reports. (episodes, turns) left to commit."""
+    if not dataset.parts:
+        return writer.episodes, writer.turns
+    hashes, ids = dataset.content_hashes(), dataset.episode_ids()
+    episodes = pq.read_table(staging / "episodes.parquet")
+    turns = pq.read_table(staging / "turns.parquet")
+    rows = episodes.select(["episode_id", "content_hash"]).to_pylist()
+    dropped = {row["episode_id"] for row in rows if row["content_hash"] in hashes}
+    renamed = {row["episode_id"]: f"{row['episode_id']}~{row['content_hash'][:8]}" for row in rows
+               if row["episode_id"] in ids and row["episode_id"] not in dropped}
+    if not dropped and not renamed:
+        return writer.episodes, writer.turns
+    turn_counts = turns.group_by("episode_id").aggregate([("turn_index", "count")]).to_pylist()
+    per_episode = {row["episode_id"]: row["turn_index_count"] for row in turn_counts}
+    for row in rows:
+        file_report = origin.get(row["episode_id"])
+        if file_report is not None and row["episode_id"] in dropped:
+            file_report.episodes -= 1
+            file_report.turns -= per_episode.get(row["episode_id"], 0)
+            file_report.duplicates += 1
+        elif file_report is not None and row["episode_id"] in renamed:
+            file_report.renamed += 1
+
+    def rewrite(table: pa.Table) -> pa.Table:
+        ids_column = table.column("episode_id").to_pylist()
+        keep = pa.array([episode not in dropped for episode in ids_column])
+        table = table.set_column(table.schema.get_field_index("episode_id"), "episode_id",
+                                 pa.array([renamed.get(e, e) for e in ids_column], pa.string()))
+        return table.filter(keep)
+
+    episodes, turns = rewrite(episodes), rewrite(turns)
+    pq.write_table(episodes, staging / "episodes.parquet")
+    pq.write_table(turns, staging / "turns.parquet")
+    return episodes.num_rows, turns.num_rows
+
+
+def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport,
+            origin: dict[str, FileReport]) -> bool:
+    """Move the staged part into the dataset under its lock; False when nothing was left to commit."""
     dataset = Dataset.create(dataset_path)
     parts_dir = dataset_path / "parts"
     parts_dir.mkdir(exist_ok=True)
     with dataset.locked():
+        n_episodes, n_turns = _against_committed(dataset, staging, writer, origin)
+        if n_episodes == 0:  # another ingest committed all of it meanwhile
+            return False
         episodes_name = f"parts/{ingest_id}.episodes.parquet"
         turns_name = f"parts/{ingest_id}.turns.parquet"
         os.replace(staging / "episodes.parquet", dataset_path / episodes_name)
@@ -254,11 +304,12 @@ def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWrite
         manifest = dataset.manifest
         manifest.setdefault("parts", []).append({
             "ingest_id": ingest_id, "episodes": episodes_name, "turns": turns_name,
-            "n_episodes": writer.episodes, "n_turns": writer.turns,
+            "n_episodes": n_episodes, "n_turns": n_turns,
         })
         manifest.setdefault("ingests", []).append({
             "ingest_id": ingest_id, "report": f"../../reports/{ingest_id}.json",
             "files": [f.path for f in report.files], "at": datetime.now(UTC).isoformat(timespec="seconds"),
         })
         dataset.write_manifest(manifest)
+    return True
 
