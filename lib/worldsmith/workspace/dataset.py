@@ -36,6 +36,19 @@ MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
 
 
+@contextlib.contextmanager
+def dataset_lock(path: Path) -> Iterator[None]:
+    """The writer lock of the dataset folder `path`, also before its manifest exists (the first ingest creates
+    it under the lock, so two first ingests never write one manifest over the other's commit)."""
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / ".lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class DatasetNotFound(LookupError):
     pass
 
@@ -124,15 +137,9 @@ class Dataset:
             })
         return Dataset(path)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """Serialise writers of this dataset (ingest commits, split assignment)."""
-        with open(self.path / ".lock", "a+") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return dataset_lock(self.path)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         manifest["revision"] = int(manifest.get("revision", 0)) + 1

@@ -29,7 +29,7 @@ from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog
 from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.staging import make_staging, sweep_stale
-from worldsmith.workspace.dataset import Dataset, validate_dataset_name
+from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
 __all__ = ["IngestProgress", "ingest_files"]
@@ -290,10 +290,10 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
 def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport,
             origin: dict[str, FileReport]) -> bool:
     """Move the staged part into the dataset under its lock; False when nothing was left to commit."""
-    dataset = Dataset.create(dataset_path)
     parts_dir = dataset_path / "parts"
-    parts_dir.mkdir(exist_ok=True)
-    with dataset.locked():
+    parts_dir.mkdir(parents=True, exist_ok=True)
+    with dataset_lock(dataset_path):
+        dataset = Dataset.create(dataset_path)  # the first manifest under the lock: never over another's commit
         n_episodes, n_turns = _against_committed(dataset, staging, writer, origin)
         if n_episodes == 0:  # another ingest committed all of it meanwhile
             return False
