@@ -29,7 +29,7 @@ from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA, episodes_f
 if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
     import pandas as pd
 
-__all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "validate_dataset_name"]
+__all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "validate_dataset_name"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MANIFEST = "manifest.json"
