@@ -32,6 +32,7 @@ from worldsmith.sim.factory import (  # noqa: E402
     WORLD_MODELS,
     make_world_model,
 )
+from worldsmith.util.names import InvalidName, check_name  # noqa: E402
 from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
 
 NEW = "(new session)"
@@ -62,8 +63,10 @@ def _llm(spec: str, workspace: str):
 def _create_session() -> None:
     state = st.session_state
     name = (state.get("sim_new_name") or "").strip()
-    if not name or "/" in name or name.startswith("."):
-        state["sim_error"] = "A session name must be a plain folder name."
+    try:
+        check_name(name, "session")
+    except InvalidName as error:
+        state["sim_error"] = str(error)
         return
     book_name = state["sim_book"]
     try:

@@ -318,7 +318,7 @@ def test_invalid_dataset_name_blocks_the_import(empty_root: Path, openai_file: P
     at.text_input(key="tr_import_dataset").input("../evil name")
     at.run()
     assert at.button(key="tr_import_button").disabled
-    assert any("invalid dataset name" in str(e.value) for e in at.error)
+    assert any("dataset name" in str(e.value) and "1-120 letters" in str(e.value) for e in at.error)
 
 
 def test_rejects_and_quarantine_are_reported(empty_root: Path, tmp_path: Path, openai_file: Path) -> None:

@@ -133,7 +133,7 @@ def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
     assert command[command.index("--workspace") + 1] == str(tmp_path.resolve())
     assert command[command.index("--max-episodes") + 1] == "2"
     assert "--json" in command and "--llm" not in command and "--split" not in command
-    with pytest.raises(JobError, match="plain folder name"):
+    with pytest.raises(JobError, match="run name .*use 1-120 letters"):
         eval_command(EvalLaunch(run="../x", book="b", dataset="d", methods=["nearest"]), tmp_path)
     crossed = eval_command(EvalLaunch(run="r2", book=None, dataset="d", methods=["nearest"], folds=5,
                                       drop_leaked=True), tmp_path)

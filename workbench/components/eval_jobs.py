@@ -74,7 +74,7 @@ def _jobs_dir(root: str | Path) -> Path:
 
 
 def validate_run_name(name: str) -> str:
-    """A run name is one plain folder name under runs/eval (no path separators, not hidden)."""
+    """A run name under runs/eval, by the one name rule (`util.names.check_name`)."""
     return plain_run_name(name, JobError)
 
 

@@ -15,17 +15,19 @@ from pathlib import Path
 
 import psutil
 
+from worldsmith.util.names import InvalidName, check_name
+
 __all__ = ["alive", "child_returncode", "plain_run_name", "start_detached", "tail"]
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # started by this server process: polled to reap them
 
 
 def plain_run_name(name: str, error: type[Exception] = ValueError) -> str:
-    """A run name is one plain folder name (no path separators, not hidden); else `error` says so."""
-    name = name.strip()
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name in {"..", "."}:
-        raise error(f"run name {name!r}: use a plain folder name (letters, digits, '-', '_')")
-    return name
+    """A run name by the library's one rule (`util.names.check_name`); else `error` says what is allowed."""
+    try:
+        return check_name(name.strip(), "run")
+    except InvalidName as invalid:
+        raise error(str(invalid)) from None
 
 
 def start_detached(command: Sequence[str], *, workspace: str | Path, stdout: Path, stderr: Path,

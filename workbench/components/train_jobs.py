@@ -59,7 +59,7 @@ def launch_dir(root: str | Path) -> Path:
 
 
 def validate_run_name(name: str) -> str:
-    """One plain folder name under runs/envace (no separators, not hidden)."""
+    """A run name under runs/envace, by the one name rule (`util.names.check_name`)."""
     return plain_run_name(name, LaunchError)
 
 

@@ -8,10 +8,13 @@ before minutes of training, naming the file and the field.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from worldsmith.util.names import MAX_NAME, check_name
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -201,6 +204,12 @@ class EnvACEConfig(BaseModel):
     lora: LoraSettings | None = None
     rehearsal: RehearsalBudget = Field(default_factory=RehearsalBudget)
 
+    @field_validator("name", "worldbook")
+    @classmethod
+    def _folder_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A run or worldbook name becomes a folder: the one name rule (`--set name=../../X` never escapes)."""
+        return None if value is None else check_name(value, "run" if info.field_name == "name" else "worldbook")
+
     @model_validator(mode="after")
     def _consistent(self) -> EnvACEConfig:
         if self.rollout_source == "worldbook" and self.objective == "grpo" and not self.worldbook:
@@ -254,7 +263,8 @@ class EnvACEConfig(BaseModel):
         if self.name:
             return self.name
         data = self.data.dataset or (Path(self.data.paths[0]).stem if self.data.paths else "data")
-        return f"{self.objective}-{data}-lam{self.lam:g}-s{self.seed}"
+        data = re.sub(r"[^A-Za-z0-9._-]+", "_", data).lstrip("._-") or "data"  # a file stem may hold anything
+        return check_name(f"{self.objective}-{data}-lam{self.lam:g}-s{self.seed}"[:MAX_NAME], "run")
 
     def run_dir(self, out: str | Path | None = None) -> Path:
         """Where the run store lives: `out`, else `config.out`, else `<workspace>/runs/envace/<name>`."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import re
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -60,6 +59,7 @@ from worldsmith.evals.report import build_report, write_report
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.code_version import code_version
+from worldsmith.util.names import check_name
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 from worldsmith.worldbook.model import Worldbook
@@ -67,7 +67,6 @@ from worldsmith.worldbook.model import Worldbook
 __all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", "run_folder"]
 
 Progress = Callable[[int, int, str], None]  # (units done, units in all, what just finished)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 # Fields that do not change any record: left out of the fingerprint, so a rerun with other bootstrap
 # settings (or under a copy's name) reuses the records.
 _NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence"})
@@ -115,9 +114,7 @@ class EvalConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(f"run name {value!r}: use letters, digits, '.', '_' and '-' (at most 120)")
-        return value
+        return check_name(value, "run")
 
     @field_validator("methods")
     @classmethod

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from worldsmith.traces.model import Episode, Turn, split_turn_id
 from worldsmith.traces.report import ImportReport
 from worldsmith.traces.rows import episode_from_rows, turn_from_row
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.names import check_name
 from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA, episodes_from_tables
 
 if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFr
 
 __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "validate_dataset_name"]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
 
@@ -54,11 +53,7 @@ class DatasetNotFound(LookupError):
 
 
 def validate_dataset_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"invalid dataset name {name!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return name
+    return check_name(name, "dataset")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from filelock import FileLock
 from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.worldbook.model import Note, Rule, Worldbook
 
@@ -45,7 +45,6 @@ __all__ = [
     "iter_rule_turns",
 ]
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
 _LISTS = ("rules", "notes", "demonstrations", "evidence")
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 LOCK_TIMEOUT_S = 120.0  # how long a writer waits for another's save of the same book
@@ -107,9 +106,10 @@ def _files(book: Worldbook) -> dict[str, bytes]:
 
 def check_book_name(name: str) -> str:
     """The name, if it can name a worldbook (a folder); else a WorldbookError saying what is allowed."""
-    if not _NAME.match(name):
-        raise WorldbookError(f"worldbook name {name!r}: use letters, digits, '_', '-', '.' (at most 100)")
-    return name
+    try:
+        return check_name(name, "worldbook")
+    except InvalidName as error:
+        raise WorldbookError(str(error)) from None
 
 
 class WorldbookStore:

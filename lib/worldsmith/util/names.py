@@ -1,0 +1,27 @@
+"""One rule for every name that becomes a folder: datasets, worldbooks, runs of every kind, sessions, models.
+
+A name is 1-120 letters, digits, '.', '_' or '-', starting with a letter or digit, matched whole (a trailing
+newline is not a name: `$` would have let `abc\\n` through). It can hold no path separator and cannot be `.`
+or `..`, so a name never leaves the folder it is made in.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["InvalidName", "MAX_NAME", "check_name"]
+
+MAX_NAME = 120
+_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")
+
+
+class InvalidName(ValueError):
+    """A name that cannot name a folder here; the message says what is allowed."""
+
+
+def check_name(name: object, kind: str = "name") -> str:
+    """`name` when it is a valid name (see module doc), else `InvalidName` naming the `kind` of thing."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise InvalidName(f"{kind} name {name!r}: use 1-{MAX_NAME} letters, digits, '.', '_' or '-', "
+                          "starting with a letter or digit")
+    return name
