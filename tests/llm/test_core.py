@@ -191,3 +191,10 @@ def test_a_models_toml_name_opens_its_model_wherever_a_spec_is_taken(tmp_path: P
         llm.close()
     with pytest.raises(ValueError, match="no backend prefix"):
         open_llm("not-configured", tmp_path)
+
+
+def test_a_model_name_follows_the_one_name_rule(tmp_path: Path) -> None:
+    bad = tmp_path / "models.toml"
+    bad.write_text('[models."a/b"]\nspec = "openai:m@http://127.0.0.1:9/v1"\n')
+    with pytest.raises(ValueError, match=r"models.toml: \[models.a/b\]: model name 'a/b': use 1-120"):
+        load_config(bad)

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from worldsmith.llm.base import LLM
+from worldsmith.util.names import InvalidName, check_name
 
 __all__ = [
     "BACKENDS", "MODEL_ENV_VAR", "ModelSpec", "configured_models", "default_model_spec", "load_config", "make_llm",
@@ -131,6 +132,10 @@ def load_config(path: str | Path) -> dict[str, ModelSpec]:
         raise ValueError(f"{file}: [models] must be a table of named models")
     out: dict[str, ModelSpec] = {}
     for name, entry in models.items():
+        try:
+            check_name(name, "model")  # the one rule: a configured name never passes for a spec (no ':')
+        except InvalidName as error:
+            raise ValueError(f"{file}: [models.{name}]: {error}") from None
         if not isinstance(entry, dict) or not isinstance(entry.get("spec"), str):
             raise ValueError(f"{file}: [models.{name}] needs spec = \"kind:model...\"")
         options = {key: value for key, value in entry.items() if key != "spec"}
