@@ -17,7 +17,8 @@ _SLOW_SAVE = """
 import os, sys, time
 from worldsmith.worldbook import Worldbook, WorldbookStore
 os.fsync = lambda fd: time.sleep(120)  # stall once the files are written, before the rename
-WorldbookStore(sys.argv[1]).save(Worldbook(name="kitchen"), message="never finished")
+store = WorldbookStore(sys.argv[1])
+store.save(Worldbook(name="kitchen"), parent=store.head("kitchen"), message="never finished")
 """
 
 
