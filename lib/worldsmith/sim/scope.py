@@ -16,12 +16,17 @@ which *scope* predicts it, is learned per action from the evidence, not assumed:
   more (`go west` leads to many rooms: a direction is a thing every episode knows; `go zorkmid` is
   always refused the same way).
 
-For each action, the refusal is the one answer the evidence gives to most of its out-of-scope turns
-(at least `MIN_TURNS`, for at least two different action lines) and to few of its in-scope ones;
-the level (here or episode) is the one whose split predicts it best. The tracker then proposes
-`scope` (the refusal, when a thing the action names is out of scope) and `scope_form` (the
-evidence's usual in-scope answer to actions of the same shape, their arguments as slots: "You take
-the {object} from the {source}."). Like every tracker it proposes; the route table decides.
+Refusals are learned per action and level, broadest first (a thing unknown anywhere, then a thing
+known but not here: "You can't see any such thing." and "You can't go that way."): the one answer,
+as a template with the arguments it repeats as slots ("cd: '{folder}': No such file or directory"),
+that most of the level's out-of-scope turns get (at least `MIN_TURNS`, for two action lines or more)
+and few of at least `MIN_TURNS` fully in-scope turns get: a refusal is a contrast. Where every action
+that learned a refusal at a level gives the same one, it is the environment's *general* refusal
+there, used for actions too rare to learn their own. An environment that never shows a place (a tool
+API) is one place per episode. The tracker then proposes `scope` (the refusal, when a thing the
+action names is out of scope) and `scope_form` (the evidence's usual in-scope answer to actions of
+the same shape, things held and things in view apart, their arguments as slots: "You take the
+{object} from the {source}."). Like every tracker it proposes; the route table decides.
 """
 
 from __future__ import annotations
