@@ -8,8 +8,9 @@
 A run lives in `<workspace>/runs/eval/<name>/` (config.json, records.jsonl journal, records.parquet,
 report.json, report.md, plots/, progress.json). Its fingerprint hashes the configuration that
 changes records (not the run name nor the bootstrap settings) with the worldbook version, the
-dataset revision and the package's code fingerprint (`util.code_version`): rerunning the same configuration resumes (finished units are not recomputed) and
-only recomputes the report, while a different configuration under the same name is refused.
+dataset revision and the package's code fingerprint (`util.code_version`): rerunning the same
+configuration resumes (finished units are not recomputed) and only recomputes the report, while a
+different configuration under the same name is refused.
 Leakage is checked before anything runs: evaluation targets in the book's evidence stop the run,
 or with `drop_leaked` the leaked episodes are left out and the report names them and why.
 

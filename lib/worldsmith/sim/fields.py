@@ -35,6 +35,7 @@ SHARE = 0.8
 Relation = tuple[str, str | None]  # (kind, the argument it uses); `const` keeps its value in `FieldTracker.consts`
 _ORDER = ("add", "sub", "append", "remove", "next", "echo", "keep", "const")  # the first that fits explains a value
 _WRITES = frozenset({"add", "sub", "append", "remove", "next"})  # relations that change a field
+_UNSEEN: Any = object()  # a field the episode has not shown yet
 
 
 def _number(value: Any) -> bool:
@@ -63,14 +64,6 @@ def _relations(value: Any, last: Any, arguments: Mapping[str, Any]) -> set[Relat
     if known and value == last:
         found.add(("keep", None))
     return found
-
-
-class _Unseen:
-    def __repr__(self) -> str:
-        return "<unseen>"
-
-
-_UNSEEN = _Unseen()
 
 
 def _answer(text: str) -> dict[str, Any] | None:

@@ -64,8 +64,8 @@ class HarnessConfig:
     max_tokens: int = 256
 
 
-_ANY_KEY = "\x00"
-_VIEWS = frozenset({"place_memory", "map", "place_view", "memory"})  # sources that may answer with a place's view  # `{key}` in a schema path: any one segment
+_ANY_KEY = "\x00"  # `{key}` in a schema path: any one segment
+_VIEWS = frozenset({"place_memory", "map", "place_view", "memory"})  # sources that may answer with a place's view
 
 
 def _schema_segments(book: Worldbook) -> list[list[str]]:

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
 
 # Sources in the order they are preferred when their held-out records tie (or there is no record).
-PRIORITY = ("rule", "shell", "entity", "fields", "scope", "inventory", "place_memory", "map", "place_view", "place_form", "memory_state", "memory",
-            "scope_form", "aligned_evidence", "place_evidence")
+PRIORITY = ("rule", "shell", "entity", "fields", "scope", "inventory", "place_memory", "map", "place_view",
+            "place_form", "memory_state", "memory", "scope_form", "aligned_evidence", "place_evidence")
 # Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
 _TRUSTED_UNMEASURED = frozenset({"rule", "shell", "entity", "place_memory", "map", "memory"})
 # Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their

@@ -245,9 +245,8 @@ class ScopeTracker:
         form = self.forms.get(_shape(name, arguments, held)) or self.forms.get(_shape(name, arguments))
         if form is None or not all(self.scope.holds("here", p) for p in named):
             return []
-        try:
-            observation = form.format(**{k: v for k, v in arguments.items() if isinstance(v, str)})
-        except (KeyError, IndexError, ValueError):
+        observation = _fill(form, arguments)
+        if observation is None:
             return []
         return [Proposal("scope_form", observation, form=form, notes=[
             f"everything {name!r} names is {'held' if held else 'in view'}: its usual answer"])]

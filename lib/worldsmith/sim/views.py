@@ -278,6 +278,3 @@ class ViewEdits:
             return None
         edited = self.edited(shown[0])
         return observation.replace(shown[1], edited) if edited is not None else None
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"edits": {shape: {"where": e[0], "removed": e[1], "added": e[2]} for shape, e in self.edits.items()}}
