@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ for _path in (_HERE, _HERE.parents[1]):  # test helpers; the workbench package (
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from browser_support import CHROMIUM, CHROMIUM_ARGS, WAIT_MS  # noqa: E402
 from workbench_support import FORMATS, REPO  # noqa: E402
 
 # (shared file, fallback in data_samples/)
@@ -119,3 +121,31 @@ def empty_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))
     monkeypatch.setenv("WORLDSMITH_SAMPLES", "")
     return root
+
+
+@pytest.fixture(scope="module")
+def browser(server: dict) -> Iterator[object]:
+    """Headless Chromium for the module's `server` (each browser test module defines its own)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, server: dict) -> Iterator[object]:
+    """A fresh browser context (a new Streamlit session) and its page."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)  # the first render of a page loads its widgets' code lazily
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    try:
+        yield page
+    finally:
+        context.close()

@@ -2,112 +2,24 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workbench_support import APP, REPO
+from browser_support import WAIT_MS, require_browser, streamlit_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
-
-CHROMIUM = Path(os.environ.get("WORLDSMITH_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-WAIT_MS = 30_000
-
-
-def _require_chromium() -> None:
-    if CHROMIUM.exists():
-        return
-    message = f"Chromium not found at {CHROMIUM} (set WORLDSMITH_CHROMIUM to another binary)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, process: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().decode().strip() == "ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s:\n"
-                       f"{log.read_text(errors='replace')}")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, samples_folder: Path) -> Iterator[dict]:
     """`streamlit run workbench/app.py` on a free port, with a fresh workspace and the samples."""
-    _require_chromium()
-    pytest.importorskip("playwright.sync_api")
+    require_browser()
     workspace = tmp_path_factory.mktemp("browser-ws")
     log = tmp_path_factory.mktemp("browser-log") / "streamlit.log"
-    port = _free_port()
-    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "WORLDSMITH_SAMPLES": str(samples_folder),
-           "PYTHONUNBUFFERED": "1"}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(APP.relative_to(REPO)), "--server.port", str(port),
-             "--server.address", "127.0.0.1", "--server.headless", "true"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(url, process, log)
+    with streamlit_server(workspace, log, {"WORLDSMITH_SAMPLES": str(samples_folder)}) as url:
         yield {"url": url, "workspace": workspace, "log": log}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=15)
-
-
-@pytest.fixture(scope="module")
-def browser(server: dict) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture
-def page(browser, server: dict) -> Iterator[object]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=WAIT_MS)  # the first render of a page loads its widgets' code lazily
-    context = browser.new_context(viewport={"width": 1400, "height": 1200})
-    page = context.new_page()
-    page.set_default_timeout(WAIT_MS)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def _href(page) -> str:
