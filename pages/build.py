@@ -16,6 +16,7 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.build_report import render_build_report  # noqa: E402
+from workbench.components.text import md_escape  # noqa: E402
 
 from worldsmith.worldbook.build import BuildConfig, build_dataset  # noqa: E402
 
@@ -51,7 +52,7 @@ if submitted:
     bar = st.progress(0.0, text="starting")
 
     def show(stage: str, done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=stage)
+        bar.progress(min(1.0, done / max(total, 1)), text=md_escape(stage))
 
     try:
         outcome = build_dataset(
@@ -60,7 +61,7 @@ if submitted:
             folds=int(folds), config=BuildConfig(llm=spec.strip() or None), author="workbench", progress=show)
     except (ValueError, OSError) as error:
         bar.empty()
-        st.error(f"Build failed: {error}", icon=":material/error:")
+        st.error(f"Build failed: {md_escape(error)}", icon=":material/error:")
     else:
         bar.progress(1.0, text="done")
         st.session_state["build_last"] = outcome.to_json()

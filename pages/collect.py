@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.envs import render_env_picker, render_task_picker  # noqa: E402
 from workbench.components.paths import page_file  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect  # noqa: E402
@@ -57,8 +58,8 @@ if policy == "curious":
         columns = st.columns(6)
         for column, (option, default) in zip(columns, (("expert", 0.4), ("random", 0.2), ("revisit", 0.2),
                                                        ("read_after_write", 0.1), ("invalid", 0.1)), strict=False):
-            policy_options[option] = column.number_input(option.replace("_", " "), min_value=0.0, value=default,
-                                                         step=0.05, key=f"co_curious_{option}")
+            policy_options[option] = column.number_input(md_escape(option.replace("_", " ")), min_value=0.0,
+                                                         value=default, step=0.05, key=f"co_curious_{option}")
         policy_options["min_steps"] = int(columns[5].number_input("min steps", min_value=0, value=10,
                                                                  key="co_curious_min_steps"))
 dataset = st.text_input("Dataset", value=f"{env}-{policy}", key="co_dataset")
@@ -67,7 +68,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     try:
         validate_dataset_name(dataset)
     except ValueError as error:
-        st.error(str(error))
+        st.error(md_escape(error))
         st.stop()
     config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
                            seed=int(seed), max_steps=int(max_steps), workers=int(workers),
@@ -79,7 +80,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
 
     def show(progress: CollectProgress) -> None:
         fraction = progress.done / progress.total if progress.total else 1.0
-        bar.progress(fraction, text=f"{progress.done}/{progress.total} episodes")
+        bar.progress(fraction, text=f"{progress.done:d}/{progress.total:d} episodes")
         if progress.result is not None:
             r = progress.result
             rows.append({"task": r.task, "status": r.status, "success": r.success, "steps": r.steps,
@@ -89,20 +90,21 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     try:
         report = collect(workspace, dataset, config, progress=show)
     except (EnvError, ValueError, OSError) as error:
-        st.error(f"Collection failed: {error}", icon=":material/error:")
+        st.error(f"Collection failed: {md_escape(error)}", icon=":material/error:")
         st.stop()
     st.session_state["co_last"] = report.summary()
 
 summary = st.session_state.get("co_last")
 if summary:
     rate = "n/a" if summary["win_rate"] is None else f"{summary['win_rate']:.0%}"
-    st.success(f"`{summary['env']}` → dataset `{summary['dataset']}`: {summary['wins']} won of "
-               f"{summary['work_items']} (win rate {rate}); {summary['ingested']} episodes stored, "
-               f"{summary['duplicates']} already there, {summary['skipped_already_done']} done by an earlier run.",
+    st.success(f"{md_code(summary['env'])} → dataset {md_code(summary['dataset'])}: {md_escape(summary['wins'])} "
+               f"won of {md_escape(summary['work_items'])} (win rate {rate}); "
+               f"{md_escape(summary['ingested'])} episodes stored, {md_escape(summary['duplicates'])} already there, "
+               f"{md_escape(summary['skipped_already_done'])} done by an earlier run.",
                icon=":material/check_circle:")
     if summary["failures"]:
         st.dataframe(pd.DataFrame(summary["failures"])[["task", "status", "steps", "error"]], hide_index=True,
                      use_container_width=True)
     if summary["ingested"] or summary["duplicates"]:
-        st.page_link(page_file("traces"), label=f"Open `{summary['dataset']}` in Traces", icon=":material/timeline:",
-                     query_params={"dataset": summary["dataset"]})
+        st.page_link(page_file("traces"), label=f"Open {md_code(summary['dataset'])} in Traces",
+                     icon=":material/timeline:", query_params={"dataset": summary["dataset"]})

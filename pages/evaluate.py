@@ -31,7 +31,7 @@ from workbench.components.eval_runs import (  # noqa: E402
     read_config,
     run_dataset,
 )
-from workbench.components.text import md_code  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 
 RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
@@ -79,7 +79,7 @@ if info is None:
     st.stop()
 if info.error:
     with results_tab:
-        st.error(info.error, icon=":material/error:")
+        st.error(md_escape(info.error), icon=":material/error:")
     st.stop()
 try:
     report = load_report(info.path)
@@ -87,17 +87,17 @@ try:
     config = read_config(info.path) or (report or {}).get("config")
 except RunFileError as error:
     with results_tab:
-        st.error(str(error), icon=":material/error:")
+        st.error(md_escape(error), icon=":material/error:")
     st.stop()
 dataset = run_dataset(config)
 
 with results_tab:
+    units = f"{md_escape(info.done or 0)}/{md_escape(info.total or '?')}"
     if info.status == "failed":
-        st.error(f"Run {md_code(info.name)} stopped after {info.done or 0}/{info.total or '?'} units: "
-                 f"{md_code(info.message)}",
+        st.error(f"Run {md_code(info.name)} stopped after {units} units: {md_code(info.message)}",
                  icon=":material/error:")
     if report is None and info.status != "failed":
-        st.info(f"Run {md_code(info.name)} has no report yet ({info.done or 0}/{info.total or '?'} done"
+        st.info(f"Run {md_code(info.name)} has no report yet ({units} done"
                 + (f": {md_code(info.message)}" if info.message else "") + "); its results appear here when it finishes.",
                 icon=":material/hourglass_top:")
     elif report is not None:

@@ -17,6 +17,7 @@ if _ROOT not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.llm import CallLog, LLMError, configured_models, open_llm  # noqa: E402
 
@@ -30,13 +31,13 @@ st.markdown("Model backends behind one interface. Every call is cached (reruns a
 try:
     models = configured_models(root)
 except ValueError as error:  # a broken models.toml: say where, keep the page usable
-    st.error(str(error), icon=":material/error:")
+    st.error(md_escape(error), icon=":material/error:")
     models = {}
 if models:
     st.dataframe(pd.DataFrame([{"name": name, "backend": spec.kind, "model": spec.model, "base_url": spec.base_url,
                                 "options": ", ".join(f"{k}={v}" for k, v in spec.options.items())}
                                for name, spec in models.items()]), hide_index=True, use_container_width=True)
-st.caption(f"Add models in `{root / 'models.toml'}` (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
+st.caption(f"Add models in {md_code(root / 'models.toml')} (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
            "or set `WORLDSMITH_MODEL`.")
 
 with st.form("mo_try"):
@@ -59,7 +60,7 @@ if sent:
         messages = ([{"role": "system", "content": system}] if system.strip() else [])
         messages.append({"role": "user", "content": prompt})
         try:
-            with st.spinner(f"Asking {spec}…"):
+            with st.spinner(f"Asking {md_escape(spec)}…"):
                 llm = open_llm(spec, root, component="workbench", run=st.session_state.setdefault(
                     "mo_run", f"workbench-{datetime.now(UTC):%Y%m%dT%H%M%S}"))
                 try:
@@ -68,13 +69,13 @@ if sent:
                 finally:
                     llm.close()
         except (LLMError, ValueError, OSError) as error:
-            st.error(f"{type(error).__name__}: {error}", icon=":material/error:")
+            st.error(md_escape(f"{type(error).__name__}: {error}"), icon=":material/error:")
         else:
             st.code(completion.text or "(empty)", language=None, wrap_lines=True)
-            st.caption(f"{completion.prompt_tokens} prompt + {completion.completion_tokens} completion tokens · "
-                       f"{completion.cached_tokens} cached · "
+            st.caption(f"{completion.prompt_tokens:d} prompt + {completion.completion_tokens:d} completion tokens · "
+                       f"{completion.cached_tokens:d} cached · "
                        + ("from the response cache" if completion.cached else f"{completion.latency_s:.2f} s")
-                       + f" · finish: {completion.finish_reason}")
+                       + f" · finish: {md_escape(completion.finish_reason)}")
 
 log_path = root / "llm" / "calls.sqlite"
 if not log_path.exists():
@@ -100,13 +101,13 @@ if not calls:
     st.caption("No calls match.")
 for call in calls:
     prompt_text = call.messages[-1]["content"] if call.messages else ""
-    label = (f"#{call.id} · {call.component} · {call.spec} · "
-             + ("cache" if call.from_cache else f"{call.latency_s:.2f}s") + f" · {prompt_text[:80]}")
+    label = (f"#{call.id:d} · {md_escape(call.component)} · {md_escape(call.spec)} · "
+             + ("cache" if call.from_cache else f"{call.latency_s:.2f}s") + f" · {md_escape(prompt_text[:80])}")
     with st.expander(label, icon=":material/error:" if call.error else ":material/chat:"):
         for message in call.messages:
-            st.markdown(f"**{message.get('role')}**")
+            st.markdown(f"**{md_escape(message.get('role'))}**")
             st.code(message.get("content", ""), language=None, wrap_lines=True)
         st.markdown("**output**")
         st.code(call.error or call.output_text or "(empty)", language=None, wrap_lines=True)
-        st.caption(f"{call.prompt_tokens} prompt + {call.completion_tokens} completion tokens, "
-                   f"{call.cached_tokens} cached; params {call.params}")
+        st.caption(f"{md_escape(call.prompt_tokens)} prompt + {md_escape(call.completion_tokens)} completion tokens, "
+                   f"{md_escape(call.cached_tokens)} cached; params {md_escape(call.params)}")

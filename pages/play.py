@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.envs import render_env_picker, render_task_picker, render_transcript  # noqa: E402
 from workbench.components.paths import page_file  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.envs import EnvError, EpisodeRecorder, make  # noqa: E402
 from worldsmith.workspace import validate_dataset_name  # noqa: E402
@@ -48,7 +49,7 @@ with st.container(border=True):
             recorder = EpisodeRecorder(env, chosen[0], policy="human", seed=0,
                                        episode_id=f"{env_name}-{chosen[0]}-human-{st.session_state.get('pl_n', 0)}")
         except (EnvError, OSError, ValueError) as error:
-            st.error(f"Could not start `{chosen[0]}`: {error}", icon=":material/error:")
+            st.error(f"Could not start {md_code(chosen[0])}: {md_escape(error)}", icon=":material/error:")
             st.stop()
         st.session_state["pl_n"] = st.session_state.get("pl_n", 0) + 1
         st.session_state[SESSION] = {"recorder": recorder, "steps": []}
@@ -59,9 +60,9 @@ if session is None:
     st.stop()
 
 recorder: EpisodeRecorder = session["recorder"]
-st.subheader(f"{recorder.env.name} · {recorder.task}", anchor=False)
+st.subheader(f"{md_escape(recorder.env.name)} · {md_escape(recorder.task)}", anchor=False)
 if recorder.initial_info.get("task"):
-    st.markdown(f"**Task:** {recorder.initial_info['task']}")
+    st.markdown(f"**Task:** {md_escape(recorder.initial_info['task'])}")
 
 
 def _act(text: str) -> None:
@@ -69,7 +70,7 @@ def _act(text: str) -> None:
         result = recorder.step(text)
     except (EnvError, ValueError) as error:
         recorder.fail(error)
-        st.session_state["pl_error"] = str(error)
+        st.session_state["pl_error"] = md_escape(error)
         return
     session["steps"].append({"action": text, "observation": result.observation.text, "reward": result.reward,
                              "done": result.terminated or result.truncated, "won": result.info.get("won")})
@@ -92,7 +93,8 @@ if not recorder.finished:
     if st.button("Show the expert's next action", key="pl_hint"):
         try:
             hint = recorder.env.expert_action()
-            st.info(f"Expert: `{hint.raw or hint.name if hint else 'nothing left to do'}`", icon=":material/lightbulb:")
+            st.info(f"Expert: {md_code(hint.raw or hint.name if hint else 'nothing left to do')}",
+                    icon=":material/lightbulb:")
         except NotImplementedError:
             st.info("This environment has no expert.", icon=":material/lightbulb:")
 
@@ -111,8 +113,9 @@ if right.button("Save episode", disabled=recorder.steps == 0, icon=":material/sa
         validate_dataset_name(target)
         report = workspace.add_episodes(target, [recorder.episode(source="workbench play")], label="play")
     except (ValueError, OSError) as error:
-        st.error(str(error))
+        st.error(md_escape(error))
     else:
-        st.success(f"Saved `{recorder.episode_id}` to `{target}` ({report.duplicates} duplicates).")
-        st.page_link(page_file("traces"), label=f"Open `{target}` in Traces", icon=":material/timeline:",
+        st.success(f"Saved {md_code(recorder.episode_id)} to {md_code(target)} "
+                   f"({md_escape(report.duplicates)} duplicates).")
+        st.page_link(page_file("traces"), label=f"Open {md_code(target)} in Traces", icon=":material/timeline:",
                      query_params={"dataset": target})

@@ -22,7 +22,7 @@ import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.side_by_side import apply_simulate_link, render_side_by_side  # noqa: E402
 from workbench.components.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
-from workbench.components.text import md_code  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
 from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402
@@ -66,7 +66,7 @@ def _create_session() -> None:
     try:
         check_name(name, "session")
     except InvalidName as error:
-        state["sim_error"] = str(error)
+        state["sim_error"] = md_escape(error)
         return
     book_name = state["sim_book"]
     try:
@@ -74,10 +74,10 @@ def _create_session() -> None:
                        model=state.get("sim_model"), initial_observation=state.get("sim_new_opening") or "",
                        task=(state.get("sim_new_task") or None)).close()
     except (SessionError, WorldbookError) as error:
-        state["sim_error"] = str(error)
+        state["sim_error"] = md_escape(error)
         return
     state["sim_session"] = name
-    state["sim_notice"] = f"Session `{name}` created."
+    state["sim_notice"] = f"Session {md_code(name)} created."
 
 
 def _fork(directory: Path) -> None:
@@ -90,10 +90,10 @@ def _fork(directory: Path) -> None:
         with Session.open(directory) as session:
             session.fork(at_turn, target).close()
     except SessionError as error:
-        state["sim_error"] = str(error)
+        state["sim_error"] = md_escape(error)
         return
     state["sim_session"] = target.name
-    state["sim_notice"] = f"Forked at turn {at_turn} into `{target.name}`."
+    state["sim_notice"] = f"Forked at turn {at_turn:d} into {md_code(target.name)}."
 
 
 left, right = st.columns(2)
@@ -129,7 +129,7 @@ directory = sessions_dir / chosen
 try:
     session = Session.open(directory)
 except SessionError as error:
-    st.error(str(error), icon=":material/error:")
+    st.error(md_escape(error), icon=":material/error:")
     st.stop()
 
 meta = session.meta
@@ -138,12 +138,12 @@ try:
     book = store.load(stored_book, stored_version or None)
 except WorldbookError as error:
     session.close()
-    st.error(f"This session's worldbook cannot be loaded: {error}", icon=":material/error:")
+    st.error(f"This session's worldbook cannot be loaded: {md_escape(error)}", icon=":material/error:")
     st.stop()
 if stored_book != book_name:
     st.info(f"This session simulates {md_code(meta.get('book_ref'))}, not the worldbook selected above.")
-st.caption(f"{md_code(meta.get('book_ref'))} · {len(session)} turns · revision {session.revision}"
-           + (f" · forked from {md_code(Path(meta['parent']).name)} at turn {meta['forked_at']}"
+st.caption(f"{md_code(meta.get('book_ref'))} · {len(session)} turns · revision {session.revision:d}"
+           + (f" · forked from {md_code(Path(meta['parent']).name)} at turn {md_escape(meta['forked_at'])}"
               if meta.get("parent") else ""))
 
 with st.expander("Opening observation", expanded=len(session) == 0):
@@ -164,7 +164,7 @@ if step and action.strip():
         turn = session.play(model, action.strip())
         st.session_state["sim_last"] = (chosen, turn.index)
     except (SessionError, LLMError, ValueError) as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(md_escape(error), icon=":material/error:")
 
 turns = session.turns()
 last = st.session_state.get("sim_last")
@@ -192,6 +192,6 @@ with compare_tab:
         with Session.open(sessions_dir / other_name) as other:
             rows = session.compare(other)
         differing = next((row["turn"] for row in rows if not (row["same_action"] and row["same_observation"])), None)
-        st.caption("identical" if differing is None else f"first difference at turn {differing}")
+        st.caption("identical" if differing is None else f"first difference at turn {differing:d}")
         st.dataframe(compare_frame(rows), hide_index=True)
 session.close()

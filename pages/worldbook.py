@@ -26,7 +26,7 @@ from workbench.components.rule_editor import render_add_rule_form, render_rule_e
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
-from workbench.components.text import md_code  # noqa: E402
+from workbench.components.text import md_code, md_escape  # noqa: E402
 from workbench.components.worldbook_state import (  # noqa: E402
     notice,
     show_version,
@@ -58,7 +58,7 @@ version = shown_version(store, name)
 try:
     book = store.load(name, version)
 except WorldbookError as error:
-    st.error(str(error), icon=":material/error:")
+    st.error(md_escape(error), icon=":material/error:")
     st.stop()
 if follow_link and linked[1] and any(rule.id == linked[1] for rule in book.rules):
     st.session_state["wb_rule"] = linked[1]
@@ -91,10 +91,11 @@ with rules_tab:
             render_rule_header(rule)
             st.markdown("**Change the status** (makes a new version)")
             for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
-                if column.button(status.value, key=f"wb_set_{status.value}", disabled=status == rule.status):
+                if column.button(md_escape(status.value), key=f"wb_set_{status.value}", disabled=status == rule.status):
                     submit_patch(store, name, version,
                                  [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
-                                 message=f"{rule.id}: {status.value}", done=f"`{rule.id}` is now {status.value}")
+                                 message=f"{rule.id}: {status.value}",
+                                 done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
             render_rule_evidence(rule, source_dataset)
             render_rule_replay(book, version, rule, source_dataset)
             st.divider()
@@ -128,5 +129,5 @@ with history_tab:
         if version == head and st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
             undone = store.undo(name, author="workbench")
             show_version(name, undone.version)
-            notice(f"Back to the content of `{info.parent}`: version `{undone.version}`")
+            notice(f"Back to the content of {md_code(info.parent)}: version {md_code(undone.version)}")
             st.rerun()

@@ -19,12 +19,13 @@ import streamlit as st  # noqa: E402
 from workbench.components.bootstrap import ensure_samples  # noqa: E402
 from workbench.components.data import workspace_root  # noqa: E402
 from workbench.components.paths import PAGE_FILES  # noqa: E402
+from workbench.components.text import md_escape  # noqa: E402
 
 st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
 
 imported = ensure_samples(workspace_root())
 if imported and imported.get("committed"):
-    st.toast(f"Imported the sample traces: {imported['episodes']} episodes into dataset `samples`.",
+    st.toast(f"Imported the sample traces: {md_escape(imported['episodes'])} episodes into dataset `samples`.",
              icon=":material/check_circle:")
 
 pages = [

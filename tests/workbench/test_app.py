@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, TRACES_PAGE
+from workbench_support import APP, TRACES_PAGE, shown
 
 from worldsmith.workspace import Workspace
 
@@ -318,7 +318,7 @@ def test_invalid_dataset_name_blocks_the_import(empty_root: Path, openai_file: P
     at.text_input(key="tr_import_dataset").input("../evil name")
     at.run()
     assert at.button(key="tr_import_button").disabled
-    assert any("dataset name" in str(e.value) and "1-120 letters" in str(e.value) for e in at.error)
+    assert any("dataset name" in shown(e.value) and "1-120 letters" in shown(e.value) for e in at.error)
 
 
 def test_rejects_and_quarantine_are_reported(empty_root: Path, tmp_path: Path, openai_file: Path) -> None:

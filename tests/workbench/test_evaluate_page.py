@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from eval_fixtures import write_run
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, shown
 
 PAGE = REPO / "pages" / "evaluate.py"
 
@@ -166,7 +166,7 @@ def test_unreadable_report_is_named_not_fatal(two_runs: Path) -> None:
     (two_runs / "runs" / "eval" / "drift-b" / "report.json").write_text("{not json", encoding="utf-8")
     at = open_page()
     no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
-    assert any("report.json" in str(e.value) and "not valid JSON" in str(e.value) for e in at.error)
+    assert any("report.json" in shown(e.value) and "not valid JSON" in shown(e.value) for e in at.error)
 
 
 

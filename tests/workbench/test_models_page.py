@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, shown
 
 from worldsmith.llm import CallLog, default_model_spec
 
@@ -44,4 +44,4 @@ def test_models_page_reports_a_broken_config(empty_root: Path) -> None:
     (empty_root / "models.toml").write_text('[models.x]\nspec = "nope"\n')
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at = no_exception(at.switch_page(str(MODELS_PAGE)).run())
-    assert any("models.toml: [models.x]" in str(e.value) for e in at.error)
+    assert any("models.toml: [models.x]" in shown(e.value) for e in at.error)

@@ -19,7 +19,7 @@ from workbench.components.rule_edits import (
     show_cell,
 )
 from workbench.components.rule_table import RuleFilter, select_rules
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, shown
 
 from worldsmith.worldbook import (
     ActionSchema,
@@ -84,7 +84,7 @@ def open_rule(rule_id: str = "take-ok") -> AppTest:
 
 
 def errors(at: AppTest) -> str:
-    return "\n".join(str(e.value) for e in at.error)
+    return "\n".join(shown(e.value) for e in at.error)
 
 
 # ----------------------------------------------------------------------------- the page

@@ -10,6 +10,7 @@ import streamlit as st
 
 from workbench.components.data import get_workspace
 from workbench.components.paths import SAMPLES_DATASET, sample_files, samples_dir
+from workbench.components.text import md_code, md_escape
 from worldsmith.workspace import Workspace
 
 _attempted: set[tuple[str, str | None]] = set()
@@ -63,5 +64,6 @@ def ensure_samples(root: str) -> dict[str, Any] | None:
         try:
             return _import_samples_once(root, key)
         except Exception as error:  # noqa: BLE001 - the workbench must still start
-            st.warning(f"Could not import the sample traces from {folder}: {error}", icon=":material/warning:")
+            st.warning(f"Could not import the sample traces from {md_code(folder)}: {md_escape(error)}",
+                       icon=":material/warning:")
             return None

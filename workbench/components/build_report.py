@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components.paths import page_file
+from workbench.components.text import md_code, md_escape
 
 
 def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -37,14 +38,15 @@ def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
 
 def _validation(title: str, report: dict[str, Any]) -> None:
     totals, common = report["totals"], report["common_actions"]
-    st.markdown(f"**{title}**")
+    st.markdown(f"**{md_escape(title)}**")
     columns = st.columns(4)
-    columns[0].metric("Turns", totals["turns"])
+    columns[0].metric("Turns", md_escape(totals["turns"]))
     columns[1].metric("Coverage", f"{totals['coverage']:.1%}", help="a supported rule applied")
     columns[2].metric("Conditions checked", f"{totals['coverage_verified']:.1%}",
                       help="the rule's conditions were verified on the tracked state (not assumed)")
     columns[3].metric("Exact match", f"{totals['exact_match']:.1%}")
-    st.caption(f"Common actions ({', '.join(common['actions'])}): coverage {common['coverage']:.1%}, "
+    actions = ", ".join(md_escape(action) for action in common["actions"])
+    st.caption(f"Common actions ({actions}): coverage {common['coverage']:.1%}, "
                f"exact match {common['exact_match']:.1%}")
     st.dataframe(validation_frame(report), hide_index=True,
                  column_config={c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
@@ -52,13 +54,14 @@ def _validation(title: str, report: dict[str, Any]) -> None:
 
 
 def render_build_report(outcome: dict[str, Any]) -> None:
-    st.success(f"Saved `{outcome['book']}` version `{outcome['version']}` (parent `{outcome['parent']}`): "
-               f"{outcome['rules']} rules from {outcome['episodes']} trajectories.", icon=":material/check_circle:")
+    st.success(f"Saved {md_code(outcome['book'])} version {md_code(outcome['version'])} "
+               f"(parent {md_code(outcome['parent'])}): {md_escape(outcome['rules'])} rules from "
+               f"{md_escape(outcome['episodes'])} trajectories.", icon=":material/check_circle:")
     st.page_link(page_file("worldbook"), label="Open it on the Worldbook page", icon=":material/menu_book:")
     st.write({status: count for status, count in sorted(outcome["statuses"].items())})
     if outcome.get("validation"):
         leakage = outcome.get("leakage") or {}
-        st.caption(f"Held-out split `{outcome.get('validation_split')}`; leakage check "
+        st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
                    f"{'passed' if leakage.get('ok') else 'FAILED'}")
         if leakage and not leakage.get("ok"):
             leaked = leakage.get("leaked_episodes") or []
@@ -79,8 +82,8 @@ def render_build_report(outcome: dict[str, Any]) -> None:
         for stage in ("rules", "notes"):
             model = outcome["stages"].get(stage, {}).get("model")
             if model:
-                st.markdown(f"**Model-backed {stage} stage**: {model}")
+                st.markdown(f"**Model-backed {md_escape(stage)} stage**: {md_escape(model)}")
             compared = outcome["stages"].get(stage, {}).get("compared_with_deterministic")
             if compared:
-                st.markdown(f"**{stage}: model against deterministic**")
+                st.markdown(f"**{md_escape(stage)}: model against deterministic**")
                 st.json(compared, expanded=False)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components.data import display_path
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 from worldsmith.workspace import Workspace
 
 EXPORT_FORMATS = ["jsonl", "openai", "trace2env"]
@@ -25,7 +25,7 @@ def render_split_form(workspace: Workspace, name: str) -> None:
         try:
             result = workspace.split(name, {"train": train, "validation": validation, "test": test}, seed=int(seed))
         except ValueError as error:
-            st.error(str(error), icon=":material/error:")
+            st.error(md_escape(error), icon=":material/error:")
             return
         st.session_state["sp_result"] = result
         st.rerun()  # the split filter and export choices above were drawn before the assignment
@@ -48,7 +48,8 @@ def render_export_form(workspace: Workspace, name: str, splits: list[str]) -> No
         st.session_state["ex_result"] = {"dataset": name, "path": str(out), "episodes": count}
     result = st.session_state.get("ex_result")
     if result and result.get("dataset") == name:
-        st.write(f"Wrote {result['episodes']} episodes to {md_code(display_path(result['path'], workspace.root))}.")
+        where = md_code(display_path(result["path"], workspace.root))
+        st.write(f"Wrote {md_escape(result['episodes'])} episodes to {where}.")
         with open(result["path"], "rb") as handle:
             st.download_button("Download", handle, file_name=result["path"].rsplit("/", 1)[-1],
                                mime="application/jsonl", key="ex_download", icon=":material/file_download:")

@@ -6,6 +6,7 @@ from typing import Any
 
 import streamlit as st
 
+from workbench.components.text import md_code, md_escape
 from worldsmith.envs import EnvError, registry
 from worldsmith.envs.collect import list_tasks
 
@@ -29,9 +30,10 @@ def render_env_picker(key: str) -> str | None:
     if name is None:
         return None
     chosen = specs[name]
-    st.caption(chosen.description)
+    st.caption(md_escape(chosen.description))
     if chosen.missing():
-        st.error(f"`{name}` needs {', '.join(chosen.missing())}: {chosen.install_hint}", icon=":material/error:")
+        st.error(f"{md_code(name)} needs {md_escape(', '.join(chosen.missing()))}: {md_escape(chosen.install_hint)}",
+                 icon=":material/error:")
         return None
     return name
 
@@ -40,7 +42,7 @@ def render_task_picker(env: str, key: str, *, multiple: bool) -> list[str]:
     """Tasks from the environment's list, plus ids typed by hand (e.g. a TextWorld generator spec)."""
     tasks, error = cached_tasks(env)
     if error:
-        st.warning(f"Could not list the tasks of `{env}`: {error}", icon=":material/warning:")
+        st.warning(f"Could not list the tasks of {md_code(env)}: {md_escape(error)}", icon=":material/warning:")
     if multiple:
         chosen = st.multiselect(f"Tasks ({len(tasks)} known; none chosen = all)", tasks, key=f"{key}_pick",
                                 max_selections=500)
@@ -58,7 +60,7 @@ def render_transcript(initial: str, steps: list[dict[str, Any]]) -> None:
     st.code(initial, language=None, wrap_lines=True)
     for step in steps:
         with st.chat_message("user", avatar=":material/keyboard:"):
-            st.markdown(f"`{step['action']}`")
+            st.markdown(md_code(step["action"]))
         with st.chat_message("assistant", avatar=":material/public:"):
             st.code(step["observation"] or "(no output)", language=None, wrap_lines=True)
             notes = [f"reward {step['reward']:g}"]

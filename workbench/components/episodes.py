@@ -93,7 +93,7 @@ def render_episode_table(root: str, name: str, revision: int, where: EpisodeFilt
         _clamp_page(state.EPISODE_PAGE, pages)
         page = st.pagination(pages, key=state.EPISODE_PAGE) if pages > 1 else 1
         first = (page - 1) * size
-        st.caption(f"Episodes {first + 1}–{min(first + size, total)} of {total:,}")
+        st.caption(f"Episodes {first + 1:d}–{min(first + size, total):d} of {total:,}")
 
     frame = data.episode_page(root, name, revision, key, size, first)
     ids = [str(v) for v in frame["episode_id"].tolist()]

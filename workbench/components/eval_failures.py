@@ -36,8 +36,8 @@ def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
 
 
 def _render_cluster(index: int, cluster: Cluster, dataset: str | None) -> None:
-    actions = ", ".join(f"{md_escape(name)} ×{count}" for name, count in cluster.top_actions)
-    with st.expander(f"Cluster {index + 1} · {cluster.size} wrong predictions · {actions}"):
+    actions = ", ".join(f"{md_escape(name)} ×{count:d}" for name, count in cluster.top_actions)
+    with st.expander(f"Cluster {index + 1:d} · {cluster.size:d} wrong predictions · {actions}"):
         st.caption("The most central prediction of the cluster:")
         st.code(cluster.example, language=None, wrap_lines=True)
         st.dataframe(_linked(cluster.records, dataset), hide_index=True, key=f"ev_fx_cluster_{index}",
@@ -57,7 +57,7 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
     method = left.selectbox("Method", sorted(scored["method"].dropna().unique()), key="ev_fx_method")
     metric = middle.selectbox("Metric", metrics, key="ev_fx_metric")
     top = _TOP.get(metric, 1.0)
-    threshold = right.number_input(f"Wrong when {metric} is below", min_value=0.0, max_value=top, value=top,
+    threshold = right.number_input(f"Wrong when {md_escape(metric)} is below", min_value=0.0, max_value=top, value=top,
                                    key=f"ev_fx_threshold_{metric}")
     mine = scored[scored["method"] == method]
     wrong = mine[tables.wrong_mask(mine, metric, threshold)]
@@ -94,5 +94,5 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
     if not divergence.empty:
         st.subheader("First divergence", anchor=False)
         drifted = divergence["step"].notna().sum()
-        st.caption(f"{drifted} of {len(divergence)} trajectories diverge (× marks the first divergent step).")
+        st.caption(f"{drifted:d} of {len(divergence)} trajectories diverge (× marks the first divergent step).")
         st.plotly_chart(charts.divergence_timeline(divergence), key="ev_fx_divergence")

@@ -16,7 +16,7 @@ import streamlit as st
 from workbench.components import data
 from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
 from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 
 __all__ = ["PROTOCOLS", "available_methods", "render_jobs", "render_launch_form", "workspace_choices"]
 
@@ -94,9 +94,9 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         command = eval_command(config, root)
         job = launch(root, config.run, command)
     except (JobError, OSError) as error:
-        st.error(f"Could not launch the run: {error}", icon=":material/error:")
+        st.error(f"Could not launch the run: {md_escape(error)}", icon=":material/error:")
         return
-    st.session_state[NOTICE] = f"Started run {md_code(job.run)} (pid {job.pid}): {md_code(shlex.join(command[1:]))}"
+    st.session_state[NOTICE] = f"Started run {md_code(job.run)} (pid {job.pid:d}): {md_code(shlex.join(command[1:]))}"
     st.rerun()
 
 
@@ -108,18 +108,18 @@ def _render_job(root: Path, job: JobStatus) -> None:
     else:
         problem = None
     done, total = (progress or {}).get("done"), (progress or {}).get("total")
-    label = f"{md_code(job.run)} · {job.state}"
+    label = f"{md_code(job.run)} · {md_escape(job.state)}"
     if isinstance(done, int | float) and isinstance(total, int | float) and total:
         st.progress(min(1.0, float(done) / float(total)), text=f"{label} · {int(done)}/{int(total)}")
     else:
         st.progress(1.0 if job.state != "running" else 0.0, text=f"{label} · starting" if job.state == "running"
                     else label)
     if problem:
-        st.caption(problem)
+        st.caption(md_escape(problem))
     if job.state == "failed":
         message = (job.result or {}).get("error") or job.log_tail.strip().splitlines()[-1:] or ["(no output)"]
-        st.error(f"Run {md_code(job.run)} failed (exit code {job.returncode}): "
-                 f"{message if isinstance(message, str) else message[0]}", icon=":material/error:")
+        st.error(f"Run {md_code(job.run)} failed (exit code {md_escape(job.returncode)}): "
+                 f"{md_escape(message if isinstance(message, str) else message[0])}", icon=":material/error:")
         with st.expander("Log"):
             st.code(job.log_tail or "(empty)", language=None)
 

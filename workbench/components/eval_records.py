@@ -32,7 +32,7 @@ def render_record(row: pd.Series, winner: str, loser: str, metric: str, dataset:
     columns[0].markdown("**real observation**")
     columns[0].code(str(row["reference"]), language=None, wrap_lines=True)
     for column, method in zip(columns[1:], (winner, loser), strict=True):
-        column.markdown(f"**{md_escape(method)}** · {metric} {row[f'{metric}_{method}']:.3f}")
+        column.markdown(f"**{md_escape(method)}** · {md_escape(metric)} {row[f'{metric}_{method}']:.3f}")
         column.code(str(row[f"prediction_{method}"]), language=None, wrap_lines=True)
     turn_page_link(dataset, turn_id(row["episode_id"], row["turn"]), label="Open this turn in Traces",
                    icon=":material/open_in_new:")
@@ -59,8 +59,8 @@ def render_records(records: pd.DataFrame, dataset: str | None) -> None:
         st.caption("Choose two different methods.")
         return
     frame = win_lose_frame(records, winner, loser, metric, margin)
-    st.caption(f"{len(frame)} records where {md_code(winner)} scores higher than {md_code(loser)} on {metric}"
-               + (f" by more than {margin:g}" if margin else ""))
+    st.caption(f"{len(frame)} records where {md_code(winner)} scores higher than {md_code(loser)} on "
+               f"{md_escape(metric)}" + (f" by more than {margin:g}" if margin else ""))
     if frame.empty:
         return
     shown = frame.copy()

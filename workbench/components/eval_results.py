@@ -15,7 +15,7 @@ import streamlit as st
 
 from workbench.components import eval_charts as charts
 from workbench.components import eval_tables as tables
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 
 __all__ = ["render_results", "scope_options"]
 
@@ -81,7 +81,7 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
                    "other folds; the records are pooled.")
         with st.expander("Folds"):
             st.dataframe(folds, hide_index=True, key="ev_folds")
-    choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope")
+    choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope", format_func=md_escape)
     block = _scope(report, choice)
     methods = block.get("methods") or {}
     st.subheader("Leaderboard", anchor=False)

@@ -32,7 +32,7 @@ def render_dataset_cards(root: str) -> None:
                 metrics[2].metric("Envs", f"{stats['environments']:,}", help="Distinct environments")
                 successes = stats["successes"]
                 rate = f"{successes / stats['episodes']:.0%}" if stats["episodes"] else "—"
-                st.caption(f"{successes:,} successful episodes ({rate}) · revision {stats['revision']}")
+                st.caption(f"{successes:,} successful episodes ({rate}) · revision {stats['revision']:d}")
                 st.page_link(page_file("traces"), label="Browse in Traces", icon=":material/timeline:",
                              query_params={"dataset": name})
     st.caption(f"Links into the Traces page can be shared: `{TRACES_URL_PATH}?dataset=<name>&turn=<episode_id>%23<index>`.")

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components.data import display_path
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 
 
 def normalize_report(report: dict[str, Any]) -> dict[str, Any]:
@@ -29,12 +29,12 @@ def normalize_report(report: dict[str, Any]) -> dict[str, Any]:
 def report_headline(report: dict[str, Any]) -> str:
     r = normalize_report(report)
     verb = "Imported" if r.get("committed") else "Nothing committed:"
-    text = f"{verb} {r['episodes']} episodes, {r['turns']} turns into {md_code(r.get('dataset'))}"
+    text = f"{verb} {md_escape(r['episodes'])} episodes, {md_escape(r['turns'])} turns into {md_code(r.get('dataset'))}"
     extras = []
     if r["rejected"]:
-        extras.append(f"{r['rejected']} rejected")
+        extras.append(f"{md_escape(r['rejected'])} rejected")
     if r["duplicates"]:
-        extras.append(f"{r['duplicates']} duplicates skipped")
+        extras.append(f"{md_escape(r['duplicates'])} duplicates skipped")
     if extras:
         text += " (" + ", ".join(extras) + ")"
     if not r.get("committed") and r.get("strict") and r["rejected"]:
@@ -55,10 +55,10 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
         st.error(headline, icon=":material/error:")
 
     cols = st.columns(5)
-    cols[0].metric("Episodes", r["episodes"])
-    cols[1].metric("Turns", r["turns"])
-    cols[2].metric("Rejected", r["rejected"])
-    cols[3].metric("Duplicates", r["duplicates"])
+    cols[0].metric("Episodes", md_escape(r["episodes"]))
+    cols[1].metric("Turns", md_escape(r["turns"]))
+    cols[2].metric("Rejected", md_escape(r["rejected"]))
+    cols[3].metric("Duplicates", md_escape(r["duplicates"]))
     cols[4].metric("Committed", "yes" if committed else "no")
 
     if r["files"]:

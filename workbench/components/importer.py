@@ -9,6 +9,7 @@ import streamlit as st
 
 from workbench.components import state
 from workbench.components.import_report import render_import_report
+from workbench.components.text import md_escape
 from worldsmith.traces import IMPORTERS
 from worldsmith.workspace import IngestProgress, Workspace, validate_dataset_name
 
@@ -47,15 +48,15 @@ def run_import(
     """
     limit = upload_limit_bytes()
     paths: list[Path] = [workspace.save_upload(name, data, limit=limit) for name, data in uploads]
-    bar = st.progress(0.0, text=f"Importing {len(paths)} file(s) into {dataset}…")
+    bar = st.progress(0.0, text=f"Importing {len(paths)} file(s) into {md_escape(dataset)}…")
 
     def on_progress(p: IngestProgress) -> None:
         fraction = p.files_done / p.files_total if p.files_total else 1.0
         current = Path(p.file).name.split("-", 1)[-1] if p.file else "done"
         bar.progress(
             min(max(fraction, 0.0), 1.0),
-            text=f"{p.files_done}/{p.files_total} files · {current} · {p.episodes} episodes, {p.turns} turns, "
-                 f"{p.rejected} rejected, {p.duplicates} duplicates · {p.seconds:.1f} s",
+            text=f"{p.files_done:d}/{p.files_total:d} files · {md_escape(current)} · {p.episodes:d} episodes, "
+                 f"{p.turns:d} turns, {p.rejected:d} rejected, {p.duplicates:d} duplicates · {p.seconds:.1f} s",
         )
 
     report = workspace.ingest(paths, dataset, format=format, strict=strict, progress=on_progress)
@@ -93,7 +94,7 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
         key="tr_import_button", width="stretch",
     )
     if error and dataset:
-        st.error(error)
+        st.error(md_escape(error))
 
     if clicked and files and error is None:
         try:
@@ -102,7 +103,7 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
                 format=None if fmt == AUTO else fmt, strict=strict,
             )
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(md_escape(exc))
         else:
             st.session_state[state.LAST_REPORT] = summary
             st.session_state[state.UPLOADER_GENERATION] = generation + 1  # clears the uploader

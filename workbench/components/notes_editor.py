@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from workbench.components.rule_card import render_turn_links
 from workbench.components.rule_editor import show_edit_error
 from workbench.components.rule_edits import RuleEditError, new_item_id, validation_problems
-from workbench.components.text import md_escape
+from workbench.components.text import md_code, md_escape
 from workbench.components.worldbook_state import submit_patch
 from worldsmith.worldbook import Note, PatchOp, Worldbook, WorldbookStore
 
@@ -35,10 +35,10 @@ def _valid(item: str, value: dict[str, Any]) -> bool:
 
 def _render_note(store: WorldbookStore, name: str, version: str, note: Note, dataset: str | None) -> None:
     keys = note_keys(note.id, version)
-    with st.expander(f"{note.kind} · {md_escape(note.text[:90])}", expanded=False):
+    with st.expander(f"{md_escape(note.kind)} · {md_escape(note.text[:90])}", expanded=False):
         kind = st.selectbox("Kind", NOTE_KINDS, index=NOTE_KINDS.index(note.kind), key=keys["kind"])
         text = st.text_area("Text", value=note.text, key=keys["text"])
-        st.caption(f"id {note.id}")
+        st.caption(f"id {md_escape(note.id)}")
         if note.provenance:
             render_turn_links("Turns", note.provenance, dataset)
         left, right = st.columns(2)
@@ -48,10 +48,10 @@ def _render_note(store: WorldbookStore, name: str, version: str, note: Note, dat
                 st.info("Nothing changed: no new version.", icon=":material/info:")
             elif _valid(f"note {note.id!r}", {**note.model_dump(mode="json"), **fields}):
                 submit_patch(store, name, version, [PatchOp(op="update_note", id=note.id, fields=fields)],
-                             message=f"{note.id}: edit {', '.join(fields)}", done=f"Saved note `{note.id}`")
+                             message=f"{note.id}: edit {', '.join(fields)}", done=f"Saved note {md_code(note.id)}")
         if right.button("Remove note", key=keys["remove"], icon=":material/delete:"):
             submit_patch(store, name, version, [PatchOp(op="remove_note", id=note.id)],
-                         message=f"remove note {note.id}", done=f"Removed note `{note.id}`")
+                         message=f"remove note {note.id}", done=f"Removed note {md_code(note.id)}")
 
 
 def render_notes(store: WorldbookStore, name: str, version: str, book: Worldbook, dataset: str | None) -> None:
@@ -77,4 +77,4 @@ def render_add_note_form(store: WorldbookStore, name: str, version: str, book: W
     value = {"kind": kind, "text": text.strip()}
     if _valid(f"new note {note_id!r}", {**value, "id": note_id}):
         submit_patch(store, name, version, [PatchOp(op="add_note", id=note_id, value=value)],
-                     message=f"add note {note_id}", done=f"Added note `{note_id}`")
+                     message=f"add note {note_id}", done=f"Added note {md_code(note_id)}")

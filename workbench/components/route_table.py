@@ -15,9 +15,9 @@ def render_route_table(book: Worldbook) -> None:
         st.info("This version has no route table (built without route folds): the harness answers with a rule "
                 "first, then episode state and memory, then nearest evidence.", icon=":material/info:")
         return
-    st.caption(f"Measured by cross-fitting: {table.folds} folds, {table.turns} held-out turns. A source answers an "
+    st.caption(f"Measured by cross-fitting: {table.folds:d} folds, {table.turns:d} held-out turns. A source answers an "
                "action only where it lost no more turns to nearest evidence than it won; the pooled rows (action "
-               f"`*`) decide for actions with fewer than {table.min_turns} measured turns.")
+               f"`*`) decide for actions with fewer than {table.min_turns:d} measured turns.")
     frame = pd.DataFrame(table.rows())
     actions = sorted(set(frame["action"])) if not frame.empty else []
     chosen = st.multiselect("Actions", actions, key="wb_routes_actions", placeholder="all actions")

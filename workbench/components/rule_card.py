@@ -12,7 +12,7 @@ import streamlit as st
 
 from workbench.components.links import turn_query
 from workbench.components.paths import page_file
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 from worldsmith.worldbook import Rule
 
 __all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links"]
@@ -23,18 +23,19 @@ LINK_LIMIT = 20
 def render_turn_links(label: str, turns: Sequence[str], dataset: str | None, *, limit: int = LINK_LIMIT) -> None:
     """`label (n)` and one Traces link per distinct turn (the first `limit`)."""
     distinct = list(dict.fromkeys(turns))
-    st.markdown(f"**{label}** ({len(distinct)})")
+    st.markdown(f"**{md_escape(label)}** ({len(distinct)})")
     for turn in distinct[:limit]:
-        st.page_link(page_file("traces"), label=turn, icon=":material/link:", query_params=turn_query(dataset, turn))
+        st.page_link(page_file("traces"), label=md_escape(turn), icon=":material/link:",
+                     query_params=turn_query(dataset, turn))
     if len(distinct) > limit:
-        st.caption(f"and {len(distinct) - limit} more")
+        st.caption(f"and {len(distinct) - limit:d} more")
 
 
 def render_rule_header(rule: Rule) -> None:
-    st.subheader(rule.id, anchor=False)
+    st.subheader(md_escape(rule.id), anchor=False)
     st.markdown(f"**Action** {md_code(rule.action)} · **outcome** {md_code(rule.outcome)} · "
-                f"**status** {md_code(rule.status.value)} · priority {rule.priority} · "
-                f"support {rule.support} · confidence {rule.confidence:.2f}")
+                f"**status** {md_code(rule.status.value)} · priority {rule.priority:d} · "
+                f"support {rule.support:d} · confidence {rule.confidence:.2f}")
 
 
 def render_rule_evidence(rule: Rule, dataset: str | None) -> None:

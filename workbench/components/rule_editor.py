@@ -163,7 +163,7 @@ def render_rule_editor(store: WorldbookStore, name: str, version: str, rule: Rul
         return
     changed = ", ".join(fields)
     submit_patch(store, name, version, [PatchOp(op="update_rule", id=rule.id, fields=fields)],
-                 message=f"{rule.id}: edit {changed}", done=f"Saved `{rule.id}` ({changed})")
+                 message=f"{rule.id}: edit {changed}", done=f"Saved {md_code(rule.id)} ({md_escape(changed)})")
 
 
 def render_add_rule_form(store: WorldbookStore, name: str, version: str, book: Worldbook) -> None:
@@ -173,7 +173,7 @@ def render_add_rule_form(store: WorldbookStore, name: str, version: str, book: W
         st.markdown("**Add a rule** (status tentative: it runs once a person marks it supported)")
         left, right = st.columns(2)
         action = left.text_input("Action", key="wb_new_rule_action",
-                                 help=("Known actions: " + ", ".join(known)) if known else None)
+                                 help=md_escape("Known actions: " + ", ".join(known)) if known else None)
         rule_id = right.text_input("Id (blank: <action>-<n>)", key="wb_new_rule_id")
         template = st.text_area("Observation template", key="wb_new_rule_template", height=68)
         outcome = st.text_input("Outcome", value="success", key="wb_new_rule_outcome")
@@ -192,4 +192,4 @@ def render_add_rule_form(store: WorldbookStore, name: str, version: str, book: W
         show_edit_error(RuleEditError(f"new rule {rule_id!r}", [("id", "a rule with this id exists")]))
         return
     submit_patch(store, name, version, [PatchOp(op="add_rule", id=rule_id, value=value)],
-                 message=f"add rule {rule_id}", done=f"Added `{rule_id}`")
+                 message=f"add rule {rule_id}", done=f"Added {md_code(rule_id)}")

@@ -11,6 +11,7 @@ import streamlit as st
 
 from workbench.components.links import turn_link
 from workbench.components.rule_card import render_turn_links
+from workbench.components.text import md_escape
 from worldsmith.worldbook import Rule, Worldbook
 from worldsmith.worldbook.replay import RuleReplay, check_rule
 
@@ -50,7 +51,7 @@ def render_rule_replay(book: Worldbook, version: str, rule: Rule, dataset: str |
                                     (checked, applicable, matched, failed), strict=True):
         column.metric(label, value)
     if not replay.turns:
-        st.caption(f"No evidence turns for action {rule.action!r}.")
+        st.caption(f"No evidence turns for action {md_escape(repr(rule.action))}.")
         return
     st.dataframe(replay_frame(replay, dataset), hide_index=True,
                  column_config={"traces": st.column_config.LinkColumn("traces", display_text="open")})

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.components.rule_edits import condition_text
+from workbench.components.text import md_escape
 from worldsmith.worldbook import NAMESPACES, StatePath, Worldbook
 
 __all__ = ["actions_frame", "contracts_frame", "invariants_frame", "render_schema_browser", "state_frame",
@@ -54,7 +55,7 @@ def termination_frame(book: Worldbook) -> pd.DataFrame:
 
 
 def _table(title: str, frame: pd.DataFrame, empty: str) -> None:
-    st.markdown(f"**{title}** ({len(frame)})")
+    st.markdown(f"**{md_escape(title)}** ({len(frame)})")
     if frame.empty:
         st.caption(empty)
     else:

@@ -95,9 +95,9 @@ def _act(what: str) -> None:
         elif what.startswith("fork:"):
             at_turn = int(state.get(what.removeprefix("fork:")) or 0)
             runner.fork(at_turn)
-            state[NOTICE] = f"Forked at turn {at_turn}: the steps after it were dropped."
+            state[NOTICE] = f"Forked at turn {at_turn:d}: the steps after it were dropped."
     except (ValueError, LLMError) as error:
-        state[ERROR] = str(error)
+        state[ERROR] = md_escape(error)
     state[SHOW] = max(runner.position - 1, 0)
 
 
@@ -149,7 +149,7 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
     family = (book.env_id or "").split("/")[0]
     preferred_env = next((e for e in environments if e == book.env_id), None) or ANY_ENV
     env = middle.selectbox("Environment", env_options, index=env_options.index(preferred_env), key="sbs_env",
-                           help=f"the worldbook simulates {book.env_id or 'an unnamed environment'}")
+                           help=f"the worldbook simulates {md_escape(book.env_id or 'an unnamed environment')}")
     search = right.text_input("Find an episode (id or task)", key="sbs_search")
     where = EpisodeFilter(env_id=None if env == ANY_ENV else env, search=search.strip() or None)
     page = data.episode_page(root, name, dataset.revision, data.filter_key(where), 500, 0)
@@ -166,7 +166,7 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
     try:
         episode = dataset.episode(episode_id)
     except KeyError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(md_escape(error), icon=":material/error:")
         st.stop()
     return episode, None, name
 
@@ -198,16 +198,17 @@ def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: s
     audit = step.audit
     if audit is None:
         return
-    with st.expander(f"Audit: {audit.route}"):
-        st.caption(f"outcome {md_code(step.outcome)} · {audit.model_calls} model calls · {audit.tokens} tokens · "
-                   f"{audit.latency_s:.3f} s")
+    with st.expander(f"Audit: {md_escape(audit.route)}"):
+        st.caption(f"outcome {md_code(step.outcome)} · {audit.model_calls:d} model calls · "
+                   f"{audit.tokens:d} tokens · {audit.latency_s:.3f} s")
         for rule_id in audit.rules:
             try:
                 rule = book.rule(rule_id)
                 template = rule.template or ""
             except KeyError:
                 template = "(not in this worldbook version)"
-            st.page_link(page_file("worldbook"), label=f"rule {rule_id}: {template[:80]}", icon=":material/menu_book:",
+            st.page_link(page_file("worldbook"), label=f"rule {md_escape(rule_id)}: {md_escape(template[:80])}",
+                         icon=":material/menu_book:",
                          query_params=rule_query(book.name, rule_id))
         if audit.retrieved:
             st.markdown("**Retrieved**")
@@ -245,7 +246,7 @@ def _real_column(view: StepView, episode: Any) -> None:
 def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | None, root: str, index: int) -> None:
     st.markdown(f"**{md_escape(name)}**")
     if step.error is not None:
-        st.error(step.error, icon=":material/error:")
+        st.error(md_escape(step.error), icon=":material/error:")
         return
     body = diff_html(step.diff) if step.diff is not None else text_html(step.observation)
     st.markdown(body, unsafe_allow_html=True)
@@ -288,7 +289,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     try:
         book = _book(root_text, book_name, version)
     except WorldbookError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(md_escape(error), icon=":material/error:")
         st.stop()
     mode = right.radio("Stepping", list(MODES), format_func=MODES.get, key="sbs_mode", horizontal=True)
     sources = store.info(book_name, version).sources
@@ -307,7 +308,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
         st.stop()
     needs_model = [m for m in methods if m in MODEL_WORLD_MODELS]
     if needs_model and not spec.strip():
-        st.warning(f"{', '.join(needs_model)} need a model spec.", icon=":material/warning:")
+        st.warning(f"{md_escape(', '.join(needs_model))} need a model spec.", icon=":material/warning:")
         st.stop()
 
     config = (root_text, book_name, version, dataset, episode.id if episode is not None else None, opening,
@@ -319,7 +320,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
             runner = SideBySide.from_kinds(book, methods, llm=llm, episode=episode, opening=opening, mode=mode,
                                            max_tokens=max_tokens)
         except (LLMError, ValueError) as error:
-            st.error(str(error), icon=":material/error:")
+            st.error(md_escape(error), icon=":material/error:")
             st.stop()
         st.session_state[RUNNER] = (config, runner)
         st.session_state[SHOW] = 0
@@ -340,8 +341,8 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
             st.caption(f"task: {md_escape(episode.task)}")
     total = f" of {len(episode.turns)} recorded" if episode is not None else ""
     state_line = "on the recording" if runner.on_record else (
-        f"left the recording at step {runner.diverged_at}" if runner.diverged_at is not None else "no recording")
-    st.caption(f"{runner.position} steps{total} · {MODES[runner.mode].split(' (')[0]} · {state_line}")
+        f"left the recording at step {runner.diverged_at:d}" if runner.diverged_at is not None else "no recording")
+    st.caption(f"{runner.position:d} steps{total} · {md_escape(MODES[runner.mode].split(' (')[0])} · {state_line}")
     _controls(runner)
 
     history = runner.history
@@ -352,7 +353,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     shown = st.selectbox("Show step", list(range(len(history))), index=shown, key=f"sbs_show_{len(history)}",
                          format_func=lambda i: f"{i}: {history[i].action_text}")
     view = history[shown]
-    st.markdown(f"**Step {view.index}** · `>` {md_code(view.action_text)}"
+    st.markdown(f"**Step {view.index:d}** · `>` {md_code(view.action_text)}"
                 + ("" if view.recorded else " · typed"))
     st.caption(DIFF_LEGEND)
     columns = st.columns(len(methods) + 1)

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.components.text import md_escape
 from worldsmith.sim import Session, SessionTurn, action_line
 
 
@@ -25,14 +26,14 @@ def turns_frame(session: Session) -> pd.DataFrame:
 def render_turn(turn: SessionTurn) -> None:
     """The observation a turn committed, and how it was made (route, cost, notes, retrieved items, effects)."""
     prediction, audit = turn.prediction, turn.prediction.audit
-    st.markdown(f"**Turn {turn.index}** · revision {turn.revision}")
+    st.markdown(f"**Turn {turn.index:d}** · revision {turn.revision:d}")
     st.code(f"> {action_line(turn.action)}", language=None, wrap_lines=True)
     st.code(prediction.observation or "(empty observation)", language=None, wrap_lines=True)
     columns = st.columns(5)
-    columns[0].metric("route", audit.route)
-    columns[1].metric("outcome", prediction.outcome)
-    columns[2].metric("model calls", audit.model_calls)
-    columns[3].metric("tokens", audit.tokens)
+    columns[0].metric("route", md_escape(audit.route))
+    columns[1].metric("outcome", md_escape(prediction.outcome))
+    columns[2].metric("model calls", f"{audit.model_calls:d}")
+    columns[3].metric("tokens", f"{audit.tokens:d}")
     columns[4].metric("latency", f"{audit.latency_s:.3f} s")
     for note in audit.notes:
         st.text(f"note: {note}")

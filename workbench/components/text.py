@@ -1,15 +1,25 @@
-"""Putting untrusted text (trace content, ids, paths, URL parameters) into Streamlit markdown."""
+"""Putting untrusted text (trace content, ids, paths, file text, model output, URL parameters, exception
+messages) into Streamlit Markdown: the one place the workbench escapes it.
+
+Streamlit renders Markdown in bodies (st.markdown, st.caption, headers, alerts, toasts, st.write of a
+str), in labels (widgets, expanders, tabs, page links, progress and spinner text), in `help` tooltips, in
+st.metric values and in radio options. Every value interpolated there goes through `md_escape` (read as
+text) or `md_code` (an inline code span); the workbench's own literal text may stay Markdown.
+tests/workbench/test_untrusted_text.py checks every page and component for it. Plain-text elements
+(st.code, st.text, st.json, st.dataframe, select box options) take the raw text: escaping there would
+show the backslashes.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 
 
 def md_escape(text: Any) -> str:
-    """Text shown literally inside markdown: no formatting, links, directives or HTML."""
+    """Text shown literally inside markdown: no formatting, links, images, directives, entities or HTML."""
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
 
 

@@ -60,7 +60,7 @@ def _clip(text: str) -> tuple[str, bool]:
 def show_text(text: str | None, *, data_value: Any = None, label: str | None = None) -> None:
     """Verbatim text: pretty JSON when it parses, otherwise preserved whitespace."""
     if label:
-        st.markdown(f"**{label}**")
+        st.markdown(f"**{md_escape(label)}**")
     if text is None:
         st.caption("(none)")
         return
@@ -91,11 +91,12 @@ def _fmt_outcome(episode: Episode) -> str:
 def render_episode_header(episode: Episode, n_turns: int, *, root: str) -> None:
     st.subheader(f"Episode {md_escape(episode.id)}", anchor=False)
     cols = st.columns(5)
-    cols[0].metric("Environment", episode.env_id or "—")
-    cols[1].metric("Task id", episode.task_id or "—")
+    cols[0].metric("Environment", md_escape(episode.env_id or "—"))
+    cols[1].metric("Task id", md_escape(episode.task_id or "—"))
     cols[2].metric("Turns", n_turns)
     cols[3].metric("Outcome", _fmt_outcome(episode))
-    cols[4].metric("Split", episode.split or "—", help=f"family: {episode.family}" if episode.family else None)
+    cols[4].metric("Split", md_escape(episode.split or "—"),
+                   help=f"family: {md_escape(episode.family)}" if episode.family else None)
     if episode.source is not None:
         where = data.display_path(episode.source.path, root)
         if episode.source.line is not None:
@@ -122,7 +123,7 @@ def _context_label(events: list[ContextEvent]) -> str:
     roles: dict[str, int] = {}
     for event in events:
         roles[event.role] = roles.get(event.role, 0) + 1
-    summary = ", ".join(f"{count} {role}" for role, count in roles.items())
+    summary = ", ".join(f"{count:d} {md_escape(role)}" for role, count in roles.items())
     preview = " ".join(events[-1].content.split())
     if len(preview) > 90:
         preview = preview[:90] + "…"
@@ -132,7 +133,7 @@ def _context_label(events: list[ContextEvent]) -> str:
 def render_context(events: list[ContextEvent], *, expanded: bool = False, label: str | None = None) -> None:
     if not events:
         return
-    with st.expander(label or _context_label(events), expanded=expanded, icon=":material/forum:"):
+    with st.expander(md_escape(label) if label else _context_label(events), expanded=expanded, icon=":material/forum:"):
         for event in events:
             who = event.role + (f" ({event.name})" if event.name else "")
             st.markdown(f"**{md_escape(who)}**")
@@ -157,7 +158,8 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
     with st.container(border=True, key=key):
         head = st.columns([5, 1], vertical_alignment="center")
         with head[0]:
-            badges = f"**Turn {turn.index}** &nbsp; {md_code(turn.id)} &nbsp; :blue-badge[{md_escape(turn.action.name)}]"
+            badges = (f"**Turn {turn.index:d}** &nbsp; {md_code(turn.id)} &nbsp; "
+                      f":blue-badge[{md_escape(turn.action.name)}]")
             if linked:
                 badges += " &nbsp; :orange-badge[:material/link: linked turn]"
             if turn.reward is not None:
@@ -167,7 +169,7 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
             st.markdown(badges)
         head[1].button(
             "Link", icon=":material/link:", key=f"tr_link_{turn.id}", type="tertiary",
-            help=f"Highlight this turn and put its link in the address bar: {turn_link(dataset, turn.id)}",
+            help=f"Highlight this turn and put its link in the address bar: {md_escape(turn_link(dataset, turn.id))}",
             on_click=state.link_turn, args=(turn.id,),
         )
         render_context(turn.context)
@@ -188,7 +190,7 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
         with right:
             show_text(turn.observation.text, data_value=turn.observation.data, label="Observation")
         if turn.done is not None:
-            st.caption(f"done: {str(turn.done).lower()}")
+            st.caption("done: true" if turn.done else "done: false")
         if turn.info:
             with st.expander("Info", icon=":material/info:"):
                 st.json(turn.info, expanded=2)
@@ -215,7 +217,7 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
 
     total = data.turn_count(root, dataset, revision, episode.id, search or None)
     if search:
-        st.caption(f"{total} of {n_turns} turns match “{search}”.")
+        st.caption(f"{total:d} of {n_turns:d} turns match “{md_escape(search)}”.")
     if total == 0:
         st.info("No turns match." if search else "This episode has no turns.", icon=":material/search_off:")
     else:
@@ -230,7 +232,7 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
         with top:
             if pages > 1:
                 st.pagination(pages, key=state.TURN_PAGE)
-            st.caption(f"Turns {offset + 1}–{offset + len(turns)} of {total}")
+            st.caption(f"Turns {offset + 1:d}–{offset + len(turns):d} of {total:d}")
         if linked and linked.rsplit("#", 1)[0] == episode.id and not any(t.id == linked for t in turns):
             note = st.columns([5, 1], vertical_alignment="center")
             note[0].caption(f"Linked turn {md_code(linked)} is not on this page.")

@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 import yaml
 
-from workbench.components.text import md_code
+from workbench.components.text import md_code, md_escape
 from workbench.components.train_jobs import (
     LaunchError,
     launch,
@@ -108,7 +108,7 @@ def _start(root: Path, run: str, config: EnvACEConfig) -> None:
     out = runs_root(root) / run
     command = train_command(path, out)
     job = launch(root, run, command)
-    st.session_state[NOTICE] = (f"Started run {md_code(run)} (pid {job.pid}): "
+    st.session_state[NOTICE] = (f"Started run {md_code(run)} (pid {job.pid:d}): "
                                 f"{md_code(shlex.join(['worldsmith', *command[3:]]))}")
     st.session_state["tr_run"] = run
     st.rerun()
@@ -141,7 +141,7 @@ def render_run_form(root: Path, datasets: list[str], books: list[str], envs: lis
             try:
                 _start(root, validate_run_name(run), _from_file(upload, path_text))
             except (ConfigError, LaunchError, OSError) as error:
-                st.error(f"Could not launch: {error}", icon=":material/error:")
+                st.error(f"Could not launch: {md_escape(error)}", icon=":material/error:")
         return
     data_choices = [FILES, *datasets]
     with st.form("tr_form"):
@@ -203,7 +203,7 @@ def render_run_form(root: Path, datasets: list[str], books: list[str], envs: lis
     try:
         _start(root, validate_run_name(run), config_from_values(values))
     except (ConfigError, LaunchError, OSError) as error:
-        st.error(f"Could not launch: {error}", icon=":material/error:")
+        st.error(f"Could not launch: {md_escape(error)}", icon=":material/error:")
 
 
 def render_sweep_form(root: Path, bases: dict[str, dict[str, Any]]) -> None:
@@ -245,8 +245,8 @@ def render_sweep_form(root: Path, bases: dict[str, dict[str, Any]]) -> None:
         command = sweep_command(path, out, ["--workspace", str(root.resolve())])
         job = launch(root, f"sweep-{raw['name']}", command, kind="sweep")
     except (ConfigError, LaunchError, OSError) as error:
-        st.error(f"Could not launch the sweep: {error}", icon=":material/error:")
+        st.error(f"Could not launch the sweep: {md_escape(error)}", icon=":material/error:")
         return
-    st.session_state[NOTICE] = (f"Started sweep {md_code(raw['name'])} (pid {job.pid}): "
+    st.session_state[NOTICE] = (f"Started sweep {md_code(raw['name'])} (pid {job.pid:d}): "
                                 f"{md_code(shlex.join(['worldsmith', *command[3:]]))}")
     st.rerun()

@@ -58,7 +58,8 @@ def summary_frame(runs: list[TrainRun]) -> pd.DataFrame:
 
 def _status(run: TrainRun) -> None:
     progress = min(1.0, run.step / run.steps) if run.steps else 0.0
-    st.progress(progress, text=f"{run.state} · step {run.step}/{run.steps or '?'} · updated {run.age()}")
+    st.progress(progress, text=f"{md_escape(run.state)} · step {run.step:d}/{md_escape(run.steps or '?')} · "
+                               f"updated {md_escape(run.age())}")
     if run.state == "failed":
         st.error(f"The run failed: {md_escape(run.error or 'no message')}", icon=":material/error:")
         if run.traceback:
@@ -91,8 +92,8 @@ def _curves(run: TrainRun) -> None:
         st.plotly_chart(fidelity_figure(frame, threshold), key=f"tr_fidelity_{run.name}")
         if "drift" in frame and frame["drift"].fillna(False).astype(bool).any():
             steps = frame.loc[frame["drift"].fillna(False).astype(bool), "step"].tolist()
-            st.warning(f"Rehearsal drift flagged at step(s) {', '.join(map(str, steps))}: the probe fell more than "
-                       "the tolerance below its best.", icon=":material/trending_down:")
+            st.warning(f"Rehearsal drift flagged at step(s) {md_escape(', '.join(map(str, steps)))}: the probe fell "
+                       "more than the tolerance below its best.", icon=":material/trending_down:")
     with st.expander("Logged steps"):
         st.dataframe(frame, hide_index=True)
 
@@ -163,9 +164,9 @@ def _evals(root: Path, run: TrainRun) -> None:
         try:
             job = launch(root, f"eval-{run.name}", command, kind="eval")
         except (LaunchError, OSError) as error:
-            st.error(f"Could not start the evaluation: {error}", icon=":material/error:")
+            st.error(f"Could not start the evaluation: {md_escape(error)}", icon=":material/error:")
         else:
-            st.success(f"Evaluating (pid {job.pid}): {md_code(shlex.join(['worldsmith', *command[3:]]))}; "
+            st.success(f"Evaluating (pid {job.pid:d}): {md_code(shlex.join(['worldsmith', *command[3:]]))}; "
                        "the results appear here when it finishes.", icon=":material/science:")
 
 
@@ -200,7 +201,7 @@ def render_run(root: Path, run: TrainRun) -> None:
     with config_tab:
         st.json(run.config or {}, expanded=False)
         if run.checkpoints:
-            st.caption("Checkpoints: " + ", ".join(f"step-{step}" for step in run.checkpoints))
+            st.caption("Checkpoints: " + ", ".join(f"step-{step:d}" for step in run.checkpoints))
 
 
 # ------------------------------------------------------------------------------------------ many runs
@@ -239,7 +240,8 @@ def render_sweeps(root: Path) -> None:
         st.caption("Still running: the table shows each trial's run folder so far.")
     elif sweep.best:
         st.success(f"Best ({md_escape(sweep.metric)}, {md_escape(sweep.mode)}): "
-                   f"{md_code(sweep.best.get('trial'))} = {sweep.best.get(sweep.metric)}", icon=":material/star:")
+                   f"{md_code(sweep.best.get('trial'))} = {md_escape(sweep.best.get(sweep.metric))}",
+                   icon=":material/star:")
     failed = table[table["status"].astype(str) == "failed"] if "status" in table else table.iloc[0:0]
     if not failed.empty:
         st.warning(f"{len(failed)} trial(s) failed; the others ran.", icon=":material/warning:")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from workbench.components.text import md_code, md_escape
 from worldsmith.worldbook import Patch, PatchConflictError, PatchOp, WorldbookError, WorldbookStore
 
 __all__ = ["NOTICES", "SHOWN", "notice", "show_version", "shown_version", "submit_patch", "take_notices"]
@@ -50,16 +51,17 @@ def submit_patch(store: WorldbookStore, name: str, base: str, ops: list[PatchOp]
                  *, done: str) -> None:
     """Apply one patch made against `base`; on success show the new version and rerun, else show why.
 
-    `done` is the notice shown after the rerun (the new version's id is appended).
+    `done` is the notice shown after the rerun, as Markdown with its values escaped (the new version's id is
+    appended).
     """
     try:
         new = store.patch(name, Patch(base=base, ops=ops, author=AUTHOR, message=message))
     except PatchConflictError as error:
-        st.error(f"Not saved: {error}", icon=":material/sync_problem:")
+        st.error(f"Not saved: {md_escape(error)}", icon=":material/sync_problem:")
         return
     except WorldbookError as error:
-        st.error(f"Not saved: {error}", icon=":material/error:")
+        st.error(f"Not saved: {md_escape(error)}", icon=":material/error:")
         return
     show_version(name, new.version)
-    notice(f"{done}: version `{new.version}`")
+    notice(done + f": version {md_code(new.version)}")
     st.rerun()

@@ -9,6 +9,7 @@ import streamlit as st
 
 from workbench.components.links import turn_query
 from workbench.components.paths import page_file
+from workbench.components.text import md_code, md_escape
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 from worldsmith.worldbook.index import SEARCH_KINDS, DenseUnavailableError, WorldbookIndex, index_folder
 from worldsmith.worldbook.interop import export_version, import_into_store
@@ -33,7 +34,8 @@ def render_search(store: WorldbookStore, name: str, version: str, book: Worldboo
             index = _index(str(store.root), name, version, mode != "lexical")
         hits = index.search(query, 20, kinds=kinds or None, mode=mode)
     except DenseUnavailableError as error:
-        st.error(f"Dense search is unavailable here: {error}. Lexical search still works.", icon=":material/error:")
+        st.error(f"Dense search is unavailable here: {md_escape(error)}. Lexical search still works.",
+                 icon=":material/error:")
         return
     if not hits:
         st.info("Nothing matches.", icon=":material/search_off:")
@@ -42,7 +44,7 @@ def render_search(store: WorldbookStore, name: str, version: str, book: Worldboo
                                for h in hits]), hide_index=True)
     evidence = [h for h in hits if h.kind == "evidence"][:5]
     for hit in evidence:
-        st.page_link(page_file("traces"), label=f"Open turn {hit.id}", icon=":material/open_in_new:",
+        st.page_link(page_file("traces"), label=f"Open turn {md_escape(hit.id)}", icon=":material/open_in_new:",
                      query_params=turn_query(dataset, hit.id))
 
 
@@ -55,9 +57,9 @@ def render_package(store: WorldbookStore, name: str, version: str) -> None:
         try:
             out = export_version(store, name, target.strip(), version=version, overwrite=overwrite)
         except (WorldbookError, OSError) as error:
-            st.error(str(error), icon=":material/error:")
+            st.error(md_escape(error), icon=":material/error:")
         else:
-            st.success(f"Wrote the package to `{out}`.", icon=":material/check_circle:")
+            st.success(f"Wrote the package to {md_code(out)}.", icon=":material/check_circle:")
     st.divider()
     st.markdown("**Import** a Trace2Env package as a new version (of its own name, or of the name given)")
     left, right = st.columns([3, 1])
@@ -68,9 +70,9 @@ def render_package(store: WorldbookStore, name: str, version: str) -> None:
             book, info, ignored = import_into_store(store, source.strip(), name=new_name.strip() or None,
                                                     author="workbench")
         except (WorldbookError, OSError) as error:
-            st.error(str(error), icon=":material/error:")
+            st.error(md_escape(error), icon=":material/error:")
         else:
-            st.success(f"Imported `{book.name}` as version `{info.version}` (parent `{info.parent}`), "
-                       f"{len(book.rules)} rules.", icon=":material/check_circle:")
+            st.success(f"Imported {md_code(book.name)} as version {md_code(info.version)} (parent "
+                       f"{md_code(info.parent)}), {len(book.rules)} rules.", icon=":material/check_circle:")
             if ignored:
-                st.caption("Ignored fields: " + "; ".join(ignored[:20]))
+                st.caption("Ignored fields: " + "; ".join(md_escape(field) for field in ignored[:20]))
