@@ -258,6 +258,24 @@ def test_no_network(env: ShellEnv) -> None:
 
 
 @pytest.mark.integration
+def test_what_of_the_host_is_visible_is_exactly_what_the_module_documents(env: ShellEnv) -> None:
+    """The module docstring lists the sandbox's `/` and what of the host it shows: hold it to that."""
+    env.reset("text/count-errors")
+    system = [name for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.lexists("/" + name)]
+    output, _ = run(env, "ls -A / | tr '\\n' ' '")
+    assert output.split() == sorted([*system, "dev", "etc", "home", "proc", "tmp", "usr", "var"])
+    output, _ = run(env, "ls -A /etc")
+    assert output.split() == sorted(os.listdir("/etc"))  # the host's /etc, whole
+    output, _ = run(env, "cut -d: -f1 /etc/passwd | tr '\\n' ' '; ls -A /home /var | tr '\\n' ' '")
+    assert output.split() == ["root", "agent", "nobody", "/home:", "agent", "/var:", "tmp"]
+    if os.path.exists("/etc/shadow") and not os.stat("/etc/shadow").st_mode & 0o004:
+        output, _ = run(env, "cat /etc/shadow")
+        assert "Permission denied" in output
+    output, _ = run(env, "touch /etc/x /usr/x 2>&1 | grep -c 'Read-only file system'")
+    assert output == "2\n"
+
+
+@pytest.mark.integration
 def test_host_environment_is_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     require_sandbox()
     monkeypatch.setenv("WS_SHELL_TEST_SECRET", "hunter2-do-not-leak")

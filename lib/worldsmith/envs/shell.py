@@ -2,14 +2,28 @@
 
 Why a sandbox and not a working directory: the agent's commands are untrusted and the host
 process may run as root, so every episode gets its own mount, user, pid, network, ipc and uts
-namespaces (bubblewrap, `apt-get install bubblewrap`). The sandbox sees:
+namespaces (bubblewrap, `apt-get install bubblewrap`). Its `/` holds exactly `bin dev etc home lib*
+proc sbin tmp usr var`, all read-only but its home and tmpfs. Of the host it sees exactly:
+
+- `/usr`, read-only;
+- `/etc`, read-only and whole: every file of the host's /etc that the file's mode lets any user read
+  (`/etc/hosts`, `/etc/resolv.conf`, `/etc/os-release`, package, locale and service configuration:
+  keep secrets out of a world-readable /etc), except `/etc/passwd` and `/etc/group`, replaced by the
+  sandbox's own (naming `root`, `agent` uid 1000 and `nobody`). Host files are owned by an unmapped
+  user there and their modes hold, so a root-only file such as `/etc/shadow` cannot be read;
+- `/bin`, `/sbin`, `/lib`, `/lib32`, `/lib64`, `/libx32` where the host has them, as links where they
+  are links (merged /usr), else read-only;
+- what the kernel itself shows: the kernel version (`uname -r`), and in its own /proc (its own
+  processes only) the system-wide files such as /proc/cpuinfo and /proc/meminfo.
+
+Nothing else of the host: no /root, /opt, /mnt, /srv, /run, /sys or /var of the host, no /home of
+others, no project directory, no device but the minimal /dev below. Its own are:
 
 - a fresh home, `/home/agent` (a host temporary directory bound read-write, removed on close and at
-  the next reset), which is also the working directory;
-- /usr, /etc and the /bin, /lib... links of the host read-only (with its own /etc/passwd and
-  /etc/group naming `agent`, uid 1000), a private /tmp and /dev/shm (tmpfs of `tmp_mb` each), a
-  minimal read-only /dev and its own /proc; nothing else of the host (no /root, no /home of others, no project directory), and `/` is
-  read-only: nothing the agent does is written outside its home and its private tmpfs;
+  the next reset), which is also the working directory, alone in a read-only `/home`;
+- a private /tmp and /dev/shm (tmpfs of `tmp_mb` each, `/var/tmp` a link to /tmp), a minimal
+  /dev (null, zero, full, random, urandom, tty, pts, fd, the std streams; no new file there): nothing the
+  agent does is written outside its home and its private tmpfs;
 - no network (only its own loopback), hostname `sandbox`;
 - only HOME, PATH, USER, LANG=C.UTF-8, TERM=dumb, HOSTNAME and TZ=UTC in the environment (nothing
   of the host's, also not in /proc/1/environ);
