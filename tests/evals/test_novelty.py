@@ -38,7 +38,7 @@ def test_vocabulary_keeps_ngrams_that_can_be_values() -> None:
 def test_an_unseen_location_is_novel_and_a_seen_one_is_not() -> None:
     go = call_key("go", {"target": "desk 1"})
     index = NoveltyIndex(["You arrive at loc 7. On the desk 1, you see a pen 2.", "go to desk 1"],
-                         {go: ["You arrive at loc 7. On the desk 1, you see a pen 2."]})
+                         {go: [["You arrive at loc 7. On the desk 1, you see a pen 2."]]})
     assert index.novel_values("You arrive at loc 22.", [], go) == ["loc 22", "22"]
     assert index.novel_values("You arrive at loc 22.", ["go to loc 22"], go) == []
     assert index.novel_values("You arrive at loc 7.", [], go) == []  # this call got loc 7 in the evidence
@@ -51,8 +51,49 @@ def test_a_value_in_the_book_evidence_for_the_same_call_is_not_novel() -> None:
     observation = '{"flight": "HAT136", "seats": 3}'
     call = call_key("get_flight", {"flight_number": "HAT136"})
     assert NoveltyIndex([]).novel_values(observation, [], call) == ["hat136", "3"]
-    index = NoveltyIndex(["Flight HAT136 has 3 seats left."], {call: ["Flight HAT136 has 3 seats left."]})
+    index = NoveltyIndex(["Flight HAT136 has 3 seats left."], {call: [["Flight HAT136 has 3 seats left."]]})
     assert index.novel_values(observation, [], call) == []
+
+
+def test_an_entity_is_known_from_the_evidence_only_where_every_episode_of_the_call_showed_it() -> None:
+    """Another game's things are another initial state's: a recipe or first inventory shows novel names."""
+    inventory = call_key("inventory", {})
+    answers = {inventory: [["You are carrying: a red apple and a knife."],
+                           ["You are carrying nothing.", "You are carrying: a knife."]]}
+    texts = [text for episode in answers[inventory] for text in episode] + ["take red apple", "take knife"]
+    index = NoveltyIndex(texts,
+                         answers, entities=["red apple", "knife"])
+    # every word is in the evidence, but the red apple only in one episode's inventory: novel
+    assert index.novel_values("You are carrying: a red apple and a knife.", [], inventory) == ["red apple"]
+    assert index.novel_values("You are carrying: a red apple.", ["take red apple"], inventory) == []
+    # not an entity: the environment's own words are known from anywhere in the evidence
+    assert index.novel_values("You are carrying nothing.", [], call_key("look", {})) == []
+    # without entities (a call answered once, or the same way by every episode), the old rule holds
+    assert NoveltyIndex(["You are carrying: a red apple."]).novel_values("You are carrying: a red apple.") == []
+
+
+def test_for_book_reads_entities_from_arguments_and_answers_per_episode() -> None:
+    from worldsmith.worldbook.model import Evidence, Worldbook
+
+    def item(episode: str, index: int, action: str, arguments: dict, text: str, observation: str) -> Evidence:
+        return Evidence(turn_id=f"{episode}#{index}", action=action, arguments=arguments, action_text=text,
+                        observation=observation)
+
+    get = {"user_id": "mia_li_3668"}
+    book = Worldbook(name="b", evidence=[
+        item("a", 0, "open", {"object": "fridge"}, "open fridge", "You open the fridge, revealing a carrot."),
+        item("b", 0, "open", {"object": "fridge"}, "open fridge", "You open the fridge, revealing a plum."),
+        item("a", 1, "get_user", get, "get_user", '{"name": "Mia", "city": "Seattle"}'),
+        item("b", 1, "get_user", get, "get_user", '{"name": "Mia", "city": "Seattle"}'),
+        item("b", 2, "take", {"object": "plum"}, "take plum", "Taken."),
+    ])
+    index = NoveltyIndex.for_book(book)
+    assert {"plum", "fridge", "mia_li_3668"} <= index.entities and "carrot" not in index.entities
+    fridge = call_key("open", {"object": "fridge"})
+    assert index.novel_values("You open the fridge, revealing a plum.", ["open fridge"], fridge) == ["plum"]
+    assert index.novel_values("You open the fridge, revealing a carrot.", ["open fridge"], fridge) == []
+    # a shared store: both episodes were answered the same record, so a new episode's read is knowable
+    assert index.novel_values('{"name": "Mia", "city": "Seattle"}', [], call_key("get_user", get)) == []
 
 
 def _episode(observations: list[str], *, task: str = "book a flight", opening: str = "Welcome.") -> Episode:

@@ -5,11 +5,19 @@
 
 A turn is *novel* when its observation shows a value that appears neither earlier in its episode
 (the task, the opening observation, earlier actions, context and observations, and the action of
-the turn itself: what a simulator is given) nor in the worldbook's evidence (its observations and
-action texts; a value holding a digit only in the evidence's answers to the same call, since ids,
-counts and per-trial numbers belong to one initial state); and a room's first description in the
-episode is novel (its header, a room not shown before: the room's initial state). Exact match on the other, *knowable* turns is the honest
-denominator: a miss on a novel turn may be no fault of the simulator.
+the turn itself: what a simulator is given) nor in the worldbook's evidence; and a room's first
+description in the episode is novel (its header, a room not shown before: the room's initial state).
+Exact match on the other, *knowable* turns is the honest denominator: a miss on a novel turn may be
+no fault of the simulator.
+
+What the evidence makes known depends on the kind of value. An *entity* value (one holding a digit:
+an id, a count, ALFWorld's per-trial `loc 22`; or a name the evidence's actions give as an argument:
+`red apple`, `notes.txt`, `Boston`) belongs to one initial state: another episode's entities are
+another world's. It is known from the evidence only where every evidence episode that made the same
+call was answered showing it (a shared backing store, as in service APIs; episodes that disagree make
+it per-episode): so the first inventory, a recipe read or a container opened for the first time show
+novel values even when other games held the same things. Any other value (the environment's own
+words: "carrying", "revealing", "not found") is known when the evidence shows it anywhere.
 
 Values are the content tokens that identify things, lower-cased, from a deliberately simple tokenizer:
 
@@ -37,6 +45,7 @@ from worldsmith.sim.base import action_line
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.trackers import ROOM_PATTERNS, PlaceTracker
 from worldsmith.traces.model import Episode, parse_json_text
+from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["MAX_NOVEL_VALUES", "MAX_WORDS", "STOP_WORDS", "NoveltyIndex", "call_key", "text_values", "vocabulary"]
@@ -155,30 +164,47 @@ def _numbered(value: str) -> bool:
 class NoveltyIndex:
     """The vocabulary of a worldbook's evidence, built once; novelty of observations against it and a prefix.
 
-    A value holding a digit (an id, a count, ALFWorld's per-trial `loc 22`, an object's number) is known
-    from the evidence only where the evidence shows it in an answer to the same call: another episode's
-    numbers are another initial state's, unless a shared backing store answered this very call so.
-    Other values are known when the evidence shows them anywhere.
+    `answers` gives, per call (`call_key`), each evidence episode's answers to it; an entity value (one
+    holding a digit, or in the vocabulary of a short argument in `entities`) is known from the evidence
+    only when every one of those episodes was shown it so (`by_call`). Other values are known when the
+    evidence shows them anywhere.
     """
 
     def __init__(self, book_evidence_texts: Iterable[str],
-                 answers: Mapping[str, Iterable[str]] | None = None) -> None:
+                 answers: Mapping[str, Iterable[Iterable[str]]] | None = None,
+                 entities: Iterable[str] = ()) -> None:
+        seen: dict[str, set[str]] = {}
+
+        def words(text: str) -> set[str]:
+            if text not in seen:
+                seen[text] = vocabulary(text)
+            return seen[text]
+
         self.vocabulary: set[str] = set()
         for text in set(book_evidence_texts):
-            self.vocabulary |= vocabulary(text)
+            self.vocabulary |= words(text)
         self.by_call: dict[str, set[str]] = {}
-        for key, texts in (answers or {}).items():
-            known = self.by_call.setdefault(key, set())
-            for text in set(texts):
-                known |= vocabulary(text)
+        for key, episodes in (answers or {}).items():
+            shown = [set().union(*(words(text) for text in texts)) for texts in episodes]
+            self.by_call[key] = set.intersection(*shown) if shown else set()
+        self.entities: set[str] = set()
+        for value in set(entities):
+            if len(_tokens(value)) <= MAX_WORDS:
+                self.entities |= vocabulary(value)
 
     @classmethod
     def for_book(cls, book: Worldbook) -> NoveltyIndex:
-        """The index of a book's evidence: its observations and action texts, and each call's answers."""
-        answers: dict[str, list[str]] = {}
+        """The index of a book's evidence: its observations and action texts, each call's answers per
+        episode, and the arguments its actions give."""
+        answers: dict[str, dict[str, list[str]]] = {}
+        entities: list[str] = []
         for item in book.evidence:
-            answers.setdefault(call_key(item.action, item.arguments), []).append(item.observation)
-        return cls([text for item in book.evidence for text in (item.observation, item.action_text)], answers)
+            answers.setdefault(call_key(item.action, item.arguments), {}).setdefault(
+                episode_of(item.turn_id), []).append(item.observation)
+            if isinstance(item.arguments, dict):
+                entities += [value for value in item.arguments.values() if isinstance(value, str)]
+        return cls([text for item in book.evidence for text in (item.observation, item.action_text)],
+                   {key: list(by_episode.values()) for key, by_episode in answers.items()}, entities)
 
     def novel_values(self, observation: str, known_texts: Iterable[str] = (), call: str | None = None) -> list[str]:
         """The values of `observation` in neither the book's evidence nor `known_texts` (`call`: its `call_key`)."""
@@ -190,7 +216,10 @@ class NoveltyIndex:
     def _novel(self, observation: str, known: set[str], call: str | None) -> list[str]:
         answered = self.by_call.get(call or "", set())
         return [v for v in text_values(observation) if v not in known
-                and (v not in answered if _numbered(v) else v not in self.vocabulary)]
+                and (v not in answered if self._entity(v) else v not in self.vocabulary)]
+
+    def _entity(self, value: str) -> bool:
+        return _numbered(value) or value in self.entities
 
     def episode(self, episode: Episode, turns: int | None = None) -> list[list[str]]:
         """Per turn (the first `turns`), the novel values of its observation given the real prefix before it.
