@@ -149,6 +149,25 @@ def test_unknown_action_gets_the_shared_failure_text() -> None:
     assert model.predict("dance wildly").observation == "Nothing happens."
 
 
+def test_nearest_evidence_prefers_an_action_of_the_same_shape() -> None:
+    """The harness's fallback answers `take X from Y` like other takes from a place, not like the take sharing
+    the rare word."""
+    from worldsmith.worldbook import Evidence
+
+    rows = [("take latchkey", {"object": "latchkey"}, "You pick up the latchkey from the ground."),
+            ("take worm from bench", {"object": "worm", "source": "bench"}, "You take the worm from the bench.")]
+    evidence = [Evidence(turn_id=f"e#{i}", action="take", arguments=arguments, action_text=text, observation=observation)
+                for i, (text, arguments, observation) in enumerate(rows)]
+    model = NearestEvidence(evidence, same_shape_first=True)
+    model.start("")
+    assert (model.predict("take rectangular latchkey from bed stand").observation
+            == "You take the rectangular latchkey from the bed stand.")
+    assert model.predict("take rectangular latchkey").observation == "You pick up the rectangular latchkey from the ground."
+    plain = NearestEvidence(evidence)  # the baseline: the rare shared word wins
+    plain.start("")
+    assert plain.predict("take rectangular latchkey from bed stand").observation.startswith("You pick up")
+
+
 def test_evidence_scorer_prefers_shared_rare_words() -> None:
     from worldsmith.worldbook import Evidence
 

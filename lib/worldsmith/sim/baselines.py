@@ -43,11 +43,19 @@ def _query(action: Action) -> str:
     return " ".join([action_line(action), *values])
 
 
+def _roles(item: Evidence) -> set[str]:
+    """The argument names an evidence item gives (`take X` and `take X from Y` are different shapes)."""
+    return set(item.arguments) if isinstance(item.arguments, dict) else set()
+
+
 class NearestEvidence(WorldModelBase):
     """The lexically nearest evidence of the same action, adapted to the current arguments (no model).
 
     Candidates are ranked by word overlap with the action, then by how many of the action's
     turns share their observation template (a common answer beats an odd one), then by length.
+    With `same_shape_first` (the harness's fallback), candidates of the action's shape (the same
+    argument names: `take X from Y` is not `take X`) come before all others; the `nearest`
+    baseline keeps the plain ranking, so its numbers stay comparable across versions.
     An action name with no evidence (an unknown action) gets outcome `failure:unknown_action`
     and the environment's generic failure text, when one failure observation answers several
     different actions in the evidence ("Nothing happens."), else an empty observation.
@@ -56,8 +64,9 @@ class NearestEvidence(WorldModelBase):
     name = "nearest_evidence"
     route = "fallback:nearest_evidence"
 
-    def __init__(self, evidence: Worldbook | Sequence[Evidence], *, k: int = 5) -> None:
+    def __init__(self, evidence: Worldbook | Sequence[Evidence], *, k: int = 5, same_shape_first: bool = False) -> None:
         super().__init__()
+        self.same_shape_first = same_shape_first
         self.book = evidence if isinstance(evidence, Worldbook) else None
         self.scorer = EvidenceScorer(_evidence_of(evidence))
         self.k = k
@@ -97,7 +106,10 @@ class NearestEvidence(WorldModelBase):
     def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
         name = self._canonical(action.name)
         hits = self.scorer.search(_query(action), None, action=name)
-        hits.sort(key=lambda hit: (-round(hit.score, 6), -self._support[(name, self._templates[hit.id])], hit.extra))
+        arguments = action_arguments(action)
+        shape = set(arguments) if self.same_shape_first else None
+        hits.sort(key=lambda hit: (shape is not None and _roles(hit.evidence) != shape, -round(hit.score, 6),
+                                   -self._support[(name, self._templates[hit.id])], hit.extra))
         audit = Audit(route=self.route, retrieved=[hit.to_json() for hit in hits[: self.k]], notes=list(notes))
         if not hits:
             audit.notes.append(f"no evidence for action {action.name!r}")
@@ -105,7 +117,6 @@ class NearestEvidence(WorldModelBase):
                 return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
             audit.notes.append("answered with the failure text several actions share")
             return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
-        arguments = action_arguments(action)
         for hit in hits:
             rendered = render_template(self._templates[hit.id], arguments)
             if rendered is not None:

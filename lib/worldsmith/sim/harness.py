@@ -116,7 +116,7 @@ class Harness(WorldModelBase):
                 self.rules.setdefault(rule.action, []).append(rule)
             for rule in sorted(book.rules, key=lambda r: (not r.executable, -r.support, r.id)):
                 self.all_rules.setdefault(rule.action, []).append(rule)
-        self.nearest = NearestEvidence(book) if config.knowledge and book.evidence else None
+        self.nearest = NearestEvidence(book, same_shape_first=True) if config.knowledge and book.evidence else None
         self.memory: dict[str, str] = {}  # action line -> the last observation it got in this episode
         evidence = book.evidence if config.knowledge else []
         self.places = PlaceTracker(evidence)
