@@ -39,6 +39,7 @@ from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.shell_state import ShellTracker
+from worldsmith.sim.suffixes import SuffixConditions
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
 from worldsmith.sim.views import ViewEdits
 from worldsmith.traces.model import Action
@@ -129,6 +130,7 @@ class Harness(WorldModelBase):
                                     joins_front=next(iter(self.inventory.front.values()), None))
         self.scope = ScopeTracker(evidence, place_of=self.places.place_of, carriers=self.inventory.carriers)
         self.counter = TurnCounter(evidence)
+        self.suffixes = SuffixConditions(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness_schema_only"
@@ -174,6 +176,7 @@ class Harness(WorldModelBase):
         self.scope.reset(self.initial_observation)
         self.inventory.reset(self.initial_observation)
         self.view_edits.reset(self.initial_observation)
+        self.suffixes.reset()
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -193,6 +196,7 @@ class Harness(WorldModelBase):
         self.scope.observe(name, arguments, observation)
         self.inventory.observe(name, arguments, observation)
         self.view_edits.observe(name, arguments, observation)
+        self.suffixes.observe(line, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -327,9 +331,24 @@ class Harness(WorldModelBase):
         return self._transition(action, name, arguments, observation, outcome or nearest.outcome, [], audit,
                                 from_rule=False)
 
+    def _suffixed(self, name: str, arguments: dict[str, Any], action: Action, observation: str, audit: Audit) -> str:
+        """The answer with its learned trailing line added or removed (`sim.suffixes`), where the route table's
+        held-out record of such adjustments for this action is not worse than leaving answers alone."""
+        if self.routes is None or not self.suffixes.applies(name):
+            return observation
+        stats = self.routes.stats(name, "suffix", pooled=False)
+        if stats is None or not stats.not_worse_than_nearest:
+            return observation
+        adjusted = self.suffixes.adjust(name, arguments, action_line(action), observation)
+        if adjusted is None:
+            return observation
+        audit.notes.append(f"trailing line {adjusted[1]}")
+        return adjusted[0]
+
     def _transition(self, action: Action, name: str, arguments: dict[str, Any], observation: str, outcome: str,
                     effects: list[Effect], audit: Audit, *, from_rule: bool) -> Prediction:
         """Validate the proposed effects on a copy, then read the answered observation back into state."""
+        observation = self._suffixed(name, arguments, action, observation, audit)
         accepted: list[Effect] = []
         if effects:
             problems = schema_problems(self.book, effects, arguments)

@@ -5,21 +5,25 @@ memory): the best source whose held-out replay was not worse than nearest eviden
 this action, else none
 (nearest evidence answers). `learn_routes` measures that table by cross-fitting: each fold's
 worldbook is built without some trajectory families, then a harness on it replays those families
-with teacher forcing and every source's answer is scored beside nearest evidence's.
+with teacher forcing and every source's answer is scored beside nearest evidence's. Its `suffix` row
+scores answers with their learned trailing line adjusted (`sim.suffixes`) against the same answers
+left alone: the harness adjusts only where that row is not worse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from worldsmith.sim.base import action_line
 from worldsmith.sim.scoring import exact_match
 from worldsmith.sim.trackers import Proposal
-from worldsmith.traces.model import Episode
+from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.routing import RouteTable
 
 if TYPE_CHECKING:
+    from worldsmith.sim.harness import Harness
     from worldsmith.worldbook.build import BuildConfig
 
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
@@ -79,6 +83,17 @@ def choose_route(table: RouteTable | None, action: str,
     return chosen, notes
 
 
+def _record_suffixes(table: RouteTable, harness: Harness, action: Action, name: str, arguments: dict[str, Any],
+                     bases: set[str], reference: str) -> None:
+    """Each answer the turn could get, with its learned trailing line added or removed, against itself unchanged:
+    the `suffix` row says whether adjusting helps this action held out."""
+    line = action_line(action)
+    for base in sorted(bases):
+        adjusted = harness.suffixes.adjust(name, arguments, line, base)
+        if adjusted is not None:
+            table.record(name, "suffix", bool(exact_match(adjusted[0], reference)), bool(exact_match(base, reference)))
+
+
 def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
     """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families)."""
     from worldsmith.sim.harness import Harness
@@ -103,8 +118,13 @@ def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int
                 name, arguments, _ = harness.canonical(turn.action)
                 proposals, _ = harness.proposals(turn.action, name, arguments)
                 nearest_exact = None
+                bases = {proposal.observation for proposal in proposals}
                 if nearest is not None:
-                    nearest_exact = bool(exact_match(nearest.nearest(turn.action).observation, reference))
+                    answer = nearest.nearest(turn.action).observation
+                    bases.add(answer)
+                    nearest_exact = bool(exact_match(answer, reference))
+                if harness.suffixes.applies(name):
+                    _record_suffixes(table, harness, turn.action, name, arguments, bases, reference)
                 exact: dict[str, tuple[str, bool]] = {}
                 for proposal in proposals:
                     if proposal.key not in exact:
