@@ -44,6 +44,7 @@ def test_the_condition_is_learned_from_what_an_earlier_answer_named() -> None:
     rule = rules["take"][0]
     assert (rule.suffix, rule.reference, rule.once) == (POINT, "examine cookbook", True)
     assert rule.correct == rule.labelled == 10
+    assert SuffixConditions(EVIDENCE).snapshot() == {"take": [rule.describe()]}
 
 
 def test_adjust_adds_the_point_for_a_recipe_thing_once_and_removes_it_otherwise() -> None:

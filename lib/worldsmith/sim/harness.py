@@ -213,7 +213,8 @@ class Harness(WorldModelBase):
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
         return {"places": self.places.snapshot(), "entities": self.entities.snapshot(),
                 "fields": self.fields.snapshot(), "shell": self.shell.snapshot(),
-                "scope": self.scope.snapshot(), "carried": self.inventory.snapshot()}
+                "scope": self.scope.snapshot(), "carried": self.inventory.snapshot(),
+                "trailing lines": self.suffixes.snapshot()}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:

@@ -151,6 +151,10 @@ class SuffixConditions:
             self.given.add((line, last))
         self.latest[line] = observation.lower()
 
+    def snapshot(self) -> dict[str, list[str]]:
+        """The learned conditions, per action: what the Simulate page and the audit show."""
+        return {action: [rule.describe() for rule in rules] for action, rules in sorted(self.rules.items())}
+
     def applies(self, action: str) -> bool:
         return action in self.rules
 
