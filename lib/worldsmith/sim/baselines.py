@@ -43,11 +43,6 @@ def _query(action: Action) -> str:
     return " ".join([action_line(action), *values])
 
 
-def _roles(item: Evidence) -> set[str]:
-    """The argument names an evidence item gives (`take X` and `take X from Y` are different shapes)."""
-    return set(item.arguments) if isinstance(item.arguments, dict) else set()
-
-
 class NearestEvidence(WorldModelBase):
     """The lexically nearest evidence of the same action, adapted to the current arguments (no model).
 
@@ -71,11 +66,13 @@ class NearestEvidence(WorldModelBase):
         self.scorer = EvidenceScorer(_evidence_of(evidence))
         self.k = k
         self._templates: dict[str, str] = {}
+        self._roles: dict[str, frozenset[str]] = {}  # the argument names each item gives: its shape
         self._support: Counter[tuple[str, str]] = Counter()
         failures: dict[str, set[str]] = {}
         for item in self.scorer.evidence:
             template = make_template(item.arguments if isinstance(item.arguments, dict) else {}, item.observation)
             self._templates[item.turn_id] = template
+            self._roles[item.turn_id] = frozenset(item.arguments) if isinstance(item.arguments, dict) else frozenset()
             self._support[(item.action, template)] += 1
             if item.outcome == "failure":
                 failures.setdefault(item.observation, set()).add(item.action)
@@ -107,8 +104,8 @@ class NearestEvidence(WorldModelBase):
         name = self._canonical(action.name)
         hits = self.scorer.search(_query(action), None, action=name)
         arguments = action_arguments(action)
-        shape = set(arguments) if self.same_shape_first else None
-        hits.sort(key=lambda hit: (shape is not None and _roles(hit.evidence) != shape, -round(hit.score, 6),
+        shape = frozenset(arguments) if self.same_shape_first else None
+        hits.sort(key=lambda hit: (shape is not None and self._roles[hit.id] != shape, -round(hit.score, 6),
                                    -self._support[(name, self._templates[hit.id])], hit.extra))
         audit = Audit(route=self.route, retrieved=[hit.to_json() for hit in hits[: self.k]], notes=list(notes))
         if not hits:
