@@ -60,8 +60,10 @@ def _knowable(report: dict[str, Any]) -> None:
         return
     st.dataframe(frame, hide_index=True, key="ev_knowable")
     st.caption("A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named "
-               "entity) seen neither earlier in its episode nor in the book's evidence: no simulator could know it. "
-               "Knowable = the other turns; n = records scored.")
+               "entity) seen neither earlier in its episode nor in the book's evidence (an entity, a number or a "
+               "name actions take as an argument, counts as seen in the evidence only where every episode that made "
+               "the same call was shown it): no simulator could know it. Knowable = the other turns; n = records "
+               "scored.")
 
 
 def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> None:
