@@ -17,7 +17,9 @@ def render_route_table(book: Worldbook) -> None:
         return
     st.caption(f"Measured by cross-fitting: {table.folds:d} folds, {table.turns:d} held-out turns. A source answers an "
                "action only where it lost no more turns to nearest evidence than it won; the pooled rows (action "
-               f"`*`) decide for actions with fewer than {table.min_turns:d} measured turns.")
+               f"`*`) decide for actions with fewer than {table.min_turns:d} measured turns. The `suffix` rows score "
+               "answers with their learned trailing line added or removed against the same answers left alone "
+               "(wins/losses against those, not nearest evidence), per action only.")
     frame = pd.DataFrame(table.rows())
     actions = sorted(set(frame["action"])) if not frame.empty else []
     chosen = st.multiselect("Actions", actions, key="wb_routes_actions", placeholder="all actions")
