@@ -110,3 +110,11 @@ def vllm_json_schema() -> dict:
         "required": ["action", "ok"],
         "additionalProperties": False,
     }
+
+
+@pytest.fixture(scope="session")
+def random_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-weight chat model for the hf backend's prompt-lookup tests: it repeats itself, so its drafts are
+    accepted often and the verify path really runs."""
+    pytest.importorskip("transformers", reason="building the test model needs transformers")
+    return build_tiny_chat_model(tmp_path_factory.mktemp("random_chat") / "model", seed=3)

@@ -152,3 +152,90 @@ def test_errors(llm: HFLLM, tmp_path: Path) -> None:
     if prompt < llm.context_window:
         [capped] = llm.chat(near, max_tokens=64)
         assert capped.completion_tokens <= llm.context_window - prompt
+
+
+# -- prompt lookup ----------------------------------------------------------------------------------
+
+LISTING = ("ls -a returned: {\"current_directory_content\": [\"report_2024.txt\", \"notes.md\", \"archive\", "
+           "\"budget_final.xlsx\"]}. Then cat report_2024.txt returned: {\"file_content\": \"quarterly numbers\"}")
+COPYING = [
+    {"role": "system", "content": SYSTEM},
+    {"role": "user", "content": LISTING},
+    {"role": "assistant", "content": "cat(file_name='report_2024.txt')"},
+    {"role": "user", "content": LISTING + " Repeat the listing."},
+]
+
+
+@pytest.fixture(scope="module")
+def random_model(random_chat_model: Path) -> Path:
+    return random_chat_model
+
+
+def _pair(path: Path, extra: str = "") -> tuple[HFLLM, HFLLM]:
+    on = make_llm(f"hf:{path}?lookup_draft=5{extra}")
+    off = make_llm(f"hf:{path}?prompt_lookup=false{extra}")
+    assert isinstance(on, HFLLM) and isinstance(off, HFLLM) and on.lookup.enabled and not off.lookup.enabled
+    return on, off
+
+
+@pytest.mark.parametrize("model", ["tiny", "random"])
+def test_lookup_gives_the_greedy_text_of_plain_decoding(model: str, random_model: Path) -> None:
+    on, off = _pair(TINY if model == "tiny" else random_model)
+    conversations = [COPYING, CONV, extend(CONV, "go to fridge 1", "The fridge 1 is closed."),
+                     [{"role": "user", "content": "look look look look look"}]]
+    for max_tokens in (1, 2, 7, 40):
+        for conversation in conversations:
+            assert on.chat(conversation, max_tokens=max_tokens)[0].text == off.chat(conversation, max_tokens=max_tokens)[0].text
+    # a batch: rows of different lengths draft and accept on their own
+    batched = [group[0] for group in on.chat_many(conversations, max_tokens=30)]
+    plain = [group[0] for group in off.chat_many(conversations, max_tokens=30)]
+    assert [c.text for c in batched] == [c.text for c in plain]
+    assert [c.completion_tokens for c in batched] == [c.completion_tokens for c in plain]
+    assert [c.finish_reason for c in batched] == [c.finish_reason for c in plain]
+    stats = on.lookup_stats
+    assert stats.passes > 0 and stats.tokens >= stats.passes and stats.drafted > 0
+    assert off.lookup_stats.tokens == off.lookup_stats.passes and off.lookup_stats.drafted == 0
+    if model == "random":
+        assert stats.accepted > 10 and stats.tokens_per_pass > 1.2  # the verify path really ran
+    # stop strings end a completion inside an accepted draft as they end it token by token
+    [full] = off.chat(COPYING, max_tokens=40)
+    for word in full.text.split()[1:4]:
+        [a], [b] = on.chat(COPYING, max_tokens=40, stop=[word]), off.chat(COPYING, max_tokens=40, stop=[word])
+        assert (a.text, a.finish_reason, a.completion_tokens) == (b.text, b.finish_reason, b.completion_tokens)
+
+
+def test_lookup_with_prefix_reuse_matches_a_cold_plain_backend(random_model: Path) -> None:
+    on = make_llm(f"hf:{random_model}?lookup_draft=6")
+    cold = make_llm(f"hf:{random_model}?prompt_lookup=false&prefix_cache=0")
+    [act] = on.chat(COPYING, max_tokens=24)
+    rehearse = extend(COPYING, act.text, "What does the environment show after this action?")
+    [again] = on.chat(rehearse, max_tokens=24)
+    assert again.cached_tokens >= act.prompt_tokens
+    assert again.text == cold.chat(rehearse, max_tokens=24)[0].text
+    # the answer stored with its prompt (the rejected draft columns were dropped) serves the next turn exactly
+    following = extend(rehearse, again.text, "And then?")
+    [third] = on.chat(following, max_tokens=24)
+    assert third.cached_tokens > again.prompt_tokens and third.text == cold.chat(following, max_tokens=24)[0].text
+
+
+def test_seeded_sampling_with_lookup_is_reproducible_and_batch_independent(random_model: Path) -> None:
+    on, _ = _pair(random_model)
+    for temperature in (0.1, 1.0):  # a random model's argmax is sharp only when cooled: drafts are accepted then
+        first = [c.text for c in on.chat(COPYING, max_tokens=24, temperature=temperature, seed=4, n=3)]
+        assert first == [c.text for c in on.chat(COPYING, max_tokens=24, temperature=temperature, seed=4, n=3)]
+        inside = on.chat_many([CONV, COPYING], max_tokens=24, temperature=temperature, seed=4, n=3)[1]
+        assert [c.text for c in inside] == first
+        if temperature == 0.1:
+            assert on.lookup_stats.accepted > 0
+
+
+def test_lookup_options_from_the_spec() -> None:
+    llm = make_llm(f"hf:{TINY}?lookup_draft=3&lookup_ngram=2&prefix_cache=0")
+    assert isinstance(llm, HFLLM) and (llm.lookup.enabled, llm.lookup.draft, llm.lookup.ngram) == (True, 3, 2)
+    assert not make_llm(f"hf:{TINY}?prompt_lookup=false").lookup.enabled  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="draft length"):
+        make_llm(f"hf:{TINY}?lookup_draft=0")
+    with pytest.raises(ValueError, match="n-gram size"):
+        make_llm(f"hf:{TINY}?lookup_ngram=-1")
+    with pytest.raises(ValueError, match="prompt_lookup must be true or false"):
+        make_llm(f"hf:{TINY}?prompt_lookup=sometimes")

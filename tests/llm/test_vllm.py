@@ -42,6 +42,34 @@ def test_unknown_option_is_named(tmp_path: Path) -> None:
         from_spec(parse_spec(f"vllm:{tmp_path}?colour=red"))
 
 
+def test_prompt_lookup_options_become_the_engines_ngram_speculation(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """Without vllm: a stand-in module records what the backend hands `vllm.LLM`."""
+    import types
+
+    engines: list[dict] = []
+    fake = types.ModuleType("vllm")
+    fake.LLM = lambda **engine: engines.append(engine)  # type: ignore[attr-defined]
+    fake.SamplingParams = dict  # type: ignore[attr-defined]
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: True)  # type: ignore[attr-defined]
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = dict  # type: ignore[attr-defined]
+    for name, module in (("vllm", fake), ("vllm.platforms", platforms), ("vllm.sampling_params", sampling)):
+        monkeypatch.setitem(sys.modules, name, module)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    (tmp_path / "config.json").write_text("{}")
+    make_llm(f"vllm:{tmp_path}?prompt_lookup=true&lookup_draft=5&lookup_ngram=2")
+    assert engines[-1]["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 5,
+                                                 "prompt_lookup_max": 2, "prompt_lookup_min": 1}
+    make_llm(f"vllm:{tmp_path}")
+    assert "speculative_config" not in engines[-1]  # off by default
+    with pytest.raises(ValueError, match="draft length"):
+        make_llm(f"vllm:{tmp_path}?prompt_lookup=true&lookup_draft=0")
+    assert len(engines) == 2
+
+
 # -- a real engine ----------------------------------------------------------------------------------
 
 
@@ -158,3 +186,16 @@ def test_structured_output_is_guided_on_vllm(vllm_llm: VLLMLLM) -> None:
     move, used = chat_structured(vllm_llm, [{"role": "user", "content": "Next move as JSON."}], Move,
                                  max_tokens=48, temperature=1.0, seed=5)
     assert isinstance(move, Move) and len(used) == 1
+
+
+@pytest.mark.integration
+def test_ngram_speculation_keeps_greedy_text(vllm_llm: VLLMLLM, vllm_tiny_model: Path) -> None:
+    """vLLM's own prompt lookup, switched on by the backend's options, answers greedily as plain decoding does."""
+    conversations = [USER, [{"role": "user", "content": "take the key take the key take the key and look"}]]
+    plain = [group[0].text for group in vllm_llm.chat_many(conversations, max_tokens=24)]
+    llm = make_llm(f"vllm:{vllm_tiny_model}?max_model_len=512&dtype=float32&seed=0&prompt_lookup=true&lookup_draft=4")
+    try:
+        assert llm.engine_args["speculative_config"]["method"] == "ngram"  # type: ignore[attr-defined]
+        assert [group[0].text for group in llm.chat_many(conversations, max_tokens=24)] == plain
+    finally:
+        llm.close()

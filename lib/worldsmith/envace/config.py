@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.util.names import MAX_NAME, check_name
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "GRPOConfig",
     "LoraSettings",
     "ProbeConfig",
+    "PromptLookupSettings",
     "RehearsalBudget",
     "TemplateConfig",
     "apply_overrides",
@@ -159,6 +161,27 @@ class LoraSettings(BaseModel):
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
+class PromptLookupSettings(BaseModel):
+    """Prompt-lookup decoding of rehearsals (`worldsmith.llm.prompt_lookup`): a draft copied from the context,
+    verified in one forward pass; greedy text is unchanged and sampled text keeps its distribution."""
+
+    model_config = _STRICT
+
+    enabled: bool = Field(default=True, description="use it for the probe's greedy rehearsals")
+    rollouts: bool = Field(
+        default=False, description="also for the rehearse step of GRPO rollouts (sampled): off by default, as on "
+        "the bundled tiny checkpoint at temperature 1 too few drafts are accepted to pay for the wider passes "
+        "(benchmarks/RESULTS.md)")
+    draft: int = Field(default=4, ge=1, description="tokens drafted per pass")
+    ngram: int = Field(default=3, ge=1, description="longest n-gram of the context matched (then shorter ones)")
+
+    def settings(self, *, rollouts: bool = False) -> PromptLookup | None:
+        """The decoder's settings for the probe (or, with `rollouts`, for GRPO rollouts); None when off there."""
+        if not self.enabled or (rollouts and not self.rollouts):
+            return None
+        return PromptLookup(True, self.draft, self.ngram)
+
+
 class RehearsalBudget(BaseModel):
     """Test-time rehearsal knobs (K sequential imagined steps, N parallel continuations) that sweeps vary."""
 
@@ -203,6 +226,7 @@ class EnvACEConfig(BaseModel):
     keep_checkpoints: int = Field(default=2, ge=1)
     lora: LoraSettings | None = None
     rehearsal: RehearsalBudget = Field(default_factory=RehearsalBudget)
+    prompt_lookup: PromptLookupSettings = Field(default_factory=PromptLookupSettings)
 
     @field_validator("name", "worldbook")
     @classmethod

@@ -10,6 +10,13 @@ hides the segment from everything after it. Each row also keeps its own compact 
 Rows are right-aligned per fed chunk (padding columns are invalid keys), carry explicit position
 ids, and leave the batch when their episode ends (`keep`). Sampling uses one seeded
 `torch.Generator`, so a run reproduces (and resumes) exactly.
+
+Prompt lookup (`generate(..., lookup=PromptLookup())`, `worldsmith.llm.prompt_lookup`): each pass
+feeds a row's last token plus a draft copied from its own stream (left-aligned), and the row keeps
+the draft tokens the model agrees with (greedy: the same tokens as without; sampled: the same
+distribution, and the recorded log-probs are the target's). Rejected draft columns become invalid
+keys like padding, and columns no row kept are cropped from the cache. Rollouts use it for the
+rehearse step, whose answers mostly copy the context.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 
 from worldsmith.envace.data import IGNORE, ROLE_NONE, DualRoleStream
 from worldsmith.envace.modeling import additive_mask, segment_allowed
+from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex, PromptLookup, accept_rows
 
 __all__ = ["DecodeStats", "SegmentDecoder"]
 
@@ -34,6 +42,12 @@ class DecodeStats:
     generated_tokens: int = 0
     reused_tokens: int = 0  # history a rehearse step (or a copied prompt) took from the cache instead of recomputing
     forward_calls: int = 0
+    lookup: LookupStats = field(default_factory=LookupStats)  # the decode passes of generate (lookup on or off)
+
+    def add(self, other: DecodeStats) -> None:
+        for name in ("forward_tokens", "generated_tokens", "reused_tokens", "forward_calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.lookup.add(other.lookup)
 
 
 @dataclass
@@ -45,6 +59,7 @@ class _Row:
     segments_used: int = 0
     logprobs: list[float] = field(default_factory=list)  # sampling log-probs of generated target tokens
     pending: list[tuple[int, int, int]] = field(default_factory=list)  # generated, not yet fed to the model
+    index: NgramIndex | None = None  # prompt lookup's n-grams of `stream.ids` (built on first use)
 
 
 class SegmentDecoder:
@@ -67,6 +82,7 @@ class SegmentDecoder:
         self.key_valid: Any = None  # (B, C) bool
         self.key_segments: Any = None  # (B, C) long
         self.stats = DecodeStats()
+        self.croppable = False  # plain full-attention caches: prompt lookup crops rejected columns (else it is off)
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self._cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
@@ -102,7 +118,8 @@ class SegmentDecoder:
         except TypeError:  # older transformers
             return DynamicCache()
         layers = getattr(probe, "layers", None)
-        if layers and all(type(layer).__name__ == "DynamicLayer" for layer in layers):
+        self.croppable = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+        if self.croppable:
             try:
                 from worldsmith.llm.hf import _growing_layer_class
 
@@ -168,7 +185,6 @@ class SegmentDecoder:
         Tokens a row generated but did not feed yet (a final end-of-turn) go in first. `roles`
         marks the chunk tokens as targets of that role.
         """
-        torch = self.torch
         batch = len(self.rows)
         if len(chunks) != batch:
             raise ValueError(f"{len(chunks)} chunks for {batch} rows")
@@ -178,6 +194,14 @@ class SegmentDecoder:
             role = roles[index] if roles is not None else ROLE_NONE
             items.append(state.pending + (self._items(index, chunk, role) if chunk else []))
             state.pending = []
+        return self._run(items, keep=1)[:, -1, :]
+
+    def _run(self, items: list[list[tuple[int, int, int]]], *, keep: int, left: bool = False) -> Any:
+        """One forward pass over one list of (token, position, segment) per row; logits (B, keep, V) of the last
+        `keep` columns. Rows are right-aligned (each row's last token in the last column), or left-aligned for a
+        verify pass (rejected draft columns then sit at the right end, where they can be cropped)."""
+        torch = self.torch
+        batch = len(self.rows)
         width = max((len(row) for row in items), default=0)
         if width == 0:
             raise ValueError("nothing to feed")
@@ -190,10 +214,11 @@ class SegmentDecoder:
             if not row:
                 continue
             n = len(row)
-            input_ids[index, width - n:] = torch.tensor([item[0] for item in row], dtype=torch.long)
-            positions[index, width - n:] = torch.tensor([item[1] for item in row], dtype=torch.long)
-            segments[index, width - n:] = torch.tensor([item[2] for item in row], dtype=torch.long)
-            valid[index, width - n:] = True
+            columns = slice(0, n) if left else slice(width - n, width)
+            input_ids[index, columns] = torch.tensor([item[0] for item in row], dtype=torch.long)
+            positions[index, columns] = torch.tensor([item[1] for item in row], dtype=torch.long)
+            segments[index, columns] = torch.tensor([item[2] for item in row], dtype=torch.long)
+            valid[index, columns] = True
         input_ids, positions = input_ids.to(self.device), positions.to(self.device)
         valid, segments = valid.to(self.device), segments.to(self.device)
         offset = self.key_valid.shape[1]
@@ -202,14 +227,14 @@ class SegmentDecoder:
         allowed = segment_allowed(self.key_segments, self.key_valid, segments, offset)
         mask = additive_mask(allowed, self.mask_dtype)
         output = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                            use_cache=True, logits_to_keep=1, **{self._cache_arg: self.cache})
+                            use_cache=True, logits_to_keep=keep, **{self._cache_arg: self.cache})
         cache = getattr(output, "cache", None)
         cache = cache if cache is not None else getattr(output, "past_key_values", None)
         if cache is not None:
             self.cache = cache
         self.stats.forward_tokens += int(valid.sum())
         self.stats.forward_calls += 1
-        return output.logits[:, -1, :].float()
+        return output.logits[:, -keep:, :].float()
 
     # ------------------------------------------------------------------ sampling
 
@@ -221,43 +246,90 @@ class SegmentDecoder:
         role: int,
         max_new_tokens: int,
         temperature: float = 1.0,
+        lookup: PromptLookup | None = None,
     ) -> dict[int, list[int]]:
         """Sample a completion for each of `rows` from `logits` (B, V), recorded as `role` targets.
 
         A completion ends with the end-of-turn token; one cut at `max_new_tokens` gets that token
         instead of its last, so every target ends its turn as training text does. The end-of-turn
         token is fed with the row's next chunk (no forward pass for it alone). Temperature 0 is
-        greedy. Returns row -> generated ids (end-of-turn included).
+        greedy. With `lookup` on, each pass also verifies a draft per row copied from its stream
+        (on models whose cache can be cropped; else plain decoding). Returns row -> generated ids
+        (end-of-turn included).
         """
         torch = self.torch
+        settings = lookup if lookup is not None and lookup.enabled and self.croppable else None
         active = list(rows)
         out: dict[int, list[int]] = {row: [] for row in active}
-        batch = len(self.rows)
-        for step in range(max_new_tokens):
-            scaled = logits[active] / temperature if temperature > 0 else logits[active]
-            logp = torch.log_softmax(scaled, dim=-1)
-            if temperature > 0:
-                chosen = torch.multinomial(logp.exp(), 1, generator=self.generator).squeeze(1)
-            else:
-                chosen = logp.argmax(dim=-1)
-            if step == max_new_tokens - 1:
-                chosen = torch.full_like(chosen, self.eos_id)  # cut: close the turn
-            picked = logp.gather(1, chosen[:, None]).squeeze(1).tolist()
-            chunks: list[list[int] | None] = [None] * batch
+        drafts: dict[int, list[int]] = {row: [] for row in active}
+        scores = logits[active][:, None, :]  # (active, columns, V): after each row's last token, then its draft
+        kept: list[int] | None = None  # per row: columns of the last pass it keeps (None: `logits` came from a feed)
+        offset = 0  # the first cache column of the last pass
+        while True:
+            logp = torch.log_softmax(scores / temperature if temperature > 0 else scores, dim=-1)
+            emitted = accept_rows([drafts[row] for row in active], logp.exp() if temperature > 0 else logp,
+                                  sample=temperature > 0, generators=self.generator)
             still = []
             for position, row in enumerate(active):
-                token = int(chosen[position])
-                out[row].append(token)
+                tokens = emitted[position][: max_new_tokens - len(out[row])]
+                if len(out[row]) + len(tokens) == max_new_tokens:
+                    tokens[-1] = self.eos_id  # cut: close the turn
                 state = self.rows[row]
-                state.logprobs.append(picked[position])
-                if token == self.eos_id:
-                    state.pending = self._items(row, [token], role)
+                out[row] += tokens
+                state.logprobs += logp[position, torch.arange(len(tokens)), torch.tensor(tokens)].tolist()
+                self._items(row, tokens[:-1], role)  # the draft tokens taken: already in the cache
+                self.stats.generated_tokens += len(tokens)
+                if kept is not None:
+                    kept[row] += len(tokens)  # its last token and the draft tokens taken
+                    self.stats.lookup.record(len(drafts[row]), len(emitted[position]) - 1, len(tokens))
+                if tokens[-1] == self.eos_id:
+                    state.pending = self._items(row, tokens[-1:], role)
                 else:
-                    chunks[row] = [token]
                     still.append(row)
-            self.stats.generated_tokens += len(active)
+            if kept is not None:
+                self._drop_rejected(offset, kept)
             active = still
             if not active:
                 break
-            logits = self.feed(chunks, [role] * batch)
+            items: list[list[tuple[int, int, int]]] = []
+            kept = []
+            live = set(active)
+            for row, state in enumerate(self.rows):  # end-of-turn tokens of rows just finished go in too
+                chunk, state.pending = state.pending, []
+                kept.append(len(chunk))
+                if row in live:
+                    chunk += self._items(row, out[row][-1:], role)
+                    drafts[row] = self._draft(row, settings, max_new_tokens - len(out[row]) - 1)
+                    first = chunk[-1][1] + 1
+                    chunk += [(token, first + i, state.segment) for i, token in enumerate(drafts[row])]
+                items.append(chunk)
+            offset = self.key_valid.shape[1]
+            logits = self._run(items, keep=max(len(chunk) for chunk in items), left=True)
+            scores = logits.new_zeros((len(active), 1 + max(len(drafts[row]) for row in active), logits.shape[-1]))
+            for position, row in enumerate(active):
+                n = 1 + len(drafts[row])
+                scores[position, :n] = logits[row, kept[row] : kept[row] + n]
         return out
+
+    def _draft(self, row: int, settings: PromptLookup | None, room: int) -> list[int]:
+        """Prompt lookup's draft for `row` (its whole stream is the context to copy from), at most `room` tokens."""
+        if settings is None or room < 1:
+            return []
+        state = self.rows[row]
+        if state.index is None or state.index.ngram != settings.ngram:
+            state.index = NgramIndex(settings.ngram)
+        return state.index.draft(state.stream.ids, min(settings.draft, room), (self.eos_id,))
+
+    def _drop_rejected(self, offset: int, kept: Sequence[int]) -> None:
+        """After a verify pass from cache column `offset`: each row's columns past its `kept` ones become invalid
+        keys (padding), and the columns no row kept are cropped from the cache."""
+        torch = self.torch
+        columns = self.key_valid.shape[1]
+        block = torch.arange(columns - offset, device=self.device)
+        limit = torch.tensor(list(kept), device=self.device)
+        self.key_valid[:, offset:] &= block[None, :] < limit[:, None]
+        last = offset + max(kept)
+        if last < columns:
+            self.cache.crop(last - columns)
+            self.key_valid = self.key_valid[:, :last]
+            self.key_segments = self.key_segments[:, :last]

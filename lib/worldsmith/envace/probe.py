@@ -15,6 +15,7 @@ from typing import Any
 
 from worldsmith.envace.data import ROLE_REHEARSE, ChatFormat, DualRoleSample, build_samples
 from worldsmith.envace.generate import SegmentDecoder
+from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.traces.model import Episode
 
 __all__ = ["METRICS", "metric_functions", "probe_transitions", "rehearsal_fidelity"]
@@ -51,8 +52,10 @@ def rehearsal_fidelity(
     max_new_tokens: int = 96,
     batch_size: int = 8,
     examples: int = 8,
+    lookup: PromptLookup | None = None,
 ) -> dict[str, Any]:
-    """Greedy rehearsals of `transitions` scored against their real responses.
+    """Greedy rehearsals of `transitions` scored against their real responses (`lookup`: prompt-lookup decoding,
+    the same text in fewer passes when the answers copy their context).
 
     Returns the mean of each metric, `n`, and the first `examples` transitions side by side
     (action, real response, rehearsed response, their scores).
@@ -72,7 +75,7 @@ def rehearsal_fidelity(
                 decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id)
                 logits = decoder.start([sample.prompt_ids for sample in chunk])
                 outputs = decoder.generate(logits, list(range(len(chunk))), role=ROLE_REHEARSE,
-                                           max_new_tokens=max_new_tokens, temperature=0.0)
+                                           max_new_tokens=max_new_tokens, temperature=0.0, lookup=lookup)
                 for row, sample in enumerate(chunk):
                     rehearsed = fmt.decode(outputs[row]).strip()
                     reference = fmt.decode(sample.target_ids).strip()

@@ -37,6 +37,7 @@ from worldsmith.envace.data import (
     policy_prompt,
 )
 from worldsmith.envace.generate import DecodeStats, SegmentDecoder
+from worldsmith.llm.prompt_lookup import PromptLookup
 
 __all__ = [
     "SOURCES",
@@ -389,9 +390,11 @@ def rollout(
     rehearse: Literal["needed", "always", "calls"] = "needed",
     generator: Any = None,
     stats: DecodeStats | None = None,
+    lookup: PromptLookup | None = None,
 ) -> list[RolloutGroup]:
     """G rollouts of each task, batched on one cache; rehearse when the source has no answer (or always,
-    or for every action written as a call)."""
+    or for every action written as a call). `lookup`: prompt-lookup decoding of the rehearse step (answers
+    mostly copy the context; the sampled distribution is unchanged)."""
     import torch
 
     templates = templates or Templates()
@@ -440,7 +443,8 @@ def rollout(
                             environment_prompt(templates, spec.env, spec.task, spec.all_tools, actions[b]))
                     logits = decoder.feed(headers)
                     answered = decoder.generate(logits, rehearse_rows, role=ROLE_REHEARSE,
-                                                max_new_tokens=max_new_tokens, temperature=temperature)
+                                                max_new_tokens=max_new_tokens, temperature=temperature,
+                                                lookup=lookup)
                     for b in rehearse_rows:
                         decoder.close_segment(b)
                         rehearsed[b] = fmt.decode(answered[b]).strip()
@@ -477,8 +481,7 @@ def rollout(
             if src.name != "real":
                 src.close()
     if stats is not None:
-        for name in ("forward_tokens", "generated_tokens", "reused_tokens", "forward_calls"):
-            setattr(stats, name, getattr(stats, name) + getattr(decoder.stats, name))
+        stats.add(decoder.stats)
     groups: list[RolloutGroup] = []
     for position, spec in enumerate(specs):
         members = []

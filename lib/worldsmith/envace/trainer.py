@@ -485,7 +485,8 @@ class Trainer:
         stats = DecodeStats()
         groups = rollout(self.model, self.tokenizer, specs, factory, grpo.group_size, templates=self.templates,
                          max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
-                         rehearse=rehearse, generator=self.generator, stats=stats)
+                         rehearse=rehearse, generator=self.generator, stats=stats,
+                         lookup=config.prompt_lookup.settings(rollouts=True))
         score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
                        cache=self.cache if self.source == "cache" else None)
         rollouts = [item for group in groups for item in group.rollouts]
@@ -573,6 +574,7 @@ class Trainer:
             "source": self.source, "rollouts": len(rollouts),
             "rollout_steps": sum(len(item.steps) for item in rollouts),
             "generated_tokens": stats.generated_tokens, "reused_tokens": stats.reused_tokens,
+            "tokens_per_pass": _round(stats.lookup.tokens_per_pass),
             "tokens": tokens + stats.forward_tokens, "_tokens": tokens + stats.forward_tokens,
         }
         if grpo.log_alignment:
@@ -589,7 +591,8 @@ class Trainer:
     def _probe(self) -> dict[str, Any]:
         config = self.config
         probe = config.probe
-        result = rehearsal_fidelity(self.model, self.tokenizer, self.probe_samples, max_new_tokens=probe.max_new_tokens)
+        result = rehearsal_fidelity(self.model, self.tokenizer, self.probe_samples, max_new_tokens=probe.max_new_tokens,
+                                    lookup=config.prompt_lookup.settings())
         value = result.get(probe.metric)
         self.last_fidelity = result
         drift = False

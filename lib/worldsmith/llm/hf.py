@@ -30,6 +30,14 @@ default 8), prefix_cache_mb (memory bound of those entries, default 1024), attn 
 implementation: sdpa, the default, or eager; padded batches need one that takes a 4-D mask),
 threads (torch CPU threads; default: torch's, i.e. OMP_NUM_THREADS). Prefix reuse needs plain
 full-attention caches; models with sliding-window or linear-attention layers run without it.
+
+Prompt lookup (`worldsmith.llm.prompt_lookup`): prompt_lookup (true/false, default true),
+lookup_draft (tokens drafted per pass, default 8), lookup_ngram (longest n-gram matched, default 3).
+Each decode pass runs the last token plus a draft copied from the context (prompt and answer so
+far) and keeps what the model agrees with, so answers that copy the context take fewer passes;
+greedy text is unchanged and sampled text keeps its distribution (the tests check both). Rows of a
+batch draft and accept on their own: rejected columns become padding, and columns no row kept are
+cropped. Needs plain caches too (else plain decoding).
 """
 
 from __future__ import annotations
@@ -55,12 +63,14 @@ from worldsmith.llm.base import (
     LLMError,
     Message,
 )
+from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex, PromptLookup, accept_rows, target_probs
 from worldsmith.llm.spec import ModelSpec
 
 __all__ = ["HFLLM", "PrefixCacheStats", "from_spec"]
 
 _MIN_REUSE = 4  # shortest cached prefix worth reusing (tokens)
 _OPTIONS = ("device", "dtype", "max_batch", "prefix_cache", "prefix_cache_mb", "attn", "threads")
+_LOOKUP_OPTIONS = ("prompt_lookup", "lookup_draft", "lookup_ngram")
 
 
 @dataclass
@@ -153,7 +163,9 @@ def _growing_layer_class() -> type:
     keeps `keys`/`values` as views of the first `n` positions of a buffer with `reserve` spare
     positions and writes new tokens in place; whatever replaces `keys` with a tensor of its own
     (batch selection, crop, reset) simply makes the next update allocate a new buffer. Views
-    handed out earlier (stored prefixes) never change: writes only go past their end.
+    handed out earlier (stored prefixes) never change: writes only go past their end. A crop (prompt
+    lookup dropping rejected draft columns) keeps the view, so the next update overwrites the cropped
+    columns in place; decoders never crop below a stored prefix (they only crop drafted columns).
     """
     from transformers.cache_utils import DynamicLayer
 
@@ -237,6 +249,9 @@ class HFLLM(LLMBase):
         prefix_cache_mb: float = 1024,
         attn: str = "sdpa",
         threads: int | None = None,
+        prompt_lookup: bool = True,
+        lookup_draft: int = 8,
+        lookup_ngram: int = 3,
     ) -> None:
         folder = Path(path).expanduser()
         if not folder.exists():
@@ -251,6 +266,9 @@ class HFLLM(LLMBase):
             raise BackendUnavailableError(f"the hf backend needs torch and transformers: {error}") from None
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self.lookup = PromptLookup.from_options(
+            {"prompt_lookup": prompt_lookup, "lookup_draft": lookup_draft, "lookup_ngram": lookup_ngram})
+        self.lookup_stats = LookupStats()  # decode passes per row and what they emitted (with lookup off too)
         if threads is not None:
             torch.set_num_threads(int(threads))
 
@@ -364,7 +382,8 @@ class HFLLM(LLMBase):
                 out.extend(self._generate_chunk(prompts[start : start + per_chunk], params, started))
         return out
 
-    def _forward(self, input_ids: Any, mask: Any | None, positions: Any, cache: Any) -> tuple[Any, Any]:
+    def _forward(self, input_ids: Any, mask: Any | None, positions: Any, cache: Any, keep: int = 1) -> tuple[Any, Any]:
+        """Logits (batch, keep, V) of the last `keep` input columns (a verify pass needs them all), and the cache."""
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": mask,
@@ -373,12 +392,12 @@ class HFLLM(LLMBase):
             "use_cache": True,
         }
         if self._logits_to_keep:
-            kwargs["logits_to_keep"] = 1
+            kwargs["logits_to_keep"] = keep
         output = self.net(**kwargs)
         new_cache = getattr(output, "cache", None)
         if new_cache is None:
             new_cache = output.past_key_values
-        return output.logits[:, -1, :].float(), new_cache
+        return output.logits[:, -keep:, :].float(), new_cache
 
     def _mask(self, allowed: Any) -> Any:
         """Additive float mask (batch, 1, queries, keys) from a boolean `allowed`."""
@@ -386,6 +405,19 @@ class HFLLM(LLMBase):
         dtype = self.net.dtype if self.net.dtype.is_floating_point else torch.float32
         mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
         return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
+
+    def _causal_mask(self, valid: Any, queries: int) -> Any | None:
+        """The mask of the last `queries` columns: each sees valid columns up to itself, and always itself (so a
+        padding query never has an empty row, which would give NaN). None without padding: the model's own
+        causal mask (with the cache offset) is exact then, and faster."""
+        if bool(valid.all()):
+            return None
+        torch = self._torch
+        total = valid.shape[1]
+        columns = torch.arange(total, device=self.device)
+        query_columns = total - queries + torch.arange(queries, device=self.device)
+        causal = columns[None, :] <= query_columns[:, None]
+        return self._mask((valid[:, None, :] & causal[None]) | (columns[None, :] == query_columns[:, None])[None])
 
     def _plain_cache(self) -> bool:
         """Whether this model's cache is plain full attention (one DynamicLayer per layer): the
@@ -474,15 +506,7 @@ class HFLLM(LLMBase):
                         values[row, :, width_prefix - m :] = layers[index][1][0, :, :m]
                 cache.update(keys, values, index)
             self._prefix.stats.reused_tokens += sum(matches)
-        # query j sits at column width_prefix + j: it sees valid columns up to itself, and always
-        # itself (so a padding query never has an empty row, which would give NaN)
-        mask = None  # without padding the model's own causal mask (with the cache offset) is exact and faster
-        if not bool(valid.all()):
-            columns = torch.arange(total, device=device)
-            query_columns = width_prefix + torch.arange(width_suffix, device=device)
-            causal = columns[None, :] <= query_columns[:, None]
-            mask = self._mask((valid[:, None, :] & causal[None]) | (columns[None, :] == query_columns[:, None])[None])
-        logits, cache = self._forward(input_ids, mask, positions, cache)
+        logits, cache = self._forward(input_ids, self._causal_mask(valid, width_suffix), positions, cache)
         if reuse:
             for row, ids in enumerate(prompts):
                 self._prefix.store(ids, self._row_layers(cache, row, valid[row]))
@@ -505,51 +529,73 @@ class HFLLM(LLMBase):
         results: list[Completion | None] = [None] * len(rows)
         active = list(range(len(rows)))  # batch position -> row
 
-        # 3. decode
+        # 3. decode: each pass feeds every row's last token and its draft (none without lookup), left-aligned
+        lookup = self.lookup if self.lookup.enabled and self._plain_cache() else None
+        indexes = [NgramIndex(lookup.ngram) for _ in rows] if lookup is not None else []
+        drafts: list[list[int]] = [[] for _ in rows]
+        base = 0  # first column of the last pass's block (0: the logits came from the prefill)
         while True:
-            chosen = self._choose(logits, params, [generators[row] for row in active] if generators else None)
+            scores = logits if params.greedy else target_probs(logits, params.temperature, params.top_p)
+            emitted = accept_rows([drafts[row] for row in active], scores, sample=not params.greedy,
+                                  generators=[generators[row] for row in active] if generators else None)
+            used: list[int] = []  # per position: tokens of `emitted` taken (the rest come after the end)
             finished: list[int] = []
             for position, row in enumerate(active):
-                token = int(chosen[position])
-                generated[row].append(token)
-                done = self._finish(row, rows[row], token, generated[row], limits[row], params, prompts, matches, started)
+                done, count = None, 0
+                while done is None and count < len(emitted[position]):
+                    token = emitted[position][count]
+                    generated[row].append(token)
+                    count += 1
+                    done = self._finish(row, rows[row], token, generated[row], limits[row], params, prompts, matches,
+                                        started)
+                used.append(count)
+                if base:
+                    self.lookup_stats.record(len(drafts[row]), len(emitted[position]) - 1, count)
                 if done is not None:
                     results[row] = done
                     finished.append(position)
-                    if reuse and n == 1:  # keep prompt + answer: the next turn of this conversation extends it
-                        ids = prompts[rows[row]] + generated[row][:-1]
-                        if int(valid[position].sum()) == len(ids):
-                            self._prefix.store(ids, self._row_layers(cache, position, valid[position]))
+            if base:  # kept: the last token fed and the draft tokens taken; the rest of the block is padding now
+                for position, count in enumerate(used):
+                    valid[position, base + count :] = False
+            for position in finished:
+                row = active[position]
+                if reuse and n == 1:  # keep prompt + answer: the next turn of this conversation extends it
+                    ids = prompts[rows[row]] + generated[row][:-1]
+                    if int(valid[position].sum()) == len(ids):
+                        self._prefix.store(ids, self._row_layers(cache, position, valid[position]))
             if finished:
                 keep = [position for position in range(len(active)) if position not in set(finished)]
                 if not keep:
                     break
                 select = torch.tensor(keep, device=device)
                 cache.batch_select_indices(select)
-                valid, chosen = valid[select], chosen[select]
+                valid = valid[select]
                 active = [active[position] for position in keep]
-            next_positions = torch.tensor(
-                [[len(prompts[rows[row]]) + len(generated[row]) - 1] for row in active], device=device
-            )
-            valid = torch.cat([valid, torch.ones(len(active), 1, dtype=torch.bool, device=device)], dim=1)
-            mask = None if bool(valid.all()) else self._mask(valid[:, None, :])
-            logits, cache = self._forward(chosen[:, None], mask, next_positions, cache)
+            if base:  # columns no row kept: cropped, so the cache grows by what was accepted
+                last = int(valid.any(dim=0).nonzero().max()) + 1
+                if last < valid.shape[1]:
+                    cache.crop(last - valid.shape[1])
+                    valid = valid[:, :last]
+            for row in active:
+                context = prompts[rows[row]] + generated[row]
+                room = min(lookup.draft, limits[row] - len(generated[row]) - 1) if lookup is not None else 0
+                drafts[row] = indexes[row].draft(context, room, self.eos_ids) if room > 0 else []
+            width = 1 + max(len(drafts[row]) for row in active)
+            input_ids = torch.full((len(active), width), self.pad_id, dtype=torch.long)
+            positions = torch.zeros((len(active), width), dtype=torch.long)
+            block = torch.zeros((len(active), width), dtype=torch.bool)
+            for position, row in enumerate(active):
+                fed = [generated[row][-1], *drafts[row]]
+                first = len(prompts[rows[row]]) + len(generated[row]) - 1
+                input_ids[position, : len(fed)] = torch.tensor(fed, dtype=torch.long)
+                positions[position, :] = torch.arange(first, first + width)
+                block[position, : len(fed)] = True
+            base = valid.shape[1]
+            valid = torch.cat([valid, block.to(device)], dim=1)
+            logits, cache = self._forward(input_ids.to(device), self._causal_mask(valid, width), positions.to(device),
+                                          cache, keep=width)
 
         return [[results[row] for row in range(c * n, (c + 1) * n)] for c in range(batch)]  # type: ignore[misc]
-
-    def _choose(self, logits: Any, params: GenerationParams, generators: list[Any] | None) -> Any:
-        torch = self._torch
-        if params.greedy:
-            return logits.argmax(dim=-1)
-        probs = torch.softmax(logits / params.temperature, dim=-1)
-        if params.top_p < 1.0:
-            ordered, order = probs.sort(dim=-1, descending=True)
-            drop = ordered.cumsum(dim=-1) - ordered > params.top_p  # keeps the top token always
-            ordered = ordered.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter_(-1, order, ordered)
-        if generators is None:
-            return torch.multinomial(probs, 1).squeeze(1)
-        return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)])
 
     def _finish(
         self,
@@ -603,5 +649,5 @@ class HFLLM(LLMBase):
 
 def from_spec(spec: ModelSpec) -> HFLLM:
     """The factory `worldsmith.llm.spec.make_llm` calls for `tiny:` and `hf:` specs."""
-    options = {key: value for key, value in spec.options.items() if key in _OPTIONS}
+    options = {key: value for key, value in spec.options.items() if key in _OPTIONS + _LOOKUP_OPTIONS}
     return HFLLM(spec.model, backend=spec.kind, spec=spec.text, **options)

