@@ -23,6 +23,10 @@ def test_the_latest_occurrence_of_the_longest_matching_ngram_is_copied() -> None
     # suffix (6, 7): after positions 1 and 5 -> the latest (5) continues 2, 3, 6, 7
     assert index.draft(tokens, 4) == [2, 3, 6, 7]
     assert index.draft(tokens, 2) == [2, 3]
+    # a copy that reaches the end of the context goes on from its own start: the repeat repeats
+    assert index.draft(tokens, 6) == [2, 3, 6, 7, 2, 3]
+    assert NgramIndex(2).draft([1, 2, 1, 2, 1], 5) == [2, 1, 2, 1, 2]
+    assert NgramIndex(3).draft([8, 8, 8], 4) == [8, 8, 8, 8]
     # a longer match wins over a later shorter one: (5, 6, 7) matched at 0 -> 1, 9
     tokens = [5, 6, 7, 1, 9, 8, 6, 7, 4, 5, 6, 7]
     assert NgramIndex(3).draft(tokens, 2) == [1, 9]

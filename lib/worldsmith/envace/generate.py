@@ -269,24 +269,30 @@ class SegmentDecoder:
             logp = torch.log_softmax(scores / temperature if temperature > 0 else scores, dim=-1)
             emitted = accept_rows([drafts[row] for row in active], logp.exp() if temperature > 0 else logp,
                                   sample=temperature > 0, generators=self.generator)
-            still = []
             for position, row in enumerate(active):
-                tokens = emitted[position][: max_new_tokens - len(out[row])]
+                tokens = emitted[position] = emitted[position][: max_new_tokens - len(out[row])]
                 if len(out[row]) + len(tokens) == max_new_tokens:
                     tokens[-1] = self.eos_id  # cut: close the turn
+            where = [(position, column) for position, tokens in enumerate(emitted) for column in range(len(tokens))]
+            picked = logp[[p for p, _ in where], [c for _, c in where], [t for tokens in emitted for t in tokens]].tolist()
+            still = []
+            for position, row in enumerate(active):
+                tokens = emitted[position]
                 state = self.rows[row]
                 out[row] += tokens
-                state.logprobs += logp[position, torch.arange(len(tokens)), torch.tensor(tokens)].tolist()
-                self._items(row, tokens[:-1], role)  # the draft tokens taken: already in the cache
+                state.logprobs += picked[: len(tokens)]
+                del picked[: len(tokens)]
+                if len(tokens) > 1:
+                    self._items(row, tokens[:-1], role)  # the draft tokens taken: already in the cache
                 self.stats.generated_tokens += len(tokens)
                 if kept is not None:
                     kept[row] += len(tokens)  # its last token and the draft tokens taken
-                    self.stats.lookup.record(len(drafts[row]), len(emitted[position]) - 1, len(tokens))
+                    self.stats.lookup.record(len(drafts[row]), len(tokens) - 1, len(tokens))
                 if tokens[-1] == self.eos_id:
                     state.pending = self._items(row, tokens[-1:], role)
                 else:
                     still.append(row)
-            if kept is not None:
+            if kept is not None and any(drafts[row] for row in active):
                 self._drop_rejected(offset, kept)
             active = still
             if not active:
@@ -305,7 +311,11 @@ class SegmentDecoder:
                 items.append(chunk)
             offset = self.key_valid.shape[1]
             logits = self._run(items, keep=max(len(chunk) for chunk in items), left=True)
-            scores = logits.new_zeros((len(active), 1 + max(len(drafts[row]) for row in active), logits.shape[-1]))
+            width = 1 + max(len(drafts[row]) for row in active)
+            if not any(kept[row] for row in active):  # no row's pass starts after other tokens: one gather
+                scores = logits[torch.tensor(active, device=logits.device), :width]
+                continue
+            scores = logits.new_zeros((len(active), width, logits.shape[-1]))
             for position, row in enumerate(active):
                 n = 1 + len(drafts[row])
                 scores[position, :n] = logits[row, kept[row] : kept[row] + n]

@@ -104,7 +104,11 @@ class NgramIndex:
 
     def draft(self, tokens: Sequence[int], length: int, stop: Collection[int] = ()) -> list[int]:
         """Up to `length` tokens that followed the latest earlier occurrence of the longest matching suffix
-        n-gram, cut before the first `stop` token (an end of turn is never drafted: decoders emit it themselves)."""
+        n-gram, cut before the first `stop` token (an end of turn is never drafted: decoders emit it themselves).
+
+        A copy that runs into the end of the context continues with what it copied (LZ77's overlapping copy):
+        a period-p repeat ("a b a b a") drafts its continuation ("b a b ...") instead of one token.
+        """
         if length < 1 or len(tokens) < 2:
             return []
         if len(tokens) < self.seen:
@@ -115,12 +119,16 @@ class NgramIndex:
         self.seen = len(tokens)
         for size in range(min(self.ngram, len(tokens) - 1), 0, -1):
             found = self.tables[size - 1].get(tuple(tokens[len(tokens) - size :]))
-            if found is not None:
-                out = list(tokens[found : found + length])
-                for index, token in enumerate(out):
-                    if token in stop:
-                        return out[:index]
-                return out
+            if found is None:
+                continue
+            out: list[int] = []
+            end = len(tokens)
+            while len(out) < length:  # a copy that reaches the end goes on from its own start (a repeat repeats)
+                token = tokens[found + len(out)] if found + len(out) < end else out[found + len(out) - end]
+                if token in stop:
+                    break
+                out.append(token)
+            return out
         return []
 
 
