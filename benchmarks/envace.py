@@ -21,6 +21,15 @@
    the prefix cache) and our training decoder (`SegmentDecoder`: the rehearse header appended to the act step's
    cache), greedy, 48 new tokens at most per role; also with 1 new token (the prompt side alone) and with the
    prefix cache off (two independent calls). Medians of `--repeats` per transition; ratios of summed medians.
+   Each path decodes plainly and with prompt lookup (`--lookup-drafts`; `worldsmith.llm.prompt_lookup`), the arms
+   interleaved: ratio, tokens per verify pass of the rehearse step, the share of drafted tokens accepted, and
+   whether every greedy text equals the plain arm's. The training decoder's act step is always plain (rollouts use
+   lookup for the rehearse step only); the hf backend decodes both calls with it. Also the trainer's fidelity
+   probe (greedy batches) per arm. Section `rehearse-large` repeats the 48-token paths on a random-weight model of
+   the same architecture, wider and deeper (LARGE, ~63M parameters), where a forward pass costs far more than
+   Python overhead.
+3. `rollouts`: GRPO rollouts of the bundled configuration (configs/envace_grpo_tiny.yaml), the rehearse step plain
+   or with lookup, `--rollout-seeds` batches per arm interleaved: rollouts/s and generated tokens/s.
 Writes benchmarks/results/envace.json.
 """
 
@@ -36,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +60,9 @@ TINY = REPO / "data_samples" / "models" / "tiny"
 # the rehearse-cost section's default model: trained in both roles, so calls and answers end where they should
 JOINT = REPO / "data_samples" / "models" / "tiny-envace-joint"
 B, G, NEW_TOKENS, LR = 2, 4, 32, 1e-3
+# the larger random-weight model of the act + rehearse section: the joint checkpoint's architecture, ~63M parameters
+LARGE = {"hidden_size": 640, "intermediate_size": 1792, "num_hidden_layers": 12, "num_attention_heads": 10,
+         "num_key_value_heads": 10, "head_dim": 64}
 
 
 def _peak_rss_mb() -> float:
@@ -172,49 +185,100 @@ def _rehearse_messages(item: dict[str, Any], action: str) -> list[dict[str, str]
     return [*item["messages"], {"role": "assistant", "content": action}, {"role": "system", "content": system}]
 
 
-def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model: Path) -> dict[str, Any]:
-    """The hf backend: act alone (cold cache) vs act then rehearse (rehearse served from the cache) vs no cache."""
-    from worldsmith.envace.rehearsal import load_checkpoint_llm
+def _lookup_arms(drafts: Sequence[int]) -> dict[str, Any]:
+    """Decoding arms: plain, then prompt lookup with each draft length (n-grams up to 3)."""
+    from worldsmith.llm.prompt_lookup import PromptLookup
 
-    llm = load_checkpoint_llm(model, threads=1)
-    cold = load_checkpoint_llm(model, threads=1, prefix_cache=0)
-    act_s, pair_s, nocache_s, generated, cached, prompt = [], [], [], [0, 0], 0, 0
+    return {"plain": None, **{f"lookup{draft}": PromptLookup(draft=draft) for draft in drafts}}
+
+
+def _lookup_summary(stats: Any) -> dict[str, Any]:
+    return {"tokens_per_pass": round(stats.tokens_per_pass, 3),
+            "draft_accepted_share": round(stats.accepted / stats.drafted, 3) if stats.drafted else None}
+
+
+def _stats_delta(after: Any, before: Any) -> Any:
+    from worldsmith.llm.prompt_lookup import LookupStats
+
+    return LookupStats(*(getattr(after, key) - getattr(before, key) for key in ("passes", "tokens", "drafted", "accepted")))
+
+
+def _per_arm(act_s: dict[str, list[float]], pair_s: dict[str, list[float]], stats: dict[str, Any]) -> dict[str, Any]:
+    """Each arm's totals of per-transition medians, their ratio, and what lookup did in the rehearse step."""
+    return {name: {"act_s": sum(act_s[name]), "act_rehearse_s": sum(pair_s[name]),
+                   "ratio": sum(pair_s[name]) / sum(act_s[name]),
+                   "ratio_median": statistics.median(x / y for x, y in zip(pair_s[name], act_s[name], strict=True)),
+                   **_lookup_summary(stats[name])} for name in act_s}
+
+
+def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model: Path, drafts: Sequence[int],
+                   *, cold: bool = True) -> dict[str, Any]:
+    """The hf backend, per decoding arm: act alone (cold cache) vs act then rehearse (rehearse served from the cache);
+    with `cold`, also both calls without the prefix cache. The arms run interleaved, one backend each (lookup
+    decodes the act step too: the backend does not know roles); greedy texts are compared with the plain arm's."""
+    from worldsmith.llm.hf import HFLLM
+    from worldsmith.llm.prompt_lookup import LookupStats
+
+    arms = _lookup_arms(drafts)
+    backends = {name: HFLLM(model, threads=1, prefix_cache=16, prompt_lookup=lookup is not None,
+                            lookup_draft=lookup.draft if lookup is not None else 8) for name, lookup in arms.items()}
+    nocache = HFLLM(model, threads=1, prefix_cache=0, prompt_lookup=False) if cold else None
+    act_s: dict[str, list[float]] = {name: [] for name in arms}
+    pair_s: dict[str, list[float]] = {name: [] for name in arms}
+    rehearse_stats = {name: LookupStats() for name in arms}
+    nocache_s, generated, cached, prompt, differing = [], [0, 0], 0, 0, 0
     try:
         for item in items:
-            a, p, n = [], [], []
+            a: dict[str, list[float]] = {name: [] for name in arms}
+            p: dict[str, list[float]] = {name: [] for name in arms}
+            n = []
             for _ in range(repeats):
-                llm.clear_prefix_cache()
-                started = time.perf_counter()
-                [acted] = llm.chat(item["messages"], max_tokens=new_tokens)
-                a.append(time.perf_counter() - started)
-                action = acted.text.strip().splitlines()[0] if acted.text.strip() else "respond()"
-                started = time.perf_counter()
-                [rehearsed] = llm.chat(_rehearse_messages(item, action), max_tokens=new_tokens)
-                p.append(a[-1] + time.perf_counter() - started)
-                started = time.perf_counter()
-                cold.chat(item["messages"], max_tokens=new_tokens)
-                cold.chat(_rehearse_messages(item, action), max_tokens=new_tokens)
-                n.append(time.perf_counter() - started)
-            act_s.append(statistics.median(a))
-            pair_s.append(statistics.median(p))
-            nocache_s.append(statistics.median(n))
+                texts = {}
+                for name, llm in backends.items():
+                    llm.clear_prefix_cache()
+                    started = time.perf_counter()
+                    [acted] = llm.chat(item["messages"], max_tokens=new_tokens)
+                    a[name].append(time.perf_counter() - started)
+                    action = acted.text.strip().splitlines()[0] if acted.text.strip() else "respond()"
+                    before = LookupStats(**vars(llm.lookup_stats))
+                    started = time.perf_counter()
+                    [rehearsed] = llm.chat(_rehearse_messages(item, action), max_tokens=new_tokens)
+                    p[name].append(a[name][-1] + time.perf_counter() - started)
+                    rehearse_stats[name].add(_stats_delta(llm.lookup_stats, before))
+                    texts[name] = (acted.text, rehearsed.text)
+                differing += sum(text != texts["plain"] for text in texts.values())
+                if nocache is not None:
+                    started = time.perf_counter()
+                    nocache.chat(item["messages"], max_tokens=new_tokens)
+                    nocache.chat(_rehearse_messages(item, action), max_tokens=new_tokens)
+                    n.append(time.perf_counter() - started)
+            for name in arms:
+                act_s[name].append(statistics.median(a[name]))
+                pair_s[name].append(statistics.median(p[name]))
+            if n:
+                nocache_s.append(statistics.median(n))
             generated[0] += acted.completion_tokens
             generated[1] += rehearsed.completion_tokens
             cached += rehearsed.cached_tokens
             prompt += rehearsed.prompt_tokens
-        cache_mb = llm.prefix_cache_stats.bytes / 2**20
+        cache_mb = backends["plain"].prefix_cache_stats.bytes / 2**20
     finally:
-        llm.close()
-        cold.close()
-    return {"act_s": sum(act_s), "act_rehearse_s": sum(pair_s), "no_reuse_s": sum(nocache_s),
-            "ratio": sum(pair_s) / sum(act_s), "ratio_no_reuse": sum(nocache_s) / sum(act_s),
-            "ratio_median": statistics.median(p / a for p, a in zip(pair_s, act_s, strict=True)),
-            "act_tokens_mean": generated[0] / len(items), "rehearse_tokens_mean": generated[1] / len(items),
-            "rehearse_cached_share": cached / max(prompt, 1), "prefix_cache_mb": round(cache_mb, 2)}
+        for llm in [*backends.values(), nocache]:
+            if llm is not None:
+                llm.close()
+    out: dict[str, Any] = {"act_tokens_mean": generated[0] / len(items), "rehearse_tokens_mean": generated[1] / len(items),
+                           "rehearse_cached_share": cached / max(prompt, 1), "prefix_cache_mb": round(cache_mb, 2),
+                           "greedy_identical": differing == 0, **_per_arm(act_s, pair_s, rehearse_stats)}
+    if nocache_s:
+        out["no_reuse_s"] = sum(nocache_s)
+        out["ratio_no_reuse"] = sum(nocache_s) / sum(act_s["plain"])
+    return out
 
 
-def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model_path: Path) -> dict[str, Any]:
-    """Our training decoder: act alone vs act then rehearse on the same cache (the header appended)."""
+def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, model_path: Path,
+                   drafts: Sequence[int]) -> dict[str, Any]:
+    """Our training decoder, per arm: act alone (plain) vs act then rehearse on the same cache (the header appended),
+    the rehearse step decoded plainly or with prompt lookup; arms interleaved, greedy answers compared."""
     import torch
 
     from worldsmith.envace import (
@@ -226,42 +290,80 @@ def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, m
         environment_prompt,
         load_policy,
     )
+    from worldsmith.llm.prompt_lookup import LookupStats
 
+    arms = _lookup_arms(drafts)
     model, tokenizer = load_policy(model_path, device="cpu")
     model.eval()
     fmt = ChatFormat(tokenizer)
-    act_s, pair_s, generated = [], [], [0, 0]
+    act_s: dict[str, list[float]] = {name: [] for name in arms}
+    pair_s: dict[str, list[float]] = {name: [] for name in arms}
+    rehearse_stats = {name: LookupStats() for name in arms}
+    generated, differing = [0, 0], 0
     with torch.inference_mode():
         for item in items:
             text = tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True)
             prompt = fmt.encode(text)
-            a, p = [], []
+            a: dict[str, list[float]] = {name: [] for name in arms}
+            p: dict[str, list[float]] = {name: [] for name in arms}
             for _ in range(repeats):
-                decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id)
-                started = time.perf_counter()
-                acted = decoder.generate(decoder.start([prompt]), [0], role=ROLE_ACT, max_new_tokens=new_tokens,
-                                         temperature=0.0)[0]
-                a.append(time.perf_counter() - started)
-                action = fmt.decode(acted).strip().splitlines()[0] if fmt.decode(acted).strip() else "respond()"
-                transcript = item["transcript"]
-                header = fmt.rehearse_header(environment_prompt(Templates(), transcript.env, transcript.task,
-                                                                transcript.all_tools or transcript.tools, action))
-                started = time.perf_counter()
-                decoder.open_segment(0)
-                answered = decoder.generate(decoder.feed([header]), [0], role=ROLE_REHEARSE,
-                                            max_new_tokens=new_tokens, temperature=0.0)[0]
-                decoder.close_segment(0)
-                p.append(a[-1] + time.perf_counter() - started)
-            act_s.append(statistics.median(a))
-            pair_s.append(statistics.median(p))
+                answers = {}
+                for name, lookup in arms.items():
+                    decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id)
+                    started = time.perf_counter()
+                    acted = decoder.generate(decoder.start([prompt]), [0], role=ROLE_ACT, max_new_tokens=new_tokens,
+                                             temperature=0.0)[0]
+                    a[name].append(time.perf_counter() - started)
+                    action = fmt.decode(acted).strip().splitlines()[0] if fmt.decode(acted).strip() else "respond()"
+                    transcript = item["transcript"]
+                    header = fmt.rehearse_header(environment_prompt(Templates(), transcript.env, transcript.task,
+                                                                    transcript.all_tools or transcript.tools, action))
+                    before = LookupStats(**vars(decoder.stats.lookup))
+                    started = time.perf_counter()
+                    decoder.open_segment(0)
+                    answered = decoder.generate(decoder.feed([header]), [0], role=ROLE_REHEARSE,
+                                                max_new_tokens=new_tokens, temperature=0.0, lookup=lookup)[0]
+                    decoder.close_segment(0)
+                    p[name].append(a[name][-1] + time.perf_counter() - started)
+                    rehearse_stats[name].add(_stats_delta(decoder.stats.lookup, before))
+                    answers[name] = (acted, answered)
+                differing += sum(answer != answers["plain"] for answer in answers.values())
+            for name in arms:
+                act_s[name].append(statistics.median(a[name]))
+                pair_s[name].append(statistics.median(p[name]))
             generated[0] += len(acted)
             generated[1] += len(answered)
-    return {"act_s": sum(act_s), "act_rehearse_s": sum(pair_s), "ratio": sum(pair_s) / sum(act_s),
-            "ratio_median": statistics.median(p / a for p, a in zip(pair_s, act_s, strict=True)),
-            "act_tokens_mean": generated[0] / len(items), "rehearse_tokens_mean": generated[1] / len(items)}
+    return {"act_tokens_mean": generated[0] / len(items), "rehearse_tokens_mean": generated[1] / len(items),
+            "greedy_identical": differing == 0, **_per_arm(act_s, pair_s, rehearse_stats)}
 
 
-def _rehearse_cost(repeats: int, limit: int, model: Path) -> dict[str, Any]:
+def _probe_costs(repeats: int, model_path: Path, drafts: Sequence[int]) -> dict[str, Any]:
+    """The trainer's fidelity probe (16 real transitions of the bundled episodes, greedy, 96 new tokens, batches of 8)
+    per arm, interleaved."""
+    import torch
+
+    from worldsmith.envace import load_policy, probe_transitions, rehearsal_fidelity
+    from worldsmith.traces import Episode, read_traces
+
+    model, tokenizer = load_policy(model_path, device="cpu")
+    model.eval()
+    samples = probe_transitions([item for item in read_traces([BFCL]) if isinstance(item, Episode)], tokenizer, n=16)
+    arms = _lookup_arms(drafts)
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    texts: dict[str, list[str]] = {}
+    with torch.inference_mode():
+        for _ in range(repeats):
+            for name, lookup in arms.items():
+                started = time.perf_counter()
+                result = rehearsal_fidelity(model, tokenizer, samples, max_new_tokens=96, lookup=lookup,
+                                            examples=len(samples))
+                times[name].append(time.perf_counter() - started)
+                texts[name] = [example["rehearsed"] for example in result["examples"]]
+    return {"transitions": len(samples), "greedy_identical": all(text == texts["plain"] for text in texts.values()),
+            **{name: {"s": statistics.median(values)} for name, values in times.items()}}
+
+
+def _rehearse_cost(repeats: int, limit: int, model: Path, drafts: Sequence[int]) -> dict[str, Any]:
     _threads()
     items = _transitions(limit)
     from transformers import AutoTokenizer
@@ -269,12 +371,84 @@ def _rehearse_cost(repeats: int, limit: int, model: Path) -> dict[str, Any]:
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     lengths = [len(tokenizer(tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True),
                              add_special_tokens=False)["input_ids"]) for item in items]
-    out: dict[str, Any] = {"model": str(model), "transitions": len(items), "prompt_tokens": {"min": min(lengths), "median":
-                           statistics.median(lengths), "max": max(lengths)}}
-    for new_tokens in (48, 1):
-        out[f"hf_{new_tokens}"] = _backend_costs(items, repeats, new_tokens, model)
-        out[f"decoder_{new_tokens}"] = _decoder_costs(items, repeats, new_tokens, model)
-    return out
+    return {"model": str(model), "transitions": len(items),
+            "prompt_tokens": {"min": min(lengths), "median": statistics.median(lengths), "max": max(lengths)},
+            "hf_48": _backend_costs(items, repeats, 48, model, drafts),
+            "decoder_48": _decoder_costs(items, repeats, 48, model, drafts),
+            "hf_1": _backend_costs(items, repeats, 1, model, ()),  # the prompt side alone: nothing to draft
+            "decoder_1": _decoder_costs(items, repeats, 1, model, ()),
+            "probe": _probe_costs(repeats, model, drafts)}
+
+
+def _large_model(folder: Path) -> int:
+    """The joint checkpoint's architecture made wider and deeper (LARGE), random weights (seed 0, the config's
+    init): a forward pass costs far more than Python overhead. The tokenizer is the joint checkpoint's."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(JOINT, local_files_only=True)
+    config.update(LARGE)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(JOINT, local_files_only=True).save_pretrained(folder)
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def _rehearse_cost_large(repeats: int, limit: int, drafts: Sequence[int]) -> dict[str, Any]:
+    _threads()
+    items = _transitions(limit)
+    with tempfile.TemporaryDirectory() as folder:
+        model = Path(folder)
+        parameters = _large_model(model)
+        return {"model": f"random weights, {parameters / 1e6:.1f}M parameters", "config": LARGE,
+                "transitions": len(items), "hf_48": _backend_costs(items, repeats, 48, model, drafts, cold=False),
+                "decoder_48": _decoder_costs(items, repeats, 48, model, drafts)}
+
+
+def _rollout_costs(repeats: int, drafts: Sequence[int]) -> dict[str, Any]:
+    """GRPO rollouts of the bundled configuration (configs/envace_grpo_tiny.yaml: the joint checkpoint, 5 tasks x G = 8,
+    at most 4 steps of at most 32 sampled tokens per role, real BFCL, every call rehearsed), per arm: the rehearse
+    step decoded plainly or with prompt lookup. Seeds 0..repeats-1, arms interleaved; sampled rollouts differ between
+    arms (the same distribution, other draws), so throughput is compared, not the rollouts."""
+    import torch
+
+    from worldsmith.envace import EnvACEConfig, load_policy, transcript_from_episode
+    from worldsmith.envace.generate import DecodeStats
+    from worldsmith.envace.rollouts import make_source_factory, rollout, task_specs
+    from worldsmith.traces import Episode, read_traces
+
+    _threads()
+    config = EnvACEConfig.from_file(REPO / "configs" / "envace_grpo_tiny.yaml")
+    grpo = config.grpo
+    episodes = sorted((item for item in read_traces([BFCL]) if isinstance(item, Episode)), key=lambda e: e.id)
+    episodes = episodes[: len(episodes) - config.probe.holdout]  # the trainer's training tasks
+    specs = task_specs(transcript_from_episode(episode) for episode in episodes)[: config.batch_size]
+    model, tokenizer = load_policy(REPO / config.model, device="cpu")
+    arms = _lookup_arms(drafts)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    for seed in range(repeats):
+        for name, lookup in arms.items():
+            stats = DecodeStats()
+            started = time.perf_counter()
+            groups = rollout(model, tokenizer, specs, make_source_factory("real", env=config.data.env), grpo.group_size,
+                             max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
+                             rehearse="calls" if grpo.rehearse_calls_only else "always",
+                             generator=torch.Generator().manual_seed(seed), stats=stats, lookup=lookup)
+            seconds = time.perf_counter() - started
+            rollouts = [item for group in groups for item in group.rollouts]
+            for item in rollouts:
+                if item.source is not None:
+                    item.source.close()
+            runs[name].append({"s": seconds, "rollouts_per_s": len(rollouts) / seconds,
+                               "generated_tokens_per_s": stats.generated_tokens / seconds,
+                               "generated_tokens": stats.generated_tokens,
+                               "rehearsals": sum(step.rehearsed is not None for item in rollouts for step in item.steps),
+                               **_lookup_summary(stats.lookup)})
+    return {"tasks": len(specs), "group": grpo.group_size, "seeds": repeats,
+            **{name: {key: round(statistics.median(run[key] for run in values), 4)
+                      for key in values[0] if values[0][key] is not None} for name, values in runs.items()},
+            "runs": runs}
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -288,7 +462,11 @@ def _arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
     elif name == "trl-grpo":
         result = _trl(args.steps, args.warmup, args.seed)
     elif name == "rehearse-cost":
-        result = _rehearse_cost(args.repeats, args.transitions, args.rehearse_model)
+        result = _rehearse_cost(args.repeats, args.transitions, args.rehearse_model, args.lookup_drafts)
+    elif name == "rehearse-cost-large":
+        result = _rehearse_cost_large(args.repeats, args.transitions, args.lookup_drafts)
+    elif name == "rollouts":
+        result = _rollout_costs(args.rollout_seeds, args.lookup_drafts)
     else:
         raise SystemExit(f"unknown arm {name!r}")
     return {**result, "peak_rss_mb": round(_peak_rss_mb(), 1)}
@@ -297,7 +475,8 @@ def _arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
 def _run_child(name: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     command = [sys.executable, __file__, "--arm", name, "--steps", str(args.steps), "--warmup", str(args.warmup),
                "--repeats", str(args.repeats), "--transitions", str(args.transitions), "--seed", str(seed),
-               "--rehearse-model", str(args.rehearse_model)]
+               "--rehearse-model", str(args.rehearse_model), "--rollout-seeds", str(args.rollout_seeds),
+               "--lookup-drafts", *map(str, args.lookup_drafts)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
                           timeout=3600)
     if done.returncode != 0:
@@ -336,7 +515,11 @@ def main() -> None:
                         help="policy for the act + rehearse section (default: the bundled joint EnvACE checkpoint)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "envace.json")
-    parser.add_argument("--sections", nargs="+", choices=["training", "rehearse"], default=["training", "rehearse"],
+    parser.add_argument("--lookup-drafts", type=int, nargs="*", default=[2, 4, 8],
+                        help="prompt-lookup draft lengths measured beside plain decoding")
+    parser.add_argument("--rollout-seeds", type=int, default=3, help="GRPO rollout batches per arm (rollouts section)")
+    sections = ["training", "rehearse", "rehearse-large", "rollouts"]
+    parser.add_argument("--sections", nargs="+", choices=sections, default=sections,
                         help="what to measure (the others are kept from --out if it exists)")
     args = parser.parse_args()
     if args.arm:
@@ -368,8 +551,13 @@ def main() -> None:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2) + "\n")  # kept if the next section fails
-    if "rehearse" in args.sections:
-        results["rehearse_cost"] = _run_child("rehearse-cost", args, args.seed)
+    for section, arm, key in (("rehearse", "rehearse-cost", "rehearse_cost"),
+                              ("rehearse-large", "rehearse-cost-large", "rehearse_cost_large"),
+                              ("rollouts", "rollouts", "rollouts")):
+        if section in args.sections:
+            results[key] = _run_child(arm, args, args.seed)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2) + "\n")  # kept if the next section fails
     meta = results.setdefault("meta", {})
     meta.update({
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "python": platform.python_version(),
@@ -379,13 +567,17 @@ def main() -> None:
     })
     if "training" in args.sections:
         meta["training_args"] = {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats}
-    if "rehearse" in args.sections:
-        meta["rehearse_args"] = {"repeats": args.repeats, "transitions": args.transitions}
+    if {"rehearse", "rehearse-large"} & set(args.sections):
+        meta["rehearse_args"] = {"repeats": args.repeats, "transitions": args.transitions,
+                                 "lookup_drafts": args.lookup_drafts}
+    if "rollouts" in args.sections:
+        meta["rollout_args"] = {"seeds": args.rollout_seeds, "lookup_drafts": args.lookup_drafts}
     for stale in ("steps", "warmup", "repeats"):
         meta.pop(stale, None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps({k: results.get(k) for k in ("training", "rehearse_cost")}, indent=2))
+    print(json.dumps({k: results.get(k) for k in ("training", "rehearse_cost", "rehearse_cost_large", "rollouts")},
+                     indent=2))
 
 
 if __name__ == "__main__":
