@@ -325,6 +325,17 @@ def test_on_change_handler_stores_the_edited_rows() -> None:
     assert at.session_state[DRAFTS] == {"ed": [{"op": "set", "path": "world.a", "value": "[1]"}]}
 
 
+def test_rule_evidence_shows_the_true_counts_beside_the_cap(empty_root: Path) -> None:
+    """'Supporting turns (50)' was the storage cap read as a count."""
+    turns = [f"ep-1#{i}" for i in range(80)]
+    rule = Rule(id="take-ok", action="take", template="You pick up the {arg.object}.",
+                provenance=RuleProvenance.capped(turns[:70], turns[70:], cap=50))
+    WorldbookStore(empty_root / "worldbooks").save(Worldbook(name=NAME, rules=[rule]), sources=[{"dataset": "samples"}])
+    headers = [shown(m.value) for m in open_rule().markdown]
+    assert "**Supporting turns** (70; the book keeps the first 50)" in headers
+    assert "**Contradicting turns** (10)" in headers
+
+
 def test_replay_a_rule_on_the_evidence(empty_root: Path) -> None:
     store = WorldbookStore(empty_root / "worldbooks")
     evidence = [Evidence(turn_id="ep-1#0", action="take", arguments={"object": "apple"}, action_text="take apple",

@@ -19,7 +19,7 @@ from worldsmith.worldbook.engine import (
 )
 from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
 from worldsmith.worldbook.induce import induce_rules
-from worldsmith.worldbook.replay import check_rule, replay_evidence, review_rules
+from worldsmith.worldbook.replay import ReviewConfig, check_rule, list_formats, replay_evidence, review_rules
 
 episodes = sample_episodes
 
@@ -164,6 +164,24 @@ def test_alfworld_build_has_executable_rules_with_provenance() -> None:
     assert any(note.kind == "format" for note in book.notes) and book.demonstrations
     replay = check_rule(book, take)
     assert replay.applicable == replay.matched > 0 and replay.failed == 0
+
+
+def test_provenance_keeps_the_first_turns_and_counts_them_all() -> None:
+    """A storage cap must not read as a count: where turns were dropped, the totals say how many there were."""
+    from worldsmith.worldbook import RuleProvenance
+
+    capped = RuleProvenance.capped([f"e#{i}" for i in range(5)], ["e#9"], cap=2)
+    assert (capped.supporting, capped.supporting_total) == (["e#0", "e#1"], 5)
+    assert (capped.contradicting, capped.contradicting_total) == (["e#9"], None)
+    assert (capped.count("supporting"), capped.count("contradicting")) == (5, 1)
+    assert capped.model_dump() == {"supporting": ["e#0", "e#1"], "contradicting": ["e#9"], "supporting_total": 5}
+    assert RuleProvenance(supporting=["e#0"]).model_dump() == {"supporting": ["e#0"], "contradicting": []}
+    with pytest.raises(ValueError, match="less than the 2 turns listed"):
+        RuleProvenance(supporting=["e#0", "e#1"], supporting_total=1)
+    book = build_worldbook(episodes("alfworld"), name="alf", config=BuildConfig(route_folds=0)).book
+    reviewed = review_rules(book.rules, book.evidence, ReviewConfig(max_provenance=2), formats=list_formats(book))
+    take = max((r for r in reviewed if r.action == "take"), key=lambda r: r.support)
+    assert len(take.provenance.supporting) == 2 and take.provenance.count("supporting") == take.support > 2
 
 
 def test_cross_fitting_holds_families_out_and_reports_validation() -> None:

@@ -20,10 +20,15 @@ __all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_t
 LINK_LIMIT = 20
 
 
-def render_turn_links(label: str, turns: Sequence[str], dataset: str | None, *, limit: int = LINK_LIMIT) -> None:
-    """`label (n)` and one Traces link per distinct turn (the first `limit`)."""
+def render_turn_links(label: str, turns: Sequence[str], dataset: str | None, *, limit: int = LINK_LIMIT,
+                      total: int | None = None) -> None:
+    """`label (n)` and one Traces link per distinct turn (the first `limit`); with `total`, the true count of
+    which the book keeps only `turns`."""
     distinct = list(dict.fromkeys(turns))
-    st.markdown(f"**{md_escape(label)}** ({len(distinct)})")
+    if total is not None and total > len(distinct):
+        st.markdown(f"**{md_escape(label)}** ({total:d}; the book keeps the first {len(distinct):d})")
+    else:
+        st.markdown(f"**{md_escape(label)}** ({len(distinct):d})")
     for turn in distinct[:limit]:
         st.page_link(page_file("traces"), label=md_escape(turn), icon=":material/link:",
                      query_params=turn_query(dataset, turn))
@@ -41,8 +46,10 @@ def render_rule_header(rule: Rule) -> None:
 def render_rule_evidence(rule: Rule, dataset: str | None) -> None:
     """Supporting, contradicting and counterexample turns in three columns of Traces links."""
     columns = st.columns(3)
-    for column, label, turns in zip(columns, ("Supporting turns", "Contradicting turns", "Counterexamples"),
-                                    (rule.provenance.supporting, rule.provenance.contradicting,
-                                     rule.counterexamples), strict=True):
+    provenance = rule.provenance
+    for column, label, turns, total in zip(
+            columns, ("Supporting turns", "Contradicting turns", "Counterexamples"),
+            (provenance.supporting, provenance.contradicting, rule.counterexamples),
+            (provenance.count("supporting"), provenance.count("contradicting"), None), strict=True):
         with column:
-            render_turn_links(label, turns, dataset)
+            render_turn_links(label, turns, dataset, total=total)

@@ -44,7 +44,7 @@ def select_rules(rules: Sequence[Rule], chosen: RuleFilter) -> list[Rule]:
 def rules_frame(rules: Sequence[Rule]) -> pd.DataFrame:
     return pd.DataFrame([{"id": r.id, "action": r.action, "status": r.status.value, "outcome": r.outcome,
                           "priority": r.priority, "support": r.support, "confidence": r.confidence,
-                          "contradicting": len(r.provenance.contradicting),
+                          "contradicting": r.provenance.count("contradicting"),
                           "counterexamples": len(r.counterexamples), "template": r.template[:120]}
                          for r in rules])
 

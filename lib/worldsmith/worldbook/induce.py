@@ -553,7 +553,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
                 outcome=form.outcome if form.outcome.startswith("failure") or form.outcome == "success" else "success",
                 template=form.template, status=RuleStatus.TENTATIVE, support=len(form.turns),
                 confidence=round(share, 4),
-                provenance=RuleProvenance(supporting=form.turns[: config.max_provenance]),
+                provenance=RuleProvenance.capped(form.turns, cap=config.max_provenance),
                 description=f"{len(form.turns)} of {len(by_action[action])} '{action}' turns ({share:.0%}) fit this "
                             f"observation form{effect_note}",
             ))

@@ -231,17 +231,48 @@ def _without_unset(data: dict[str, Any], item: BaseModel, names: tuple[str, ...]
 
 
 class RuleProvenance(BaseModel):
-    """The trace turns that support and that contradict a rule."""
+    """The trace turns that support and that contradict a rule: the first ones, and how many there were.
+
+    Builders keep at most a cap of turn ids per list (a rule of 5,000 turns would bloat the book); where
+    they dropped some, `*_total` says how many there were, so a screen shows the count, not the cap."""
 
     model_config = _STRICT
 
     supporting: list[str] = Field(default_factory=list)
     contradicting: list[str] = Field(default_factory=list)
+    supporting_total: int | None = Field(default=None, ge=0, description="Supporting turns in all, where "
+                                         "`supporting` lists only the first (None: it lists them all).")
+    contradicting_total: int | None = Field(default=None, ge=0, description="Contradicting turns in all, where "
+                                            "`contradicting` lists only the first (None: it lists them all).")
 
     @field_validator("supporting", "contradicting")
     @classmethod
     def _valid_turns(cls, value: list[str]) -> list[str]:
         return _check_turns(value)
+
+    @model_validator(mode="after")
+    def _totals_cover_the_lists(self) -> RuleProvenance:
+        for kind in ("supporting", "contradicting"):
+            total = getattr(self, f"{kind}_total")
+            if total is not None and total < len(getattr(self, kind)):
+                raise ValueError(f"{kind}_total {total} is less than the {len(getattr(self, kind))} turns listed")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_unset(handler(self), self, ("supporting_total", "contradicting_total"))
+
+    @classmethod
+    def capped(cls, supporting: Sequence[str], contradicting: Sequence[str] = (), *, cap: int) -> RuleProvenance:
+        """The first `cap` turns of each list, with the totals where some were dropped."""
+        return cls(supporting=list(supporting[:cap]), contradicting=list(contradicting[:cap]),
+                   supporting_total=len(supporting) if len(supporting) > cap else None,
+                   contradicting_total=len(contradicting) if len(contradicting) > cap else None)
+
+    def count(self, kind: Literal["supporting", "contradicting"]) -> int:
+        """How many turns of `kind` there were, listed or not."""
+        total = self.supporting_total if kind == "supporting" else self.contradicting_total
+        return total if total is not None else len(self.supporting if kind == "supporting" else self.contradicting)
 
 
 class Rule(BaseModel):

@@ -431,8 +431,7 @@ def _supported(rule: Rule, items: list[Evidence]) -> Rule:
     applicable = len(supporting) + len(contradicting)
     return rule.model_copy(update={
         "support": len(supporting), "confidence": round(len(supporting) / applicable, 4) if applicable else 0.0,
-        "provenance": RuleProvenance(supporting=supporting[:_MAX_PROVENANCE],
-                                     contradicting=contradicting[:_MAX_PROVENANCE])})
+        "provenance": RuleProvenance.capped(supporting, contradicting, cap=_MAX_PROVENANCE)})
 
 
 def _model_rules(action: str, candidates: _RuleCandidates, items: list[Evidence], names: set[str],

@@ -424,8 +424,9 @@ def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewCo
                 reviewed[index] = rule.model_copy(update={
                     "status": RuleStatus.CONFLICTED, "counterexamples": counter[: config.max_provenance],
                     "confidence": round(rule.support / (rule.support + len(counter)), 4),
-                    "provenance": rule.provenance.model_copy(update={
-                        "contradicting": counter[: config.max_provenance]})})
+                    "provenance": RuleProvenance.capped(rule.provenance.supporting, counter,
+                                                        cap=config.max_provenance).model_copy(
+                        update={"supporting_total": rule.provenance.supporting_total})})
                 demoted = True
         if not demoted:
             break
@@ -467,8 +468,7 @@ def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
             "status": status, "support": support,
             "confidence": round(support / decided, 4) if decided else 0.0,
             "counterexamples": counter[: config.max_provenance],
-            "provenance": RuleProvenance(supporting=fitting[rule.id][: config.max_provenance],
-                                         contradicting=counter[: config.max_provenance]),
+            "provenance": RuleProvenance.capped(fitting[rule.id], counter, cap=config.max_provenance),
         }))
     return reviewed
 

@@ -174,7 +174,7 @@ def induce_template_rules(evidence: Iterable[Evidence], config: TemplateConfig =
                 confidence=round(len(supporting) / applicable, 4) if applicable else 0.0,
                 support=len(supporting), description=f"{len(supporting)} of {len(items)} '{action}' turns "
                 f"({share:.0%}) show this observation once the arguments are filled in",
-                provenance=RuleProvenance(supporting=[i.turn_id for i in supporting][: config.max_provenance],
-                                          contradicting=contradicting[: config.max_provenance]),
+                provenance=RuleProvenance.capped([i.turn_id for i in supporting], contradicting,
+                                                 cap=config.max_provenance),
             ))
     return rules
