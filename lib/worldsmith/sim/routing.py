@@ -118,12 +118,13 @@ def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int
                 name, arguments, _ = harness.canonical(turn.action)
                 proposals, _ = harness.proposals(turn.action, name, arguments)
                 nearest_exact = None
-                bases = {proposal.observation for proposal in proposals}
-                if nearest is not None:
-                    answer = nearest.nearest(turn.action).observation
-                    bases.add(answer)
+                answer = nearest.nearest(turn.action).observation if nearest is not None else None
+                if answer is not None:
                     nearest_exact = bool(exact_match(answer, reference))
                 if harness.suffixes.applies(name):
+                    bases = {proposal.observation for proposal in proposals}
+                    if answer is not None:
+                        bases.add(answer)
                     _record_suffixes(table, harness, turn.action, name, arguments, bases, reference)
                 exact: dict[str, tuple[str, bool]] = {}
                 for proposal in proposals:

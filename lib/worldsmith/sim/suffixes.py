@@ -71,7 +71,7 @@ def split_suffix(observation: str) -> tuple[str, str, str]:
 
 
 def _first_phrase(arguments: Any) -> str | None:
-    named = phrases(arguments if isinstance(arguments, dict) else {})
+    named = phrases(arguments if isinstance(arguments, Mapping) else {})
     return next(iter(named.values()), None)
 
 
@@ -161,7 +161,7 @@ class SuffixConditions:
     def adjust(self, action: str, arguments: Mapping[str, Any], action_text: str,
                observation: str) -> tuple[str, str] | None:
         """(the answer with the learned suffix added or removed, why), or None when it stands as it is."""
-        phrase = _first_phrase(dict(arguments))
+        phrase = _first_phrase(arguments)
         if phrase is None:
             return None
         line = _line(action_text)
