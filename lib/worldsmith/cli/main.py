@@ -17,6 +17,7 @@ from worldsmith.cli import (
     export,
     ingest,
     llm,
+    serve,
     sidebyside,
     simulate,
     split,
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ingest, traces, split, export, envs, llm, build, book, simulate, sidebyside, evaluate, envace,
-                   workbench):
+                   workbench, serve):
         module.register(subparsers)
     return parser
 

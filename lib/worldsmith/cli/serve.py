@@ -1,0 +1,150 @@
+"""`worldsmith serve BOOK --mcp | --http`: a worldbook simulator for other processes.
+
+`--mcp` serves the book's actions as MCP tools (stdio by default: an agent framework launches the
+command; `--transport http` serves streamable HTTP at http://HOST:PORT/mcp); each connection is
+a saved session. `--http` serves the `Env` protocol (reset/step/close) for RL trainers, over
+the book's simulator or, with `--env NAME` instead of a book, over a registered environment.
+`--describe` prints what would be served (tools, endpoints, commands) and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("serve", help="serve a worldbook simulator over MCP or as an HTTP environment")
+    parser.add_argument("book", nargs="?", help="worldbook name in the workspace")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--mcp", action="store_true", help="an MCP server whose tools are the book's actions")
+    mode.add_argument("--http", action="store_true", help="the Env protocol (reset/step/close) over HTTP")
+    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="MCP transport (default stdio)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_MCP_PORT} for MCP, {DEFAULT_ENV_PORT} for --http)")
+    parser.add_argument("--version", help="worldbook version (default: HEAD)")
+    parser.add_argument("--method", choices=list(WORLD_MODELS), default=DEFAULT_WORLD_MODEL,
+                        help="world model answering the calls (default: the harness)")
+    parser.add_argument("--model", metavar="SPEC", help="LLM spec or models.toml name for world models that use one")
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--initial", default="", help="opening observation of each session / the default task")
+    parser.add_argument("--task", help="task text of each MCP session")
+    parser.add_argument("--env", metavar="NAME", help="--http: serve this registered environment instead of a book")
+    parser.add_argument("--tasks", nargs="*", default=[], metavar="FILE",
+                        help="--http: episode files whose openings (and expert actions) are the tasks")
+    parser.add_argument("--dataset", help="--http: a workspace dataset whose episodes are the tasks")
+    parser.add_argument("--split", help="--http: only episodes of this split")
+    parser.add_argument("--max-steps", type=int, default=50, help="--http: steps before an episode is truncated")
+    parser.add_argument("--describe", action="store_true", help="print what would be served and exit")
+    add_common(parser)
+    parser.set_defaults(handler=run_serve)
+
+
+def _served(args: argparse.Namespace) -> Any:
+    from worldsmith.serve import ServeConfig, ServedWorldbook
+
+    if not args.book:
+        raise CommandError("give a worldbook name (or, with --http, --env NAME)")
+    config = ServeConfig(book=args.book, version=args.version, workspace=str(workspace_from(args).root),
+                         method=args.method, model=args.model, max_tokens=args.max_tokens, initial=args.initial,
+                         task=args.task)
+    return ServedWorldbook(config)
+
+
+def describe_mcp(served: Any, args: argparse.Namespace, port: int) -> dict[str, Any]:
+    """The tool list, the endpoint and the commands (with an MCP client config) for `--mcp`."""
+    from worldsmith.serve import serve_commands
+
+    commands = serve_commands(args.book, version=args.version, method=args.method,
+                              workspace=str(workspace_from(args).root), host=args.host, mcp_port=port)
+    return {"book": served.book_ref, "method": args.method, "transport": args.transport,
+            "endpoint": commands.mcp_url if args.transport == "http" else "stdio",
+            "tools": [tool.model_dump() for tool in served.tools],
+            "commands": {"stdio": commands.mcp_stdio, "http": commands.mcp_http},
+            "client_config": commands.client_config}
+
+
+def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
+    """A maker of fresh env instances, and what it serves."""
+    if args.env:
+        from worldsmith.envs import make
+
+        make(args.env).close()  # fails here, clearly, if the environment cannot start
+        return (lambda: make(args.env)), f"env {args.env}"
+    from worldsmith.envace.trainer import load_episodes
+
+    served = _served(args)
+    try:
+        episodes = load_episodes(list(args.tasks), args.dataset, args.split, str(workspace_from(args).root))
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    if (args.tasks or args.dataset) and not episodes:
+        raise CommandError("no episodes in the given --tasks/--dataset" + (f" (split {args.split})" if args.split else ""))
+    return (lambda: served.sim_env(episodes, max_steps=args.max_steps)), f"worldbook {served.book_ref}"
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    as_json = bool(getattr(args, "json", False))
+    if args.mcp:
+        if args.env:
+            raise CommandError("--env serves a registered environment over --http; MCP serves a worldbook")
+        port = args.port or DEFAULT_MCP_PORT
+        served = _served(args)
+        description = describe_mcp(served, args, port)
+        if args.describe:
+            _say(description, as_json)
+            return EXIT_OK
+        from worldsmith.serve import run_mcp_http, run_mcp_stdio
+
+        if args.transport == "stdio":
+            print(f"worldsmith: serving {served.book_ref} over MCP on stdio ({len(served.tools)} tools)", file=sys.stderr)
+            run_mcp_stdio(served)
+        else:
+            _say({**description, "event": "listening"}, as_json, stream=sys.stdout)
+            run_mcp_http(served, host=args.host, port=port)
+        return EXIT_OK
+    port = args.port or DEFAULT_ENV_PORT
+    make_env, what = _env_factory(args)
+    url = f"http://{args.host}:{port}"
+    description = {"serving": what, "endpoint": url,
+                   "routes": ["GET /info", "GET /tasks", "POST /reset", "POST /step", "POST /admissible_actions",
+                              "POST /expert_action", "POST /state", "POST /close"],
+                   "client": f"from worldsmith.serve import HttpEnv; env = HttpEnv({url!r})"}
+    if args.describe:
+        _say(description, as_json)
+        return EXIT_OK
+    import uvicorn
+
+    from worldsmith.serve import build_env_app
+
+    app = build_env_app(make_env)
+    _say({**description, "event": "listening"}, as_json)
+    uvicorn.run(app, host=args.host, port=port, log_level="warning")
+    return EXIT_OK
+
+
+def _say(value: dict[str, Any], as_json: bool, stream: Any = None) -> None:
+    if as_json:
+        emit_json(value)
+        return
+    out = stream or sys.stdout
+    for key, item in value.items():
+        if key == "tools":
+            print(f"tools ({len(item)}):", file=out)
+            for tool in item:
+                print(f"  {tool['name']}: {', '.join(tool['input_schema']['properties']) or '(no arguments)'}", file=out)
+        elif isinstance(item, dict):
+            print(f"{key}:", file=out)
+            for name, text in item.items():
+                print(f"  {name}: {text}", file=out)
+        elif isinstance(item, list):
+            print(f"{key}: {', '.join(map(str, item))}", file=out)
+        else:
+            print(f"{key}: {item}", file=out)
+    out.flush()
+

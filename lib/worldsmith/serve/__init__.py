@@ -1,0 +1,57 @@
+"""Serving a worldbook simulator to other processes: an MCP server and the `Env` protocol over HTTP.
+
+    served = ServedWorldbook(ServeConfig(book="bfcl"))
+    run_mcp_stdio(served)                      # agents that speak MCP: one Session per connection
+    app = build_env_app(lambda: served.sim_env(episodes))   # trainers: reset/step/close over HTTP
+    env = HttpEnv("http://127.0.0.1:8766")     # ...and the client, an `Env` like any other
+
+The MCP and HTTP parts need the `serve` extra (mcp, fastapi, uvicorn, httpx); they load on first
+use, so the tool schemas (`book_tools`, used by the workbench) work without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT, ServeCommands, serve_commands
+from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook
+from worldsmith.serve.tools import ToolArgumentError, ToolSpec, UnknownToolError, action_for_call, book_tools, call_text
+
+__all__ = [
+    "DEFAULT_ENV_PORT",
+    "DEFAULT_MCP_PORT",
+    "HttpEnv",
+    "ResetRequest",
+    "ResetResponse",
+    "SESSION_META_KEY",
+    "ServeCommands",
+    "ServeConfig",
+    "ServedSession",
+    "ServedWorldbook",
+    "StepRequest",
+    "StepResponse",
+    "ToolArgumentError",
+    "ToolSpec",
+    "UnknownToolError",
+    "action_for_call",
+    "book_tools",
+    "build_env_app",
+    "build_mcp_server",
+    "call_text",
+    "run_mcp_http",
+    "run_mcp_stdio",
+    "serve_commands",
+    "turn_result",
+]
+
+_LAZY = {name: "worldsmith.serve.http_env" for name in
+         ("HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app")}
+_LAZY.update({name: "worldsmith.serve.mcp_server" for name in
+              ("SESSION_META_KEY", "build_mcp_server", "run_mcp_http", "run_mcp_stdio", "turn_result")})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'worldsmith.serve' has no attribute {name!r}")

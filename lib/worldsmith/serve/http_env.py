@@ -1,0 +1,245 @@
+"""The `Env` protocol over HTTP: a FastAPI server holding env instances, and `HttpEnv`, its client.
+
+A trainer's rollout workers each `POST /reset` (no `env_id`: a new instance is made and its id
+returned; with one: that instance is reset), then `POST /step` with that id, and
+`POST /close` when done. Bodies are JSON of the trace model's `Action` and `Observation`, so a
+remote step returns exactly what a local one does. `HttpEnv` implements `Env` over these calls,
+so policies, recorders, replays and `check_env` drive a remote simulator like a local one.
+
+Errors keep their kind across the wire: an unknown task is 404 (`UnknownTaskError`), an action
+the env refuses or a step before reset is 422/409 (`InvalidActionError` / `EnvError`), an
+unknown instance id is 404 (`EnvError`).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from worldsmith.envs.base import (
+    Env,
+    EnvError,
+    InvalidActionError,
+    Step,
+    UnknownTaskError,
+)
+from worldsmith.traces.model import Action, Observation
+
+__all__ = ["HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app"]
+
+
+class ResetRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str | None = Field(default=None, description="Reset this instance; None: make a new one.")
+    task: str | None = None
+    seed: int | None = None
+
+
+class ResetResponse(BaseModel):
+    env_id: str
+    observation: Observation
+    info: dict[str, Any]
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str
+    action: Action | str
+
+
+class StepResponse(BaseModel):
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class EnvRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    env_id: str
+
+
+class _Instance:
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.lock = threading.Lock()
+
+
+def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_instances: int = 256) -> FastAPI:
+    """A FastAPI app serving instances of `make_env()`, each behind its own lock, keyed by id."""
+    probe = make_env()
+    env_name = name or probe.name
+    tasks = probe.tasks()
+    probe.close()
+    instances: dict[str, _Instance] = {}
+    registry_lock = threading.Lock()
+    app = FastAPI(title=f"worldsmith env: {env_name}")
+
+    def instance(env_id: str) -> _Instance:
+        found = instances.get(env_id)
+        if found is None:
+            raise HTTPException(404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed or never made)"})
+        return found
+
+    def refuse(error: Exception) -> HTTPException:
+        if isinstance(error, UnknownTaskError):
+            return HTTPException(404, {"error": "UnknownTaskError", "message": str(error)})
+        if isinstance(error, InvalidActionError):
+            return HTTPException(422, {"error": "InvalidActionError", "message": str(error)})
+        return HTTPException(409, {"error": "EnvError", "message": f"{type(error).__name__}: {error}"})
+
+    @app.get("/info")
+    def info() -> dict[str, Any]:
+        return {"name": env_name, "tasks": len(tasks), "instances": len(instances)}
+
+    @app.get("/tasks")
+    def list_tasks() -> list[str]:
+        return tasks
+
+    @app.post("/reset")
+    def reset(request: ResetRequest) -> ResetResponse:
+        if request.env_id is None:
+            with registry_lock:
+                if len(instances) >= max_instances:
+                    raise HTTPException(429, {"error": "EnvError", "message": f"{max_instances} instances are open; "
+                                              "close some first"})
+                env_id = uuid.uuid4().hex
+                instances[env_id] = _Instance(make_env())
+        else:
+            env_id = request.env_id
+        held = instance(env_id)
+        with held.lock:
+            try:
+                observation, details = held.env.reset(request.task, seed=request.seed)
+            except (EnvError, RuntimeError, ValueError) as error:
+                raise refuse(error) from None
+        return ResetResponse(env_id=env_id, observation=observation, info=details)
+
+    @app.post("/step")
+    def step(request: StepRequest) -> StepResponse:
+        held = instance(request.env_id)
+        with held.lock:
+            try:
+                result = held.env.step(request.action)
+            except (EnvError, RuntimeError, ValueError) as error:
+                raise refuse(error) from None
+        return StepResponse(observation=result.observation, reward=result.reward, terminated=result.terminated,
+                            truncated=result.truncated, info=result.info)
+
+    @app.post("/admissible_actions")
+    def admissible(request: EnvRef) -> list[str] | None:
+        held = instance(request.env_id)
+        with held.lock:
+            return held.env.admissible_actions()
+
+    @app.post("/expert_action")
+    def expert(request: EnvRef) -> Action | None:
+        held = instance(request.env_id)
+        with held.lock:
+            try:
+                return held.env.expert_action()
+            except NotImplementedError as error:
+                raise HTTPException(501, {"error": "NotImplementedError", "message": str(error)}) from None
+
+    @app.post("/state")
+    def state(request: EnvRef) -> dict[str, Any] | None:
+        held = instance(request.env_id)
+        with held.lock:
+            return held.env.state()
+
+    @app.post("/close")
+    def close(request: EnvRef) -> dict[str, bool]:
+        with registry_lock:
+            held = instances.pop(request.env_id, None)
+        if held is not None:
+            with held.lock:
+                held.env.close()
+        return {"closed": held is not None}
+
+    return app
+
+
+_ERRORS: dict[str, type[Exception]] = {"UnknownTaskError": UnknownTaskError, "InvalidActionError": InvalidActionError,
+                                       "NotImplementedError": NotImplementedError}
+
+
+class HttpEnv:
+    """`Env` over a `worldsmith serve --http` server: one remote instance, made at the first reset."""
+
+    def __init__(self, url: str, *, timeout: float = 60.0, client: httpx.Client | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._client = client or httpx.Client(base_url=self.url, timeout=timeout)
+        self._own_client = client is None
+        self.env_id: str | None = None
+        self.name = str(self._call("GET", "/info")["name"])
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self._client.request(method, path, json=body)
+        except httpx.HTTPError as error:
+            raise EnvError(f"{self.url}{path}: {error}") from None
+        if response.is_success:
+            return response.json()
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text
+        if isinstance(detail, dict) and "error" in detail:
+            raise _ERRORS.get(detail["error"], EnvError)(detail.get("message", ""))
+        raise EnvError(f"{self.url}{path}: HTTP {response.status_code}: {detail}")
+
+    def _require(self) -> str:
+        if self.env_id is None:
+            raise EnvError(f"{self.name}: reset() before using the environment")
+        return self.env_id
+
+    def tasks(self) -> list[str]:
+        return list(self._call("GET", "/tasks"))
+
+    def reset(self, task: str | None = None, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        reply = ResetResponse.model_validate(self._call("POST", "/reset", {"env_id": self.env_id, "task": task,
+                                                                           "seed": seed}))
+        self.env_id = reply.env_id
+        return reply.observation, reply.info
+
+    def step(self, action: Action | str) -> Step:
+        payload = action.model_dump(mode="json") if isinstance(action, Action) else action
+        reply = StepResponse.model_validate(self._call("POST", "/step", {"env_id": self._require(), "action": payload}))
+        return Step(reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info)
+
+    def admissible_actions(self) -> list[str] | None:
+        return self._call("POST", "/admissible_actions", {"env_id": self._require()})
+
+    def expert_action(self) -> Action | None:
+        found = self._call("POST", "/expert_action", {"env_id": self._require()})
+        return Action.model_validate(found) if found is not None else None
+
+    def state(self) -> dict[str, Any] | None:
+        return self._call("POST", "/state", {"env_id": self._require()})
+
+    def close(self) -> None:
+        """Close the remote instance (once) and the connection; safe to call twice."""
+        if self.env_id is not None:
+            env_id, self.env_id = self.env_id, None
+            try:
+                self._call("POST", "/close", {"env_id": env_id})
+            except EnvError:
+                pass  # the server is gone: nothing left to close there
+        if self._own_client:
+            self._client.close()
+
+    def __enter__(self) -> HttpEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,133 @@
+"""A worldbook's actions as tools: JSON-schema input schemas, and tool calls back to trace `Action`s.
+
+The schema a tool offers is the one the worldbook learned from evidence (argument names, types,
+which are always present), with each argument described by the values the evidence shows. A
+call is checked against that schema (jsonschema) and then becomes exactly the `Action` a
+recorded trace stores for it, so a simulator answers an MCP call as it answers the same action
+in-process: tool-call worlds (BFCL) get `name(arg=value, ...)` text with the JSON arguments,
+text worlds (ALFWorld) get the command the action's learned pattern writes (`go to bed 1`),
+parsed as any typed command is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from worldsmith.envs.base import as_action
+from worldsmith.traces.model import Action
+from worldsmith.worldbook.model import ActionSpec, Worldbook
+
+__all__ = ["ToolArgumentError", "ToolSpec", "UnknownToolError", "action_for_call", "book_tools", "call_text"]
+
+_GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>\.\+\?\)")
+_ESCAPED = re.compile(r"\\(.)")
+_EXAMPLE_VALUES = 3
+_VALUE_CHARS = 60
+
+
+class UnknownToolError(LookupError):
+    """The worldbook has no action of this name (MCP: a protocol error)."""
+
+
+class ToolArgumentError(ValueError):
+    """The arguments do not fit the tool's learned schema (MCP: a tool result with isError)."""
+
+
+class ToolSpec(BaseModel):
+    """One tool as a client sees it: the MCP `Tool` fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="JSON Schema (draft 2020-12) of the arguments object.")
+
+
+def _is_call_world(spec: ActionSpec) -> bool:
+    """Whether the action was recorded as a function call (`name(...)`) rather than a text command."""
+    return any(example.startswith(f"{spec.name}(") for example in spec.examples)
+
+
+def _argument_values(book: Worldbook) -> dict[tuple[str, str], list[str]]:
+    """(action, argument) -> a few distinct values the evidence shows, as short JSON-ish text."""
+    values: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for item in book.evidence:
+        if not isinstance(item.arguments, dict):
+            continue
+        for name, value in item.arguments.items():
+            shown = values[(item.action, name)]
+            text = repr(value)[:_VALUE_CHARS]
+            if len(shown) < _EXAMPLE_VALUES and text not in shown:
+                shown.append(text)
+    return values
+
+
+def _argument_schema(spec: ActionSpec, values: dict[tuple[str, str], list[str]]) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    for argument in spec.arguments:
+        prop: dict[str, Any] = {} if argument.type == "any" else {"type": argument.type}
+        seen = values.get((spec.name, argument.name), [])
+        description = argument.description or (f"seen in the evidence: {', '.join(seen)}" if seen else "")
+        if description:
+            prop["description"] = description
+        properties[argument.name] = prop
+    return {"type": "object", "properties": properties,
+            "required": [argument.name for argument in spec.arguments if argument.required],
+            "additionalProperties": False}
+
+
+def book_tools(book: Worldbook) -> list[ToolSpec]:
+    """The book's actions as tools, in the action schema's order."""
+    values = _argument_values(book)
+    tools = []
+    for spec in book.action_schema.actions:
+        lines = [f"Simulated action '{spec.name}' of {book.env_id or book.name} ({spec.description})."
+                 if spec.description else f"Simulated action '{spec.name}' of {book.env_id or book.name}."]
+        if spec.examples:
+            lines.append("Examples: " + "; ".join(spec.examples[:3]))
+        tools.append(ToolSpec(name=spec.name, description="\n".join(lines), input_schema=_argument_schema(spec, values)))
+    return tools
+
+
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call written as Python call syntax, the way BFCL traces record it."""
+    return f"{name}(" + ",".join(f"{key}={value!r}" for key, value in arguments.items()) + ")"
+
+
+def _command_text(spec: ActionSpec, arguments: dict[str, Any]) -> str:
+    """The text command the action's learned pattern writes for these arguments (`go to {target}`)."""
+    if not spec.pattern:
+        return " ".join([spec.name, *(str(value) for value in arguments.values())])
+    body = spec.pattern.removeprefix("^").removesuffix("$")
+    parts = _GROUP.split(body)  # literal, name, literal, name, ..., literal
+    text = "".join(_ESCAPED.sub(r"\1", part) if index % 2 == 0 else str(arguments.get(part, ""))
+                   for index, part in enumerate(parts))
+    return text
+
+
+def action_for_call(book: Worldbook, name: str, arguments: dict[str, Any] | None) -> Action:
+    """The trace `Action` for a tool call, after checking the arguments against the learned schema.
+
+    Raises `UnknownToolError` for a name the book does not know, `ToolArgumentError` (naming the
+    argument and the reason) for arguments that do not fit.
+    """
+    spec = next((s for s in book.action_schema.actions if s.name == name), None)
+    if spec is None:
+        known = ", ".join(s.name for s in book.action_schema.actions[:20])
+        raise UnknownToolError(f"unknown tool {name!r}; {book.name} has: {known}")
+    import jsonschema  # the serve extra (mcp depends on it); listing tools does not need it
+
+    arguments = dict(arguments or {})
+    schema = _argument_schema(spec, {})
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    if errors:
+        reasons = "; ".join((f"argument {'.'.join(map(str, e.path))!r}: " if e.path else "") + e.message
+                            for e in errors)
+        raise ToolArgumentError(f"tool {name!r}: {reasons}")
+    if _is_call_world(spec) or not spec.examples:
+        return Action(name=name, arguments=arguments, raw=call_text(name, arguments))
+    return as_action(_command_text(spec, arguments))
