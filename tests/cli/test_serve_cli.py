@@ -1,0 +1,54 @@
+"""`worldsmith serve` as a subprocess: what it would serve (--describe --json) and its clear refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from helpers import sample_episodes
+from worldsmith.worldbook import WorldbookStore, build_worldbook
+
+
+def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-m", "worldsmith", "serve", *args], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == code, result.stderr + result.stdout
+    return result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("serve-cli")
+    WorldbookStore(root / "worldbooks").save(build_worldbook(sample_episodes("bfcl"), name="bfcl").book)
+    return root
+
+
+def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
+    mcp = orjson.loads(run("bfcl", "--mcp", "--transport", "http", "--port", "9123", "--describe", "--json",
+                           workspace=workspace).stdout)
+    assert mcp["endpoint"] == "http://127.0.0.1:9123/mcp" and mcp["book"].startswith("bfcl@v0001")
+    tools = {tool["name"]: tool for tool in mcp["tools"]}
+    assert tools["tail"]["input_schema"]["properties"]["lines"]["type"] == "integer"
+    assert mcp["commands"]["stdio"] == f"worldsmith serve bfcl --workspace {workspace} --mcp"
+    server = mcp["client_config"]["mcpServers"]["worldsmith-bfcl"]
+    assert server["args"][-1] == "--mcp"
+    env = orjson.loads(run("bfcl", "--http", "--port", "9124", "--describe", "--json", workspace=workspace).stdout)
+    assert env["endpoint"] == "http://127.0.0.1:9124" and "POST /step" in env["routes"]
+    text = run("bfcl", "--mcp", "--describe", workspace=workspace).stdout
+    assert "tools (" in text and "tail: file_name, lines" in text
+
+
+def test_refusals_are_one_clear_line(workspace: Path) -> None:
+    missing = orjson.loads(run("nobook", "--mcp", "--describe", "--json", workspace=workspace, code=1).stdout)
+    assert "nobook" in missing["error"]
+    assert "--env" in orjson.loads(run("bfcl", "--mcp", "--env", "bfcl", "--json", workspace=workspace,
+                                       code=1).stdout)["error"]
+    bad_tasks = run("bfcl", "--http", "--tasks", str(workspace / "none.jsonl"), "--describe", workspace=workspace,
+                    code=1)
+    assert "none.jsonl" in bad_tasks.stderr

@@ -1,0 +1,103 @@
+"""`worldsmith serve --http`: the `Env` protocol over HTTP, driven through `HttpEnv` against a real server.
+
+The served simulator answers exactly as the same `SimEnv` in-process (two interleaved remote
+instances stay independent), passes the env checker, and keeps error kinds across the wire; a
+registered real environment (BFCL) served the same way matches its local self.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serve_support import BFCL_SAMPLES, free_port, serving
+
+from worldsmith.envs import Env, EnvError, UnknownTaskError, check_env, make
+from worldsmith.serve import HttpEnv
+from worldsmith.sim import Harness, SimEnv
+from worldsmith.traces import Episode
+from worldsmith.worldbook import WorldbookStore
+
+
+def _comparable(info: dict[str, Any]) -> dict[str, Any]:
+    """The info without wall-clock timings (they differ between two equal steps)."""
+    audit = info.get("audit")
+    return {**info, "audit": {k: v for k, v in audit.items() if k != "latency_s"}} if isinstance(audit, dict) else info
+
+
+def _play(env: Env, episode: Episode) -> list[tuple[Any, ...]]:
+    observation, info = env.reset(episode.task_id)
+    out: list[tuple[Any, ...]] = [(observation.text, _comparable(info))]
+    for turn in episode.turns:
+        step = env.step(turn.action)
+        out.append((step.observation.text, step.reward, step.terminated, step.truncated, _comparable(step.info)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sim_server(served_workspace: tuple[Path, list[Episode]]):
+    workspace, _ = served_workspace
+    port = free_port()
+    with serving(workspace, "bfcl", "--http", "--port", str(port), "--tasks", str(BFCL_SAMPLES),
+                 ready_url=f"http://127.0.0.1:{port}/info"):
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_remote_simulator_matches_the_local_one(sim_server: str, served_workspace: tuple[Path, list[Episode]]) -> None:
+    workspace, episodes = served_workspace
+    book = WorldbookStore(workspace / "worldbooks").load("bfcl")
+    first, second = episodes[0], episodes[1]
+    local_env = SimEnv(Harness(book), tasks=episodes, book=book)
+    local = [_play(local_env, episode) for episode in (first, second)]
+    with HttpEnv(sim_server) as a, HttpEnv(sim_server) as b:
+        assert a.name == local_env.name
+        assert sorted(a.tasks()) == sorted(e.task_id for e in episodes)
+        opened_a, opened_b = a.reset(first.task_id), b.reset(second.task_id)
+        assert a.env_id != b.env_id
+        remote_a: list[tuple[Any, ...]] = [(opened_a[0].text, _comparable(opened_a[1]))]
+        remote_b: list[tuple[Any, ...]] = [(opened_b[0].text, _comparable(opened_b[1]))]
+        for index in range(max(len(first.turns), len(second.turns))):  # interleaved: the instances stay apart
+            for env, episode, out in ((a, first, remote_a), (b, second, remote_b)):
+                if index < len(episode.turns):
+                    step = env.step(episode.turns[index].action)
+                    out.append((step.observation.text, step.reward, step.terminated, step.truncated,
+                                _comparable(step.info)))
+        assert a.expert_action() is None  # past the recorded episode's end, as locally
+    assert [remote_a, remote_b] == local
+    assert len(remote_a) == len(first.turns) + 1 and any(row[0] for row in remote_a[1:])
+
+
+def test_remote_simulator_passes_the_env_checker_and_keeps_error_kinds(sim_server: str) -> None:
+    check_env(HttpEnv(sim_server))
+    env = HttpEnv(sim_server)
+    with pytest.raises(EnvError, match="reset"):
+        env.step("ls(a=True)")
+    with pytest.raises(UnknownTaskError, match="no task 'nope'"):
+        env.reset("nope")
+    env.reset()
+    env.env_id = "not-an-instance"
+    with pytest.raises(EnvError, match="no env instance 'not-an-instance'"):
+        env.step("ls(a=True)")
+    env.close()
+    env.close()
+
+
+def test_a_registered_environment_served_over_http_matches_its_local_self(
+        served_workspace: tuple[Path, list[Episode]]) -> None:
+    workspace, episodes = served_workspace
+    port = free_port()
+    episode = episodes[0]
+    with serving(workspace, "--http", "--env", "bfcl", "--port", str(port),
+                 ready_url=f"http://127.0.0.1:{port}/info"):
+        remote = HttpEnv(f"http://127.0.0.1:{port}")
+        assert remote.name == "bfcl"
+        played_remote = _play(remote, episode)
+        check_env(remote, episode.task_id)
+    local = make("bfcl")
+    try:
+        played_local = _play(local, episode)
+    finally:
+        local.close()
+    assert played_remote == played_local
+    assert [row[0] for row in played_local[1:]] == [turn.observation.text for turn in episode.turns]
