@@ -26,6 +26,7 @@ from workbench.components.rule_editor import render_add_rule_form, render_rule_e
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
+from workbench.components.serve_panel import render_serve_panel  # noqa: E402
 from workbench.components.text import md_code, md_escape  # noqa: E402
 from workbench.components.worldbook_state import (  # noqa: E402
     notice,
@@ -74,6 +75,8 @@ if version != head:
                "are made against the version shown; one that touches a rule or note changed since is refused.",
                icon=":material/sync_problem:")
     st.button("Show the current version", key="wb_show_head", on_click=show_version, args=(name, head))
+
+render_serve_panel(book, name, version if version != head else None, root)
 
 rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
     ["Rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"])
