@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS
+
+if TYPE_CHECKING:
+    from worldsmith.serve import ServedWorldbook
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_serve)
 
 
-def _served(args: argparse.Namespace) -> Any:
+def _served(args: argparse.Namespace) -> ServedWorldbook:
     from worldsmith.serve import ServeConfig, ServedWorldbook
 
     if not args.book:
@@ -56,7 +59,7 @@ def _served(args: argparse.Namespace) -> Any:
     return ServedWorldbook(config)
 
 
-def describe_mcp(served: Any, args: argparse.Namespace, port: int) -> dict[str, Any]:
+def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -> dict[str, Any]:
     """The tool list, the endpoint and the commands (with an MCP client config) for `--mcp`."""
     from worldsmith.serve import serve_commands
 
@@ -76,11 +79,12 @@ def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
 
         make(args.env).close()  # fails here, clearly, if the environment cannot start
         return (lambda: make(args.env)), f"env {args.env}"
-    from worldsmith.envace.trainer import load_episodes
+    from worldsmith.serve import task_episodes
 
     served = _served(args)
     try:
-        episodes = load_episodes(list(args.tasks), args.dataset, args.split, str(workspace_from(args).root))
+        episodes = task_episodes(args.tasks, dataset=args.dataset, split=args.split,
+                                 workspace=workspace_from(args).root)
     except ValueError as error:
         raise CommandError(str(error)) from None
     if (args.tasks or args.dataset) and not episodes:

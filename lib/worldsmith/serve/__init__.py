@@ -15,7 +15,7 @@ import importlib
 from typing import Any
 
 from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT, ServeCommands, serve_commands
-from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook
+from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook, task_episodes
 from worldsmith.serve.tools import ToolArgumentError, ToolSpec, UnknownToolError, action_for_call, book_tools, call_text
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "run_mcp_http",
     "run_mcp_stdio",
     "serve_commands",
+    "task_episodes",
     "turn_result",
 ]
 

@@ -26,7 +26,7 @@ from worldsmith.traces.model import Action, Episode
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
-__all__ = ["ServeConfig", "ServedSession", "ServedWorldbook"]
+__all__ = ["ServeConfig", "ServedSession", "ServedWorldbook", "task_episodes"]
 
 
 class ServeConfig(BaseModel):
@@ -121,3 +121,24 @@ class ServedWorldbook:
         actions) or id -> opening text; none: one task, "default", opening with the configured text."""
         return SimEnv(self.world_model(), tasks=tasks if tasks else {"default": self.config.initial},
                       book=self.book, max_steps=max_steps)
+
+
+def task_episodes(paths: Sequence[str | Path] = (), *, dataset: str | None = None, split: str | None = None,
+                  workspace: str | Path | None = None) -> list[Episode]:
+    """Episodes to serve as tasks: from trace files (any importable format) and/or a workspace dataset.
+
+    A line that is not an episode raises `ValueError` naming its file and line.
+    """
+    from worldsmith.traces import read_traces
+    from worldsmith.traces.report import Reject
+
+    episodes: list[Episode] = []
+    if paths:
+        for item in read_traces([Path(path) for path in paths]):
+            if isinstance(item, Reject):
+                raise ValueError(f"{item.location()}: not an episode: {item.reason}")
+            if split is None or item.split == split:
+                episodes.append(item)
+    if dataset:
+        episodes += list(Workspace(workspace).dataset(dataset).iter_episodes(split))
+    return episodes
