@@ -69,3 +69,27 @@ def test_text_output_and_errors(workspace: tuple[Path, Episode]) -> None:
     missing = orjson.loads(run("alfworld", "--dataset", "alfworld", "--episode", "nope", "--json", workspace=root,
                                code=1).stdout)
     assert "nope" in missing["error"]
+
+
+def test_a_leaked_episode_and_a_failing_model_are_named(workspace: tuple[Path, Episode]) -> None:
+    import socket
+
+    root, held = workspace
+    book = WorldbookStore(root / "worldbooks").load("alfworld")
+    trained = sorted({item.turn_id.split("#")[0] for item in book.evidence})[0]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = f"openai:m@http://127.0.0.1:{port}/v1?max_retries=0&timeout=5"
+    out = orjson.loads(run("alfworld", "--dataset", "alfworld", "--episode", trained, "--methods", "nearest,direct",
+                           "--llm", spec, "--steps", "1", "--json", workspace=root).stdout)
+    assert out["leaked"] and out["excluded_evidence"] > 0 and trained in out["leak_notice"]
+    direct = out["steps"][0]["methods"]["direct"]
+    assert direct["status"] == "fallback" and direct["score"] is None and "model call failed" in direct["fallback_reason"]
+    assert out["summary"]["direct"]["fallbacks"] == 1
+    text = run("alfworld", "--dataset", "alfworld", "--episode", trained, "--methods", "nearest,direct", "--llm",
+               spec, "--steps", "1", workspace=root).stdout
+    assert text.startswith("LEAKED: ") and "direct: FALLBACK (" in text and "not scored as direct" in text
+    clean = orjson.loads(run("alfworld", "--dataset", "alfworld", "--episode", held.id, "--methods", "nearest",
+                             "--steps", "1", "--json", workspace=root).stdout)
+    assert not clean["leaked"] and clean["leak_notice"] is None

@@ -254,3 +254,60 @@ def test_the_stepper_says_what_to_install_without_ipywidgets(split, episode: Epi
     monkeypatch.setitem(sys.modules, "ipywidgets", None)
     with pytest.raises(ImportError, match="pip install"):
         stepper(SideBySide.from_kinds(split[0], ["nearest"], episode=episode))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again once the socket is: nothing listens there
+
+
+def test_a_model_that_fails_is_shown_as_a_fallback_not_scored_as_the_method(split, episode: Episode,
+                                                                              tmp_path: Path) -> None:
+    book, _ = split
+    spec = f"openai:m@http://127.0.0.1:{_closed_port()}/v1?max_retries=0&timeout=5"
+    llm = open_llm(spec, tmp_path, component="sidebyside-test")
+    try:
+        runner = SideBySide.from_kinds(book, ["nearest", "direct"], llm=llm, episode=episode, max_tokens=8)
+        views = runner.run(max_steps=2)
+    finally:
+        llm.close()
+    for view in views:
+        direct = view.methods["direct"]
+        assert direct.status == "fallback" and direct.score is None and direct.fallback_score is not None
+        assert "model call failed" in (direct.fallback_reason or "")
+        assert direct.audit is not None and direct.audit.route == "fallback:nearest_evidence"
+        assert view.methods["nearest"].status == "ok" and view.methods["nearest"].score is not None
+    summary = runner.summary()
+    assert summary["direct"]["steps"] == 0 and summary["direct"]["fallbacks"] == 2
+    assert summary["nearest"]["steps"] == 2 and summary["nearest"]["fallbacks"] == 0
+
+
+def test_a_held_out_episode_is_not_leaked(split, episode: Episode) -> None:
+    book, _ = split
+    runner = SideBySide.from_kinds(book, ["nearest"], episode=episode)
+    assert not runner.leaked and runner.leak_notice() is None and runner.excluded_evidence == 0
+
+
+def test_an_episode_in_the_evidence_is_flagged_and_nearest_skips_its_turns(split) -> None:
+    book, _ = split
+    from worldsmith.evals.leakage import book_episode_ids
+
+    trained = next(e for e in sorted(book_episode_ids(book)))
+    source = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
+              for line in (SAMPLES / "alfworld_expert.jsonl").read_bytes().splitlines()]
+    episode = next(e for e in source if e.id == trained)
+    own = sum(item.turn_id.startswith(f"{episode.id}#") for item in book.evidence)
+    runner = SideBySide.from_kinds(book, ["nearest"], episode=episode)
+    assert runner.leaked and runner.excluded_evidence == own > 0
+    notice = runner.leak_notice() or ""
+    assert episode.id in notice and "leaked" in notice and "in the book's evidence" in notice
+    for view in runner.run():
+        retrieved = view.methods["nearest"].audit.retrieved  # type: ignore[union-attr]
+        assert retrieved and not any(str(item["id"]).startswith(f"{episode.id}#") for item in retrieved)
+    # without the exclusion nearest evidence finds the target turn itself
+    unguarded = SideBySide.from_kinds(book, ["nearest"], episode=episode, exclude_leaked=False)
+    first = unguarded.step().methods["nearest"].audit.retrieved  # type: ignore[union-attr]
+    assert unguarded.leaked and any(str(item["id"]).startswith(f"{episode.id}#") for item in first)

@@ -162,3 +162,32 @@ def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.Monke
     assert at.radio(key="sim_view").value == "Side by side"
     assert at.selectbox(key="sbs_episode").value == target.id
     assert any("3 steps" in str(c.value) for c in at.caption), [c.value for c in at.caption]
+
+
+def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
+        alfworld_workspace: tuple[Path, Episode]) -> None:
+    import socket
+
+    root, held = alfworld_workspace
+    book = WorldbookStore(root / "worldbooks").load("alfworld")
+    trained = sorted({item.turn_id.split("#")[0] for item in book.evidence})[0]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    at = _open_side_by_side(held)
+    at.text_input(key="sbs_llm").input(f"openai:m@http://127.0.0.1:{port}/v1?max_retries=0&timeout=5")
+    no_exception(at.multiselect(key="sbs_methods").set_value(["nearest", "direct"]).run())
+    assert not any(str(w.value).startswith("Leaked:") for w in at.warning)  # a held-out episode
+    no_exception(at.button(key="sbs_step").click().run())
+    assert "**direct** · fallback" in _markdown(at) and "**nearest**" in _markdown(at)
+    warning = next(str(w.value) for w in at.warning if str(w.value).startswith("Fallback:"))
+    assert "model call failed" in warning and "nearest evidence answered instead" in warning
+    assert "Not scored as direct" in warning
+    table = _scores(at)
+    assert list(table["direct status"]) == ["fallback"] and table["direct F1"].isna().all()
+    assert table["nearest F1"].notna().all()
+
+    no_exception(at.text_input(key="sbs_search").input(trained[-40:]).run())
+    no_exception(at.selectbox(key="sbs_episode").set_value(trained).run())
+    leak = next(str(w.value) for w in at.warning if str(w.value).startswith("Leaked:"))
+    assert "in the book" in leak and "evidence turns were left out" in leak and "scores are leaked" in leak

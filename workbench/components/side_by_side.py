@@ -4,7 +4,9 @@ The stepping, scoring and diffing live in `worldsmith.sim.sidebyside` / `sim.sco
 only picks what to run and shows a `StepView`. The running `SideBySide` is kept in
 `st.session_state` under one key, rebuilt only when what it was built from changes (worldbook
 version, episode or opening, methods, mode, model), so stepping survives reruns. Observations
-are untrusted: they reach `st.markdown` only through `sim.htmlview`'s escaping.
+are untrusted: they reach `st.markdown` only through `sim.htmlview`'s escaping. A method whose
+model failed is labelled a fallback (its own status, no score as the method), and an episode in
+the worldbook's evidence is named as leaked above the columns.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def scores_frame(history: list[StepView], methods: list[str]) -> pd.DataFrame:
         for name in methods:
             step = view.methods.get(name)
             scored = step.score if step is not None else None
+            row[f"{name} status"] = step.status if step is not None else None
             row[f"{name} exact"] = scored.exact if scored else None
             row[f"{name} F1"] = scored.f1 if scored else None
             row[f"{name} edit"] = scored.edit if scored else None
@@ -244,13 +247,21 @@ def _real_column(view: StepView, episode: Any) -> None:
 
 
 def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | None, root: str, index: int) -> None:
-    st.markdown(f"**{md_escape(name)}**")
+    st.markdown(f"**{md_escape(name)}**" + (" · fallback" if step.status == "fallback" else ""))
     if step.error is not None:
         st.error(md_escape(step.error), icon=":material/error:")
         return
+    if step.status == "fallback":
+        route = step.audit.route.removeprefix("fallback:").replace("_", " ") if step.audit else "a fallback"
+        st.warning(f"Fallback: {md_escape(name)}'s model failed ({md_escape(step.fallback_reason or '')}); "
+                   f"{md_escape(route)} answered instead. Not scored as {md_escape(name)}.",
+                   icon=":material/report:")
     body = diff_html(step.diff) if step.diff is not None else text_html(step.observation)
     st.markdown(body, unsafe_allow_html=True)
-    if step.score is not None:
+    if step.status == "fallback" and step.fallback_score is not None:
+        fell = step.fallback_score
+        st.caption(f"the fallback's own score: exact {fell.exact:.0f} · F1 {fell.f1:.2f} · edit {fell.edit:.2f}")
+    elif step.score is not None:
         st.caption(f"score: exact {step.score.exact:.0f} · F1 {step.score.f1:.2f} · edit {step.score.edit:.2f}")
     else:
         st.caption("no real observation to score against")
@@ -331,6 +342,10 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
             runner.step()
         st.session_state[SHOW] = max(runner.position - 1, 0)
 
+    leak = runner.leak_notice()
+    if leak:
+        st.warning(f"Leaked: {md_escape(leak)}. Choose a held-out episode for honest numbers.",
+                   icon=":material/visibility:")
     for key, show in ((ERROR, st.error), (NOTICE, st.success)):
         if st.session_state.get(key):
             show(st.session_state.pop(key))

@@ -2,7 +2,9 @@
 
 Each recorded step shows the real observation and every method's prediction with its score
 (exact, token F1, edit similarity); `--action` adds typed steps after the recorded ones (they
-have no real observation). The same `sim.SideBySide` as the Simulate page's side-by-side view.
+have no real observation). The same `sim.SideBySide` as the Simulate page's side-by-side view: a
+method whose model failed is marked `fallback` (not scored as the method), and an episode in the
+book's evidence is named as leaked (its own turns are left out of what the methods retrieve).
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ def _print_step(view: StepView) -> None:
         if step.error is not None:
             print(f"  {name}: error: {step.error}")
             continue
+        if step.status == "fallback":
+            fell = step.fallback_score
+            scored = f" [fallback's F1 {fell.f1:.2f}, not scored as {name}]" if fell is not None else ""
+            print(f"  {name}: FALLBACK ({step.fallback_reason}){scored}: {step.observation}")
+            continue
         scored = f" [exact {step.score.exact:.0f} F1 {step.score.f1:.2f} edit {step.score.edit:.2f}]" \
             if step.score is not None else ""
         route = step.audit.route if step.audit is not None else ""
@@ -96,12 +103,17 @@ def run_side_by_side(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         emit_json({"book": args.book, "version": version, "dataset": args.dataset, "episode": episode.id,
                    "mode": args.mode, "methods": methods, "steps": [_step_json(v, args.states) for v in views],
-                   "summary": runner.summary()})
+                   "summary": runner.summary(), "leaked": runner.leaked, "leak_notice": runner.leak_notice(),
+                   "excluded_evidence": runner.excluded_evidence, "leakage": runner.leakage})
         return EXIT_OK
+    notice = runner.leak_notice()
+    if notice:
+        print(f"LEAKED: {notice}")
     for view in views:
         _print_step(view)
     print("mean over scored steps:")
     for name, values in runner.summary().items():
+        fallbacks = f", {int(values['fallbacks'])} fallback steps not scored" if values["fallbacks"] else ""
         print(f"  {name}: {int(values['steps'])} steps, exact {values['exact']:.2f}, F1 {values['f1']:.2f}, "
-              f"edit {values['edit']:.2f}")
+              f"edit {values['edit']:.2f}{fallbacks}" + (" (leaked)" if runner.leaked else ""))
     return EXIT_OK

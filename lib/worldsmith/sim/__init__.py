@@ -44,7 +44,16 @@ from worldsmith.sim.session import (
     state_differences,
 )
 from worldsmith.sim.shell_state import ShellTracker
-from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, state_changes
+from worldsmith.sim.sidebyside import (
+    MethodStatus,
+    MethodStep,
+    SideBySide,
+    StateChange,
+    StepView,
+    evidence_without,
+    model_failure,
+    state_changes,
+)
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
 from worldsmith.sim.views import ViewEdits
@@ -63,6 +72,7 @@ __all__ = [
     "choose_route",
     "learn_routes",
     "DiffSegment",
+    "MethodStatus",
     "MethodStep",
     "Score",
     "SideBySide",
@@ -72,6 +82,8 @@ __all__ = [
     "exact_match",
     "score",
     "state_changes",
+    "evidence_without",
+    "model_failure",
     "token_f1",
     "word_diff",
     "schema_problems",

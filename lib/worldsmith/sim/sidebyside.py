@@ -16,6 +16,13 @@ Two ways to keep going:
 A typed action leaves the recording: there is no real observation for it, and from then on every
 method continues from its own predictions (until a `fork` or `reset` goes back before it).
 Nothing here writes to disk: a side-by-side run is for looking; sessions are what persist.
+
+Never misleading: a method whose model call failed and that answered from a fallback (nearest
+evidence, episode memory) gets status `fallback` and no score of its own (the fallback's score is
+kept apart, `fallback_score`); and the episode is checked against the book's evidence with the
+rule `eval` uses (`evals.leakage.check_leakage`): when it leaks, `from_kinds` gives the methods the
+book without that episode's evidence (nearest evidence cannot retrieve the target turn itself),
+and `leak_notice` says the scores are still leaked (rules were learned from the episode).
 """
 
 from __future__ import annotations
@@ -30,13 +37,16 @@ from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, episode_prefix
 from worldsmith.sim.scoring import DiffSegment, Score, score, word_diff
-from worldsmith.traces.model import Action, Episode
+from worldsmith.traces.model import Action, Episode, split_turn_id
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["REAL", "MethodStep", "SideBySide", "StateChange", "StepView", "default_methods", "state_changes"]
+__all__ = ["REAL", "MethodStatus", "MethodStep", "SideBySide", "StateChange", "StepView", "default_methods",
+           "evidence_without", "model_failure", "state_changes"]
 
 REAL = "real"  # the column of the recorded observations; no method may take this name
 Mode = Literal["teacher", "open_loop"]
+MethodStatus = Literal["ok", "fallback", "error"]
+_MODEL_FAILED = ("model call failed", "the model's reply holds no observation")
 _ABSENT: Any = object()
 
 
@@ -69,6 +79,10 @@ class MethodStep(BaseModel):
     diff: list[DiffSegment] | None = None
     error: str | None = Field(default=None, description="Why the method gave no prediction (it raised).")
     committed: bool = False
+    status: MethodStatus = Field(default="ok", description="ok: the method's own answer; fallback: its model "
+                                 "failed and a fallback answered (not scored as the method); error: no answer.")
+    fallback_reason: str | None = Field(default=None, description="Why the model failed, when status is fallback.")
+    fallback_score: Score | None = Field(default=None, description="The fallback answer's score, kept apart.")
 
 
 class StepView(BaseModel):
@@ -125,6 +139,33 @@ def state_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[S
     return changes
 
 
+def model_failure(audit: Audit | None) -> str | None:
+    """The audit note saying the method's model call failed or gave nothing usable, else None."""
+    if audit is None:
+        return None
+    return next((note for note in audit.notes if any(marker in note for marker in _MODEL_FAILED)), None)
+
+
+def evidence_without(book: Worldbook, episode_ids: set[str]) -> tuple[Worldbook, int]:
+    """`book` with the evidence of `episode_ids` left out, and how many evidence items were left out."""
+    def episode_of(turn_id: str) -> str | None:
+        try:
+            return split_turn_id(turn_id)[0]
+        except ValueError:
+            return None
+
+    kept = [item for item in book.evidence if episode_of(item.turn_id) not in episode_ids]
+    return book.model_copy(update={"evidence": kept}), len(book.evidence) - len(kept)
+
+
+def _leaked_ids(report: Mapping[str, Any], episode: Episode) -> set[str]:
+    """The episode and the evidence episodes its trajectory is a copy of (`a = b` in the leakage report)."""
+    ids = {episode.id}
+    for pair in report.get("duplicated_trajectories", []):
+        ids.update(part.strip() for part in str(pair).split(" = "))
+    return ids
+
+
 def default_methods(model_spec: str | None) -> list[str]:
     """What to compare by default: the harness and direct prompting when a model is at hand, else nearest evidence."""
     return ["harness", "direct"] if model_spec else ["harness", "nearest"]
@@ -170,20 +211,33 @@ class SideBySide:
             self.opening = opening or ""
         self._history: list[StepView] = []
         self.diverged_at: int | None = None  # the step at which a typed action left the recording
+        self.leakage: dict[str, Any] | None = None  # eval's leakage report on the episode, when there is one
+        self.excluded_evidence = 0  # evidence items of the episode the methods were not given (from_kinds)
+        if episode is not None:
+            from worldsmith.evals.leakage import check_leakage
+
+            self.leakage = check_leakage(book, [episode], raise_on_leak=False)
         self.reset()
 
     @classmethod
     def from_kinds(cls, book: Worldbook, kinds: Sequence[str], *, llm: LLM | None = None,
                    agent_llm: LLM | None = None, episode: Episode | None = None, opening: str | None = None,
-                   mode: Mode = "teacher", **options: Any) -> SideBySide:
+                   mode: Mode = "teacher", exclude_leaked: bool = True, **options: Any) -> SideBySide:
         """World models by `sim.factory` kind (`harness`, `nearest`, `direct`, ...), each named by its kind.
 
         `llm` serves the model baselines (`direct`, `rag`, `book`) and `options` (`max_tokens`, ...)
         go to them; `agent_llm`, when given, is the harness kinds' agent-route model (without one
-        the harness answers from rules, episode memory and evidence).
+        the harness answers from rules, episode memory and evidence). With `exclude_leaked`, an
+        episode in the book's evidence is left out of the evidence the methods get (`excluded_evidence`).
         """
+        from worldsmith.evals.leakage import check_leakage
         from worldsmith.sim.factory import MODEL_WORLD_MODELS, OPTIONAL_MODEL_WORLD_MODELS, make_world_model
 
+        full, excluded = book, 0
+        if episode is not None and exclude_leaked:
+            report = check_leakage(book, [episode], raise_on_leak=False)
+            if not report["ok"]:
+                book, excluded = evidence_without(book, _leaked_ids(report, episode))
         methods: dict[str, WorldModel] = {}
         for kind in kinds:
             if kind in MODEL_WORLD_MODELS:
@@ -192,7 +246,9 @@ class SideBySide:
                 methods[kind] = make_world_model(kind, book, llm=agent_llm, **(options if agent_llm else {}))
             else:
                 methods[kind] = make_world_model(kind, book)
-        return cls(book, methods, episode, opening, mode=mode)
+        view = cls(full, methods, episode, opening, mode=mode)
+        view.excluded_evidence = excluded
+        return view
 
     # ------------------------------------------------------------------ where we are
 
@@ -205,6 +261,22 @@ class SideBySide:
     def position(self) -> int:
         """How many steps were taken (the index of the next one)."""
         return len(self._history)
+
+    @property
+    def leaked(self) -> bool:
+        """The episode is in the book's construction data by eval's rule: its scores are not held-out numbers."""
+        return self.leakage is not None and not self.leakage["ok"]
+
+    def leak_notice(self) -> str | None:
+        """What a screen must say when the episode leaks (None when it does not)."""
+        if not self.leaked:
+            return None
+        why = "; ".join(reason for reasons in self.leakage["leaked_episodes"].values()  # type: ignore[index]
+                        for reason in reasons)
+        left_out = (f"its {self.excluded_evidence} evidence turns were left out of what the methods retrieve, but "
+                    if self.excluded_evidence else "")
+        return (f"episode {self.episode.id!r} is in the worldbook's construction data ({why}): {left_out}"  # type: ignore[union-attr]
+                "the rules were learned from it, so these scores are leaked, not held-out numbers")
 
     @property
     def on_record(self) -> bool:
@@ -284,12 +356,16 @@ class SideBySide:
             model.start(self._own_prefix(name))
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per method, the mean scores over the steps that had a real observation (and how many)."""
+        """Per method, the mean scores over the steps it answered itself with a real observation (and how many);
+        `fallbacks` and `errors` count the steps its model failed on (not in the means)."""
         out: dict[str, dict[str, float]] = {}
         for name in self.methods:
-            scores = [view.methods[name].score for view in self._history if view.methods[name].score is not None]
+            steps = [view.methods[name] for view in self._history]
+            scores = [step.score for step in steps if step.score is not None]
             count = len(scores)
             out[name] = {"steps": float(count),
+                         "fallbacks": float(sum(step.status == "fallback" for step in steps)),
+                         "errors": float(sum(step.status == "error" for step in steps)),
                          **{key: round(sum(getattr(s, key) for s in scores) / count, 4) if count else 0.0
                             for key in ("exact", "f1", "edit")}}
         return out
@@ -334,11 +410,18 @@ class SideBySide:
             prediction = model.predict(action)
             model.commit()
         except Exception as error:  # noqa: BLE001 - one failing method must not hide the others' columns
-            return MethodStep(method=name, state_before=before, state_after=before,
+            return MethodStep(method=name, state_before=before, state_after=before, status="error",
                               error=f"{type(error).__name__}: {error}")
         after = copy.deepcopy(prediction.state) if prediction.state is not None else before
+        scored = score(prediction.observation, real) if real is not None else None
+        failure = model_failure(prediction.audit)
+        status: MethodStatus = "ok"
+        if failure is not None:
+            status = "fallback" if prediction.audit.route.startswith("fallback:") else "error"
         return MethodStep(
             method=name, observation=prediction.observation, outcome=prediction.outcome, audit=prediction.audit,
             state_before=before, state_after=after, changes=state_changes(before, after),
-            score=score(prediction.observation, real) if real is not None else None,
-            diff=word_diff(prediction.observation, real) if real is not None else None, committed=True)
+            score=scored if status == "ok" else None, fallback_score=scored if status == "fallback" else None,
+            diff=word_diff(prediction.observation, real) if real is not None else None, committed=True,
+            status=status, fallback_reason=failure,
+            error=f"the model failed and nothing answered: {failure}" if status == "error" else None)
