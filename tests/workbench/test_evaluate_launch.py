@@ -77,3 +77,36 @@ def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_worksp
     board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")
     assert set(board.index) == {"harness", "nearest"} and set(board["n"]) == {2}
     assert (eval_workspace / "runs" / "eval" / "tiny" / "records.parquet").is_file()
+
+
+@pytest.mark.integration
+def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """First start imports the bundled samples, splits them and builds `alfworld` on train: the form's defaults
+    (the book's dataset, split test, environment alfworld) evaluate without a leakage refusal."""
+    from worldsmith import Workspace
+    from worldsmith.evals.leakage import check_leakage
+    from worldsmith.worldbook import WorldbookStore
+
+    root = tmp_path / "fresh"
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))
+    monkeypatch.setenv("WORLDSMITH_SAMPLES", str(REPO / "data_samples"))
+    at = open_page()
+    dataset = Workspace(root).dataset("samples")
+    assert set(dataset.splits()) == {"train", "validation", "test"}
+    store = WorldbookStore(root / "worldbooks")
+    book = store.load("alfworld")
+    held = [e for e in dataset.iter_episodes("test") if (e.env_id or "").startswith("alfworld")]
+    assert held and check_leakage(book, held, raise_on_leak=False)["ok"]
+    assert store.info("alfworld", store.head("alfworld")).sources[0]["split"] == "train"
+    assert at.selectbox(key="ev_new_book").value == "alfworld" and at.selectbox(key="ev_new_dataset").value == "samples"
+    assert at.text_input(key="ev_new_split").value == "test" and at.text_input(key="ev_new_env").value == "alfworld"
+    at.text_input(key="ev_new_run").input("first")
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    status = _wait_for_job(root, "first")
+    assert status.state == "finished", (status.returncode, status.log_tail)
+    assert status.result is not None and status.result["leakage"]["ok"]
+    at = no_exception(at.run())
+    assert at.selectbox(key="ev_run").value == "first"
+    board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")
+    assert set(board.index) == {"harness", "nearest"}

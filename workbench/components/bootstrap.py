@@ -1,5 +1,13 @@
-"""First start: import the bundled sample traces when the workspace has no datasets, and build a worldbook
-of their ALFWorld episodes, so the Worldbook and Simulate pages have something to show."""
+"""First start: import the bundled sample traces when the workspace has no datasets, split them into
+train/validation/test by trajectory family, and build worldbook `alfworld` from the ALFWorld episodes of
+the train split only, so the Worldbook and Simulate pages have something to show and the first evaluation
+a newcomer launches (on the held-out `test` split) runs without a leakage refusal.
+
+Deterministic (a fixed seed and ratios); the same as, in a terminal:
+
+    worldsmith split --dataset samples --ratios train=0.7,validation=0.1,test=0.2 --seed 0
+    worldsmith build samples --split train --env alfworld --out alfworld
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,10 @@ from workbench.components.text import md_code, md_escape
 from worldsmith.workspace import Workspace
 
 _attempted: set[tuple[str, str | None]] = set()
+SAMPLE_RATIOS = {"train": 0.7, "validation": 0.1, "test": 0.2}  # enough held-out ALFWorld games to evaluate
+SAMPLE_SEED = 0
+SAMPLE_BOOK = "alfworld"
+HELD_OUT_SPLIT = "test"
 
 
 @st.cache_resource(show_spinner=False)
@@ -26,12 +38,14 @@ def _import_samples_once(root: str, folder: str | None) -> dict[str, Any] | None
     if not files:
         return None
     summary = workspace.ingest(files, SAMPLES_DATASET).summary()
+    summary["splits"] = workspace.split(SAMPLES_DATASET, SAMPLE_RATIOS, seed=SAMPLE_SEED)["splits"]
     summary["worldbook"] = _sample_worldbook(workspace)
     return summary
 
 
 def _sample_worldbook(workspace: Workspace) -> str | None:
-    """Build worldbook `alfworld` from the samples' ALFWorld episodes (cross-fitted, about a second)."""
+    """Build worldbook `alfworld` from the samples' train-split ALFWorld episodes, validated on the validation
+    split (about a second); the test split stays out of it for evaluation."""
     from worldsmith.worldbook import WorldbookStore
     from worldsmith.worldbook.build import build_dataset
 
@@ -40,8 +54,9 @@ def _sample_worldbook(workspace: Workspace) -> str | None:
     dataset = workspace.dataset(SAMPLES_DATASET)
     if not any(env.split("/")[0] == "alfworld" for env in dataset.environments()):
         return None
-    outcome = build_dataset(workspace, SAMPLES_DATASET, out="alfworld", env="alfworld", folds=3,
-                            message="built from the bundled samples on first start", author="workbench")
+    outcome = build_dataset(workspace, SAMPLES_DATASET, out=SAMPLE_BOOK, split="train", env="alfworld",
+                            message="built from the bundled samples' train split on first start "
+                                    f"(held out: {HELD_OUT_SPLIT})", author="workbench")
     return outcome.version
 
 

@@ -18,7 +18,8 @@ from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval
 from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
 from workbench.components.text import md_code, md_escape
 
-__all__ = ["PROTOCOLS", "available_methods", "render_jobs", "render_launch_form", "workspace_choices"]
+__all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
+           "workspace_choices"]
 
 PROTOCOLS = ["next-obs", "drift", "w2r"]
 POLICIES = ["expert", "random", "llm"]
@@ -36,12 +37,46 @@ def available_methods() -> list[str]:
     return list(METHOD_KINDS)
 
 
+def held_out_defaults(root: Path, book: str | None, datasets: list[str]) -> dict[str, str]:
+    """Where `book` can be evaluated honestly: its source dataset, a split it was not built from, its environment.
+
+    From the book's recorded sources (`worldsmith build` writes them): a book built from split
+    `train` is evaluated on `test` (else `validation`) of the same dataset; nothing is guessed for
+    a book built from a whole dataset.
+    """
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    if not book:
+        return {}
+    try:
+        store = WorldbookStore(root / "worldbooks")
+        sources = store.info(book, store.head(book)).sources
+    except (WorldbookError, KeyError, OSError, ValueError):
+        return {}
+    source = next((s for s in sources if isinstance(s, dict) and s.get("dataset") in datasets), None)
+    if source is None:
+        return {}
+    out = {"dataset": str(source["dataset"])}
+    if source.get("env"):
+        out["env"] = str(source["env"])
+    opened = data.open_dataset(str(root), out["dataset"]) if source.get("split") else None
+    splits = opened.splits() if opened is not None else []
+    held = next((s for s in ("test", "validation") if s in splits and s != source.get("split")), None)
+    if held is not None:
+        out["split"] = held
+    return out
+
+
 def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
     """The run's options; on submit, start the job and remember a notice for the next rerun."""
     if not datasets:
         st.info("Launching a run needs a dataset to evaluate on (and a worldbook from `worldsmith build`, or "
                 "cross-fitting with folds).", icon=":material/info:")
         return
+    defaults = held_out_defaults(root, books[0] if books else None, datasets)
+    for field, key in (("split", "ev_new_split"), ("env", "ev_new_env")):
+        if field in defaults and key not in st.session_state:
+            st.session_state[key] = defaults[field]
     methods = available_methods()
     default = [m for m in ("harness", "nearest") if m in methods] or methods[:1]
     with st.form("ev_launch"):
@@ -54,7 +89,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         left, middle, right = st.columns(3)
         book = left.selectbox("Worldbook", books, index=0 if books else None, key="ev_new_book",
                               help="Not read when cross-fitting (folds >= 2): each fold builds its own book.")
-        dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset")
+        dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset",
+                                   index=datasets.index(defaults["dataset"]) if "dataset" in defaults else 0)
         split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test",
                                  help="Held-out episodes only: the book must not have been built from them "
                                       "(the run refuses leaked evaluation targets).")
