@@ -79,7 +79,8 @@ def test_rehearsal_is_compared_with_the_plain_policy_on_real_bfcl(tmp_path: Path
     assert report["tasks"] == TASKS
     assert report["methods"]["k1"]["success"]["mean"] == 1.0
     assert report["methods"]["plain"]["success"]["mean"] == 0.0
-    assert report["pairs"]["k1 vs plain"]["success"] == {"mean_diff": 1.0, "low": 1.0, "high": 1.0, "n": 2}
+    assert report["pairs"]["k1 vs plain"]["success"] == {"mean_diff": 1.0, "low": 1.0, "high": 1.0, "n": 2,
+                                                             "trajectories": 2}
     assert report["cost"]["k1"]["model_calls_per_step"] == 3.0
     assert seen[-1] == (4, 4, "done")
     # the run store

@@ -75,3 +75,18 @@ def test_ratio_of_equal_series_is_one_with_zero_width() -> None:
     interval = bootstrap_ratio(clusters, values, values, resamples=2000, seed=0)
     assert interval.mean == interval.low == interval.high == 1.0
     assert math.isnan(bootstrap_ratio(clusters, values, [0.0] * 20, resamples=200, seed=0).mean)
+
+
+def test_entries_count_their_trajectories_and_small_samples_are_marked() -> None:
+    from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
+
+    a = _records("a", {"e1": [1.0, 1.0, None], "e2": [0.0, 1.0], "e3": [1.0]})
+    b = _records("b", {"e1": [0.0, 1.0, 0.0], "e2": [0.0]})
+    out = summarize(pd.DataFrame(a + b), metrics=["exact_match"], methods=["a", "b"], resamples=200, seed=0)
+    entry = out["methods"]["a"]["exact_match"]
+    assert entry["trajectories"] == 3 and out["methods"]["b"]["exact_match"]["trajectories"] == 2
+    assert out["pairs"]["a vs b"]["exact_match"]["trajectories"] == 2  # e1 and e2 are the paired ones
+    assert small_sample_note(entry) == "only 3 trajectories" and small_sample_note(1) == "only 1 trajectory"
+    many = bootstrap_mean([f"e{i}" for i in range(SMALL_SAMPLE)], [1.0] * SMALL_SAMPLE, resamples=50)
+    assert many.trajectories == SMALL_SAMPLE and small_sample_note(many.to_json()) == ""
+    assert small_sample_note(None) == small_sample_note({"n": 4}) == ""  # old reports say nothing: no mark

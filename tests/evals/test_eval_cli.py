@@ -58,6 +58,7 @@ def test_eval_text_output_and_errors(workspace: Path, capsys: pytest.CaptureFixt
                  "--max-episodes", "2", "--out", "cli-drift"]) == 0
     printed = capsys.readouterr().out
     assert "run cli-drift (drift)" in printed and "nearest vs harness-no-book" in printed
+    assert "] (only 2 trajectories)" in printed  # 2 episodes resampled: the interval says so
     assert main([*base, "--methods", "direct", "--out", "x"]) == 2
     assert "need a model" in capsys.readouterr().err
     assert main([*base, "--methods", "oracle-of-delphi", "--out", "x"]) == 2

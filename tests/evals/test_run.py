@@ -14,7 +14,7 @@ from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook, build_worldbook
 
 METHODS = ["harness", "nearest"]
-INTERVAL = {"mean", "low", "high", "n"}
+INTERVAL = {"mean", "low", "high", "n", "trajectories"}
 
 
 def _config(name: str, protocol: str = "next-obs", **extra) -> EvalConfig:

@@ -25,6 +25,27 @@ def test_format_interval() -> None:
     assert tables.format_interval(None) == ""
 
 
+def test_intervals_over_few_trajectories_are_marked_in_tables_and_charts() -> None:
+    from workbench.components import eval_charts as charts
+
+    small = {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 40, "trajectories": 3}
+    big = {"mean": 0.4, "low": 0.35, "high": 0.45, "n": 400, "trajectories": 30}
+    assert tables.format_interval(small) == "0.500 [0.250, 0.750] (only 3 trajectories)"
+    assert tables.format_interval(big) == "0.400 [0.350, 0.450]"
+    methods = {"a": {"exact_match": small}, "b": {"exact_match": big}}
+    table = tables.leaderboard_table(methods).set_index("method")
+    assert table.loc["a", "exact_match"].endswith("(only 3 trajectories)") and "only" not in table.loc["b", "exact_match"]
+    assert table.loc["a", "trajectories"] == 3 and table.loc["b", "trajectories"] == 30
+    caption = tables.small_sample_caption(methods) or ""
+    assert "fewer than 10 trajectories" in caption and "as few as 3" in caption
+    assert tables.small_sample_caption({"b": {"exact_match": big}}) is None
+    bars = charts.metric_bars(tables.leaderboard_frame(methods), "exact_match")
+    assert list(bars.data[0].text) == ["only 3 trajectories", ""]  # sorted by mean: a (0.5) first
+    pairs = tables.pairs_frame({"a vs b": {"exact_match": {**small, "mean_diff": 0.1}}})
+    assert list(pairs["sample"]) == ["only 3 trajectories"]
+    assert list(charts.forest_plot(pairs, "exact_match").data[0].text) == ["only 3 trajectories"]
+
+
 def test_leaderboard_table_orders_by_the_first_metric_and_keeps_intervals() -> None:
     methods = {"a": {"exact_match": {"mean": 0.2, "low": 0.1, "high": 0.3, "n": 7}},
                "b": {"exact_match": {"mean": 0.6, "low": 0.5, "high": 0.7, "n": 7},

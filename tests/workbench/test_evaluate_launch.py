@@ -110,3 +110,6 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     assert at.selectbox(key="ev_run").value == "first"
     board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")
     assert set(board.index) == {"harness", "nearest"}
+    few = len(held)  # fewer than 10 held-out games: every interval says so beside the number
+    assert board.loc["harness", "exact_match"].endswith(f"(only {few} trajectories)")
+    assert any("Small sample" in str(w.value) for w in at.warning)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from worldsmith.evals.bootstrap import small_sample_note
+
 __all__ = ["divergence_timeline", "fidelity_curves", "forest_plot", "heatmap", "judge_bars", "metric_bars"]
 
 _PALETTE = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"]
@@ -26,8 +28,10 @@ def _error_y(frame: pd.DataFrame) -> dict:
 def metric_bars(long: pd.DataFrame, metric: str) -> go.Figure:
     """One bar per method for `metric` with its interval (a leaderboard_frame, filtered to the metric)."""
     frame = long[long["metric"] == metric].sort_values("mean", ascending=False)
+    notes = [small_sample_note(t) for t in frame.get("trajectories", pd.Series([None] * len(frame)))]
     figure = go.Figure(go.Bar(x=frame["method"], y=frame["mean"], error_y=_error_y(frame),
-                              marker_color=[_color(i) for i in range(len(frame))]))
+                              marker_color=[_color(i) for i in range(len(frame))],
+                              text=notes, textposition="inside"))  # small samples say so on their bar
     figure.update_layout(title=f"{metric}: mean with 95% interval", yaxis_title=metric, height=360,
                          margin={"t": 50, "b": 40})
     return figure
@@ -68,9 +72,10 @@ def forest_plot(frame: pd.DataFrame, metric: str) -> go.Figure:
     frame = frame.sort_values("mean_diff")
     colors = ["#e45756" if s else "#4c78a8" for s in frame["significant"]]
     figure = go.Figure(go.Scatter(
-        x=frame["mean_diff"], y=frame["pair"], mode="markers", marker={"size": 10, "color": colors},
+        x=frame["mean_diff"], y=frame["pair"], marker={"size": 10, "color": colors},
         error_x={"type": "data", "symmetric": False, "array": (frame["high"] - frame["mean_diff"]).fillna(0).tolist(),
                  "arrayminus": (frame["mean_diff"] - frame["low"]).fillna(0).tolist()},
+        text=list(frame["sample"]) if "sample" in frame else None, textposition="top center", mode="markers+text",
         customdata=frame[["low", "high", "n"]].to_numpy(),
         hovertemplate="%{y}<br>difference %{x:.3f} [%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n=%{customdata[2]}"))
     figure.add_vline(x=0, line_dash="dash", line_color="gray")

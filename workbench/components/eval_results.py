@@ -95,6 +95,9 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
         if choice == POOLED and any(errors.values()):
             table.insert(2, "errors", table["method"].map(lambda m: errors.get(m, 0)))
         st.dataframe(table, hide_index=True, key="ev_leaderboard")
+        small = tables.small_sample_caption(methods)
+        if small:
+            st.warning(md_escape(small), icon=":material/scatter_plot:")
         st.caption(f"mean [low, high]: {_bootstrap(report)}; n = records scored"
                    + ("; errors = predictions that raised (scored as an empty observation)" if "errors" in table else "")
                    + ".")

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
+
 __all__ = [
     "JUDGE_DIMENSIONS",
     "METRIC_COLUMNS",
@@ -33,6 +35,7 @@ __all__ = [
     "leaderboard_table",
     "pairs_frame",
     "scope_block",
+    "small_sample_caption",
     "w2r_frame",
     "win_lose_frame",
     "wrong_mask",
@@ -46,13 +49,15 @@ _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
 
 
 def format_interval(cell: Any, digits: int = 3) -> str:
-    """`mean [low, high]` for a report cell ({mean, low, high}); '' when the cell is missing."""
+    """`mean [low, high]` for a report cell ({mean, low, high}); '' when the cell is missing. A cell resampled
+    over fewer than `SMALL_SAMPLE` trajectories says so: `mean [low, high] (only N trajectories)`."""
     if not isinstance(cell, dict) or cell.get("mean") is None:
         return ""
     mean = cell["mean"]
     if cell.get("low") is None or cell.get("high") is None:
         return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} [{cell['low']:.{digits}f}, {cell['high']:.{digits}f}]"
+    note = small_sample_note(cell)
+    return f"{mean:.{digits}f} [{cell['low']:.{digits}f}, {cell['high']:.{digits}f}]" + (f" ({note})" if note else "")
 
 
 def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | None = None) -> dict[str, Any]:
@@ -82,8 +87,8 @@ def leaderboard_frame(methods: dict[str, Any], metrics: list[str] | None = None)
             if isinstance(cell, dict) and cell.get("mean") is not None:
                 rows.append({"method": method, "metric": metric, "mean": float(cell["mean"]),
                              "low": _float(cell.get("low")), "high": _float(cell.get("high")),
-                             "n": cell.get("n")})
-    return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "n"])
+                             "n": cell.get("n"), "trajectories": cell.get("trajectories")})
+    return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "n", "trajectories"])
 
 
 def leaderboard_table(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
@@ -92,14 +97,27 @@ def leaderboard_table(methods: dict[str, Any], metrics: list[str] | None = None)
     if long.empty:
         return pd.DataFrame(columns=["method"])
     order = list(dict.fromkeys(long["metric"]))
-    long["cell"] = [format_interval({"mean": m, "low": lo, "high": hi})
-                    for m, lo, hi in zip(long["mean"], long["low"], long["high"], strict=True)]
+    long["cell"] = [format_interval({"mean": m, "low": lo, "high": hi, "trajectories": _count(tr)})
+                    for m, lo, hi, tr in zip(long["mean"], long["low"], long["high"], long["trajectories"],
+                                             strict=True)]
     table = long.pivot(index="method", columns="metric", values="cell").reindex(columns=order).fillna("")
     means = long.pivot(index="method", columns="metric", values="mean")
     table = table.loc[means[order[0]].sort_values(ascending=False, na_position="last").index]
     counts = long.groupby("method")["n"].max()
     table.insert(0, "n", counts.reindex(table.index))
+    if long["trajectories"].notna().any():  # reports written before trajectories were counted have none
+        table["trajectories"] = long.groupby("method")["trajectories"].max().reindex(table.index)
     return table.reset_index()
+
+
+def small_sample_caption(methods: dict[str, Any]) -> str | None:
+    """What to say under a table whose intervals rest on fewer than `SMALL_SAMPLE` trajectories (None: none do)."""
+    counts = [int(cell["trajectories"]) for cells in methods.values() for cell in (cells or {}).values()
+              if isinstance(cell, dict) and small_sample_note(cell)]
+    if not counts:
+        return None
+    return (f"Small sample: intervals marked \"only N trajectories\" were resampled over fewer than {SMALL_SAMPLE} "
+            f"trajectories (as few as {min(counts)}); they are rough, and a difference between methods may not hold up.")
 
 
 def pairs_frame(pairs: dict[str, Any], metric: str | None = None) -> pd.DataFrame:
@@ -114,8 +132,10 @@ def pairs_frame(pairs: dict[str, Any], metric: str | None = None) -> pd.DataFram
             low, high = _float(cell.get("low")), _float(cell.get("high"))
             rows.append({"pair": pair, "metric": name, "mean_diff": float(cell["mean_diff"]), "low": low,
                          "high": high, "n": cell.get("n"),
-                         "significant": bool(low is not None and high is not None and (low > 0 or high < 0))})
-    return pd.DataFrame(rows, columns=["pair", "metric", "mean_diff", "low", "high", "n", "significant"])
+                         "significant": bool(low is not None and high is not None and (low > 0 or high < 0)),
+                         "trajectories": cell.get("trajectories"), "sample": small_sample_note(cell)})
+    return pd.DataFrame(rows, columns=["pair", "metric", "mean_diff", "low", "high", "n", "significant",
+                                       "trajectories", "sample"])
 
 
 def knowable_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -340,6 +360,10 @@ def compare_runs_frame(a: dict[str, Any], b: dict[str, Any], metrics: list[str] 
                      if pd.notna(row["mean_a"]) and pd.notna(row["mean_b"]) else None,
                      "n A": row["n_a"], "n B": row["n_b"]})
     return pd.DataFrame(rows, columns=["method", "metric", "run A", "run B", "B − A", "n A", "n B"])
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None or pd.isna(value) else int(value)
 
 
 def _float(value: Any) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.protocols import METHOD_KINDS, PROTOCOLS
 
 __all__ = ["register"]
@@ -105,6 +106,12 @@ def _stderr_progress(quiet: bool) -> Any:
     return show
 
 
+def _small(entry: dict[str, Any]) -> str:
+    """` (only N trajectories)` beside an interval resampled over too few trajectories."""
+    note = small_sample_note(entry)
+    return f" ({note})" if note else ""
+
+
 def _validation_message(error: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in error.errors())
 
@@ -148,11 +155,11 @@ def run_eval_command(args: argparse.Namespace) -> int:
         print(f"  fold {fold['fold']}: book {fold['book']}@{fold['book_version']} built from "
               f"{fold['construction_episodes']} episodes, evaluated on {fold['episodes']}")
     for method, metrics in report["methods"].items():
-        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
+        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]{_small(entry)}"
                  for name, entry in metrics.items() if entry["mean"] is not None]
         print(f"  {method:<20} " + "; ".join(cells))
     for pair, metrics in report["pairs"].items():
-        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
+        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]{_small(entry)}"
                  for name, entry in metrics.items() if entry["mean_diff"] is not None]
         print(f"  {pair:<28} " + "; ".join(cells))
     for policy, entry in (report.get("w2r") or {}).items():

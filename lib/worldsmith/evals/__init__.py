@@ -18,7 +18,15 @@ from worldsmith.evals.agentworldbench import (
     score_rows,
     write_rows,
 )
-from worldsmith.evals.bootstrap import Interval, bootstrap_mean, bootstrap_ratio, pair_name, summarize
+from worldsmith.evals.bootstrap import (
+    SMALL_SAMPLE,
+    Interval,
+    bootstrap_mean,
+    bootstrap_ratio,
+    pair_name,
+    small_sample_note,
+    summarize,
+)
 from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
 from worldsmith.evals.judge import (
     DIMENSIONS,
@@ -85,6 +93,8 @@ __all__ = [
     "UsageMeter",
     "ablation_methods",
     "book_episode_ids",
+    "SMALL_SAMPLE",
+    "small_sample_note",
     "bootstrap_mean",
     "bootstrap_ratio",
     "build_report",

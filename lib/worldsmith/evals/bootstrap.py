@@ -8,11 +8,15 @@ the statistic is the mean paired difference A - B. The same seed draws the same 
 for every method and pair of one episode set, and the seed goes into the report.
 
     summarize(records, metrics=["exact_match"], methods=["harness", "nearest"], resamples=10_000, seed=0)
-    # {"methods": {"harness": {"exact_match": {"mean", "low", "high", "n"}}}, "pairs": {"harness vs nearest": ...}}
+    # {"methods": {"harness": {"exact_match": {"mean", "low", "high", "n", "trajectories"}}}, "pairs": ...}
+
+Every entry says over how many trajectories (episodes) it was resampled: an interval over fewer
+than `SMALL_SAMPLE` of them is shaky, and `small_sample_note` is what screens print beside it.
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,30 +25,46 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "SMALL_SAMPLE",
     "Interval",
     "bootstrap_mean",
     "bootstrap_ratio",
     "cluster_sums",
     "pair_name",
+    "small_sample_note",
     "summarize",
 ]
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
+SMALL_SAMPLE = 10  # intervals resampled over fewer trajectories than this are marked
 _CHUNK_CELLS = 4_000_000  # resamples x episodes drawn per chunk (bounded memory for large sets)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its percentile interval; `n` counts records (or episodes, for ratios)."""
+    """A point estimate with its percentile interval; `n` counts records, `trajectories` the clusters resampled."""
 
     mean: float
     low: float
     high: float
     n: int
+    trajectories: int = 0
 
     def to_json(self, key: str = "mean") -> dict[str, Any]:
-        return {key: self.mean, "low": self.low, "high": self.high, "n": self.n}
+        return {key: self.mean, "low": self.low, "high": self.high, "n": self.n, "trajectories": self.trajectories}
+
+
+def small_sample_note(trajectories: Any) -> str:
+    """`"only N trajectories"` when an interval was resampled over fewer than `SMALL_SAMPLE` of them, else ""."""
+    if isinstance(trajectories, dict):
+        trajectories = trajectories.get("trajectories")
+    if not isinstance(trajectories, numbers.Real) or isinstance(trajectories, bool) or trajectories != trajectories:
+        return ""
+    count = int(trajectories)
+    if count <= 0 or count >= SMALL_SAMPLE:
+        return ""
+    return f"only {count} trajector{'y' if count == 1 else 'ies'}"
 
 
 def pair_name(a: str, b: str) -> str:
@@ -72,16 +92,16 @@ def _resampled_sums(columns: Sequence[np.ndarray], resamples: int, rng: np.rando
     return out
 
 
-def _interval(point: float, stats: np.ndarray, n: int, confidence: float) -> Interval:
+def _interval(point: float, stats: np.ndarray, n: int, confidence: float, trajectories: int) -> Interval:
     finite = stats[np.isfinite(stats)]
     if finite.size == 0:
-        return Interval(point, float("nan"), float("nan"), n)
+        return Interval(point, float("nan"), float("nan"), n, trajectories)
     tail = (1.0 - confidence) / 2 * 100
     low, high = np.percentile(finite, [tail, 100 - tail])
     # Floating-point noise around the point is no width: a constant statistic gets a zero-width interval.
     low = point if abs(low - point) < 1e-12 else float(low)
     high = point if abs(high - point) < 1e-12 else float(high)
-    return Interval(float(point), float(low), float(high), n)
+    return Interval(float(point), float(low), float(high), n, trajectories)
 
 
 def bootstrap_mean(clusters: Sequence[Any], values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
@@ -92,7 +112,7 @@ def bootstrap_mean(clusters: Sequence[Any], values: Sequence[float], *, resample
     sums, counts = cluster_sums(clusters, values)
     point = float(sums.sum() / counts.sum())
     total, number = _resampled_sums([sums, counts], resamples, np.random.default_rng(seed))
-    return _interval(point, total / number, len(values), confidence)
+    return _interval(point, total / number, len(values), confidence, len(sums))
 
 
 def bootstrap_ratio(clusters: Sequence[Any], numerator: Sequence[float], denominator: Sequence[float], *,
@@ -110,7 +130,7 @@ def bootstrap_ratio(clusters: Sequence[Any], numerator: Sequence[float], denomin
     a, b = _resampled_sums([top, bottom], resamples, np.random.default_rng(seed))
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
-    return _interval(point, stats, len(numerator), confidence)
+    return _interval(point, stats, len(numerator), confidence, len(top))
 
 
 def _clean(value: float) -> float | None:
@@ -118,7 +138,8 @@ def _clean(value: float) -> float | None:
 
 
 def _entry(interval: Interval, key: str = "mean") -> dict[str, Any]:
-    return {key: _clean(interval.mean), "low": _clean(interval.low), "high": _clean(interval.high), "n": interval.n}
+    return {key: _clean(interval.mean), "low": _clean(interval.low), "high": _clean(interval.high), "n": interval.n,
+            "trajectories": interval.trajectories}
 
 
 def summarize(records: pd.DataFrame, *, metrics: Sequence[str], methods: Sequence[str] | None = None,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, summarize
+from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sample_note, summarize
 from worldsmith.evals.metrics import METRICS
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.util.atomic import atomic_write, atomic_write_json
@@ -66,7 +66,7 @@ def _fidelity_at_t(records: pd.DataFrame, methods: list[str], metric: str, resam
             interval = bootstrap_mean(group["episode_id"].tolist(), group[metric].astype(float).tolist(),
                                       resamples=resamples, seed=seed, confidence=confidence)
             rows.append({"t": int(t), "mean": _num(interval.mean), "low": _num(interval.low),
-                         "high": _num(interval.high), "n": interval.n})
+                         "high": _num(interval.high), "n": interval.n, "trajectories": interval.trajectories})
         out[method] = rows
     return out
 
@@ -99,7 +99,7 @@ def _done_agreement(records: pd.DataFrame, methods: list[str], resamples: int, s
         if agree:
             interval = bootstrap_mean(episodes, agree, resamples=resamples, seed=seed, confidence=confidence)
             out[method] = {"mean": _num(interval.mean), "low": _num(interval.low), "high": _num(interval.high),
-                           "n": interval.n}
+                           "n": interval.n, "trajectories": interval.trajectories}
     return out
 
 
@@ -188,7 +188,8 @@ def _fmt(entry: dict[str, Any] | None, key: str = "mean") -> str:
         return "–"
     low, high = entry.get("low"), entry.get("high")
     interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-    return f"{entry[key]:.3f}{interval}"
+    note = small_sample_note(entry)
+    return f"{entry[key]:.3f}{interval}" + (f" ({note})" if note else "")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
