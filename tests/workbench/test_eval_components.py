@@ -270,3 +270,28 @@ def test_w2r_frame_one_row_per_policy_and_method() -> None:
     assert frame.loc["harness", "w2r"] == "0.500 [0.250, 0.750]" and frame.loc["nearest", "sim_steps"] == 50.0
     flat = tables.w2r_frame({"w2r": {"random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5, "n": 5}}})
     assert flat.loc[0, "w2r"] == "0.100" and flat.loc[0, "n"] == 5
+
+
+def test_a_finished_job_is_reaped_without_anyone_polling_it(tmp_path: Path) -> None:
+    import psutil
+
+    pid, _ = jobs.start_detached([sys.executable, "-c", "raise SystemExit(3)"], workspace=tmp_path,
+                                 stdout=tmp_path / "out", stderr=tmp_path / "err", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while True:  # nothing here calls poll(): only the reaper thread can take the exit status
+        try:
+            status = psutil.Process(pid).status()
+        except psutil.NoSuchProcess:
+            break
+        assert time.monotonic() < deadline, f"pid {pid} is still {status} (a zombie: never reaped)"
+        time.sleep(0.05)
+    assert jobs.child_returncode(pid) == 3  # the exit code is kept for the page
+
+
+def test_the_launch_form_checks_a_model_spec_as_the_job_will(tmp_path: Path) -> None:
+    from workbench.components.eval_launch import spec_problem
+
+    assert spec_problem("", tmp_path) is None
+    assert spec_problem("tiny:data_samples/models/tiny", tmp_path) is None  # the checkout's bundled model
+    assert "no backend prefix" in (spec_problem("gpt-4o", tmp_path) or "")
+    assert f"no model folder at {(tmp_path / 'missing').resolve()}" in (spec_problem("tiny:missing", tmp_path) or "")

@@ -113,3 +113,23 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     few = len(held)  # fewer than 10 held-out games: every interval says so beside the number
     assert board.loc["harness", "exact_match"].endswith(f"(only {few} trajectories)")
     assert any("Small sample" in str(w.value) for w in at.warning)
+
+
+def test_a_bad_spec_is_refused_in_the_form_and_a_failed_run_shows_its_error(eval_workspace: Path) -> None:
+    at = open_page()
+    at.text_input(key="ev_new_run").input("broken")
+    at.text_input(key="ev_new_llm").input("tiny:no/such/folder")
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    refused = [str(e.value) for e in at.error]
+    assert any("Model spec" in e and "no model folder at" in e and "no/such/folder" in e for e in refused), refused
+    assert not (eval_workspace / "runs" / "eval" / ".jobs" / "broken.json").exists()  # nothing was started
+
+    at.text_input(key="ev_new_llm").input("")
+    at.text_input(key="ev_new_split").input("nosuch")
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    status = _wait_for_job(eval_workspace, "broken")
+    assert status.state == "failed" and status.returncode not in (None, 0)
+    at = no_exception(at.run())
+    shown = [str(e.value) for e in at.error]
+    assert any("Run `broken` failed" in e and "nosuch" in e for e in shown), shown
+    assert not at.expander or all("background" not in e.label.lower() for e in at.expander)  # not tucked away

@@ -19,7 +19,7 @@ from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
 from workbench.components.text import md_code, md_escape
 
 __all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
-           "workspace_choices"]
+           "spec_problem", "workspace_choices"]
 
 PROTOCOLS = ["next-obs", "drift", "w2r"]
 POLICIES = ["expert", "random", "llm"]
@@ -65,6 +65,20 @@ def held_out_defaults(root: Path, book: str | None, datasets: list[str]) -> dict
     if held is not None:
         out["split"] = held
     return out
+
+
+def spec_problem(spec: str, root: Path) -> str | None:
+    """Why a model spec typed in the form would fail at launch (None: empty or fine): a configured name or a
+    spec, its relative folder resolved against the workspace exactly as the job will (`llm.resolve_spec`)."""
+    from worldsmith.llm import parse_spec, resolve_spec
+
+    if not spec.strip():
+        return None
+    try:
+        parse_spec(resolve_spec(spec.strip(), root))
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
@@ -120,6 +134,11 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     if folds == 1 or (not folds and not book):
         st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
         return
+    for label, spec in (("Model spec", llm), ("Judge spec", judge)):
+        problem = spec_problem(spec, root)
+        if problem:
+            st.error(f"{md_escape(label)}: {md_escape(problem)}", icon=":material/error:")
+            return
     try:
         config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen), protocol=protocol,
                             split=split.strip() or None, env=env.strip() or None,
@@ -153,15 +172,25 @@ def _render_job(root: Path, job: JobStatus) -> None:
     if problem:
         st.caption(md_escape(problem))
     if job.state == "failed":
-        message = (job.result or {}).get("error") or job.log_tail.strip().splitlines()[-1:] or ["(no output)"]
         st.error(f"Run {md_code(job.run)} failed (exit code {md_escape(job.returncode)}): "
-                 f"{md_escape(message if isinstance(message, str) else message[0])}", icon=":material/error:")
-        with st.expander("Log"):
-            st.code(job.log_tail or "(empty)", language=None)
+                 f"{md_escape(failure_message(job))}", icon=":material/error:")
+    if job.state != "finished" and job.log_tail.strip():
+        st.caption("log (the end)")
+        st.code(job.log_tail, language=None)
+
+
+def failure_message(job: JobStatus) -> str:
+    """The reason a job failed: its JSON error, else the last line of its log."""
+    error = (job.result or {}).get("error")
+    if isinstance(error, str) and error.strip():
+        return error
+    lines = job.log_tail.strip().splitlines()
+    return lines[-1] if lines else "(no output)"
 
 
 def render_jobs(root: Path) -> None:
-    """Jobs launched here: a progress bar each; refreshed every 2 s while one is running."""
+    """Jobs launched here: the newest in the open (live status and log while it runs, its error when it failed),
+    older ones in a collapsed list; refreshed every 2 s while one is running."""
     if NOTICE in st.session_state:
         st.success(st.session_state.pop(NOTICE), icon=":material/rocket_launch:")
     jobs = list_jobs(root)
@@ -172,13 +201,17 @@ def render_jobs(root: Path) -> None:
     @st.fragment(run_every=2.0 if running else None)
     def _panel() -> None:
         current = list_jobs(root)
-        for job in current[:5]:
-            _render_job(root, job)
+        if not current:
+            return
+        _render_job(root, current[0])  # the one just launched: never hidden in a collapsed section
+        if len(current) > 1:
+            with st.expander(f"Earlier background runs ({len(current) - 1})"):
+                for job in current[1:5]:
+                    _render_job(root, job)
         if running and not any(job.state == "running" for job in current):
             st.rerun()  # a job just ended: refresh the run list and stop polling
 
-    with st.expander("Background runs", expanded=running):
-        _panel()
+    _panel()
 
 
 def workspace_choices(root: Path) -> tuple[list[str], list[str]]:

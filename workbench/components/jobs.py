@@ -2,13 +2,15 @@
 
 A job is started detached in its own session (a reload, another page or a closed tab does not stop it), with its
 stdout and stderr in files; the caller records its pid and start time, and `alive` tells a live job from a
-recycled pid. Children of this server are polled so they are reaped once they exit.
+recycled pid. Each child of this server has a daemon thread waiting on it, so it is reaped the moment it exits
+(no zombie lingers until a page happens to poll it) and its exit code is kept.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +40,7 @@ def start_detached(command: Sequence[str], *, workspace: str | Path, stdout: Pat
         process = subprocess.Popen(list(command), cwd=str(cwd or os.getcwd()), env=env, stdin=subprocess.DEVNULL,
                                    stdout=out, stderr=err, start_new_session=True, close_fds=True)
     _CHILDREN[process.pid] = process
+    threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
     try:
         started = psutil.Process(process.pid).create_time()
     except psutil.Error:  # a process that already ended has no start time to read

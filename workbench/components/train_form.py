@@ -37,13 +37,14 @@ DEFAULT_DATA = "data_samples/collected/bfcl.jsonl"
 FILES = "(JSONL files)"
 
 
-def config_from_values(values: dict[str, Any]) -> EnvACEConfig:
-    """An `EnvACEConfig` from the form's flat values; raises ConfigError naming the field."""
-    paths = [str(resolve_path(line.strip()).resolve()) for line in str(values.get("paths") or "").splitlines()
+def config_from_values(values: dict[str, Any], workspace: str | Path | None = None) -> EnvACEConfig:
+    """An `EnvACEConfig` from the form's flat values; raises ConfigError naming the field. Relative paths resolve
+    against `workspace` (else the checkout), as the CLI and the background job resolve them."""
+    paths = [str(resolve_path(line.strip(), workspace).resolve()) for line in str(values.get("paths") or "").splitlines()
              if line.strip()]
     dataset = values.get("dataset")
     raw: dict[str, Any] = {
-        "model": str(resolve_path(str(values.get("model") or DEFAULT_MODEL)).resolve()),
+        "model": str(resolve_path(str(values.get("model") or DEFAULT_MODEL), workspace).resolve()),
         "data": {"dataset": dataset if dataset and dataset != FILES else None,
                  "paths": [] if dataset and dataset != FILES else paths,
                  "split": values.get("split") or None, "env": values.get("env") or None,
@@ -114,7 +115,7 @@ def _start(root: Path, run: str, config: EnvACEConfig) -> None:
     st.rerun()
 
 
-def _from_file(upload: Any, path_text: str) -> EnvACEConfig:
+def _from_file(upload: Any, path_text: str, workspace: Path) -> EnvACEConfig:
     if upload is not None:
         suffix = Path(upload.name).suffix or ".yaml"
         with tempfile.TemporaryDirectory() as folder:
@@ -123,7 +124,7 @@ def _from_file(upload: Any, path_text: str) -> EnvACEConfig:
             return EnvACEConfig.from_file(target)
     if not path_text.strip():
         raise ConfigError("give a config file: upload one or type its path")
-    return EnvACEConfig.from_file(resolve_path(path_text.strip()))
+    return EnvACEConfig.from_file(resolve_path(path_text.strip(), workspace))
 
 
 def render_run_form(root: Path, datasets: list[str], books: list[str], envs: list[str]) -> None:
@@ -139,7 +140,7 @@ def render_run_form(root: Path, datasets: list[str], books: list[str], envs: lis
             submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
         if submitted:
             try:
-                _start(root, validate_run_name(run), _from_file(upload, path_text))
+                _start(root, validate_run_name(run), _from_file(upload, path_text, root))
             except (ConfigError, LaunchError, OSError) as error:
                 st.error(f"Could not launch: {md_escape(error)}", icon=":material/error:")
         return
@@ -201,7 +202,7 @@ def render_run_form(root: Path, datasets: list[str], books: list[str], envs: lis
         "switch_to_imagined": switch, "checkpoint_every": checkpoint_every,
     }
     try:
-        _start(root, validate_run_name(run), config_from_values(values))
+        _start(root, validate_run_name(run), config_from_values(values, root))
     except (ConfigError, LaunchError, OSError) as error:
         st.error(f"Could not launch: {md_escape(error)}", icon=":material/error:")
 
@@ -230,7 +231,7 @@ def render_sweep_form(root: Path, bases: dict[str, dict[str, Any]]) -> None:
         return
     try:
         if base_path.strip():
-            base = EnvACEConfig.from_file(resolve_path(base_path.strip())).to_json()
+            base = EnvACEConfig.from_file(resolve_path(base_path.strip(), root)).to_json()
         elif base_name:
             base = EnvACEConfig.from_dict(bases[base_name], source=f"run {base_name}").to_json()
         else:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.util.names import MAX_NAME, check_name
+from worldsmith.util.paths import resolve_user_path
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -34,19 +35,15 @@ __all__ = [
 
 DEFAULT_MODEL = "data_samples/models/tiny"
 _STRICT = ConfigDict(extra="forbid")
-_CHECKOUT = Path(__file__).resolve().parents[3]  # the source checkout (data_samples/ lives there)
 
 
-def resolve_path(text: str | Path) -> Path:
-    """A config path: absolute as is; relative to the working directory, else to the source checkout.
+def resolve_path(text: str | Path, workspace: str | Path | None = None) -> Path:
+    """A config path, resolved as the page, the CLI and a background job all do (`util.paths.resolve_user_path`):
+    absolute as is; relative to the workspace root, else to the source checkout.
 
     So the bundled example config (data_samples/...) runs from any directory.
     """
-    path = Path(text).expanduser()
-    if path.is_absolute() or path.exists():
-        return path
-    bundled = _CHECKOUT / path
-    return bundled if bundled.exists() else path
+    return resolve_user_path(text, workspace)
 
 
 class ConfigError(ValueError):

@@ -70,7 +70,7 @@ def load_episodes(paths: list[str], dataset: str | None, split: str | None, work
 
     episodes: list[Episode] = []
     if paths:
-        for item in read_traces([resolve_path(path) for path in paths]):
+        for item in read_traces([resolve_path(path, workspace) for path in paths]):
             if isinstance(item, Reject):
                 raise ValueError(f"{item.location()}: not an episode: {item.reason}")
             if split is None or item.split == split:
@@ -193,7 +193,7 @@ class Trainer:
         self.episodes = episodes
         self.probe_episodes = probe_episodes or episodes
         torch.manual_seed(config.seed)
-        self.model, self.tokenizer = load_policy(resolve_path(config.model), device=str(self.device), dtype=config.dtype,
+        self.model, self.tokenizer = load_policy(resolve_path(config.model, config.workspace), device=str(self.device), dtype=config.dtype,
                                                  lora=config.lora)
         self.model.train()
         self.fmt = ChatFormat(self.tokenizer)

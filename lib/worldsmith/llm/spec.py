@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl
 
 from worldsmith.llm.base import LLM
 from worldsmith.util.names import InvalidName, check_name
+from worldsmith.util.paths import resolve_user_path
 
 __all__ = [
     "BACKENDS", "MODEL_ENV_VAR", "ModelSpec", "configured_models", "default_model_spec", "load_config", "make_llm",
@@ -40,6 +41,7 @@ BACKENDS: dict[str, str] = {
     "vllm": "worldsmith.llm.vllm_backend:from_spec",
     "openai": "worldsmith.llm.openai_backend:from_spec",
 }
+_PATH_KINDS = frozenset({"tiny", "hf"})  # backends whose model is always a local folder
 _EXAMPLES = "tiny:PATH, hf:PATH, vllm:PATH_OR_NAME, openai:MODEL@BASE_URL"
 
 
@@ -155,10 +157,19 @@ def default_model_spec() -> str | None:
 
 
 def resolve_spec(spec: str, workspace_root: str | Path) -> str:
-    """A name from the workspace's `models.toml` (or `default`) as its spec; any other text as it is. The one
-    place names are resolved: `open_llm` calls it, so every command and page accepts a configured name."""
+    """A name from the workspace's `models.toml` (or `default`) as its spec; any other text as it is, except that
+    a relative model folder (`tiny:`, `hf:`) becomes absolute by `util.paths.resolve_user_path` (the workspace
+    root, else the checkout). The one place names and paths are resolved: `open_llm` calls it, so every
+    command, page and background job accepts a configured name and finds the same folder."""
     configured = configured_models(workspace_root)
-    return configured[spec].text if spec in configured else spec
+    text = configured[spec].text if spec in configured else spec
+    kind, sep, rest = text.strip().partition(":")
+    if not sep or kind.lower() not in _PATH_KINDS:
+        return text
+    model, query_sep, query = rest.partition("?")
+    if not model or Path(model).expanduser().is_absolute():
+        return text
+    return f"{kind}:{resolve_user_path(model, workspace_root)}{query_sep}{query}"
 
 
 def configured_models(workspace_root: str | Path) -> dict[str, ModelSpec]:

@@ -1,10 +1,11 @@
-"""Small shared helpers (atomic file writes, staging folders, names, the code fingerprint, process liveness)."""
+"""Small shared helpers (atomic file writes, staging folders, names, the code fingerprint, process liveness, user paths)."""
 
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes, atomic_write_json
 from worldsmith.util.code_version import code_version
 from worldsmith.util.names import InvalidName, check_name
+from worldsmith.util.paths import resolve_user_path
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import make_staging, sweep_stale
 
 __all__ = ["InvalidName", "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "code_version",
-           "make_staging", "process_alive", "sweep_stale"]
+           "make_staging", "process_alive", "resolve_user_path", "sweep_stale"]
