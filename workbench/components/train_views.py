@@ -70,8 +70,10 @@ def _status(run: TrainRun) -> None:
                    "from its last checkpoint.", icon=":material/pause_circle:")
     job = job_record(run.path.parent.parent.parent, run.name) if run.path.parent.name == "envace" else None
     if job is not None and not job.alive and run.state in ("new", "stopped") and job.log_tail.strip():
-        with st.expander("Launch log"):
-            st.code(job.log_tail, language=None)
+        last = job.log_tail.strip().splitlines()[-1]  # shown in the open: the reason the launch failed
+        st.error(f"The launched process ended (exit code {md_escape(job.returncode)}) before training: "
+                 f"{md_escape(last)}", icon=":material/error:")
+        st.code(job.log_tail, language=None)
 
 
 def _curves(run: TrainRun) -> None:
