@@ -120,3 +120,12 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
     assert "nothing is left to evaluate" in capsys.readouterr().err
     assert main([*base, "--drop-leaked", "--out", "cli-dropped"]) == 0
     assert "dropped " in capsys.readouterr().out
+
+
+def test_small_sample_marks_once_per_line_or_beside_each_cell() -> None:
+    from worldsmith.cli.eval import _with_small_marks
+
+    few, many = {"trajectories": 4}, {"trajectories": 40}
+    assert _with_small_marks(["a 1", "b 2"], [few, few]) == "a 1; b 2 (only 4 trajectories)"
+    assert _with_small_marks(["a 1", "b 2"], [few, many]) == "a 1 (only 4 trajectories); b 2"
+    assert _with_small_marks(["a 1"], [many]) == "a 1"

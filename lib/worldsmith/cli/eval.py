@@ -106,10 +106,13 @@ def _stderr_progress(quiet: bool) -> Any:
     return show
 
 
-def _small(entry: dict[str, Any]) -> str:
-    """` (only N trajectories)` beside an interval resampled over too few trajectories."""
-    note = small_sample_note(entry)
-    return f" ({note})" if note else ""
+def _with_small_marks(cells: list[str], entries: list[dict[str, Any]]) -> str:
+    """The cells of one line, each interval over too few trajectories marked `(only N trajectories)`: once at
+    the end of the line when every cell has the same mark, else beside each such cell."""
+    notes = [small_sample_note(entry) for entry in entries]
+    if notes and notes[0] and len(set(notes)) == 1:
+        return "; ".join(cells) + f" ({notes[0]})"
+    return "; ".join(cell + (f" ({note})" if note else "") for cell, note in zip(cells, notes, strict=True))
 
 
 def _validation_message(error: ValidationError) -> str:
@@ -155,13 +158,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
         print(f"  fold {fold['fold']}: book {fold['book']}@{fold['book_version']} built from "
               f"{fold['construction_episodes']} episodes, evaluated on {fold['episodes']}")
     for method, metrics in report["methods"].items():
-        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]{_small(entry)}"
-                 for name, entry in metrics.items() if entry["mean"] is not None]
-        print(f"  {method:<20} " + "; ".join(cells))
+        shown = {name: entry for name, entry in metrics.items() if entry["mean"] is not None}
+        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]" for name, entry in shown.items()]
+        print(f"  {method:<20} " + _with_small_marks(cells, list(shown.values())))
     for pair, metrics in report["pairs"].items():
-        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]{_small(entry)}"
-                 for name, entry in metrics.items() if entry["mean_diff"] is not None]
-        print(f"  {pair:<28} " + "; ".join(cells))
+        shown = {name: entry for name, entry in metrics.items() if entry["mean_diff"] is not None}
+        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
+                 for name, entry in shown.items()]
+        print(f"  {pair:<28} " + _with_small_marks(cells, list(shown.values())))
     for policy, entry in (report.get("w2r") or {}).items():
         for method, numbers in entry["methods"].items():
             print(f"  W2R {policy}/{method}: real {entry['real']:.3f}, w2r {numbers['w2r']:.3f}, "
