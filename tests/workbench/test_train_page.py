@@ -284,3 +284,24 @@ def test_a_sweep_is_launched_from_the_form_over_a_runs_config(with_runs: Path) -
             os.killpg(job.pid, signal.SIGTERM)  # the sweep this test started (its own session)
         except ProcessLookupError:
             pass
+
+
+def test_a_launch_that_dies_at_once_is_listed_with_its_reason_in_the_open(empty_root: Path) -> None:
+    import sys
+
+    from workbench.components.train_form import config_from_values
+    from workbench.components.train_jobs import job_record, launch, write_launch_config
+
+    write_launch_config(empty_root, "dies", config_from_values({"paths": str(BFCL), "steps": 2}, empty_root))
+    launch(empty_root, "dies", [sys.executable, "-c",
+                                "import sys; print('boom, the trainer could not start', file=sys.stderr); sys.exit(2)"])
+    deadline = time.monotonic() + 60
+    while (job := job_record(empty_root, "dies")) is None or job.alive:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    at = open_page()
+    assert at.selectbox(key="tr_run").value == "dies"  # listed though it never wrote a run folder
+    errors = [str(e.value) for e in at.error]
+    assert any("ended (exit code 2) before training" in e and "boom, the trainer could not start" in e
+               for e in errors), errors
+    assert not any(e.label == "Launch log" for e in at.expander)  # the reason is not tucked away

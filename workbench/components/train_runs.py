@@ -109,13 +109,20 @@ def load_run(path: Path) -> TrainRun:
 
 
 def list_runs(root: str | Path) -> list[TrainRun]:
-    """Every run folder under `<root>/runs/envace`, running ones first, then the most recently updated."""
+    """Every run folder under `<root>/runs/envace` and every training run launched from the page (even before
+    it wrote anything), running ones first, then the most recently updated."""
     folder = runs_root(root)
     if not folder.is_dir():
         return []
     runs = [load_run(path) for path in folder.iterdir()
             if path.is_dir() and not path.name.startswith(".")
             and any((path / name).exists() for name in ("config.json", "status.json"))]
+    listed = {run.name for run in runs}
+    # launched from the page but nothing written yet (starting, or died at once): listed, so it shows at once
+    for record in sorted((folder / ".launch").glob("*.job.json")):
+        name = record.name.removesuffix(".job.json")
+        if name not in listed and (folder / ".launch" / f"{name}.json").exists():
+            runs.append(load_run(folder / name))
     return sorted(runs, key=lambda run: (not run.active, -(run.updated or 0.0), run.name))
 
 

@@ -69,6 +69,11 @@ def _status(run: TrainRun) -> None:
         st.warning("The run's process is gone (killed or crashed) before it finished: launch it again to resume "
                    "from its last checkpoint.", icon=":material/pause_circle:")
     job = job_record(run.path.parent.parent.parent, run.name) if run.path.parent.name == "envace" else None
+    if job is not None and job.alive and run.state == "new":
+        st.info(f"Starting (pid {job.pid:d}): the run appears here as soon as the trainer writes its status.",
+                icon=":material/hourglass_top:")
+        if job.log_tail.strip():
+            st.code(job.log_tail, language=None)
     if job is not None and not job.alive and run.state in ("new", "stopped") and job.log_tail.strip():
         last = job.log_tail.strip().splitlines()[-1]  # shown in the open: the reason the launch failed
         st.error(f"The launched process ended (exit code {md_escape(job.returncode)}) before training: "
@@ -178,18 +183,26 @@ def _interval(entry: dict[str, Any] | None, key: str) -> str | None:
     return f"{entry[key]:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
 
 
+def _still_starting(root: Path, run: TrainRun) -> bool:
+    job = job_record(root, run.name)
+    return run.state == "new" and job is not None and job.alive
+
+
 def render_run(root: Path, run: TrainRun) -> None:
     """Status, curves (live while it runs), summary, probes and evaluations of one run."""
     st.markdown(f"{_STATE_ICON.get(run.state, '')} **{md_escape(run.name)}** · {md_escape(run.objective or '?')} · "
                 f"{md_code(run.path)}")
 
-    @st.fragment(run_every=REFRESH_S if run.active else None)
+    job = job_record(root, run.name) if run.state == "new" else None
+    starting = job is not None and job.alive  # launched, nothing written yet: follow it until it is
+
+    @st.fragment(run_every=REFRESH_S if run.active or starting else None)
     def _live() -> None:
         current = load_run(run.path)
         _status(current)
         _curves(current)
-        if run.active and not current.active:
-            st.rerun()  # it just finished: show the summary and probes
+        if (run.active and not current.active) or (starting and not _still_starting(root, current)):
+            st.rerun()  # it just finished, started or died: show the summary, probes or the reason
 
     _live()
     if run.summary:
