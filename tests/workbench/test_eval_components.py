@@ -44,6 +44,14 @@ def test_intervals_over_few_trajectories_are_marked_in_tables_and_charts() -> No
     pairs = tables.pairs_frame({"a vs b": {"exact_match": {**small, "mean_diff": 0.1}}})
     assert list(pairs["sample"]) == ["only 3 trajectories"]
     assert list(charts.forest_plot(pairs, "exact_match").data[0].text) == ["only 3 trajectories"]
+    w2r = tables.w2r_frame({"w2r": {"expert": {"real": 1.0, "real_low": 1.0, "real_high": 1.0, "trajectories": 3,
+                                               "methods": {"harness": {"w2r": 0.5, "w2r_low": 0.0, "w2r_high": 1.0,
+                                                                       "trajectories": 3}}}}})
+    assert w2r.loc[0, "w2r"].endswith("(only 3 trajectories)") and w2r.loc[0, "real"].endswith("(only 3 trajectories)")
+    drift = tables.fidelity_frame({"fidelity_at_t": {"a": [{"t": 0, "mean": 0.5, "low": 0.2, "high": 0.8, "n": 3,
+                                                            "trajectories": 3}]}})
+    curve = charts.fidelity_curves(drift)
+    assert "only 3 trajectories" in list(curve.data[-1].text)
 
 
 def test_leaderboard_table_orders_by_the_first_metric_and_keeps_intervals() -> None:

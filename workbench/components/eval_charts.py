@@ -61,7 +61,8 @@ def fidelity_curves(frame: pd.DataFrame, metric: str = "fidelity") -> go.Figure:
                                         showlegend=False, name=f"{method} interval"))
         figure.add_trace(go.Scatter(x=group["t"], y=group["mean"], mode="lines+markers", name=str(method),
                                     line={"color": color}, customdata=group["n"],
-                                    hovertemplate="t=%{x}<br>mean=%{y:.3f}<br>n=%{customdata}"))
+                                    text=[small_sample_note(t) for t in group.get("trajectories", [None] * len(group))],
+                                    hovertemplate="t=%{x}<br>mean=%{y:.3f}<br>n=%{customdata}<br>%{text}"))
     figure.update_layout(title=f"{metric}@t (open-loop drift)", xaxis_title="step t", yaxis_title=metric,
                          height=380, margin={"t": 50, "b": 40})
     return figure

@@ -155,10 +155,11 @@ def knowable_frame(report: dict[str, Any]) -> pd.DataFrame:
 def fidelity_frame(report: dict[str, Any]) -> pd.DataFrame:
     """fidelity@t of a drift run, long: method, t, mean, low, high, n."""
     rows = [{"method": method, "t": int(point["t"]), "mean": _float(point.get("mean")),
-             "low": _float(point.get("low")), "high": _float(point.get("high")), "n": point.get("n")}
+             "low": _float(point.get("low")), "high": _float(point.get("high")), "n": point.get("n"),
+             "trajectories": point.get("trajectories")}
             for method, points in (report.get("fidelity_at_t") or {}).items() for point in points or []
             if isinstance(point, dict) and "t" in point]
-    return pd.DataFrame(rows, columns=["method", "t", "mean", "low", "high", "n"])
+    return pd.DataFrame(rows, columns=["method", "t", "mean", "low", "high", "n", "trajectories"])
 
 
 def folds_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -194,7 +195,7 @@ def w2r_frame(report: dict[str, Any]) -> pd.DataFrame:
     """
     def cell(numbers: dict[str, Any], key: str) -> str:
         return format_interval({"mean": numbers.get(key), "low": numbers.get(f"{key}_low"),
-                                "high": numbers.get(f"{key}_high")})
+                                "high": numbers.get(f"{key}_high"), "trajectories": numbers.get("trajectories")})
 
     rows = []
     for policy, entry in (report.get("w2r") or {}).items():

@@ -114,7 +114,8 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
         real_interval = bootstrap_mean(real["episode_id"].tolist(), real["real_success"].astype(float).tolist(),
                                        resamples=resamples, seed=seed, confidence=confidence)
         entry: dict[str, Any] = {"real": _num(real_interval.mean), "real_low": _num(real_interval.low),
-                                 "real_high": _num(real_interval.high), "n": real_interval.n, "methods": {}}
+                                 "real_high": _num(real_interval.high), "n": real_interval.n,
+                                 "trajectories": real_interval.trajectories, "methods": {}}
         for method in methods:
             mine = usable[usable["method"] == method]
             if mine.empty:
@@ -126,12 +127,13 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
             c = bootstrap_ratio(ids, w2r, real_values, resamples=resamples, seed=seed, confidence=confidence)
             entry["methods"][method] = {"w2r": _num(w.mean), "w2r_low": _num(w.low), "w2r_high": _num(w.high),
                                         "consistency": _num(c.mean), "consistency_low": _num(c.low),
-                                        "consistency_high": _num(c.high), "n": w.n,
+                                        "consistency_high": _num(c.high), "n": w.n, "trajectories": w.trajectories,
                                         "sim_steps": _num(mine["sim_steps"].astype(float).mean())}
         if entry["methods"]:  # the first method's numbers at the top level (the contract's flat shape)
             first = next(iter(entry["methods"]))
             entry["method"] = first
-            entry.update({k: v for k, v in entry["methods"][first].items() if k not in ("n", "sim_steps")})
+            entry.update({k: v for k, v in entry["methods"][first].items()
+                          if k not in ("n", "sim_steps", "trajectories")})
         out[str(policy)] = entry
     return out
 
