@@ -10,6 +10,7 @@ import orjson
 from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
 from worldsmith.worldbook import Patch, PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks
 from worldsmith.worldbook.index import SEARCH_KINDS, WorldbookIndex, index_folder
 from worldsmith.worldbook.interop import export_version, import_into_store
@@ -75,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     patch.add_argument("--base", help="the version the change is made against (default: HEAD)")
     patch.add_argument("--author", default="cli")
     patch.add_argument("--message", default="")
+    add_against(patch)
     add_common(patch)
     patch.set_defaults(handler=run_patch)
 
@@ -259,14 +261,22 @@ def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
 
 def run_patch(args: argparse.Namespace) -> int:
     store = store_from(args)
+    workspace = workspace_from(args)
     try:
-        info = store.patch(args.book, _patch_from(args, store))
+        patch = _patch_from(args, store)
+        heldout = against_from(args, store, workspace, store.load(args.book, patch.base))
+        info = store.patch(args.book, patch)
     except WorldbookError as error:
         raise CommandError(str(error)) from None
+    delta = None if heldout is None or info.parent is None else \
+        delta_after_patch(store, workspace, args.book, info.parent, info.version, heldout)
     if _json(args):
-        emit_json({"book": args.book, "version": info.version, "parent": info.parent})
+        emit_json({"book": args.book, "version": info.version, "parent": info.parent,
+                   **({"heldout_delta": delta_json(delta)} if delta is not None else {})})
     else:
         print(f"{args.book}: new version {info.version} (parent {info.parent})")
+        if delta is not None:
+            print_delta(delta)
     return EXIT_OK
 
 

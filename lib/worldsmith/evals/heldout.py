@@ -36,7 +36,7 @@ from worldsmith.workspace import Workspace
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["DELTA_METRICS", "FlippedTurn", "HeldOut", "HeldOutDelta", "MetricDelta", "TurnScore", "VersionScores",
-           "book_hash", "edited_actions", "heldout_delta", "load_heldout", "score_version"]
+           "book_hash", "check_heldout", "edited_actions", "heldout_delta", "load_heldout", "score_version"]
 
 DELTA_METRICS = ("exact_match", "token_f1", "json_f1")
 CACHE_DIR = ("cache", "heldout")
@@ -227,6 +227,13 @@ def _leak_checked(book: Worldbook, episodes: list[Episode]) -> dict[str, Any]:
     """The `worldsmith eval` rule: LeakageError when a held-out episode is in (or copied into) the book's evidence."""
     _, report = _leak_free(book, episodes, None, drop=False)
     return report
+
+
+def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> dict[str, Any]:
+    """The leakage report of `heldout` against `book` (LeakageError, ValueError as `heldout_delta` raises them):
+    what a page or the CLI checks once when the set is chosen, before any edit."""
+    episodes, _ = load_heldout(heldout, workspace)
+    return _leak_checked(book, episodes)
 
 
 def score_version(book: Worldbook, heldout: HeldOut, workspace: Workspace, *, episodes: list[Episode] | None = None,
