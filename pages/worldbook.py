@@ -19,6 +19,7 @@ if _ROOT not in sys.path:
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
+from workbench.components.heldout_panel import render_heldout_chooser, render_heldout_delta  # noqa: E402
 from workbench.components.notes_editor import render_add_note_form, render_notes  # noqa: E402
 from workbench.components.route_table import render_route_table  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
@@ -75,6 +76,12 @@ if version != head:
                "are made against the version shown; one that touches a rule or note changed since is refused.",
                icon=":material/sync_problem:")
     st.button("Show the current version", key="wb_show_head", on_click=show_version, args=(name, head))
+
+with st.container(border=True):  # the loop: every edit's held-out delta, on the set chosen once
+    workspace = data.get_workspace(str(root))
+    heldout = render_heldout_chooser(workspace, book, source_dataset)
+    if heldout is not None:
+        render_heldout_delta(store, workspace, name, version, info.parent, heldout)
 
 render_serve_panel(book, name, version if version != head else None, root)
 

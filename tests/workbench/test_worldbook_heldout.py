@@ -1,0 +1,66 @@
+"""The curation loop on the Worldbook page (AppTest): choose the held-out split once, edit a rule's template,
+see the paired delta with the broken turns linked into Traces; undo shows them fixed; a leaking split is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from heldout_support import BOOK, DATASET, loop_workspace
+from streamlit.testing.v1 import AppTest
+from workbench.components.rule_editor import editor_keys
+from workbench_support import APP, REPO, shown
+
+from worldsmith.worldbook import WorldbookStore
+
+PAGE = REPO / "pages" / "worldbook.py"
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def open_page() -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    return no_exception(at.switch_page(str(PAGE)).run())
+
+
+def markdown(at: AppTest) -> str:
+    return shown("\n".join(str(m.value) for m in at.markdown))
+
+
+def flip_links(at: AppTest) -> list[str]:
+    return [str(link.proto.label) + " " + str(link.proto.query_string) for link in at.get("page_link")
+            if str(link.proto.label).startswith(("broken", "fixed"))]
+
+
+def test_an_edit_shows_its_held_out_delta_and_undo_the_reverse(empty_root: Path) -> None:
+    rule_id = loop_workspace(empty_root)
+    store = WorldbookStore(empty_root / "worldbooks")
+    first = store.head(BOOK)
+    at = open_page()
+    assert at.selectbox(key="wb_heldout_dataset").value == DATASET  # the book's source dataset
+    no_exception(at.selectbox(key="wb_heldout_split").set_value("test").run())
+    assert at.query_params["heldout_split"] in ("test", ["test"])
+    assert any("first version" in str(c.value) for c in at.caption)
+    at.selectbox(key="wb_rule").set_value(rule_id).run()
+    at.text_area(key=editor_keys(rule_id, first).template).input("You go nowhere.").run()
+    no_exception(at.button(key=editor_keys(rule_id, first).save).click().run())
+    text = markdown(at)
+    assert "Held-out delta of" in text and "exact match" in text and "go: exact match" in text
+    assert "**0 fixed," in text and "broken** held-out turns" in text
+    broken = flip_links(at)
+    assert broken and all(link.startswith("broken") for link in broken)
+    assert all(f"dataset={DATASET}" in link and "turn=" in link for link in broken)
+    assert "after `You go nowhere.`" in shown("\n".join(str(c.value) for c in at.caption))
+    no_exception(at.button(key="wb_undo").click().run())
+    fixed = flip_links(at)
+    assert len(fixed) == len(broken) and all(link.startswith("fixed") for link in fixed)
+
+
+def test_a_split_the_book_was_built_from_is_refused(empty_root: Path) -> None:
+    loop_workspace(empty_root)
+    at = open_page()
+    no_exception(at.selectbox(key="wb_heldout_split").set_value("train").run())
+    assert any("refused" in str(e.value) and "leak" in str(e.value) for e in at.error)
+    assert not any("Held-out delta" in str(m.value) for m in at.markdown)
