@@ -19,6 +19,7 @@ from worldsmith.worldbook.build import (
     trajectory_family,
     validate,
 )
+from worldsmith.worldbook.compare import TemplateChange, template_changes
 from worldsmith.worldbook.engine import (
     EffectError,
     apply_effects,
@@ -27,6 +28,7 @@ from worldsmith.worldbook.engine import (
     render,
 )
 from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
+from worldsmith.worldbook.guard import EvidenceRegression, evidence_regressions
 from worldsmith.worldbook.index import (
     SEARCH_KINDS,
     DenseUnavailableError,
@@ -118,6 +120,7 @@ __all__ = [
     "EffectError",
     "Embedder",
     "Evidence",
+    "EvidenceRegression",
     "Extraction",
     "Fact",
     "InductionConfig",
@@ -142,6 +145,7 @@ __all__ = [
     "StageReport",
     "StatePath",
     "StateSchema",
+    "TemplateChange",
     "TemplateConfig",
     "Termination",
     "TerminationFeature",
@@ -164,6 +168,7 @@ __all__ = [
     "diff_worldbooks",
     "duplicate_trajectories",
     "evidence_from_episodes",
+    "evidence_regressions",
     "export_trace2env",
     "extract_facts",
     "family_folds",
@@ -186,6 +191,7 @@ __all__ = [
     "replay_evidence",
     "review_rules",
     "select_rule",
+    "template_changes",
     "text_arguments",
     "trajectory_family",
     "validate",
