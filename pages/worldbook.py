@@ -24,21 +24,22 @@ from workbench.components.notes_editor import render_add_note_form, render_notes
 from workbench.components.route_table import render_route_table  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
 from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
+from workbench.components.rule_guard import guarded_submit, render_pending_save  # noqa: E402
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
 from workbench.components.serve_panel import render_serve_panel  # noqa: E402
 from workbench.components.text import md_code, md_escape  # noqa: E402
+from workbench.components.version_compare import render_version_compare  # noqa: E402
 from workbench.components.worldbook_state import (  # noqa: E402
     notice,
     show_version,
     shown_version,
-    submit_patch,
     take_notices,
 )
 from workbench.components.worldbook_tools import render_package, render_search  # noqa: E402
 
-from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks  # noqa: E402
+from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore  # noqa: E402
 
 root = Path(data.workspace_root())
 store = WorldbookStore(root / "worldbooks")
@@ -100,16 +101,19 @@ with rules_tab:
         with st.container(border=True):
             render_rule_header(rule)
             st.markdown("**Change the status** (makes a new version)")
+            reason = st.text_input("Why (kept in the version's message; required)", key=f"wb_status_reason:{rule.id}")
             for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
-                if column.button(md_escape(status.value), key=f"wb_set_{status.value}", disabled=status == rule.status):
-                    submit_patch(store, name, version,
-                                 [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
-                                 message=f"{rule.id}: {status.value}",
-                                 done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
+                if column.button(md_escape(status.value), key=f"wb_set_{status.value}",
+                                 disabled=status == rule.status or not reason.strip()):
+                    guarded_submit(store, name, version, book,
+                                   [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
+                                   message=f"{rule.id}: {status.value}: {reason.strip()}",
+                                   done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
             render_rule_evidence(rule, source_dataset)
             render_rule_replay(book, version, rule, source_dataset)
             st.divider()
-            render_rule_editor(store, name, version, rule)
+            render_rule_editor(store, name, version, rule, book)
+            render_pending_save(store, name, version, source_dataset)
     with st.expander("Add a rule", icon=":material/add:"):
         render_add_rule_form(store, name, version, book)
 
@@ -133,9 +137,9 @@ with history_tab:
     chain = store.history(name)
     st.dataframe(pd.DataFrame([{"version": v.version, "parent": v.parent, "created": v.created, "author": v.author,
                                 "message": v.message} for v in chain]), hide_index=True)
+    if len(chain) > 1:
+        render_version_compare(store, name, [v.version for v in chain], version, info.parent)
     if info.parent is not None:
-        st.markdown(f"**Changes in {md_code(version)}** against its parent")
-        st.json(diff_worldbooks(store.load(name, info.parent), book), expanded=True)
         if version == head and st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
             undone = store.undo(name, author="workbench")
             show_version(name, undone.version)

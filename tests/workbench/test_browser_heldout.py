@@ -32,6 +32,8 @@ def test_editing_a_template_shows_the_held_out_delta_and_flipped_turns(page, ser
     template.fill("You go nowhere.")
     template.press("Control+Enter")
     page.get_by_role("button", name="Save rule").click()
+    expect(page.get_by_text("fail its own evidence")).to_be_visible()  # the guard, before anything is saved
+    page.get_by_role("button", name="Save anyway").click()
     expect(page.get_by_text("Held-out delta of")).to_be_visible()
     expect(page.get_by_text("broken held-out turns")).to_be_visible()
     links = page.locator("a[href*='traces']").filter(has_text="broken")

@@ -46,6 +46,7 @@ def test_an_edit_shows_its_held_out_delta_and_undo_the_reverse(empty_root: Path)
     at.selectbox(key="wb_rule").set_value(rule_id).run()
     at.text_area(key=editor_keys(rule_id, first).template).input("You go nowhere.").run()
     no_exception(at.button(key=editor_keys(rule_id, first).save).click().run())
+    no_exception(at.button(key="wb_save_anyway").click().run())  # the guard holds back a rule breaking its evidence
     text = markdown(at)
     assert "Held-out delta of" in text and "exact match" in text and "go: exact match" in text
     assert "**0 fixed," in text and "broken** held-out turns" in text
@@ -64,3 +65,40 @@ def test_a_split_the_book_was_built_from_is_refused(empty_root: Path) -> None:
     no_exception(at.selectbox(key="wb_heldout_split").set_value("train").run())
     assert any("refused" in str(e.value) and "leak" in str(e.value) for e in at.error)
     assert not any("Held-out delta" in str(m.value) for m in at.markdown)
+
+
+def test_breaking_a_supported_rule_warns_before_saving(empty_root: Path) -> None:
+    rule_id = loop_workspace(empty_root)
+    store = WorldbookStore(empty_root / "worldbooks")
+    first = store.head(BOOK)
+    at = open_page()
+    at.selectbox(key="wb_rule").set_value(rule_id).run()
+    at.text_area(key=editor_keys(rule_id, first).template).input("You go nowhere.").run()
+    no_exception(at.button(key=editor_keys(rule_id, first).save).click().run())
+    warning = shown("\n".join(str(w.value) for w in at.warning))
+    assert "fail its own evidence" in warning and "→ 0/" in warning
+    assert store.head(BOOK) == first  # nothing saved yet
+    no_exception(at.button(key="wb_save_cancel").click().run())
+    assert not any("own evidence" in str(w.value) for w in at.warning) and store.head(BOOK) == first
+    no_exception(at.button(key=editor_keys(rule_id, first).save).click().run())
+    no_exception(at.button(key="wb_save_anyway").click().run())
+    head = store.head(BOOK)
+    assert head != first and store.load(BOOK).rule(rule_id).template == "You go nowhere."
+    assert "saved despite" in store.info(BOOK, head).message
+
+
+def test_any_two_versions_compare_word_by_word(empty_root: Path) -> None:
+    rule_id = loop_workspace(empty_root)
+    store = WorldbookStore(empty_root / "worldbooks")
+    first = store.head(BOOK)
+    template = store.load(BOOK).rule(rule_id).template
+    from worldsmith.worldbook import Patch, PatchOp
+
+    for words in ("You walk", "You stroll"):
+        store.patch(BOOK, Patch(base=store.head(BOOK), message=words, ops=[PatchOp(
+            op="update_rule", id=rule_id, fields={"template": template.replace("You arrive", words, 1)})]))
+    at = open_page()
+    no_exception(at.selectbox(key="wb_cmp_old").set_value(first).run())
+    text = "\n".join(str(m.value) for m in at.markdown)
+    assert ":red-background[~~arrive~~]" in text and ":green-background[stroll]" in text
+    assert "walk" not in text  # the middle version is skipped: first against the version shown

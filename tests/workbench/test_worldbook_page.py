@@ -40,8 +40,11 @@ def test_demote_a_rule_then_undo(empty_root: Path) -> None:
     links = [str(link.proto.page) + "?" + str(link.proto.query_string) for link in at.get("page_link")]
     assert any("turn=ep-1%232" in link and "dataset=samples" in link for link in links), links
     assert any("turn=ep-2%230" in link for link in links), links
+    assert at.button(key="wb_set_conflicted").disabled  # a status change needs a reason
+    at.text_input(key="wb_status_reason:take-ok").input("fails on locked doors").run()
     no_exception(at.button(key="wb_set_conflicted").click().run())
     assert any("now conflicted" in str(s.value) for s in at.success)
+    assert store.info("kitchen", store.head("kitchen")).message == "take-ok: conflicted: fails on locked doors"
     head = store.head("kitchen")
     assert head != first and store.info("kitchen", head).parent == first
     assert store.load("kitchen").rule("take-ok").status == RuleStatus.CONFLICTED

@@ -38,6 +38,7 @@ from workbench.components.rule_edits import (
     show_cell,
     validation_problems,
 )
+from workbench.components.rule_guard import guarded_submit
 from workbench.components.text import md_code, md_escape
 from workbench.components.worldbook_state import submit_patch
 from worldsmith.worldbook import Condition, Effect, PatchOp, Rule, RuleStatus, Worldbook, WorldbookStore
@@ -131,8 +132,9 @@ def _preview_effects(rows: list[Row]) -> None:
     _preview(lines)
 
 
-def render_rule_editor(store: WorldbookStore, name: str, version: str, rule: Rule) -> None:
-    """The editing form of `rule` as stored in `version`, and its Save button."""
+def render_rule_editor(store: WorldbookStore, name: str, version: str, rule: Rule, book: Worldbook) -> None:
+    """The editing form of `rule` as stored in `version`, and its Save button (guarded: a supported rule that
+    would fail its own evidence is held back for an explicit "Save anyway")."""
     keys = editor_keys(rule.id, version)
     drafts = st.session_state.get(DRAFTS, {})
     for stale in [key for key in drafts if key not in (keys.conditions, keys.effects)]:
@@ -162,8 +164,8 @@ def render_rule_editor(store: WorldbookStore, name: str, version: str, rule: Rul
         st.info("Nothing changed: no new version.", icon=":material/info:")
         return
     changed = ", ".join(fields)
-    submit_patch(store, name, version, [PatchOp(op="update_rule", id=rule.id, fields=fields)],
-                 message=f"{rule.id}: edit {changed}", done=f"Saved {md_code(rule.id)} ({md_escape(changed)})")
+    guarded_submit(store, name, version, book, [PatchOp(op="update_rule", id=rule.id, fields=fields)],
+                   message=f"{rule.id}: edit {changed}", done=f"Saved {md_code(rule.id)} ({md_escape(changed)})")
 
 
 def render_add_rule_form(store: WorldbookStore, name: str, version: str, book: Worldbook) -> None:
