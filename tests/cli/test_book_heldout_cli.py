@@ -1,5 +1,6 @@
 """`worldsmith book patch ... --against SPLIT` as a real subprocess: the held-out delta of the edit, text and JSON;
-a leaking or unknown held-out set is refused before any version is stored."""
+a leaking or unknown held-out set is refused before any version is stored; so is an edit that makes a supported
+rule fail its own evidence, unless --force; `book diff --words` compares templates word by word."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def versions(root: Path) -> int:
 def test_patch_against_a_split_prints_the_delta_and_the_broken_turns(workspace) -> None:
     root, rule_id = workspace
     out = orjson.loads(run("book", "patch", "alf", "--file", str(write_patch(root, rule_id, "You go nowhere.")),
-                           "--against", "test", "--json", workspace=root).stdout)
+                           "--against", "test", "--force", "--json", workspace=root).stdout)
     delta = out["heldout_delta"]
     assert delta["heldout"]["dataset"] == NAME and delta["heldout"]["split"] == "test"
     assert delta["metrics"]["exact_match"]["diff"] < 0 and delta["broken"] > 0 and delta["fixed"] == 0
@@ -62,7 +63,7 @@ def test_patch_against_a_split_prints_the_delta_and_the_broken_turns(workspace) 
     undone = run("book", "undo", "alf", workspace=root)
     assert "new version" in undone.stdout
     text = run("book", "patch", "alf", "--file", str(write_patch(root, rule_id, "You go nowhere.")),
-               "--against", "test", "--against-dataset", NAME, workspace=root).stdout
+               "--against", "test", "--against-dataset", NAME, "--force", workspace=root).stdout
     assert f"held-out {NAME}:test" in text and f"0 fixed, {delta['broken']} broken" in text
     assert "broken " in text and "go:" in text
 
@@ -77,3 +78,28 @@ def test_a_leaking_or_unknown_held_out_set_is_refused_before_saving(workspace) -
     unknown = run("book", "patch", "alf", "--file", patch, "--against", "dev", workspace=root, code=1)
     assert "no split 'dev'" in unknown.stderr
     assert versions(root) == before
+
+
+def test_breaking_a_supported_rule_needs_force_and_diff_words_shows_it(workspace) -> None:
+    root, rule_id = workspace
+    store = WorldbookStore(root / "worldbooks")
+    template = store.load("alf", store.history("alf")[-1].version).rule(rule_id).template  # as built
+    run("book", "patch", "alf", "--file", str(write_patch(root, rule_id, template)), workspace=root)  # restoring: safe
+    before = versions(root)
+    first = orjson.loads(run("book", "show", "alf", "--json", workspace=root).stdout)["version"]
+    patch = str(write_patch(root, rule_id, template.replace("You arrive", "You stroll", 1)))
+    refused = run("book", "patch", "alf", "--file", patch, workspace=root, code=1)
+    assert "fail its own evidence" in refused.stderr and "→ 0/" in refused.stderr and "--force" in refused.stderr
+    assert versions(root) == before
+    saved = orjson.loads(run("book", "patch", "alf", "--file", patch, "--force", "--json", workspace=root).stdout)
+    history = orjson.loads(run("book", "history", "alf", "--json", workspace=root).stdout)["versions"]
+    assert history[0]["version"] == saved["version"] and "saved despite" in history[0]["message"]
+    words = run("book", "diff", "alf", first, "--words", workspace=root).stdout
+    assert f"template {rule_id} (changed): You [-arrive-] {{+stroll+}} at" in words
+    listed = orjson.loads(run("book", "diff", "alf", first, "--words", "--json", workspace=root).stdout)["templates"]
+    assert [c["rule"] for c in listed] == [rule_id]
+    demoted = orjson.loads(run("book", "patch", "alf", "--rule", rule_id, "--status", "tentative", "--reason",
+                               "fails on stroll", "--json", workspace=root).stdout)
+    history = orjson.loads(run("book", "history", "alf", "--json", workspace=root).stdout)["versions"]
+    assert history[0]["version"] == demoted["version"]
+    assert history[0]["message"] == f"{rule_id}: tentative: fails on stroll"

@@ -11,7 +11,16 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
-from worldsmith.worldbook import Patch, PatchOp, RuleStatus, WorldbookError, WorldbookStore, diff_worldbooks
+from worldsmith.worldbook import (
+    Patch,
+    PatchOp,
+    RuleStatus,
+    WorldbookError,
+    WorldbookStore,
+    diff_worldbooks,
+    evidence_regressions,
+    template_changes,
+)
 from worldsmith.worldbook.index import SEARCH_KINDS, WorldbookIndex, index_folder
 from worldsmith.worldbook.interop import export_version, import_into_store
 
@@ -65,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("book")
     diff.add_argument("old", help="version id")
     diff.add_argument("new", nargs="?", help="version id (default: HEAD)")
+    diff.add_argument("--words", action="store_true", help="also the changed templates word by word")
     add_common(diff)
     diff.set_defaults(handler=run_diff)
 
@@ -76,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     patch.add_argument("--base", help="the version the change is made against (default: HEAD)")
     patch.add_argument("--author", default="cli")
     patch.add_argument("--message", default="")
+    patch.add_argument("--reason", help="with --status: why (kept in the version's message)")
+    patch.add_argument("--force", action="store_true",
+                       help="save even when a supported rule would fail its own evidence")
     add_against(patch)
     add_common(patch)
     patch.set_defaults(handler=run_patch)
@@ -225,7 +238,13 @@ def run_history(args: argparse.Namespace) -> int:
 
 def run_diff(args: argparse.Namespace) -> int:
     store = store_from(args)
-    difference = diff_worldbooks(store.load(args.book, args.old), store.load(args.book, args.new))
+    old, new = store.load(args.book, args.old), store.load(args.book, args.new)
+    difference = diff_worldbooks(old, new)
+    changes = template_changes(old, new) if args.words else []
+    if args.words:
+        difference = {**difference, "templates": [{"rule": c.rule_id, "action": c.action, "kind": c.kind,
+                                                   "segments": [s.model_dump() for s in c.segments]}
+                                                  for c in changes]}
     if _json(args):
         emit_json(difference)
     else:
@@ -240,6 +259,8 @@ def run_diff(args: argparse.Namespace) -> int:
                     print(f"~ {kind[:-1]} {item}.{field}: {change['before']!r} -> {change['after']!r}")
         for section in difference.get("sections_changed", []):
             print(f"~ {section}")
+        for change in changes:
+            print(f"template {change.rule_id} ({change.kind}): {change.text()}")
     return EXIT_OK
 
 
@@ -255,7 +276,7 @@ def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
     if not (args.rule and args.status):
         raise CommandError("give --file PATCH.json, or --rule ID --status STATUS")
     return Patch(base=args.base or store.head(args.book), author=args.author,
-                 message=args.message or f"{args.rule}: {args.status}",
+                 message=args.message or f"{args.rule}: {args.status}" + (f": {args.reason.strip()}" if args.reason else ""),
                  ops=[PatchOp(op="update_rule", id=args.rule, fields={"status": args.status})])
 
 
@@ -264,7 +285,15 @@ def run_patch(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     try:
         patch = _patch_from(args, store)
-        heldout = against_from(args, store, workspace, store.load(args.book, patch.base))
+        base = store.load(args.book, patch.base)
+        heldout = against_from(args, store, workspace, base)
+        regressions = evidence_regressions(base, patch.ops)
+        if regressions and not args.force:
+            raise CommandError("not saved: a supported rule would fail its own evidence: "
+                               + "; ".join(r.summary() for r in regressions) + " (--force saves anyway)")
+        if regressions:
+            patch = patch.model_copy(update={"message": patch.message + " (saved despite: "
+                                             + "; ".join(r.summary() for r in regressions) + ")"})
         info = store.patch(args.book, patch)
     except WorldbookError as error:
         raise CommandError(str(error)) from None
