@@ -77,11 +77,17 @@ def _delta(store: WorldbookStore, workspace: Workspace, name: str, parent: str, 
     key = f"{name}:{parent}:{version}:{heldout.model_dump_json()}"
     memo: dict[str, HeldOutDelta | str] = st.session_state.setdefault(DELTAS, {})
     if key not in memo:
-        with st.spinner(f"Scoring versions {md_code(parent)} and {md_code(version)} on the held-out set…"):
-            try:
-                memo[key] = heldout_delta(store.load(name, parent), store.load(name, version), heldout, workspace)
-            except (LeakageError, ValueError) as error:
-                memo[key] = str(error)
+        bar = st.progress(0.0, text="Scoring the held-out set (only versions not scored before)…")
+
+        def progress(done: int, total: int, _what: str) -> None:
+            bar.progress(min(done / max(total, 1), 1.0), text=f"Scored {done:d} of {total:d} held-out turns…")
+
+        try:
+            memo[key] = heldout_delta(store.load(name, parent), store.load(name, version), heldout, workspace,
+                                      progress=progress)
+        except (LeakageError, ValueError) as error:
+            memo[key] = str(error)
+        bar.empty()
     return memo[key]
 
 

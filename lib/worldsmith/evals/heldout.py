@@ -236,13 +236,16 @@ def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> di
     return _leak_checked(book, episodes)
 
 
-def score_version(book: Worldbook, heldout: HeldOut, workspace: Workspace, *, episodes: list[Episode] | None = None,
-                  revision: int | None = None, progress: Progress | None = None) -> VersionScores:
+def score_version(book: Worldbook, heldout: HeldOut, workspace: Workspace | None = None, *,
+                  episodes: list[Episode] | None = None, revision: int | None = None,
+                  progress: Progress | None = None) -> VersionScores:
     """Every held-out turn predicted by `book` (no-model harness), from the cache when this version was scored.
+    `workspace` defaults to the default workspace (`$WORLDSMITH_WORKSPACE`).
 
     Leakage is checked first (`LeakageError`); the cache file is written atomically, and an unreadable
     one is recomputed, never trusted.
     """
+    workspace = workspace if workspace is not None else Workspace()
     if episodes is None or revision is None:
         episodes, revision = load_heldout(heldout, workspace)
     _leak_checked(book, episodes)
@@ -289,7 +292,7 @@ def _metrics(pairs: Sequence[tuple[TurnScore, TurnScore]], resamples: int, seed:
     return {m: d for m, d in out.items() if d is not None}
 
 
-def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOut, workspace: Workspace, *,
+def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOut, workspace: Workspace | None = None, *,
                   action: str | Sequence[str] | None = None, resamples: int = 2000, seed: int = 0,
                   progress: Progress | None = None) -> HeldOutDelta:
     """The paired difference in held-out fidelity between two versions, overall and on the edited action(s).
@@ -299,6 +302,7 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
     match changed, broken ones first.
     """
     started = time.perf_counter()
+    workspace = workspace if workspace is not None else Workspace()
     episodes, revision = load_heldout(heldout, workspace)
     before = score_version(book_before, heldout, workspace, episodes=episodes, revision=revision, progress=progress)
     after = score_version(book_after, heldout, workspace, episodes=episodes, revision=revision, progress=progress)
