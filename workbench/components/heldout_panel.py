@@ -15,7 +15,7 @@ import streamlit as st
 from workbench.components.links import turn_query
 from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
-from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, check_heldout, heldout_delta
+from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, book_hash, check_heldout, heldout_delta
 from worldsmith.evals.leakage import LeakageError
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook, WorldbookStore
@@ -23,6 +23,7 @@ from worldsmith.worldbook import Worldbook, WorldbookStore
 __all__ = ["DELTAS", "NO_SPLIT", "render_heldout_chooser", "render_heldout_delta"]
 
 DELTAS = "wb_heldout_deltas"  # {name:parent:version:held-out: HeldOutDelta | error text}
+CHECKS = "wb_heldout_checks"  # {book hash:held-out key: why it is refused, or None}
 NO_SPLIT = "(none)"
 DATASET_KEY, SPLIT_KEY = "wb_heldout_dataset", "wb_heldout_split"
 URL_DATASET, URL_SPLIT = "heldout_dataset", "heldout_split"
@@ -61,15 +62,25 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
         return None
     st.query_params[URL_DATASET], st.query_params[URL_SPLIT] = dataset, split
     heldout = HeldOut(dataset=dataset, split=split)
-    try:
-        check_heldout(book, heldout, workspace)
-    except LeakageError as error:
-        st.error(f"Held-out set {md_code(heldout.label())} refused: {md_escape(error)}", icon=":material/block:")
-        return None
-    except (ValueError, LookupError) as error:
-        st.error(f"Held-out set {md_code(heldout.label())}: {md_escape(error)}", icon=":material/error:")
+    problem = _checked(workspace, book, heldout)
+    if problem is not None:
+        st.error(f"Held-out set {md_code(heldout.label())} refused: {md_escape(problem)}", icon=":material/block:")
         return None
     return heldout
+
+
+def _checked(workspace: Workspace, book: Worldbook, heldout: HeldOut) -> str | None:
+    """Why `heldout` cannot be scored against `book` (leakage, a missing split), None when it can; kept per
+    (book content, set, dataset revision) for the session, so reruns do not reread the split."""
+    key = f"{book_hash(book)}:{heldout.key(workspace.dataset(heldout.dataset).revision)}"
+    memo: dict[str, str | None] = st.session_state.setdefault(CHECKS, {})
+    if key not in memo:
+        try:
+            check_heldout(book, heldout, workspace)
+            memo[key] = None
+        except (LeakageError, ValueError, LookupError) as error:
+            memo[key] = str(error)
+    return memo[key]
 
 
 def _delta(store: WorldbookStore, workspace: Workspace, name: str, parent: str, version: str,
