@@ -78,7 +78,8 @@ def test_traces_list_show_schema_formats_datasets(tmp_path: Path, airline_file: 
     schema = orjson.loads(run("traces", "schema", workspace=ws).stdout)
     assert schema["title"].startswith("worldsmith episode") and "turns" in schema["properties"]
     formats = orjson.loads(run("traces", "formats", "--json", workspace=ws).stdout)["formats"]
-    assert {f["name"] for f in formats} == {"native", "openai", "agentworldbench", "role_prefixed", "trace2env"}
+    assert {f["name"] for f in formats} == {"native", "openai", "agentworldbench", "role_prefixed", "trace2env",
+                                           "inspect", "otel"}
     datasets = orjson.loads(run("datasets", "--json", workspace=ws).stdout)["datasets"]
     assert datasets[0]["name"] == "air" and datasets[0]["episodes"] == 4
 

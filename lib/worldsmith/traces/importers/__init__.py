@@ -7,8 +7,10 @@ from pathlib import Path
 
 from worldsmith.traces.importers.agentworldbench import AgentWorldBenchImporter
 from worldsmith.traces.importers.base import Importer, ReadItem, read_head, text_head
+from worldsmith.traces.importers.inspect_log import InspectLogImporter
 from worldsmith.traces.importers.native import NativeImporter
 from worldsmith.traces.importers.openai_chat import OpenAIChatImporter
+from worldsmith.traces.importers.otel import OTelSpansImporter
 from worldsmith.traces.importers.role_prefixed import RolePrefixedImporter
 from worldsmith.traces.importers.trace2env import Trace2EnvImporter
 from worldsmith.traces.report import TraceFormatError
@@ -18,7 +20,9 @@ __all__ = [
     "Detection",
     "IMPORTERS",
     "Importer",
+    "InspectLogImporter",
     "NativeImporter",
+    "OTelSpansImporter",
     "OpenAIChatImporter",
     "ReadItem",
     "RolePrefixedImporter",
@@ -44,6 +48,8 @@ for _importer in (
     AgentWorldBenchImporter(),
     RolePrefixedImporter(),
     Trace2EnvImporter(),
+    InspectLogImporter(),
+    OTelSpansImporter(),
 ):
     register_importer(_importer)
 
@@ -72,7 +78,11 @@ def detect_format(path: Path) -> Detection:
         raise TraceFormatError(str(path), "file not found")
     if not path.is_file():
         raise TraceFormatError(str(path), "not a regular file")
-    head = text_head(path, read_head(path))
+    raw_head = read_head(path)
+    binary = _sniff_binary(path, raw_head)
+    if binary is not None:
+        return binary
+    head = text_head(path, raw_head)
     scores = {name: importer.sniff(path, head) for name, importer in IMPORTERS.items()}
     best = max(scores, key=lambda name: scores[name])
     if scores[best] < MIN_DETECTION_SCORE:
@@ -82,4 +92,18 @@ def detect_format(path: Path) -> Detection:
             + ", ".join(f"{name} {score:.2f}" for name, score in sorted(scores.items()))
             + "); pass --format with one of: " + ", ".join(sorted(IMPORTERS)),
         )
+    return Detection(IMPORTERS[best], scores[best], scores)
+
+
+def _sniff_binary(path: Path, head: bytes) -> Detection | None:
+    """Importers of binary containers (e.g. Inspect's zip `.eval` logs) define `sniff_bytes`;
+    they are asked first, since the text sniffers reject binary files."""
+    scores = {
+        name: sniff(path, head)
+        for name, importer in IMPORTERS.items()
+        if (sniff := getattr(importer, "sniff_bytes", None)) is not None
+    }
+    best = max(scores, key=lambda name: scores[name], default=None)
+    if best is None or scores[best] < MIN_DETECTION_SCORE:
+        return None
     return Detection(IMPORTERS[best], scores[best], scores)
