@@ -71,7 +71,7 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
     """
     generation = st.session_state.get(state.UPLOADER_GENERATION, 0)
     files = st.file_uploader(
-        "Trace files (drag and drop; JSON, JSONL, text logs in any supported format)",
+        "Trace files (drag and drop; JSON, JSONL, text logs, Inspect AI .eval logs, OTLP JSON spans: any supported format)",
         accept_multiple_files=True,
         key=f"tr_uploader_{generation}",
         help="Files are stored inside the workspace (uploads/) under sanitised names, then imported.",
