@@ -73,6 +73,22 @@ def test_a_broken_sample_is_quarantined_and_the_rest_imported(logs: dict[str, Pa
     assert quarantined["raw"] == '{"id": "miss", "epoch": 2, "messages": "not a list"'
 
 
+def test_an_archive_without_a_sample_list_is_read_whole(logs: dict[str, Path], tmp_path: Path) -> None:
+    old = tmp_path / "old.eval"
+    with zipfile.ZipFile(logs["eval"]) as source, zipfile.ZipFile(old, "w") as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename in ("header.json", "_journal/start.json"):
+                document = json.loads(data)
+                document["eval"]["dataset"]["sample_ids"] = None
+                data = json.dumps(document).encode()
+            target.writestr(info, data)
+    found = episodes(list(InspectLogImporter().read(old)))
+    assert len(found) == 4 and all(len(e.turns) == 2 for e in found.values())
+    add = next(e for e in found.values() if e.task_id == "add" and e.metadata["epoch"] == 2)
+    assert add.turns[0].provenance.pointer == "samples/add_epoch_2.json#/messages/2/tool_calls/0"
+
+
 def test_a_tool_call_without_result_is_rejected_and_its_context_kept(logs: dict[str, Path], tmp_path: Path) -> None:
     log = json.loads(logs["json"].read_text())
     messages = log["samples"][0]["messages"]

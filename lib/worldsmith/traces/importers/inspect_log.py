@@ -8,7 +8,8 @@ The sample's scores become the reward (the first scorer's value as a float, Insp
 task, model, eval and run ids to the metadata.
 
 `.eval` logs (zip archives) are read sample by sample, so a sample that cannot be read is
-rejected alone; a `.json` log is read whole by Inspect, so a broken one fails as a file.
+rejected alone (old archives without a sample list are read whole); a `.json` log is read whole
+by Inspect, so a broken one fails as a file.
 `inspect_ai` is imported only when a log is read: the base install works without it.
 """
 
@@ -82,15 +83,16 @@ class InspectLogImporter:
         source = str(path)
         is_eval = read_is_archive(path)
         fmt = "eval" if is_eval else "json"
-        try:
-            log = inspect_log.read_eval_log(str(path), header_only=is_eval, format=fmt)
-        except Exception as error:  # noqa: BLE001 - Inspect raises many kinds on a broken log
-            raise TraceFormatError(source, f"not a readable Inspect AI log: {type(error).__name__}: {error}") from None
+        log = _read_log(inspect_log, path, header_only=is_eval, fmt=fmt)
+        if is_eval and log.eval.dataset.sample_ids is None:  # older logs: no sample list to read by
+            log = _read_log(inspect_log, path, header_only=False, fmt=fmt)
+            is_eval = False
         if not is_eval:
             for index, sample in enumerate(log.samples or []):
-                yield from self._sample_items(path, log, sample, f"/samples/{index}")
+                base = f"/samples/{index}" if fmt == "json" else f"samples/{sample.id}_epoch_{sample.epoch}.json#"
+                yield from self._sample_items(path, log, sample, base)
             return
-        ids = log.eval.dataset.sample_ids or []
+        ids = log.eval.dataset.sample_ids
         epochs = log.eval.config.epochs or 1
         for sample_id in ids:
             for epoch in range(1, epochs + 1):
@@ -154,6 +156,14 @@ class InspectLogImporter:
             turns.append(_turn(source, len(turns), call, result, carried + call_context, where))
             carried = []
         yield _sample_episode(self.name, source, log, sample, turns, carried + context, task, base)
+
+
+def _read_log(inspect_log: Any, path: Path, *, header_only: bool, fmt: str) -> Any:
+    try:
+        return inspect_log.read_eval_log(str(path), header_only=header_only, format=fmt,
+                                         resolve_attachments=not header_only)
+    except Exception as error:  # noqa: BLE001 - Inspect raises many kinds on a broken log
+        raise TraceFormatError(str(path), f"not a readable Inspect AI log: {type(error).__name__}: {error}") from None
 
 
 def _context_events(message: Any) -> list[ContextEvent]:
