@@ -73,6 +73,18 @@ def test_a_broken_sample_is_quarantined_and_the_rest_imported(logs: dict[str, Pa
     assert quarantined["raw"] == '{"id": "miss", "epoch": 2, "messages": "not a list"'
 
 
+def test_a_sample_never_run_is_left_out_quietly(logs: dict[str, Path], tmp_path: Path) -> None:
+    cancelled = tmp_path / "cancelled.eval"
+    with zipfile.ZipFile(logs["eval"]) as source, zipfile.ZipFile(cancelled, "w") as target:
+        for info in source.infolist():
+            if info.filename != "samples/add_epoch_2.json":
+                target.writestr(info, source.read(info.filename))
+    items = list(InspectLogImporter().read(cancelled))
+    assert not [item for item in items if isinstance(item, Reject)]
+    assert sorted((e.task_id, e.metadata["epoch"]) for e in episodes(items).values()) == [
+        ("add", 1), ("miss", 1), ("miss", 2)]
+
+
 def test_an_archive_without_a_sample_list_is_read_whole(logs: dict[str, Path], tmp_path: Path) -> None:
     old = tmp_path / "old.eval"
     with zipfile.ZipFile(logs["eval"]) as source, zipfile.ZipFile(old, "w") as target:

@@ -40,6 +40,7 @@ __all__ = ["InspectLogImporter"]
 
 _MISSING = "reading Inspect AI logs needs the inspect_ai package: pip install 'worldsmith[importers]'"
 _ZIP_MAGIC = b"PK\x03\x04"
+_BATCH = 64  # samples read per call into Inspect: bounds memory, amortises its per-call event loop
 _JSON_LOG = re.compile(r'"eval"\s*:\s*\{\s*"(eval_id|run_id|task|created)"')
 
 
@@ -92,20 +93,14 @@ class InspectLogImporter:
                 base = f"/samples/{index}" if fmt == "json" else f"samples/{sample.id}_epoch_{sample.epoch}.json#"
                 yield from self._sample_items(path, log, sample, base)
             return
-        ids = log.eval.dataset.sample_ids
         epochs = log.eval.config.epochs or 1
-        for sample_id in ids:
-            for epoch in range(1, epochs + 1):
-                member = f"samples/{sample_id}_epoch_{epoch}.json"
-                try:
-                    sample = inspect_log.read_eval_log_sample(
-                        str(path), id=sample_id, epoch=epoch, resolve_attachments=True, format="eval"
-                    )
-                except IndexError:
-                    continue  # not run (a cancelled or failed eval): nothing to import, nothing lost
-                except Exception as error:  # noqa: BLE001 - one broken sample must not stop the rest
-                    yield Reject(source, f"unreadable sample {sample_id!r} epoch {epoch}: {type(error).__name__}: "
-                                 f"{error}", pointer=member, raw=_member_text(path, member))
+        wanted = [(sample_id, epoch) for sample_id in log.eval.dataset.sample_ids for epoch in range(1, epochs + 1)]
+        for start in range(0, len(wanted), _BATCH):
+            for key, sample in _read_samples(inspect_log, path, wanted[start : start + _BATCH]):
+                member = f"samples/{key[0]}_epoch_{key[1]}.json"
+                if isinstance(sample, Exception):
+                    yield Reject(source, f"unreadable sample {key[0]!r} epoch {key[1]}: {type(sample).__name__}: "
+                                 f"{sample}", pointer=member, raw=_member_text(path, member))
                     continue
                 yield from self._sample_items(path, log, sample, member + "#")
 
@@ -156,6 +151,29 @@ class InspectLogImporter:
             turns.append(_turn(source, len(turns), call, result, carried + call_context, where))
             carried = []
         yield _sample_episode(self.name, source, log, sample, turns, carried + context, task, base)
+
+
+def _read_samples(
+    inspect_log: Any, path: Path, keys: list[tuple[Any, int]]
+) -> Iterator[tuple[tuple[Any, int], Any]]:
+    """Samples of an archive, a batch at a time (one event loop and zip directory per batch);
+    a batch that fails is read again sample by sample, so a broken sample comes back as its
+    exception and a sample that was never run (a cancelled eval) is left out."""
+    try:
+        samples = inspect_log.read_eval_log_samples_by_id(str(path), keys, resolve_attachments=True, format="eval")
+    except Exception:  # noqa: BLE001 - find the sample that broke the batch, below
+        pass
+    else:
+        yield from zip(keys, samples, strict=True)
+        return
+    for sample_id, epoch in keys:
+        try:
+            yield (sample_id, epoch), inspect_log.read_eval_log_sample(
+                str(path), id=sample_id, epoch=epoch, resolve_attachments=True, format="eval")
+        except IndexError:
+            continue  # not run: nothing to import, nothing lost
+        except Exception as error:  # noqa: BLE001 - one broken sample must not stop the rest
+            yield (sample_id, epoch), error
 
 
 def _read_log(inspect_log: Any, path: Path, *, header_only: bool, fmt: str) -> Any:
