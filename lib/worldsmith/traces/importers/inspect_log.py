@@ -40,6 +40,7 @@ __all__ = ["InspectLogImporter"]
 
 _MISSING = "reading Inspect AI logs needs the inspect_ai package: pip install 'worldsmith[importers]'"
 _ZIP_MAGIC = b"PK\x03\x04"
+_UNUSED_FIELDS = {"events"}  # the transcript of model calls and state changes: the messages carry the turns
 _BATCH = 64  # samples read per call into Inspect: bounds memory, amortises its per-call event loop
 _JSON_LOG = re.compile(r'"eval"\s*:\s*\{\s*"(eval_id|run_id|task|created)"')
 
@@ -160,7 +161,8 @@ def _read_samples(
     a batch that fails is read again sample by sample, so a broken sample comes back as its
     exception and a sample that was never run (a cancelled eval) is left out."""
     try:
-        samples = inspect_log.read_eval_log_samples_by_id(str(path), keys, resolve_attachments=True, format="eval")
+        samples = inspect_log.read_eval_log_samples_by_id(str(path), keys, resolve_attachments=True, format="eval",
+                                                          exclude_fields=_UNUSED_FIELDS)
     except Exception:  # noqa: BLE001 - find the sample that broke the batch, below
         pass
     else:
@@ -169,7 +171,8 @@ def _read_samples(
     for sample_id, epoch in keys:
         try:
             yield (sample_id, epoch), inspect_log.read_eval_log_sample(
-                str(path), id=sample_id, epoch=epoch, resolve_attachments=True, format="eval")
+                str(path), id=sample_id, epoch=epoch, resolve_attachments=True, format="eval",
+                exclude_fields=_UNUSED_FIELDS)
         except IndexError:
             continue  # not run: nothing to import, nothing lost
         except Exception as error:  # noqa: BLE001 - one broken sample must not stop the rest
