@@ -42,7 +42,7 @@ _MISSING = "reading Inspect AI logs needs the inspect_ai package: pip install 'w
 _ZIP_MAGIC = b"PK\x03\x04"
 _UNUSED_FIELDS = {"events"}  # the transcript of model calls and state changes: the messages carry the turns
 _BATCH = 64  # samples read per call into Inspect: bounds memory, amortises its per-call event loop
-_JSON_LOG = re.compile(r'"eval"\s*:\s*\{\s*"(eval_id|run_id|task|created)"')
+_JSON_LOG = re.compile(r'"eval"\s*:\s*\{')
 
 
 def _inspect_log() -> Any:
@@ -74,7 +74,7 @@ class InspectLogImporter:
     def sniff(self, path: Path, head: str) -> float:
         if head.lstrip()[:1] != "{":
             return 0.0
-        if _JSON_LOG.search(head) and '"version"' in head and '"status"' in head:
+        if _JSON_LOG.search(head) and all(f'"{key}"' in head for key in ("version", "status", "run_id", "task")):
             return 0.97
         return 0.0
 
