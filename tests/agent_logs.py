@@ -146,18 +146,20 @@ def record_agent_spans(convention: str) -> list[Any]:
     return list(exporter.get_finished_spans())
 
 
-def otlp_document(spans: list[Any], *, hex_ids: bool = False) -> dict[str, Any]:
+def otlp_document(spans: list[Any], *, hex_ids: bool = False, snake_case: bool = False) -> dict[str, Any]:
     """The OTLP JSON of `spans`, as the real encoder and protobuf's JSON printer write it
-    (base64 ids); `hex_ids` rewrites ids to hex as the Collector's file exporter writes them."""
+    (base64 ids); `hex_ids` rewrites ids to hex as the Collector's file exporter writes them,
+    `snake_case` keeps the proto field names (the printer's `preserving_proto_field_name`)."""
     from google.protobuf.json_format import MessageToJson
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    document = json.loads(MessageToJson(encode_spans(spans)))
+    document = json.loads(MessageToJson(encode_spans(spans), preserving_proto_field_name=snake_case))
     if hex_ids:
-        for resource_spans in document["resourceSpans"]:
-            for scope_spans in resource_spans["scopeSpans"]:
+        keys = ("trace_id", "span_id", "parent_span_id") if snake_case else ("traceId", "spanId", "parentSpanId")
+        for resource_spans in document["resource_spans" if snake_case else "resourceSpans"]:
+            for scope_spans in resource_spans["scope_spans" if snake_case else "scopeSpans"]:
                 for span in scope_spans["spans"]:
-                    for key in ("traceId", "spanId", "parentSpanId"):
+                    for key in keys:
                         if key in span:
                             span[key] = base64.b64decode(span[key]).hex()
     return document

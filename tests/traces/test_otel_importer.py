@@ -65,6 +65,23 @@ def test_tool_spans_become_turns_grouped_by_conversation(
         "gen_ai" if convention == "genai" else "openinference"]
 
 
+def test_proto_field_names_read_the_same(spans: dict[str, list[Any]], tmp_path: Path) -> None:
+    camel, snake = tmp_path / "camel.json", tmp_path / "snake.json"
+    camel.write_text(json.dumps(otlp_document(spans["genai"])))
+    document = otlp_document(spans["genai"], hex_ids=True, snake_case=True)
+    assert "resource_spans" in document and "start_time_unix_nano" in json.dumps(document)
+    snake.write_text(json.dumps(document))
+    assert detect_format(snake).importer.name == "otel"
+    from_camel, _ = split(list(read_traces([camel])))
+    from_snake, rejects = split(list(read_traces([snake])))
+    assert rejects == [] and sorted(from_snake) == ["conv-a", "conv-b"]
+    for key, episode in from_camel.items():
+        mine = from_snake[key]
+        assert [t.model_dump(exclude={"provenance"}) for t in mine.turns] == [
+            t.model_dump(exclude={"provenance"}) for t in episode.turns]
+        assert mine.turns[0].provenance.pointer.startswith("/resource_spans/0/scope_spans/0/spans/")
+
+
 def test_json_lines_of_documents_and_a_malformed_span_are_quarantined(
     spans: dict[str, list[Any]], tmp_path: Path
 ) -> None:
