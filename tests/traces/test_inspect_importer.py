@@ -117,6 +117,22 @@ def test_a_tool_call_without_result_is_rejected_and_its_context_kept(logs: dict[
     assert [c.content for c in first.turns[0].context][:2] == ["You count with tools.", "Add 1 then 2"]
 
 
+def test_reused_call_ids_pair_with_the_earliest_open_call(logs: dict[str, Path], tmp_path: Path) -> None:
+    log = json.loads(logs["json"].read_text())
+    for message in log["samples"][0]["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["id"] = "same"
+        if message["role"] == "tool":
+            message["tool_call_id"] = "same"
+    reused = tmp_path / "reused.json"
+    reused.write_text(json.dumps(log))
+    items = list(InspectLogImporter().read(reused))
+    assert not [item for item in items if isinstance(item, Reject)]
+    first = next(item for item in items if isinstance(item, Episode))
+    assert [(t.action.arguments, t.observation.text) for t in first.turns] == [
+        ({"step": 1}, "total=1"), ({"step": 2}, "total=3")]
+
+
 def test_a_truncated_log_is_a_file_error(logs: dict[str, Path], tmp_path: Path) -> None:
     cut = tmp_path / "cut.eval"
     cut.write_bytes(logs["eval"].read_bytes()[:200])

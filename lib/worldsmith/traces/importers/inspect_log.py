@@ -116,34 +116,32 @@ class InspectLogImporter:
     def _episode(self, path: Path, log: Any, sample: Any, base: str) -> Iterator[ReadItem]:
         source = str(path)
         pointer = f"{base}/messages"
-        calls: dict[str, tuple[int, int, Any, list[ContextEvent]]] = {}
-        order: list[str] = []
-        results: dict[str, Any] = {}
+        calls: list[tuple[int, int, Any, list[ContextEvent]]] = []
+        open_calls: dict[str | None, list[int]] = {}  # call id -> its unanswered calls, oldest first
+        results: dict[int, Any] = {}
         context: list[ContextEvent] = []
         task: str | None = None
         for position, message in enumerate(sample.messages):
             if message.role == "tool":
-                call_id = message.tool_call_id
-                if call_id in calls and call_id not in results:
-                    results[call_id] = message
+                waiting = open_calls.get(message.tool_call_id)
+                if waiting:  # ids may be reused: the earliest unanswered call with this id
+                    results[waiting.pop(0)] = message
                 else:
-                    yield Reject(source, f"tool result has no matching call (tool_call_id {call_id!r})",
+                    yield Reject(source, f"tool result has no matching call (tool_call_id {message.tool_call_id!r})",
                                  pointer=f"{pointer}/{position}", raw=_raw_json(message))
                 continue
             context += _context_events(message)
             if task is None and message.role == "user":
                 task = message.text
             for index, call in enumerate(getattr(message, "tool_calls", None) or []):
-                key = call.id or f"{position}/{index}"
-                calls[key] = (position, index, call, context)
-                order.append(key)
+                open_calls.setdefault(call.id, []).append(len(calls))
+                calls.append((position, index, call, context))
                 context = []
         turns: list[Turn] = []
         carried: list[ContextEvent] = []
-        for key in order:
-            position, index, call, call_context = calls[key]
+        for number, (position, index, call, call_context) in enumerate(calls):
             where = f"{pointer}/{position}/tool_calls/{index}"
-            result = results.get(key)
+            result = results.get(number)
             if result is None:
                 yield Reject(source, f"tool call {call.function!r} has no result (id {call.id!r})", pointer=where,
                              raw=_raw_json(call))
