@@ -196,7 +196,10 @@ class OTelSpansImporter:
                 trace.genai = True
             if trace.group is None:
                 trace.group = next((str(item.attributes[k]) for k in _GROUP_KEYS if item.attributes.get(k)), None)
-            if span_role(item) is not None:
+            role = span_role(item)
+            if role is not None:
+                if role == "llm":
+                    item.raw = {}  # only a tool span can be rejected later: keep no other verbatim span
                 trace.spans.append(item)
         groups: dict[str, list[tuple[str, _Trace]]] = {}
         for trace_id, trace in traces.items():
