@@ -18,6 +18,7 @@ import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.envs import render_env_picker, render_task_picker  # noqa: E402
 from workbench.components.paths import page_file  # noqa: E402
+from workbench.components.ray_option import render_ray_option  # noqa: E402
 from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
@@ -62,6 +63,7 @@ if policy == "curious":
                                                          value=default, step=0.05, key=f"co_curious_{option}")
         policy_options["min_steps"] = int(columns[5].number_input("min steps", min_value=0, value=10,
                                                                  key="co_curious_min_steps"))
+ray_address = render_ray_option("co_ray")
 dataset = st.text_input("Dataset", value=f"{env}-{policy}", key="co_dataset")
 
 if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_run"):
@@ -71,7 +73,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
         st.error(md_escape(error))
         st.stop()
     config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
-                           seed=int(seed), max_steps=int(max_steps), workers=int(workers),
+                           seed=int(seed), max_steps=int(max_steps), workers=int(workers), ray_address=ray_address,
                            episode_timeout=float(timeout), keep=keep, model=model or None,
                            policy_options=policy_options)
     bar = st.progress(0.0, text="Starting the environment…")
@@ -89,7 +91,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
 
     try:
         report = collect(workspace, dataset, config, progress=show)
-    except (EnvError, ValueError, OSError) as error:
+    except (EnvError, ValueError, OSError, RuntimeError) as error:  # ConnectionError: no Ray at the address
         st.error(f"Collection failed: {md_escape(error)}", icon=":material/error:")
         st.stop()
     st.session_state["co_last"] = report.summary()

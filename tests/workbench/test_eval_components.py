@@ -168,6 +168,10 @@ def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
                                       drop_leaked=True), tmp_path)
     assert crossed[crossed.index("--folds") + 1] == "5" and "--book" not in crossed and "--drop-leaked" in crossed
     assert "--drop-leaked" not in command
+    assert not any(part.startswith(("--ray", "--workers")) for part in command)
+    on_ray = eval_command(EvalLaunch(run="r3", book="b", dataset="d", methods=["nearest"], workers=2,
+                                     ray="ray://head:10001"), tmp_path)
+    assert on_ray[on_ray.index("--workers") + 1] == "2" and "--ray=ray://head:10001" in on_ray
 
 
 def test_knowable_and_folds_frames_reshape_the_report() -> None:

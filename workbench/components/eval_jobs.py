@@ -54,6 +54,8 @@ class EvalLaunch:
     resamples: int | None = None
     folds: int = 0
     drop_leaked: bool = False
+    workers: int = 0
+    ray: str | None = None  # `local` or a cluster address: the units run as Ray tasks
     extra: list[str] = field(default_factory=list)
 
 
@@ -87,10 +89,11 @@ def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
     for flag, value in (("--book", c.book), ("--folds", c.folds or None), ("--split", c.split), ("--env", c.env),
                         ("--max-episodes", c.max_episodes),
                         ("--max-turns", c.max_turns), ("--policy", c.policy), ("--llm", c.llm),
-                        ("--judge", c.judge), ("--resamples", c.resamples)):
+                        ("--judge", c.judge), ("--resamples", c.resamples), ("--workers", c.workers or None)):
         if value not in (None, ""):
             command += [flag, str(value)]
-    return command + (["--drop-leaked"] if c.drop_leaked else []) + list(c.extra)
+    ray = [f"--ray={c.ray}"] if c.ray else []  # one token: an address never reads as the next option
+    return command + (["--drop-leaked"] if c.drop_leaked else []) + ray + list(c.extra)
 
 
 def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:

@@ -16,6 +16,7 @@ import streamlit as st
 from workbench.components import data
 from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
 from workbench.components.eval_runs import RunFileError, read_progress, runs_dir
+from workbench.components.ray_option import render_ray_option
 from workbench.components.text import md_code, md_escape
 
 __all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
@@ -122,6 +123,10 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                                   help="K >= 2 cross-fits: the episodes are dealt into K folds by trajectory family "
                                        "(as `worldsmith build --folds`), each evaluated with a book built from the "
                                        "others, and the records pooled.")
+        workers = st.number_input("Workers (0 = in this process; with Ray: 0 = all CPUs)", min_value=0, max_value=64,
+                                  value=0, key="ev_new_workers",
+                                  help="Units (episode x method) at once: local processes (>= 2), or Ray tasks.")
+        ray_address = render_ray_option("ev_new_ray")
         drop_leaked = st.checkbox("Drop leaked episodes", key="ev_new_drop_leaked",
                                   help="Leave out episodes the book was built from (or copies of their trajectories) "
                                        "and name them in the report, instead of refusing the run.")
@@ -145,7 +150,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                             max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
                             policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
                             judge=judge.strip() or None, seed=int(seed), folds=int(folds),
-                            drop_leaked=bool(drop_leaked))
+                            drop_leaked=bool(drop_leaked), workers=int(workers), ray=ray_address)
         command = eval_command(config, root)
         job = launch(root, config.run, command)
     except (JobError, OSError) as error:

@@ -67,7 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--episodes", type=int, help="number of episodes (default: one per task)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-steps", type=int, help="step cap per episode (default: the environment's)")
-    parser.add_argument("--workers", type=int, default=1, help="parallel environment processes (0: in-process)")
+    parser.add_argument("--workers", type=int,
+                        help="parallel environment processes (default 1; 0: in-process); with --ray at most N Ray "
+                             "tasks at once (default: all CPUs)")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="run the episodes as Ray tasks: a local Ray, or the cluster at ADDRESS (ray://head:10001)")
     parser.add_argument("--timeout", type=float, default=600.0, help="wall-clock limit per episode, seconds")
     parser.add_argument("--keep", choices=("success", "all"),
                         help="episodes to store (default: success for the expert, all otherwise)")
@@ -182,7 +186,8 @@ def run_collect(args: argparse.Namespace) -> int:
     config = CollectConfig(
         env=args.env, tasks=tasks or None, policy=args.policy,
         policy_options=_env_kwargs(args.policy_arg, "--policy-arg"), episodes=args.episodes, seed=args.seed,
-        max_steps=args.max_steps, workers=args.workers, episode_timeout=args.timeout, keep=args.keep,
+        max_steps=args.max_steps, workers=args.workers if args.workers is not None else 0 if args.ray else 1,
+        ray_address=args.ray, episode_timeout=args.timeout, keep=args.keep,
         record_state=not args.no_state, env_kwargs=_env_kwargs(args.env_arg), actions=actions, model=args.model,
     )
     quiet = getattr(args, "json", False) and not sys.stderr.isatty()

@@ -70,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--divergence-threshold", type=float, default=1.0,
                         help="drift: a turn diverges when the metric is below this (default 1.0)")
     parser.add_argument("--out", metavar="RUN", help="run name (folder under <workspace>/runs/eval/)")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="units at once: N >= 2 local processes; with --ray at most N Ray tasks (default: all CPUs)")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="run the units as Ray tasks: a local Ray, or the cluster at ADDRESS (ray://head:10001)")
     add_common(parser)
     parser.set_defaults(handler=run_eval_command)
     commands = parser.add_subparsers(dest="eval_command", metavar="SUBCOMMAND")
@@ -133,7 +137,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
             env=args.env, folds=args.folds, drop_leaked=args.drop_leaked, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm,
             judge=args.judge, policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
             max_turns=args.max_turns, divergence_metric=args.divergence,
-            divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed)
+            divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed,
+            workers=args.workers, ray_address=args.ray)
     except ValidationError as error:
         raise CommandError(f"invalid evaluation settings: {_validation_message(error)}", code=2) from None
     as_json = bool(getattr(args, "json", False))

@@ -7,14 +7,18 @@ A collection run lives in `<workspace>/runs/collect/<dataset>/`:
 Rerunning the same collection skips work items already in `results.jsonl` (their key is task,
 policy, seed), so an interrupted run resumes. Each worker is a separate process that builds its
 own environment from the registry; an episode that exceeds its wall-clock budget gets its worker
-killed and replaced, and is reported as a timeout while the run goes on. At the end the kept
+killed and replaced, and is reported as a timeout while the run goes on. With `ray_address` the work
+items run as Ray tasks (`collect_unit`) under the same accounting; the run files are still written
+here, by the driver. At the end the kept
 episodes (by default only successful ones for the expert policy) are ingested into the dataset;
 re-ingesting after a resume skips what is already there (content-hash dedupe).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import multiprocessing
 import os
 import time
@@ -32,11 +36,12 @@ from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.executors import make_executor
 from worldsmith.util.processes import main_module_hidden
 
 __all__ = [
-    "CollectConfig", "CollectProgress", "CollectReport", "EpisodeResult", "collect", "list_tasks", "load_run_episodes",
-    "run_dir",
+    "CollectConfig", "CollectProgress", "CollectReport", "EpisodeResult", "collect", "collect_unit", "list_tasks",
+    "load_run_episodes", "run_dir",
 ]
 
 Keep = Literal["success", "all"]
@@ -53,7 +58,8 @@ class CollectConfig:
     episodes: int | None = None  # default: one per task; more cycles through the tasks with new seeds
     seed: int = 0
     max_steps: int | None = None  # default: the spec's
-    workers: int = 1  # 0 runs in this process (no timeout protection)
+    workers: int = 1  # 0 runs in this process (no timeout protection); with ray_address: Ray tasks at once (0: all CPUs)
+    ray_address: str | None = None  # run the work items as Ray tasks: "local" (a Ray on this machine) or a cluster address
     episode_timeout: float = 600.0
     keep: Keep | None = None  # default: "success" for the expert policy, else "all"
     record_state: bool = True
@@ -192,7 +198,7 @@ def _worker_main(connection: Connection, config_json: bytes, spec_json: bytes) -
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = CollectConfig(**orjson.loads(config_json))
     fields = orjson.loads(spec_json)
-    env_spec = EnvSpec(**{**fields, "requires": tuple(fields["requires"])})
+    env_spec = _spec_from_json(fields)
     max_steps = config.max_steps or env_spec.max_steps
     env = None
     try:
@@ -303,6 +309,55 @@ def _run_parallel(config: CollectConfig, items: list[_Item]) -> Iterator[tuple[E
                 worker.kill()
 
 
+def _spec_from_json(fields: dict[str, Any]) -> EnvSpec:
+    return EnvSpec(**{**fields, "requires": tuple(fields["requires"])})
+
+
+_UNIT_ENV: dict[str, Any] = {}  # per Ray worker process: the environment of the run it serves, kept between items
+
+
+def collect_unit(context: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    """One work item in an executor's worker (a Ray task): the environment is built on the worker's first item
+    of the run and kept for the next, as a local worker process keeps it."""
+    config = CollectConfig(**context["config"])
+    env_spec = _spec_from_json(context["spec"])
+    unit = _Item(**item)
+    key = context["key"]
+    if key not in _UNIT_ENV:
+        for env in _UNIT_ENV.values():
+            env.close()
+        _UNIT_ENV.clear()
+        try:
+            _UNIT_ENV[key] = env_spec.make(**config.env_kwargs)
+        except Exception as error:  # noqa: BLE001 - reported per item, as a local worker reports it
+            result = EpisodeResult(unit.key, unit.task, unit.seed, None, "crashed",
+                                   error=f"cannot start {config.env}: {type(error).__name__}: {error}")
+            return {"result": result.to_json(), "episode": None}
+    result, episode = _play(_UNIT_ENV[key], config, unit, config.max_steps or env_spec.max_steps)
+    return {"result": result.to_json(), "episode": episode}
+
+
+def _run_executor(config: CollectConfig, items: list[_Item]) -> Iterator[tuple[EpisodeResult, dict[str, Any] | None]]:
+    """The items as Ray tasks; timeouts and dead workers are accounted as the local workers account them."""
+    env_spec = spec(config.env)
+    workers = config.workers if env_spec.parallel else 1
+    executor = make_executor(max(0, workers), config.ray_address)
+    context = {"config": asdict(config), "spec": asdict(env_spec)}
+    context["key"] = hashlib.sha256(orjson.dumps(context, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    outcomes = executor.run(collect_unit, context, [asdict(item) for item in items], timeout=config.episode_timeout)
+    with contextlib.closing(outcomes):
+        for outcome in outcomes:
+            item = items[outcome.index]
+            if outcome.kind == "ok":
+                yield EpisodeResult(**outcome.value["result"]), outcome.value["episode"]
+            elif outcome.kind == "timeout":
+                yield EpisodeResult(item.key, item.task, item.seed, None, "timeout",
+                                    error=f"no result within {config.episode_timeout:g} s: process killed"), None
+            else:
+                yield EpisodeResult(item.key, item.task, item.seed, None, "crashed",
+                                    error=f"the environment process died ({outcome.message})"), None
+
+
 def _run_inline(config: CollectConfig, items: list[_Item]) -> Iterator[tuple[EpisodeResult, dict[str, Any] | None]]:
     env_spec = spec(config.env)
     env = env_spec.make(**config.env_kwargs)
@@ -371,7 +426,7 @@ def collect(
     skipped = len(items) - len(todo)
     if progress:
         progress(CollectProgress(skipped, len(items), None))
-    runner = _run_inline if config.workers <= 0 else _run_parallel
+    runner = _run_executor if config.ray_address else _run_inline if config.workers <= 0 else _run_parallel
     with open(results_path, "ab") as results_file, open(episodes_path, "ab") as episodes_file:
         for result, episode in runner(config, todo):
             if episode is not None:

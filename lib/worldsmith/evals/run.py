@@ -23,11 +23,10 @@ is read: `book` only names the fold books (`<book>-fold<k>`, default the dataset
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
-import time
-import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -38,28 +37,16 @@ import orjson
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from worldsmith.envs.base import Env
-from worldsmith.evals.judge import Judge, open_judge
 from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
-from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
-from worldsmith.evals.protocols import (
-    Pricing,
-    RealOutcome,
-    Scorer,
-    UsageMeter,
-    drift_records,
-    make_method,
-    method_kind,
-    needs_llm,
-    next_obs_records,
-    real_outcome,
-    w2r_record,
-)
+from worldsmith.evals.novelty import NoveltyIndex
+from worldsmith.evals.protocols import method_kind, needs_llm
 from worldsmith.evals.records import Journal, records_frame, write_records
 from worldsmith.evals.report import build_report, write_report
+from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.code_version import code_version
+from worldsmith.util.executors import InlineExecutor, make_executor
 from worldsmith.util.names import check_name
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
@@ -70,7 +57,7 @@ __all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", 
 Progress = Callable[[int, int, str], None]  # (units done, units in all, what just finished)
 # Fields that do not change any record: left out of the fingerprint, so a rerun with other bootstrap
 # settings (or under a copy's name) reuses the records.
-_NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence"})
+_NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence", "workers", "ray_address"})
 
 
 class RunConflictError(ValueError):
@@ -111,6 +98,12 @@ class EvalConfig(BaseModel):
     resamples: int = Field(default=10_000, ge=100)
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     seed: int = 0
+    workers: int = Field(default=0, ge=0, description="Units at once: a local process pool when >= 2 (0, 1: in "
+                                                       "this process); with ray_address at most this many Ray tasks "
+                                                       "(0: the cluster's CPUs).")
+    ray_address: str | None = Field(default=None, description="Run the units as Ray tasks: 'local' starts a Ray on "
+                                                               "this machine, else a cluster address "
+                                                               "(ray://head:10001 or head:6379).")
 
     @field_validator("name")
     @classmethod
@@ -186,15 +179,6 @@ def _resolve_spec(spec: str | None, root: Path) -> str | None:
     return resolve_spec(spec, root)
 
 
-def _pricing(spec: str | None) -> Pricing:
-    if not spec:
-        return Pricing()
-    from worldsmith.llm.spec import parse_spec
-
-    options = parse_spec(spec).options
-    return Pricing(float(options.get("price_in", 0.0) or 0.0), float(options.get("price_out", 0.0) or 0.0))
-
-
 def _in_env(episodes: Iterable[Episode], env: str | None) -> list[Episode]:
     return [e for e in episodes if not env or (e.env_id or "").split("/")[0] == env or
             (e.env_id or "").startswith(env)]
@@ -226,56 +210,6 @@ def _write_progress(folder: Path, done: int, total: int, status: str, message: s
     atomic_write_json(folder / "progress.json", {
         "done": done, "total": total, "status": status, "message": message, "started": started,
         "updated": datetime.now(UTC).isoformat(timespec="seconds"), "error": error})
-
-
-class _RealEnvs:
-    """Real environments for W2R, built once per (name, kwargs) and closed at the end."""
-
-    def __init__(self, override: str | None) -> None:
-        self.override = override
-        self.envs: dict[str, Env] = {}
-
-    def for_episode(self, episode: Episode) -> Env:
-        from worldsmith.envs.registry import spec
-
-        recorded = episode.metadata.get("env") if isinstance(episode.metadata.get("env"), dict) else {}
-        name = self.override or recorded.get("name") or (episode.env_id or "").split("/")[0]
-        if not name:
-            raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
-        kwargs = recorded.get("kwargs") if not self.override and isinstance(recorded.get("kwargs"), dict) else {}
-        key = f"{name}:{orjson.dumps(kwargs, option=orjson.OPT_SORT_KEYS).decode()}"
-        if key not in self.envs:
-            self.envs[key] = spec(name).make(**kwargs)
-        return self.envs[key]
-
-    def close(self) -> None:
-        for env in self.envs.values():
-            env.close()
-
-
-class _Policies:
-    """The W2R policy per (episode, side): seeded from the run seed and the episode id, so a resumed run's
-    random choices are the same; a model-backed policy is opened once for the run."""
-
-    def __init__(self, config: EvalConfig, root: Path) -> None:
-        self.config, self.root = config, root
-        self._shared: Any = None
-
-    def get(self, episode_id: str, side: str) -> Any:
-        from worldsmith.envs.policies import make_policy
-
-        seed = self.config.seed * 1_000_003 + zlib.crc32(f"{episode_id}/{side}".encode())
-        if self.config.policy == "llm":
-            if self._shared is None:
-                self._shared = make_policy("llm", seed=self.config.seed, model=self.config.llm,
-                                           workspace_root=str(self.root))
-            return self._shared
-        return make_policy(self.config.policy, seed=seed)
-
-    def close(self) -> None:
-        closer = getattr(getattr(self._shared, "llm", None), "close", None)
-        if callable(closer):
-            closer()
 
 
 @dataclass
@@ -394,6 +328,37 @@ def _fold_summary(parts: list[_Part]) -> list[dict[str, Any]]:
              "leakage_ok": p.leakage["ok"]} for p in parts]
 
 
+_Unit = tuple[int, Episode, str]  # (part index, episode, method)
+
+
+def _computed(config: EvalConfig, todo: list[_Unit], parts: list[_Part], root: Path, llm_spec: str | None,
+              judge_spec: str | None, journal: Journal, fingerprint: str) -> Iterator[tuple[_Unit, dict[str, Any]]]:
+    """The units' journal entries as they finish: in this process, a process pool or Ray (`workers`,
+    `ray_address`). The first failing unit stops the run with its own error, as in this process."""
+    executor = make_executor(config.workers, config.ray_address)
+    if isinstance(executor, InlineExecutor):
+        computer = UnitComputer(config, root, llm_spec, judge_spec, journal)
+        outcomes = executor.run(_compute_here, computer, [(parts[i], e, m) for i, e, m in todo])
+    else:
+        computer = None
+        context = unit_context(fingerprint, config, root, llm_spec, judge_spec, list(parts))
+        outcomes = executor.run(eval_unit, context, [unit_payload(i, e, m) for i, e, m in todo])
+    try:
+        with contextlib.closing(outcomes):
+            for outcome in outcomes:
+                if outcome.kind != "ok":
+                    raise outcome.error or RuntimeError(f"unit {todo[outcome.index][2]} on "
+                                                        f"{todo[outcome.index][1].id}: {outcome.message}")
+                yield todo[outcome.index], outcome.value
+    finally:
+        if computer is not None:
+            computer.close()
+
+
+def _compute_here(computer: UnitComputer, unit: tuple[_Part, Episode, str]) -> dict[str, Any]:
+    return computer.compute(*unit)
+
+
 def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Progress | None = None, *,
              book: Worldbook | None = None, episodes: Sequence[Episode] | None = None,
              construction: Sequence[Episode] | None = None) -> EvalRun:
@@ -446,82 +411,29 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
 
     # -- the units
     journal = Journal(folder / "records.jsonl")
-    units = [(part, episode, method) for part in parts for episode in part.episodes for method in config.methods]
+    units = [(index, episode, method) for index, part in enumerate(parts) for episode in part.episodes
+             for method in config.methods]
     order = [(method, episode.id) for _, episode, method in units]
     total = len(order)
     done = sum(journal.done(m, e) for m, e in order)
     reused = done
+    todo = [unit for unit in units if not journal.done(unit[2], unit[1].id)]
     started = datetime.now(UTC).isoformat(timespec="seconds")
     _write_progress(folder, done, total, "running", "starting", started)
     computed = 0
-    models: dict[tuple[int | None, str], Any] = {}  # (fold, method)
-    meters: dict[str, UsageMeter] = {}
-    judge: Judge | None = None
-    shared_llm = None
-    real_envs = _RealEnvs(config.real_env)
-    policies = _Policies(config, root)
-    real_cache: dict[str, RealOutcome] = {}
-    novel: dict[str, list[list[str]]] = {}  # per episode: the novel values of each turn (the same for every method)
     try:
-        for part, episode, method in units:
-            if journal.done(method, episode.id):
-                continue
-            key = (part.fold, method)
-            if key not in models:
-                llm = None
-                if llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
-                    if shared_llm is None:
-                        from worldsmith.llm.tracked import open_llm
-
-                        shared_llm = open_llm(llm_spec, root, component="eval")
-                    llm = meters.setdefault(method, UsageMeter(shared_llm))
-                models[key] = make_method(method, part.book, llm=llm, max_tokens=config.max_tokens)
-            if judge is None and judge_spec and config.protocol != "w2r":
-                judge = open_judge(judge_spec, root)
-            scorer = Scorer(meter=meters.get(method), judge=judge, pricing=_pricing(llm_spec))
-            began = time.perf_counter()
-            if config.protocol == "next-obs":
-                records = next_obs_records(models[key], episode, scorer, max_turns=config.max_turns)
-            elif config.protocol == "drift":
-                records = drift_records(models[key], episode, scorer, max_turns=config.max_turns,
-                                        divergence_metric=config.divergence_metric,
-                                        divergence_threshold=config.divergence_threshold)
-            else:
-                records = [_w2r(config, models[key], episode, scorer, part.book, real_envs, real_cache, journal,
-                                policies)]
-            if config.protocol != "w2r":
-                if episode.id not in novel:
-                    novel[episode.id] = part.novelty.episode(episode, config.max_turns)
-                _mark_novelty(records, novel[episode.id])
-            family = trajectory_family(episode)
-            for record in records:
-                record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
-                              episode_id=episode.id, family=family, task_seen=family in part.families,
-                              fold=part.fold)
-            journal.append({"method": method, "episode_id": episode.id, "records": records,
-                            "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage})
+        for (index, episode, method), entry in _computed(resolved, todo, parts, root, llm_spec, judge_spec, journal,
+                                                          fingerprint):
+            journal.append(entry)  # only the driver writes the run store
             computed += 1
             done += 1
-            message = f"{part.prefix(config.folds)}{method} on {episode.id}"
+            message = f"{parts[index].prefix(config.folds)}{method} on {episode.id}"
             _write_progress(folder, done, total, "running", message, started)
             if progress is not None:
                 progress(done, total, message)
     except BaseException as failure:
         _write_progress(folder, done, total, "failed", "stopped", started, error=f"{type(failure).__name__}: {failure}")
         raise
-    finally:
-        real_envs.close()
-        policies.close()
-        for model in models.values():
-            closer = getattr(model, "close", None)
-            if callable(closer):
-                closer()
-        if shared_llm is not None:
-            shared_llm.close()
-        if judge is not None:
-            closer = getattr(judge.llm, "close", None)
-            if callable(closer):
-                closer()
 
     # -- records.parquet and the report
     rows = journal.records(order)
@@ -545,32 +457,3 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     _write_progress(folder, done, total, "done", "report written", started)
     return EvalRun(directory=folder, config=resolved, fingerprint=fingerprint, records=frame, report=report,
                    computed=computed, reused=reused)
-
-
-def _mark_novelty(records: list[dict[str, Any]], novel: list[list[str]]) -> None:
-    """Each turn's record says whether its observation was knowable (and shows a few of the values that were not)."""
-    for record in records:
-        values = novel[record["turn"]]
-        record.update(novel=bool(values), novel_values=values[:MAX_NOVEL_VALUES])
-
-
-def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,
-         real_cache: dict[str, RealOutcome], journal: Journal, policies: _Policies) -> dict[str, Any]:
-    """One W2R unit; the policy's real outcome on the episode's task is computed once for every method."""
-    env = real_envs.for_episode(episode)
-    seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
-
-    def real() -> RealOutcome:
-        if episode.id not in real_cache:
-            for (_, episode_id), unit in journal.units.items():  # a resumed run: another method's record has it
-                if episode_id == episode.id and unit["records"] and unit["records"][0].get("real_success") is not None:
-                    record = unit["records"][0]
-                    real_cache[episode.id] = RealOutcome(bool(record["real_success"]), 0)
-                    break
-            else:
-                real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real"), episode.task_id or "",
-                                                      max_steps=config.max_steps, seed=seed)
-        return real_cache[episode.id]
-
-    return w2r_record(model, episode, scorer, book=book, policy=policies.get(episode.id, "sim"), real_env=env,
-                      real=real, policy_name=config.policy, max_steps=config.max_steps, seed=seed)

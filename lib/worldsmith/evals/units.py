@@ -1,0 +1,264 @@
+"""One evaluation unit (a method on one episode): what `run_eval` computes in this process, in a process
+pool or as a Ray task, with the same code.
+
+`UnitComputer` opens what units share once per process (the methods per fold, the model, the judge,
+W2R's real environments and policies) and turns a unit into its journal entry; the driver alone
+writes the journal. `eval_unit` is the worker-side entry point: its context (the resolved config,
+the books and their evidence families) is rebuilt once per worker process and kept for the next units.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from worldsmith.envs.base import Env
+from worldsmith.evals.judge import Judge, open_judge
+from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
+from worldsmith.evals.protocols import (
+    Pricing,
+    RealOutcome,
+    Scorer,
+    UsageMeter,
+    drift_records,
+    make_method,
+    method_kind,
+    needs_llm,
+    next_obs_records,
+    real_outcome,
+    w2r_record,
+)
+from worldsmith.evals.records import Journal
+from worldsmith.traces.model import Episode
+from worldsmith.worldbook.build import trajectory_family
+from worldsmith.worldbook.model import Worldbook
+
+if TYPE_CHECKING:
+    from worldsmith.evals.run import EvalConfig
+
+__all__ = ["PartView", "UnitComputer", "UnitPart", "eval_unit", "unit_context", "unit_payload"]
+
+
+class PartView(Protocol):
+    """What a unit needs of its part of the run: the book, its evidence families, the fold (or None)."""
+
+    book: Worldbook
+    families: set[str]
+    fold: int | None
+
+    @property
+    def novelty(self) -> NoveltyIndex: ...
+
+
+@dataclass
+class UnitPart:
+    """A part of the run as a worker rebuilds it from the context."""
+
+    book: Worldbook
+    families: set[str] = field(default_factory=set)
+    fold: int | None = None
+
+    @cached_property
+    def novelty(self) -> NoveltyIndex:
+        return NoveltyIndex.for_book(self.book)
+
+
+class UnitComputer:
+    """Computes units into journal entries; opens each model, the judge and real environment once."""
+
+    def __init__(self, config: EvalConfig, root: Path, llm_spec: str | None, judge_spec: str | None,
+                 journal: Journal | None = None) -> None:
+        self.config, self.root = config, root
+        self.llm_spec, self.judge_spec = llm_spec, judge_spec
+        self.journal = journal  # the driver's: W2R reuses another method's real outcome from it
+        self.models: dict[tuple[int | None, str], Any] = {}  # (fold, method)
+        self.meters: dict[str, UsageMeter] = {}
+        self.judge: Judge | None = None
+        self.shared_llm: Any = None
+        self.real_envs = _RealEnvs(config.real_env)
+        self.policies = _Policies(config, root)
+        self.real_cache: dict[str, RealOutcome] = {}
+        self.novel: dict[str, list[list[str]]] = {}  # per episode: each turn's novel values (the same for every method)
+
+    def _model(self, part: PartView, method: str) -> Any:
+        key = (part.fold, method)
+        if key not in self.models:
+            llm = None
+            if self.llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
+                if self.shared_llm is None:
+                    from worldsmith.llm.tracked import open_llm
+
+                    self.shared_llm = open_llm(self.llm_spec, self.root, component="eval")
+                llm = self.meters.setdefault(method, UsageMeter(self.shared_llm))
+            self.models[key] = make_method(method, part.book, llm=llm, max_tokens=self.config.max_tokens)
+        return self.models[key]
+
+    def compute(self, part: PartView, episode: Episode, method: str) -> dict[str, Any]:
+        """The journal entry of `method` on `episode`: its records, seconds and judge usage."""
+        config = self.config
+        model = self._model(part, method)
+        if self.judge is None and self.judge_spec and config.protocol != "w2r":
+            self.judge = open_judge(self.judge_spec, self.root)
+        scorer = Scorer(meter=self.meters.get(method), judge=self.judge, pricing=_pricing(self.llm_spec))
+        began = time.perf_counter()
+        if config.protocol == "next-obs":
+            records = next_obs_records(model, episode, scorer, max_turns=config.max_turns)
+        elif config.protocol == "drift":
+            records = drift_records(model, episode, scorer, max_turns=config.max_turns,
+                                    divergence_metric=config.divergence_metric,
+                                    divergence_threshold=config.divergence_threshold)
+        else:
+            records = [_w2r(config, model, episode, scorer, part.book, self.real_envs, self.real_cache,
+                            self.journal, self.policies)]
+        if config.protocol != "w2r":
+            if episode.id not in self.novel:
+                self.novel[episode.id] = part.novelty.episode(episode, config.max_turns)
+            _mark_novelty(records, self.novel[episode.id])
+        family = trajectory_family(episode)
+        for record in records:
+            record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
+                          episode_id=episode.id, family=family, task_seen=family in part.families, fold=part.fold)
+        return {"method": method, "episode_id": episode.id, "records": records,
+                "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage}
+
+    def close(self) -> None:
+        self.real_envs.close()
+        self.policies.close()
+        for model in self.models.values():
+            closer = getattr(model, "close", None)
+            if callable(closer):
+                closer()
+        if self.shared_llm is not None:
+            self.shared_llm.close()
+        if self.judge is not None:
+            closer = getattr(self.judge.llm, "close", None)
+            if callable(closer):
+                closer()
+
+
+def unit_context(key: str, config: EvalConfig, root: Path, llm_spec: str | None, judge_spec: str | None,
+                 parts: list[PartView]) -> dict[str, Any]:
+    """What every worker needs, as plain JSON values (`key`: the run's fingerprint, to reuse a worker's state)."""
+    return {"key": key, "config": config.model_dump(mode="json"), "root": str(root), "llm_spec": llm_spec,
+            "judge_spec": judge_spec,
+            "parts": [{"book": p.book.model_dump(mode="json"), "families": sorted(p.families), "fold": p.fold}
+                      for p in parts]}
+
+
+def unit_payload(part: int, episode: Episode, method: str) -> dict[str, Any]:
+    return {"part": part, "episode": episode.model_dump(mode="json"), "method": method}
+
+
+_WORKER_STATE: dict[str, tuple[UnitComputer, list[UnitPart]]] = {}  # per worker process: the run it serves
+
+
+def eval_unit(context: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A unit in a worker process: the context is rebuilt on the first unit of a run and kept for the next."""
+    from worldsmith.evals.run import EvalConfig
+
+    key = context["key"]
+    if key not in _WORKER_STATE:
+        for computer, _ in _WORKER_STATE.values():
+            computer.close()
+        _WORKER_STATE.clear()
+        config = EvalConfig.model_validate(context["config"])
+        parts = [UnitPart(Worldbook.model_validate(p["book"]), set(p["families"]), p["fold"]) for p in context["parts"]]
+        computer = UnitComputer(config, Path(context["root"]), context["llm_spec"], context["judge_spec"])
+        _WORKER_STATE[key] = (computer, parts)
+    computer, parts = _WORKER_STATE[key]
+    return computer.compute(parts[payload["part"]], Episode.model_validate(payload["episode"]), payload["method"])
+
+
+def _pricing(spec: str | None) -> Pricing:
+    if not spec:
+        return Pricing()
+    from worldsmith.llm.spec import parse_spec
+
+    options = parse_spec(spec).options
+    return Pricing(float(options.get("price_in", 0.0) or 0.0), float(options.get("price_out", 0.0) or 0.0))
+
+
+class _RealEnvs:
+    """Real environments for W2R, built once per (name, kwargs) and closed at the end."""
+
+    def __init__(self, override: str | None) -> None:
+        self.override = override
+        self.envs: dict[str, Env] = {}
+
+    def for_episode(self, episode: Episode) -> Env:
+        from worldsmith.envs.registry import spec
+
+        recorded = episode.metadata.get("env") if isinstance(episode.metadata.get("env"), dict) else {}
+        name = self.override or recorded.get("name") or (episode.env_id or "").split("/")[0]
+        if not name:
+            raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
+        kwargs = recorded.get("kwargs") if not self.override and isinstance(recorded.get("kwargs"), dict) else {}
+        key = f"{name}:{orjson.dumps(kwargs, option=orjson.OPT_SORT_KEYS).decode()}"
+        if key not in self.envs:
+            self.envs[key] = spec(name).make(**kwargs)
+        return self.envs[key]
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            env.close()
+
+
+class _Policies:
+    """The W2R policy per (episode, side): seeded from the run seed and the episode id, so a resumed run's
+    random choices are the same; a model-backed policy is opened once for the run."""
+
+    def __init__(self, config: EvalConfig, root: Path) -> None:
+        self.config, self.root = config, root
+        self._shared: Any = None
+
+    def get(self, episode_id: str, side: str) -> Any:
+        from worldsmith.envs.policies import make_policy
+
+        seed = self.config.seed * 1_000_003 + zlib.crc32(f"{episode_id}/{side}".encode())
+        if self.config.policy == "llm":
+            if self._shared is None:
+                self._shared = make_policy("llm", seed=self.config.seed, model=self.config.llm,
+                                           workspace_root=str(self.root))
+            return self._shared
+        return make_policy(self.config.policy, seed=seed)
+
+    def close(self) -> None:
+        closer = getattr(getattr(self._shared, "llm", None), "close", None)
+        if callable(closer):
+            closer()
+
+
+def _mark_novelty(records: list[dict[str, Any]], novel: list[list[str]]) -> None:
+    """Each turn's record says whether its observation was knowable (and shows a few of the values that were not)."""
+    for record in records:
+        values = novel[record["turn"]]
+        record.update(novel=bool(values), novel_values=values[:MAX_NOVEL_VALUES])
+
+
+def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,
+         real_cache: dict[str, RealOutcome], journal: Journal | None, policies: _Policies) -> dict[str, Any]:
+    """One W2R unit; the policy's real outcome on the episode's task is computed once for every method."""
+    env = real_envs.for_episode(episode)
+    seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
+
+    def real() -> RealOutcome:
+        if episode.id not in real_cache:
+            finished = journal.units.items() if journal is not None else ()  # in a worker: none
+            for (_, episode_id), unit in finished:  # a resumed run: another method's record has it
+                if episode_id == episode.id and unit["records"] and unit["records"][0].get("real_success") is not None:
+                    record = unit["records"][0]
+                    real_cache[episode.id] = RealOutcome(bool(record["real_success"]), 0)
+                    break
+            else:
+                real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real"), episode.task_id or "",
+                                                      max_steps=config.max_steps, seed=seed)
+        return real_cache[episode.id]
+
+    return w2r_record(model, episode, scorer, book=book, policy=policies.get(episode.id, "sim"), real_env=env,
+                      real=real, policy_name=config.policy, max_steps=config.max_steps, seed=seed)
