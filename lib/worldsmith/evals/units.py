@@ -144,8 +144,9 @@ class UnitComputer:
 
 def unit_context(key: str, config: EvalConfig, root: Path, llm_spec: str | None, judge_spec: str | None,
                  parts: list[PartView]) -> dict[str, Any]:
-    """What every worker needs, as plain JSON values (`key`: the run's fingerprint, to reuse a worker's state)."""
-    return {"key": key, "config": config.model_dump(mode="json"), "root": str(root), "llm_spec": llm_spec,
+    """What every worker needs, as plain JSON values. A worker keeps its state for the next unit with the same
+    `key` (the run's fingerprint) and workspace: another run, or the same in another workspace, starts afresh."""
+    return {"key": f"{key}@{root}", "config": config.model_dump(mode="json"), "root": str(root), "llm_spec": llm_spec,
             "judge_spec": judge_spec,
             "parts": [{"book": p.book.model_dump(mode="json"), "families": sorted(p.families), "fold": p.fold}
                       for p in parts]}
