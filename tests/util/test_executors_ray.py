@@ -4,6 +4,7 @@ holds what the local paths write, resume skips finished units, failures are acco
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +20,14 @@ from worldsmith import Workspace
 from worldsmith.envs.collect import CollectConfig, collect, list_tasks, run_dir
 from worldsmith.envs.shell import sandbox_available
 from worldsmith.evals import EvalConfig, run_eval
-from worldsmith.util.executors import InlineExecutor, ProcessExecutor, RayExecutor, make_executor, ray_session
+from worldsmith.util.executors import (
+    InlineExecutor,
+    ProcessExecutor,
+    RayExecutor,
+    check_ray_address,
+    make_executor,
+    ray_session,
+)
 from worldsmith.worldbook import Worldbook, build_worldbook
 
 ray = pytest.importorskip("ray")
@@ -68,6 +76,20 @@ def test_make_executor_picks_the_backend() -> None:
     ray_executor = make_executor(0, "local")
     assert isinstance(ray_executor, RayExecutor) and ray_executor.workers is None
     assert make_executor(3, "ray://head:10001").workers == 3
+
+
+def test_an_address_without_a_ray_fails_at_once_with_the_reason(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConnectionError, match=f"no Ray cluster answers at ray://127.0.0.1:{port}"):
+        check_ray_address(f"ray://127.0.0.1:{port}")
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        check_ray_address("head-without-port")
+    command = [sys.executable, "-m", "worldsmith", "collect", "shell", "--tasks", "files/rename-txt-to-md",
+               f"--ray=127.0.0.1:{port}", "--dataset", "d", "--workspace", str(tmp_path / "ws"), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "no Ray cluster answers" in orjson.loads(done.stdout)["error"]
 
 
 @pytest.mark.skipif(not SANDBOX, reason=f"no shell sandbox here: {WHY_NOT}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any, Literal, Protocol
 from worldsmith.util.processes import main_module_hidden
 
 __all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "UnitOutcome",
-           "make_executor", "ray_session"]
+           "check_ray_address", "make_executor", "ray_session"]
 
 LOCAL_RAY = "local"  # `--ray` without an address: start a Ray on this machine for the run
 UnitFunction = Callable[[Any, Any], Any]
@@ -115,6 +116,23 @@ class ProcessExecutor:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """Fail fast with `ConnectionError` when nothing listens at a Ray address (`ray.init` retries for minutes).
+
+    `auto` (the address of `ray start` on this machine) is left to Ray."""
+    if address == "auto":
+        return
+    hostport = address.removeprefix("ray://").rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"Ray address {address!r}: expected HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ConnectionError(f"no Ray cluster answers at {address} ({error}): start one with `ray start --head` "
+                              "or check the address") from None
+
+
 def ray_session(address: str | None = LOCAL_RAY, num_cpus: int | None = None) -> bool:
     """Connect to Ray (a cluster `address`, e.g. `ray://head:10001` or `head:6379`), or start a local one
     (`local`/None) with `num_cpus` CPUs and no dashboard; returns whether this call started it (and so
@@ -126,6 +144,7 @@ def ray_session(address: str | None = LOCAL_RAY, num_cpus: int | None = None) ->
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "ignore_reinit_error": True,
                               "runtime_env": {"env_vars": dict(WORKER_ENV)}}
     if address and address != LOCAL_RAY:
+        check_ray_address(address)
         kwargs["address"] = address
     else:
         kwargs["num_cpus"] = num_cpus or max(1, int(os.cpu_count() or 1))
