@@ -232,3 +232,31 @@ def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkey
     assert len(launched) == 1 and launched[0][launched[0].index("--folds") + 1] == "3"
     assert "--book" not in launched[0] and "--drop-leaked" in launched[0]
     assert any("Started run" in str(s.value) for s in at.success)
+
+
+def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.components import eval_launch
+    from workbench.components.eval_jobs import JobStatus
+
+    from worldsmith import Workspace
+    from worldsmith.cli.main import build_parser
+
+    collected = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
+    assert Workspace(empty_root).ingest([collected], "alfworld").committed
+    launched: list[list[str]] = []
+
+    def launch(root: Path, run: str, command: list[str]) -> JobStatus:
+        launched.append(command)
+        return JobStatus(run=run, state="running", pid=1, started=0.0, command=command)
+
+    monkeypatch.setattr(eval_launch, "launch", launch)
+    at = open_page()
+    at.text_input(key="ev_new_run").input("on-ray")
+    at.number_input(key="ev_new_folds").set_value(2)
+    at.number_input(key="ev_new_workers").set_value(2)
+    at.checkbox(key="ev_new_ray_on").check()
+    at.text_input(key="ev_new_ray_address").input("ray://head:10001")
+    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    assert len(launched) == 1 and "--ray=ray://head:10001" in launched[0]
+    args = build_parser().parse_args(launched[0][3:])  # what the CLI makes of it
+    assert (args.ray, args.workers) == ("ray://head:10001", 2)
