@@ -186,6 +186,18 @@ def test_eval_on_ray_and_in_processes_records_what_the_local_run_records(ray_clu
     assert (again.reused, again.computed) == (units, 0)
 
 
+def test_a_cross_fitted_eval_on_ray_records_what_the_local_run_records(ray_cluster: str, tmp_path: Path) -> None:
+    pool = sample_episodes("alfworld_expert")
+    runs = {}
+    for name, where in (("local", {}), ("ray", {"ray_address": "local"})):
+        config = EvalConfig(name=name, dataset="samples", folds=2, methods=["harness", "nearest"], resamples=200,
+                            **where)
+        runs[name] = run_eval(config, tmp_path, episodes=pool)
+    assert runs["ray"].computed == runs["local"].computed > 0
+    assert _journal(tmp_path, "ray") == _journal(tmp_path, "local")
+    assert {r["fold"] for units in _journal(tmp_path, "ray").values() for r in units} == {1, 2}
+
+
 def test_a_failing_eval_unit_on_ray_stops_the_run_as_locally(ray_cluster: str, tmp_path: Path,
                                                             alfworld: Any) -> None:
     broken = tmp_path / "broken-model"

@@ -422,7 +422,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     _write_progress(folder, done, total, "running", "starting", started)
     computed = 0
     try:
-        for (index, episode, method), entry in _computed(resolved, todo, parts, root, llm_spec, judge_spec, journal,
+        for (index, episode, method), entry in _computed(config, todo, parts, root, llm_spec, judge_spec, journal,
                                                           fingerprint):
             journal.append(entry)  # only the driver writes the run store
             computed += 1
