@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from worldsmith.cli.book_propose import register_propose
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
 from worldsmith.worldbook import (
@@ -125,6 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(search)
     search.set_defaults(handler=run_search)
     _register_validate(actions)
+    register_propose(actions)
 
 
 def _register_validate(actions: argparse._SubParsersAction) -> None:

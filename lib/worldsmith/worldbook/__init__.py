@@ -73,10 +73,12 @@ from worldsmith.worldbook.proposals import (
     HeldOutEffect,
     Proposal,
     ProposalKind,
+    ProposalReport,
     describe_condition,
     heldout_effect,
     heldout_evidence,
     propose_patches,
+    propose_with_effect,
 )
 from worldsmith.worldbook.replay import (
     ReplayReport,
@@ -143,6 +145,7 @@ __all__ = [
     "PatchOp",
     "Proposal",
     "ProposalKind",
+    "ProposalReport",
     "ReplayReport",
     "ReviewConfig",
     "RouteStats",
@@ -201,6 +204,7 @@ __all__ = [
     "model_rules",
     "predicts_done",
     "propose_patches",
+    "propose_with_effect",
     "render",
     "render_list",
     "render_template",

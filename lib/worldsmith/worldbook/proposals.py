@@ -31,7 +31,7 @@ from worldsmith.worldbook.store import Patch, PatchOp, WorldbookStore, apply_ops
 from worldsmith.worldbook.templates import evidence_from_episodes
 
 __all__ = ["HeldOutEffect", "Proposal", "ProposalKind", "describe_condition", "heldout_effect", "heldout_evidence",
-           "propose_patches"]
+           "ProposalReport", "propose_patches", "propose_with_effect"]
 
 ProposalKind = Literal["condition", "template", "split"]
 _NEGATED = {"eq": "ne", "ne": "eq", "exists": "missing", "missing": "exists", "in": "not_in", "not_in": "in",
@@ -437,3 +437,44 @@ def heldout_evidence(workspace: Any, store: WorldbookStore, name: str, version: 
         raise ValueError(f"dataset {source['dataset']!r} has no episodes in split {split!r}"
                          + (f" of environment {env!r}" if env else "") + " that the book was not built from")
     return evidence_from_episodes(episodes), split
+
+
+@dataclass
+class ProposalReport:
+    """A rule's proposals with their held-out effect (`effects[i]` for `proposals[i]`; None without held-out
+    turns, `heldout_note` then says why)."""
+
+    book: str
+    version: str
+    rule_id: str
+    action: str
+    proposals: list[Proposal]
+    effects: list[HeldOutEffect | None]
+    split: str | None
+    heldout_note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"book": self.book, "version": self.version, "rule": self.rule_id, "action": self.action,
+                "heldout_split": self.split, "heldout_note": self.heldout_note,
+                "proposals": [{"index": index, **proposal.to_json(),
+                               "heldout": effect.to_json() if effect is not None else None}
+                              for index, (proposal, effect) in enumerate(zip(self.proposals, self.effects,
+                                                                             strict=True), start=1)]}
+
+
+def propose_with_effect(workspace: Any, store: WorldbookStore, name: str, rule_id: str, *,
+                        version: str | None = None, split: str | None = None) -> ProposalReport:
+    """`propose_patches` for a stored book's rule, each with its effect on the held-out turns of its action (the
+    book's validation split unless `split` names one). What the CLI and the workbench show."""
+    version = version or store.head(name)
+    book = store.load(name, version)
+    rule = book.rule(rule_id)
+    proposals = propose_patches(book, rule_id, version=version)
+    try:
+        heldout, used = heldout_evidence(workspace, store, name, version, split)
+    except (ValueError, KeyError) as error:
+        return ProposalReport(name, version, rule_id, rule.action, proposals, [None] * len(proposals), None,
+                              f"no held-out effect: {error}")
+    effects: list[HeldOutEffect | None] = [
+        heldout_effect(book, apply_ops(book, proposal.patch.ops), heldout, rule.action) for proposal in proposals]
+    return ProposalReport(name, version, rule_id, rule.action, proposals, effects, used)
