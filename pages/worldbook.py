@@ -25,6 +25,8 @@ from workbench.components.route_table import render_route_table  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
 from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
 from workbench.components.rule_guard import guarded_submit, render_pending_save  # noqa: E402
+
+from workbench.components.rule_proposals import render_rule_proposals  # noqa: E402
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
@@ -111,6 +113,8 @@ with rules_tab:
                                    done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
             render_rule_evidence(rule, source_dataset)
             render_rule_replay(book, version, rule, source_dataset)
+            if book.evidence:
+                render_rule_proposals(root, store, name, version, rule.id)
             st.divider()
             render_rule_editor(store, name, version, rule, book)
             render_pending_save(store, name, version, source_dataset)

@@ -1,0 +1,80 @@
+"""Proposed fixes for a rule: each a diff, its effect on the rule's own turns and on held-out turns, and an Apply
+button that saves it as a normal patch (a new version, undoable from History or `worldsmith book undo`).
+
+Proposals are computed on a button press (replaying the book once per candidate takes a moment) and kept per
+(book, version, rule) in session_state, so they stay on screen across reruns and vanish once the version shown
+changes: a proposal made against another version would mislead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from workbench.components.text import md_code, md_escape
+from workbench.components.worldbook_state import submit_patch
+from worldsmith.workspace import Workspace
+from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
+from worldsmith.worldbook.proposals import HeldOutEffect, Proposal
+
+__all__ = ["PROPOSALS", "effect_line", "proposals_key", "render_rule_proposals"]
+
+PROPOSALS = "wb_proposals"  # {proposals key: ProposalReport}
+
+
+def proposals_key(book: str, version: str, rule_id: str) -> str:
+    return f"{book}:{version}:{rule_id}"
+
+
+def effect_line(effect: HeldOutEffect | None, split: str | None) -> str:
+    """The held-out effect in one Markdown line (numbers only; the split name escaped)."""
+    if effect is None:
+        return "Held-out effect: not measured."
+    if not effect.turns:
+        return f"Held-out ({md_code(split)}): no turns of this action held out, so no effect to show."
+    return (f"Held-out ({md_code(split)}, {effect.turns:d} turns of the action): exact "
+            f"{effect.exact_before:d} → {effect.exact_after:d}, template fits {effect.fits_before:d} → "
+            f"{effect.fits_after:d}" + (f", {len(effect.broken):d} broken" if effect.broken else ""))
+
+
+def _render_one(store: WorldbookStore, report: ProposalReport, index: int, proposal: Proposal,
+                effect: HeldOutEffect | None, prefix: str) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{index:d}. {md_escape(proposal.kind)}**: {md_escape(proposal.explanation)}")
+        st.code("\n".join(proposal.diff), language="diff", wrap_lines=True)
+        st.markdown(f"Own evidence: fixes {len(proposal.fixes):d} failed turns; failed {proposal.failed_before:d} → "
+                    f"{proposal.failed_after:d}, matched {proposal.matched_before:d} → {proposal.matched_after:d}")
+        st.markdown(effect_line(effect, report.split))
+        if st.button("Apply", key=f"{prefix}_apply_{report.version}_{report.rule_id}_{index}",
+                     icon=":material/done:", type="primary"):
+            submit_patch(store, report.book, report.version, proposal.patch.ops,
+                         message=f"{report.rule_id}: {proposal.explanation}",
+                         done=f"Applied the {md_escape(proposal.kind)} proposal for {md_code(report.rule_id)}")
+
+
+def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, version: str, rule_id: str, *,
+                          prefix: str = "wb_prop") -> None:
+    """A button that proposes patches for the rule's failed turns, and each proposal with its Apply button."""
+    key = proposals_key(book, version, rule_id)
+    shown: dict[str, ProposalReport] = st.session_state.setdefault(PROPOSALS, {})
+    for stale in [k for k in shown if k != key]:
+        del shown[stale]
+    if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:"):
+        with st.spinner("Learning conditions, templates and splits; replaying each on the evidence and held out"):
+            try:
+                shown[key] = propose_with_effect(Workspace(root), store, book, rule_id, version=version)
+            except (ValueError, KeyError) as error:
+                st.error(f"No proposals: {md_escape(error)}", icon=":material/error:")
+                return
+    report = shown.get(key)
+    if report is None:
+        return
+    if report.heldout_note:
+        st.caption(md_escape(report.heldout_note))
+    if not report.proposals:
+        st.info(f"No patch fixes a failed turn of {md_code(rule_id)} without breaking another turn (or it fails "
+                "none).", icon=":material/info:")
+        return
+    for index, (proposal, effect) in enumerate(zip(report.proposals, report.effects, strict=True), start=1):
+        _render_one(store, report, index, proposal, effect, prefix)
