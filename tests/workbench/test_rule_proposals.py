@@ -42,3 +42,31 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
     assert check_rule(patched, patched.rule(RULE)).failed < failed_before
     no_exception(at.button(key="wb_undo").click().run())
     assert store.load(BOOK).rules == store.load(BOOK, first).rules
+
+
+def _cluster_script() -> None:
+    from workbench.components.rule_proposals import render_cluster_proposals
+
+    render_cluster_proposals("alfworld", [("open.r1", 3), ("no.such", 1)], key="ev_fx_prop_0")
+
+
+def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: Path) -> None:
+    store = WorldbookStore(heldout_root / "worldbooks")
+    head = store.head(BOOK)
+    at = no_exception(AppTest.from_function(_cluster_script, default_timeout=60).run())
+    assert at.selectbox(key="ev_fx_prop_0_rule").options == [f"{RULE} (used by 3 wrong predictions)"], \
+        "only rules of the stored book are offered"
+    no_exception(at.button(key=f"ev_fx_prop_0_run_{BOOK}:{head}:{RULE}").click().run())
+    assert any("template fits" in str(m.value) for m in at.markdown)
+    no_exception(at.button(key=f"ev_fx_prop_0_apply_{head}_{RULE}_1").click().run())
+    assert store.info(BOOK, store.head(BOOK)).parent == head
+    assert any("Applied the" in str(s.value) for s in at.success)
+
+
+def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
+    import pandas as pd
+    from workbench.components.eval_clusters import cluster_rules
+
+    frame = pd.DataFrame({"rules": [["take.r1", "open.r1"], ["open.r1"], [], None]})
+    assert cluster_rules(frame) == [("open.r1", 2), ("take.r1", 1)]
+    assert cluster_rules(pd.DataFrame({"action": ["open"]})) == []

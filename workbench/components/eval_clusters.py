@@ -16,7 +16,7 @@ import pandas as pd
 
 from workbench.components.eval_tables import action_kind
 
-__all__ = ["Cluster", "Embedder", "cluster_errors"]
+__all__ = ["Cluster", "Embedder", "cluster_errors", "cluster_rules"]
 
 
 class Embedder(Protocol):
@@ -67,3 +67,14 @@ def cluster_errors(wrong: pd.DataFrame, k: int = 4, *, embedder: Embedder | None
         clusters.append(Cluster(label=label, size=len(members), top_actions=list(actions.items()),
                                 example=texts[members[int(np.argmin(distances[members]))]], records=rows))
     return sorted(clusters, key=lambda c: (-c.size, c.label))
+
+
+def cluster_rules(records: pd.DataFrame) -> list[tuple[str, int]]:
+    """The rules behind a cluster's wrong predictions (those the predictions used), most used first."""
+    if "rules" not in records.columns:
+        return []
+    counts: dict[str, int] = {}
+    for used in records["rules"]:
+        for rule in (list(used) if used is not None and not isinstance(used, str) else [used] if used else []):
+            counts[str(rule)] = counts.get(str(rule), 0) + 1
+    return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))

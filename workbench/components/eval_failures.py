@@ -14,9 +14,10 @@ import streamlit as st
 
 from workbench.components import eval_charts as charts
 from workbench.components import eval_tables as tables
-from workbench.components.eval_clusters import Cluster, cluster_errors
+from workbench.components.eval_clusters import Cluster, cluster_errors, cluster_rules
 from workbench.components.eval_records import turn_id
 from workbench.components.links import turn_link
+from workbench.components.rule_proposals import render_cluster_proposals
 from workbench.components.text import md_code, md_escape
 
 __all__ = ["CLUSTERS", "render_failures"]
@@ -35,13 +36,14 @@ def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
     return shown
 
 
-def _render_cluster(index: int, cluster: Cluster, dataset: str | None) -> None:
+def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str | None) -> None:
     actions = ", ".join(f"{md_escape(name)} ×{count:d}" for name, count in cluster.top_actions)
     with st.expander(f"Cluster {index + 1:d} · {cluster.size:d} wrong predictions · {actions}"):
         st.caption("The most central prediction of the cluster:")
         st.code(cluster.example, language=None, wrap_lines=True)
         st.dataframe(_linked(cluster.records, dataset), hide_index=True, key=f"ev_fx_cluster_{index}",
                      column_config={"open": st.column_config.LinkColumn("traces", display_text="open")})
+        render_cluster_proposals(book, cluster_rules(cluster.records), key=f"ev_fx_prop_{index}")
 
 
 def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFrame, dataset: str | None) -> None:
@@ -88,7 +90,7 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
     if clusters is not None:
         st.caption(f"{len(clusters)} clusters of {len(wrong)} wrong predictions (MiniLM embeddings, k-means, seed 0)")
         for index, cluster in enumerate(clusters):
-            _render_cluster(index, cluster, dataset)
+            _render_cluster(index, cluster, dataset, ((report or {}).get("config") or {}).get("book"))
 
     divergence = tables.divergence_frame(report, records)
     if not divergence.empty:

@@ -18,9 +18,9 @@ from worldsmith.workspace import Workspace
 from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
 from worldsmith.worldbook.proposals import HeldOutEffect, Proposal
 
-__all__ = ["PROPOSALS", "effect_line", "proposals_key", "render_rule_proposals"]
+__all__ = ["PROPOSALS", "effect_line", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 
-PROPOSALS = "wb_proposals"  # {proposals key: ProposalReport}
+PROPOSALS = "wb_proposals"  # {prefix (where shown): {proposals key: ProposalReport}}
 
 
 def proposals_key(book: str, version: str, rule_id: str) -> str:
@@ -57,7 +57,7 @@ def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, ve
                           prefix: str = "wb_prop") -> None:
     """A button that proposes patches for the rule's failed turns, and each proposal with its Apply button."""
     key = proposals_key(book, version, rule_id)
-    shown: dict[str, ProposalReport] = st.session_state.setdefault(PROPOSALS, {})
+    shown: dict[str, ProposalReport] = st.session_state.setdefault(PROPOSALS, {}).setdefault(prefix, {})
     for stale in [k for k in shown if k != key]:
         del shown[stale]
     if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:"):
@@ -78,3 +78,28 @@ def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, ve
         return
     for index, (proposal, effect) in enumerate(zip(report.proposals, report.effects, strict=True), start=1):
         _render_one(store, report, index, proposal, effect, prefix)
+
+
+def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, key: str) -> None:
+    """Under a failure cluster: pick one of the rules its wrong predictions used, and propose fixes for it on the
+    book's current version (the run may have used an older one; the caption says which is patched)."""
+    from workbench.components import data
+    from workbench.components.worldbook_state import take_notices
+
+    for message in take_notices():
+        st.success(message, icon=":material/check_circle:")
+    root = Path(data.workspace_root())
+    store = WorldbookStore(root / "worldbooks")
+    if not book or book not in store.names():
+        st.caption("Proposals need the run's worldbook in this workspace (a cross-fitted run builds its own).")
+        return
+    stored = {rule.id for rule in store.load(book).rules}
+    choices = [rule for rule, _ in rules if rule in stored]
+    if not choices:
+        st.caption("No rule of the worldbook made these predictions: nothing to propose a fix for.")
+        return
+    rule_id = st.selectbox("Propose fixes for a rule behind this cluster", choices, key=f"{key}_rule",
+                           format_func=lambda rule: f"{rule} (used by {dict(rules)[rule]} wrong predictions)")
+    head = store.head(book)
+    st.caption(f"Patches are made against {md_code(book)} version {md_code(head)} (HEAD).")
+    render_rule_proposals(root, store, book, head, rule_id, prefix=key)
