@@ -34,8 +34,10 @@ def test_propose_lists_verified_patches_with_their_held_out_effect_and_applies_o
     assert first["failed_before"] > first["failed_after"] and first["fixes"]
     effect = first["heldout"]
     assert effect["turns"] > 0 and effect["fits_after"] > effect["fits_before"] and effect["broken"] == []
+    fidelity = first["heldout_delta"]
+    assert fidelity["turns"] > 0 and [t for t in fidelity["flipped"] if t["kind"] == "broken"] == []
     text = run("book", "propose", BOOK, "--rule", RULE, workspace=workspace).stdout
-    assert "[1] " + first["kind"] in text and "held-out (test" in text
+    assert "[1] " + first["kind"] in text and "held-out (test" in text and "simulator fidelity on" in text
     before = orjson.loads(run("book", "show", BOOK, "--json", workspace=workspace).stdout)["version"]
     applied = orjson.loads(run("book", "propose", BOOK, "--rule", RULE, "--apply", "1", "--json",
                                workspace=workspace).stdout)

@@ -1,5 +1,10 @@
 """In real Chromium: a rule's proposed patch, on the bundled samples with a held-out split, is applied with one
-click and the held-out fidelity of its action improves (measured again on the saved version)."""
+click; measured again on the saved version, the rule's form fits more held-out turns and the simulator's held-out
+fidelity (no-model harness) loses nothing.
+
+On the bundled samples the simulator's exact match does not rise: the held-out `open` answers list the contents of
+a closed receptacle, which no rule can know before the observation shows them, so the harness answers them from
+nearest evidence before and after the patch (see the report of issue 17, part b)."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import pytest
 from browser_support import require_browser, streamlit_server
 
 from proposal_samples import BOOK, RULE, build_heldout_workspace
+from worldsmith.evals.heldout import HeldOut, heldout_delta
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore, heldout_effect, heldout_evidence
 
@@ -25,7 +31,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         yield {"url": url, "workspace": workspace, "log": log}
 
 
-def test_applying_a_proposal_improves_held_out_fidelity(page, server: dict) -> None:
+def test_applying_a_proposal_fixes_the_rules_held_out_form_and_loses_no_fidelity(page, server: dict) -> None:
     from playwright.sync_api import expect
 
     store = WorldbookStore(server["workspace"] / "worldbooks")
@@ -37,6 +43,7 @@ def test_applying_a_proposal_improves_held_out_fidelity(page, server: dict) -> N
     shown = re.search(r"template fits (\d+) → (\d+)", effect.inner_text())
     assert shown and int(shown.group(2)) > int(shown.group(1)), effect.inner_text()
     expect(page.locator("code").filter(has_text=f"- {RULE}.").first).to_be_visible()
+    expect(page.get_by_text(re.compile(r"simulator fidelity on \d+ held-out 'open' turns")).first).to_be_visible()
     page.get_by_role("button", name="Apply").first.click()
     expect(page.get_by_text("Applied the").first).to_be_visible()
     head = store.head(BOOK)
@@ -46,3 +53,9 @@ def test_applying_a_proposal_improves_held_out_fidelity(page, server: dict) -> N
     assert split == "test" and measured.turns > 0
     assert measured.fits_after > measured.fits_before and not measured.broken
     assert (measured.fits_before, measured.fits_after) == (int(shown.group(1)), int(shown.group(2)))
+    chosen = HeldOut(dataset="samples", split="test", env="alfworld",
+                     episodes=tuple(sorted({item.turn_id.rsplit("#", 1)[0] for item in heldout})))
+    fidelity = heldout_delta(store.load(BOOK, first), store.load(BOOK, head), chosen, Workspace(server["workspace"]),
+                             action="open")
+    assert fidelity.turns > 0 and not fidelity.broken
+    assert all(m.diff >= 0 for m in fidelity.by_action["open"].values())

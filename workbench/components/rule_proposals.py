@@ -14,9 +14,10 @@ import streamlit as st
 
 from workbench.components.text import md_code, md_escape
 from workbench.components.worldbook_state import submit_patch
+from worldsmith.evals.heldout import HeldOutDelta
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposals import HeldOutEffect, Proposal
+from worldsmith.worldbook.proposals import HeldOutEffect, Proposal, fidelity_line
 
 __all__ = ["PROPOSALS", "effect_line", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 
@@ -35,17 +36,19 @@ def effect_line(effect: HeldOutEffect | None, split: str | None) -> str:
         return f"Held-out ({md_code(split)}): no turns of this action held out, so no effect to show."
     return (f"Held-out ({md_code(split)}, {effect.turns:d} turns of the action): exact "
             f"{effect.exact_before:d} → {effect.exact_after:d}, template fits {effect.fits_before:d} → "
-            f"{effect.fits_after:d}" + (f", {len(effect.broken):d} broken" if effect.broken else ""))
+            f"{effect.fits_after:d} (the rule's form)" + (f", {len(effect.broken):d} broken" if effect.broken else ""))
 
 
 def _render_one(store: WorldbookStore, report: ProposalReport, index: int, proposal: Proposal,
-                effect: HeldOutEffect | None, prefix: str) -> None:
+                effect: HeldOutEffect | None, delta: HeldOutDelta | None, prefix: str) -> None:
     with st.container(border=True):
         st.markdown(f"**{index:d}. {md_escape(proposal.kind)}**: {md_escape(proposal.explanation)}")
         st.code("\n".join(proposal.diff), language="diff", wrap_lines=True)
         st.markdown(f"Own evidence: fixes {len(proposal.fixes):d} failed turns; failed {proposal.failed_before:d} → "
                     f"{proposal.failed_after:d}, matched {proposal.matched_before:d} → {proposal.matched_after:d}")
         st.markdown(effect_line(effect, report.split))
+        if effect is not None:
+            st.markdown(md_escape(fidelity_line(delta, report.action)))
         if st.button("Apply", key=f"{prefix}_apply_{report.version}_{report.rule_id}_{index}",
                      icon=":material/done:", type="primary"):
             submit_patch(store, report.book, report.version, proposal.patch.ops,
@@ -76,8 +79,10 @@ def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, ve
         st.info(f"No patch fixes a failed turn of {md_code(rule_id)} without breaking another turn (or it fails "
                 "none).", icon=":material/info:")
         return
-    for index, (proposal, effect) in enumerate(zip(report.proposals, report.effects, strict=True), start=1):
-        _render_one(store, report, index, proposal, effect, prefix)
+    deltas = report.deltas or [None] * len(report.proposals)
+    for index, (proposal, effect, delta) in enumerate(zip(report.proposals, report.effects, deltas, strict=True),
+                                                      start=1):
+        _render_one(store, report, index, proposal, effect, delta, prefix)
 
 
 def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, key: str) -> None:

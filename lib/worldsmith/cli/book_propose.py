@@ -6,7 +6,7 @@ import argparse
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.worldbook import WorldbookError, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposals import ProposalReport
+from worldsmith.worldbook.proposals import ProposalReport, fidelity_line
 
 
 def register_propose(actions: argparse._SubParsersAction) -> None:
@@ -31,7 +31,9 @@ def _print(report: ProposalReport) -> None:
           f"{len(report.proposals)} proposal(s)")
     if report.heldout_note:
         print(f"  {report.heldout_note}")
-    for index, (proposal, effect) in enumerate(zip(report.proposals, report.effects, strict=True), start=1):
+    deltas = report.deltas or [None] * len(report.proposals)
+    for index, (proposal, effect, delta) in enumerate(zip(report.proposals, report.effects, deltas, strict=True),
+                                                      start=1):
         print(f"[{index}] {proposal.kind}: {proposal.explanation}")
         print(f"    own evidence: fixes {len(proposal.fixes)} failed turn(s); failed {proposal.failed_before} -> "
               f"{proposal.failed_after}, matched {proposal.matched_before} -> {proposal.matched_after}")
@@ -39,6 +41,7 @@ def _print(report: ProposalReport) -> None:
             print(f"    held-out ({report.split}, {effect.turns} '{effect.action}' turns): exact "
                   f"{effect.exact_before} -> {effect.exact_after}, template fits {effect.fits_before} -> "
                   f"{effect.fits_after}")
+            print(f"    {fidelity_line(delta, report.action)}")
         for line in proposal.diff:
             print(f"    {line}")
 
