@@ -347,9 +347,11 @@ def _status_after(rule: Rule) -> dict[str, Any]:
     return {} if rule.status in (RuleStatus.SUPPORTED, RuleStatus.DEPRECATED) else {"status": "supported"}
 
 
-def propose_patches(book: Worldbook, rule_id: str, *, version: str = "HEAD", limit: int = 3) -> list[Proposal]:
+def propose_patches(book: Worldbook, rule_id: str, *, version: str = "HEAD", limit: int = 3,
+                    max_tries: int = 20) -> list[Proposal]:
     """Patches that fix some of the rule's failed turns without breaking a turn of its action that was right,
-    up to `limit` per kind, most general first. `version` is the base the patches are made against."""
+    up to `limit` per kind, most general first. Each candidate costs a replay of the action's episodes, so at
+    most `max_tries` candidates per kind are tried. `version` is the base the patches are made against."""
     rule = book.rule(rule_id)
     formats = list_formats(book)
     turns = _turns(book, rule, formats)
@@ -366,7 +368,7 @@ def propose_patches(book: Worldbook, rule_id: str, *, version: str = "HEAD", lim
         return found is not None
 
     status = _status_after(rule)
-    conditions = _candidate_conditions(turns, rule)
+    conditions = _candidate_conditions(turns, rule)[:max_tries]
     offered = 0
     for condition in conditions:
         if offered >= limit:
@@ -378,7 +380,9 @@ def propose_patches(book: Worldbook, rule_id: str, *, version: str = "HEAD", lim
                          f"only when {describe_condition(condition)}: holds on its {before[0]} matched turns, "
                          f"not on its {before[1]} failed ones", _diff(rule, after))
     offered = 0
-    for template in _candidate_templates(turns, formats, rule, "both")[:limit]:
+    for template in _candidate_templates(turns, formats, rule, "both")[:max_tries]:
+        if offered >= limit:
+            break
         after = rule.model_copy(update={"template": template,
                                         "status": RuleStatus(status.get("status", rule.status))})
         offered += offer("template", [PatchOp(op="update_rule", id=rule.id, fields={"template": template, **status})],
