@@ -70,3 +70,18 @@ def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
     frame = pd.DataFrame({"rules": [["take.r1", "open.r1"], ["open.r1"], [], None]})
     assert cluster_rules(frame) == [("open.r1", 2), ("take.r1", 1)]
     assert cluster_rules(pd.DataFrame({"action": ["open"]})) == []
+
+
+def test_a_patch_that_breaks_a_held_out_turn_or_lowers_a_metric_is_marked() -> None:
+    from workbench.components.rule_proposals import lowers_fidelity
+
+    from worldsmith.evals.heldout import FlippedTurn, HeldOutDelta, MetricDelta
+
+    def delta(diff: float, flipped: list[FlippedTurn]) -> HeldOutDelta:
+        moved = MetricDelta(before=0.5, after=0.5 + diff, diff=diff, low=min(diff, 0.0), high=max(diff, 0.0), n=4)
+        return HeldOutDelta.model_construct(flipped=flipped, by_action={"use": {"token_f1": moved}})
+
+    broken = FlippedTurn(kind="broken", episode_id="e", turn=1, action="use", action_text="use x", before="a",
+                         after="b", target="a")
+    assert lowers_fidelity(delta(-0.1, []), "use") and lowers_fidelity(delta(0.0, [broken]), "use")
+    assert not lowers_fidelity(delta(0.2, []), "use") and not lowers_fidelity(None, "use")

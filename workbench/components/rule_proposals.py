@@ -19,7 +19,7 @@ from worldsmith.workspace import Workspace
 from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
 from worldsmith.worldbook.proposals import HeldOutEffect, Proposal, fidelity_line
 
-__all__ = ["PROPOSALS", "effect_line", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
+__all__ = ["PROPOSALS", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 
 PROPOSALS = "wb_proposals"  # {prefix (where shown): {proposals key: ProposalReport}}
 
@@ -39,6 +39,14 @@ def effect_line(effect: HeldOutEffect | None, split: str | None) -> str:
             f"{effect.fits_after:d} (the rule's form)" + (f", {len(effect.broken):d} broken" if effect.broken else ""))
 
 
+def lowers_fidelity(delta: HeldOutDelta | None, action: str) -> bool:
+    """Whether the simulator answers some held-out turn worse after the patch (a broken turn, or a metric of the
+    action that went down)."""
+    if delta is None:
+        return False
+    return bool(delta.broken) or any(m.diff < 0 for m in delta.by_action.get(action, {}).values())
+
+
 def _render_one(store: WorldbookStore, report: ProposalReport, index: int, proposal: Proposal,
                 effect: HeldOutEffect | None, delta: HeldOutDelta | None, prefix: str) -> None:
     with st.container(border=True):
@@ -49,6 +57,10 @@ def _render_one(store: WorldbookStore, report: ProposalReport, index: int, propo
         st.markdown(effect_line(effect, report.split))
         if effect is not None:
             st.markdown(md_escape(fidelity_line(delta, report.action)))
+        if lowers_fidelity(delta, report.action):
+            st.warning("This patch fixes the rule's own turns but lowers held-out fidelity: it fits the evidence, not "
+                       "the environment. Applying it is allowed (and undoable); the numbers above say what it costs.",
+                       icon=":material/trending_down:")
         if st.button("Apply", key=f"{prefix}_apply_{report.version}_{report.rule_id}_{index}",
                      icon=":material/done:", type="primary"):
             submit_patch(store, report.book, report.version, proposal.patch.ops,
