@@ -224,7 +224,10 @@ def _slot_texts(turn: _Turn, formats: Mapping[str, ListFormat]) -> list[tuple[st
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             slots.append((f"arg.{name}", str(value)))
     for path in _paths(turn):
-        text = render("{" + path + "}", turn.arguments, turn.state, formats)
+        try:
+            text = render("{" + path + "}", turn.arguments, turn.state, formats)
+        except ValueError:  # a key no template slot can name: no slot for it
+            continue
         if text is not None:
             slots.append((path, text))
     # Prefer a path written through an argument over a concrete one of the same text.
