@@ -17,7 +17,8 @@ from workbench.components.worldbook_state import submit_patch
 from worldsmith.evals.heldout import HeldOutDelta
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposals import HeldOutEffect, Proposal, fidelity_line
+from worldsmith.worldbook.proposal_effects import HeldOutEffect, fidelity_line
+from worldsmith.worldbook.proposals import Proposal
 
 __all__ = ["PROPOSALS", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 

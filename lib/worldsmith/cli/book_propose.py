@@ -6,7 +6,7 @@ import argparse
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.worldbook import WorldbookError, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposals import ProposalReport, fidelity_line
+from worldsmith.worldbook.proposal_effects import ProposalReport, fidelity_line
 
 
 def register_propose(actions: argparse._SubParsersAction) -> None:

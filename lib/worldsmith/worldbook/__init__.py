@@ -69,18 +69,15 @@ from worldsmith.worldbook.model_stages import (
     model_notes,
     model_rules,
 )
-from worldsmith.worldbook.proposals import (
+from worldsmith.worldbook.proposal_effects import (
     HeldOutEffect,
-    Proposal,
-    ProposalKind,
     ProposalReport,
-    describe_condition,
     fidelity_line,
     heldout_effect,
     heldout_evidence,
-    propose_patches,
     propose_with_effect,
 )
+from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.replay import (
     ReplayReport,
     ReviewConfig,
