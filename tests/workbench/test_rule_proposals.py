@@ -47,15 +47,16 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
 def _cluster_script() -> None:
     from workbench.components.rule_proposals import render_cluster_proposals
 
-    render_cluster_proposals("alfworld", [("open.r1", 3), ("no.such", 1)], key="ev_fx_prop_0")
+    render_cluster_proposals("alfworld", [("open.r1", 3), ("no.such", 1)], key="ev_fx_prop_0", actions=["clean"])
 
 
 def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: Path) -> None:
     store = WorldbookStore(heldout_root / "worldbooks")
     head = store.head(BOOK)
     at = no_exception(AppTest.from_function(_cluster_script, default_timeout=60).run())
-    assert at.selectbox(key="ev_fx_prop_0_rule").options == [f"{RULE} (used by 3 wrong predictions)"], \
-        "only rules of the stored book are offered"
+    assert at.selectbox(key="ev_fx_prop_0_rule").options == [
+        f"{RULE} (used by 3 wrong predictions)", "clean.r1 (a tentative rule of clean)"], \
+        "rules of the stored book only: those the predictions used, then those of the cluster's actions"
     no_exception(at.button(key=f"ev_fx_prop_0_run_{BOOK}:{head}:{RULE}").click().run())
     assert any("template fits" in str(m.value) for m in at.markdown)
     no_exception(at.button(key=f"ev_fx_prop_0_apply_{head}_{RULE}_1").click().run())

@@ -43,7 +43,8 @@ def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str
         st.code(cluster.example, language=None, wrap_lines=True)
         st.dataframe(_linked(cluster.records, dataset), hide_index=True, key=f"ev_fx_cluster_{index}",
                      column_config={"open": st.column_config.LinkColumn("traces", display_text="open")})
-        render_cluster_proposals(book, cluster_rules(cluster.records), key=f"ev_fx_prop_{index}")
+        render_cluster_proposals(book, cluster_rules(cluster.records), key=f"ev_fx_prop_{index}",
+                                 actions=[name for name, _ in cluster.top_actions])
 
 
 def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFrame, dataset: str | None) -> None:

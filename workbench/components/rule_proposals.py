@@ -16,11 +16,11 @@ from workbench.components.text import md_code, md_escape
 from workbench.components.worldbook_state import submit_patch
 from worldsmith.evals.heldout import HeldOutDelta
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import ProposalReport, WorldbookStore, propose_with_effect
+from worldsmith.worldbook import ProposalReport, Worldbook, WorldbookStore, propose_with_effect
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, fidelity_line
 from worldsmith.worldbook.proposals import Proposal
 
-__all__ = ["PROPOSALS", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
+__all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 
 PROPOSALS = "wb_proposals"  # {prefix (where shown): {proposals key: ProposalReport}}
 
@@ -98,9 +98,20 @@ def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, ve
         _render_one(store, report, index, proposal, effect, delta, prefix)
 
 
-def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, key: str) -> None:
-    """Under a failure cluster: pick one of the rules its wrong predictions used, and propose fixes for it on the
-    book's current version (the run may have used an older one; the caption says which is patched)."""
+def cluster_rule_choices(book: Worldbook, used: list[tuple[str, int]], actions: list[str]) -> dict[str, str]:
+    """{rule id: why it is offered} for a failure cluster: the book's rules its wrong predictions used, then every
+    rule of the cluster's actions (a conflicted rule is used by no prediction, yet its fix is what is missing)."""
+    known = {rule.id: rule for rule in book.rules}
+    choices = {rule: f"used by {count} wrong predictions" for rule, count in used if rule in known}
+    for rule in sorted((r for r in book.rules if r.action in actions), key=lambda r: (actions.index(r.action), r.id)):
+        choices.setdefault(rule.id, f"a {rule.status.value} rule of {rule.action}")
+    return choices
+
+
+def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, key: str,
+                             actions: list[str] | None = None) -> None:
+    """Under a failure cluster: pick a rule behind it (used by its predictions, or of its actions), and propose
+    fixes for it on the book's current version (the run may have used an older one; the caption says which)."""
     from workbench.components import data
     from workbench.components.worldbook_state import take_notices
 
@@ -111,13 +122,12 @@ def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, 
     if not book or book not in store.names():
         st.caption("Proposals need the run's worldbook in this workspace (a cross-fitted run builds its own).")
         return
-    stored = {rule.id for rule in store.load(book).rules}
-    choices = [rule for rule, _ in rules if rule in stored]
+    choices = cluster_rule_choices(store.load(book), rules, actions or [])
     if not choices:
-        st.caption("No rule of the worldbook made these predictions: nothing to propose a fix for.")
+        st.caption("No rule of the worldbook is behind these predictions: nothing to propose a fix for.")
         return
-    rule_id = st.selectbox("Propose fixes for a rule behind this cluster", choices, key=f"{key}_rule",
-                           format_func=lambda rule: f"{rule} (used by {dict(rules)[rule]} wrong predictions)")
+    rule_id = st.selectbox("Propose fixes for a rule behind this cluster", list(choices), key=f"{key}_rule",
+                           format_func=lambda rule: f"{rule} ({choices[rule]})")
     head = store.head(book)
     st.caption(f"Patches are made against {md_code(book)} version {md_code(head)} (HEAD).")
     render_rule_proposals(root, store, book, head, rule_id, prefix=key)
