@@ -72,9 +72,12 @@ def _measured(workspace, store: WorldbookStore, book: str, first: str, head: str
 
 
 def test_applying_a_proposal_raises_the_simulators_held_out_fidelity(bfcl_server: dict, browser) -> None:
+    from playwright.sync_api import expect
+
     context = browser.new_context(viewport={"width": 1400, "height": 1200})
     page = context.new_page()
     page.set_default_timeout(30_000)
+    expect.set_options(timeout=30_000)
     try:
         _, fidelity = _propose(page, bfcl_server["url"], BFCL_BOOK, BFCL_RULE)
         shown = re.search(r"exact match ([\d.]+) (?:->|→) ([\d.]+)", fidelity)
@@ -99,3 +102,49 @@ def test_the_alfworld_proposal_fixes_the_rules_form_and_loses_no_fidelity(page, 
     measured = _measured(server["workspace"], store, BOOK, first, head, "open")
     assert measured.turns > 0 and not measured.broken
     assert all(m.diff >= 0 for m in measured.by_action["open"].values())
+
+
+@pytest.fixture(scope="module")
+def eval_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The BFCL book and a real evaluation run (no-model harness) on the held-out split."""
+    from worldsmith.evals.run import EvalConfig, run_eval
+
+    require_browser()
+    workspace = build_heldout_workspace(tmp_path_factory.mktemp("proposals-eval"), env="bfcl", book=BFCL_BOOK,
+                                        seed=BFCL_SEED)
+    run_eval(EvalConfig(name="bfcl-test", book=BFCL_BOOK, dataset="samples", split="test", env="bfcl",
+                        methods=["harness"], resamples=200), workspace)
+    log = tmp_path_factory.mktemp("proposals-eval-log") / "streamlit.log"
+    with streamlit_server(workspace, log, {"WORLDSMITH_SAMPLES": ""}) as url:
+        yield {"url": url, "workspace": workspace, "log": log}
+
+
+def test_a_failure_cluster_proposes_and_applies_a_fix_for_its_action(eval_server: dict, browser) -> None:
+    from playwright.sync_api import expect
+
+    store = WorldbookStore(eval_server["workspace"] / "worldbooks")
+    first = store.head(BFCL_BOOK)
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})
+    page = context.new_page()
+    page.set_default_timeout(60_000)  # clustering loads MiniLM in the server
+    expect.set_options(timeout=90_000)
+    try:
+        page.goto(f"{eval_server['url']}/evaluate")
+        page.get_by_role("tab", name="Failures").click()
+        page.get_by_role("button", name="Cluster the wrong predictions").click()
+        cluster = page.get_by_test_id("stExpander").filter(has_text="check_tire_pressure ×2").first
+        expect(cluster).to_be_visible()
+        cluster.locator("summary").click()
+        expect(cluster.get_by_role("combobox", name="Propose fixes for a rule behind this cluster")).to_be_visible()
+        cluster.get_by_role("button", name="Propose fixes for its failed turns").click()
+        fidelity = cluster.get_by_text(re.compile(r"simulator fidelity on \d+ held-out")).first
+        expect(fidelity).to_be_visible()
+        shown = re.search(r"exact match ([\d.]+) (?:->|→) ([\d.]+)", fidelity.inner_text())
+        assert shown and float(shown.group(2)) > float(shown.group(1)), fidelity.inner_text()
+        cluster.get_by_role("button", name="Apply").first.click()
+        expect(page.get_by_text("Applied the").first).to_be_visible()
+    finally:
+        context.close()
+    head = store.head(BFCL_BOOK)
+    assert head != first and store.info(BFCL_BOOK, head).parent == first
+    assert store.load(BFCL_BOOK).rule(BFCL_RULE).conditions != store.load(BFCL_BOOK, first).rule(BFCL_RULE).conditions

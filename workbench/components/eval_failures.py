@@ -19,6 +19,7 @@ from workbench.components.eval_records import turn_id
 from workbench.components.links import turn_link
 from workbench.components.rule_proposals import render_cluster_proposals
 from workbench.components.text import md_code, md_escape
+from workbench.components.worldbook_state import take_notices
 
 __all__ = ["CLUSTERS", "render_failures"]
 
@@ -90,6 +91,8 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
     clusters = store.get(key)
     if clusters is not None:
         st.caption(f"{len(clusters)} clusters of {len(wrong)} wrong predictions (MiniLM embeddings, k-means, seed 0)")
+        for message in take_notices():  # a proposal applied under a cluster
+            st.success(message, icon=":material/check_circle:")
         for index, cluster in enumerate(clusters):
             _render_cluster(index, cluster, dataset, ((report or {}).get("config") or {}).get("book"))
 

@@ -113,10 +113,7 @@ def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, 
     """Under a failure cluster: pick a rule behind it (used by its predictions, or of its actions), and propose
     fixes for it on the book's current version (the run may have used an older one; the caption says which)."""
     from workbench.components import data
-    from workbench.components.worldbook_state import take_notices
 
-    for message in take_notices():
-        st.success(message, icon=":material/check_circle:")
     root = Path(data.workspace_root())
     store = WorldbookStore(root / "worldbooks")
     if not book or book not in store.names():
