@@ -25,7 +25,6 @@ from workbench.components.route_table import render_route_table  # noqa: E402
 from workbench.components.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
 from workbench.components.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
 from workbench.components.rule_guard import guarded_submit, render_pending_save  # noqa: E402
-
 from workbench.components.rule_proposals import render_rule_proposals  # noqa: E402
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
 from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
