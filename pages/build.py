@@ -16,6 +16,7 @@ if _ROOT not in sys.path:
 import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.build_report import render_build_report  # noqa: E402
+from workbench.components.paths import page_file  # noqa: E402
 from workbench.components.text import md_escape  # noqa: E402
 
 from worldsmith.worldbook.build import BuildConfig, build_dataset  # noqa: E402
@@ -26,17 +27,26 @@ st.title("Build a worldbook", anchor=False)
 
 datasets = data.list_datasets(root)
 if not datasets:
-    st.info("No datasets yet: import traces on Home or collect episodes first.", icon=":material/info:")
+    st.info("No datasets yet: import trace files on the Traces page or collect episodes first.",
+            icon=":material/info:")
+    st.page_link(page_file("traces"), label="Import traces", icon=":material/upload_file:")
+    st.page_link(page_file("collect"), label="Collect episodes", icon=":material/sports_esports:")
     st.stop()
 
+# Outside the form: the Environment and Split choices below follow the chosen dataset at once.
+dataset_name = st.selectbox("Dataset", datasets, key="build_dataset")
+dataset = data.open_dataset(root, dataset_name)
+splits = dataset.splits() if dataset is not None else []
+environments = sorted({e.split("/")[0] for e in dataset.environments()}) if dataset is not None else []
+if len(environments) > 1:
+    st.warning(f"Dataset {md_escape(dataset_name)} mixes {len(environments)} environments "
+               f"({md_escape(', '.join(environments))}): a worldbook describes one, choose it below.",
+               icon=":material/warning:")
+
 with st.form("build_form"):
-    left, middle, right = st.columns(3)
-    dataset_name = left.selectbox("Dataset", datasets, key="build_dataset")
-    dataset = data.open_dataset(root, dataset_name)
-    splits = dataset.splits() if dataset is not None else []
-    environments = sorted({e.split("/")[0] for e in dataset.environments()}) if dataset is not None else []
-    env = middle.selectbox("Environment", ["(all)", *environments], key="build_env",
-                           help="a worldbook describes one environment: pick it in a mixed dataset")
+    left, right = st.columns(2)
+    env = left.selectbox("Environment", ["(all)", *environments], key="build_env",
+                         help="a worldbook describes one environment: pick it in a mixed dataset")
     out = right.text_input("Worldbook name", value=(environments[0] if len(environments) == 1 else "worldbook"),
                            key="build_out")
     left, middle, right = st.columns(3)

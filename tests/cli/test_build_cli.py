@@ -66,3 +66,18 @@ def test_build_errors_name_the_problem(workspace: Path, capsys: pytest.CaptureFi
     assert main(["build", "--dataset", "alf", "--split", "validation", "--out", "x", "--workspace",
                  str(workspace)]) == 1
     assert "no episodes in split 'validation'" in capsys.readouterr().err
+
+
+def test_build_from_a_mixed_environment_dataset_warns_in_the_report(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    ws = Workspace(tmp_path / "mixed")
+    collected = SAMPLE.parent
+    ws.ingest([SAMPLE, collected / "textworld.jsonl"], "mixed")
+    out = run_json(capsys, "build", "--dataset", "mixed", "--out", "mixed", "--workspace", str(ws.root))
+    assert len(out["warnings"]) == 1 and "mix 2 environments" in out["warnings"][0]
+    assert "alfworld" in out["warnings"][0] and "textworld" in out["warnings"][0]
+    chosen = run_json(capsys, "build", "--dataset", "mixed", "--env", "alfworld", "--out", "alf",
+                      "--workspace", str(ws.root))
+    assert chosen["warnings"] == []
+    assert main(["build", "--dataset", "mixed", "--out", "mixed", "--workspace", str(ws.root)]) == 0
+    assert "warning: the episodes mix 2 environments" in capsys.readouterr().out

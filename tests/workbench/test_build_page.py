@@ -27,6 +27,26 @@ def open_page() -> AppTest:
 def test_no_dataset_says_what_to_do(empty_root: Path) -> None:
     at = open_page()
     assert any("No datasets yet" in str(i.value) for i in at.info)
+    links = {link.label: link.page for link in at.get("page_link")}
+    assert links["Import traces"] == "traces" and links["Collect episodes"] == "collect"
+
+
+def test_environment_and_split_follow_the_chosen_dataset_and_a_mix_warns(empty_root: Path) -> None:
+    workspace = Workspace(empty_root)
+    workspace.ingest([SAMPLE], "alf")
+    workspace.split("alf", {"train": 0.75, "test": 0.25}, seed=0)
+    workspace.ingest([SAMPLE, SAMPLE.parent / "textworld.jsonl"], "mixed")
+    at = open_page()
+    no_exception(at.selectbox(key="build_dataset").set_value("alf").run())
+    assert at.selectbox(key="build_env").options == ["(all)", "alfworld"]
+    assert at.selectbox(key="build_split").options == ["(all)", "test", "train"]
+    assert not at.warning
+    no_exception(at.selectbox(key="build_dataset").set_value("mixed").run())
+    assert at.selectbox(key="build_env").options == ["(all)", "alfworld", "textworld"]
+    assert at.selectbox(key="build_split").options == ["(all)"]
+    assert any("mixes 2 environments" in str(w.value) for w in at.warning)
+    no_exception(at.button[0].click().run())
+    assert any("Built with a warning" in str(w.value) and "mix 2 environments" in str(w.value) for w in at.warning)
 
 
 def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_root: Path) -> None:

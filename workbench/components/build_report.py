@@ -58,6 +58,8 @@ def render_build_report(outcome: dict[str, Any]) -> None:
                f"(parent {md_code(outcome['parent'])}): {md_escape(outcome['rules'])} rules from "
                f"{md_escape(outcome['episodes'])} trajectories.", icon=":material/check_circle:")
     st.page_link(page_file("worldbook"), label="Open it on the Worldbook page", icon=":material/menu_book:")
+    for warning in outcome.get("warnings") or []:
+        st.warning(f"Built with a warning: {md_escape(warning)}", icon=":material/warning:")
     st.write({status: count for status, count in sorted(outcome["statuses"].items())})
     if outcome.get("validation"):
         leakage = outcome.get("leakage") or {}

@@ -71,6 +71,8 @@ def run_build(args: argparse.Namespace) -> int:
     print(f"built {args.out} {outcome.version}: {len(result.book.rules)} rules "
           f"({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}) from {outcome.episodes} "
           f"trajectories, {len(result.book.evidence)} transitions")
+    for warning in outcome.warnings:
+        print(f"warning: {warning}")
     if report["validation"]:
         leak_ok = result.leakage is not None and result.leakage["ok"]
         print(f"held-out split {outcome.validation_split!r}; leakage check {'ok' if leak_ok else 'FAILED'}")

@@ -16,6 +16,7 @@ from worldsmith.worldbook.build import (
     duplicate_trajectories,
     family_folds,
     leakage_check,
+    mixed_environment_warning,
     trajectory_family,
     validate,
 )
@@ -195,6 +196,7 @@ __all__ = [
     "induce_template_rules",
     "iter_rule_turns",
     "leakage_check",
+    "mixed_environment_warning",
     "learn_list_format",
     "learn_termination",
     "match_template",

@@ -63,6 +63,7 @@ __all__ = [
     "CrossFitResult",
     "build_dataset",
     "build_worldbook",
+    "mixed_environment_warning",
     "cross_fit",
     "deterministic_extract",
     "duplicate_trajectories",
@@ -419,10 +420,12 @@ class BuildOutcome:
     episodes: int
     validation_split: str | None
     cross_fit: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = {"book": self.result.book.name, "version": self.version, "parent": self.parent,
-               "episodes": self.episodes, "validation_split": self.validation_split, **self.result.report()}
+               "episodes": self.episodes, "validation_split": self.validation_split, **self.result.report(),
+               "warnings": list(self.warnings)}
         if self.cross_fit is not None:
             out["cross_fit"] = self.cross_fit
         return out
@@ -432,6 +435,20 @@ def _default_validation_split(splits: Sequence[str], split: str | None) -> str |
     if split is None:
         return None
     return next((s for s in ("validation", "val", "test") if s in splits and s != split), None)
+
+
+def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
+    """A warning when the episodes span several environments: one worldbook mixing them describes none well
+    (a 128-rule book mixing five environments was once built silently)."""
+    counts: dict[str, int] = {}
+    for episode in episodes:
+        name = (episode.env_id or "").split("/")[0] or "(no environment)"
+        counts[name] = counts.get(name, 0) + 1
+    if len(counts) < 2:
+        return None
+    listed = ", ".join(f"{name} ({n})" for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return (f"the episodes mix {len(counts)} environments: {listed}; a worldbook describes one environment, "
+            "choose one (--env / Environment)")
 
 
 def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None = None,
@@ -453,6 +470,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     if not episodes:
         where = (f" in split {split!r}" if split else "") + (f" of environment {env!r}" if env else "")
         raise ValueError(f"dataset {dataset!r} has no episodes{where}")
+    warnings = [w for w in [mixed_environment_warning(episodes)] if w]
     held_split = validate_split or _default_validation_split(source.splits(), split)
     held_out = chosen(held_split) if held_split else None
     cache_dir = workspace.root / "runs" / "build" / out / "cache"
@@ -478,4 +496,4 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
                     "leakage": result.leakage},
     )
     return BuildOutcome(version=info.version, parent=parent, result=result, episodes=len(episodes),
-                        validation_split=held_split, cross_fit=crossed)
+                        validation_split=held_split, cross_fit=crossed, warnings=warnings)
