@@ -299,8 +299,8 @@ def test_import_through_the_uploader(empty_root: Path, openai_file: Path) -> Non
     summary = at.session_state["tr_last_report"]
     assert summary["committed"] and summary["episodes"] == 1 and summary["dataset"] == "from-upload"
     stored = Path(summary["files"][0]["path"])
-    assert stored.parent == (empty_root / "uploads").resolve() or stored.parent == empty_root / "uploads"
-    assert stored.name.endswith("-my_chat.jsonl")
+    assert stored.parent.parent in ((empty_root / "uploads").resolve(), empty_root / "uploads")
+    assert stored.name == "my_chat.jsonl"  # the file's own name: ids derived from it carry no prefix
     assert Workspace(empty_root).dataset("from-upload").stats()["episodes"] == 1
     assert any("Imported 1 episodes" in str(s.value) for s in at.success)
     assert at.selectbox(key="tr_dataset_pick").value == "from-upload"
@@ -310,6 +310,16 @@ def test_import_through_the_uploader(empty_root: Path, openai_file: Path) -> Non
     assert any("Imported 1 episodes" in str(s.value) for s in at.success)
     history = frames_with(at, "ingest")
     assert len(history) == 1 and list(history[0]["episodes"]) == [1]
+
+
+def test_an_environment_chosen_on_import_is_stored(empty_root: Path, openai_file: Path) -> None:
+    at = no_exception(traces())
+    at.file_uploader[0].set_value(("chat.jsonl", openai_file.read_bytes(), "application/json"))
+    at.text_input(key="tr_import_env").input("airline")
+    at.run()
+    no_exception(at.button(key="tr_import_button").click().run())
+    assert [e.env_id for e in Workspace(empty_root).dataset("uploads").iter_episodes()] == ["airline"]
+    assert list(episode_table(at)["env_id"]) == ["airline"]
 
 
 def test_invalid_dataset_name_blocks_the_import(empty_root: Path, openai_file: Path) -> None:
@@ -406,3 +416,14 @@ def test_assign_splits_and_export_from_the_page(empty_root: Path, chat_file: Pat
     out = empty_root / "exports" / "chat.train.openai.jsonl"
     assert out.exists() and len(out.read_text().splitlines()) == 2
     assert "Wrote 2 episodes" in markdown(at)
+
+
+def test_the_import_headline_flags_zero_turn_conversations_and_suffixed_ids() -> None:
+    from workbench.components.import_report import report_headline
+
+    report = {"dataset": "d", "committed": True, "files": [
+        {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 2, "duplicates": 0, "empty": 2, "renamed": 1}]}
+    headline = report_headline(report)
+    assert "2 conversations with 0 turns, not stored" in headline and "1 ids suffixed on a collision" in headline
+    assert "0 turns" not in report_headline({"dataset": "d", "committed": True, "files": [
+        {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 0, "duplicates": 0}]})

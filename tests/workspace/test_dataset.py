@@ -100,6 +100,8 @@ def test_unknown_dataset(workspace: Workspace) -> None:
 
 def test_uploads_are_sanitised_and_limited(workspace: Workspace) -> None:
     path = workspace.save_upload("../../etc/pass wd.jsonl", b"{}")
-    assert path.parent == workspace.uploads_dir and ".." not in path.name and " " not in path.name
+    assert path.parent.parent == workspace.uploads_dir and ".." not in path.name and " " not in path.name
+    assert path.name == "pass_wd.jsonl"  # the file's own name, in a folder of its own: no prefix in derived ids
+    assert workspace.save_upload("../../etc/pass wd.jsonl", b"{}") != path
     with pytest.raises(ValueError, match="over the limit"):
         workspace.save_upload("big.jsonl", b"x" * 11, limit=10)

@@ -35,6 +35,12 @@ def report_headline(report: dict[str, Any]) -> str:
         extras.append(f"{md_escape(r['rejected'])} rejected")
     if r["duplicates"]:
         extras.append(f"{md_escape(r['duplicates'])} duplicates skipped")
+    empty = sum(int(f.get("empty") or 0) for f in r["files"])
+    if empty:
+        extras.append(f"{md_escape(empty)} conversations with 0 turns, not stored")
+    renamed = sum(int(f.get("renamed") or 0) for f in r["files"])
+    if renamed:
+        extras.append(f"{md_escape(renamed)} ids suffixed on a collision")
     if extras:
         text += " (" + ", ".join(extras) + ")"
     if not r.get("committed") and r.get("strict") and r["rejected"]:
@@ -71,6 +77,8 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
                 "turns": f.get("turns", 0),
                 "rejected": f.get("rejected", 0),
                 "duplicates": f.get("duplicates", 0),
+                "0-turn conversations": f.get("empty", 0),
+                "environment (from tools)": f.get("derived_env") or "",
                 "error": f.get("error") or "",
             }
             for f in r["files"]

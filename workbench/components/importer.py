@@ -41,6 +41,7 @@ def run_import(
     *,
     format: str | None = None,
     strict: bool = False,
+    env: str | None = None,
 ) -> dict[str, Any]:
     """Store the uploads inside the workspace and ingest them, drawing a progress bar.
 
@@ -52,14 +53,14 @@ def run_import(
 
     def on_progress(p: IngestProgress) -> None:
         fraction = p.files_done / p.files_total if p.files_total else 1.0
-        current = Path(p.file).name.split("-", 1)[-1] if p.file else "done"
+        current = Path(p.file).name if p.file else "done"
         bar.progress(
             min(max(fraction, 0.0), 1.0),
             text=f"{p.files_done:d}/{p.files_total:d} files · {md_escape(current)} · {p.episodes:d} episodes, "
                  f"{p.turns:d} turns, {p.rejected:d} rejected, {p.duplicates:d} duplicates · {p.seconds:.1f} s",
         )
 
-    report = workspace.ingest(paths, dataset, format=format, strict=strict, progress=on_progress)
+    report = workspace.ingest(paths, dataset, format=format, strict=strict, progress=on_progress, env=env)
     bar.empty()
     return report.summary()
 
@@ -88,6 +89,10 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
     strict = cols[2].checkbox(
         "Strict", key="tr_import_strict", help="Commit nothing if any record is rejected.",
     )
+    env = st.text_input(
+        "Environment id (optional)", key="tr_import_env", max_chars=128,
+        placeholder="for episodes that name none; empty: chat logs get one from their tool set",
+    ).strip()
     error = dataset_name_error(dataset)
     clicked = cols[3].button(
         "Import", type="primary", icon=":material/upload:", disabled=not files or error is not None,
@@ -100,7 +105,7 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
         try:
             summary = run_import(
                 workspace, [(f.name, f.getvalue()) for f in files], dataset,
-                format=None if fmt == AUTO else fmt, strict=strict,
+                format=None if fmt == AUTO else fmt, strict=strict, env=env or None,
             )
         except ValueError as exc:
             st.error(md_escape(exc))

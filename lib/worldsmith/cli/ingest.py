@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True, help="dataset name (created if missing)")
     parser.add_argument("--format", choices=sorted(IMPORTERS), help="skip detection and read every file as FORMAT")
     parser.add_argument("--strict", action="store_true", help="import nothing if any record is rejected")
+    parser.add_argument("--env", help="environment id for episodes that name none (default: one derived from "
+                                      "each file's tool set, e.g. tools-get_user-update_user)")
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -49,7 +51,8 @@ class _Progress:
 def run(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     progress = _Progress()
-    report = workspace.ingest(args.paths, args.dataset, format=args.format, strict=args.strict, progress=progress)
+    report = workspace.ingest(args.paths, args.dataset, format=args.format, strict=args.strict, progress=progress,
+                              env=args.env)
     if progress.enabled:
         sys.stderr.write("\n")
     failed = (args.strict and report.rejected > 0) or (report.episodes == 0 and report.rejected > 0)
@@ -59,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         for file in report.files:
             status = f"error: {file.error}" if file.error else (
                 f"{file.episodes} episodes, {file.turns} turns, {file.rejected} rejected, {file.duplicates} duplicates"
+                + (f", {file.empty} conversations with 0 turns" if file.empty else "")
+                + (f", {file.renamed} ids suffixed on collision" if file.renamed else "")
+                + (f"; environment {file.derived_env} (from its tools)" if file.derived_env else "")
             )
             print(f"{file.path} [{file.format or '?'}]: {status}")
         for item in report.rejects[:20]:

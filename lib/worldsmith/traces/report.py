@@ -56,6 +56,8 @@ class FileReport(BaseModel):
     rejected: int = 0
     duplicates: int = 0
     renamed: int = Field(default=0, description="Episodes whose id collided and got a suffix.")
+    empty: int = Field(default=0, description="Conversations with 0 turns (no tool call answered): flagged, not stored.")
+    derived_env: str | None = Field(default=None, description="The environment id given to episodes that named none.")
     error: str | None = Field(default=None, description="Why the whole file was rejected.")
     bytes: int = 0
 
@@ -103,6 +105,8 @@ class ImportReport(BaseModel):
             "turns": self.turns,
             "rejected": self.rejected,
             "duplicates": self.duplicates,
+            "empty": sum(f.empty for f in self.files),
+            "renamed": sum(f.renamed for f in self.files),
             "files": [
                 {
                     "path": f.path,
@@ -111,6 +115,9 @@ class ImportReport(BaseModel):
                     "turns": f.turns,
                     "rejected": f.rejected,
                     "duplicates": f.duplicates,
+                    "renamed": f.renamed,
+                    "empty": f.empty,
+                    "derived_env": f.derived_env,
                     "error": f.error,
                 }
                 for f in self.files

@@ -2,7 +2,7 @@
 
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
-from worldsmith.workspace.ingest import IngestProgress, ingest_files
+from worldsmith.workspace.ingest import IngestProgress, ingest_files, tool_set_env_id
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
 
@@ -17,6 +17,7 @@ __all__ = [
     "default_workspace_root",
     "expand_paths",
     "ingest_files",
+    "tool_set_env_id",
     "is_trace_candidate",
     "parse_ratios",
     "sanitize_filename",

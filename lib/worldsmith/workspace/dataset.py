@@ -202,10 +202,13 @@ class Dataset:
         return int(self.connect().execute(f"SELECT count(*) FROM episodes{clause}", params).fetchone()[0])
 
     def list_episodes(self, where: EpisodeFilter | None = None, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
-        """One page of episode summaries (never the turns), in import order."""
+        """One page of episode summaries (never the turns), in import order; `success` is the recorded flag,
+        else reward > 0 (what `stats()` counts as successes)."""
         clause, params = (where or EpisodeFilter()).where()
         return self.query(
-            "SELECT episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, success, split, "
+            # `success` is the outcome the stats and the outcome filter count: the flag, else reward > 0
+            "SELECT episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, "
+            "coalesce(success, reward > 0) AS success, split, "
             f"family, source_format, source_path FROM episodes{clause} "
             "ORDER BY ingest_id, source_path, source_line NULLS LAST, episode_id LIMIT ? OFFSET ?",
             [*params, int(limit), int(offset)],

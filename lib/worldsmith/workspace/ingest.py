@@ -8,6 +8,7 @@ per line) are kept in `<workspace>/reports/` whether or not anything was committ
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -32,7 +33,10 @@ from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
-__all__ = ["IngestProgress", "ingest_files"]
+__all__ = ["IngestProgress", "ingest_files", "tool_set_env_id"]
+
+_ENV_ID = EPISODE_COLUMNS.index("env_id")
+_CHAT_FORMATS = frozenset({"openai"})  # chat logs rarely name their environment: their tool set does
 
 
 @dataclass(slots=True)
@@ -50,6 +54,19 @@ class IngestProgress:
 
 
 ProgressCallback = Callable[[IngestProgress], None]
+
+
+def tool_set_env_id(tool_names: Iterable[str]) -> str:
+    """A stable environment id for traces that name none, from the tools they call: the same tool set gives
+    the same id (`tools-get_user-update_user`; long sets are cut and keep a digest of the whole set)."""
+    names = sorted({name for name in tool_names if name})
+    if not names:
+        return "tools-none"
+    joined = "-".join(names)
+    if len(joined) <= 48:
+        return f"tools-{joined}"
+    digest = hashlib.blake2b("\x1f".join(names).encode(), digest_size=4).hexdigest()
+    return f"tools-{joined[:40].rstrip('-')}-{len(names)}-{digest}"
 
 
 def _new_ingest_id() -> str:
@@ -91,8 +108,12 @@ def ingest_files(
     strict: bool = False,
     progress: ProgressCallback | None = None,
     progress_every: int = 1000,
+    env: str | None = None,
 ) -> ImportReport:
     """Import `paths` into dataset `dataset` under `workspace_root`; returns the report.
+
+    Episodes that name no environment get `env`; chat logs' (OpenAI messages) else one derived from their
+    file's tool set (`tool_set_env_id`, reported as the file's `derived_env`): a worldbook is built per environment.
 
     Never raises on bad input: unreadable files and bad records are reported and quarantined.
     Raises ValueError only for a bad dataset name or unknown `format` (usage errors).
@@ -117,6 +138,7 @@ def ingest_files(
     rejects = RejectLog()
     writer = PartWriter(staging / "episodes.parquet", staging / "turns.parquet", ingest_id=ingest_id)
     origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
+    envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
     started = time.perf_counter()
 
     def emit(current: str, done: int) -> None:
@@ -149,18 +171,29 @@ def ingest_files(
                     detection = detect_format(path)
                     importer, file_report.detection_score = detection.importer, detection.score
                 file_report.format = importer.name
+                file_envless: list[str] = []
+                tools: set[str] = set()
                 for item in _guarded(_read_rows(importer, path), file_report):
                     if isinstance(item, Reject):
                         reject(file_report, item)
                         continue
                     if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
+                        file_report.empty += 1
                         reject(file_report, _empty(item, path))
                         continue
+                    if item.episode[_ENV_ID] is None and env:
+                        item = EpisodeRows((*item.episode[:_ENV_ID], env, *item.episode[_ENV_ID + 1:]), item.turns)
                     stored = _add_episode(item, file_report, writer, hashes, ids)
                     if stored is not None:
                         origin[stored] = file_report
+                        if item.episode[_ENV_ID] is None and importer.name in _CHAT_FORMATS:
+                            file_envless.append(stored)
+                            tools.update(turn[2] for turn in item.turns)
                     if progress is not None and file_report.episodes % progress_every == 0:
                         emit(str(path), done)
+                if file_envless:
+                    file_report.derived_env = tool_set_env_id(tools)
+                    envless.update(dict.fromkeys(file_envless, file_report.derived_env))
             except TraceFormatError as error:
                 file_report.error = error.reason
                 reject(file_report, Reject(source=str(path), reason=error.reason))
@@ -171,6 +204,8 @@ def ingest_files(
                 file_report.error = str(failure)
                 reject(file_report, Reject(source=str(path), reason=file_report.error))
         writer.close()
+        if envless:
+            _set_environments(staging / "episodes.parquet", envless)
         emit("", len(files))
         commit = writer.episodes > 0 and not (strict and report.rejected > 0)
         report.committed = commit and _commit(dataset_path, staging, ingest_id, writer, report, origin)
@@ -226,6 +261,15 @@ def _empty(rows: EpisodeRows, path: Path) -> Reject:
     return Reject(source=str(source.get("source_path") or path), line=int(line) if isinstance(line, int) else None,
                   pointer=source.get("source_pointer"),
                   reason=f"episode {rows.id!r} has no turns (every turn was rejected, or none was recorded)")
+
+
+def _set_environments(episodes_path: Path, envs: dict[str, str]) -> None:
+    """Give the staged episodes that named no environment the one their file's tool set gives."""
+    table = pq.read_table(episodes_path)
+    ids = table.column("episode_id").to_pylist()
+    current = table.column("env_id").to_pylist()
+    column = pa.array([envs.get(e, value) for e, value in zip(ids, current, strict=True)], pa.string())
+    pq.write_table(table.set_column(table.schema.get_field_index("env_id"), "env_id", column), episodes_path)
 
 
 def _add_episode(

@@ -88,9 +88,11 @@ class Workspace:
         format: str | None = None,
         strict: bool = False,
         progress: ProgressCallback | None = None,
+        env: str | None = None,
     ) -> ImportReport:
-        """Import trace files (any supported format, auto-detected) into `dataset`."""
-        return ingest_files(self.root, paths, dataset, format=format, strict=strict, progress=progress)
+        """Import trace files (any supported format, auto-detected) into `dataset`; episodes naming no
+        environment get `env`, else one derived from their file's tool set."""
+        return ingest_files(self.root, paths, dataset, format=format, strict=strict, progress=progress, env=env)
 
     def split(self, dataset: str, ratios: dict[str, float] | None = None, *, seed: int = 0) -> dict[str, Any]:
         return assign_splits(self.dataset(dataset), ratios, seed=seed)
@@ -114,6 +116,7 @@ class Workspace:
         """Store an uploaded file inside the workspace under a sanitised, unique name."""
         if len(data) > limit:
             raise ValueError(f"{filename}: upload is {len(data)} bytes, over the limit of {limit} bytes")
-        target = self.uploads_dir / f"{secrets.token_hex(4)}-{sanitize_filename(filename)}"
+        # A fresh folder per upload keeps the file's own name: ids derived from it (`<stem>-<n>`) carry no prefix.
+        target = self.uploads_dir / secrets.token_hex(4) / sanitize_filename(filename)
         atomic_write_bytes(target, data)
         return target
