@@ -27,7 +27,12 @@ from workbench.components.rule_editor import render_add_rule_form, render_rule_e
 from workbench.components.rule_guard import guarded_submit, render_pending_save  # noqa: E402
 from workbench.components.rule_proposals import render_rule_proposals  # noqa: E402
 from workbench.components.rule_replay import render_rule_replay  # noqa: E402
-from workbench.components.rule_table import render_rule_filters, rules_frame, select_rules  # noqa: E402
+from workbench.components.rule_table import (  # noqa: E402
+    RULE_KEY,
+    render_rule_filters,
+    render_rule_table,
+    select_rules,
+)
 from workbench.components.schema_browser import render_schema_browser  # noqa: E402
 from workbench.components.serve_panel import render_serve_panel  # noqa: E402
 from workbench.components.text import md_code, md_escape  # noqa: E402
@@ -56,7 +61,7 @@ follow_link = linked[0] in names and st.session_state.get("wb_linked") != linked
 if follow_link:
     st.session_state["wb_linked"] = linked
     st.session_state["wb_name"] = linked[0]
-name = st.selectbox("Worldbook", names, key="wb_name")
+name = st.selectbox("Worldbook", names, key="wb_name", bind="query-params")  # in the URL: Back returns here
 head = store.head(name)
 version = shown_version(store, name)
 try:
@@ -94,9 +99,10 @@ with rules_tab:
     rules = select_rules(book.rules, render_rule_filters(book.rules))
     st.caption(f"{len(rules)} of {len(book.rules)} rules")
     if rules:
-        st.dataframe(rules_frame(rules), hide_index=True)
-    chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key="wb_rule",
-                          placeholder="choose a rule")
+        st.caption("Click a row to open its rule.")
+        render_rule_table(rules)
+    chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key=RULE_KEY,
+                          placeholder="choose a rule", bind="query-params")
     if chosen:
         rule = book.rule(chosen)
         with st.container(border=True):

@@ -64,3 +64,62 @@ def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path)
     routes = next(df.value for df in at.dataframe if "wins" in df.value.columns)
     assert {"take", "*"} <= set(routes["action"]) and "rule" in set(routes["source"])
     assert any("cross-fitting: 5 folds" in str(c.value) for c in at.caption)
+
+
+def _book_with_evidence(root: Path) -> None:
+    """A worldbook over the bundled ALFWorld expert trajectories, its source dataset imported as `alf`."""
+    from helpers import sample_episodes
+    from worldsmith.workspace import Workspace
+    from worldsmith.worldbook import build_worldbook
+
+    Workspace(root).ingest([REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"], "alf")
+    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    WorldbookStore(root / "worldbooks").save(book, sources=[{"dataset": "alf"}])
+
+
+def test_the_open_rule_and_the_filters_live_in_the_url(empty_root: Path) -> None:
+    _book_with_evidence(empty_root)
+    at = open_page()
+    at.multiselect(key="wb_f_action").set_value(["take"]).run()
+    table = next(df.value for df in at.dataframe if "status" in df.value.columns)
+    assert set(table["action"]) == {"take"}
+    rule_id = str(table["id"].iloc[0])
+    # the browser writes a bound widget's value into the URL (tests/workbench/test_browser_curation.py checks
+    # that in Chromium); here: a session opened on such a URL (a shared link, or Back) restores them all
+    again = AppTest.from_file(str(APP), default_timeout=60)
+    again.query_params.update({"wb_name": "alf", "wb_rule": rule_id, "wb_f_action": "take"})
+    no_exception(again.run().switch_page(str(PAGE)).run())
+    assert again.selectbox(key="wb_rule").value == rule_id
+    assert again.multiselect(key="wb_f_action").value == ["take"]
+
+
+def test_an_evidence_turn_previews_in_place(empty_root: Path) -> None:
+    _book_with_evidence(empty_root)
+    at = open_page()
+    book = WorldbookStore(empty_root / "worldbooks").load("alf")
+    rule = next(r for r in book.supported_rules() if r.action == "take" and r.provenance.supporting)
+    no_exception(at.selectbox(key="wb_rule").set_value(rule.id).run())
+    turn_id = rule.provenance.supporting[0]
+    preview = next(e for e in at.expander if e.label.replace("\\", "") == turn_id)
+    from worldsmith.workspace import Workspace
+
+    turn = Workspace(empty_root).dataset("alf").turn(turn_id)
+    assert any(f"`{turn.action.name}`" in str(m.value) for m in preview.markdown)
+    codes = [str(c.value) for c in preview.code]
+    assert codes[0].startswith("{") and turn.observation.text.strip() in codes[1], codes
+
+
+def test_clicking_a_rule_row_opens_the_rule() -> None:
+    from unittest import mock
+
+    from workbench.components import rule_table
+
+    rules = [Rule(id="a", action="take", template="x"), Rule(id="b", action="go", template="y")]
+    state: dict = {}
+    event = mock.Mock(selection=mock.Mock(rows=[1]))
+    with mock.patch.object(rule_table, "st") as st:
+        st.session_state = state
+        st.dataframe.return_value = event
+        rule_table.render_rule_table(rules)
+    assert state[rule_table.RULE_KEY] == "b"
+    st.rerun.assert_called_once()

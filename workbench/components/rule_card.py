@@ -6,16 +6,20 @@ Counterexamples are listed apart from the contradicting provenance: they are the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import streamlit as st
 
+from workbench.components import data
 from workbench.components.links import turn_query
 from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
+from workbench.components.timeline import show_text
+from worldsmith.traces.model import Turn
 from worldsmith.worldbook import Rule
 
-__all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links"]
+__all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links", "render_turn_preview"]
 
 LINK_LIMIT = 20
 
@@ -30,10 +34,37 @@ def render_turn_links(label: str, turns: Sequence[str], dataset: str | None, *, 
     else:
         st.markdown(f"**{md_escape(label)}** ({len(distinct):d})")
     for turn in distinct[:limit]:
-        st.page_link(page_file("traces"), label=md_escape(turn), icon=":material/link:",
-                     query_params=turn_query(dataset, turn))
+        with st.expander(md_escape(turn), icon=":material/visibility:"):  # the turn in place, not only a link
+            render_turn_preview(turn, dataset)
+            st.page_link(page_file("traces"), label=md_escape(turn), icon=":material/link:",
+                         query_params=turn_query(dataset, turn))
     if len(distinct) > limit:
         st.caption(f"and {len(distinct) - limit:d} more")
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _turn(root: str, dataset: str, revision: int, turn_id: str) -> Turn | None:
+    opened = data.open_dataset(root, dataset)
+    if opened is None:
+        return None
+    try:
+        return opened.turn(turn_id)
+    except (KeyError, ValueError):
+        return None
+
+
+def render_turn_preview(turn_id: str, dataset: str | None) -> None:
+    """The evidence turn's action and observation in place (read from the book's source dataset)."""
+    root = data.workspace_root()
+    opened = data.open_dataset(root, dataset)
+    turn = _turn(root, dataset, opened.revision, turn_id) if opened is not None and dataset else None
+    if turn is None:
+        st.caption(f"Turn {md_code(turn_id)} is not in dataset {md_code(dataset)}: no preview.")
+        return
+    st.markdown(f"**Action** {md_code(turn.action.name)}")
+    st.code(json.dumps(turn.action.arguments, indent=2, ensure_ascii=False, default=str), language="json",
+            wrap_lines=True)
+    show_text(turn.observation.text, data_value=turn.observation.data, label="Observation")
 
 
 def render_rule_header(rule: Rule) -> None:
