@@ -139,8 +139,25 @@ def test_selecting_an_episode_shows_its_turns(populated: Path) -> None:
 def test_json_observations_are_pretty_printed_and_context_is_shown(populated: Path) -> None:
     at = no_exception(traces(dataset="chat", episode="c-win"))
     assert '"name": "user number 0"' in codes(at)
+    assert "hi from c-win" in "\n".join(str(t.value) for t in at.text)
+    at.segmented_control(key="tr_view").set_value("Cards").run()  # the folded view
     assert any("Context: 1 user" in e.label and "hi from c\\-win" in e.label for e in at.expander)
     assert "hi from c-win" in "\n".join(str(t.value) for t in at.text)
+
+
+def test_the_transcript_interleaves_messages_with_tool_calls_and_results(populated: Path) -> None:
+    at = no_exception(traces(dataset="chat", episode="c-lose"))  # user message, call, result, call, result
+    assert at.segmented_control(key="tr_view").value == "Transcript"
+    messages = at.get("chat_message")
+    assert [m.proto.name for m in messages] == ["user"]
+    assert "hi from c-lose" in "\n".join(str(t.value) for t in messages[0].text)
+    assert not any(e.label.startswith("Context:") for e in at.expander)
+    assert "**Tool call**" in markdown(at) and "**Tool result**" in markdown(at)
+    # the second result is JSON like the first: what changed is listed by field
+    changes = next(e for e in at.expander if e.label.startswith("Changes since turn 0"))
+    assert "2 changed" in changes.label
+    table = changes.dataframe[0].value
+    assert list(table["path"]) == ["/name", "/index"] and list(table["after"]) == ['"user number 1"', "1"]
 
 
 def test_filters_reduce_the_list(populated: Path) -> None:

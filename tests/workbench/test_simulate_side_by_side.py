@@ -191,3 +191,25 @@ def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
     no_exception(at.selectbox(key="sbs_episode").set_value(trained).run())
     leak = next(str(w.value) for w in at.warning if str(w.value).startswith("Leaked:"))
     assert "in the book" in leak and "evidence turns were left out" in leak and "scores are leaked" in leak
+
+def _json_method_column() -> None:
+    from workbench.components.side_by_side import _method_column
+
+    from worldsmith.sim.sidebyside import MethodStep
+    from worldsmith.worldbook import Worldbook
+
+    step = MethodStep(method="worldbook", observation='{"balance": 7, "items": ["pen"], "vip": true}')
+    _method_column("worldbook", step, Worldbook(name="w"), None, ".", 0, real='{"balance": 10, "items": ["pen"]}')
+    text = MethodStep(method="worldbook", observation="You see a pen.")
+    _method_column("text", text, Worldbook(name="w"), None, ".", 1, real='{"balance": 10}')
+
+
+def test_json_results_are_diffed_as_json_beside_the_real_one() -> None:
+    at = AppTest.from_function(_json_method_column, default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (changes,) = [e for e in at.expander if e.label.startswith("JSON diff from the real result")]
+    assert "1 added" in changes.label and "1 changed" in changes.label
+    table = changes.dataframe[0].value
+    assert dict(zip(table["path"], table["change"], strict=True)) == {"/balance": "changed", "/vip": "added"}
+    assert '"balance": 7' in at.code[0].value
+    assert any("You see a pen&#46;" in str(m.value) for m in at.markdown)  # text against JSON: the text view

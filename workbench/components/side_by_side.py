@@ -21,10 +21,12 @@ from workbench.components import data
 from workbench.components.links import rule_query, turn_page_link
 from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
+from workbench.components.timeline import render_json_changes, show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS
 from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, default_methods
+from worldsmith.traces.json_diff import json_text_changes
 from worldsmith.workspace import EpisodeFilter
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
@@ -246,7 +248,8 @@ def _real_column(view: StepView, episode: Any) -> None:
         _state_panel(view.real_changes, episode.turns[view.index].state, f"sbs_real_{view.index}")
 
 
-def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | None, root: str, index: int) -> None:
+def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | None, root: str, index: int,
+                   real: str | None = None) -> None:
     st.markdown(f"**{md_escape(name)}**" + (" · fallback" if step.status == "fallback" else ""))
     if step.error is not None:
         st.error(md_escape(step.error), icon=":material/error:")
@@ -256,8 +259,13 @@ def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | 
         st.warning(f"Fallback: {md_escape(name)}'s model failed ({md_escape(step.fallback_reason or '')}); "
                    f"{md_escape(route)} answered instead. Not scored as {md_escape(name)}.",
                    icon=":material/report:")
-    body = diff_html(step.diff) if step.diff is not None else text_html(step.observation)
-    st.markdown(body, unsafe_allow_html=True)
+    changes = json_text_changes(real, step.observation)
+    if changes is not None:  # both JSON: diff the fields, not the pretty-printed lines
+        show_text(step.observation)
+        render_json_changes(changes, label="JSON diff from the real result", key=f"sbs_json_{name}_{index}")
+    else:
+        body = diff_html(step.diff) if step.diff is not None else text_html(step.observation)
+        st.markdown(body, unsafe_allow_html=True)
     if step.status == "fallback" and step.fallback_score is not None:
         fell = step.fallback_score
         st.caption(f"the fallback's own score: exact {fell.exact:.0f} · F1 {fell.f1:.2f} · edit {fell.edit:.2f}")
@@ -376,7 +384,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
         _real_column(view, episode if view.recorded else None)
     for column, name in zip(columns[1:], methods, strict=True):
         with column:
-            _method_column(name, view.methods[name], book, source_dataset or dataset, root_text, view.index)
+            _method_column(name, view.methods[name], book, source_dataset or dataset, root_text, view.index, view.real)
 
     st.markdown("**Per-turn scores**")
     st.dataframe(scores_frame(history, methods), hide_index=True, key="sbs_scores")

@@ -1,4 +1,10 @@
-"""The episode view: header, initial observation, and the paginated turn timeline."""
+"""The episode view: header, initial observation, and the paginated turn timeline.
+
+Two ways to read it: a transcript (the default), where the user, system and assistant messages
+stand in order between the tool calls and their results, as a conversation reads; or cards,
+where each turn's messages fold into one "Context" line. A JSON result also shows what changed
+since the previous JSON result (fields added, removed, changed).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,15 @@ import streamlit as st
 from workbench.components import data, state
 from workbench.components.links import turn_link
 from workbench.components.text import md_code, md_escape
+from worldsmith.traces.json_diff import JsonChange, json_changes
 from worldsmith.traces.model import ContextEvent, Episode, Turn, parse_json_text
 
 MAX_CHARS = 20_000
 LINKED_KEY = "linked-turn"
+VIEW_KEY = "tr_view"
+TRANSCRIPT, CARDS = "Transcript", "Cards"
+_AVATARS = {"user": ":material/person:", "assistant": ":material/smart_toy:", "system": ":material/settings:",
+            "reasoning": ":material/psychology:", "tool": ":material/build:"}
 
 _CSS = """
 <style>
@@ -143,6 +154,41 @@ def render_context(events: list[ContextEvent], *, expanded: bool = False, label:
                 st.caption(f"Showing the first {MAX_CHARS:,} of {len(event.content):,} characters.")
 
 
+def render_messages(events: list[ContextEvent]) -> None:
+    """Context events as chat messages, in order (the transcript view); their text is shown as plain text."""
+    for event in events:
+        role = event.role if event.role in _AVATARS else "other"
+        with st.chat_message(role, avatar=_AVATARS.get(event.role, ":material/chat:")):
+            who = event.role + (f" ({event.name})" if event.name else "")
+            st.caption(md_escape(who))
+            body, clipped = _clip(event.content)
+            st.text(body if body else "(empty)")
+            if clipped:
+                st.caption(f"Showing the first {MAX_CHARS:,} of {len(event.content):,} characters.")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def changes_frame(changes: list[JsonChange]) -> list[dict[str, str]]:
+    """Rows for a table of JSON changes (values as compact JSON text)."""
+    return [{"path": change.path or "/", "change": change.kind,
+             "before": "" if change.kind == "added" else _compact(change.before),
+             "after": "" if change.kind == "removed" else _compact(change.after)} for change in changes]
+
+
+def render_json_changes(changes: list[JsonChange], *, label: str, key: str) -> None:
+    """An expander with the fields added, removed and changed (a table), or a note that nothing changed."""
+    counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in ("added", "removed", "changed")}
+    summary = ", ".join(f"{n:d} {md_escape(kind)}" for kind, n in counts.items() if n) or "no change"
+    with st.expander(f"{md_escape(label)}: {summary}", icon=":material/difference:"):
+        if changes:
+            st.dataframe(changes_frame(changes), hide_index=True, width="stretch", key=key)
+        else:
+            st.caption("The same JSON.")
+
+
 def _raw_differs(turn: Turn) -> bool:
     raw = turn.action.raw
     if raw is None or not raw.strip():
@@ -153,8 +199,13 @@ def _raw_differs(turn: Turn) -> bool:
     return True
 
 
-def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
+def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool, transcript: bool = False,
+                previous: Turn | None = None) -> None:
+    """One turn; in the transcript its messages come first, as chat messages, then the tool call and result.
+    `previous` is the turn before it: when both results are JSON, what changed is shown."""
     key = LINKED_KEY if linked else f"turn-{turn.index}"
+    if transcript:
+        render_messages(turn.context)
     with st.container(border=True, key=key):
         head = st.columns([5, 1], vertical_alignment="center")
         with head[0]:
@@ -172,10 +223,11 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
             help=f"Highlight this turn and put its link in the address bar: {md_escape(turn_link(dataset, turn.id))}",
             on_click=state.link_turn, args=(turn.id,),
         )
-        render_context(turn.context)
+        if not transcript:
+            render_context(turn.context)
         left, right = st.columns(2)
         with left:
-            st.markdown("**Action**")
+            st.markdown("**Tool call**" if transcript else "**Action**")
             st.code(_pretty_json({"name": turn.action.name, "arguments": turn.action.arguments}),
                     language="json", wrap_lines=True)
             if turn.action.parse_error:
@@ -188,7 +240,11 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool) -> None:
             if turn.action.call_id:
                 st.caption(f"call id {md_code(turn.action.call_id)}")
         with right:
-            show_text(turn.observation.text, data_value=turn.observation.data, label="Observation")
+            show_text(turn.observation.text, data_value=turn.observation.data,
+                      label="Tool result" if transcript else "Observation")
+        if previous is not None and turn.observation.data is not None and previous.observation.data is not None:
+            render_json_changes(json_changes(previous.observation.data, turn.observation.data),
+                                label=f"Changes since turn {previous.index:d}'s result", key=f"tr_changes_{turn.id}")
         if turn.done is not None:
             st.caption("done: true" if turn.done else "done: false")
         if turn.info:
@@ -214,6 +270,10 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
         help="Shows only the turns whose action name, arguments, raw text or observation contain this text.",
     ).strip()
     size = cols[1].selectbox("Turns per page", state.TURN_PAGE_SIZES, key=state.TURN_PAGE_SIZE)
+    view = st.segmented_control("Read as", [TRANSCRIPT, CARDS], key=VIEW_KEY, default=TRANSCRIPT,
+                                help="Transcript: the messages in order between the tool calls and their results. "
+                                     "Cards: one card per turn, its messages folded into a Context line.")
+    transcript = view != CARDS
 
     total = data.turn_count(root, dataset, revision, episode.id, search or None)
     if search:
@@ -237,10 +297,17 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
             note = st.columns([5, 1], vertical_alignment="center")
             note[0].caption(f"Linked turn {md_code(linked)} is not on this page.")
             note[1].button("Go to it", key="tr_goto_linked", on_click=state.link_turn, args=(linked,))
-        for turn in turns:
-            render_turn(turn, dataset=dataset, root=root, linked=turn.id == linked)
+        before: list[Turn | None] = (data.turn_page(root, dataset, revision, episode.id, 1, offset - 1, search or None)
+                                     if offset else [])
+        for previous, turn in zip([(before or [None])[-1], *turns[:-1]], turns, strict=True):
+            render_turn(turn, dataset=dataset, root=root, linked=turn.id == linked, transcript=transcript,
+                        previous=previous)
     if episode.final_context and (total == 0 or offset + size >= total):
-        render_context(episode.final_context, expanded=False, label="Final context (after the last observation)")
+        if transcript:
+            st.caption("After the last result")
+            render_messages(episode.final_context)
+        else:
+            render_context(episode.final_context, expanded=False, label="Final context (after the last observation)")
     if linked and st.session_state.get(state.SCROLL_TO_TURN):
         st.session_state[state.SCROLL_TO_TURN] = False
         st.html(_SCROLL_JS, unsafe_allow_javascript=True)

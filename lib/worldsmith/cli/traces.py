@@ -1,4 +1,4 @@
-"""`worldsmith traces list|show|schema|formats` and `worldsmith datasets`."""
+"""`worldsmith traces list|show|diff|schema|formats` and `worldsmith datasets`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema
+from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema, json_text_changes
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace import EpisodeFilter
 
@@ -35,6 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--dataset", required=True)
     add_common(show)
     show.set_defaults(handler=run_show)
+
+    diff = commands.add_parser("diff", help="what changed between two turns' JSON observations (added, removed, "
+                                            "changed fields)")
+    diff.add_argument("before", help="turn id <episode>#<index>")
+    diff.add_argument("after", help="turn id <episode>#<index>")
+    diff.add_argument("--dataset", required=True)
+    add_common(diff)
+    diff.set_defaults(handler=run_diff)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the native format")
     schema.add_argument("--out", help="write it to this file instead of stdout")
@@ -84,6 +92,31 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_episode(episode))
     return EXIT_OK
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    dataset = workspace_from(args).dataset(args.dataset)
+    try:
+        before, after = dataset.turn(args.before), dataset.turn(args.after)
+    except (KeyError, ValueError) as error:
+        raise CommandError(str(error.args[0]) if error.args else str(error)) from None
+    changes = json_text_changes(before.observation.text, after.observation.text)
+    if changes is None:
+        which = [t.id for t in (before, after) if t.observation.data is None]
+        raise CommandError(f"not JSON: the observation of {', '.join(which)} is not a JSON object or array")
+    if getattr(args, "json", False):
+        emit_json({"before": before.id, "after": after.id, "changes": [c.to_json() for c in changes]})
+        return EXIT_OK
+    print(f"{before.id} -> {after.id}: {len(changes)} changes")
+    for change in changes:
+        values = {"added": f"{_compact(change.after)}", "removed": f"{_compact(change.before)}",
+                  "changed": f"{_compact(change.before)} -> {_compact(change.after)}"}[change.kind]
+        print(f"  {change.kind:<8} {change.path or '/'}: {values}")
+    return EXIT_OK
+
+
+def _compact(value: object) -> str:
+    return orjson.dumps(value).decode()
 
 
 def _indent(text: str, prefix: str = "    ") -> str:

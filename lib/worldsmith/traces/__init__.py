@@ -23,6 +23,7 @@ from worldsmith.traces.importers import (
     get_importer,
     register_importer,
 )
+from worldsmith.traces.json_diff import JsonChange, json_changes, json_text_changes
 from worldsmith.traces.model import (
     Action,
     ContextEvent,
@@ -46,6 +47,7 @@ __all__ = [
     "FileReport",
     "ImportReport",
     "Importer",
+    "JsonChange",
     "Observation",
     "Provenance",
     "ReadItem",
@@ -58,6 +60,8 @@ __all__ = [
     "detect_format",
     "episode_json_schema",
     "expand_paths",
+    "json_changes",
+    "json_text_changes",
     "export_episodes",
     "get_importer",
     "is_trace_candidate",
