@@ -33,6 +33,7 @@ from worldsmith.sim.factory import (  # noqa: E402
     make_world_model,
 )
 from worldsmith.util.names import InvalidName, check_name  # noqa: E402
+from worldsmith.workspace import EpisodeFilter  # noqa: E402
 from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
 
 NEW = "(new session)"
@@ -80,6 +81,30 @@ def _create_session() -> None:
     state["sim_notice"] = f"Session {md_code(name)} created."
 
 
+def _create_from_episode() -> None:
+    """A new session opened as the chosen recorded episode (its initial observation, task and environment)."""
+    state = st.session_state
+    dataset_name, episode_id, book_name = state.get("sim_ep_dataset"), state.get("sim_ep_episode"), state["sim_book"]
+    dataset = data.open_dataset(str(root), dataset_name)
+    if dataset is None or not episode_id:
+        state["sim_error"] = "Choose a dataset and one of its episodes first."
+        return
+    name = f"{book_name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    try:
+        episode = dataset.episode(episode_id, with_state=False)
+        Session.from_episode(sessions_dir / name, episode, book_ref=f"{book_name}@{store.head(book_name)}",
+                             model=state.get("sim_model"), dataset=dataset_name).close()
+    except KeyError:
+        state["sim_error"] = f"Episode {md_code(episode_id)} is not in dataset {md_code(dataset_name)}."
+        return
+    except (SessionError, WorldbookError) as error:
+        state["sim_error"] = md_escape(error)
+        return
+    state["sim_session"] = name
+    state["sim_notice"] = (f"Session {md_code(name)} created, opening as episode {md_code(episode_id)} of "
+                           f"{md_code(dataset_name)}.")
+
+
 def _fork(directory: Path) -> None:
     state = st.session_state
     at_turn = int(state.get("sim_fork_at") or 0)
@@ -118,6 +143,20 @@ if st.session_state.get("sim_session") not in (NEW, *session_names):
 chosen = st.selectbox("Session", [NEW, *session_names], key="sim_session")
 
 if chosen == NEW:
+    datasets = data.list_datasets(str(root))
+    with st.expander("Start from a recorded episode", expanded=bool(datasets), icon=":material/history:"):
+        if not datasets:
+            st.caption("No datasets in this workspace: import traces on the Traces page.")
+        else:
+            left, right = st.columns(2)
+            dataset_name = left.selectbox("Dataset", datasets, key="sim_ep_dataset")
+            opened = data.open_dataset(str(root), dataset_name)
+            episode_ids = ([str(e) for e in data.episode_page(str(root), dataset_name, opened.revision,
+                                                               data.filter_key(EpisodeFilter()), 500, 0)["episode_id"]]
+                           if opened is not None else [])
+            right.selectbox("Episode", episode_ids, key="sim_ep_episode", index=None, placeholder="choose an episode")
+            st.button("Start a session from its opening", key="sim_from_episode", on_click=_create_from_episode,
+                      icon=":material/play_circle:", disabled=not st.session_state.get("sim_ep_episode"))
     with st.form("sim_new"):
         st.text_input("Name", value=f"{book_name}-{time.strftime('%Y%m%dT%H%M%S')}", key="sim_new_name")
         st.text_area("Opening observation", key="sim_new_opening", height=100)
@@ -142,9 +181,11 @@ except WorldbookError as error:
     st.stop()
 if stored_book != book_name:
     st.info(f"This session simulates {md_code(meta.get('book_ref'))}, not the worldbook selected above.")
-st.caption(f"{md_code(meta.get('book_ref'))} · {len(session)} turns · revision {session.revision:d}"
-           + (f" · forked from {md_code(Path(meta['parent']).name)} at turn {md_escape(meta['forked_at'])}"
-              if meta.get("parent") else ""))
+caption = st.empty()  # filled once this run's step (if any) is committed: it counts what the table shows
+if meta.get("metadata", {}).get("from_episode"):
+    source = meta["metadata"]["from_episode"]
+    st.caption(f"Opens as episode {md_code(source.get('episode'))} of {md_code(source.get('dataset'))} "
+               f"({md_escape(source.get('turns'))} recorded turns).")
 
 with st.expander("Opening observation", expanded=len(session) == 0):
     st.code(meta.get("initial_observation") or "(none)", language=None, wrap_lines=True)
@@ -167,6 +208,9 @@ if step and action.strip():
         st.error(md_escape(error), icon=":material/error:")
 
 turns = session.turns()
+caption.caption(f"{md_code(meta.get('book_ref'))} · {len(turns):d} turns · revision {session.revision:d}"
+                + (f" · forked from {md_code(Path(meta['parent']).name)} at turn {md_escape(meta['forked_at'])}"
+                   if meta.get("parent") else ""))
 last = st.session_state.get("sim_last")
 if turns:
     shown = last[1] if last and last[0] == chosen and last[1] < len(turns) else len(turns) - 1

@@ -29,7 +29,7 @@ if imported and imported.get("committed"):
              icon=":material/check_circle:")
 
 pages = [
-    st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", default=True),
+    st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="", default=True),
     st.Page(PAGE_FILES["traces"], title="Traces", icon=":material/timeline:", url_path="traces"),
     st.Page(PAGE_FILES["collect"], title="Collect", icon=":material/sports_esports:", url_path="collect"),
     st.Page(PAGE_FILES["play"], title="Play", icon=":material/keyboard:", url_path="play"),
@@ -39,5 +39,7 @@ pages = [
     st.Page(PAGE_FILES["evaluate"], title="Evaluate", icon=":material/leaderboard:", url_path="evaluate"),
     st.Page(PAGE_FILES["train"], title="Train", icon=":material/fitness_center:", url_path="train"),
     st.Page(PAGE_FILES["models"], title="Models", icon=":material/psychology:", url_path="models"),
+    # The default page is served at the root only; /home (a natural guess, and old links) opens Home too.
+    st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", visibility="hidden"),
 ]
 st.navigation(pages).run()

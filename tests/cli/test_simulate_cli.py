@@ -83,3 +83,24 @@ def test_play_loop_with_fork_state_and_history(workspace: Path) -> None:
         assert rows[0]["same_action"] and not rows[1]["same_action"]
     text = run("play", "alfworld", "--session", str(session), workspace=workspace, stdin="look\n").stdout
     assert "(2 turns so far)" in text and "[turn 2:" in text
+
+
+def test_simulate_from_a_recorded_episode_opens_as_it_does(workspace: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from worldsmith.cli.main import main
+    from worldsmith.workspace import Workspace
+
+    Workspace(workspace).ingest([REPO / "data_samples" / "collected" / "alfworld.jsonl"], "alf")
+    episode = next(Workspace(workspace).dataset("alf").iter_episodes())
+    directory = workspace / "from-episode"
+    assert main(["simulate", "alfworld", "--session", str(directory), "--action", "look", "--from-episode",
+                 episode.id, "--dataset", "alf", "--workspace", str(workspace), "--json"]) == 0
+    with Session.open(directory) as session:
+        assert session.meta["initial_observation"] == episode.initial_observation.text
+        assert session.meta["task"] == episode.task and session.meta["env_id"] == episode.env_id
+        assert session.meta["metadata"]["from_episode"]["episode"] == episode.id
+        assert len(session) == 1
+    capsys.readouterr()
+    assert main(["simulate", "alfworld", "--session", str(workspace / "x"), "--action", "look", "--from-episode",
+                 "nope", "--dataset", "alf", "--workspace", str(workspace)]) == 1
+    assert "nope" in capsys.readouterr().err and not (workspace / "x").exists()

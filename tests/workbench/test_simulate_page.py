@@ -76,3 +76,27 @@ def test_create_step_fork_and_compare(empty_root: Path) -> None:
     assert any("first difference at turn 1" in str(c.value) for c in at.caption)
     compared = next(df.value for df in at.dataframe if "same_action" in df.value.columns)
     assert list(compared["same_action"]) == [True, False]
+
+
+def test_start_a_session_from_a_recorded_episode(empty_root: Path) -> None:
+    from worldsmith.workspace import Workspace
+
+    _save_alfworld_book(empty_root)
+    Workspace(empty_root).ingest([REPO / "data_samples" / "collected" / "alfworld.jsonl"], "alf")
+    episode = next(Workspace(empty_root).dataset("alf").iter_episodes())
+    at = open_page()
+    assert at.button(key="sim_from_episode").disabled  # no episode chosen yet
+    at.selectbox(key="sim_ep_dataset").set_value("alf").run()
+    assert episode.id in at.selectbox(key="sim_ep_episode").options
+    at.selectbox(key="sim_ep_episode").set_value(episode.id).run()
+    no_exception(at.button(key="sim_from_episode").click().run())
+    name = at.selectbox(key="sim_session").value
+    with Session.open(empty_root / "sessions" / name) as session:
+        assert session.meta["initial_observation"] == episode.initial_observation.text
+        assert session.meta["task"] == episode.task
+    assert any(code.value == episode.initial_observation.text for code in at.code)  # the opening, shown
+    assert any("0 turns" in str(c.value) for c in at.caption)
+    _step(at, "look")
+    # the caption counts the turn just committed, as the table below it does
+    assert any("1 turns" in str(c.value) for c in at.caption)
+    assert len(next(df.value for df in at.dataframe if "route" in df.value.columns)) == 1

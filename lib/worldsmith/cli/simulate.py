@@ -38,6 +38,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--initial", default="", help="opening observation of a new session")
     parser.add_argument("--task", help="task text of a new session")
+    parser.add_argument("--from-episode", metavar="EPISODE", help="open a new session as this recorded episode "
+                        "does (its initial observation, task, environment); with --dataset")
+    parser.add_argument("--dataset", help="the dataset of --from-episode")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,6 +76,15 @@ def _session_for(args: argparse.Namespace, directory: Path, book_name: str) -> t
         return session, store.load(book_name, version)
     version = version or store.head(book_name)
     book = store.load(book_name, version)
+    if getattr(args, "from_episode", None):
+        if not args.dataset:
+            raise CommandError("--from-episode needs --dataset (the dataset holding the episode)")
+        try:
+            episode = workspace_from(args).dataset(args.dataset).episode(args.from_episode, with_state=False)
+        except KeyError as error:
+            raise CommandError(str(error.args[0])) from None
+        return Session.from_episode(directory, episode, book_ref=f"{book_name}@{version}", model=args.model,
+                                    dataset=args.dataset), book
     session = Session.create(directory, book_ref=f"{book_name}@{version}", model=args.model,
                              initial_observation=args.initial, task=args.task, env_id=book.env_id)
     return session, book

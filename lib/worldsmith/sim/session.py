@@ -197,6 +197,16 @@ class Session:
         return cls._build(Path(directory), meta, turns=[], memory=[])
 
     @classmethod
+    def from_episode(cls, directory: str | Path, episode: Episode, *, book_ref: str | None = None,
+                     model: str | None = None, dataset: str | None = None) -> Session:
+        """A new session that opens as a recorded episode does: its initial observation, task and environment
+        (the episode's id and dataset are kept in the metadata), so a simulation can be set against the record."""
+        opening = episode.initial_observation.text if episode.initial_observation is not None else ""
+        source = {"episode": episode.id, "dataset": dataset, "turns": len(episode.turns)}
+        return cls.create(directory, book_ref=book_ref, model=model, initial_observation=opening, task=episode.task,
+                          env_id=episode.env_id, metadata={"from_episode": source})
+
+    @classmethod
     def _build(cls, directory: Path, meta: dict[str, Any], *, turns: list[tuple[Any, ...]],
                memory: list[tuple[Any, ...]]) -> Session:
         if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
