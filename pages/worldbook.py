@@ -44,6 +44,7 @@ from workbench.components.worldbook_state import (  # noqa: E402
     take_notices,
 )
 from workbench.components.worldbook_tools import render_package, render_search  # noqa: E402
+from workbench.components.worldbook_url import remember_place, restore_place  # noqa: E402
 
 from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore  # noqa: E402
 
@@ -55,6 +56,7 @@ names = store.names()
 if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
+restore_place(names)  # Back from a Traces link lands on an entry without the page's parameters
 # A link such as worldbook?book=alfworld&rule=take.r1 opens that rule (once per link, then the widgets rule).
 linked = (st.query_params.get("book"), st.query_params.get("rule"))
 follow_link = linked[0] in names and st.session_state.get("wb_linked") != linked
@@ -103,6 +105,7 @@ with rules_tab:
         render_rule_table(rules)
     chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key=RULE_KEY,
                           placeholder="choose a rule", bind="query-params")
+    remember_place()
     if chosen:
         rule = book.rule(chosen)
         with st.container(border=True):

@@ -123,3 +123,18 @@ def test_clicking_a_rule_row_opens_the_rule() -> None:
         rule_table.render_rule_table(rules)
     assert state[rule_table.RULE_KEY] == "b"
     st.rerun.assert_called_once()
+
+
+def test_back_onto_a_traces_links_entry_restores_the_remembered_place(empty_root: Path) -> None:
+    """Streamlit pushes a page link's parameters onto the current path first: Back lands on
+    worldbook?dataset=...&turn=...; the page puts its remembered rule and filters back instead."""
+    _book_with_evidence(empty_root)
+    at = open_page()
+    at.multiselect(key="wb_f_action").set_value(["take"]).run()
+    rule_id = str(next(df.value for df in at.dataframe if "status" in df.value.columns)["id"].iloc[0])
+    no_exception(at.selectbox(key="wb_rule").set_value(rule_id).run())
+    at.query_params.update({"dataset": "alf", "turn": "x#1"})
+    no_exception(at.run())
+    assert "dataset" not in at.query_params and "turn" not in at.query_params
+    assert at.selectbox(key="wb_rule").value == rule_id
+    assert at.multiselect(key="wb_f_action").value == ["take"]
