@@ -7,7 +7,7 @@ import sys
 
 import orjson
 
-from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema, json_text_changes
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace import EpisodeFilter
@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--min-turns", type=int)
     listing.add_argument("--max-turns", type=int)
     listing.add_argument("--split")
+    listing.add_argument("--search", help="only episodes whose id or task contains this text")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)
     add_common(listing)
@@ -58,14 +59,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    if args.limit < 1 or args.offset < 0:
+        raise CommandError(f"--limit must be at least 1 and --offset at least 0 (got {args.limit}, {args.offset})",
+                           EXIT_USAGE)
     dataset = workspace_from(args).dataset(args.dataset)
     where = EpisodeFilter(env_id=args.env, task_contains=args.task, outcome=args.outcome,
-                          min_turns=args.min_turns, max_turns=args.max_turns, split=args.split)
+                          min_turns=args.min_turns, max_turns=args.max_turns, split=args.split,
+                          search=args.search)
     frame = dataset.list_episodes(where, limit=args.limit, offset=args.offset)
     total = dataset.count_episodes(where)
     if getattr(args, "json", False):
         records = orjson.loads(frame.to_json(orient="records"))
-        emit_json({"dataset": dataset.name, "total": total, "offset": args.offset, "episodes": records})
+        emit_json({"dataset": dataset.name, "total": total, "offset": args.offset, "limit": args.limit,
+                   "episodes": records})
     else:
         columns = ["episode_id", "env_id", "n_turns", "reward", "success", "split", "task"]
         shown = frame[columns].astype(object).where(frame[columns].notna(), "")

@@ -33,6 +33,10 @@ __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "valid
 
 MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
+# What a listing shows of an episode, and the order it lists episodes in (import order).
+_SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, success, split, family, "
+                    "source_format, source_path")
+_IMPORT_ORDER = "ingest_id, source_path, source_line NULLS LAST, episode_id"
 
 
 @contextlib.contextmanager
@@ -165,12 +169,13 @@ class Dataset:
         conn.execute("CREATE VIEW turns AS SELECT episode_id || '#' || turn_index AS turn_id, * FROM raw_turns")
         splits = self.path / SPLITS
         if splits.exists() and episodes:
-            conn.execute(
-                "CREATE VIEW episodes AS SELECT e.* REPLACE (coalesce(s.split, e.split) AS split) "
-                f"FROM raw_episodes e LEFT JOIN read_parquet('{_sql_escape(str(splits))}') s USING (episode_id)"
-            )
+            conn.execute(f"CREATE VIEW assigned_splits AS SELECT episode_id, split FROM read_parquet('{_sql_escape(str(splits))}')")
         else:
-            conn.execute("CREATE VIEW episodes AS SELECT * FROM raw_episodes")
+            conn.execute("CREATE TABLE assigned_splits (episode_id VARCHAR, split VARCHAR)")
+        conn.execute(
+            "CREATE VIEW episodes AS SELECT e.* REPLACE (coalesce(s.split, e.split) AS split) "
+            "FROM raw_episodes e LEFT JOIN assigned_splits s USING (episode_id)"
+        )
         if cached is not None:
             cached[1].close()
         self._local.conn = (revision, conn)
@@ -182,15 +187,15 @@ class Dataset:
 
     # ---------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
-        row = self.connect().execute(
+        row = self.connect().execute(  # splits change none of these: skip joining them in
             "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
-            "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM episodes"
+            "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM raw_episodes"
         ).fetchone()
         return {"name": self.name, "episodes": row[0], "turns": int(row[1]), "environments": row[2],
                 "successes": row[3], "revision": self.revision}
 
     def environments(self) -> list[str]:
-        rows = self.connect().execute("SELECT DISTINCT env_id FROM episodes WHERE env_id IS NOT NULL ORDER BY 1")
+        rows = self.connect().execute("SELECT DISTINCT env_id FROM raw_episodes WHERE env_id IS NOT NULL ORDER BY 1")
         return [r[0] for r in rows.fetchall()]
 
     def splits(self) -> list[str]:
@@ -198,19 +203,28 @@ class Dataset:
         return [r[0] for r in rows.fetchall()]
 
     def count_episodes(self, where: EpisodeFilter | None = None) -> int:
-        clause, params = (where or EpisodeFilter()).where()
-        return int(self.connect().execute(f"SELECT count(*) FROM episodes{clause}", params).fetchone()[0])
+        """How many episodes match, counted in DuckDB (split assignments are joined in only to filter on them)."""
+        where = where or EpisodeFilter()
+        clause, params = where.where()
+        table = "episodes" if where.split else "raw_episodes"
+        return int(self.connect().execute(f"SELECT count(*) FROM {table}{clause}", params).fetchone()[0])
 
     def list_episodes(self, where: EpisodeFilter | None = None, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
-        """One page of episode summaries (never the turns), in import order; `success` is the recorded flag,
-        else reward > 0 (what `stats()` counts as successes)."""
-        clause, params = (where or EpisodeFilter()).where()
+        """One page of episode summaries (never the turns), in import order.
+
+        DuckDB filters, orders and cuts the page; without a split filter the page is cut from the stored
+        rows and only its own rows are joined with the split assignments, not the whole dataset.
+        """
+        if limit < 0 or offset < 0:
+            raise ValueError(f"limit and offset must not be negative (got {limit}, {offset})")
+        where = where or EpisodeFilter()
+        clause, params = where.where()
+        table = "episodes" if where.split else "raw_episodes"
+        page = (f"SELECT {_SUMMARY_COLUMNS}, ingest_id, source_line FROM {table}{clause} "
+                f"ORDER BY {_IMPORT_ORDER} LIMIT ? OFFSET ?")
         return self.query(
-            # `success` is the outcome the stats and the outcome filter count: the flag, else reward > 0
-            "SELECT episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, "
-            "coalesce(success, reward > 0) AS success, split, "
-            f"family, source_format, source_path FROM episodes{clause} "
-            "ORDER BY ingest_id, source_path, source_line NULLS LAST, episode_id LIMIT ? OFFSET ?",
+            f"SELECT {_SUMMARY_COLUMNS.replace('split', 'coalesce(s.split, p.split) AS split')} "
+            f"FROM ({page}) p LEFT JOIN assigned_splits s USING (episode_id) ORDER BY {_IMPORT_ORDER}",
             [*params, int(limit), int(offset)],
         )
 
