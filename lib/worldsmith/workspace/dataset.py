@@ -163,9 +163,14 @@ class Dataset:
         if episodes:
             conn.execute(f"CREATE VIEW raw_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)}, union_by_name = true)")
             conn.execute(f"CREATE VIEW raw_turns AS SELECT * FROM read_parquet({_sql_list(turns)}, union_by_name = true)")
+            # The same rows with their place in the files: a listing sorts narrow keys, then reads only its page.
+            conn.execute(f"CREATE VIEW located_episodes AS SELECT * FROM read_parquet({_sql_list(episodes)}, "
+                         "union_by_name = true, filename = true, file_row_number = true)")
         else:
             conn.execute(f"CREATE TABLE raw_episodes ({_sql_columns(EPISODE_SCHEMA)})")
             conn.execute(f"CREATE TABLE raw_turns ({_sql_columns(TURN_SCHEMA)})")
+            conn.execute("CREATE VIEW located_episodes AS SELECT *, '' AS filename, 0::BIGINT AS file_row_number "
+                         "FROM raw_episodes")
         conn.execute("CREATE VIEW turns AS SELECT episode_id || '#' || turn_index AS turn_id, * FROM raw_turns")
         splits = self.path / SPLITS
         if splits.exists() and episodes:
@@ -212,19 +217,23 @@ class Dataset:
     def list_episodes(self, where: EpisodeFilter | None = None, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
         """One page of episode summaries (never the turns), in import order.
 
-        DuckDB filters, orders and cuts the page; without a split filter the page is cut from the stored
-        rows and only its own rows are joined with the split assignments, not the whole dataset.
+        DuckDB filters and orders only the sort keys and each row's place (file, row number), cuts the
+        page there, then reads the summary columns of the page's rows alone and joins only them with the
+        split assignments (the whole dataset is joined only to filter on a split).
         """
         if limit < 0 or offset < 0:
             raise ValueError(f"limit and offset must not be negative (got {limit}, {offset})")
         where = where or EpisodeFilter()
         clause, params = where.where()
-        table = "episodes" if where.split else "raw_episodes"
-        page = (f"SELECT {_SUMMARY_COLUMNS}, ingest_id, source_line FROM {table}{clause} "
+        rows = ("(SELECT e.* REPLACE (coalesce(s.split, e.split) AS split) FROM located_episodes e "
+                "LEFT JOIN assigned_splits s USING (episode_id))") if where.split else "located_episodes"
+        page = (f"SELECT filename, file_row_number FROM {rows}{clause} "
                 f"ORDER BY {_IMPORT_ORDER} LIMIT ? OFFSET ?")
         return self.query(
             f"SELECT {_SUMMARY_COLUMNS.replace('split', 'coalesce(s.split, p.split) AS split')} "
-            f"FROM ({page}) p LEFT JOIN assigned_splits s USING (episode_id) ORDER BY {_IMPORT_ORDER}",
+            f"FROM located_episodes p SEMI JOIN ({page}) k ON p.filename = k.filename "
+            "AND p.file_row_number = k.file_row_number "
+            f"LEFT JOIN assigned_splits s USING (episode_id) ORDER BY {_IMPORT_ORDER}",
             [*params, int(limit), int(offset)],
         )
 
