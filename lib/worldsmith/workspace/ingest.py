@@ -130,6 +130,9 @@ def ingest_files(
     staging = make_staging(workspace_root / ".staging")
     dataset_path = workspace_root / "datasets" / dataset
     existing = Dataset(dataset_path) if (dataset_path / "manifest.json").exists() else None
+    # Parts whose episodes the dedup below sees (listed first: parts are only ever added); at commit only
+    # parts committed after these are checked again.
+    checked_parts = {part["episodes"] for part in existing.parts} if existing else set()
     hashes = existing.content_hashes() if existing else set()
     ids = existing.episode_ids() if existing else set()
 
@@ -208,7 +211,7 @@ def ingest_files(
             _set_environments(staging / "episodes.parquet", envless)
         emit("", len(files))
         commit = writer.episodes > 0 and not (strict and report.rejected > 0)
-        report.committed = commit and _commit(dataset_path, staging, ingest_id, writer, report, origin)
+        report.committed = commit and _commit(dataset_path, staging, ingest_id, writer, report, origin, checked_parts)
     except BaseException:
         writer.abort()
         quarantine.close()
@@ -292,21 +295,29 @@ def _add_episode(
 
 
 def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
-                       origin: dict[str, FileReport]) -> tuple[int, int]:
+                       origin: dict[str, FileReport], checked_parts: set[str]) -> tuple[int, int]:
     """Under the dataset's lock: drop the staged episodes another ingest committed meanwhile (same content) and
     rename those whose id it took, as `_add_episode` does against what was committed at the start; count them in
-    the file reports. (episodes, turns) left to commit."""
-    if not dataset.parts:
+    the file reports. (episodes, turns) left to commit.
+
+    Only parts committed since the start (not in `checked_parts`) are read, and the staged turns only when
+    something must change: a commit into a large dataset does not re-read it, nor hold its own part in memory."""
+    new_parts = [part for part in dataset.parts if part["episodes"] not in checked_parts]
+    if not new_parts:
         return writer.episodes, writer.turns
-    hashes, ids = dataset.content_hashes(), dataset.episode_ids()
-    episodes = pq.read_table(staging / "episodes.parquet")
-    turns = pq.read_table(staging / "turns.parquet")
-    rows = episodes.select(["episode_id", "content_hash"]).to_pylist()
+    committed = pa.concat_tables(
+        pq.read_table(dataset.path / part["episodes"], columns=["episode_id", "content_hash"]) for part in new_parts
+    )
+    hashes = set(committed.column("content_hash").to_pylist())
+    ids = set(committed.column("episode_id").to_pylist())
+    rows = pq.read_table(staging / "episodes.parquet", columns=["episode_id", "content_hash"]).to_pylist()
     dropped = {row["episode_id"] for row in rows if row["content_hash"] in hashes}
     renamed = {row["episode_id"]: f"{row['episode_id']}~{row['content_hash'][:8]}" for row in rows
                if row["episode_id"] in ids and row["episode_id"] not in dropped}
     if not dropped and not renamed:
         return writer.episodes, writer.turns
+    episodes = pq.read_table(staging / "episodes.parquet")
+    turns = pq.read_table(staging / "turns.parquet")
     turn_counts = turns.group_by("episode_id").aggregate([("turn_index", "count")]).to_pylist()
     per_episode = {row["episode_id"]: row["turn_index_count"] for row in turn_counts}
     for row in rows:
@@ -332,13 +343,13 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
 
 
 def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport,
-            origin: dict[str, FileReport]) -> bool:
+            origin: dict[str, FileReport], checked_parts: set[str]) -> bool:
     """Move the staged part into the dataset under its lock; False when nothing was left to commit."""
     parts_dir = dataset_path / "parts"
     parts_dir.mkdir(parents=True, exist_ok=True)
     with dataset_lock(dataset_path):
         dataset = Dataset.create(dataset_path)  # the first manifest under the lock: never over another's commit
-        n_episodes, n_turns = _against_committed(dataset, staging, writer, origin)
+        n_episodes, n_turns = _against_committed(dataset, staging, writer, origin, checked_parts)
         if n_episodes == 0:  # another ingest committed all of it meanwhile
             return False
         episodes_name = f"parts/{ingest_id}.episodes.parquet"
