@@ -111,3 +111,9 @@ def test_split_assignments_show_on_pages_and_filter_them(tmp_path_factory: pytes
     both = EpisodeFilter(split="train", env_id="gamma")
     assert _all_pages(workspace, both, 5) == [e.id for e in EPISODES if assigned[e.id] == "train" and e.env_id == "gamma"]
     assert dataset.stats()["episodes"] == 60 and dataset.environments() == list(ENVIRONMENTS)
+
+
+def test_queries_never_draw_a_progress_bar(workspace: Workspace) -> None:
+    """DuckDB prints it on stdout once a query runs 2 s (a full scan of millions of turns), into --json output."""
+    setting = workspace.dataset("d").connect().execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]
+    assert setting is False

@@ -157,6 +157,8 @@ class Dataset:
             return cached[1]
         conn = duckdb.connect(database=":memory:")
         conn.execute("SET threads TO 2")
+        # DuckDB draws its progress bar on stdout after 2 s: it would corrupt `--json` output on large datasets.
+        conn.execute("SET enable_progress_bar = false")
         parts = manifest.get("parts", [])
         episodes = [str(self.path / part["episodes"]) for part in parts]
         turns = [str(self.path / part["turns"]) for part in parts]
