@@ -34,8 +34,9 @@ __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "valid
 MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
 # What a listing shows of an episode, and the order it lists episodes in (import order).
-_SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, success, split, family, "
-                    "source_format, source_path")
+# `success` is the outcome the stats and the outcome filter count: the recorded flag, else reward > 0.
+_SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, "
+                    "coalesce(success, reward > 0) AS success, split, family, source_format, source_path")
 _IMPORT_ORDER = "ingest_id, source_path, source_line NULLS LAST, episode_id"
 
 
