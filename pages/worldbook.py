@@ -122,7 +122,8 @@ with rules_tab:
             render_rule_evidence(rule, source_dataset)
             render_rule_replay(book, version, rule, source_dataset)
             if book.evidence:
-                render_rule_proposals(root, store, name, version, rule.id)
+                render_rule_proposals(root, store, name, version, rule.id,
+                                      split=heldout.split if heldout and heldout.dataset == source_dataset else None)
             st.divider()
             render_rule_editor(store, name, version, rule, book)
             render_pending_save(store, name, version, source_dataset)

@@ -61,7 +61,8 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
         st.caption("Choose a held-out split to see, after every edit, how held-out fidelity moved.")
         return None
     st.query_params[URL_DATASET], st.query_params[URL_SPLIT] = dataset, split
-    heldout = HeldOut(dataset=dataset, split=split)
+    env = (book.env_id or "").split("/")[0] or None  # a book of one environment is scored on that one only
+    heldout = HeldOut(dataset=dataset, split=split, env=env)
     problem = _checked(workspace, book, heldout)
     if problem is not None:
         st.error(f"Held-out set {md_code(heldout.label())} refused: {md_escape(problem)}", icon=":material/block:")

@@ -70,16 +70,18 @@ def _render_one(store: WorldbookStore, report: ProposalReport, index: int, propo
 
 
 def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, version: str, rule_id: str, *,
-                          prefix: str = "wb_prop") -> None:
-    """A button that proposes patches for the rule's failed turns, and each proposal with its Apply button."""
-    key = proposals_key(book, version, rule_id)
+                          prefix: str = "wb_prop", split: str | None = None) -> None:
+    """A button that proposes patches for the rule's failed turns, and each proposal with its Apply button; the
+    held-out effect is measured on `split` of the book's source dataset (the page's chosen held-out split), else on
+    the book's validation split."""
+    key = proposals_key(book, version, rule_id) + (f":{split}" if split else "")
     shown: dict[str, ProposalReport] = st.session_state.setdefault(PROPOSALS, {}).setdefault(prefix, {})
     for stale in [k for k in shown if k != key]:
         del shown[stale]
     if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:"):
         with st.spinner("Learning conditions, templates and splits; replaying each on the evidence and held out"):
             try:
-                shown[key] = propose_with_effect(Workspace(root), store, book, rule_id, version=version)
+                shown[key] = propose_with_effect(Workspace(root), store, book, rule_id, version=version, split=split)
             except (ValueError, KeyError) as error:
                 st.error(f"No proposals: {md_escape(error)}", icon=":material/error:")
                 return
