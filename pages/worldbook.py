@@ -88,7 +88,8 @@ if version != head:
 
 with st.container(border=True):  # the loop: every edit's held-out delta, on the set chosen once
     workspace = data.get_workspace(str(root))
-    heldout = render_heldout_chooser(workspace, book, source_dataset)
+    source_env = next((s.get("env") for s in info.sources if isinstance(s, dict) and s.get("env")), None)
+    heldout = render_heldout_chooser(workspace, book, source_dataset, source_env)
     if heldout is not None:
         render_heldout_delta(store, workspace, name, version, info.parent, heldout)
 

@@ -39,8 +39,10 @@ def _from_url(datasets: list[str], default: str | None) -> None:
         st.session_state[SPLIT_KEY] = st.query_params.get(URL_SPLIT) or NO_SPLIT
 
 
-def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_dataset: str | None) -> HeldOut | None:
-    """Dataset and split of the held-out set (kept in session and URL); None until one is chosen and leak-free."""
+def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_dataset: str | None,
+                           env: str | None = None) -> HeldOut | None:
+    """Dataset and split of the held-out set (kept in session and URL); None until one is chosen and leak-free.
+    A book built on one environment (`env`, else the book's own env id) is scored on that environment only."""
     datasets = workspace.list_datasets()
     if not datasets:
         st.caption("No datasets in this workspace: no held-out set to score edits against.")
@@ -61,7 +63,7 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
         st.caption("Choose a held-out split to see, after every edit, how held-out fidelity moved.")
         return None
     st.query_params[URL_DATASET], st.query_params[URL_SPLIT] = dataset, split
-    env = (book.env_id or "").split("/")[0] or None  # a book of one environment is scored on that one only
+    env = env or (book.env_id or "").split("/")[0] or None
     heldout = HeldOut(dataset=dataset, split=split, env=env)
     problem = _checked(workspace, book, heldout)
     if problem is not None:
