@@ -27,7 +27,7 @@ def test_upload_inspect_logs_and_otel_spans(empty_root: Path, tmp_path: Path) ->
     at.button(key="tr_import_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     summary = at.session_state["tr_last_report"]
-    formats = {Path(f["path"]).name.split("-", 1)[1]: f["format"] for f in summary["files"]}
+    formats = {Path(f["path"]).name: f["format"] for f in summary["files"]}
     assert formats == {"run.eval": "inspect", "run.json": "inspect", "phoenix_export.json": "otel"}
     assert summary["committed"] and summary["episodes"] == 10 and summary["rejected"] == 0
     assert Workspace(empty_root).dataset("agents").stats()["episodes"] == 10
