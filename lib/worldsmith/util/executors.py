@@ -137,7 +137,10 @@ def ray_session(address: str | None = LOCAL_RAY, num_cpus: int | None = None) ->
     """Connect to Ray (a cluster `address`, e.g. `ray://head:10001` or `head:6379`), or start a local one
     (`local`/None) with `num_cpus` CPUs and no dashboard; returns whether this call started it (and so
     should `ray.shutdown()` it). An already initialized Ray is used as it is."""
-    import ray
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("--ray needs the ray package: pip install 'worldsmith[scale]'") from None
 
     if ray.is_initialized():
         return False
@@ -165,11 +168,10 @@ class RayExecutor:
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
             timeout: float | None = None) -> Iterator[UnitOutcome]:
-        import ray
-
         if not payloads:
             return
-        started_ray = ray_session(self.address, self.workers)
+        started_ray = ray_session(self.address, self.workers)  # first: a missing ray is a clear error there
+        import ray
         try:
             capacity = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             remote = ray.remote(num_cpus=1, max_retries=0)(function)
