@@ -1,5 +1,5 @@
 """Relative paths resolve one way in the page, the CLI and a background job: against the workspace root, then
-the checkout; never against the working directory."""
+the bundled files (the checkout here); never against the working directory."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from worldsmith._resources import bundle_root
 from worldsmith.llm import parse_spec, resolve_spec
-from worldsmith.util.paths import CHECKOUT, resolve_user_path
+from worldsmith.util.paths import resolve_user_path
 
 TINY = "data_samples/models/tiny"
 
@@ -26,7 +27,7 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_workspace_first_then_checkout_never_the_working_directory(elsewhere: Path) -> None:
     assert resolve_user_path("models/mine", elsewhere) == (elsewhere / "models" / "mine").resolve()
-    assert resolve_user_path(TINY, elsewhere) == CHECKOUT / TINY
+    assert resolve_user_path(TINY, elsewhere) == bundle_root() / TINY
     assert resolve_user_path("nowhere/x", elsewhere) == (elsewhere / "nowhere" / "x").resolve()
     assert resolve_user_path("/abs/path", elsewhere) == Path("/abs/path")
 
@@ -34,7 +35,7 @@ def test_workspace_first_then_checkout_never_the_working_directory(elsewhere: Pa
 def test_model_specs_resolve_their_folder_the_same_way(elsewhere: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(elsewhere))
     assert resolve_spec("hf:models/mine", elsewhere) == f"hf:{(elsewhere / 'models' / 'mine').resolve()}"
-    assert resolve_spec(f"tiny:{TINY}?max_new_tokens=8", elsewhere) == f"tiny:{CHECKOUT / TINY}?max_new_tokens=8"
+    assert resolve_spec(f"tiny:{TINY}?max_new_tokens=8", elsewhere) == f"tiny:{bundle_root() / TINY}?max_new_tokens=8"
     assert resolve_spec("openai:m@http://127.0.0.1:9/v1", elsewhere) == "openai:m@http://127.0.0.1:9/v1"
     with pytest.raises(ValueError, match=f"no model folder at {(elsewhere / 'gone').resolve()}"):
         parse_spec(resolve_spec("tiny:gone", elsewhere))  # the error names where it looked
@@ -44,4 +45,4 @@ def test_envace_config_paths_use_the_same_helper(elsewhere: Path) -> None:
     from worldsmith.envace.config import resolve_path
 
     assert resolve_path("models/mine", elsewhere) == resolve_user_path("models/mine", elsewhere)
-    assert resolve_path(TINY, elsewhere) == CHECKOUT / TINY
+    assert resolve_path(TINY, elsewhere) == bundle_root() / TINY

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from worldsmith._resources import samples_root
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout, or worldsmith/_bundled in a wheel (same layout)
 PAGES_DIR = REPO_ROOT / "pages"
 SAMPLES_ENV = "WORLDSMITH_SAMPLES"
 SAMPLES_DATASET = "samples"
@@ -31,11 +33,12 @@ def page_file(name: str) -> str:
 
 
 def samples_dir() -> Path | None:
-    """The folder imported on first start: `$WORLDSMITH_SAMPLES` (empty disables), else `<repo>/data_samples`."""
+    """The folder imported on first start: `$WORLDSMITH_SAMPLES` (empty disables), else the bundled
+    `data_samples/` (the checkout's, or the installed wheel's copy)."""
     value = os.environ.get(SAMPLES_ENV)
     if value is not None:
         return Path(value) if value.strip() else None
-    return REPO_ROOT / "data_samples"
+    return samples_root()
 
 
 def sample_files(folder: Path | None) -> list[Path]:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from worldsmith._resources import workbench_app
 from worldsmith.cli.common import add_common
 
 
@@ -15,19 +16,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("workbench", help="start the web workbench")
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument("--address", default="127.0.0.1", help="listen address (default: localhost only)")
-    parser.add_argument("--app", default=None, help="path to workbench/app.py (default: the repository's)")
+    parser.add_argument("--app", default=None, help="path to a workbench app.py (default: the one shipped with worldsmith)")
     add_common(parser, json_flag=False)
     parser.set_defaults(handler=run)
 
 
 def app_path(explicit: str | None) -> Path:
+    """`--app`, else the app that ships with this library (the checkout's, or the wheel's copy): never one
+    found through the working directory, which may be another checkout or none."""
     if explicit:
-        return Path(explicit)
-    candidates = [Path.cwd() / "workbench" / "app.py", Path(__file__).resolve().parents[3] / "workbench" / "app.py"]
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
-    raise SystemExit("workbench/app.py not found: run from the repository root or pass --app")
+        app = Path(explicit)
+        if not app.is_file():
+            raise SystemExit(f"--app {explicit}: no such file")
+        return app
+    try:
+        return workbench_app()
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> int:

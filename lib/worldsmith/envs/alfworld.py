@@ -8,8 +8,8 @@ Task ids are game folders relative to the games root, in the release layout:
     train/pick_heat_then_place_in_recep-Cup-None-Shelf-1/trial_T20190906_230051_015449
 
 `reset` also takes the absolute path of a game folder or of its `game.tw-pddl`. The games root is
-the `games` argument, else `$WORLDSMITH_ALFWORLD_GAMES`, else `<repo>/../shared/data/alfworld`, else the
-six games bundled in `<repo>/data_samples/alfworld`.
+the `games` argument, else `$WORLDSMITH_ALFWORLD_GAMES`, else `<checkout>/../shared/data/alfworld`, else the
+six games bundled in `data_samples/alfworld` (`worldsmith._resources`; a wheel carries them too).
 
 Observations are the game's text verbatim except for interpreter chrome: the opening
 `-= Welcome to TextWorld, ALFRED! =-` banner is dropped (the room and "Your task is to: ..." stay).
@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worldsmith._resources import samples_root, source_checkout
 from worldsmith.envs.base import (
     EnvBase,
     EnvError,
@@ -93,13 +94,13 @@ _UNKNOWN_GOAL = "UNKNOWN GOAL"
 
 def default_games_root() -> Path:
     """`$WORLDSMITH_ALFWORLD_GAMES`, else the shared data folder beside the repository, else the six
-    games bundled in `data_samples/alfworld` (one per task type), so a fresh clone can play."""
+    games bundled in `data_samples/alfworld` (one per task type; in the wheel too), so a fresh install can play."""
     configured = os.environ.get(GAMES_ENV_VAR)
     if configured:
         return Path(configured).expanduser()
-    repository = Path(__file__).resolve().parents[3]
-    shared = repository.parent / "shared" / "data" / "alfworld"
-    return shared if shared.is_dir() else repository / "data_samples" / "alfworld"
+    checkout = source_checkout()
+    shared = checkout.parent / "shared" / "data" / "alfworld" if checkout is not None else None
+    return shared if shared is not None and shared.is_dir() else samples_root() / "alfworld"
 
 
 # --------------------------------------------------------------------------------------------

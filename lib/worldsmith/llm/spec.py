@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from worldsmith._resources import tiny_model_dir
 from worldsmith.llm.base import LLM
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import resolve_user_path
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 MODEL_ENV_VAR = "WORLDSMITH_MODEL"
-# The small default model trained by `worldsmith llm train-tiny` on the bundled samples.
-BUNDLED_TINY = Path(__file__).resolve().parents[3] / "data_samples" / "models" / "tiny"
 
 # kind -> "module:factory"; the factory takes (spec: ModelSpec) and returns an LLM.
 BACKENDS: dict[str, str] = {
@@ -153,7 +152,8 @@ def default_model_spec() -> str | None:
     configured = os.environ.get(MODEL_ENV_VAR)
     if configured:
         return configured
-    return f"tiny:{BUNDLED_TINY}" if (BUNDLED_TINY / "config.json").exists() else None
+    tiny = tiny_model_dir()  # shipped in the wheel too (worldsmith._resources)
+    return f"tiny:{tiny}" if (tiny / "config.json").exists() else None
 
 
 def resolve_spec(spec: str, workspace_root: str | Path) -> str:

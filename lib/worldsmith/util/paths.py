@@ -2,8 +2,9 @@
 
 The workbench page, the CLI and a background job the page starts run in different working
 directories, so a path relative to "here" would name different files in each. A relative path is
-taken against the workspace root; the source checkout is the second place looked in, so the
-bundled `data_samples/...` works from any workspace. A path found in neither stays under the
+taken against the workspace root; the bundled files (the source checkout, or their copy in an
+installed wheel: `worldsmith._resources`) are the second place looked in, so `data_samples/...`
+works from any workspace and any install. A path found in neither stays under the
 workspace root, so an error names the place that was looked in.
 """
 
@@ -12,14 +13,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["CHECKOUT", "resolve_user_path"]
+from worldsmith._resources import bundle_root
 
-CHECKOUT = Path(__file__).resolve().parents[3]  # the source checkout (data_samples/ lives there)
+__all__ = ["resolve_user_path"]
 
 
 def resolve_user_path(text: str | os.PathLike[str], workspace_root: str | os.PathLike[str] | None = None) -> Path:
     """An absolute path for `text`: as is when absolute, else under the workspace root (`$WORLDSMITH_WORKSPACE`
-    when not given), else under the source checkout when it exists only there."""
+    when not given), else under the bundled files (`_resources.bundle_root`) when it exists only there."""
     path = Path(text).expanduser()
     if path.is_absolute():
         return path
@@ -30,5 +31,5 @@ def resolve_user_path(text: str | os.PathLike[str], workspace_root: str | os.Pat
     in_workspace = Path(workspace_root).expanduser().resolve() / path
     if in_workspace.exists():
         return in_workspace
-    bundled = CHECKOUT / path
+    bundled = bundle_root() / path
     return bundled if bundled.exists() else in_workspace
