@@ -44,4 +44,8 @@ def run(args: argparse.Namespace) -> int:
         "--server.address", args.address, "--server.port", str(args.port),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
     ]
+    if os.name == "posix":
+        # Become Streamlit, so a signal sent to `worldsmith workbench` (a supervisor's SIGTERM, `kill PID`)
+        # stops the server instead of leaving it running, orphaned, on the port.
+        os.execve(sys.executable, command, env)
     return subprocess.call(command, env=env)
