@@ -46,8 +46,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import orjson  # noqa: E402
 
-from worldsmith.sim.factory import MODEL_WORLD_MODELS, make_world_model  # noqa: E402
 from worldsmith.sim.harness import Harness  # noqa: E402
+from worldsmith.sim.registry import make_world_model, needs_llm  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
 from worldsmith.worldbook import Worldbook, build_worldbook, cross_fit, trajectory_family  # noqa: E402
 
@@ -57,9 +57,9 @@ SOURCES = {"alfworld": "alfworld_expert.jsonl", "scienceworld": "scienceworld.js
 TINY = "tiny:data_samples/models/tiny"
 # (label, world-model kind, with the tiny model)
 METHODS = [("harness", "harness", False), ("harness+tiny", "harness", True),
-           ("harness-schema", "harness-schema", False), ("harness-schema+tiny", "harness-schema", True),
+           ("harness-schema", "harness-no-book", False), ("harness-schema+tiny", "harness-no-book", True),
            ("nearest", "nearest", False), ("direct+tiny", "direct", True), ("rag+tiny", "rag", True),
-           ("book+tiny", "book", True)]
+           ("book+tiny", "worldbook-prompt", True)]
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             phase = time.perf_counter()
             row["methods"] = {}
             for label, kind, with_model in METHODS:
-                if kind in MODEL_WORLD_MODELS and not with_model:
+                if needs_llm(kind) and not with_model:
                     continue
                 row["methods"][label] = method_steps(kind, llm if with_model else None, pairs, options.model_steps,
                                                      options.max_tokens)

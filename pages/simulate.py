@@ -26,12 +26,7 @@ from workbench.components.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
 from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402
-from worldsmith.sim.factory import (  # noqa: E402
-    MODEL_WORLD_MODELS,
-    OPTIONAL_MODEL_WORLD_MODELS,
-    WORLD_MODELS,
-    make_world_model,
-)
+from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models  # noqa: E402
 from worldsmith.util.names import InvalidName, check_name  # noqa: E402
 from worldsmith.workspace import EpisodeFilter  # noqa: E402
 from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
@@ -123,12 +118,12 @@ def _fork(directory: Path) -> None:
 
 left, right = st.columns(2)
 book_name = left.selectbox("Worldbook", names, key="sim_book")
-kind = right.selectbox("World model", list(WORLD_MODELS), key="sim_model",
-                       format_func=lambda key: f"{key}: {WORLD_MODELS[key]}")
+kind = right.selectbox("World model", list(world_models()), key="sim_model",
+                       format_func=lambda key: f"{key}: {world_model_spec(key).description}")
 spec = None
-if kind in MODEL_WORLD_MODELS or kind in OPTIONAL_MODEL_WORLD_MODELS:
+if takes_llm(kind):
     spec_column, tokens_column = st.columns([3, 1])
-    optional = kind in OPTIONAL_MODEL_WORLD_MODELS  # the harness answers without a model; one adds the agent route
+    optional = world_model_spec(kind).llm == "optional"  # the harness answers without a model; one adds the agent route
     spec = spec_column.text_input("Model spec" + (" (optional: the agent route)" if optional else ""),
                                   value="" if optional else default_model_spec() or "", key=f"sim_llm_{optional}")
     tokens_column.number_input("Max tokens", min_value=1, max_value=4096, value=128, key="sim_max_tokens")
@@ -197,8 +192,7 @@ with st.form("sim_act", clear_on_submit=True):
     step = st.form_submit_button("Step", icon=":material/play_arrow:")
 if step and action.strip():
     try:
-        llm = _llm(spec, str(root)) if spec and (kind in MODEL_WORLD_MODELS or kind in OPTIONAL_MODEL_WORLD_MODELS) \
-            else None
+        llm = _llm(spec, str(root)) if spec and takes_llm(kind) else None
         options = {"max_tokens": int(st.session_state.get("sim_max_tokens", 128))} if llm is not None else {}
         model = make_world_model(kind, book, llm=llm, **options)
         session.attach(model)

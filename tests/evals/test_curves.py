@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from worldsmith.evals import ablation_methods, construction_size_curve, method_kind
-from worldsmith.sim import WORLD_MODELS
+from worldsmith.sim import world_model_names
 
 
 def test_curve_builds_nested_books_and_evaluates_each_on_the_same_held_out_set(alfworld_split, tmp_path: Path) -> None:
@@ -35,5 +35,5 @@ def test_curve_builds_nested_books_and_evaluates_each_on_the_same_held_out_set(a
 def test_ablations_are_world_models() -> None:
     methods = ablation_methods()
     assert methods[0] == "harness" and len(methods) == 5
-    assert all(method_kind(m) in WORLD_MODELS for m in methods)
-    assert method_kind("harness-no-book") == "harness-schema" and method_kind("worldbook-prompt") == "book"
+    assert all(method_kind(m) in world_model_names() for m in methods)
+    assert method_kind("harness-schema") == "harness-no-book" and method_kind("book") == "worldbook-prompt"

@@ -74,7 +74,7 @@ def _worldbook(root: Path) -> str:
 def _session(root: Path) -> None:
     """A Simulate session on `BOOK` with one step of nearest evidence."""
     from worldsmith.sim import Session
-    from worldsmith.sim.factory import make_world_model
+    from worldsmith.sim.registry import make_world_model
     from worldsmith.worldbook import WorldbookStore
 
     store = WorldbookStore(root / "worldbooks")

@@ -78,7 +78,7 @@ def test_a_side_by_side_method_whose_model_failed_is_labelled_a_fallback(page, s
         port = probe.getsockname()[1]  # nothing listens there once the probe is closed
     _open(page, server, "simulate")
     page.get_by_text("Side by side", exact=True).click()
-    spec = page.get_by_role("textbox", name="Model spec (direct, rag, book)")
+    spec = page.get_by_role("textbox", name="Model spec (direct, rag, worldbook-prompt)")
     spec.fill(f"openai:m@http://127.0.0.1:{port}/v1?max_retries=0&timeout=5")
     spec.press("Enter")
     page.get_by_role("button", name="Step", exact=True).click()

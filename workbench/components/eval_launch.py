@@ -28,14 +28,10 @@ NOTICE = "ev_launch_notice"
 
 
 def available_methods() -> list[str]:
-    """The method names `worldsmith eval` accepts (worldsmith.evals), else the world-model kinds."""
-    try:
-        from worldsmith.evals.protocols import METHOD_KINDS  # the evals package may be absent in old installs
-    except ImportError:
-        from worldsmith.sim.factory import WORLD_MODELS
+    """The method names `worldsmith eval` accepts: the registered world models."""
+    from worldsmith.sim.registry import world_model_names
 
-        return list(WORLD_MODELS)
-    return list(METHOD_KINDS)
+    return world_model_names()
 
 
 def held_out_defaults(root: Path, book: str | None, datasets: list[str]) -> dict[str, str]:

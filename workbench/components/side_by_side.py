@@ -23,8 +23,8 @@ from workbench.components.paths import page_file
 from workbench.components.text import md_code, md_escape
 from workbench.components.timeline import render_json_changes, show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
-from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS
 from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
+from worldsmith.sim.registry import needs_llm, world_model_names
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, default_methods
 from worldsmith.traces.json_diff import json_text_changes
 from worldsmith.workspace import EpisodeFilter
@@ -316,16 +316,16 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     episode, opening, dataset = _pick_episode(root_text, book, source_dataset)
 
     methods_column, spec_column, tokens_column = st.columns([3, 2, 1])
-    methods = methods_column.multiselect("Methods", list(WORLD_MODELS), default=default_methods(default_model_spec()),
+    methods = methods_column.multiselect("Methods", world_model_names(), default=default_methods(default_model_spec()),
                                          key="sbs_methods",
                                          help="each gets its own column; the real observation is always shown")
-    spec = spec_column.text_input("Model spec (direct, rag, book)", value=default_model_spec() or "", key="sbs_llm")
+    spec = spec_column.text_input("Model spec (direct, rag, worldbook-prompt)", value=default_model_spec() or "", key="sbs_llm")
     max_tokens = int(tokens_column.number_input("Max tokens", min_value=1, max_value=4096, value=64,
                                                 key="sbs_max_tokens"))
     if not methods:
         st.info("Choose at least one method.", icon=":material/info:")
         st.stop()
-    needs_model = [m for m in methods if m in MODEL_WORLD_MODELS]
+    needs_model = [m for m in methods if needs_llm(m)]
     if needs_model and not spec.strip():
         st.warning(f"{md_escape(', '.join(needs_model))} need a model spec.", icon=":material/warning:")
         st.stop()

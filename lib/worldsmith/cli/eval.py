@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
-from worldsmith.evals.protocols import METHOD_KINDS, PROTOCOLS
+from worldsmith.evals.protocols import PROTOCOLS
+from worldsmith.sim.registry import world_model_names
 
 __all__ = ["register"]
 
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--drop-leaked", action="store_true",
                         help="leave leaked episodes out (the report names them and why) instead of refusing the run")
     parser.add_argument("--methods", default="harness,nearest",
-                        help="comma-separated: " + ", ".join(METHOD_KINDS) + " (default: harness,nearest)")
+                        help="comma-separated: " + ", ".join(world_model_names()) + " (default: harness,nearest)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="next-obs")
     parser.add_argument("--policy", default="expert", choices=("expert", "random", "llm"), help="W2R policy")
     parser.add_argument("--llm", metavar="SPEC", help="model spec (or models.toml name) of the model methods")
@@ -97,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     awb.add_argument("--book", required=True)
     awb.add_argument("--version")
     awb.add_argument("--rows", required=True, type=Path, help="AgentWorldBench JSONL rows")
-    awb.add_argument("--method", default="harness", help="one method: " + ", ".join(METHOD_KINDS))
+    awb.add_argument("--method", default="harness", help="one method: " + ", ".join(world_model_names()))
     awb.add_argument("--llm", metavar="SPEC")
     awb.add_argument("--out", required=True, type=Path, help="predicted rows (JSONL, the benchmark's layout)")
     add_common(awb)

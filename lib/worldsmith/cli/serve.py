@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT
-from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
+from worldsmith.sim.registry import canonical_world_model, world_model_names
 
 if TYPE_CHECKING:
     from worldsmith.serve import ServedWorldbook
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_MCP_PORT} for MCP, {DEFAULT_ENV_PORT} for --http)")
     parser.add_argument("--version", help="worldbook version (default: HEAD)")
-    parser.add_argument("--method", choices=list(WORLD_MODELS), default=DEFAULT_WORLD_MODEL,
+    parser.add_argument("--method", type=canonical_world_model, choices=world_model_names(), default=DEFAULT_WORLD_MODEL,
                         help="world model answering the calls (default: the harness)")
     parser.add_argument("--model", metavar="SPEC", help="LLM spec or models.toml name for world models that use one")
     parser.add_argument("--max-tokens", type=int, default=256)

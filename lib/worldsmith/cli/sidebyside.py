@@ -14,7 +14,7 @@ from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
-from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS
+from worldsmith.sim.registry import canonical_world_model, needs_llm, world_model_names
 from worldsmith.sim.sidebyside import SideBySide, StepView, default_methods
 from worldsmith.worldbook import WorldbookStore
 
@@ -29,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True, help="dataset holding the episode")
     parser.add_argument("--episode", required=True, help="episode id")
     parser.add_argument("--methods", help="comma-separated world models (default: harness,direct with a model, "
-                        "else harness,nearest); choose from " + ", ".join(WORLD_MODELS))
+                        "else harness,nearest); choose from " + ", ".join(world_model_names()))
     parser.add_argument("--mode", choices=["teacher", "open_loop"], default="teacher",
                         help="teacher: each step from the real prefix; open_loop: each method from its own predictions")
-    parser.add_argument("--llm", metavar="SPEC", help="model spec or models.toml name for direct|rag|book "
+    parser.add_argument("--llm", metavar="SPEC", help="model spec or models.toml name for direct|rag|worldbook-prompt "
                         "(default: the default model)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--steps", type=int, help="recorded steps to take (default: all)")
@@ -79,14 +79,17 @@ def run_side_by_side(args: argparse.Namespace) -> int:
     except KeyError as error:
         raise CommandError(str(error.args[0] if error.args else error)) from None
     spec = args.llm or default_model_spec()
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else default_methods(spec)
-    unknown = [m for m in methods if m not in WORLD_MODELS]
+    methods = [canonical_world_model(m.strip()) for m in args.methods.split(",") if m.strip()] if args.methods \
+        else default_methods(spec)
+    known = world_model_names()
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise CommandError(f"unknown world model(s) {', '.join(unknown)}: choose from {', '.join(WORLD_MODELS)}")
+        raise CommandError(f"unknown world model(s) {', '.join(unknown)}: choose from {', '.join(known)}")
     llm = None
-    if any(m in MODEL_WORLD_MODELS for m in methods):
+    if any(needs_llm(m) for m in methods):
         if spec is None:
-            raise CommandError("direct, rag and book need a model: pass --llm SPEC or set WORLDSMITH_MODEL")
+            raise CommandError(f"{', '.join(m for m in methods if needs_llm(m))} need a model: pass --llm SPEC or "
+                               "set WORLDSMITH_MODEL")
         spec = resolve_spec(spec, workspace.root)
         try:
             llm = open_llm(spec, workspace.root, component="side-by-side")

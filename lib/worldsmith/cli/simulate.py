@@ -18,22 +18,18 @@ import orjson
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
 from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line
-from worldsmith.sim.factory import (
-    DEFAULT_WORLD_MODEL,
-    MODEL_WORLD_MODELS,
-    OPTIONAL_MODEL_WORLD_MODELS,
-    WORLD_MODELS,
-    make_world_model,
-)
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
+from worldsmith.sim.registry import canonical_world_model, make_world_model, needs_llm, takes_llm, world_models
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("book", help="worldbook name in the workspace")
     parser.add_argument("--version", help="worldbook version (default: HEAD, or the session's)")
-    parser.add_argument("--model", choices=list(WORLD_MODELS), default=DEFAULT_WORLD_MODEL,
-                        help="world model: " + "; ".join(f"{k}: {v}" for k, v in WORLD_MODELS.items()))
-    parser.add_argument("--llm", metavar="SPEC", help="model spec or models.toml name for direct|rag|book "
+    parser.add_argument("--model", type=canonical_world_model, choices=list(world_models()),
+                        default=DEFAULT_WORLD_MODEL,
+                        help="world model: " + "; ".join(f"{k}: {v.description}" for k, v in world_models().items()))
+    parser.add_argument("--llm", metavar="SPEC", help="model spec or models.toml name for direct|rag|worldbook-prompt "
                         "(default: the default model)")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--initial", default="", help="opening observation of a new session")
@@ -92,7 +88,7 @@ def _session_for(args: argparse.Namespace, directory: Path, book_name: str) -> t
 
 def _world_model(args: argparse.Namespace, book: Worldbook) -> WorldModel:
     llm = None
-    if args.model in MODEL_WORLD_MODELS or (args.model in OPTIONAL_MODEL_WORLD_MODELS and args.llm):
+    if needs_llm(args.model) or (takes_llm(args.model) and args.llm):
         root = workspace_from(args).root
         spec = args.llm or default_model_spec()
         if spec is None:

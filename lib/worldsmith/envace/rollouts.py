@@ -207,7 +207,7 @@ class WorldbookSource:
         self.handovers = 0
 
     def start(self, spec: TaskSpec) -> str:
-        from worldsmith.sim.factory import make_world_model
+        from worldsmith.sim.registry import make_world_model
 
         self.model = make_world_model(self.kind, self.book)
         self.model.start(spec.opening)

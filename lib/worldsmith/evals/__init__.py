@@ -66,7 +66,6 @@ from worldsmith.evals.metrics import (
 from worldsmith.evals.novelty import NoveltyIndex, text_values, vocabulary
 from worldsmith.evals.protocols import (
     ABLATIONS,
-    METHOD_KINDS,
     PROTOCOLS,
     UsageMeter,
     drift_records,
@@ -98,7 +97,6 @@ __all__ = [
     "Judge",
     "JudgeVerdict",
     "LeakageError",
-    "METHOD_KINDS",
     "METRICS",
     "MetricDelta",
     "NOVELTY_METRICS",

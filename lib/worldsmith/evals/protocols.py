@@ -10,8 +10,8 @@
   in the real environment directly (Real). W2R / Real is the simulator's consistency.
 
 Records are plain dicts with the run store's columns (`records.RECORD_COLUMNS`); the run adds the
-run-level ones. Methods are named as the CLI names them (`METHOD_KINDS` maps them to the world
-models of `sim.factory`).
+run-level ones. Methods are the world models registered in `sim.registry`, by the same names
+(deprecated aliases such as `book` or `harness-schema` resolve to them).
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from worldsmith.evals.judge import Judge
 from worldsmith.evals.metrics import score
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
-from worldsmith.sim.factory import MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
+from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
+from worldsmith.sim.registry import needs_llm as _needs_llm
 from worldsmith.sim.simenv import SimEnv
 from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
     "ABLATIONS",
-    "METHOD_KINDS",
     "PROTOCOLS",
     "UsageMeter",
     "drift_records",
@@ -50,28 +50,21 @@ __all__ = [
 ]
 
 PROTOCOLS = ("next-obs", "drift", "w2r")
-# CLI method name -> sim.factory world-model kind (factory kinds are accepted as they are too)
-METHOD_KINDS: dict[str, str] = {
-    "harness": "harness", "direct": "direct", "rag": "rag", "worldbook-prompt": "book",
-    "harness-no-book": "harness-schema", "nearest": "nearest", "harness-no-state": "harness-no-state",
-    "harness-single-shot": "harness-single-shot", "harness-no-fallback": "harness-no-fallback",
-}
 # The ablations of the issue: no worldbook knowledge, no persistent state, single-shot instead of the tool loop,
 # no fallback (each beside the full harness).
 ABLATIONS = ("harness", "harness-no-book", "harness-no-state", "harness-single-shot", "harness-no-fallback")
 
 
 def method_kind(method: str) -> str:
-    """The world-model kind of a method name; ValueError naming the choices for an unknown one."""
-    if method in METHOD_KINDS:
-        return METHOD_KINDS[method]
-    if method in WORLD_MODELS:
-        return method
-    raise ValueError(f"unknown method {method!r} (choose from {', '.join([*METHOD_KINDS, 'book', 'harness-schema'])})")
+    """The registered world-model name of a method (an alias resolved); ValueError naming the choices."""
+    try:
+        return world_model_spec(method).name
+    except ValueError:
+        raise ValueError(f"unknown method {method!r} (choose from {', '.join(world_model_names())})") from None
 
 
 def needs_llm(method: str) -> bool:
-    return method_kind(method) in MODEL_WORLD_MODELS
+    return _needs_llm(method_kind(method))
 
 
 class UsageMeter:
@@ -111,7 +104,7 @@ class UsageMeter:
 def make_method(method: str, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
     """The world model a method name stands for; model methods need `llm`, the harness uses it when given."""
     kind = method_kind(method)
-    if kind in MODEL_WORLD_MODELS and llm is None:
+    if _needs_llm(kind) and llm is None:
         raise ValueError(f"method {method!r} needs a model: give an LLM spec (--llm)")
     if kind == "nearest":
         options = {k: v for k, v in options.items() if k == "k"}

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
 from worldsmith.serve.tools import ToolSpec, action_for_call, book_tools
 from worldsmith.sim.base import WorldModel
-from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, MODEL_WORLD_MODELS, WORLD_MODELS, make_world_model
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
+from worldsmith.sim.registry import make_world_model, needs_llm, world_model_spec
 from worldsmith.sim.session import Session, SessionTurn
 from worldsmith.sim.simenv import SimEnv
 from worldsmith.traces.model import Action, Episode
@@ -37,7 +38,7 @@ class ServeConfig(BaseModel):
     book: str = Field(min_length=1, description="Worldbook name in the workspace.")
     version: str | None = Field(default=None, description="Worldbook version (default: HEAD).")
     workspace: str | None = Field(default=None, description="Workspace folder (default: $WORLDSMITH_WORKSPACE).")
-    method: str = Field(default=DEFAULT_WORLD_MODEL, description="World model name (`worldsmith.sim.WORLD_MODELS`).")
+    method: str = Field(default=DEFAULT_WORLD_MODEL, description="World model name (`worldsmith.sim.world_models()`).")
     model: str | None = Field(default=None, description="LLM spec for world models that use one.")
     max_tokens: int = Field(default=256, ge=1)
     initial: str = Field(default="", description="Opening observation of each client's session.")
@@ -75,8 +76,7 @@ class ServedWorldbook:
     """The book loaded once; sessions opened per client."""
 
     def __init__(self, config: ServeConfig) -> None:
-        if config.method not in WORLD_MODELS:
-            raise ValueError(f"unknown world model {config.method!r} (choose from {', '.join(WORLD_MODELS)})")
+        world_model_spec(config.method)  # ValueError naming the registered world models
         self.config = config
         self.workspace = Workspace(config.workspace)
         store = WorldbookStore(self.workspace.root / "worldbooks")
@@ -92,9 +92,9 @@ class ServedWorldbook:
     def world_model(self) -> WorldModel:
         """A fresh world model of the configured kind (an LLM opened when the kind needs or is given one)."""
         config = self.config
-        spec = config.model or (default_model_spec() if config.method in MODEL_WORLD_MODELS else None)
+        spec = config.model or (default_model_spec() if needs_llm(config.method) else None)
         if spec is None:
-            if config.method in MODEL_WORLD_MODELS:
+            if needs_llm(config.method):
                 raise ValueError(f"world model {config.method!r} needs a model: pass an LLM spec")
             return make_world_model(config.method, self.book)
         root = self.workspace.root

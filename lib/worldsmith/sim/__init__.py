@@ -21,12 +21,22 @@ from worldsmith.sim.base import (
     episode_prefix,
 )
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
-from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, WORLD_MODELS, make_world_model
+from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.fields import FieldTracker
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.inventory import Carriers, InventoryTracker
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.registry import (
+    UnknownWorldModelError,
+    WorldModelSpec,
+    canonical_world_model,
+    make_world_model,
+    world_model,
+    world_model_names,
+    world_model_spec,
+    world_models,
+)
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.sim.routing import choose_route, learn_routes
 from worldsmith.sim.scope import ScopeTracker
@@ -92,7 +102,13 @@ __all__ = [
     "Submission",
     "HarnessConfig",
     "Harness",
-    "WORLD_MODELS",
+    "UnknownWorldModelError",
+    "WorldModelSpec",
+    "canonical_world_model",
+    "world_model",
+    "world_model_names",
+    "world_model_spec",
+    "world_models",
     "DEFAULT_WORLD_MODEL",
     "GYMNASIUM_AVAILABLE",
     "Audit",

@@ -133,7 +133,7 @@ class Harness(WorldModelBase):
         self.suffixes = SuffixConditions(evidence)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
-            self.name = "harness_schema_only"
+            self.name = "harness-no-book"  # the registered name (sim.factory)
 
     # ------------------------------------------------------------------ state
     def canonical(self, action: Action) -> tuple[str, dict[str, Any], list[str]]:

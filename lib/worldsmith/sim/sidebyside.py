@@ -225,13 +225,13 @@ class SideBySide:
                    mode: Mode = "teacher", exclude_leaked: bool = True, **options: Any) -> SideBySide:
         """World models by `sim.factory` kind (`harness`, `nearest`, `direct`, ...), each named by its kind.
 
-        `llm` serves the model baselines (`direct`, `rag`, `book`) and `options` (`max_tokens`, ...)
+        `llm` serves the model baselines (`direct`, `rag`, `worldbook-prompt`) and `options` (`max_tokens`, ...)
         go to them; `agent_llm`, when given, is the harness kinds' agent-route model (without one
         the harness answers from rules, episode memory and evidence). With `exclude_leaked`, an
         episode in the book's evidence is left out of the evidence the methods get (`excluded_evidence`).
         """
         from worldsmith.evals.leakage import check_leakage
-        from worldsmith.sim.factory import MODEL_WORLD_MODELS, OPTIONAL_MODEL_WORLD_MODELS, make_world_model
+        from worldsmith.sim.registry import make_world_model, world_model_spec
 
         full, excluded = book, 0
         if episode is not None and exclude_leaked:
@@ -240,9 +240,10 @@ class SideBySide:
                 book, excluded = evidence_without(book, _leaked_ids(report, episode))
         methods: dict[str, WorldModel] = {}
         for kind in kinds:
-            if kind in MODEL_WORLD_MODELS:
+            uses = world_model_spec(kind).llm
+            if uses == "required":
                 methods[kind] = make_world_model(kind, book, llm=llm, **options)
-            elif kind in OPTIONAL_MODEL_WORLD_MODELS:
+            elif uses == "optional":
                 methods[kind] = make_world_model(kind, book, llm=agent_llm, **(options if agent_llm else {}))
             else:
                 methods[kind] = make_world_model(kind, book)

@@ -1,0 +1,138 @@
+"""World models by name, registered with `@world_model(...)`, in the manner of `envs.registry`.
+
+One name per simulator: the CLI (`simulate --model`, `serve --method`, `side-by-side --methods`,
+`eval --methods`), the evaluation, the side-by-side view and the workbench all list and build
+what is registered here, and a built model carries its registered name (`model.name`). Old
+names stay accepted as deprecated aliases (`book` -> `worldbook-prompt`, `harness-schema` and
+`harness_schema_only` -> `harness-no-book`) so stored sessions, run records and scripts still work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from worldsmith.llm.base import LLM
+from worldsmith.sim.base import WorldModel
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = [
+    "LLMUse",
+    "UnknownWorldModelError",
+    "WorldModelFactory",
+    "WorldModelSpec",
+    "canonical_world_model",
+    "make_world_model",
+    "needs_llm",
+    "takes_llm",
+    "world_model",
+    "world_model_names",
+    "world_model_spec",
+    "world_models",
+]
+
+# "required": the model baselines; "optional": the harness kinds use one when given; "never": no model.
+LLMUse = Literal["required", "optional", "never"]
+
+
+class WorldModelFactory(Protocol):
+    """Builds a world model on a book; `llm` is None for kinds that need none (or were given none)."""
+
+    def __call__(self, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel: ...
+
+
+class UnknownWorldModelError(ValueError):
+    """No world model is registered under this name (a ValueError, as the factory's error always was)."""
+
+
+@dataclass(frozen=True)
+class WorldModelSpec:
+    """One registered world model: its one name, what it is, whether it uses an LLM, its old names."""
+
+    name: str
+    description: str
+    factory: WorldModelFactory
+    llm: LLMUse = "never"
+    aliases: tuple[str, ...] = field(default=())
+
+    def make(self, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
+        if self.llm == "required" and llm is None:
+            raise ValueError(f"world model {self.name!r} needs a model (an LLM spec)")
+        model = self.factory(book, llm=llm if self.llm != "never" else None, **options)
+        model.name = self.name  # one name everywhere: sessions, audits and reports show the registered name
+        return model
+
+
+_REGISTRY: dict[str, WorldModelSpec] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def _builtins_loaded() -> None:
+    """Import the module that registers the built-in world models (kept lazy: it imports the harness)."""
+    import worldsmith.sim.factory  # noqa: F401  (registers on import)
+
+
+def world_model(name: str, *, description: str, llm: LLMUse = "never", aliases: tuple[str, ...] = (),
+                replace: bool = False) -> Callable[[WorldModelFactory], WorldModelFactory]:
+    """Register the decorated factory as the world model `name` (refused if the name or an alias is taken)."""
+
+    def decorate(factory: WorldModelFactory) -> WorldModelFactory:
+        register_world_model(WorldModelSpec(name, description, factory, llm, tuple(aliases)), replace=replace)
+        return factory
+
+    return decorate
+
+
+def register_world_model(spec: WorldModelSpec, *, replace: bool = False) -> WorldModelSpec:
+    taken = [n for n in (spec.name, *spec.aliases) if n in _REGISTRY or n in _ALIASES]
+    if taken and not replace:
+        raise ValueError(f"world model name {taken[0]!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    _ALIASES.update({alias: spec.name for alias in spec.aliases})
+    return spec
+
+
+def world_models() -> dict[str, WorldModelSpec]:
+    """All registered world models by name, in registration order (a copy)."""
+    _builtins_loaded()
+    return dict(_REGISTRY)
+
+
+def world_model_names() -> list[str]:
+    """The names the CLI and the workbench offer (aliases excluded)."""
+    return list(world_models())
+
+
+def canonical_world_model(name: str) -> str:
+    """The registered name for `name` or one of its deprecated aliases; other text as it is."""
+    _builtins_loaded()
+    return _ALIASES.get(name, name)
+
+
+def world_model_spec(name: str) -> WorldModelSpec:
+    """The spec registered as `name` (or an alias); UnknownWorldModelError listing the known names."""
+    _builtins_loaded()
+    try:
+        return _REGISTRY[_ALIASES.get(name, name)]
+    except KeyError:
+        raise UnknownWorldModelError(f"unknown world model {name!r} (choose from {', '.join(_REGISTRY)})") from None
+
+
+def needs_llm(name: str) -> bool:
+    """Whether the world model cannot run without an LLM."""
+    return world_model_spec(name).llm == "required"
+
+
+def takes_llm(name: str) -> bool:
+    """Whether the world model uses an LLM (always or when given one)."""
+    return world_model_spec(name).llm != "never"
+
+
+def make_world_model(name: str, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
+    """The world model `name` on `book`; the model baselines need `llm`.
+
+    Options go to the factory (`max_tokens`, `history_chars`, `k`, ...); the model baselines fall
+    back to the book's evidence when the model's reply is unusable.
+    """
+    return world_model_spec(name).make(book, llm=llm, **options)
