@@ -56,7 +56,11 @@ def test_the_built_in_world_models_are_registered_under_one_name_each() -> None:
 
 
 def test_old_names_are_aliases_of_the_one_name(book: Worldbook) -> None:
-    assert canonical_world_model("book") == "worldbook-prompt"
+    with pytest.deprecated_call(match="world model name 'book' is deprecated: use 'worldbook-prompt'"):
+        assert canonical_world_model("book") == "worldbook-prompt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the one name warns about nothing
+        assert canonical_world_model("worldbook-prompt") == "worldbook-prompt"
     assert canonical_world_model("harness-schema") == "harness-no-book"
     assert canonical_world_model("harness_schema_only") == "harness-no-book"
     assert canonical_world_model("no-such-model") == "no-such-model"  # other text left for the error to name

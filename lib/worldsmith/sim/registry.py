@@ -9,6 +9,7 @@ names stay accepted as deprecated aliases (`book` -> `worldbook-prompt`, `harnes
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -105,16 +106,19 @@ def world_model_names() -> list[str]:
 
 
 def canonical_world_model(name: str) -> str:
-    """The registered name for `name` or one of its deprecated aliases; other text as it is."""
+    """The registered name for `name` or one of its deprecated aliases (a DeprecationWarning); other text as it is."""
     _builtins_loaded()
-    return _ALIASES.get(name, name)
+    canonical = _ALIASES.get(name)
+    if canonical is None:
+        return name
+    warnings.warn(f"world model name {name!r} is deprecated: use {canonical!r}", DeprecationWarning, stacklevel=2)
+    return canonical
 
 
 def world_model_spec(name: str) -> WorldModelSpec:
     """The spec registered as `name` (or an alias); UnknownWorldModelError listing the known names."""
-    _builtins_loaded()
     try:
-        return _REGISTRY[_ALIASES.get(name, name)]
+        return _REGISTRY[canonical_world_model(name)]
     except KeyError:
         raise UnknownWorldModelError(f"unknown world model {name!r} (choose from {', '.join(_REGISTRY)})") from None
 
