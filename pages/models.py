@@ -19,7 +19,7 @@ import streamlit as st  # noqa: E402
 from workbench.components import data  # noqa: E402
 from workbench.components.text import md_code, md_escape  # noqa: E402
 
-from worldsmith.llm import CallLog, LLMError, configured_models, open_llm  # noqa: E402
+from worldsmith.llm import CallLog, LLMError, backends, configured_models, open_llm  # noqa: E402
 
 PAGE_SIZE = 20
 
@@ -39,6 +39,10 @@ if models:
                                for name, spec in models.items()]), hide_index=True, use_container_width=True)
 st.caption(f"Add models in {md_code(root / 'models.toml')} (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
            "or set `WORLDSMITH_MODEL`.")
+with st.expander("Backends (spec prefixes)", icon=":material/extension:"):
+    st.dataframe(pd.DataFrame([{"kind": kind, "spec": spec.example, "package": spec.package,
+                                "ready": spec.available()} for kind, spec in backends().items()]),
+                 hide_index=True, use_container_width=True, key="mo_backends")
 
 with st.form("mo_try"):
     st.subheader("Try a prompt", anchor=False)

@@ -8,7 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO, shown
 
-from worldsmith.llm import CallLog, default_model_spec
+from worldsmith.llm import BackendSpec, CallLog, default_model_spec, register_backend
+from worldsmith.llm import registry as backend_registry
 
 MODELS_PAGE = REPO / "pages" / "models.py"
 
@@ -40,8 +41,16 @@ def test_models_page_sends_a_prompt_and_shows_the_call_log(empty_root: Path) -> 
 
 
 def test_models_page_reports_a_broken_config(empty_root: Path) -> None:
+    """... and still lists the registered backends, a plugin's among them."""
     empty_root.mkdir(parents=True, exist_ok=True)
     (empty_root / "models.toml").write_text('[models.x]\nspec = "nope"\n')
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at = no_exception(at.switch_page(str(MODELS_PAGE)).run())
+    register_backend(BackendSpec("pagetest", "no.such.module:from_spec", "no_such_package", "pagetest:NAME"))
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=60).run()
+        at = no_exception(at.switch_page(str(MODELS_PAGE)).run())
+    finally:
+        backend_registry._REGISTRY.pop("pagetest")
     assert any("models.toml: [models.x]" in shown(e.value) for e in at.error)
+    listed = next(df.value for df in at.dataframe if "package" in df.value.columns)
+    assert listed["kind"].tolist() == ["tiny", "hf", "vllm", "openai", "pagetest"]
+    assert listed.set_index("kind").loc["pagetest", "ready"] == False  # noqa: E712  (a numpy bool)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.llm import BACKENDS, CallLog, LLMError, configured_models, default_model_spec, open_llm
-
-_BACKEND_PACKAGES = {"tiny": "transformers", "hf": "transformers", "vllm": "vllm", "openai": "openai"}
+from worldsmith.llm import CallLog, LLMError, backends, configured_models, default_model_spec, open_llm
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,13 +75,13 @@ def _resolve_model(name: str | None, workspace_root: Path) -> str:
 
 def run_models(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
-    backends = [{"kind": kind, "available": importlib.util.find_spec(_BACKEND_PACKAGES[kind]) is not None,
-                 "package": _BACKEND_PACKAGES[kind]} for kind in sorted(BACKENDS)]
+    listed = [{"kind": kind, "available": spec.available(), "package": spec.package}
+              for kind, spec in sorted(backends().items())]
     models = {name: spec.text for name, spec in configured_models(workspace.root).items()}
     if getattr(args, "json", False):
-        emit_json({"backends": backends, "models": models})
+        emit_json({"backends": listed, "models": models})
     else:
-        for backend in backends:
+        for backend in listed:
             state = "ready" if backend["available"] else f"needs the {backend['package']} package"
             print(f"{backend['kind']:<8} {state}")
         for name, spec in models.items():

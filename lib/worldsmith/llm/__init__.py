@@ -22,8 +22,8 @@ from worldsmith.llm.base import (
 )
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog, CallRecord
+from worldsmith.llm.registry import BackendSpec, backend, backends, register_backend
 from worldsmith.llm.spec import (
-    BACKENDS,
     ModelSpec,
     configured_models,
     default_model_spec,
@@ -36,8 +36,8 @@ from worldsmith.llm.structured import chat_structured, extract_json
 from worldsmith.llm.tracked import TrackedLLM, new_run_id, open_llm
 
 __all__ = [
-    "BACKENDS",
     "LLM",
+    "BackendSpec",
     "BackendUnavailableError",
     "CallLog",
     "CallRecord",
@@ -53,6 +53,8 @@ __all__ = [
     "StructuredOutputError",
     "TrackedLLM",
     "TransientLLMError",
+    "backend",
+    "backends",
     "chat_structured",
     "check_messages",
     "configured_models",
@@ -63,5 +65,6 @@ __all__ = [
     "new_run_id",
     "open_llm",
     "parse_spec",
+    "register_backend",
     "resolve_spec",
 ]

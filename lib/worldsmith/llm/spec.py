@@ -6,16 +6,14 @@
     openai:MODEL@BASE_URL     any OpenAI-compatible server; the key comes from an env variable
 
 Options follow after `?` as `key=value&...` (`openai:gpt-4o@https://api.example/v1?api_key_env=EX_KEY`),
-or come from a config file (`load_config`). Backends register a factory by kind, imported lazily
-so that naming a spec never imports torch or vllm.
+or come from a config file (`load_config`). Backends register by kind (`llm.registry.register_backend`),
+their factories imported lazily so that naming a spec never imports torch or vllm.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,25 +21,17 @@ from urllib.parse import parse_qsl
 
 from worldsmith._resources import tiny_model_dir
 from worldsmith.llm.base import LLM
+from worldsmith.llm.registry import backend, backends
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import resolve_user_path
 
 __all__ = [
-    "BACKENDS", "MODEL_ENV_VAR", "ModelSpec", "configured_models", "default_model_spec", "load_config", "make_llm",
+    "MODEL_ENV_VAR", "ModelSpec", "configured_models", "default_model_spec", "load_config", "make_llm",
     "parse_spec",
 ]
 
 MODEL_ENV_VAR = "WORLDSMITH_MODEL"
 
-# kind -> "module:factory"; the factory takes (spec: ModelSpec) and returns an LLM.
-BACKENDS: dict[str, str] = {
-    "tiny": "worldsmith.llm.hf:from_spec",
-    "hf": "worldsmith.llm.hf:from_spec",
-    "vllm": "worldsmith.llm.vllm_backend:from_spec",
-    "openai": "worldsmith.llm.openai_backend:from_spec",
-}
-_PATH_KINDS = frozenset({"tiny", "hf"})  # backends whose model is always a local folder
-_EXAMPLES = "tiny:PATH, hf:PATH, vllm:PATH_OR_NAME, openai:MODEL@BASE_URL"
 
 
 @dataclass(frozen=True)
@@ -73,21 +63,27 @@ def _option_value(text: str) -> Any:
     return text
 
 
+def _examples() -> str:
+    return ", ".join(b.example for b in backends().values())
+
+
 def parse_spec(spec: str, **options: Any) -> ModelSpec:
     """Parse `kind:model[@base_url][?k=v&...]`; raises ValueError naming what is wrong."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"a model spec must be non-empty text ({_EXAMPLES})")
+        raise ValueError(f"a model spec must be non-empty text ({_examples()})")
     text = spec.strip()
     kind, sep, rest = text.partition(":")
     if not sep:
-        raise ValueError(f"model spec {spec!r} has no backend prefix: write one of {_EXAMPLES}")
+        raise ValueError(f"model spec {spec!r} has no backend prefix: write one of {_examples()}")
     kind = kind.lower()
-    if kind not in BACKENDS:
-        raise ValueError(f"model spec {spec!r}: unknown backend {kind!r} (choose from {', '.join(sorted(BACKENDS))})")
+    try:
+        chosen = backend(kind)
+    except ValueError as error:
+        raise ValueError(f"model spec {spec!r}: {error}") from None
     rest, _, query = rest.partition("?")
     parsed = {key: _option_value(value) for key, value in parse_qsl(query, keep_blank_values=True)}
     base_url = None
-    if kind == "openai":
+    if chosen.base_url:
         model, at, base_url = rest.rpartition("@")
         if not at:
             model, base_url = rest, os.environ.get("OPENAI_BASE_URL") or None
@@ -99,7 +95,7 @@ def parse_spec(spec: str, **options: Any) -> ModelSpec:
         model = rest
         if not model:
             raise ValueError(f"model spec {spec!r}: name the model path after '{kind}:'")
-        if kind in ("tiny", "hf") and not Path(model).expanduser().exists():
+        if chosen.local_folder and not Path(model).expanduser().exists():
             raise ValueError(f"model spec {spec!r}: no model folder at {Path(model).expanduser()}")
     return ModelSpec(kind=kind, model=model, base_url=base_url, options={**parsed, **options})
 
@@ -107,9 +103,7 @@ def parse_spec(spec: str, **options: Any) -> ModelSpec:
 def make_llm(spec: str | ModelSpec, **options: Any) -> LLM:
     """Build the backend a spec names (extra keyword options override those in the spec)."""
     parsed = parse_spec(spec, **options) if isinstance(spec, str) else spec
-    module_name, _, attribute = BACKENDS[parsed.kind].partition(":")
-    factory: Callable[[ModelSpec], LLM] = getattr(importlib.import_module(module_name), attribute)
-    return factory(parsed)
+    return backend(parsed.kind).factory()(parsed)
 
 
 def load_config(path: str | Path) -> dict[str, ModelSpec]:
@@ -164,7 +158,7 @@ def resolve_spec(spec: str, workspace_root: str | Path) -> str:
     configured = configured_models(workspace_root)
     text = configured[spec].text if spec in configured else spec
     kind, sep, rest = text.strip().partition(":")
-    if not sep or kind.lower() not in _PATH_KINDS:
+    if not sep or not (kind.lower() in backends() and backend(kind.lower()).local_folder):
         return text
     model, query_sep, query = rest.partition("?")
     if not model or Path(model).expanduser().is_absolute():

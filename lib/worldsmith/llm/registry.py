@@ -1,0 +1,77 @@
+"""LLM backends by kind (`tiny:`, `hf:`, `vllm:`, `openai:`), registered like importers and environments.
+
+A backend names its factory as text (`"module:function"`), so parsing or listing specs never
+imports torch or vllm; `make_llm` imports the factory when a model is opened. A researcher's own
+backend registers with `register_backend(BackendSpec(...))` and is then accepted in every spec,
+listed by `worldsmith llm models` and offered by the workbench.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from worldsmith.llm.base import LLM
+
+if TYPE_CHECKING:
+    from worldsmith.llm.spec import ModelSpec
+
+__all__ = ["BackendSpec", "backend", "backends", "register_backend"]
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend: its spec prefix, where its factory lives, the package it needs, how its model is named."""
+
+    kind: str
+    entry_point: str  # "module:function"; the function takes a ModelSpec and returns an LLM
+    package: str  # the Python package it needs (what `worldsmith llm models` checks)
+    example: str  # how a spec of this kind is written, for error messages
+    local_folder: bool = False  # the model is a local folder: checked when parsed, made absolute when resolved
+    base_url: bool = False  # the spec may end in @BASE_URL (an OpenAI-compatible server)
+
+    def available(self) -> bool:
+        return importlib.util.find_spec(self.package) is not None
+
+    def factory(self) -> Callable[[ModelSpec], LLM]:
+        module_name, _, attribute = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+
+_REGISTRY: dict[str, BackendSpec] = {}
+
+
+def register_backend(spec: BackendSpec, *, replace: bool = False) -> BackendSpec:
+    """Add a backend under its kind (lower case); a taken kind is refused unless `replace`."""
+    kind = spec.kind.lower()
+    if kind != spec.kind or not kind.isidentifier():
+        raise ValueError(f"backend kind {spec.kind!r} must be a lower-case identifier (it is a spec prefix)")
+    if kind in _REGISTRY and not replace:
+        raise ValueError(f"backend {kind!r} is already registered")
+    _REGISTRY[kind] = spec
+    return spec
+
+
+def backends() -> dict[str, BackendSpec]:
+    """All registered backends by kind, in registration order (a copy)."""
+    return dict(_REGISTRY)
+
+
+def backend(kind: str) -> BackendSpec:
+    """The backend registered as `kind`; ValueError naming the registered ones."""
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        raise ValueError(f"unknown backend {kind!r} (choose from {', '.join(sorted(_REGISTRY))})") from None
+
+
+for _spec in (
+    BackendSpec("tiny", "worldsmith.llm.hf:from_spec", "transformers", "tiny:PATH", local_folder=True),
+    BackendSpec("hf", "worldsmith.llm.hf:from_spec", "transformers", "hf:PATH", local_folder=True),
+    BackendSpec("vllm", "worldsmith.llm.vllm_backend:from_spec", "vllm", "vllm:PATH_OR_NAME"),
+    BackendSpec("openai", "worldsmith.llm.openai_backend:from_spec", "openai", "openai:MODEL@BASE_URL", base_url=True),
+):
+    register_backend(_spec)
