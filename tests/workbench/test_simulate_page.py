@@ -100,3 +100,32 @@ def test_start_a_session_from_a_recorded_episode(empty_root: Path) -> None:
     # the caption counts the turn just committed, as the table below it does
     assert any("1 turns" in str(c.value) for c in at.caption)
     assert len(next(df.value for df in at.dataframe if "route" in df.value.columns)) == 1
+
+
+def test_the_page_offers_what_is_registered(empty_root: Path) -> None:
+    """A world model registered by a plugin is in the page's choices (sessions and side by side) and steps."""
+    from worldsmith.sim import NearestEvidence, registry, world_model, world_model_names
+
+    plugin = "page-test-nearest"
+
+    @world_model(plugin, description="nearest evidence, registered by a test")
+    def _build(book: Worldbook, *, llm: object = None, **options: object) -> NearestEvidence:
+        return NearestEvidence(book)
+
+    try:
+        _save_alfworld_book(empty_root)
+        at = open_page()
+        offered = at.selectbox(key="sim_model").options  # "name: description", in registration order
+        assert [o.split(": ")[0] for o in offered] == world_model_names() and world_model_names()[-1] == plugin
+        assert offered[-1] == f"{plugin}: nearest evidence, registered by a test"
+        no_exception(at.selectbox(key="sim_model").set_value(plugin).run())
+        at.text_input(key="sim_new_name").input("plugged")
+        no_exception(at.button[[b.label for b in at.button].index("Create session")].click().run())
+        _step(at, "take mug 3 from shelf 2")
+        with Session.open(empty_root / "sessions" / "plugged") as stored:
+            assert stored.meta["model"] == plugin
+            assert stored.turns()[0].prediction.audit.route == "fallback:nearest_evidence"
+        no_exception(at.radio(key="sim_view").set_value("Side by side").run())
+        assert at.multiselect(key="sbs_methods").options == world_model_names()
+    finally:
+        registry._REGISTRY.pop(plugin, None)
