@@ -12,7 +12,7 @@ from worldsmith.cli.main import main
 from worldsmith.llm import BackendSpec, backend, backends, make_llm, parse_spec, register_backend, resolve_spec
 from worldsmith.llm import registry as backend_registry
 
-HERE = "tests.llm.test_registry"
+HERE = __name__  # this module, as pytest imported it (make_llm finds it in sys.modules)
 
 
 class EchoLLM:
