@@ -19,6 +19,19 @@ from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval
 from workbench.components.eval_runs import RunFileError, list_runs, read_json_file, run_dataset
 
 
+def test_the_launcher_offers_the_registered_world_models() -> None:
+    from workbench.components.eval_launch import available_methods
+
+    from worldsmith.sim import NearestEvidence, registry, world_model, world_model_names
+
+    assert available_methods() == world_model_names() and "worldbook-prompt" in available_methods()
+    world_model("launcher-test", description="a test's world model")(lambda book, **_: NearestEvidence(book))
+    try:
+        assert available_methods()[-1] == "launcher-test"
+    finally:
+        registry._REGISTRY.pop("launcher-test")
+
+
 def test_format_interval() -> None:
     assert tables.format_interval({"mean": 0.5, "low": 0.25, "high": 0.75}) == "0.500 [0.250, 0.750]"
     assert tables.format_interval({"mean": 0.5, "low": None, "high": None}) == "0.500"
