@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +19,7 @@ from worldsmith.evals.protocols import make_method, method_kind, needs_llm
 from worldsmith.llm.base import LLM
 from worldsmith.sim import NearestEvidence, WorldModel, registry
 from worldsmith.sim.registry import (
+    PLUGINS_VARIABLE,
     UnknownWorldModelError,
     canonical_world_model,
     make_world_model,
@@ -135,3 +140,20 @@ def _help(parser: argparse.ArgumentParser, command: str, dest: str) -> str:
     """The help text of one option of one command (as given, before argparse wraps it)."""
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return next(a.help or "" for a in subparsers.choices[command]._actions if a.dest == dest)
+
+
+def _names_in_a_fresh_process(plugins: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, PLUGINS_VARIABLE: plugins,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    code = "from worldsmith.sim import world_model_names; print(','.join(world_model_names()))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
+def test_plugin_modules_named_in_the_environment_register_their_world_models() -> None:
+    """How a researcher's world model reaches the CLI, the workbench and worker processes."""
+    listed = _names_in_a_fresh_process("world_model_plugin")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip().split(",")[-2:] == ["worldbook-prompt", "plugin-from-env"]
+    missing = _names_in_a_fresh_process("no_such_plugin_module")
+    assert missing.returncode != 0
+    assert "$WORLDSMITH_WORLD_MODEL_PLUGINS names 'no_such_plugin_module', which cannot be imported" in missing.stderr

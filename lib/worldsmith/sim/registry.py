@@ -5,10 +5,14 @@ One name per simulator: the CLI (`simulate --model`, `serve --method`, `side-by-
 what is registered here, and a built model carries its registered name (`model.name`). Old
 names stay accepted as deprecated aliases (`book` -> `worldbook-prompt`, `harness-schema` and
 `harness_schema_only` -> `harness-no-book`) so stored sessions, run records and scripts still work.
+Modules named in $WORLDSMITH_WORLD_MODEL_PLUGINS (comma-separated) are imported on first lookup, so a
+researcher's world model reaches the CLI, the workbench and worker processes as their environments do.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +24,7 @@ from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
     "LLMUse",
+    "PLUGINS_VARIABLE",
     "UnknownWorldModelError",
     "WorldModelFactory",
     "WorldModelSpec",
@@ -67,11 +72,23 @@ class WorldModelSpec:
 
 _REGISTRY: dict[str, WorldModelSpec] = {}
 _ALIASES: dict[str, str] = {}
+_PLUGINS_LOADED = False
+PLUGINS_VARIABLE = "WORLDSMITH_WORLD_MODEL_PLUGINS"
 
 
 def _builtins_loaded() -> None:
-    """Import the module that registers the built-in world models (kept lazy: it imports the harness)."""
+    """Register the built-in world models (kept lazy: they import the harness), then the plugins, once."""
+    global _PLUGINS_LOADED
     import worldsmith.sim.factory  # noqa: F401  (registers on import)
+
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ImportError(f"${PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {error}") from error
 
 
 def world_model(name: str, *, description: str, llm: LLMUse = "never", aliases: tuple[str, ...] = (),
