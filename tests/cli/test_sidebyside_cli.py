@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ports import free_port
 from worldsmith.traces import Episode
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore, build_worldbook, trajectory_family
@@ -72,14 +73,11 @@ def test_text_output_and_errors(workspace: tuple[Path, Episode]) -> None:
 
 
 def test_a_leaked_episode_and_a_failing_model_are_named(workspace: tuple[Path, Episode]) -> None:
-    import socket
 
     root, held = workspace
     book = WorldbookStore(root / "worldbooks").load("alfworld")
     trained = sorted({item.turn_id.split("#")[0] for item in book.evidence})[0]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     spec = f"openai:m@http://127.0.0.1:{port}/v1?max_retries=0&timeout=5"
     out = orjson.loads(run("alfworld", "--dataset", "alfworld", "--episode", trained, "--methods", "nearest,direct",
                            "--llm", spec, "--steps", "1", "--json", workspace=root).stdout)

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from envace_support import TINY, bfcl_episodes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_support import TINY, bfcl_episodes  # noqa: E402
-
-from worldsmith.envace.config import ConfigError, DataConfig, EnvACEConfig  # noqa: E402
-from worldsmith.envace.data import (  # noqa: E402
+from worldsmith.envace.config import ConfigError, DataConfig, EnvACEConfig
+from worldsmith.envace.data import (
     IGNORE,
     ROLE_ACT,
     ROLE_REHEARSE,
@@ -25,7 +21,7 @@ from worldsmith.envace.data import (  # noqa: E402
     tool_signature,
     transcript_from_episode,
 )
-from worldsmith.envs import available, make  # noqa: E402
+from worldsmith.envs import available, make
 
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 

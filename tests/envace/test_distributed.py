@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from envace_support import BFCL_SAMPLE, TINY
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_support import BFCL_SAMPLE, TINY  # noqa: E402
-
-from worldsmith.envace.distributed import DataParallel  # noqa: E402
-from worldsmith.envs import available  # noqa: E402
+from worldsmith.envace.distributed import DataParallel
+from worldsmith.envs import available
 
 pytestmark = pytest.mark.integration
 

@@ -9,17 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from envace_scripted import BFCL_SAMPLE, REPO, TINY, ScriptedLLM
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_scripted import BFCL_SAMPLE, REPO, TINY, ScriptedLLM  # noqa: E402
-
-from worldsmith.envace.data import transcript_from_episode  # noqa: E402
-from worldsmith.envace.evaluate import EvalSettings, evaluate_checkpoint, training_task_ids  # noqa: E402
-from worldsmith.envace.rehearsal import MEMORY_HEADER, RehearsalConfig  # noqa: E402
-from worldsmith.envs import available  # noqa: E402
-from worldsmith.traces import read_traces  # noqa: E402
-from worldsmith.traces.model import Episode  # noqa: E402
+from worldsmith.envace.data import transcript_from_episode
+from worldsmith.envace.evaluate import EvalSettings, evaluate_checkpoint, training_task_ids
+from worldsmith.envace.rehearsal import MEMORY_HEADER, RehearsalConfig
+from worldsmith.envs import available
+from worldsmith.traces import read_traces
+from worldsmith.traces.model import Episode
 
 pytestmark = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 TASKS = ["multi_turn_base_1", "multi_turn_base_102"]

@@ -9,15 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from envace_support import BFCL_SAMPLE, REPO, TINY, collect_bfcl
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_support import BFCL_SAMPLE, REPO, TINY, collect_bfcl  # noqa: E402
-
-from worldsmith.envace.data import ChatFormat  # noqa: E402
-from worldsmith.envace.modeling import load_policy  # noqa: E402
-from worldsmith.envace.probe import METRICS, metric_functions, probe_transitions, rehearsal_fidelity  # noqa: E402
-from worldsmith.envs import available, make  # noqa: E402
+from worldsmith.envace.data import ChatFormat
+from worldsmith.envace.modeling import load_policy
+from worldsmith.envace.probe import METRICS, metric_functions, probe_transitions, rehearsal_fidelity
+from worldsmith.envs import available, make
 
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from envace_scripted import BFCL_SAMPLE, TINY, ScriptedLLM
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_scripted import BFCL_SAMPLE, TINY, ScriptedLLM  # noqa: E402
-
-from worldsmith.envace.data import Templates, build_samples, transcript_from_episode  # noqa: E402
-from worldsmith.envace.rehearsal import (  # noqa: E402
+from worldsmith.envace.data import Templates, build_samples, transcript_from_episode
+from worldsmith.envace.rehearsal import (
     MEMORY_HEADER,
     ImaginedStep,
     RehearsalConfig,
@@ -22,10 +18,10 @@ from worldsmith.envace.rehearsal import (  # noqa: E402
     is_irreversible,
     templates_for_checkpoint,
 )
-from worldsmith.envs import Policy, available, make, record_episode  # noqa: E402
-from worldsmith.llm.tiny import render_chat  # noqa: E402
-from worldsmith.traces import read_traces  # noqa: E402
-from worldsmith.traces.model import Episode  # noqa: E402
+from worldsmith.envs import Policy, available, make, record_episode
+from worldsmith.llm.tiny import render_chat
+from worldsmith.traces import read_traces
+from worldsmith.traces.model import Episode
 
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from envace_support import REPO, TINY, bfcl_episodes, small_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_support import REPO, TINY, bfcl_episodes, small_config  # noqa: E402
-
-from worldsmith.envace.config import ConfigError  # noqa: E402
-from worldsmith.envace.data import (  # noqa: E402
+from worldsmith.envace.config import ConfigError
+from worldsmith.envace.data import (
     ROLE_ACT,
     ROLE_REHEARSE,
     ChatFormat,
@@ -22,10 +18,10 @@ from worldsmith.envace.data import (  # noqa: E402
     policy_prompt,
     transcript_from_episode,
 )
-from worldsmith.envace.generate import SegmentDecoder  # noqa: E402
-from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages  # noqa: E402
-from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs  # noqa: E402
-from worldsmith.envace.rollouts import (  # noqa: E402
+from worldsmith.envace.generate import SegmentDecoder
+from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
+from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
+from worldsmith.envace.rollouts import (
     ResponseCache,
     make_source_factory,
     rollout,
@@ -33,8 +29,8 @@ from worldsmith.envace.rollouts import (  # noqa: E402
     task_reward,
     task_specs,
 )
-from worldsmith.envs import available, make  # noqa: E402
-from worldsmith.llm.prompt_lookup import PromptLookup  # noqa: E402
+from worldsmith.envs import available, make
+from worldsmith.llm.prompt_lookup import PromptLookup
 
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 

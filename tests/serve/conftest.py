@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from serve_support import bfcl_workspace
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-
-from serve_support import bfcl_workspace  # noqa: E402
-
-from worldsmith.traces import Episode  # noqa: E402
+from worldsmith.traces import Episode
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,12 +26,6 @@ def bfcl_workspace(root: Path) -> tuple[Path, list[Episode]]:
     episodes = sample_episodes("bfcl")
     WorldbookStore(root / "worldbooks").save(build_worldbook(episodes, name="bfcl").book)
     return root, sorted(episodes, key=lambda episode: -len(episode.turns))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def server_env(workspace: Path) -> dict[str, str]:

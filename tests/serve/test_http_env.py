@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serve_support import BFCL_SAMPLES, free_port, serving
+from serve_support import BFCL_SAMPLES, serving
 
+from ports import free_port
 from worldsmith.envs import Env, EnvError, UnknownTaskError, check_env, make
 from worldsmith.serve import HttpEnv
 from worldsmith.sim import Harness, SimEnv

@@ -16,8 +16,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from serve_support import free_port, server_env, serving
+from serve_support import server_env, serving
 
+from ports import free_port
 from worldsmith.serve import SESSION_META_KEY, book_tools
 from worldsmith.sim import Harness, Session
 from worldsmith.sim.base import episode_prefix

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from sim_support import TINY, sample_episodes
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # sim_support: helpers and the spawned workers
-    sys.path.insert(0, _HERE)
-
-from sim_support import TINY, sample_episodes  # noqa: E402
-
-from worldsmith.traces import Episode  # noqa: E402
+from worldsmith.traces import Episode
 
 
 @pytest.fixture(scope="session")

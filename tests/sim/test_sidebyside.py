@@ -9,6 +9,7 @@ import orjson
 import pytest
 from sim_support import SAMPLES, TINY
 
+from ports import free_port
 from worldsmith.llm import LLM, open_llm
 from worldsmith.sim import Prediction, WorldModelBase
 from worldsmith.sim.sidebyside import SideBySide, StepView, state_changes
@@ -256,18 +257,10 @@ def test_the_stepper_says_what_to_install_without_ipywidgets(split, episode: Epi
         stepper(SideBySide.from_kinds(split[0], ["nearest"], episode=episode))
 
 
-def _closed_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # closed again once the socket is: nothing listens there
-
-
 def test_a_model_that_fails_is_shown_as_a_fallback_not_scored_as_the_method(split, episode: Episode,
                                                                               tmp_path: Path) -> None:
     book, _ = split
-    spec = f"openai:m@http://127.0.0.1:{_closed_port()}/v1?max_retries=0&timeout=5"
+    spec = f"openai:m@http://127.0.0.1:{free_port()}/v1?max_retries=0&timeout=5"
     llm = open_llm(spec, tmp_path, component="sidebyside-test")
     try:
         runner = SideBySide.from_kinds(book, ["nearest", "direct"], llm=llm, episode=episode, max_tokens=8)

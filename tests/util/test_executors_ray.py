@@ -4,7 +4,6 @@ holds what the local paths write, resume skips finished units, failures are acco
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 
 import fake_envs  # noqa: F401 - registers the `counter` environment (the workers import it from tests/)
 from helpers import sample_episodes, split_by_family
+from ports import free_port
 from worldsmith import Workspace
 from worldsmith.envs.collect import CollectConfig, collect, list_tasks, run_dir
 from worldsmith.envs.shell import sandbox_available
@@ -79,9 +79,7 @@ def test_make_executor_picks_the_backend() -> None:
 
 
 def test_an_address_without_a_ray_fails_at_once_with_the_reason(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on once closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     with pytest.raises(ConnectionError, match=f"no Ray cluster answers at ray://127.0.0.1:{port}"):
         check_ray_address(f"ray://127.0.0.1:{port}")
     with pytest.raises(ValueError, match="expected HOST:PORT"):

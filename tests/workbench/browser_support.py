@@ -7,7 +7,6 @@ workspace it needs; the `browser` and `page` fixtures in conftest drive whicheve
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from workbench_support import APP, REPO
+
+from ports import free_port
 
 CHROMIUM = Path(os.environ.get("WORLDSMITH_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -35,12 +36,6 @@ def require_browser() -> None:
             pytest.fail(message)
         pytest.skip(message)
     pytest.importorskip("playwright.sync_api")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_healthy(url: str, process: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
@@ -62,7 +57,7 @@ def _wait_healthy(url: str, process: subprocess.Popen, log: Path, timeout: float
 @contextmanager
 def streamlit_server(workspace: Path, log: Path, env: dict[str, str]) -> Iterator[str]:
     """The workbench on `workspace` (extra environment `env`) until the block ends; yields its URL."""
-    port = _free_port()
+    port = free_port()
     environment = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "PYTHONUNBUFFERED": "1", **env}
     with open(log, "wb") as out:
         process = subprocess.Popen(

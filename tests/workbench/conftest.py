@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-_HERE = Path(__file__).resolve().parent
-for _path in (_HERE, _HERE.parents[1]):  # test helpers; the workbench package (repository root, not lib/)
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from browser_support import CHROMIUM, CHROMIUM_ARGS, WAIT_MS  # noqa: E402
-from workbench_support import FORMATS, REPO  # noqa: E402
+from browser_support import CHROMIUM, CHROMIUM_ARGS, WAIT_MS
+from workbench_support import FORMATS, REPO
 
 # (shared file, fallback in data_samples/)
 SAMPLE_SOURCES = [

@@ -4,12 +4,13 @@ is, and a side-by-side method whose model failed is labelled a fallback."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 from browser_support import require_browser, streamlit_server
 from workbench_support import REPO
+
+from ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 RUN_WAIT_MS = 120_000  # a background evaluation on 7 held-out games
@@ -73,9 +74,7 @@ def test_a_failed_run_shows_its_error_where_the_user_is(page, server: dict) -> N
 def test_a_side_by_side_method_whose_model_failed_is_labelled_a_fallback(page, server: dict) -> None:
     from playwright.sync_api import expect
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    port = free_port()  # nothing listens there
     _open(page, server, "simulate")
     page.get_by_text("Side by side", exact=True).click()
     spec = page.get_by_role("textbox", name="Model spec (direct, rag, worldbook-prompt)")

@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO, shown
 
+from ports import free_port
 from worldsmith.sim.htmlview import escape_html
 from worldsmith.traces import Episode
 from worldsmith.workspace import Workspace
@@ -166,14 +167,11 @@ def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.Monke
 
 def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
         alfworld_workspace: tuple[Path, Episode]) -> None:
-    import socket
 
     root, held = alfworld_workspace
     book = WorldbookStore(root / "worldbooks").load("alfworld")
     trained = sorted({item.turn_id.split("#")[0] for item in book.evidence})[0]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # nothing listens there once the probe is closed
+    port = free_port()  # nothing listens there
     at = _open_side_by_side(held)
     at.text_input(key="sbs_llm").input(f"openai:m@http://127.0.0.1:{port}/v1?max_retries=0&timeout=5")
     no_exception(at.multiselect(key="sbs_methods").set_value(["nearest", "direct"]).run())

@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import _free_port, _wait_healthy, require_browser
+from browser_support import _wait_healthy, require_browser
 from workbench_support import REPO
+
+from ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -93,7 +95,7 @@ def test_llm_chat_runs_the_bundled_default_model(installed: dict) -> None:
 def server(installed: dict) -> Iterator[dict]:
     """`worldsmith workbench` from the installed wheel, on an empty workspace (first start imports the samples)."""
     require_browser()
-    port = _free_port()
+    port = free_port()
     log = installed["cwd"] / "workbench.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(

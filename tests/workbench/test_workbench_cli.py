@@ -10,13 +10,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_support import _free_port, _wait_healthy
+from browser_support import _wait_healthy
+
+from ports import free_port
 
 pytestmark = pytest.mark.integration
 
 
 def test_sigterm_to_the_command_stops_the_server(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "workbench.log"
     env = {**os.environ, "WORLDSMITH_SAMPLES": "", "PYTHONUNBUFFERED": "1"}
     with open(log, "wb") as out:
