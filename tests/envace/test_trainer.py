@@ -10,18 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from envace_support import REPO, small_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from envace_support import REPO, small_config  # noqa: E402
-
-from worldsmith.envace.modeling import load_policy  # noqa: E402
-from worldsmith.envace.runstore import RunStore  # noqa: E402
-from worldsmith.envace.trainer import Trainer  # noqa: E402
-from worldsmith.envs import available  # noqa: E402
+from worldsmith.envace.modeling import load_policy
+from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.trainer import Trainer
+from worldsmith.envs import available
 
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 
@@ -123,6 +121,28 @@ def _losses(run: Path) -> list[tuple]:
             for row in RunStore(run).metrics()]
 
 
+def _kill_once(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300.0) -> None:
+    """SIGKILL `process` as soon as `ready()` holds. Each check runs while the process is stopped (SIGSTOP), so
+    it cannot finish between the check and the kill."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(process.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            break
+        if process.poll() is not None:  # it exited before the stop took hold
+            break
+        if ready():
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+            return
+        os.kill(process.pid, signal.SIGCONT)
+        time.sleep(0.02)
+    process.kill()
+    process.wait(timeout=30)
+    pytest.fail(f"the run ended (exit {process.returncode}) or timed out before it could be killed")
+
+
 def test_a_killed_run_resumes_to_the_same_metrics(tmp_path: Path) -> None:
     def write(name: str) -> Path:
         config = small_config(tmp_path / name, steps=10, checkpoint_every=4, batch_size=1,
@@ -138,14 +158,7 @@ def test_a_killed_run_resumes_to_the_same_metrics(tmp_path: Path) -> None:
 
     killed = _train_process(write("killed"))
     store = RunStore(tmp_path / "killed")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and killed.poll() is None:
-        if store.latest_checkpoint() is not None and any(row["step"] >= 5 for row in store.metrics()):
-            break
-        time.sleep(0.02)
-    assert killed.poll() is None, "the run ended before it could be killed"
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait(timeout=30)
+    _kill_once(killed, lambda: store.latest_checkpoint() is not None and any(row["step"] >= 5 for row in store.metrics()))
     assert killed.returncode == -signal.SIGKILL
     assert json.loads((tmp_path / "killed" / "status.json").read_text())["state"] == "running"
     assert max(row["step"] for row in store.metrics()) >= 5  # logged past the checkpoint it resumes from

@@ -313,9 +313,7 @@ def test_file_size_and_memory_limits(limited: ShellEnv) -> None:
 @pytest.mark.integration
 def test_wall_clock_timeout_interrupts_and_the_episode_goes_on(tight: ShellEnv) -> None:
     run(tight, "KEEP=me")
-    started = time.monotonic()
-    step = tight.step("sleep 100")
-    assert time.monotonic() - started < 5
+    step = tight.step("sleep 100")  # how soon it returns: benchmarks/timeouts.py
     assert step.info["timed_out"] and step.info["exit_code"] == 124 and not step.terminated
     assert "[command timed out after 1 s and was interrupted]" in step.observation.text
     output, _ = run(tight, "while :; do :; done")

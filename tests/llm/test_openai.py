@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ports import free_port
 from worldsmith.llm import (
     BackendUnavailableError,
     ContextOverflowError,
@@ -191,9 +191,7 @@ def test_timeout_is_transient(openai_fake_server, openai_sleeps) -> None:
 
 
 def test_connection_refused_is_unavailable(openai_sleeps) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # nothing listens there
     llm = OpenAILLM("m", f"http://127.0.0.1:{port}/v1", max_retries=1, sleep=openai_sleeps.append)
     with pytest.raises(BackendUnavailableError, match="unreachable"):
         llm.chat(USER)
@@ -294,11 +292,8 @@ def test_chat_many_keeps_order_and_caps_concurrency(openai_fake_server, openai_s
         openai_fake_server.then(200, reply("slow"), delay=0.15)
     llm = fake_llm(openai_fake_server, openai_sleeps, max_concurrency=3)
     conversations = [[{"role": "user", "content": f"q{index}"}] for index in range(10)]
-    started = time.perf_counter()
     results = llm.chat_many(conversations)
-    elapsed = time.perf_counter() - started
-    assert openai_fake_server.peak_in_flight == 3
-    assert elapsed < 10 * 0.15  # overlapped
+    assert openai_fake_server.peak_in_flight == 3  # overlapped, capped (wall time: benchmarks/timeouts.py)
     sent = [request["messages"][0]["content"] for request in openai_fake_server.requests]
     assert sorted(sent) == sorted(f"q{index}" for index in range(10))
     assert [choices[0].text for choices in results] == ["slow"] * 10
@@ -339,16 +334,10 @@ def test_spec_checks(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- a real vLLM OpenAI server --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def openai_vllm_server(vllm_required: None, vllm_tiny_model: Path, tmp_path_factory) -> Iterator[str]:
     """`python -m vllm.entrypoints.openai.api_server` on the tiny model; yields its /v1 URL."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("vllm_server") / "server.log"
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",

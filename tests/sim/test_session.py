@@ -241,9 +241,11 @@ def test_killed_at_random_points_of_a_commit_loop(tmp_path: Path) -> None:
             target = watcher.revision + 15 + 7 * round_number
             process = context.Process(target=sim_support.commit_forever, args=(str(tmp_path / "s"),))
             process.start()
+            deadline = time.monotonic() + 120  # a stuck worker fails the test instead of hanging it
             try:
                 while watcher.revision < target:
                     assert process.is_alive(), f"the worker died on its own (exit {process.exitcode})"
+                    assert time.monotonic() < deadline, f"the worker stalled at revision {watcher.revision}"
                     time.sleep(0.005)
             finally:
                 process.kill()
