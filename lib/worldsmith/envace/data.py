@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from worldsmith.llm.tiny import action_text
 from worldsmith.traces.model import ContextEvent, Episode
+from worldsmith.util.text import clip
 
 if TYPE_CHECKING:
     from worldsmith.envace.config import DataConfig
@@ -232,10 +233,6 @@ class Transcript:
         return [exchange.action for exchange in self.exchanges]
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def transcript_from_episode(
     episode: Episode, *, max_observation_chars: int = 800, handovers: bool = True
@@ -263,7 +260,7 @@ def transcript_from_episode(
             if event.name and event.name.startswith(_HANDOVER_PREFIX):
                 close_handover()
                 if handovers:
-                    observation = _clip("\n\n".join(pending) or "(start)", max_observation_chars)
+                    observation = clip("\n\n".join(pending) or "(start)", max_observation_chars)
                     name = event.name[len(_HANDOVER_PREFIX):]
                     open_handover.extend([observation, handover_line(name, event.content), []])
                 pending = []
@@ -283,9 +280,9 @@ def transcript_from_episode(
 
     for turn in episode.turns:
         consume(turn.context, [item for item in turn.info.get("handover") or [] if isinstance(item, dict)])
-        observation = _clip("\n\n".join(pending) or "(start)", max_observation_chars)
-        response = _clip(turn.observation.text or "(nothing)", max_observation_chars)
-        exchanges.append(Exchange(observation, _clip(action_text(turn.action), max_observation_chars), response,
+        observation = clip("\n\n".join(pending) or "(start)", max_observation_chars)
+        response = clip(turn.observation.text or "(nothing)", max_observation_chars)
+        exchanges.append(Exchange(observation, clip(action_text(turn.action), max_observation_chars), response,
                                   turn.index, "tool"))
         pending = [response]
     final_info = [item for item in episode.metadata.get("final_handover") or [] if isinstance(item, dict)]

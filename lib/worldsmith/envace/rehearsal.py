@@ -41,7 +41,6 @@ from worldsmith.envace.data import (
     HANDOVER_ACTIONS,
     ChatFormat,
     Templates,
-    _clip,
     environment_prompt,
     policy_prompt,
     tools_text,
@@ -49,6 +48,7 @@ from worldsmith.envace.data import (
 from worldsmith.envs.base import Env, as_action
 from worldsmith.llm.base import Completion, ContextOverflowError, Message
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.text import clip
 
 __all__ = [
     "DEFAULT_IRREVERSIBLE",
@@ -167,14 +167,14 @@ def condense_memory(imagined: list[ImaginedStep], *, max_chars: int = 1200, resp
     for step in imagined:
         branches.setdefault(step.branch, []).append(step)
     for branch, steps in branches.items():
-        chain = " | ".join(f"{s.action} -> {_clip(s.response, response_chars)}" for s in sorted(steps, key=lambda s: s.depth))
+        chain = " | ".join(f"{s.action} -> {clip(s.response, response_chars)}" for s in sorted(steps, key=lambda s: s.depth))
         key = (steps[0].action, chain)
         if key in seen:
             continue
         seen.add(key)
         label = "plan" if branch < 0 else f"option {len(seen)}"
         lines.append(f"- {label}: {chain}")
-    return _clip("\n".join(lines), max_chars)
+    return clip("\n".join(lines), max_chars)
 
 
 def _first_line(text: str) -> str:
@@ -240,7 +240,7 @@ class RehearsalPolicy:
                 self._last_observation = self._observation(parts, info, initial=False)
                 response = "\n\n".join(self._user_events(info))
             else:
-                response = _clip(observation.text or "(nothing)", self.config.max_observation_chars)
+                response = clip(observation.text or "(nothing)", self.config.max_observation_chars)
                 self._last_observation = self._observation([response], info, initial=False)
             if response and self._chunk:
                 self._chunk_tokens += self._target_tokens(response)
@@ -274,7 +274,7 @@ class RehearsalPolicy:
             if added:
                 self._all_tools.extend(added)
                 parts.append("Tools added: " + tools_text(added, "signatures"))
-        return _clip("\n\n".join(parts) or "(start)", self.config.max_observation_chars)
+        return clip("\n\n".join(parts) or "(start)", self.config.max_observation_chars)
 
     def _system(self) -> str:
         return policy_prompt(self.templates, self._env_label, self._task, self._tools)
@@ -348,7 +348,7 @@ class RehearsalPolicy:
         messages = self.act_messages(observation)
         record = RehearsalRecord(step=self._step, proposed="", committed="", rehearsed=False, reason="budget 0")
         [[proposal]] = self._generate([messages], record, max_tokens=config.max_action_tokens)
-        proposed = _clip(_first_line(proposal), config.max_observation_chars)
+        proposed = clip(_first_line(proposal), config.max_observation_chars)
         record.proposed = record.committed = proposed
         if not proposed or not config.rehearses:
             record.reason = "no action" if not proposed else "budget 0"
@@ -376,7 +376,7 @@ class RehearsalPolicy:
         except ContextOverflowError:
             record.reason = "context full (kept the proposal)"
             return record
-        record.committed = _clip(_first_line(final), config.max_observation_chars) or proposed
+        record.committed = clip(_first_line(final), config.max_observation_chars) or proposed
         return record
 
     def _sequential(self, messages: list[Message], action: str, record: RehearsalRecord) -> list[ImaginedStep]:
@@ -392,9 +392,9 @@ class RehearsalPolicy:
             if depth == config.k - 1 or action_name(action) in HANDOVER_ACTIONS:
                 break
             context = [*context, {"role": "assistant", "content": action},
-                       {"role": "user", "content": _clip(response, config.max_observation_chars)}]
+                       {"role": "user", "content": clip(response, config.max_observation_chars)}]
             [[following]] = self._generate([context], record, max_tokens=config.max_action_tokens)
-            action = _clip(_first_line(following), config.max_observation_chars)
+            action = clip(_first_line(following), config.max_observation_chars)
             if not action:
                 break
         return steps
@@ -405,7 +405,7 @@ class RehearsalPolicy:
         [samples] = self._generate([messages], record, max_tokens=config.max_action_tokens,
                                    temperature=config.sample_temperature, n=config.n,
                                    seed=config.seed * 1_000_003 + self._step)
-        branches = [(index, list(messages), _clip(_first_line(text), config.max_observation_chars))
+        branches = [(index, list(messages), clip(_first_line(text), config.max_observation_chars))
                     for index, text in enumerate(samples)]
         branches = [branch for branch in branches if branch[2]]
         steps: list[ImaginedStep] = []
@@ -420,13 +420,13 @@ class RehearsalPolicy:
                 steps.append(ImaginedStep(action=action, response=response, branch=index, depth=depth))
                 if action_name(action) not in HANDOVER_ACTIONS:
                     following.append((index, [*context, {"role": "assistant", "content": action},
-                                              {"role": "user", "content": _clip(response, config.max_observation_chars)}],
+                                              {"role": "user", "content": clip(response, config.max_observation_chars)}],
                                       ""))
             if depth == config.depth - 1 or not following:
                 break
             actions = self._generate([context for _, context, _ in following], record,
                                      max_tokens=config.max_action_tokens)
-            branches = [(index, context, _clip(_first_line(text), config.max_observation_chars))
+            branches = [(index, context, clip(_first_line(text), config.max_observation_chars))
                         for (index, context, _), [text] in zip(following, actions, strict=True)]
             branches = [branch for branch in branches if branch[2]]
         return steps

@@ -50,6 +50,7 @@ from worldsmith.envs.base import (
     as_action,
 )
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.dirs import publish_dir
 
 __all__ = ["DEFAULT_CONFIGS", "KINDS", "GameSpec", "TextWorldEnv", "parse_task"]
 
@@ -360,11 +361,12 @@ class TextWorldEnv(EnvBase):
         try:
             self._run_tw_make(game, scratch)
             try:
-                scratch.rename(final)
+                publish_dir(scratch, final)  # False: another process cached it first
             except OSError as error:
-                if not (final / "game.z8").is_file():  # not a lost race: a real failure
-                    reason = f"cannot cache the game at {final}: {error}"
-                    raise TaskLoadError(f"TextWorld task {game.task_id!r}: {reason}") from error
+                reason = f"cannot cache the game at {final}: {error}"
+                raise TaskLoadError(f"TextWorld task {game.task_id!r}: {reason}") from error
+            if not (final / "game.z8").is_file():
+                raise TaskLoadError(f"TextWorld task {game.task_id!r}: {final} holds no game.z8")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         return final / "game.z8"

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from worldsmith.llm.base import LLM, LLMError, Message
 from worldsmith.llm.structured import extract_json
+from worldsmith.util.text import clip
 
 __all__ = [
     "DIMENSIONS",
@@ -85,8 +87,7 @@ def judge_family(env_id: str | None, reference: str = "") -> str:
     return "text-game"
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_clip = partial(clip, strip=False)  # the judge quotes both answers verbatim: whitespace is evidence
 
 
 def judge_messages(*, family: str, action: str, reference: str, prediction: str, task: str | None = None,

@@ -20,7 +20,6 @@ import os
 import platform
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,8 @@ from typing import Any
 
 from worldsmith.llm.base import Message
 from worldsmith.traces.model import Action, Episode
+from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.text import clip
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -94,10 +95,6 @@ def action_text(action: Action) -> str:
     return f"{action.name} {json.dumps(arguments, ensure_ascii=False)}"
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def _env_name(episode: Episode) -> str:
     return episode.env_id or "unknown"
@@ -119,8 +116,8 @@ def agent_messages(episode: Episode, *, max_chars: int = 1500) -> list[Message]:
             content = event.content.strip()
             if event.role in ("user", "system") and content and content != task:
                 pending.append(content)
-        messages.append({"role": "user", "content": _clip("\n\n".join(pending) or START, max_chars)})
-        messages.append({"role": "assistant", "content": _clip(action_text(turn.action), max_chars)})
+        messages.append({"role": "user", "content": clip("\n\n".join(pending) or START, max_chars)})
+        messages.append({"role": "assistant", "content": clip(action_text(turn.action), max_chars)})
         pending = [turn.observation.text]
     return messages if len(messages) > 1 else []
 
@@ -135,10 +132,10 @@ def environment_messages(episode: Episode, *, max_chars: int = 1500) -> list[Mes
     messages: list[Message] = [{"role": "system", "content": system}]
     if episode.initial_observation is not None and episode.initial_observation.text.strip():
         messages.append({"role": "user", "content": START})
-        messages.append({"role": "assistant", "content": _clip(episode.initial_observation.text, max_chars)})
+        messages.append({"role": "assistant", "content": clip(episode.initial_observation.text, max_chars)})
     for turn in episode.turns:
-        messages.append({"role": "user", "content": _clip(action_text(turn.action), max_chars)})
-        messages.append({"role": "assistant", "content": _clip(turn.observation.text or "(nothing)", max_chars)})
+        messages.append({"role": "user", "content": clip(action_text(turn.action), max_chars)})
+        messages.append({"role": "assistant", "content": clip(turn.observation.text or "(nothing)", max_chars)})
     return messages if len(messages) > 1 else []
 
 
@@ -501,8 +498,7 @@ def train_tiny(
         chat_template=CHAT_TEMPLATE,
     )
     hf_tokenizer.chat_template = CHAT_TEMPLATE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = staging_dir(out)
     try:
         model.to(getattr(torch, config.save_dtype))
         save_kwargs: dict[str, Any] = {}
@@ -554,7 +550,7 @@ def train_tiny(
         record = {key: value for key, value in report.to_json().items() if key != "out_dir"}  # the folder is itself
         (staging / REPORT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         os.chmod(staging, 0o755)
-        _swap_in(staging, out)
+        replace_dir(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -569,12 +565,3 @@ def _portable_tokenizer_config(path: Path) -> None:
         path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _swap_in(staging: Path, out: Path) -> None:
-    """Replace `out` with `staging` (the old folder is removed only once the new one is in place)."""
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-        staging.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        staging.rename(out)

@@ -11,6 +11,7 @@ JSON and validated, never executed; citations are checked against the worldbook.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -21,6 +22,7 @@ from worldsmith.llm.structured import extract_json
 from worldsmith.sim.base import Audit, action_line
 from worldsmith.sim.retrieval import EvidenceScorer
 from worldsmith.traces.model import Action
+from worldsmith.util.text import clip
 from worldsmith.worldbook.engine import check_conditions, get_path, is_missing, render, resolve_path
 from worldsmith.worldbook.model import Effect
 
@@ -58,8 +60,8 @@ class Submission(BaseModel):
     cited: list[str] = Field(default_factory=list)
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 20] + " …[truncated]"
+# Verbatim, and the cut says so in words: the agent model reads this text and is told plainly it was cut.
+_clip = partial(clip, strip=False, marker=" …[truncated]")
 
 
 def _dump(value: Any, limit: int = 1500) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from worldsmith.llm.base import Message
 from worldsmith.sim.base import HistoryItem, action_line
+from worldsmith.util.text import clip
 from worldsmith.worldbook.model import Condition, Effect, Worldbook
 
 __all__ = [
@@ -44,10 +45,6 @@ OMITTED_NOTE = "\n\n({count} earlier steps are not shown.)"
 START = "(start)"  # the user message that asks for the opening observation
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: max(limit - 1, 0)].rstrip() + "…"
-
 
 def simulator_messages(
     *,
@@ -64,7 +61,7 @@ def simulator_messages(
     exchanges: list[tuple[str, str]] = []
     budget = history_chars
     for item in reversed(history):
-        pair = (_clip(action_line(item.action), item_chars), _clip(item.observation or "(nothing)", item_chars))
+        pair = (clip(action_line(item.action), item_chars), clip(item.observation or "(nothing)", item_chars))
         cost = len(pair[0]) + len(pair[1])
         if cost > budget:
             break
@@ -78,10 +75,10 @@ def simulator_messages(
     messages: list[Message] = [{"role": "system", "content": system}]
     if initial_observation.strip() and not omitted:
         messages += [{"role": "user", "content": START},
-                     {"role": "assistant", "content": _clip(initial_observation, min(item_chars, max(budget, 200)))}]
+                     {"role": "assistant", "content": clip(initial_observation, min(item_chars, max(budget, 200)))}]
     for action_text, observation in exchanges:
         messages += [{"role": "user", "content": action_text}, {"role": "assistant", "content": observation}]
-    messages.append({"role": "user", "content": _clip(action, item_chars)})
+    messages.append({"role": "user", "content": clip(action, item_chars)})
     return messages
 
 

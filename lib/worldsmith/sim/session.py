@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import shutil
 import sqlite3
 import tempfile
@@ -33,6 +32,7 @@ from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.sim.base import Prediction, WorldModel, action_line, episode_prefix
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
+from worldsmith.util.dirs import publish_dir
 
 __all__ = [
     "AUDIT_FILE",
@@ -229,9 +229,8 @@ class Session:
             session = cls(staging, cls._connect(staging / SESSION_DB))
             session._write_mirrors()
             session.close()
-            if directory.exists():
-                directory.rmdir()  # empty (checked above); rename needs the name free
-            os.rename(staging, directory)
+            if not publish_dir(staging, directory):  # empty (checked above) unless another writer got there
+                raise SessionExistsError(f"{directory} already exists and is not an empty directory")
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -1,8 +1,9 @@
-"""Small shared helpers (atomic file writes, staging folders, names, the code fingerprint, process liveness,
-user paths, the executors that run work units in this process, a process pool or Ray)."""
+"""Small shared helpers (atomic file writes, staging folders, folder swaps, clipping text, names, the code
+fingerprint, process liveness, user paths, the executors that run work units in this process, a process pool or Ray)."""
 
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes, atomic_write_json
 from worldsmith.util.code_version import code_version
+from worldsmith.util.dirs import publish_dir, replace_dir, staging_dir
 from worldsmith.util.executors import (
     LOCAL_RAY,
     Executor,
@@ -17,7 +18,9 @@ from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import resolve_user_path
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import make_staging, sweep_stale
+from worldsmith.util.text import clip
 
 __all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "InvalidName", "ProcessExecutor", "RayExecutor", "UnitOutcome",
-           "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "code_version",
-           "make_executor", "make_staging", "process_alive", "ray_session", "resolve_user_path", "sweep_stale"]
+           "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "clip", "code_version",
+           "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session", "replace_dir",
+           "resolve_user_path", "staging_dir", "sweep_stale"]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["replace_dir", "staging_dir"]
+__all__ = ["publish_dir", "replace_dir", "staging_dir"]
 
 
 def _umask() -> int:
@@ -41,3 +42,19 @@ def replace_dir(staging: Path, target: Path) -> None:
         raise
     finally:
         shutil.rmtree(trash, ignore_errors=True)
+
+
+def publish_dir(staging: Path, target: Path) -> bool:
+    """Rename `staging` to `target`, which must be absent or an empty folder: never replaces another writer's work.
+
+    False, with `staging` deleted, when a non-empty `target` got there first; the caller knows whether that is a
+    lost race (a cache) or a conflict (a store). Use `replace_dir` to replace on purpose.
+    """
+    try:
+        os.rename(staging, target)  # POSIX renames a folder over an empty one atomically
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+    return True

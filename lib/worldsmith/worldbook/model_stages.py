@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.llm.structured import chat_structured, parse_structured, validation_problems
+from worldsmith.util.text import clip
 from worldsmith.worldbook.engine import slot_bodies
 from worldsmith.worldbook.model import NAMESPACES, Condition, Effect, Evidence, Note, Rule, RuleProvenance, RuleStatus
 from worldsmith.worldbook.stages import Extraction, Fact
@@ -247,10 +248,6 @@ def _structured_many(llm: LLM, conversations: list[list[Message]], model: type[T
 # Shared checks
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
 
 def _arguments(item: Evidence) -> dict[str, Any]:
     return item.arguments if isinstance(item.arguments, dict) else {}
@@ -298,8 +295,8 @@ def _same_outcome(rule_outcome: str, item: Evidence) -> bool:
 
 
 def _extract_messages(item: Evidence, max_chars: int) -> list[Message]:
-    user = (f"Action: {item.action}\nAction text: {_clip(item.action_text, 300)}\n"
-            f"Arguments: {_json(_arguments(item))}\nObservation:\n{_clip(item.observation, max_chars)}")
+    user = (f"Action: {item.action}\nAction text: {clip(item.action_text, 300)}\n"
+            f"Arguments: {_json(_arguments(item))}\nObservation:\n{clip(item.observation, max_chars)}")
     return [{"role": "system", "content": EXTRACT_PROMPT}, {"role": "user", "content": user}]
 
 
@@ -353,7 +350,7 @@ def _extraction(item: Evidence, draft: _ExtractionDraft, report: StageReport) ->
         report.error(f"{where}: every fact and change was invalid")
         return None
     return Extraction(turn_id=item.turn_id, action=item.action, arguments=arguments, outcome=outcome, facts=facts,
-                      changes=changes, ambiguities=[_clip(text, 300) for text in draft.ambiguities[:10]],
+                      changes=changes, ambiguities=[clip(text, 300) for text in draft.ambiguities[:10]],
                       source="model")
 
 
@@ -397,9 +394,9 @@ def model_extract(evidence: list[Evidence], llm: LLM, *, fallback: Callable[[lis
 def _rules_messages(action: str, examples: list[Evidence], names: list[str], max_chars: int) -> list[Message]:
     lines = [f"Action: {action}", f"Argument names: {', '.join(names) or '(none)'}", "Examples:"]
     for number, item in enumerate(examples, 1):
-        lines.append(f"[{number}] {_clip(item.action_text, 200)}  arguments: {_json(_arguments(item))}  "
+        lines.append(f"[{number}] {clip(item.action_text, 200)}  arguments: {_json(_arguments(item))}  "
                      f"outcome: {item.outcome or 'success'}")
-        lines.append(f"    observation: {_clip(item.observation, max_chars)}")
+        lines.append(f"    observation: {clip(item.observation, max_chars)}")
     return [{"role": "system", "content": RULES_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
 
@@ -444,7 +441,7 @@ def _model_rules(action: str, candidates: _RuleCandidates, items: list[Evidence]
             draft = _RuleDraft.model_validate(raw)
             rule = Rule(id=f"{_slug(action)}.m{len(rules) + 1}", action=action, template=draft.template.strip(),
                         outcome=draft.outcome.strip(), conditions=draft.conditions, effects=draft.effects,
-                        status=RuleStatus.TENTATIVE, description=_clip(draft.description, 300))
+                        status=RuleStatus.TENTATIVE, description=clip(draft.description, 300))
         except ValidationError as error:
             report.dropped += 1
             report.error(f"{where}: {'; '.join(validation_problems(error)[:3])}; dropped")
@@ -481,7 +478,7 @@ def model_rules(action: str, evidence: list[Evidence], llm: LLM, *,
                                         _RuleCandidates, retries=retries, max_tokens=max_tokens)
         rules = _model_rules(action, candidates, items, set(names), report)
     except LLMError as error:  # StructuredOutputError included
-        report.error(f"rules {action!r}: {type(error).__name__}: {_clip(str(error), 300)}")
+        report.error(f"rules {action!r}: {type(error).__name__}: {clip(str(error), 300)}")
         rules = []
     else:
         if not rules:
@@ -500,8 +497,8 @@ def model_rules(action: str, evidence: list[Evidence], llm: LLM, *,
 def _notes_messages(examples: list[Evidence], max_chars: int) -> list[Message]:
     lines = ["Examples:"]
     for number, item in enumerate(examples, 1):
-        lines.append(f"[{number}] action: {_clip(item.action_text, 200)}\n    observation: "
-                     f"{_clip(item.observation, max_chars)}")
+        lines.append(f"[{number}] action: {clip(item.action_text, 200)}\n    observation: "
+                     f"{clip(item.observation, max_chars)}")
     return [{"role": "system", "content": NOTES_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
 
@@ -515,7 +512,7 @@ def _model_notes(candidates: _NoteCandidates, examples: list[Evidence], report: 
             text = " ".join(draft.text.split())
             turns = [examples[number - 1].turn_id for number in dict.fromkeys(draft.examples)
                      if 1 <= number <= len(examples)]
-            note = Note(id=f"note.m{len(notes) + 1}", kind=draft.kind.strip().lower(), text=_clip(text, 500),
+            note = Note(id=f"note.m{len(notes) + 1}", kind=draft.kind.strip().lower(), text=clip(text, 500),
                         provenance=turns)
         except ValidationError as error:
             report.dropped += 1
@@ -549,7 +546,7 @@ def model_notes(evidence: list[Evidence], llm: LLM, *, fallback: Callable[[list[
                                         retries=retries, max_tokens=max_tokens)
         notes = _model_notes(candidates, examples, report)
     except LLMError as error:
-        report.error(f"notes: {type(error).__name__}: {_clip(str(error), 300)}")
+        report.error(f"notes: {type(error).__name__}: {clip(str(error), 300)}")
         notes = []
     else:
         if not notes:

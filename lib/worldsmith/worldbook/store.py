@@ -28,6 +28,7 @@ from filelock import FileLock
 from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.dirs import publish_dir
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.worldbook.model import Note, Rule, Worldbook
@@ -242,7 +243,8 @@ class WorldbookStore:
             for file in staging.iterdir():
                 with open(file, "rb") as handle:
                     os.fsync(handle.fileno())
-            os.rename(staging, versions / version)
+            if not publish_dir(staging, versions / version):
+                raise FileExistsError(f"version {version} of {book.name!r} already exists")
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
