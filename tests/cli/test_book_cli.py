@@ -12,6 +12,8 @@ import pytest
 
 from worldsmith.worldbook import Rule, RuleProvenance, RuleStatus, Worldbook, WorldbookStore
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 
 def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace)}

@@ -16,6 +16,8 @@ from helpers import sample_episodes
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore, build_worldbook
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 NAME = "alfworld_expert"
 
 

@@ -21,6 +21,8 @@ from worldsmith.worldbook import (
     import_trace2env,
 )
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 
 def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}

@@ -13,6 +13,8 @@ import pytest
 
 from proposal_samples import BOOK, RULE, build_heldout_workspace
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 
 def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace)}

@@ -12,6 +12,8 @@ import pytest
 
 from helpers import airline_conversation, tool_call, write_json, write_jsonl
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 
 def run(*args: str, workspace: Path, check_code: int | None = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace)}

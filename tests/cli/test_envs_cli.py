@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
+
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from agent_logs import otlp_document, record_agent_spans, write_inspect_logs
+
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
 
 def test_ingest_detects_inspect_and_otel(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import pytest
 
 from worldsmith.llm import default_model_spec
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 REPO = Path(__file__).resolve().parents[2]
 
 

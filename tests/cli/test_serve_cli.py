@@ -13,6 +13,8 @@ import pytest
 from helpers import sample_episodes
 from worldsmith.worldbook import WorldbookStore, build_worldbook
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 
 def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}

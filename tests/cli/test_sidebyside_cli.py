@@ -15,6 +15,8 @@ from worldsmith.traces import Episode
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore, build_worldbook, trajectory_family
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -14,6 +14,8 @@ from worldsmith.sim import Session
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook, WorldbookStore, evidence_from_episodes, induce_template_rules
 
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
+
 REPO = Path(__file__).resolve().parents[2]
 
 

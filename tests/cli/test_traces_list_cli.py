@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from worldsmith import Workspace
 from worldsmith.traces.model import Action, Episode, Observation, Turn
+
+pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
 
 def run(*args: str, workspace: Path, check_code: int = 0) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,8 @@ from worldsmith.envs import available
 from worldsmith.traces import read_traces
 from worldsmith.traces.model import Episode
 
-pytestmark = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
+pytestmark = [pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed"),
+              pytest.mark.slow]  # evaluates checkpoints in the real BFCL environment
 TASKS = ["multi_turn_base_1", "multi_turn_base_102"]
 
 

@@ -16,6 +16,8 @@ from worldsmith.envace.modeling import load_policy
 from worldsmith.envace.probe import METRICS, metric_functions, probe_transitions, rehearsal_fidelity
 from worldsmith.envs import available, make
 
+pytestmark = pytest.mark.slow  # trains and sweeps through the CLI
+
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 
 

@@ -21,6 +21,8 @@ from worldsmith.envace.runstore import RunStore
 from worldsmith.envace.trainer import Trainer
 from worldsmith.envs import available
 
+pytestmark = pytest.mark.slow  # trains the tiny model, in process and in subprocesses
+
 needs_bfcl = pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed")
 
 

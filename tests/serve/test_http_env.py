@@ -20,6 +20,8 @@ from worldsmith.sim import Harness, SimEnv
 from worldsmith.traces import Episode
 from worldsmith.worldbook import WorldbookStore
 
+pytestmark = pytest.mark.slow  # starts HTTP env servers as subprocesses
+
 
 def _comparable(info: dict[str, Any]) -> dict[str, Any]:
     """The info without wall-clock timings (they differ between two equal steps)."""

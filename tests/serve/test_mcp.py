@@ -25,6 +25,8 @@ from worldsmith.sim.base import episode_prefix
 from worldsmith.traces import Episode
 from worldsmith.worldbook import WorldbookStore
 
+pytestmark = pytest.mark.slow  # starts MCP servers as subprocesses
+
 
 def _in_process(workspace: Path, episode: Episode) -> list[str]:
     """The harness's observations for the episode's recorded actions, in this process."""

@@ -30,6 +30,8 @@ from worldsmith.util.executors import (
 )
 from worldsmith.worldbook import Worldbook, build_worldbook
 
+pytestmark = pytest.mark.slow  # starts a local Ray cluster
+
 ray = pytest.importorskip("ray")
 
 TESTS = Path(__file__).resolve().parents[1]

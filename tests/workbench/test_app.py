@@ -12,6 +12,8 @@ from workbench_support import APP, TRACES_PAGE, shown
 
 from worldsmith.workspace import Workspace
 
+pytestmark = pytest.mark.slow  # starts the workbench in a subprocess
+
 TIMEOUT = 30
 
 
