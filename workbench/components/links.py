@@ -63,14 +63,3 @@ def turn_page_link(dataset: str | None, turn_id: str, *, label: str | None = Non
 
     return st.page_link(page_file("traces"), label=md_escape(label or turn_id), icon=icon,
                         query_params=turn_query(dataset, turn_id))
-
-
-def episode_page_link(dataset: str | None, episode_id: str, *, label: str | None = None, icon: str | None = None):
-    """An st.page_link to an episode on the Traces page (only inside the st.navigation app); `label` is plain text."""
-    import streamlit as st
-
-    from workbench.components.paths import page_file
-    from workbench.components.text import md_escape
-
-    return st.page_link(page_file("traces"), label=md_escape(label or episode_id), icon=icon,
-                        query_params=episode_query(dataset, episode_id))

@@ -117,9 +117,6 @@ def link_turn(turn_id: str) -> None:
     reset_turn_view(page=index // size + 1)
 
 
-def unlink_turn() -> None:
-    st.session_state[LINKED_TURN] = None
-
 
 # ------------------------------------------------------------------------- URL sync
 

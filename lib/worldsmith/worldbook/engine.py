@@ -19,14 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worldsmith.worldbook.model import Condition, Effect, ListFormat, Rule, join_path, unescape_key
+from worldsmith.worldbook.model import Condition, Effect, ListFormat, join_path, unescape_key
 
 __all__ = [
     "EffectError",
     "Slot",
     "apply_effects",
     "check_conditions",
-    "eligible_rules",
     "escape_braces",
     "get_path",
     "literal_value",
@@ -393,21 +392,3 @@ def _looks_like_list_path(segments: Sequence[str]) -> bool:
 
     return len(segments) >= 2 and (segments[1] == CONTENTS or len(segments) == 2)
 
-
-def eligible_rules(rules: Sequence[Rule], action: str, arguments: Mapping[str, Any],
-                   state: Mapping[str, Any]) -> tuple[list[Rule], list[Rule]]:
-    """(rules whose conditions all hold, rules whose conditions are unknown here) among the executable
-    rules of the action, most specific first (priority, then number of conditions, then support)."""
-    holding: list[Rule] = []
-    unknown: list[Rule] = []
-    for rule in rules:
-        if rule.action != action or not rule.executable:
-            continue
-        verdict = check_conditions(rule.conditions, arguments, state)
-        if verdict is True:
-            holding.append(rule)
-        elif verdict is None:
-            unknown.append(rule)
-    def order(rule: Rule) -> tuple[int, int, int, str]:
-        return (-rule.priority, -len(rule.conditions), -rule.support, rule.id)
-    return sorted(holding, key=order), sorted(unknown, key=order)
