@@ -22,7 +22,7 @@ from worldsmith.envace.generate import SegmentDecoder
 from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
 from worldsmith.envace.rollouts import (
-    ResponseCache,
+    RealResponseCache,
     make_source_factory,
     rollout,
     score_rollouts,
@@ -136,7 +136,7 @@ def test_worldbook_and_cache_sources(policy, transcripts) -> None:
         assert all(step.reference is not None for step in item.steps)  # replayed in the real environment
         assert item.rehearse_reward is None  # nothing was rehearsed
     # the cache answers a call it has seen after the same calls; the rest is rehearsed
-    cache = ResponseCache()
+    cache = RealResponseCache()
     cache.add_transcripts(transcripts)
     expert = specs[0]
     recorded = next(t for t in transcripts if t.task_id == expert.task_id)

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from worldsmith.evals import METRICS, edit_similarity, exact_match, flatten_json, json_f1, score, token_f1, word_tokens
+from worldsmith.evals import (
+    METRICS,
+    edit_similarity,
+    exact_match,
+    flatten_json,
+    json_f1,
+    metric_scores,
+    token_f1,
+    word_tokens,
+)
 from worldsmith.sim import scoring
 
 
@@ -52,7 +61,7 @@ def test_json_f1_on_path_value_leaves() -> None:
 
 
 def test_score_has_every_metric() -> None:
-    result = score("You see a mug.", "You see a mug 1.")
+    result = metric_scores("You see a mug.", "You see a mug 1.")
     assert set(result) == set(METRICS)
     assert result["exact_match"] == 0.0 and result["json_f1"] is None
     assert result["edit_similarity"] == pytest.approx(1 - 1 / 5) and result["token_f1"] == pytest.approx(8 / 9)

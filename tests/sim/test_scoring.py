@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worldsmith.sim.htmlview import diff_html, escape_html, text_html
-from worldsmith.sim.scoring import DiffSegment, edit_similarity, exact_match, score, token_f1, word_diff
+from worldsmith.sim.scoring import DiffSegment, edit_similarity, exact_match, observation_score, token_f1, word_diff
 
 REAL = "You arrive at loc 22. On the bed 1, you see a book 1, a cellphone 1, and a pillow 1."
 
@@ -33,9 +33,9 @@ def test_edit_similarity_is_normalised_word_levenshtein() -> None:
 
 
 def test_score_bundles_the_three() -> None:
-    same = score(REAL, REAL)
+    same = observation_score(REAL, REAL)
     assert (same.exact, same.f1, same.edit) == (1.0, 1.0, 1.0)
-    missing = score(REAL.replace(", a cellphone 1", ""), REAL)
+    missing = observation_score(REAL.replace(", a cellphone 1", ""), REAL)
     assert missing.exact == 0.0 and 0.8 < missing.f1 < 1.0 and 0.8 < missing.edit < 1.0
 
 

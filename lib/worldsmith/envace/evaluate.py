@@ -20,7 +20,7 @@ Run store (`out`): `config.json`, `records.jsonl` (one line per method x task), 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from worldsmith.envs import Env, EnvError, make
 from worldsmith.envs.recorder import EpisodeRecorder
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write, atomic_write_json
+from worldsmith.util.progress import Progress
 
 __all__ = [
     "METRICS",
@@ -44,7 +45,6 @@ __all__ = [
 ]
 
 METRICS = ("success", "score")
-Progress = Callable[[int, int, str], None]
 
 
 class EvalSettings(BaseModel):

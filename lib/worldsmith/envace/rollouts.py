@@ -45,7 +45,7 @@ __all__ = [
     "ImaginedSource",
     "RealSource",
     "Reply",
-    "ResponseCache",
+    "RealResponseCache",
     "Rollout",
     "RolloutGroup",
     "RolloutSource",
@@ -241,8 +241,9 @@ def _recorded_handover(spec: TaskSpec, source: Any, action: str) -> Reply | None
     return None
 
 
-class ResponseCache:
-    """Real responses keyed by task and call (and, by default, the calls before it)."""
+class RealResponseCache:
+    """Real environment responses keyed by task and call (and, by default, the calls before it), kept in the
+    trainer state; not `worldsmith.llm.ResponseCache`, which stores model completions on disk."""
 
     def __init__(self, key: Literal["prefix", "call"] = "prefix") -> None:
         self.key = key
@@ -275,7 +276,7 @@ class ResponseCache:
         return {"key": self.key, "entries": self.entries}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ResponseCache:
+    def from_json(cls, data: dict[str, Any]) -> RealResponseCache:
         cache = cls(data.get("key", "prefix"))
         cache.entries = {str(k): str(v) for k, v in (data.get("entries") or {}).items()}
         return cache
@@ -286,7 +287,7 @@ class CacheSource:
 
     name = "cache"
 
-    def __init__(self, cache: ResponseCache) -> None:
+    def __init__(self, cache: RealResponseCache) -> None:
         self.cache = cache
         self.spec: TaskSpec | None = None
         self.prior: list[str] = []
@@ -314,7 +315,7 @@ class CacheSource:
 
 
 def make_source_factory(
-    name: str, *, env: str | None = None, book: Any = None, cache: ResponseCache | None = None
+    name: str, *, env: str | None = None, book: Any = None, cache: RealResponseCache | None = None
 ) -> Callable[[], RolloutSource]:
     """A maker of fresh sources of kind `name` (one per rollout)."""
     if name == "imagined":
@@ -538,7 +539,7 @@ def score_rollouts(
     env: str | None,
     reward: Literal["binary", "partial", "shaped"] = "partial",
     rehearse_metric: str = "token_f1",
-    cache: ResponseCache | None = None,
+    cache: RealResponseCache | None = None,
 ) -> None:
     """Fill each rollout's task reward, rehearse reward and per-step references (the real answers).
 

@@ -51,7 +51,7 @@ from worldsmith.envace.generate import DecodeStats
 from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rollouts import ResponseCache, make_source_factory, rollout, score_rollouts, task_specs
+from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
 from worldsmith.envace.runstore import RunStore
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
@@ -217,7 +217,7 @@ class Trainer:
         transcripts = [transcript_from_episode(episode, max_observation_chars=config.data.max_observation_chars,
                                                handovers=config.data.handovers) for episode in self.episodes]
         self.specs = task_specs(transcripts)
-        self.cache = ResponseCache(config.grpo.cache_key)
+        self.cache = RealResponseCache(config.grpo.cache_key)
         self.cache.add_transcripts(transcripts)
         self.book = None
         if config.objective == "grpo" and config.rollout_source == "worldbook":
@@ -761,7 +761,7 @@ class Trainer:
         self.drift = bool(state.get("drift"))
         self.last_fidelity = state.get("last_fidelity") or {}
         if state.get("cache"):
-            self.cache = ResponseCache.from_json(state["cache"])
+            self.cache = RealResponseCache.from_json(state["cache"])
         self.resumed_from = step
         if self.is_main:
             self.store.truncate(step)

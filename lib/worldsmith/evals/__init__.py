@@ -59,7 +59,7 @@ from worldsmith.evals.metrics import (
     exact_match,
     flatten_json,
     json_f1,
-    score,
+    metric_scores,
     token_f1,
     word_tokens,
 )
@@ -144,7 +144,7 @@ __all__ = [
     "row_episode",
     "run_eval",
     "run_folder",
-    "score",
+    "metric_scores",
     "score_rows",
     "score_version",
     "summarize",

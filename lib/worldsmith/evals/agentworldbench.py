@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from worldsmith.evals.leakage import check_leakage
-from worldsmith.evals.metrics import METRICS, score
+from worldsmith.evals.metrics import METRICS, metric_scores
 from worldsmith.sim.base import WorldModel
 from worldsmith.traces.actions import action_from_text
 from worldsmith.traces.importers.agentworldbench import clean_observation, parse_step_prompt
@@ -156,7 +156,7 @@ def score_rows(rows: Sequence[dict[str, Any] | AWBRow]) -> dict[str, Any]:
         reference = clean_observation(raw["response"][-1])
         prediction = _predicted_text(raw[PREDICTION_FIELD])
         per_row.append({"task": raw.get("task"), "id": raw.get("id"), "turn_idx": raw.get("turn_idx"),
-                        "reference": reference, "prediction": prediction, **score(prediction, reference)})
+                        "reference": reference, "prediction": prediction, **metric_scores(prediction, reference)})
     means: dict[str, float | None] = {}
     for metric in METRICS:
         values = [r[metric] for r in per_row if r[metric] is not None]

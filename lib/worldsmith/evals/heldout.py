@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,13 +25,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worldsmith.evals.bootstrap import bootstrap_mean
-from worldsmith.evals.metrics import score
+from worldsmith.evals.metrics import metric_scores
 from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.evals.run import _in_env, _leak_free
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.code_version import code_version
+from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.model import Worldbook
 
@@ -40,7 +41,6 @@ __all__ = ["DELTA_METRICS", "FlippedTurn", "HeldOut", "HeldOutDelta", "MetricDel
 
 DELTA_METRICS = ("exact_match", "token_f1", "json_f1")
 CACHE_DIR = ("cache", "heldout")
-Progress = Callable[[int, int, str], None]
 
 
 class HeldOut(BaseModel):
@@ -212,7 +212,7 @@ def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | 
     for episode in episodes:
         for record in next_obs_records(model, episode, Scorer()):
             action = episode.turns[record["turn"]].action
-            metrics = score(record["prediction"], record["reference"])
+            metrics = metric_scores(record["prediction"], record["reference"])
             out.append(TurnScore(episode_id=episode.id, turn=record["turn"], action=model.canonical(action)[0],
                                  action_text=record["action"], prediction=record["prediction"],
                                  target=record["reference"], route=record["route"], rules=record["rules"],

@@ -1,6 +1,6 @@
 """How close a predicted observation is to the real one: the text metrics every evaluation reports.
 
-    score("You see a mug.", "You see a mug 1.")
+    metric_scores("You see a mug.", "You see a mug 1.")
     # {"exact_match": 0.0, "edit_similarity": 0.8, "token_f1": 0.89, "json_f1": None}
 
 One implementation: exact match, token F1 and edit similarity are `worldsmith.sim.scoring`'s (the
@@ -22,7 +22,7 @@ import orjson
 from worldsmith.sim.scoring import edit_similarity, exact_match, token_f1, word_tokens
 from worldsmith.traces.model import parse_json_text
 
-__all__ = ["METRICS", "edit_similarity", "exact_match", "flatten_json", "json_f1", "score", "token_f1",
+__all__ = ["METRICS", "edit_similarity", "exact_match", "flatten_json", "json_f1", "metric_scores", "token_f1",
            "word_tokens"]
 
 METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")
@@ -67,7 +67,7 @@ def json_f1(prediction: str, reference: str) -> float | None:
     return _multiset_f1(flatten_json(pred), flatten_json(ref))
 
 
-def score(prediction: str, reference: str) -> dict[str, float | None]:
+def metric_scores(prediction: str, reference: str) -> dict[str, float | None]:
     """Every text metric of one prediction against its reference (keys: `METRICS`), unrounded."""
     return {
         "exact_match": exact_match(prediction, reference),

@@ -26,7 +26,7 @@ from worldsmith.envs.policies import Policy
 from worldsmith.envs.recorder import HANDOVER_PREFIX, record_episode
 from worldsmith.envs.replay import replay
 from worldsmith.evals.judge import Judge
-from worldsmith.evals.metrics import score
+from worldsmith.evals.metrics import metric_scores
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
@@ -166,7 +166,7 @@ def _turn_record(scorer: Scorer, episode: Episode, turn: int, prediction: Predic
     text = prediction.observation if prediction is not None else ""
     return {
         "turn": turn, "action": action_line(recorded.action), "reference": reference, "prediction": text,
-        **score(text, reference), **scorer.judged(episode, turn, reference, text),
+        **metric_scores(text, reference), **scorer.judged(episode, turn, reference, text),
         "route": prediction.audit.route if prediction is not None else "error",
         "rules": list(prediction.audit.rules) if prediction is not None else [],
         **scorer.usage(prediction),

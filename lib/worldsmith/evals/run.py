@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -48,13 +48,13 @@ from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.code_version import code_version
 from worldsmith.util.executors import InlineExecutor, make_executor
 from worldsmith.util.names import check_name
+from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", "run_folder"]
 
-Progress = Callable[[int, int, str], None]  # (units done, units in all, what just finished)
 # Fields that do not change any record: left out of the fingerprint, so a rerun with other bootstrap
 # settings (or under a copy's name) reuses the records.
 _NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence", "workers", "ray_address"})

@@ -40,7 +40,15 @@ from worldsmith.sim.registry import (
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.sim.routing import choose_route, learn_routes
 from worldsmith.sim.scope import ScopeTracker
-from worldsmith.sim.scoring import DiffSegment, Score, edit_similarity, exact_match, score, token_f1, word_diff
+from worldsmith.sim.scoring import (
+    DiffSegment,
+    Score,
+    edit_similarity,
+    exact_match,
+    observation_score,
+    token_f1,
+    word_diff,
+)
 from worldsmith.sim.session import (
     MemoryItem,
     Session,
@@ -90,7 +98,7 @@ __all__ = [
     "StepView",
     "edit_similarity",
     "exact_match",
-    "score",
+    "observation_score",
     "state_changes",
     "evidence_without",
     "model_failure",

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 from rapidfuzz.distance import Levenshtein
 
-__all__ = ["DiffSegment", "Score", "edit_similarity", "exact_match", "score", "token_f1", "word_diff",
+__all__ = ["DiffSegment", "Score", "edit_similarity", "exact_match", "observation_score", "token_f1", "word_diff",
            "word_tokens"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -81,7 +81,7 @@ def edit_similarity(predicted: str, reference: str) -> float:
     return 1.0 - Levenshtein.distance(a, b) / max(len(a), len(b))  # rapidfuzz: C speed on word lists
 
 
-def score(predicted: str, reference: str) -> Score:
+def observation_score(predicted: str, reference: str) -> Score:
     """All three numbers, rounded to 4 places (what tables show)."""
     return Score(exact=exact_match(predicted, reference), f1=round(token_f1(predicted, reference), 4),
                  edit=round(edit_similarity(predicted, reference), 4))

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, episode_prefix
-from worldsmith.sim.scoring import DiffSegment, Score, score, word_diff
+from worldsmith.sim.scoring import DiffSegment, Score, observation_score, word_diff
 from worldsmith.traces.model import Action, Episode, split_turn_id
 from worldsmith.worldbook.model import Worldbook
 
@@ -414,7 +414,7 @@ class SideBySide:
             return MethodStep(method=name, state_before=before, state_after=before, status="error",
                               error=f"{type(error).__name__}: {error}")
         after = copy.deepcopy(prediction.state) if prediction.state is not None else before
-        scored = score(prediction.observation, real) if real is not None else None
+        scored = observation_score(prediction.observation, real) if real is not None else None
         failure = model_failure(prediction.audit)
         status: MethodStatus = "ok"
         if failure is not None:

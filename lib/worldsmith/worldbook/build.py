@@ -61,6 +61,7 @@ __all__ = [
     "BuildOutcome",
     "BuildResult",
     "CrossFitResult",
+    "StageProgress",
     "build_dataset",
     "build_worldbook",
     "mixed_environment_warning",
@@ -74,7 +75,7 @@ __all__ = [
     "validate",
 ]
 
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
+StageProgress = Callable[[str, int, int], None]  # (stage, done, total): not util.progress.Progress's order
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ def _model_stages(config: BuildConfig, workspace_root: str | Path | None) -> tup
 def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConfig = BuildConfig(),
                     validation: Iterable[Episode] | None = None, cache_dir: str | Path | None = None,
                     workspace_root: str | Path | None = None, env_id: str | None = None,
-                    progress: Progress | None = None) -> BuildResult:
+                    progress: StageProgress | None = None) -> BuildResult:
     """Build a worldbook from trajectories (ground-truth state is never read) and validate it on
     `validation` trajectories when given."""
     episodes = [episode.without_state() for episode in episodes]
@@ -394,7 +395,7 @@ def family_folds(episodes: Sequence[Episode], folds: int) -> dict[str, int]:
 
 def cross_fit(episodes: Sequence[Episode], *, name: str, folds: int, config: BuildConfig = BuildConfig(),
               cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
-              progress: Progress | None = None) -> CrossFitResult:
+              progress: StageProgress | None = None) -> CrossFitResult:
     """One worldbook per fold, each validated on the families it did not see (k folds by family)."""
     assignment = family_folds(episodes, folds)
     families = list(assignment)
@@ -454,7 +455,7 @@ def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
 def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None = None,
                   validate_split: str | None = None, env: str | None = None, folds: int = 0,
                   config: BuildConfig = BuildConfig(), message: str = "", author: str = "worldsmith build",
-                  progress: Progress | None = None) -> BuildOutcome:
+                  progress: StageProgress | None = None) -> BuildOutcome:
     """Build a worldbook from a workspace dataset (optionally one environment's episodes, e.g. `alfworld`),
     validate it on the held-out split (default with `split`: validation, else test) and/or by cross-fitting,
     and save it as a new version of `out` (HEAD is its parent). What the CLI and the Build page run."""
