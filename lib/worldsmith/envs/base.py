@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from worldsmith.traces.actions import action_from_text
+from worldsmith.traces.actions import action_from_text, action_line
 from worldsmith.traces.model import Action, Observation
 
 __all__ = [
@@ -115,13 +115,8 @@ def as_action(action: Action | str | dict[str, Any]) -> Action:
 
 
 def action_text(action: Action | str) -> str:
-    """The command text of an action for text environments: the recorded text, else name + text."""
-    if isinstance(action, str):
-        return action
-    if action.raw is not None:
-        return action.raw
-    rest = action.arguments.get("text") if isinstance(action.arguments, dict) else None
-    return f"{action.name} {rest}".strip() if rest else action.name
+    """The command text of an action for text environments: `action_line(action, command=True)`."""
+    return action_line(action, command=True)
 
 
 class EnvBase:

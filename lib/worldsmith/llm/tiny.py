@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.llm.base import Message
-from worldsmith.traces.model import Action, Episode
+from worldsmith.traces.actions import action_line
+from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
 from worldsmith.util.text import clip
 
@@ -82,17 +83,7 @@ def render_chat(messages: Sequence[Message], add_generation_prompt: bool = False
 # Episodes -> chat conversations
 
 
-def action_text(action: Action) -> str:
-    """An action as one line of text: the recorded command, else `name {json arguments}`."""
-    raw = (action.raw or "").strip()
-    if raw and not raw.startswith(("{", "[")):
-        return raw
-    if raw:
-        return f"{action.name} {raw}"
-    arguments = action.arguments
-    if isinstance(arguments, dict) and set(arguments) <= {"text"}:
-        return f"{action.name} {arguments.get('text', '')}".strip()
-    return f"{action.name} {json.dumps(arguments, ensure_ascii=False)}"
+action_text = action_line  # the prompt line of `traces.actions.action_line` (the name callers here use)
 
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from worldsmith.envs.base import InvalidActionError, as_action
-from worldsmith.llm.tiny import action_text as tiny_action_text
+from worldsmith.traces.actions import action_line  # what prompts show: the tiny model's training line
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.worldbook.model import Effect
 
@@ -109,14 +109,6 @@ class WorldModel(Protocol):
     def commit(self) -> None:
         """Accept the last prediction into history and state."""
         ...
-
-
-def action_line(action: Action) -> str:
-    """An action as one line of text (the recorded command, else `name {json arguments}`): what prompts show.
-
-    The same line the tiny model was trained on, so its prompts look like its training text.
-    """
-    return tiny_action_text(action)
 
 
 def episode_prefix(initial_observation: str, *, task: str | None = None, env_id: str | None = None,

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from worldsmith.traces.actions import action_from_json, action_from_text
+from worldsmith.traces.actions import action_from_json, action_from_text, action_line
 from worldsmith.traces.exporters import EXPORTERS, export_episodes
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.traces.importers import (
@@ -57,6 +57,7 @@ __all__ = [
     "Turn",
     "action_from_json",
     "action_from_text",
+    "action_line",
     "detect_format",
     "episode_json_schema",
     "expand_paths",

@@ -1,4 +1,4 @@
-"""Turning recorded action text or JSON into a canonical `Action`.
+"""Turning recorded action text or JSON into a canonical `Action`, and an `Action` back into one line of text.
 
 Harnesses record actions in many shapes: a tool call object, `{"type": ..., "arguments": ...}`,
 a list of keystrokes, or a plain text command (`go to cabinet 1`). These helpers keep the raw
@@ -8,13 +8,14 @@ text untouched and derive a canonical name and JSON arguments; environment-speci
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 
 from worldsmith.traces.model import Action
 
-__all__ = ["action_from_json", "action_from_text", "parse_arguments"]
+__all__ = ["action_from_json", "action_from_text", "action_line", "parse_arguments"]
 
 _NAME_KEYS = ("name", "tool", "tool_name", "function", "type", "action", "command")
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "params", "input", "kwargs")
@@ -91,3 +92,31 @@ def action_from_text(text: str, *, call_id: str | None = None) -> Action:
         return Action(name="", arguments={}, raw=text, call_id=call_id, parse_error="empty action")
     arguments = {"text": rest.strip()} if rest.strip() else {}
     return Action(name=verb.lower(), arguments=arguments, raw=text, call_id=call_id)
+
+
+def action_line(action: Action | str, *, command: bool = False) -> str:
+    """An action as one line of text; a string is taken as that line already.
+
+    Two readers want different lines, hence `command`:
+    - prompts and the tiny model's training text (default): the recorded command, but a recorded JSON
+      call gets its name in front (`name {json}`) and arguments without text are shown as JSON, so a
+      model sees every argument;
+    - a text environment's input (`command=True`): the recorded text verbatim, else the name and the
+      `text` argument, nothing else; what a player types, never JSON the game cannot parse.
+    """
+    if isinstance(action, str):
+        return action
+    if command:
+        if action.raw is not None:
+            return action.raw
+        rest = action.arguments.get("text") if isinstance(action.arguments, dict) else None
+        return f"{action.name} {rest}".strip() if rest else action.name
+    raw = (action.raw or "").strip()
+    if raw and not raw.startswith(("{", "[")):
+        return raw
+    if raw:
+        return f"{action.name} {raw}"
+    arguments = action.arguments
+    if isinstance(arguments, dict) and set(arguments) <= {"text"}:
+        return f"{action.name} {arguments.get('text', '')}".strip()
+    return f"{action.name} {json.dumps(arguments, ensure_ascii=False)}"
