@@ -1,4 +1,5 @@
-"""The real environment as a world model: the oracle shown beside a simulator's predictions.
+"""The real environment as a world model: a reference to check a pipeline against (`SimEnv` over it
+must match the recording); the side-by-side view compares with the recorded episode, not with this.
 
 A real environment cannot un-step, so `predict` steps it and `commit` keeps that step; a second
 `predict` without a commit in between (another action tried from the same point) first resets
