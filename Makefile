@@ -67,7 +67,7 @@ test-fast: install
 	$(BIN)/python -m pytest -m "not slow and not integration" --durations=10
 
 lint: install
-	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples scripts
+	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples scripts setup.py
 
 ## Ingest throughput and memory (writes benchmarks/results/ingest.json).
 bench: install system-envs
