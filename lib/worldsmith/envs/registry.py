@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.envs.base import Env, EnvUnavailableError
+from worldsmith.util.plugins import import_plugins
 
 __all__ = ["EnvSpec", "UnknownEnvError", "available", "make", "register", "registry", "spec"]
 
@@ -54,7 +54,6 @@ class EnvSpec:
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
-_PLUGINS_LOADED = False
 PLUGINS_VARIABLE = "WORLDSMITH_ENV_PLUGINS"
 
 
@@ -63,15 +62,7 @@ def _load_plugins() -> None:
 
     How a researcher's own environment reaches the CLI, the workbench and worker processes.
     """
-    global _PLUGINS_LOADED
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ImportError(f"${PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {error}") from error
+    import_plugins(PLUGINS_VARIABLE)
 
 
 def register(env_spec: EnvSpec, *, replace: bool = False) -> EnvSpec:

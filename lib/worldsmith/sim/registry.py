@@ -11,8 +11,6 @@ researcher's world model reaches the CLI, the workbench and worker processes as 
 
 from __future__ import annotations
 
-import importlib
-import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import WorldModel
+from worldsmith.util.plugins import import_plugins
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
@@ -72,23 +71,14 @@ class WorldModelSpec:
 
 _REGISTRY: dict[str, WorldModelSpec] = {}
 _ALIASES: dict[str, str] = {}
-_PLUGINS_LOADED = False
 PLUGINS_VARIABLE = "WORLDSMITH_WORLD_MODEL_PLUGINS"
 
 
 def _builtins_loaded() -> None:
     """Register the built-in world models (kept lazy: they import the harness), then the plugins, once."""
-    global _PLUGINS_LOADED
     import worldsmith.sim.factory  # noqa: F401  (registers on import)
 
-    if _PLUGINS_LOADED:
-        return
-    _PLUGINS_LOADED = True
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ImportError(f"${PLUGINS_VARIABLE} names {module!r}, which cannot be imported: {error}") from error
+    import_plugins(PLUGINS_VARIABLE)
 
 
 def world_model(name: str, *, description: str, llm: LLMUse = "never", aliases: tuple[str, ...] = (),
