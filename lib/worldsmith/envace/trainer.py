@@ -64,22 +64,11 @@ _DIAGNOSTIC_STREAMS = 8
 
 
 def load_episodes(paths: list[str], dataset: str | None, split: str | None, workspace: str | None) -> list[Episode]:
-    """Episodes from JSONL files (worldsmith format) and/or a workspace dataset, filtered by split."""
-    from worldsmith.traces import read_traces
-    from worldsmith.traces.report import Reject
+    """Episodes from trace files (config paths, resolved as configs are) and/or a workspace dataset, by split."""
+    from worldsmith.workspace.sources import episodes_from
 
-    episodes: list[Episode] = []
-    if paths:
-        for item in read_traces([resolve_path(path, workspace) for path in paths]):
-            if isinstance(item, Reject):
-                raise ValueError(f"{item.location()}: not an episode: {item.reason}")
-            if split is None or item.split == split:
-                episodes.append(item)
-    if dataset:
-        from worldsmith.workspace import Workspace
-
-        episodes += list(Workspace(workspace).dataset(dataset).iter_episodes(split))
-    return episodes
+    return episodes_from([resolve_path(path, workspace) for path in paths], dataset=dataset, split=split,
+                         workspace=workspace)
 
 
 @dataclass

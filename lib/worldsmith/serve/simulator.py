@@ -129,16 +129,6 @@ def task_episodes(paths: Sequence[str | Path] = (), *, dataset: str | None = Non
 
     A line that is not an episode raises `ValueError` naming its file and line.
     """
-    from worldsmith.traces import read_traces
-    from worldsmith.traces.report import Reject
+    from worldsmith.workspace.sources import episodes_from
 
-    episodes: list[Episode] = []
-    if paths:
-        for item in read_traces([Path(path) for path in paths]):
-            if isinstance(item, Reject):
-                raise ValueError(f"{item.location()}: not an episode: {item.reason}")
-            if split is None or item.split == split:
-                episodes.append(item)
-    if dataset:
-        episodes += list(Workspace(workspace).dataset(dataset).iter_episodes(split))
-    return episodes
+    return episodes_from([Path(path) for path in paths], dataset=dataset, split=split, workspace=workspace)
