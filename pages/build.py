@@ -14,10 +14,10 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.build_report import render_build_report  # noqa: E402
-from workbench.components.paths import page_file  # noqa: E402
-from workbench.components.text import md_escape  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.paths import page_file  # noqa: E402
+from workbench.common.text import md_escape  # noqa: E402
+from workbench.worldbook.build_report import render_build_report  # noqa: E402
 
 from worldsmith.worldbook.build import BuildConfig, build_dataset  # noqa: E402
 

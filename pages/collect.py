@@ -15,11 +15,11 @@ if _ROOT not in sys.path:
 
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.envs import render_env_picker, render_task_picker  # noqa: E402
-from workbench.components.paths import page_file  # noqa: E402
-from workbench.components.ray_option import render_ray_option  # noqa: E402
-from workbench.components.text import md_code, md_escape  # noqa: E402
+from workbench.collect.envs import render_env_picker, render_task_picker  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.paths import page_file  # noqa: E402
+from workbench.common.ray_option import render_ray_option  # noqa: E402
+from workbench.common.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect  # noqa: E402

@@ -16,13 +16,14 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.eval_compare import render_compare  # noqa: E402
-from workbench.components.eval_failures import render_failures  # noqa: E402
-from workbench.components.eval_launch import render_jobs, render_launch_form, workspace_choices  # noqa: E402
-from workbench.components.eval_records import render_records  # noqa: E402
-from workbench.components.eval_results import render_results  # noqa: E402
-from workbench.components.eval_runs import (  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.text import md_code, md_escape  # noqa: E402
+from workbench.evaluate.compare import render_compare  # noqa: E402
+from workbench.evaluate.failures import render_failures  # noqa: E402
+from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices  # noqa: E402
+from workbench.evaluate.records import render_records  # noqa: E402
+from workbench.evaluate.results import render_results  # noqa: E402
+from workbench.evaluate.runs import (  # noqa: E402
     RunFileError,
     RunInfo,
     list_runs,
@@ -31,7 +32,6 @@ from workbench.components.eval_runs import (  # noqa: E402
     read_config,
     run_dataset,
 )
-from workbench.components.text import md_code, md_escape  # noqa: E402
 
 RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 

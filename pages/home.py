@@ -10,9 +10,9 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.home import render_dataset_cards  # noqa: E402
-from workbench.components.text import md_code  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.text import md_code  # noqa: E402
+from workbench.home.cards import render_dataset_cards  # noqa: E402
 
 root = data.workspace_root()
 st.title("worldsmith", anchor=False)

@@ -16,8 +16,8 @@ if _ROOT not in sys.path:
 
 import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.text import md_code, md_escape  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.llm import CallLog, LLMError, backends, configured_models, open_llm  # noqa: E402
 

@@ -15,10 +15,10 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.envs import render_env_picker, render_task_picker, render_transcript  # noqa: E402
-from workbench.components.paths import page_file  # noqa: E402
-from workbench.components.text import md_code, md_escape  # noqa: E402
+from workbench.collect.envs import render_env_picker, render_task_picker, render_transcript  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.paths import page_file  # noqa: E402
+from workbench.common.text import md_code, md_escape  # noqa: E402
 
 from worldsmith.envs import EnvError, EpisodeRecorder, make  # noqa: E402
 from worldsmith.workspace import validate_dataset_name  # noqa: E402

@@ -1,7 +1,7 @@
 """Simulate: act in a worldbook's simulator, see each prediction's audit, fork a session, compare two.
 
 The "Side by side" view steps several world models through a real episode beside its observations
-(`workbench.components.side_by_side`, over `worldsmith.sim.sidebyside`).
+(`workbench.simulate.side_by_side`, over `worldsmith.sim.sidebyside`).
 
 Sessions live in `<workspace>/sessions/` (the same folders `worldsmith simulate` and `worldsmith
 play` use), so a session started here can be continued from the command line and back. Every
@@ -19,10 +19,10 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.side_by_side import apply_simulate_link, render_side_by_side  # noqa: E402
-from workbench.components.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
-from workbench.components.text import md_code, md_escape  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.common.text import md_code, md_escape  # noqa: E402
+from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side  # noqa: E402
+from workbench.simulate.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
 from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402

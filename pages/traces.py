@@ -1,7 +1,7 @@
 """Traces: import trace files, browse datasets and episodes, read an episode turn by turn.
 
 Deep links: ?dataset=<name>&turn=<episode_id>%23<index> (or &episode=<id>); build them with
-workbench.components.links.turn_link.
+workbench.common.links.turn_link.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data, state  # noqa: E402
-from workbench.components.dataset_tools import render_export_form, render_split_form  # noqa: E402
-from workbench.components.datasets import find_turn_dataset, render_dataset_picker  # noqa: E402
-from workbench.components.episodes import render_episode_picker, render_episode_table, render_filters  # noqa: E402
-from workbench.components.import_report import render_import_history  # noqa: E402
-from workbench.components.importer import render_import_form  # noqa: E402
-from workbench.components.text import md_code  # noqa: E402
-from workbench.components.timeline import render_episode_header, render_timeline  # noqa: E402
+from workbench.common import data, state  # noqa: E402
+from workbench.common.text import md_code  # noqa: E402
+from workbench.traces.dataset_tools import render_export_form, render_split_form  # noqa: E402
+from workbench.traces.datasets import find_turn_dataset, render_dataset_picker  # noqa: E402
+from workbench.traces.episodes import render_episode_picker, render_episode_table, render_filters  # noqa: E402
+from workbench.traces.import_report import render_import_history  # noqa: E402
+from workbench.traces.importer import render_import_form  # noqa: E402
+from workbench.traces.timeline import render_episode_header, render_timeline  # noqa: E402
 
 root = data.workspace_root()
 workspace = data.get_workspace(root)

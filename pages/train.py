@@ -17,10 +17,10 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 import streamlit as st  # noqa: E402
-from workbench.components import data  # noqa: E402
-from workbench.components.train_form import NOTICE, render_run_form, render_sweep_form  # noqa: E402
-from workbench.components.train_runs import list_runs  # noqa: E402
-from workbench.components.train_views import render_compare, render_run, render_sweeps  # noqa: E402
+from workbench.common import data  # noqa: E402
+from workbench.train.form import NOTICE, render_run_form, render_sweep_form  # noqa: E402
+from workbench.train.runs import list_runs  # noqa: E402
+from workbench.train.views import render_compare, render_run, render_sweeps  # noqa: E402
 
 root = Path(data.workspace_root())
 st.title("Train", anchor=False)

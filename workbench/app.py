@@ -16,10 +16,10 @@ if _ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from workbench.components.bootstrap import ensure_samples  # noqa: E402
-from workbench.components.data import workspace_root  # noqa: E402
-from workbench.components.paths import PAGE_FILES  # noqa: E402
-from workbench.components.text import md_escape  # noqa: E402
+from workbench.common.bootstrap import ensure_samples  # noqa: E402
+from workbench.common.data import workspace_root  # noqa: E402
+from workbench.common.paths import PAGE_FILES  # noqa: E402
+from workbench.common.text import md_escape  # noqa: E402
 
 st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
 

@@ -45,7 +45,7 @@ def test_a_running_status_whose_process_is_gone_reads_as_stopped(tmp_path: Path)
 
 
 def test_the_cli_and_the_train_page_show_a_killed_run_as_stopped(tmp_path: Path) -> None:
-    from workbench.components.train_runs import load_run
+    from workbench.train.runs import load_run
 
     folder = _run(tmp_path, "killed", {"state": "running", "pid": _dead_pid(), "updated": time.time(),
                                        "step": 3, "steps": 10})

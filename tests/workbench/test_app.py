@@ -52,7 +52,7 @@ def episode_table(at: AppTest):
 
 
 def test_turn_link_encodes_the_hash_and_round_trips() -> None:
-    from workbench.components.links import episode_link, turn_link
+    from workbench.common.links import episode_link, turn_link
 
     url = turn_link("samples", "ep #1/x#12")
     assert url.startswith("traces?") and "#" not in url and "%23" in url
@@ -63,7 +63,7 @@ def test_turn_link_encodes_the_hash_and_round_trips() -> None:
 
 
 def test_untrusted_text_stays_literal_in_markdown() -> None:
-    from workbench.components.text import md_code, md_escape
+    from workbench.common.text import md_code, md_escape
 
     assert md_code("ep#1") == "`ep#1`"
     assert md_code("a`b") == "``a`b``" and md_code("`x") == "`` `x ``"
@@ -377,7 +377,7 @@ def test_import_report_component_renders_stored_reports(populated: Path) -> None
     def page() -> None:
         import os
 
-        from workbench.components.import_report import render_import_history
+        from workbench.traces.import_report import render_import_history
 
         from worldsmith.workspace import Workspace
 
@@ -438,7 +438,7 @@ def test_assign_splits_and_export_from_the_page(empty_root: Path, chat_file: Pat
 
 
 def test_the_import_headline_flags_zero_turn_conversations_and_suffixed_ids() -> None:
-    from workbench.components.import_report import report_headline
+    from workbench.traces.import_report import report_headline
 
     report = {"dataset": "d", "committed": True, "files": [
         {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 2, "duplicates": 0, "empty": 2, "renamed": 1}]}

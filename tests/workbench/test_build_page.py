@@ -87,7 +87,7 @@ def test_first_start_on_the_bundled_samples_builds_an_alfworld_worldbook(monkeyp
 
 
 def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
-    from workbench.components.build_report import leakage_frame
+    from workbench.worldbook.build_report import leakage_frame
 
     from helpers import sample_episodes
     from worldsmith.worldbook import leakage_check

@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from eval_fixtures import make_records, write_run
-from workbench.components import eval_tables as tables
-from workbench.components import jobs
-from workbench.components.eval_clusters import cluster_errors
-from workbench.components.eval_jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
-from workbench.components.eval_runs import RunFileError, list_runs, read_json_file, run_dataset
+from workbench.common import jobs
+from workbench.evaluate import tables
+from workbench.evaluate.clusters import cluster_errors
+from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
+from workbench.evaluate.runs import RunFileError, list_runs, read_json_file, run_dataset
 
 
 def test_the_launcher_offers_the_registered_world_models() -> None:
-    from workbench.components.eval_launch import available_methods
+    from workbench.evaluate.launch import available_methods
 
     from worldsmith.sim import NearestEvidence, registry, world_model, world_model_names
 
@@ -39,7 +39,7 @@ def test_format_interval() -> None:
 
 
 def test_intervals_over_few_trajectories_are_marked_in_tables_and_charts() -> None:
-    from workbench.components import eval_charts as charts
+    from workbench.evaluate import charts
 
     small = {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 40, "trajectories": 3}
     big = {"mean": 0.4, "low": 0.35, "high": 0.45, "n": 400, "trajectories": 30}
@@ -314,7 +314,7 @@ def test_a_finished_job_is_reaped_without_anyone_polling_it(tmp_path: Path) -> N
 
 
 def test_the_launch_form_checks_a_model_spec_as_the_job_will(tmp_path: Path) -> None:
-    from workbench.components.eval_launch import spec_problem
+    from workbench.evaluate.launch import spec_problem
 
     assert spec_problem("", tmp_path) is None
     assert spec_problem("tiny:data_samples/models/tiny", tmp_path) is None  # the checkout's bundled model

@@ -40,7 +40,7 @@ def eval_workspace(empty_root: Path) -> Path:
 
 
 def _wait_for_job(root: Path, run: str):
-    from workbench.components.eval_jobs import job_status
+    from workbench.evaluate.jobs import job_status
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

@@ -45,7 +45,7 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
 
 
 def _cluster_script() -> None:
-    from workbench.components.rule_proposals import render_cluster_proposals
+    from workbench.worldbook.rule_proposals import render_cluster_proposals
 
     render_cluster_proposals("alfworld", [("open.r1", 3), ("no.such", 1)], key="ev_fx_prop_0", actions=["clean"])
 
@@ -66,7 +66,7 @@ def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: P
 
 def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
     import pandas as pd
-    from workbench.components.eval_clusters import cluster_rules
+    from workbench.evaluate.clusters import cluster_rules
 
     frame = pd.DataFrame({"rules": [["take.r1", "open.r1"], ["open.r1"], [], None]})
     assert cluster_rules(frame) == [("open.r1", 2), ("take.r1", 1)]
@@ -74,7 +74,7 @@ def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
 
 
 def test_a_patch_that_breaks_a_held_out_turn_or_lowers_a_metric_is_marked() -> None:
-    from workbench.components.rule_proposals import lowers_fidelity
+    from workbench.worldbook.rule_proposals import lowers_fidelity
 
     from worldsmith.evals.heldout import FlippedTurn, HeldOutDelta, MetricDelta
 

@@ -191,7 +191,7 @@ def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
     assert "in the book" in leak and "evidence turns were left out" in leak and "scores are leaked" in leak
 
 def _json_method_column() -> None:
-    from workbench.components.side_by_side import _method_column
+    from workbench.simulate.side_by_side import _method_column
 
     from worldsmith.sim.sidebyside import MethodStep
     from worldsmith.worldbook import Worldbook

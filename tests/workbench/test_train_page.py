@@ -170,8 +170,8 @@ def test_form_errors_name_the_field(empty_root: Path) -> None:
 
 
 def test_component_helpers() -> None:
-    from workbench.components.train_form import config_from_values, sweep_config_from_values
-    from workbench.components.train_runs import process_alive
+    from workbench.train.form import config_from_values, sweep_config_from_values
+    from workbench.train.runs import process_alive
 
     from worldsmith.envace.config import ConfigError
 
@@ -194,7 +194,7 @@ def test_component_helpers() -> None:
 
 
 def test_the_alignment_chart_draws_each_role_against_zero() -> None:
-    from workbench.components.train_charts import alignment_figure
+    from workbench.train.charts import alignment_figure
 
     frame = pd.DataFrame({"step": [1, 2, 3], "pg_align_act": [0.1, None, -0.05], "pg_align_rehearse": [0.2, 0.3, 0.1]})
     figure = alignment_figure(frame)
@@ -261,7 +261,7 @@ def test_a_sweep_is_launched_from_the_form_over_a_runs_config(with_runs: Path) -
     import os
     import signal
 
-    from workbench.components.train_jobs import job_record
+    from workbench.train.jobs import job_record
 
     from worldsmith.envace.sweep import SweepConfig
 
@@ -289,8 +289,8 @@ def test_a_sweep_is_launched_from_the_form_over_a_runs_config(with_runs: Path) -
 def test_a_launch_that_dies_at_once_is_listed_with_its_reason_in_the_open(empty_root: Path) -> None:
     import sys
 
-    from workbench.components.train_form import config_from_values
-    from workbench.components.train_jobs import job_record, launch, write_launch_config
+    from workbench.train.form import config_from_values
+    from workbench.train.jobs import job_record, launch, write_launch_config
 
     write_launch_config(empty_root, "dies", config_from_values({"paths": str(BFCL), "steps": 2}, empty_root))
     launch(empty_root, "dies", [sys.executable, "-c",

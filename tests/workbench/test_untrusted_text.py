@@ -1,5 +1,5 @@
 """Untrusted text (trace content, ids, file text, model output, URL parameters, exception messages) reaches
-Streamlit's Markdown only through the escaping helpers of `workbench.components.text`: a static check of
+Streamlit's Markdown only through the escaping helpers of `workbench.common.text`: a static check of
 every page and component, so a new `st.caption(f"... {episode.task}")` fails here instead of in a browser.
 
 The rules, for each argument Streamlit renders as Markdown (bodies, labels, help, metric values, radio

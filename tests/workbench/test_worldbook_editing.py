@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench.components.rule_editor import DRAFTS, editor_keys
-from workbench.components.rule_edits import (
+from workbench.worldbook.rule_editor import DRAFTS, editor_keys
+from workbench.worldbook.rule_edits import (
     RuleDraft,
     RuleEditError,
     apply_editor_state,
@@ -18,7 +18,7 @@ from workbench.components.rule_edits import (
     rows_to_conditions,
     show_cell,
 )
-from workbench.components.rule_table import RuleFilter, select_rules
+from workbench.worldbook.rule_table import RuleFilter, select_rules
 from workbench_support import APP, REPO, shown
 
 from worldsmith.worldbook import (
@@ -212,7 +212,7 @@ def test_add_rule_and_notes(empty_root: Path) -> None:
     assert store.load(NAME, after_rule).notes == kitchen().notes  # the version before is intact
 
     version = store.head(NAME)
-    from workbench.components.notes_editor import note_keys
+    from workbench.worldbook.notes_editor import note_keys
 
     keys = note_keys("note-1", version)
     at.text_area(key=keys["text"]).input("Objects are written in lower case.")
@@ -312,7 +312,7 @@ def test_select_rules_filters() -> None:
 
 def _remember_script() -> None:
     import streamlit as st
-    from workbench.components.rule_editor import DRAFTS, remember_rows
+    from workbench.worldbook.rule_editor import DRAFTS, remember_rows
 
     base = [{"op": "set", "path": "world.a", "value": "1"}]
     st.session_state["ed"] = {"edited_rows": {0: {"value": "[1]"}}, "added_rows": [], "deleted_rows": []}

@@ -112,7 +112,7 @@ def test_an_evidence_turn_previews_in_place(empty_root: Path) -> None:
 def test_clicking_a_rule_row_opens_the_rule() -> None:
     from unittest import mock
 
-    from workbench.components import rule_table
+    from workbench.worldbook import rule_table
 
     rules = [Rule(id="a", action="take", template="x"), Rule(id="b", action="go", template="y")]
     state: dict = {}

@@ -15,5 +15,5 @@ HOME_PAGE = REPO / "pages" / "home.py"
 
 
 def shown(markdown: object) -> str:
-    """What Markdown built with `workbench.components.text.md_escape` reads as on the page (escapes removed)."""
+    """What Markdown built with `workbench.common.text.md_escape` reads as on the page (escapes removed)."""
     return re.sub(r"\\(.)", r"\1", str(markdown))

@@ -1,0 +1,1 @@
+"""The Collect and Play pages' pieces: the environment and task pickers, an episode's transcript."""

@@ -1,0 +1,71 @@
+"""Widgets shared by the Collect and Play pages: environment picker, task picker, transcripts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from workbench.common.text import md_code, md_escape
+from worldsmith.envs import EnvError, registry
+from worldsmith.envs.collect import list_tasks
+
+
+@st.cache_data(show_spinner="Listing the environment's tasks…", ttl=3600)
+def cached_tasks(env: str, kwargs_items: tuple[tuple[str, Any], ...] = ()) -> tuple[list[str], str | None]:
+    """Task ids of an environment (cached: listing may start a JVM); (ids, error message)."""
+    try:
+        return list_tasks(env, dict(kwargs_items)), None
+    except (EnvError, ImportError, OSError, ValueError) as error:
+        return [], f"{type(error).__name__}: {error}" if isinstance(error, ImportError) else str(error)
+
+
+def render_env_picker(key: str) -> str | None:
+    """A select box of the registered environments; unavailable ones say what to install."""
+    specs = registry()
+    names = sorted(specs)
+    labels = {name: name + ("" if not specs[name].missing() else "  (not installed)") for name in names}
+    name = st.selectbox("Environment", names, format_func=labels.__getitem__, key=key, index=None,
+                        placeholder="Choose an environment")
+    if name is None:
+        return None
+    chosen = specs[name]
+    st.caption(md_escape(chosen.description))
+    if chosen.missing():
+        st.error(f"{md_code(name)} needs {md_escape(', '.join(chosen.missing()))}: {md_escape(chosen.install_hint)}",
+                 icon=":material/error:")
+        return None
+    return name
+
+
+def render_task_picker(env: str, key: str, *, multiple: bool) -> list[str]:
+    """Tasks from the environment's list, plus ids typed by hand (e.g. a TextWorld generator spec)."""
+    tasks, error = cached_tasks(env)
+    if error:
+        st.warning(f"Could not list the tasks of {md_code(env)}: {md_escape(error)}", icon=":material/warning:")
+    if multiple:
+        chosen = st.multiselect(f"Tasks ({len(tasks)} known; none chosen = all)", tasks, key=f"{key}_pick",
+                                max_selections=500)
+    else:
+        picked = st.selectbox(f"Task ({len(tasks)} known)", tasks, key=f"{key}_pick", index=0 if tasks else None)
+        chosen = [picked] if picked else []
+    typed = st.text_input("…or task ids, one per line or comma-separated", key=f"{key}_typed",
+                          help="Any id the environment accepts, including ones not in its list")
+    extra = [t.strip() for line in typed.splitlines() for t in line.split(",") if t.strip()]
+    return extra + chosen if multiple else (extra[:1] or chosen)
+
+
+def render_transcript(initial: str, steps: list[dict[str, Any]]) -> None:
+    """The opening observation, then each action and what the environment answered."""
+    st.code(initial, language=None, wrap_lines=True)
+    for step in steps:
+        with st.chat_message("user", avatar=":material/keyboard:"):
+            st.markdown(md_code(step["action"]))
+        with st.chat_message("assistant", avatar=":material/public:"):
+            st.code(step["observation"] or "(no output)", language=None, wrap_lines=True)
+            notes = [f"reward {step['reward']:g}"]
+            if step.get("done"):
+                notes.append("episode over")
+            if step.get("won") is not None:
+                notes.append("won" if step["won"] else "not won")
+            st.caption(" · ".join(notes))

@@ -1,0 +1,160 @@
+"""Evaluation runs launched from the workbench as background jobs that outlive the page.
+
+A job is `python -m worldsmith eval ... --json` started in its own session (detached from the
+Streamlit script, so a reload, another page or a closed tab does not stop it). What we need to
+find it again is written atomically to `<ws>/runs/eval/.jobs/<run>.json`: pid, process start
+time (so a recycled pid is not mistaken for the job), the command, and where its stdout (the
+JSON result) and stderr go. Progress is the run's own progress.json; the job record only says
+whether the process still lives and how it ended.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from workbench.common.jobs import alive, child_returncode, plain_run_name, start_detached, tail
+from workbench.evaluate.runs import RunFileError, read_json_file, runs_dir
+from worldsmith.util import atomic_write_json
+
+__all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
+           "validate_run_name"]
+
+JobState = Literal["running", "finished", "failed"]
+
+
+class JobError(ValueError):
+    """A job that cannot be started (bad run name, one already running under that name)."""
+
+
+@dataclass(frozen=True)
+class EvalLaunch:
+    """The options of one `worldsmith eval` run, as the page's form collects them (None: the CLI's default).
+
+    With `folds` >= 2 the run is cross-fitted and builds its own books: `book` may be None.
+    """
+
+    run: str
+    book: str | None
+    dataset: str
+    methods: list[str]
+    protocol: str = "next-obs"
+    split: str | None = None
+    env: str | None = None
+    max_episodes: int | None = None
+    max_turns: int | None = None
+    policy: str | None = None
+    llm: str | None = None
+    judge: str | None = None
+    seed: int = 0
+    resamples: int | None = None
+    folds: int = 0
+    drop_leaked: bool = False
+    workers: int = 0
+    ray: str | None = None  # `local` or a cluster address: the units run as Ray tasks
+    extra: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    run: str
+    state: JobState
+    pid: int
+    started: float
+    command: list[str]
+    returncode: int | None = None
+    result: dict[str, Any] | None = None
+    log_tail: str = ""
+
+
+def _jobs_dir(root: str | Path) -> Path:
+    return runs_dir(root) / ".jobs"
+
+
+def validate_run_name(name: str) -> str:
+    """A run name under runs/eval, by the one name rule (`util.names.check_name`)."""
+    return plain_run_name(name, JobError)
+
+
+def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
+    """The `worldsmith eval` command line for a launch (the same one a terminal would run)."""
+    c = launch_config
+    command = [sys.executable, "-m", "worldsmith", "eval", "--workspace", str(Path(root).resolve()),
+               "--dataset", c.dataset, "--methods", ",".join(c.methods), "--protocol", c.protocol,
+               "--out", validate_run_name(c.run), "--seed", str(c.seed), "--json"]
+    for flag, value in (("--book", c.book), ("--folds", c.folds or None), ("--split", c.split), ("--env", c.env),
+                        ("--max-episodes", c.max_episodes),
+                        ("--max-turns", c.max_turns), ("--policy", c.policy), ("--llm", c.llm),
+                        ("--judge", c.judge), ("--resamples", c.resamples), ("--workers", c.workers or None)):
+        if value not in (None, ""):
+            command += [flag, str(value)]
+    ray = [f"--ray={c.ray}"] if c.ray else []  # one token: an address never reads as the next option
+    return command + (["--drop-leaked"] if c.drop_leaked else []) + ray + list(c.extra)
+
+
+def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:
+    """Start `command` detached for run `run`; refuses while a job of that run is still running."""
+    run = validate_run_name(run)
+    current = job_status(root, run)
+    if current is not None and current.state == "running":
+        raise JobError(f"run {run!r} is already running (pid {current.pid})")
+    folder = _jobs_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    out, log = folder / f"{run}.out.json", folder / f"{run}.log"
+    pid, started = start_detached(command, workspace=root, stdout=out, stderr=log, cwd=root)
+    record = {"run": run, "pid": pid, "started": started, "command": command, "stdout": str(out),
+              "stderr": str(log), "returncode": None}
+    atomic_write_json(folder / f"{run}.json", record)
+    return JobStatus(run=run, state="running", pid=pid, started=started, command=command)
+
+
+def _result(path: Path) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def job_status(root: str | Path, run: str) -> JobStatus | None:
+    """The job launched for `run`, None when the workbench never launched one."""
+    path = _jobs_dir(root) / f"{run}.json"
+    try:
+        record = read_json_file(path)
+    except RunFileError:
+        return None
+    if record is None:
+        return None
+    try:
+        pid, started, command = int(record["pid"]), float(record["started"]), list(record["command"])
+    except (KeyError, TypeError, ValueError):
+        return None  # not a job record this module wrote
+    returncode = record.get("returncode")
+    if alive(pid, started):
+        state: JobState = "running"
+    else:
+        ended = child_returncode(pid)
+        if ended is not None and returncode is None:
+            returncode = ended
+            atomic_write_json(path, {**record, "returncode": returncode})
+        result = _result(Path(str(record.get("stdout", ""))))
+        finished = (runs_dir(root) / run / "report.json").exists()
+        ok = (returncode == 0) if returncode is not None else finished and not (result or {}).get("error")
+        state = "finished" if ok else "failed"
+        return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
+                         returncode=returncode, result=result, log_tail=tail(Path(str(record.get("stderr", "")))))
+    return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
+                     log_tail=tail(Path(str(record.get("stderr", ""))), 1000))
+
+
+def list_jobs(root: str | Path) -> list[JobStatus]:
+    """Every job the workbench launched in this workspace, most recent first."""
+    folder = _jobs_dir(root)
+    if not folder.is_dir():
+        return []
+    jobs = [job_status(root, p.stem) for p in folder.glob("*.json") if not p.name.endswith(".out.json")]
+    return sorted((j for j in jobs if j is not None), key=lambda j: j.started, reverse=True)

@@ -1,0 +1,222 @@
+"""Launching `worldsmith eval` from the page and following its jobs' progress.
+
+The form builds the same command line a terminal would run (shown before it starts); the job
+runs detached (eval_jobs), so the page can be reloaded or left. Progress is the run's own
+progress.json, re-read every few seconds by a fragment while a job is running.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from workbench.common import data
+from workbench.common.ray_option import render_ray_option
+from workbench.common.text import md_code, md_escape
+from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from workbench.evaluate.runs import RunFileError, read_progress, runs_dir
+
+__all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
+           "spec_problem", "workspace_choices"]
+
+PROTOCOLS = ["next-obs", "drift", "w2r"]
+POLICIES = ["expert", "random", "llm"]
+NOTICE = "ev_launch_notice"
+
+
+def available_methods() -> list[str]:
+    """The method names `worldsmith eval` accepts: the registered world models."""
+    from worldsmith.sim.registry import world_model_names
+
+    return world_model_names()
+
+
+def held_out_defaults(root: Path, book: str | None, datasets: list[str]) -> dict[str, str]:
+    """Where `book` can be evaluated honestly: its source dataset, a split it was not built from, its environment.
+
+    From the book's recorded sources (`worldsmith build` writes them): a book built from split
+    `train` is evaluated on `test` (else `validation`) of the same dataset; nothing is guessed for
+    a book built from a whole dataset.
+    """
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    if not book:
+        return {}
+    try:
+        store = WorldbookStore(root / "worldbooks")
+        sources = store.info(book, store.head(book)).sources
+    except (WorldbookError, KeyError, OSError, ValueError):
+        return {}
+    source = next((s for s in sources if isinstance(s, dict) and s.get("dataset") in datasets), None)
+    if source is None:
+        return {}
+    out = {"dataset": str(source["dataset"])}
+    if source.get("env"):
+        out["env"] = str(source["env"])
+    opened = data.open_dataset(str(root), out["dataset"]) if source.get("split") else None
+    splits = opened.splits() if opened is not None else []
+    held = next((s for s in ("test", "validation") if s in splits and s != source.get("split")), None)
+    if held is not None:
+        out["split"] = held
+    return out
+
+
+def spec_problem(spec: str, root: Path) -> str | None:
+    """Why a model spec typed in the form would fail at launch (None: empty or fine): a configured name or a
+    spec, its relative folder resolved against the workspace exactly as the job will (`llm.resolve_spec`)."""
+    from worldsmith.llm import parse_spec, resolve_spec
+
+    if not spec.strip():
+        return None
+    try:
+        parse_spec(resolve_spec(spec.strip(), root))
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> None:
+    """The run's options; on submit, start the job and remember a notice for the next rerun."""
+    if not datasets:
+        st.info("Launching a run needs a dataset to evaluate on (and a worldbook from `worldsmith build`, or "
+                "cross-fitting with folds).", icon=":material/info:")
+        return
+    defaults = held_out_defaults(root, books[0] if books else None, datasets)
+    for field, key in (("split", "ev_new_split"), ("env", "ev_new_env")):
+        if field in defaults and key not in st.session_state:
+            st.session_state[key] = defaults[field]
+    methods = available_methods()
+    default = [m for m in ("harness", "nearest") if m in methods] or methods[:1]
+    with st.form("ev_launch"):
+        left, right = st.columns(2)
+        run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
+        protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol",
+                               help="next-obs: real history, one predicted observation per turn; drift: only the "
+                                    "start, then the whole action sequence; w2r: a policy acts in the simulator and "
+                                    "its actions are replayed in the real environment")
+        left, middle, right = st.columns(3)
+        book = left.selectbox("Worldbook", books, index=0 if books else None, key="ev_new_book",
+                              help="Not read when cross-fitting (folds >= 2): each fold builds its own book.")
+        dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset",
+                                   index=datasets.index(defaults["dataset"]) if "dataset" in defaults else 0)
+        split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test",
+                                 help="Held-out episodes only: the book must not have been built from them "
+                                      "(the run refuses leaked evaluation targets).")
+        chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods")
+        left, middle, right, last = st.columns(4)
+        env = left.text_input("Environment (optional)", key="ev_new_env", placeholder="e.g. alfworld")
+        max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
+        max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
+        policy = last.selectbox("W2R policy", POLICIES, key="ev_new_policy")
+        left, middle, right, last = st.columns(4)
+        llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
+        judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
+        seed = right.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
+        folds = last.number_input("Folds (0 = the worldbook)", min_value=0, value=0, key="ev_new_folds",
+                                  help="K >= 2 cross-fits: the episodes are dealt into K folds by trajectory family "
+                                       "(as `worldsmith build --folds`), each evaluated with a book built from the "
+                                       "others, and the records pooled.")
+        workers = st.number_input("Workers (0 = in this process; with Ray: 0 = all CPUs)", min_value=0, max_value=64,
+                                  value=0, key="ev_new_workers",
+                                  help="Units (episode x method) at once: local processes (>= 2), or Ray tasks.")
+        ray_address = render_ray_option("ev_new_ray")
+        drop_leaked = st.checkbox("Drop leaked episodes", key="ev_new_drop_leaked",
+                                  help="Leave out episodes the book was built from (or copies of their trajectories) "
+                                       "and name them in the report, instead of refusing the run.")
+        submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
+    if not submitted:
+        return
+    if not chosen:
+        st.error("Choose at least one method.")
+        return
+    if folds == 1 or (not folds and not book):
+        st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
+        return
+    for label, spec in (("Model spec", llm), ("Judge spec", judge)):
+        problem = spec_problem(spec, root)
+        if problem:
+            st.error(f"{md_escape(label)}: {md_escape(problem)}", icon=":material/error:")
+            return
+    try:
+        config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen), protocol=protocol,
+                            split=split.strip() or None, env=env.strip() or None,
+                            max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
+                            policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
+                            judge=judge.strip() or None, seed=int(seed), folds=int(folds),
+                            drop_leaked=bool(drop_leaked), workers=int(workers), ray=ray_address)
+        command = eval_command(config, root)
+        job = launch(root, config.run, command)
+    except (JobError, OSError) as error:
+        st.error(f"Could not launch the run: {md_escape(error)}", icon=":material/error:")
+        return
+    st.session_state[NOTICE] = f"Started run {md_code(job.run)} (pid {job.pid:d}): {md_code(shlex.join(command[1:]))}"
+    st.rerun()
+
+
+def _render_job(root: Path, job: JobStatus) -> None:
+    try:
+        progress = read_progress(runs_dir(root) / job.run)
+    except RunFileError as error:
+        progress, problem = None, str(error)
+    else:
+        problem = None
+    done, total = (progress or {}).get("done"), (progress or {}).get("total")
+    label = f"{md_code(job.run)} · {md_escape(job.state)}"
+    if isinstance(done, int | float) and isinstance(total, int | float) and total:
+        st.progress(min(1.0, float(done) / float(total)), text=f"{label} · {int(done)}/{int(total)}")
+    else:
+        st.progress(1.0 if job.state != "running" else 0.0, text=f"{label} · starting" if job.state == "running"
+                    else label)
+    if problem:
+        st.caption(md_escape(problem))
+    if job.state == "failed":
+        st.error(f"Run {md_code(job.run)} failed (exit code {md_escape(job.returncode)}): "
+                 f"{md_escape(failure_message(job))}", icon=":material/error:")
+    if job.state != "finished" and job.log_tail.strip():
+        st.caption("log (the end)")
+        st.code(job.log_tail, language=None)
+
+
+def failure_message(job: JobStatus) -> str:
+    """The reason a job failed: its JSON error, else the last line of its log."""
+    error = (job.result or {}).get("error")
+    if isinstance(error, str) and error.strip():
+        return error
+    lines = job.log_tail.strip().splitlines()
+    return lines[-1] if lines else "(no output)"
+
+
+def render_jobs(root: Path) -> None:
+    """Jobs launched here: the newest in the open (live status and log while it runs, its error when it failed),
+    older ones in a collapsed list; refreshed every 2 s while one is running."""
+    if NOTICE in st.session_state:
+        st.success(st.session_state.pop(NOTICE), icon=":material/rocket_launch:")
+    jobs = list_jobs(root)
+    if not jobs:
+        return
+    running = any(job.state == "running" for job in jobs)
+
+    @st.fragment(run_every=2.0 if running else None)
+    def _panel() -> None:
+        current = list_jobs(root)
+        if not current:
+            return
+        _render_job(root, current[0])  # the one just launched: never hidden in a collapsed section
+        if len(current) > 1:
+            with st.expander(f"Earlier background runs ({len(current) - 1})"):
+                for job in current[1:5]:
+                    _render_job(root, job)
+        if running and not any(job.state == "running" for job in current):
+            st.rerun()  # a job just ended: refresh the run list and stop polling
+
+    _panel()
+
+
+def workspace_choices(root: Path) -> tuple[list[str], list[str]]:
+    """(worldbooks, datasets) of the workspace, for the form."""
+    from worldsmith.worldbook import WorldbookStore
+
+    return WorldbookStore(root / "worldbooks").names(), data.list_datasets(str(root))

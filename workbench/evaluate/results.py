@@ -1,0 +1,146 @@
+"""The Results tab of the Evaluate page: leaderboard with intervals, forest plot, judge bars, fidelity@t, cost.
+
+Everything shown with an interval takes it from report.json (the library's paired bootstrap over
+trajectories); the judge's per-dimension intervals, which the report does not carry, are
+computed from the records and labelled as such.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench.common.text import md_code, md_escape
+from workbench.evaluate import charts, tables
+
+__all__ = ["render_results", "scope_options"]
+
+POOLED = "all environments"
+
+
+def scope_options(report: dict[str, Any]) -> list[str]:
+    """Pooled, each environment of `per_env`, then seen/unseen tasks when the report splits them."""
+    options = [POOLED, *[f"env: {env}" for env in sorted(report.get("per_env") or {})]]
+    options += [f"{split} tasks" for split in ("seen", "unseen")
+                if ((report.get("seen_unseen") or {}).get(split) or {}).get("methods")]
+    return options
+
+
+def _scope(report: dict[str, Any], choice: str) -> dict[str, Any]:
+    if choice.startswith("env: "):
+        return tables.scope_block(report, env_id=choice.removeprefix("env: "))
+    if choice.endswith(" tasks"):
+        return tables.scope_block(report, split=choice.removesuffix(" tasks"))
+    return tables.scope_block(report)
+
+
+def _bootstrap(report: dict[str, Any]) -> str:
+    """How the intervals were made, as the report records it."""
+    settings = report.get("bootstrap") or {}
+    config = report.get("config") or {}
+    resamples = settings.get("resamples") or config.get("resamples") or config.get("bootstrap_resamples")
+    confidence = settings.get("confidence") or config.get("confidence") or 0.95
+    what = f"{resamples:,} resamples" if isinstance(resamples, int) else "bootstrap"
+    return f"{confidence:.0%} paired bootstrap intervals over trajectories ({what})"
+
+
+def _knowable(report: dict[str, Any]) -> None:
+    """Exact match on all turns beside the knowable ones, and the novel share (unknown for older runs)."""
+    if report.get("protocol") not in ("next-obs", "drift"):
+        return
+    frame = tables.knowable_frame(report)
+    st.subheader("Knowable turns", anchor=False)
+    if frame.empty:
+        st.caption("This run has no per-turn novelty flags (it was made before them): which turns were knowable "
+                   "is unknown.")
+        return
+    st.dataframe(frame, hide_index=True, key="ev_knowable")
+    st.caption("A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named "
+               "entity) seen neither earlier in its episode nor in the book's evidence (an entity, a number or a "
+               "name actions take as an argument, counts as seen in the evidence only where every episode that made "
+               "the same call was shown it): no simulator could know it. Knowable = the other turns; n = records "
+               "scored.")
+
+
+def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> None:
+    """The whole Results tab for one run."""
+    judge = report.get("judge")
+    st.caption(f"protocol {md_code(report.get('protocol'))} · fingerprint {md_code(str(report.get('fingerprint'))[:16])}"
+               f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.get('created'))}")
+    dropped = tables.dropped_frame(report)
+    if not dropped.empty:
+        st.warning(f"{len(dropped)} leaked episodes were left out of this run (drop leaked): the book was built from "
+                   "them or from copies of their trajectories.", icon=":material/filter_alt:")
+        with st.expander("Dropped episodes"):
+            st.dataframe(dropped, hide_index=True, key="ev_dropped")
+    folds = tables.folds_frame(report)
+    if not folds.empty:
+        st.caption(f"Cross-fitted: {len(folds)} folds by trajectory family, each evaluated with a book built from the "
+                   "other folds; the records are pooled.")
+        with st.expander("Folds"):
+            st.dataframe(folds, hide_index=True, key="ev_folds")
+    choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope", format_func=md_escape)
+    block = _scope(report, choice)
+    methods = block.get("methods") or {}
+    st.subheader("Leaderboard", anchor=False)
+    table = tables.leaderboard_table(methods)
+    if table.empty or len(table.columns) <= 2:
+        st.info("This run has no scored methods in this scope.", icon=":material/info:")
+    else:
+        errors = report.get("errors") or {}
+        if choice == POOLED and any(errors.values()):
+            table.insert(2, "errors", table["method"].map(lambda m: errors.get(m, 0)))
+        st.dataframe(table, hide_index=True, key="ev_leaderboard")
+        small = tables.small_sample_caption(methods)
+        if small:
+            st.warning(md_escape(small), icon=":material/scatter_plot:")
+        st.caption(f"mean [low, high]: {_bootstrap(report)}; n = records scored"
+                   + ("; errors = predictions that raised (scored as an empty observation)" if "errors" in table else "")
+                   + ".")
+    _knowable(report)
+    long = tables.leaderboard_frame(methods)
+    metrics = list(dict.fromkeys(long["metric"])) if not long.empty else []
+    if metrics:
+        metric = st.selectbox("Metric", metrics, key="ev_metric")
+        left, right = st.columns(2)
+        left.plotly_chart(charts.metric_bars(long, metric), key="ev_bars")
+        pairs = tables.pairs_frame(block.get("pairs") or {}, metric)
+        if pairs.empty:
+            right.caption("No paired differences for this metric (one method, or none scored on the same records).")
+        else:
+            right.plotly_chart(charts.forest_plot(pairs, metric), key="ev_forest")
+            with st.expander("Paired differences (table)"):
+                st.dataframe(pairs, hide_index=True, key="ev_pairs")
+
+    judged = tables.judge_frame(records) if not records.empty else pd.DataFrame()
+    if not judged.empty:
+        st.subheader("Judge dimensions", anchor=False)
+        st.plotly_chart(charts.judge_bars(judged), key="ev_judge")
+
+    fidelity = tables.fidelity_frame(report)
+    if not fidelity.empty:
+        st.subheader("Fidelity over steps", anchor=False)
+        st.plotly_chart(charts.fidelity_curves(fidelity), key="ev_fidelity")
+
+    w2r = tables.w2r_frame(report)
+    if not w2r.empty:
+        st.subheader("World to real", anchor=False)
+        st.dataframe(w2r, hide_index=True, key="ev_w2r")
+        st.caption("real: success of the policy in the real environment; w2r: success when its simulated action "
+                   "sequence is replayed in the real environment; consistency = w2r / real.")
+
+    cost = tables.cost_frame(report)
+    if not cost.empty:
+        st.subheader("Cost (mean per record)", anchor=False)
+        st.dataframe(cost, hide_index=True, key="ev_cost")
+
+    with st.expander("Configuration, seeds and leakage check"):
+        st.json({"config": report.get("config"), "seeds": report.get("seeds"), "leakage": report.get("leakage")},
+                expanded=False)
+    markdown = run / "report.md"
+    if markdown.is_file():
+        st.download_button("Download report.md", markdown.read_bytes(), file_name=f"{run.name}.md",
+                           mime="text/markdown", key="ev_report_md")

@@ -1,0 +1,1 @@
+"""The Home page's pieces: the overview of the workspace's datasets."""

@@ -1,0 +1,55 @@
+"""Widgets of the Simulate page: a session's transcript, one prediction with its audit, two sessions compared.
+
+Observations and actions are untrusted text: they are shown with `st.code` / dataframes, never as markdown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench.common.text import md_escape
+from worldsmith.sim import Session, SessionTurn, action_line
+
+
+def turns_frame(session: Session) -> pd.DataFrame:
+    """One row per committed turn: action, observation, outcome, route, cost."""
+    rows = [{"turn": t.index, "action": action_line(t.action), "observation": t.prediction.observation,
+             "outcome": t.prediction.outcome, "route": t.prediction.audit.route,
+             "model calls": t.prediction.audit.model_calls, "tokens": t.prediction.audit.tokens}
+            for t in session.turns()]
+    return pd.DataFrame(rows, columns=["turn", "action", "observation", "outcome", "route", "model calls", "tokens"])
+
+
+def render_turn(turn: SessionTurn) -> None:
+    """The observation a turn committed, and how it was made (route, cost, notes, retrieved items, effects)."""
+    prediction, audit = turn.prediction, turn.prediction.audit
+    st.markdown(f"**Turn {turn.index:d}** · revision {turn.revision:d}")
+    st.code(f"> {action_line(turn.action)}", language=None, wrap_lines=True)
+    st.code(prediction.observation or "(empty observation)", language=None, wrap_lines=True)
+    columns = st.columns(5)
+    columns[0].metric("route", md_escape(audit.route))
+    columns[1].metric("outcome", md_escape(prediction.outcome))
+    columns[2].metric("model calls", f"{audit.model_calls:d}")
+    columns[3].metric("tokens", f"{audit.tokens:d}")
+    columns[4].metric("latency", f"{audit.latency_s:.3f} s")
+    for note in audit.notes:
+        st.text(f"note: {note}")
+    details: dict[str, Any] = {"rules": audit.rules, "retrieved": audit.retrieved, "tool_calls": audit.tool_calls,
+                               "effects": [e.model_dump(mode="json") for e in prediction.effects],
+                               "conflicts": audit.conflicts, "rejected_effects": audit.rejected_effects}
+    shown = {key: value for key, value in details.items() if value}
+    if shown:
+        with st.expander("Audit details"):
+            st.json(shown, expanded=True)
+
+
+def compare_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """`Session.compare` rows as a table (this session = a, the other = b)."""
+    columns = ["turn", "same_action", "same_observation", "action_a", "action_b", "observation_a", "observation_b",
+               "outcome_a", "outcome_b", "state_diff"]
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["state_diff"] = frame["state_diff"].map(lambda paths: ", ".join(paths) if paths else "")
+    return frame

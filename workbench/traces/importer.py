@@ -1,0 +1,126 @@
+"""The import form: drag-and-drop upload, format override, strict mode, progress, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from workbench.common import state
+from workbench.common.text import md_escape
+from workbench.traces.import_report import render_import_report
+from worldsmith.traces import IMPORTERS
+from worldsmith.workspace import IngestProgress, Workspace, validate_dataset_name
+
+AUTO = "auto-detect"
+DEFAULT_DATASET = "uploads"
+
+
+def upload_limit_bytes() -> int:
+    """The per-file limit: Streamlit's server.maxUploadSize (MB)."""
+    try:
+        megabytes = int(st.get_option("server.maxUploadSize"))
+    except Exception:  # noqa: BLE001 - option missing in odd embeddings
+        megabytes = 500
+    return megabytes * 1024 * 1024
+
+
+def dataset_name_error(name: str) -> str | None:
+    try:
+        validate_dataset_name(name)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def run_import(
+    workspace: Workspace,
+    uploads: list[tuple[str, bytes]],
+    dataset: str,
+    *,
+    format: str | None = None,
+    strict: bool = False,
+    env: str | None = None,
+) -> dict[str, Any]:
+    """Store the uploads inside the workspace and ingest them, drawing a progress bar.
+
+    Returns ImportReport.summary(). Raises ValueError for an oversized upload or a bad name.
+    """
+    limit = upload_limit_bytes()
+    paths: list[Path] = [workspace.save_upload(name, data, limit=limit) for name, data in uploads]
+    bar = st.progress(0.0, text=f"Importing {len(paths)} file(s) into {md_escape(dataset)}…")
+
+    def on_progress(p: IngestProgress) -> None:
+        fraction = p.files_done / p.files_total if p.files_total else 1.0
+        current = Path(p.file).name if p.file else "done"
+        bar.progress(
+            min(max(fraction, 0.0), 1.0),
+            text=f"{p.files_done:d}/{p.files_total:d} files · {md_escape(current)} · {p.episodes:d} episodes, "
+                 f"{p.turns:d} turns, {p.rejected:d} rejected, {p.duplicates:d} duplicates · {p.seconds:.1f} s",
+        )
+
+    report = workspace.ingest(paths, dataset, format=format, strict=strict, progress=on_progress, env=env)
+    bar.empty()
+    return report.summary()
+
+
+def render_import_form(workspace: Workspace, *, root: str) -> None:
+    """The upload form and the last report (kept in session state across reruns).
+
+    After an import the page reruns with the imported dataset selected and the uploader cleared.
+    """
+    generation = st.session_state.get(state.UPLOADER_GENERATION, 0)
+    files = st.file_uploader(
+        "Trace files (drag and drop; JSON, JSONL, text logs, Inspect AI .eval logs, OTLP JSON spans: any supported format)",
+        accept_multiple_files=True,
+        key=f"tr_uploader_{generation}",
+        help="Files are stored inside the workspace (uploads/) under sanitised names, then imported.",
+    )
+    cols = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
+    dataset = cols[0].text_input(
+        "Import into dataset", value=DEFAULT_DATASET, key="tr_import_dataset", max_chars=64,
+        help="New or existing dataset; imports add to it (duplicate episodes are skipped).",
+    ).strip()
+    fmt = cols[1].selectbox(
+        "Format", [AUTO, *IMPORTERS], key="tr_import_format",
+        help="Leave on auto-detect unless detection picks the wrong importer.",
+    )
+    strict = cols[2].checkbox(
+        "Strict", key="tr_import_strict", help="Commit nothing if any record is rejected.",
+    )
+    env = st.text_input(
+        "Environment id (optional)", key="tr_import_env", max_chars=128,
+        placeholder="for episodes that name none; empty: chat logs get one from their tool set",
+    ).strip()
+    error = dataset_name_error(dataset)
+    clicked = cols[3].button(
+        "Import", type="primary", icon=":material/upload:", disabled=not files or error is not None,
+        key="tr_import_button", width="stretch",
+    )
+    if error and dataset:
+        st.error(md_escape(error))
+
+    if clicked and files and error is None:
+        try:
+            summary = run_import(
+                workspace, [(f.name, f.getvalue()) for f in files], dataset,
+                format=None if fmt == AUTO else fmt, strict=strict, env=env or None,
+            )
+        except ValueError as exc:
+            st.error(md_escape(exc))
+        else:
+            st.session_state[state.LAST_REPORT] = summary
+            st.session_state[state.UPLOADER_GENERATION] = generation + 1  # clears the uploader
+            if summary.get("committed"):
+                state.select_dataset(dataset)
+            st.rerun()
+
+    last = st.session_state.get(state.LAST_REPORT)
+    if last:
+        head, close = st.columns([6, 1], vertical_alignment="center")
+        head.markdown("**Last import**")
+        if close.button("Dismiss", key="tr_dismiss_report", icon=":material/close:", type="tertiary"):
+            st.session_state[state.LAST_REPORT] = None
+            st.rerun()
+        render_import_report(last, root=root, key="tr_last_report")

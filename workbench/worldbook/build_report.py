@@ -1,0 +1,91 @@
+"""The report of a build: statuses, held-out validation per action, cross-fitting, stage timings, model stages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from workbench.common.paths import page_file
+from workbench.common.text import md_code, md_escape
+
+
+def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame([{"action": action, "turns": row["turns"], "coverage": row["covered_rate"],
+                          "conditions checked": row["verified_rate"], "exact match": row["exact_rate"]}
+                         for action, row in report["per_action"].items()])
+
+
+def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
+    """Which held-out trajectories also stand in the construction episodes, and why: a row per trajectory
+    (`worldbook.build.leakage_check`; its lists of examples are cut at 20)."""
+    why: dict[str, list[str]] = {}
+    for episode in leakage.get("shared_episodes") or []:
+        why.setdefault(episode, []).append("the same episode id is in the construction episodes")
+    turns: dict[str, list[str]] = {}
+    for turn in leakage.get("leaked_turns") or []:
+        turns.setdefault(turn.rsplit("#", 1)[0], []).append(turn)
+    for episode, found in turns.items():
+        why.setdefault(episode, []).append(f"{len(found)} of its target turns are in the construction episodes "
+                                           f"(e.g. {found[0]})")
+    for pair in leakage.get("duplicated_trajectories") or []:
+        copy, _, original = pair.partition(" = ")
+        why.setdefault(copy, []).append(f"a copy of {original} (the same actions and observations)")
+    return pd.DataFrame([{"episode": episode, "why": "; ".join(reasons)} for episode, reasons in why.items()],
+                        columns=["episode", "why"])
+
+
+def _validation(title: str, report: dict[str, Any]) -> None:
+    totals, common = report["totals"], report["common_actions"]
+    st.markdown(f"**{md_escape(title)}**")
+    columns = st.columns(4)
+    columns[0].metric("Turns", md_escape(totals["turns"]))
+    columns[1].metric("Coverage", f"{totals['coverage']:.1%}", help="a supported rule applied")
+    columns[2].metric("Conditions checked", f"{totals['coverage_verified']:.1%}",
+                      help="the rule's conditions were verified on the tracked state (not assumed)")
+    columns[3].metric("Exact match", f"{totals['exact_match']:.1%}")
+    actions = ", ".join(md_escape(action) for action in common["actions"])
+    st.caption(f"Common actions ({actions}): coverage {common['coverage']:.1%}, "
+               f"exact match {common['exact_match']:.1%}")
+    st.dataframe(validation_frame(report), hide_index=True,
+                 column_config={c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
+                                for c in ("coverage", "conditions checked", "exact match")})
+
+
+def render_build_report(outcome: dict[str, Any]) -> None:
+    st.success(f"Saved {md_code(outcome['book'])} version {md_code(outcome['version'])} "
+               f"(parent {md_code(outcome['parent'])}): {md_escape(outcome['rules'])} rules from "
+               f"{md_escape(outcome['episodes'])} trajectories.", icon=":material/check_circle:")
+    st.page_link(page_file("worldbook"), label="Open it on the Worldbook page", icon=":material/menu_book:")
+    for warning in outcome.get("warnings") or []:
+        st.warning(f"Built with a warning: {md_escape(warning)}", icon=":material/warning:")
+    st.write({status: count for status, count in sorted(outcome["statuses"].items())})
+    if outcome.get("validation"):
+        leakage = outcome.get("leakage") or {}
+        st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
+                   f"{'passed' if leakage.get('ok') else 'FAILED'}")
+        if leakage and not leakage.get("ok"):
+            leaked = leakage.get("leaked_episodes") or []
+            st.warning(f"{len(leaked)} held-out trajectories also stand in the construction episodes: the held-out "
+                       "numbers below overstate fidelity. Evaluate with `--drop-leaked` or split again.",
+                       icon=":material/warning:")
+            st.dataframe(leakage_frame(leakage), hide_index=True)
+        _validation("Replay on held-out trajectories", outcome["validation"])
+    if outcome.get("cross_fit"):
+        crossed = outcome["cross_fit"]
+        _validation(f"Cross-fitting, {crossed['folds']} folds by trajectory family (pooled)", crossed["pooled"])
+    if not outcome.get("validation") and not outcome.get("cross_fit"):
+        st.info("Not validated: choose a held-out split or cross-fitting folds.", icon=":material/info:")
+    with st.expander("Stages"):
+        st.dataframe(pd.DataFrame([{"stage": stage, "seconds": seconds,
+                                    "cached": outcome["stages"].get(stage, {}).get("cached")}
+                                   for stage, seconds in outcome["timings_s"].items()]), hide_index=True)
+        for stage in ("rules", "notes"):
+            model = outcome["stages"].get(stage, {}).get("model")
+            if model:
+                st.markdown(f"**Model-backed {md_escape(stage)} stage**: {md_escape(model)}")
+            compared = outcome["stages"].get(stage, {}).get("compared_with_deterministic")
+            if compared:
+                st.markdown(f"**{md_escape(stage)}: model against deterministic**")
+                st.json(compared, expanded=False)
