@@ -21,8 +21,9 @@ from worldsmith.envs import (
     record_episode,
     spec,
 )
-from worldsmith.envs import shell as shell_module
 from worldsmith.envs.shell import ShellEnv, sandbox_available
+from worldsmith.envs.shell import processes as shell_processes
+from worldsmith.envs.shell import sandbox as shell_sandbox
 from worldsmith.envs.shell_tasks import CHORES, SandboxView
 from worldsmith.traces.model import Action
 
@@ -186,8 +187,8 @@ def test_removing_a_home_never_follows_its_links(tmp_path: Path, monkeypatch: py
     (home / "locked" / "f").write_text("x")
     (home / "link").symlink_to(outside)
     (home / "locked").chmod(0o500)
-    monkeypatch.setattr(shell_module.os, "geteuid", lambda: 1000)  # the non-root path, which chmods
-    shell_module._remove_tree(str(tmp_path / "base"))
+    monkeypatch.setattr(shell_sandbox.os, "geteuid", lambda: 1000)  # the non-root path, which chmods
+    shell_sandbox.remove_tree(str(tmp_path / "base"))
     assert not (tmp_path / "base").exists()
     assert (outside / "keep.txt").read_text() == "keep" and outside.stat().st_mode & 0o777 == 0o755
 
@@ -207,10 +208,10 @@ def test_home_is_fresh_and_removed(env: ShellEnv) -> None:
 
 
 def test_unavailable_sandbox_is_an_error_not_a_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shell_module, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(shell_sandbox, "find_bwrap", lambda: None)
     with pytest.raises(EnvUnavailableError, match="never runs commands unsandboxed.*bubblewrap"):
         ShellEnv()
-    monkeypatch.setattr(shell_module, "_find_bwrap", lambda: "/nonexistent/bwrap")
+    monkeypatch.setattr(shell_sandbox, "find_bwrap", lambda: "/nonexistent/bwrap")
     with pytest.raises(EnvUnavailableError, match="cannot build a sandbox"):
         ShellEnv()
     with pytest.raises(ValueError, match="timeout_s"):
@@ -333,7 +334,7 @@ def test_disk_quota_interrupts_a_filling_command() -> None:
         step = environment.step("for i in $(seq 40); do head -c 1M /dev/zero > f$i; sleep 0.05; done")
         assert "[the home directory went over its disk quota of 4 MB and was interrupted]" in step.observation.text
         assert step.info["exit_code"] == 124 and not step.info["timed_out"]
-        assert shell_module._disk_usage(environment.sandbox_path or "") < 20 << 20  # not all 40 MB
+        assert shell_sandbox.disk_usage(environment.sandbox_path or "") < 20 << 20  # not all 40 MB
         assert "over its disk quota of 4 MB" in environment.step("true").observation.text
         assert "quota" not in environment.step("rm f*").observation.text
 
@@ -356,7 +357,7 @@ def test_fork_bomb_is_contained() -> None:
 
     def watch() -> None:  # counts the sandbox's processes from the host while the bomb runs
         while not done.is_set():
-            peak[0] = max(peak[0], len(shell_module._descendants(init_pid)))
+            peak[0] = max(peak[0], len(shell_processes.descendants(init_pid)))
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch)
