@@ -155,6 +155,54 @@ def _fork_directory(directory: Path, at_turn: int) -> Path:
     return candidate
 
 
+class _Play:
+    """One `simulate play` loop: the session being played (a `:fork` replaces it) and how to answer."""
+
+    def __init__(self, session: Session, model: WorldModel, as_json: bool) -> None:
+        self.session, self.model, self.as_json = session, model, as_json
+
+    def say(self, text: str, **payload: Any) -> None:
+        if self.as_json:
+            _emit_line({"session": str(self.session.directory), **payload})
+        else:
+            print(text)
+
+    def handle(self, line: str) -> None:
+        """Answer one non-empty input line other than a quit: a `:` command or an action."""
+        session = self.session
+        if line == ":state":
+            self.say(str(session.state), event="state", revision=session.revision, state=session.state)
+        elif line == ":history":
+            turns = session.turns()
+            self.say("\n".join(f"{t.index}: > {action_line(t.action)}\n{t.prediction.observation}" for t in turns),
+                     event="history", turns=[_turn_json(session, t) for t in turns])
+        elif line.startswith(":fork"):
+            self.fork(line.split())
+        elif line.startswith(":"):
+            self.say(f"unknown command {line!r}", event="error", error=f"unknown command {line!r}")
+        else:
+            turn = _play_one(session, self.model, line)
+            if self.as_json:
+                _emit_line({**_turn_json(session, turn), "event": "turn"})
+            else:
+                _print_turn(turn)
+
+    def fork(self, parts: list[str]) -> None:
+        """`:fork N`: continue in a copy of the session that keeps its first N turns."""
+        if len(parts) != 2 or not parts[1].isdigit():
+            self.say("usage: :fork N (keep the first N turns)", event="error", error="usage: :fork N")
+            return
+        try:
+            forked = self.session.fork(int(parts[1]), _fork_directory(self.session.directory, int(parts[1])))
+        except SessionError as error:
+            self.say(str(error), event="error", error=str(error))
+            return
+        self.session.close()
+        self.session = forked
+        forked.attach(self.model)
+        self.say(f"forked: now in {forked.directory} (its first {len(forked)} turns)", event="fork", turns=len(forked))
+
+
 def run_play(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     directory = args.session or workspace_from(args).root / "sessions" / f"{args.book}-{time.strftime('%Y%m%dT%H%M%S')}"
@@ -164,55 +212,19 @@ def run_play(args: argparse.Namespace) -> int:
         raise CommandError(str(error)) from None
     model = _world_model(args, book)
     session.attach(model)
-
-    def say(text: str, **payload: Any) -> None:
-        if as_json:
-            _emit_line({"session": str(session.directory), **payload})
-        else:
-            print(text)
-
-    say(f"session {session.directory} ({len(session)} turns so far); actions, or :fork N, :state, :history, :quit",
-        event="start", turns=len(session), observation=session.prefix().initial_observation.text)
+    play = _Play(session, model, as_json)
+    opening = session.prefix().initial_observation
+    play.say(f"session {session.directory} ({len(session)} turns so far); actions, or :fork N, :state, :history, :quit",
+             event="start", turns=len(session), observation=opening.text if opening is not None else "")
     try:
         while True:
             if not as_json:
                 print("> ", end="", flush=True)
             line = sys.stdin.readline()
-            if not line:
+            if not line or line.strip() in (":quit", ":q", ":exit"):
                 break
-            line = line.strip()
-            if not line:
-                continue
-            if line in (":quit", ":q", ":exit"):
-                break
-            if line == ":state":
-                say(str(session.state), event="state", revision=session.revision, state=session.state)
-            elif line == ":history":
-                turns = session.turns()
-                say("\n".join(f"{t.index}: > {action_line(t.action)}\n{t.prediction.observation}" for t in turns),
-                    event="history", turns=[_turn_json(session, t) for t in turns])
-            elif line.startswith(":fork"):
-                parts = line.split()
-                if len(parts) != 2 or not parts[1].isdigit():
-                    say("usage: :fork N (keep the first N turns)", event="error", error="usage: :fork N")
-                    continue
-                try:
-                    forked = session.fork(int(parts[1]), _fork_directory(session.directory, int(parts[1])))
-                except SessionError as error:
-                    say(str(error), event="error", error=str(error))
-                    continue
-                session.close()
-                session = forked
-                session.attach(model)
-                say(f"forked: now in {session.directory} (its first {len(session)} turns)", event="fork", turns=len(session))
-            elif line.startswith(":"):
-                say(f"unknown command {line!r}", event="error", error=f"unknown command {line!r}")
-            else:
-                turn = _play_one(session, model, line)
-                if as_json:
-                    _emit_line({**_turn_json(session, turn), "event": "turn"})
-                else:
-                    _print_turn(turn)
+            if line.strip():
+                play.handle(line.strip())
     finally:
-        session.close()
+        play.session.close()
     return EXIT_OK
