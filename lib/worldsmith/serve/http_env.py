@@ -75,28 +75,57 @@ class _Instance:
         self.lock = threading.Lock()
 
 
+class _Instances:
+    """The open env instances of one app, keyed by id; at most `limit` at a time."""
+
+    def __init__(self, make_env: Callable[[], Env], limit: int) -> None:
+        self._make_env = make_env
+        self._limit = limit
+        self._held: dict[str, _Instance] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def open(self) -> str:
+        """Make a new instance and return its id (429 when `limit` are open)."""
+        with self._lock:
+            if len(self._held) >= self._limit:
+                raise HTTPException(429, {"error": "EnvError", "message": f"{self._limit} instances are open; "
+                                          "close some first"})
+            env_id = uuid.uuid4().hex
+            self._held[env_id] = _Instance(self._make_env())
+        return env_id
+
+    def get(self, env_id: str) -> _Instance:
+        found = self._held.get(env_id)
+        if found is None:
+            raise HTTPException(404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed or never made)"})
+        return found
+
+    def pop(self, env_id: str) -> _Instance | None:
+        with self._lock:
+            return self._held.pop(env_id, None)
+
+
+def _refusal(error: Exception) -> HTTPException:
+    """The HTTP error an env's exception travels as, so the client raises the same kind (module docstring)."""
+    if isinstance(error, UnknownTaskError):
+        return HTTPException(404, {"error": "UnknownTaskError", "message": str(error)})
+    if isinstance(error, InvalidActionError):
+        return HTTPException(422, {"error": "InvalidActionError", "message": str(error)})
+    return HTTPException(409, {"error": "EnvError", "message": f"{type(error).__name__}: {error}"})
+
+
 def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_instances: int = 256) -> FastAPI:
     """A FastAPI app serving instances of `make_env()`, each behind its own lock, keyed by id."""
     probe = make_env()
     env_name = name or probe.name
     tasks = probe.tasks()
     probe.close()
-    instances: dict[str, _Instance] = {}
-    registry_lock = threading.Lock()
+    instances = _Instances(make_env, max_instances)
+    instance = instances.get
     app = FastAPI(title=f"worldsmith env: {env_name}")
-
-    def instance(env_id: str) -> _Instance:
-        found = instances.get(env_id)
-        if found is None:
-            raise HTTPException(404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed or never made)"})
-        return found
-
-    def refuse(error: Exception) -> HTTPException:
-        if isinstance(error, UnknownTaskError):
-            return HTTPException(404, {"error": "UnknownTaskError", "message": str(error)})
-        if isinstance(error, InvalidActionError):
-            return HTTPException(422, {"error": "InvalidActionError", "message": str(error)})
-        return HTTPException(409, {"error": "EnvError", "message": f"{type(error).__name__}: {error}"})
 
     @app.get("/info")
     def info() -> dict[str, Any]:
@@ -108,21 +137,13 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/reset")
     def reset(request: ResetRequest) -> ResetResponse:
-        if request.env_id is None:
-            with registry_lock:
-                if len(instances) >= max_instances:
-                    raise HTTPException(429, {"error": "EnvError", "message": f"{max_instances} instances are open; "
-                                              "close some first"})
-                env_id = uuid.uuid4().hex
-                instances[env_id] = _Instance(make_env())
-        else:
-            env_id = request.env_id
+        env_id = instances.open() if request.env_id is None else request.env_id
         held = instance(env_id)
         with held.lock:
             try:
                 observation, details = held.env.reset(request.task, seed=request.seed)
             except (EnvError, RuntimeError, ValueError) as error:
-                raise refuse(error) from None
+                raise _refusal(error) from None
         return ResetResponse(env_id=env_id, observation=observation, info=details)
 
     @app.post("/step")
@@ -132,7 +153,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
             try:
                 result = held.env.step(request.action)
             except (EnvError, RuntimeError, ValueError) as error:
-                raise refuse(error) from None
+                raise _refusal(error) from None
         return StepResponse(observation=result.observation, reward=result.reward, terminated=result.terminated,
                             truncated=result.truncated, info=result.info)
 
@@ -159,8 +180,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/close")
     def close(request: EnvRef) -> dict[str, bool]:
-        with registry_lock:
-            held = instances.pop(request.env_id, None)
+        held = instances.pop(request.env_id)
         if held is not None:
             with held.lock:
                 held.env.close()
