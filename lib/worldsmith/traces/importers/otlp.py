@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,31 +73,38 @@ def decode_id(value: Any, size: int, what: str) -> str:
     return decoded.hex()
 
 
+def _same(raw: Any) -> Any:
+    return raw
+
+
+def _decode_array(raw: Any) -> list[Any]:
+    return [decode_value(item) for item in (raw or {}).get("values", [])]
+
+
+def _decode_kvlist(raw: Any) -> dict[str, Any]:
+    return decode_attributes((raw or {}).get("values", []))
+
+
+# The kinds of an `AnyValue`, in the order they are looked for (`<kind>Value`, then `<kind>_value`).
+_VALUE_KINDS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+    ("string", _same),
+    ("bool", bool),
+    ("int", int),  # int64 arrives as a JSON string
+    ("double", float),
+    ("array", _decode_array),
+    ("kvlist", _decode_kvlist),
+    ("bytes", _same),  # base64 text: kept as is
+)
+
+
 def decode_value(value: Any) -> Any:
     """One OTLP `AnyValue` as a plain JSON value."""
     if not isinstance(value, dict):
         raise ValueError(f"attribute value must be an object, not {type(value).__name__}")
-    for key in ("stringValue", "string_value"):
-        if key in value:
-            return value[key]
-    for key in ("boolValue", "bool_value"):
-        if key in value:
-            return bool(value[key])
-    for key in ("intValue", "int_value"):
-        if key in value:
-            return int(value[key])  # int64 arrives as a JSON string
-    for key in ("doubleValue", "double_value"):
-        if key in value:
-            return float(value[key])
-    for key in ("arrayValue", "array_value"):
-        if key in value:
-            return [decode_value(item) for item in (value[key] or {}).get("values", [])]
-    for key in ("kvlistValue", "kvlist_value"):
-        if key in value:
-            return decode_attributes((value[key] or {}).get("values", []))
-    for key in ("bytesValue", "bytes_value"):
-        if key in value:
-            return value[key]  # base64 text: kept as is
+    for kind, decode in _VALUE_KINDS:
+        for key in (f"{kind}Value", f"{kind}_value"):
+            if key in value:
+                return decode(value[key])
     if not value:
         return None  # an empty AnyValue
     raise ValueError(f"unknown attribute value type {sorted(value)!r}")
