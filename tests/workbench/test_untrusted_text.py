@@ -127,6 +127,16 @@ def _params(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> fr
     return frozenset(names)
 
 
+def _operands(node: ast.expr) -> list[ast.expr] | None:
+    """What an operator expression may show as it is (both sides, both branches, every value); None for others."""
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    return None
+
 class Checker:
     """The rules above over one module; `problems` lists (line, source) of each text that breaks them."""
 
@@ -179,19 +189,14 @@ class Checker:
         """Flag the parts of `node` that may carry untrusted text into Markdown."""
         if isinstance(node, ast.Constant) or _escaped(node):
             return
-        if isinstance(node, ast.JoinedStr):
+        operands = _operands(node)
+        if operands is not None:
+            for operand in operands:
+                self._expect(operand, scope, in_fstring=in_fstring)
+        elif isinstance(node, ast.JoinedStr):
             for part in node.values:
                 if isinstance(part, ast.FormattedValue) and not _numeric(part):
                     self._expect(part.value, scope, in_fstring=True)
-        elif isinstance(node, ast.BinOp):
-            self._expect(node.left, scope, in_fstring=in_fstring)
-            self._expect(node.right, scope, in_fstring=in_fstring)
-        elif isinstance(node, ast.IfExp):
-            self._expect(node.body, scope, in_fstring=in_fstring)
-            self._expect(node.orelse, scope, in_fstring=in_fstring)
-        elif isinstance(node, ast.BoolOp):
-            for value in node.values:
-                self._expect(value, scope, in_fstring=in_fstring)
         elif isinstance(node, ast.List | ast.Tuple | ast.Set):
             for element in node.elts:
                 self._expect(element.value if isinstance(element, ast.Starred) else element, scope)
