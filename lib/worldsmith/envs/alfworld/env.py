@@ -11,6 +11,7 @@ from typing import Any
 from worldsmith._resources import samples_root, source_checkout
 from worldsmith.envs.alfworld.experts import HandcodedExpert, PlannerExpert
 from worldsmith.envs.alfworld.oracle import Goal, NoPlan, World, oracle_action
+from worldsmith.envs.alfworld.planner import PlannerServer
 from worldsmith.envs.alfworld.speedups import memoised_engine, preserved_argv
 from worldsmith.envs.base import (
     EnvBase,
@@ -101,6 +102,7 @@ class ALFWorldEnv(EnvBase):
         self._suggested: tuple[int, str] | None = None
         self._expert_moves: set[int] = set()
         self._planner: PlannerExpert | None = None
+        self._planner_server = PlannerServer()  # started at the first search, stopped by close()
         self._handcoded: HandcodedExpert | None = None
 
     # -- tasks -------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ class ALFWorldEnv(EnvBase):
         self._game_dir, self._goal, self._seed = game_dir, self._goals[game_dir], seed if seed is not None else 0
         self._states, self._commands = [state], []
         self._expert_level, self._visits, self._suggested, self._expert_moves = 0, {}, None, set()
-        self._planner = PlannerExpert(self.planner_timeout, replan_every_step=self.expert == "planner")
+        self._planner = PlannerExpert(self._planner_server, self.planner_timeout, replan_every_step=self.expert == "planner")
         self._handcoded = None
         feedback = str(state["feedback"])
         info = {
@@ -318,7 +320,7 @@ class ALFWorldEnv(EnvBase):
         return self._handcoded.next_action(self._states, self._commands, readable_facts)
 
     def close(self) -> None:
-        """Drop the game and free the planner's memory; safe twice.
+        """Drop the game, stop the planner server and free the planner's memory; safe twice.
 
         The library itself stays mapped: `fast_downward.close_lib` (dlclose) makes the interpreter
         crash at exit, so only its `cleanup()` is called.
@@ -326,6 +328,7 @@ class ALFWorldEnv(EnvBase):
         env, self._env = self._env, None
         self._states, self._commands, self._loaded = [], [], None
         self._planner = self._handcoded = None
+        self._planner_server.close()
         if env is None:
             return
         lib = getattr(env.unwrapped, "downward_lib", None)

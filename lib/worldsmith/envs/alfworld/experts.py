@@ -1,70 +1,23 @@
-"""ALFWorld's own experts: its planner (Fast Downward, stoppable) and its handcoded expert, fed lazily."""
+"""ALFWorld's own experts: its planner (run by a `PlannerServer`, stoppable) and its handcoded expert, fed lazily."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import random
-import select
-import signal
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HandcodedExpert", "PlannerExpert", "replan_with_timeout"]
+from worldsmith.envs.alfworld.planner import PlannerServer
 
-
-def replan_with_timeout(pddl_state: Any, entity_infos: Any, timeout: float) -> list[str] | None:
-    """ALFWorld's planner from the current state in a forked child, so a slow search can be stopped.
-
-    Returns the plan's commands, [] when the planner finds none, None when it ran out of time.
-    """
-    if not hasattr(os, "fork"):
-        return list(pddl_state.replan(entity_infos))
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: plan, write JSON, leave without running the parent's exit handlers
-        code = 0
-        try:
-            os.close(read_end)
-            payload = json.dumps(list(pddl_state.replan(entity_infos))).encode()
-            with os.fdopen(write_end, "wb") as pipe:
-                pipe.write(payload)
-        except BaseException:  # noqa: BLE001 - the child must never return into the parent's code
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    finished = False
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                break
-            chunk = os.read(read_end, 1 << 16)
-            if not chunk:
-                finished = True
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        if not finished:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    if not finished or os.waitstatus_to_exitcode(status) != 0:
-        return None
-    return [str(command) for command in json.loads(b"".join(chunks))]
+__all__ = ["HandcodedExpert", "PlannerExpert"]
 
 
 class PlannerExpert:
     """ALFWorld's planner; a plan is followed while the game goes as planned, else recomputed."""
 
-    def __init__(self, timeout: float, replan_every_step: bool) -> None:
+    def __init__(self, server: PlannerServer, timeout: float, replan_every_step: bool) -> None:
+        self.server = server
         self.timeout = timeout
         self.replan_every_step = replan_every_step
         self._plan: list[str] = []
@@ -83,7 +36,7 @@ class PlannerExpert:
             return self._plan[len(done)]
         if self._failed_at == len(history):
             return None
-        plan = replan_with_timeout(pddl_state, entity_infos, self.timeout)
+        plan = self.server.replan(pddl_state, entity_infos, self.timeout)
         if not plan:
             self._failed_at = len(history)
             return None
