@@ -12,7 +12,7 @@ import pytest
 from agent_logs import ANSWER, otlp_document, record_agent_spans
 from worldsmith.traces import Episode, Reject, detect_format, read_traces
 from worldsmith.traces.importers import OTelSpansImporter
-from worldsmith.traces.importers.otlp import decode_attributes, decode_id
+from worldsmith.traces.importers.otlp import decode_attributes, decode_id, decode_value
 from worldsmith.workspace import Workspace
 
 
@@ -137,6 +137,30 @@ def test_otlp_decoding_units() -> None:
         {"key": "m", "value": {"kvlistValue": {"values": [{"key": "k", "value": {"stringValue": "v"}}]}}},
     ]) == {"s": "x", "i": 7, "d": 0.5, "b": True, "l": [1], "m": {"k": "v"}}
 
+
+
+@pytest.mark.parametrize(
+    ("value", "decoded"),
+    [
+        ({"string_value": "x"}, "x"),
+        ({"bool_value": 1}, True),
+        ({"int_value": "-3"}, -3),
+        ({"doubleValue": "2.5"}, 2.5),
+        ({"array_value": None}, []),
+        ({"kvlist_value": {"values": [{"key": "k", "value": {"int_value": 1}}]}}, {"k": 1}),
+        ({"bytesValue": "AAE="}, "AAE="),  # base64 text, kept
+        ({}, None),  # an empty AnyValue
+        ({"intValue": "1", "stringValue": "one"}, "one"),  # kinds are looked for in order, strings first
+    ],
+)
+def test_otlp_value_kinds(value: dict[str, Any], decoded: Any) -> None:
+    assert decode_value(value) == decoded
+
+
+@pytest.mark.parametrize(("value", "message"), [("x", "must be an object"), ({"mapValue": 1}, "unknown attribute")])
+def test_otlp_value_errors(value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        decode_value(value)
 
 def test_not_an_otlp_document_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
