@@ -74,6 +74,20 @@ def test_effects_apply_in_order_on_a_copy() -> None:
     assert resolve_path("world.files.{arg.name}", {"name": "report.v2.txt"}) == ["world", "files", "report.v2.txt"]
 
 
+
+def test_effects_that_do_not_fit_the_state_raise_and_appends_keep_the_learned_order() -> None:
+    state = {"world": {"count": "three", "meta": [1], "contents": {"bed 1": ["cd 2", "pen 1"]}}}
+    for effect, message in [(Effect(op="increment", path="world.count"), "is not a number"),
+                            (Effect(op="merge", path="world.meta", value={"a": 1}), "must both be objects"),
+                            (Effect(op="set", path="world.status.{arg.target}", value="open"), "does not have")]:
+        with pytest.raises(EffectError, match=message):
+            apply_effects(state, [effect], {})
+    append = Effect(op="append", path="world.contents.{arg.target}", value="{arg.object}")
+    args = {"object": "book 1", "target": "bed 1"}
+    assert apply_effects(state, [append], args)["world"]["contents"]["bed 1"] == ["cd 2", "pen 1", "book 1"]
+    ordered = apply_effects(state, [append, append], args, formats={"world.contents": ListFormat(order="text")})
+    assert ordered["world"]["contents"]["bed 1"] == ["book 1", "cd 2", "pen 1"]  # once, in its place
+
 def test_conditions_tell_unknown_from_false() -> None:
     state = {"world": {"status": {"fridge 1": "closed"}, "contents": {"bed 1": ["book 1"]}}}
     closed = Condition(path="world.status.{arg.target}", op="eq", value="closed")

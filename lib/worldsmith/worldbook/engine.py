@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from worldsmith.worldbook.model import Condition, Effect, ListFormat, join_path, unescape_key
 
@@ -206,51 +206,85 @@ def resolve_value(value: Any, arguments: Mapping[str, Any], state: Mapping[str, 
     return rendered
 
 
+class _Change(NamedTuple):
+    """One effect at one resolved path: what is there now and the value the effect brings."""
+
+    op: str
+    segments: Sequence[str]
+    current: Any
+    value: Any
+    formats: Mapping[str, ListFormat] | None
+
+    @property
+    def where(self) -> str:
+        return ".".join(self.segments)
+
+
+def _created(change: _Change) -> Any:
+    if not is_missing(change.current):
+        raise EffectError(f"create: {change.where} already exists")
+    return change.value
+
+
+def _stepped(change: _Change) -> Any:
+    base = 0 if is_missing(change.current) else change.current
+    step = 1 if change.value is None else change.value
+    if not isinstance(base, (int, float)) or not isinstance(step, (int, float)):
+        raise EffectError(f"{change.op}: {change.where} is not a number")
+    return base + step if change.op == "increment" else base - step
+
+
+def _listed(change: _Change) -> Any:
+    """The list with the value appended (where the list's learned order puts it) or removed."""
+    from worldsmith.worldbook.facts import sort_key
+
+    items = [] if is_missing(change.current) else change.current
+    if not isinstance(items, list):
+        raise EffectError(f"{change.op}: {change.where} is not a list")
+    items = list(items)
+    if change.op == "append":
+        if change.value not in items:
+            items.append(change.value)
+            key = sort_key(_format_for(change.segments, change.formats).order)
+            if key is not None:
+                items.sort(key=key)
+    elif change.value in items:
+        items.remove(change.value)
+    return items
+
+
+def _merged(change: _Change) -> Any:
+    base = {} if is_missing(change.current) else change.current
+    if not isinstance(base, dict) or not isinstance(change.value, dict):
+        raise EffectError(f"merge: {change.where} and the value must both be objects")
+    return {**base, **change.value}
+
+
+# What each effect op (but `delete`) writes at its path, from what is there and the effect's value.
+_UPDATES: dict[str, Callable[[_Change], Any]] = {
+    "set": lambda change: change.value, "create": _created, "increment": _stepped, "decrement": _stepped,
+    "append": _listed, "remove": _listed, "merge": _merged,
+}
+
+
 def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any],
                   formats: Mapping[str, ListFormat] | None = None) -> dict[str, Any]:
     """A new state with the effects applied in order; the input is left untouched. Raises EffectError.
 
     An appended item takes the place the list's learned order gives it (`ListFormat.order`)."""
-    from worldsmith.worldbook.facts import sort_key
-
     new = copy.deepcopy(dict(state))
     for effect in effects:
         segments = resolve_path(effect.path, arguments)
         if segments is None:
             raise EffectError(f"effect path {effect.path!r} names an argument the action does not have")
-        current = get_path(new, segments)
-        value = resolve_value(effect.value, arguments, new) if effect.op not in ("delete",) else None
-        if effect.op in ("set", "create"):
-            if effect.op == "create" and not is_missing(current):
-                raise EffectError(f"create: {'.'.join(segments)} already exists")
-            set_path(new, segments, value)
-        elif effect.op == "delete":
+        if effect.op == "delete":
             _delete_path(new, segments)
-        elif effect.op in ("increment", "decrement"):
-            base = 0 if is_missing(current) else current
-            step = 1 if value is None else value
-            if not isinstance(base, (int, float)) or not isinstance(step, (int, float)):
-                raise EffectError(f"{effect.op}: {'.'.join(segments)} is not a number")
-            set_path(new, segments, base + step if effect.op == "increment" else base - step)
-        elif effect.op in ("append", "remove"):
-            items = [] if is_missing(current) else current
-            if not isinstance(items, list):
-                raise EffectError(f"{effect.op}: {'.'.join(segments)} is not a list")
-            items = list(items)
-            if effect.op == "append":
-                if value not in items:
-                    items.append(value)
-                    key = sort_key(_format_for(segments, formats).order)
-                    if key is not None:
-                        items.sort(key=key)
-            elif value in items:
-                items.remove(value)
-            set_path(new, segments, items)
-        elif effect.op == "merge":
-            base = {} if is_missing(current) else current
-            if not isinstance(base, dict) or not isinstance(value, dict):
-                raise EffectError(f"merge: {'.'.join(segments)} and the value must both be objects")
-            set_path(new, segments, {**base, **value})
+            continue
+        current = get_path(new, segments)
+        value = resolve_value(effect.value, arguments, new)
+        update = _UPDATES.get(effect.op)
+        if update is not None:
+            set_path(new, segments, update(_Change(effect.op, segments, current, value, formats)))
     return new
 
 
@@ -377,13 +411,13 @@ def match_template(template: str, observation: str, arguments: Mapping[str, Any]
     if match is None:
         return None
     values: dict[tuple[str, ...], Any] = {}
-    for index, segments in enumerate(groups):
+    for index, path in enumerate(groups):
         text = match.group(f"g{index}")
         parsed = parse_list_items(text)
-        value: Any = parsed[0] if parsed is not None and _looks_like_list_path(segments) else text
-        if segments in values and values[segments] != value:
+        value: Any = parsed[0] if parsed is not None and _looks_like_list_path(path) else text
+        if path in values and values[path] != value:
             return None
-        values[segments] = value
+        values[path] = value
     return values
 
 
