@@ -7,7 +7,8 @@ The deterministic builder's core. For every action it
 2. merges forms that differ in a few words into one template with *free slots* ("You arrive at
    loc 22." / "loc 5." -> `{world.go.slot1[arg.target]}`), keyed by the argument under which the
    value stays the same within an episode (checked on the evidence);
-3. replays every episode, tracking the state its observations reveal, and reads
+3. replays every episode (`EpisodeReplay`: each turn votes on its form's conditions, settles earlier
+   proposals, proposes effects), tracking the state its observations reveal, and reads
    - **conditions**: a property the form states ("The cabinet 1 is closed.") that already held
      before the turn, or that sibling forms state and this one never does (then it is `None`);
    - **effects**: such a property that changed with the turn becomes a `set`; list and property
@@ -24,7 +25,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from worldsmith.worldbook.engine import (
     EffectError,
@@ -50,12 +51,21 @@ from worldsmith.worldbook.model import Condition, Effect, Evidence, Rule, RulePr
 from worldsmith.worldbook.templates import make_template
 
 __all__ = [
+    "CandidateKey",
     "EffectCandidate",
+    "EffectKey",
+    "EpisodeReplay",
     "Form",
+    "FormKey",
+    "FormTag",
     "InductionConfig",
+    "PlacedForm",
+    "ReplayContext",
+    "Vote",
     "episode_of",
     "group_by_episode",
     "implied_properties",
+    "induce_forms",
     "induce_rules",
     "observation_form",
     "turn_facts",
@@ -242,9 +252,51 @@ def _key_free_slots(form: Form, items: Sequence[Evidence]) -> None:
 
 
 # ----------------------------------------------------------------------------------------- replay
+class FormKey(NamedTuple):
+    """A form's identity: its action and its rank among the action's forms (the `r<rank>` of its rule id)."""
+
+    action: str
+    rank: int
+
+
+class FormTag(NamedTuple):
+    """What effects are filed under: the action and the form's template, so forms that read alike share them."""
+
+    action: str
+    template: str
+
+
+class EffectKey(NamedTuple):
+    """A proposed effect as a key: the op, the path template and the value's text."""
+
+    op: str
+    path: str
+    value: str
+
+    @classmethod
+    def of(cls, effect: Effect) -> EffectKey:
+        return cls(effect.op, effect.path, f"{effect.value}")
+
+
+class CandidateKey(NamedTuple):
+    """One effect proposed after turns of one form."""
+
+    form: FormTag
+    effect: EffectKey
+
+
+class Vote(NamedTuple):
+    """What a form's turn showed about a path: a property value the form states, or a membership, and the verdict
+    against the state before the turn (`same`, `changed`, `unknown`; `contains`, `lacks`)."""
+
+    path: str
+    value: Any
+    verdict: str
+
+
 @dataclass
 class _Pending:
-    candidate: str
+    candidate: CandidateKey
     path: tuple[str, ...]
     item: Any  # the list member or the property value predicted
     present: bool  # lists: should the member be there; properties: always True
@@ -253,34 +305,39 @@ class _Pending:
     touched: bool = False  # such a turn came: a later observation that agrees still confirms, one that does not
     # proves nothing (the other turn may have moved it: `put`), where a read (`examine`) would void a confirmation
 
+    def holds(self, value: Any) -> bool:
+        """Whether an observed value agrees with the prediction."""
+        return (self.item in value) == self.present if isinstance(value, list) else value == self.item
+
+
+_LIST_OPS: tuple[Literal["remove", "append"], ...] = ("remove", "append")
+
 
 def _arg_texts(arguments: Mapping[str, Any]) -> set[str]:
     return {str(v) for v in arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
-def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[str, Effect, str]]:
-    """(id, effect, main value) proposals for this turn, from its argument roles and the state families."""
+def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[Effect, str]]:
+    """(effect, main value) proposals for this turn, from its argument roles and the state families."""
     arguments = {k: v for k, v in _args(item).items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
     if not arguments:
         return []
     names = sorted(arguments)
     moved = "object" if "object" in arguments else names[0]
-    out: list[tuple[str, Effect, str]] = []
+    out: list[tuple[Effect, str]] = []
     if CONTENTS in families:
         for other in names:
             if other == moved:
                 continue
-            for op in ("remove", "append"):
-                effect = Effect(op=op, path=f"world.{CONTENTS}.{{arg.{other}}}", value=f"{{arg.{moved}}}")
-                out.append((f"{op}:{effect.path}:{effect.value}", effect, str(arguments[moved])))
+            for op in _LIST_OPS:
+                out.append((Effect(op=op, path=f"world.{CONTENTS}.{{arg.{other}}}", value=f"{{arg.{moved}}}"),
+                            str(arguments[moved])))
     for collection in sorted(families.get("__keyless__", set())):
-        for op in ("remove", "append"):
-            effect = Effect(op=op, path=f"world.{collection}", value=f"{{arg.{moved}}}")
-            out.append((f"{op}:{effect.path}:{effect.value}", effect, str(arguments[moved])))
+        for op in _LIST_OPS:
+            out.append((Effect(op=op, path=f"world.{collection}", value=f"{{arg.{moved}}}"), str(arguments[moved])))
     for name in names:
         for value in sorted(families.get(STATUS, set()), key=str):
-            effect = Effect(op="set", path=f"world.{STATUS}.{{arg.{name}}}", value=value)
-            out.append((f"set:{effect.path}:{value}", effect, str(arguments[name])))
+            out.append((Effect(op="set", path=f"world.{STATUS}.{{arg.{name}}}", value=value), str(arguments[name])))
     return out
 
 
@@ -297,9 +354,9 @@ def _families(facts_by_turn: Mapping[str, dict[tuple[str, ...], Any]]) -> dict[s
     return families
 
 
-def _membership_votes(arguments: Mapping[str, Any], state: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def _membership_votes(arguments: Mapping[str, Any], state: Mapping[str, Any]) -> list[Vote]:
     """Before the turn, does a collection named by one argument hold another argument's value?"""
-    votes: list[tuple[str, str, str]] = []
+    votes: list[Vote] = []
     names = sorted(k for k, v in arguments.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool))
     for holder in names:
         items = get_path(state, ["world", CONTENTS, str(arguments[holder])])
@@ -308,7 +365,7 @@ def _membership_votes(arguments: Mapping[str, Any], state: Mapping[str, Any]) ->
         for member in names:
             if member != holder:
                 verdict = "contains" if str(arguments[member]) in items else "lacks"
-                votes.append((f"world.{CONTENTS}.{{arg.{holder}}}", f"{{arg.{member}}}", verdict))
+                votes.append(Vote(f"world.{CONTENTS}.{{arg.{holder}}}", f"{{arg.{member}}}", verdict))
     return votes
 
 
@@ -317,96 +374,175 @@ def _resolve(path: str, arguments: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(segments) if segments is not None else None
 
 
+def _pending(key: CandidateKey, effect: Effect, value: str, segments: tuple[str, ...], before: Any,
+             turn_id: str) -> _Pending | None:
+    """The prediction an effect makes about a path, or None when there is nothing to learn (the path unknown before
+    the turn, or the effect would change nothing)."""
+    if effect.op in _LIST_OPS:
+        present = effect.op == "append"
+        if not isinstance(before, list) or (value in before) == present:
+            return None
+        # a later turn naming the member (and the holder, when an argument names it) may move it
+        mentions = frozenset({value, segments[-1]}) if "{arg." in effect.path else frozenset({value})
+        return _Pending(key, segments, value, present, mentions, turn_id)
+    if is_missing(before) or before == effect.value:
+        return None
+    return _Pending(key, segments, effect.value, True, frozenset({value}), turn_id)
+
+
+class PlacedForm(NamedTuple):
+    """The form a turn's observation fits, with its key."""
+
+    key: FormKey
+    form: Form
+
+
 @dataclass(frozen=True)
-class _Context:
+class ReplayContext:
     """What the passes over the episodes share: each turn's form and facts, the state families, the collections
     that start empty, and the property paths each action's forms state."""
 
-    form_of: Mapping[str, Form]
+    form_of: Mapping[str, PlacedForm]
     facts_by_turn: Mapping[str, dict[tuple[str, ...], Any]]
     families: Mapping[str, set[Any]]
     empty_at_start: Sequence[str]
     stated: Mapping[str, set[str]]
 
+    @classmethod
+    def of(cls, evidence: Sequence[Evidence], forms: Mapping[str, list[Form]]) -> ReplayContext:
+        """The context of `forms` (action -> its forms, ranked) over the evidence they were induced from."""
+        form_of = {turn_id: PlacedForm(FormKey(action, rank), form) for action, action_forms in forms.items()
+                   for rank, form in enumerate(action_forms, start=1) for turn_id in form.turns}
+        facts_by_turn = {item.turn_id: turn_facts(item) for item in evidence}
+        families = _families(facts_by_turn)
+        # What an argument-less action lists (the inventory) is taken as empty when an episode starts: effects on
+        # it can then be proposed before it is first shown, and later observations confirm or contradict them.
+        with_arguments = {item.action for item in evidence if _args(item)}
+        listed = {action_collection(item.action) for item in evidence if item.action not in with_arguments}
+        empty_at_start = sorted(set(families.get("__keyless__", set())) & listed)
+        # Property paths each action's forms state; a sibling form that never states one implies None.
+        stated = {action: {p for f in fs for p in implied_properties(f.template)} for action, fs in forms.items()}
+        return cls(form_of, facts_by_turn, families, empty_at_start, stated)
 
-def _observe_episodes(evidence: Sequence[Evidence], context: _Context, predicted: Mapping[str, list[Effect]]
-                      ) -> tuple[dict[int, Counter[tuple[str, Any, str]]], dict[str, dict[str, EffectCandidate]]]:
-    """Walk every episode: vote on each form's conditions and propose, confirm or contradict effects against what
-    later turns show. `predicted` (form tag -> effects) is applied to the state after each turn of that form."""
-    form_of, facts_by_turn, families, stated = context.form_of, context.facts_by_turn, context.families, context.stated
-    empty_at_start = context.empty_at_start
-    condition_votes: dict[int, Counter[tuple[str, Any, str]]] = defaultdict(Counter)
-    candidates: dict[str, dict[str, EffectCandidate]] = defaultdict(dict)
-    for items in group_by_episode(evidence).values():
-        state: dict[str, Any] = {"world": {name: [] for name in empty_at_start}} if empty_at_start else {}
+
+class EpisodeReplay:
+    """One pass over every episode, tracking the state its observations reveal. Each turn of a form *votes* on the
+    form's conditions, *settles* earlier proposals against what it shows, and *proposes* effects for later turns
+    to confirm or contradict. `predicted` (form tag -> effects) is applied to the state after each turn of that
+    form: a second pass checks later turns against the effects the first confirmed."""
+
+    def __init__(self, context: ReplayContext, predicted: Mapping[FormTag, list[Effect]] | None = None) -> None:
+        self.context = context
+        self.predicted: Mapping[FormTag, list[Effect]] = predicted or {}
+        self.votes: dict[FormKey, Counter[Vote]] = defaultdict(Counter)
+        self.candidates: dict[str, dict[CandidateKey, EffectCandidate]] = defaultdict(dict)  # per action
+
+    def run(self, evidence: Sequence[Evidence]) -> EpisodeReplay:
+        for items in group_by_episode(evidence).values():
+            self._episode(items)
+        return self
+
+    def _episode(self, items: Sequence[Evidence]) -> None:
+        empty = self.context.empty_at_start
+        state: dict[str, Any] = {"world": {name: [] for name in empty}} if empty else {}
         pending: list[_Pending] = []
         for item in items:
-            arguments = _args(item)
-            form = form_of.get(item.turn_id)
-            observed = dict(facts_by_turn[item.turn_id])
-            if form is not None:
-                implied = implied_properties(form.template)
-                for path in stated.get(item.action, set()):
-                    implied.setdefault(path, None)
-                for path, value in implied.items():
-                    segments = _resolve(path, arguments)
-                    if segments is None:
-                        continue
-                    before = get_path(state, segments)
-                    verdict = "unknown" if is_missing(before) else ("same" if before == value else "changed")
-                    condition_votes[id(form)][(path, value, verdict)] += 1
-                    observed.setdefault(segments, value)
-                fitted = match_template(form.template, item.observation, arguments) or {}
-                observed.update(fitted)
-                for path, value, verdict in _membership_votes(arguments, state):
-                    condition_votes[id(form)][(path, value, verdict)] += 1
-            # Check earlier proposals against what this turn reveals, then retire those it touches.
-            mentioned = _arg_texts(arguments)
-            still: list[_Pending] = []
-            for proposal in pending:
-                if proposal.path in observed:
-                    value = observed[proposal.path]
-                    holds = (proposal.item in value) == proposal.present if isinstance(value, list) else \
-                        value == proposal.item
-                    record = candidates[episode_action(proposal)][proposal.candidate]
-                    if holds:
-                        record.confirmations.append(proposal.turn_id)
-                    elif not proposal.touched:
-                        record.contradictions.append(proposal.turn_id)
-                else:
-                    proposal.touched = proposal.touched or proposal.mentions <= mentioned
-                    still.append(proposal)
-            pending = still
-            if (form.outcome if form else item.outcome or "success") == "success":
-                tag = f"{item.action}\x00{form.template if form is not None else ''}"  # effects belong to a form
-                for candidate_id, effect, value in _candidates(item, families):
-                    segments = _resolve(effect.path, arguments)
-                    if segments is None:
-                        continue
-                    before = get_path(state, segments)
-                    if effect.op in ("remove", "append"):
-                        present = effect.op == "append"
-                        if not isinstance(before, list) or (value in before) == present:
-                            continue  # unknown before, or no change predicted: nothing to learn
-                        # a later turn naming the member (and the holder, when an argument names it) may move it
-                        key = frozenset({value, segments[-1]}) if "{arg." in effect.path else frozenset({value})
-                        pending.append(_Pending(f"{tag}\x00{candidate_id}", segments, value, present, key,
-                                                item.turn_id))
-                    else:
-                        if is_missing(before) or before == effect.value:
-                            continue
-                        pending.append(_Pending(f"{tag}\x00{candidate_id}", segments, effect.value, True,
-                                                frozenset({value}), item.turn_id))
-                    candidates[item.action].setdefault(f"{tag}\x00{candidate_id}", EffectCandidate(effect))
-            if form is not None and form.outcome == "success":
-                try:
-                    state = apply_effects(state, predicted.get(f"{item.action}\x00{form.template}", []), arguments)
-                except EffectError:  # an effect that does not fit this turn: what it shows is still read below
-                    pass
-            for segments, value in observed.items():
-                set_path(state, list(segments), value)
+            placed = self.context.form_of.get(item.turn_id)
+            observed = dict(self.context.facts_by_turn[item.turn_id])
+            if placed is not None:
+                self.vote(item, placed, state, observed)
+            pending = self.settle(pending, observed, _arg_texts(_args(item)))
+            pending += self.propose(item, placed.form if placed is not None else None, state)
+            state = self._advance(state, item, placed.form if placed is not None else None, observed)
 
-    return condition_votes, candidates
+    def vote(self, item: Evidence, placed: PlacedForm, state: Mapping[str, Any],
+             observed: dict[tuple[str, ...], Any]) -> None:
+        """Tally what the form states against the state before the turn; what it shows joins `observed`."""
+        arguments = _args(item)
+        tally = self.votes[placed.key]
+        implied: dict[str, str | None] = dict(implied_properties(placed.form.template))
+        for path in self.context.stated.get(item.action, set()):
+            implied.setdefault(path, None)
+        for path, value in implied.items():
+            segments = _resolve(path, arguments)
+            if segments is None:
+                continue
+            before = get_path(state, segments)
+            verdict = "unknown" if is_missing(before) else ("same" if before == value else "changed")
+            tally[Vote(path, value, verdict)] += 1
+            observed.setdefault(segments, value)
+        observed.update(match_template(placed.form.template, item.observation, arguments) or {})
+        for vote in _membership_votes(arguments, state):
+            tally[vote] += 1
+
+    def settle(self, pending: Sequence[_Pending], observed: Mapping[tuple[str, ...], Any],
+               mentioned: set[str]) -> list[_Pending]:
+        """Confirm or contradict the proposals whose path this turn shows; the rest stay pending, marked touched
+        when the turn names everything that could have moved them."""
+        still: list[_Pending] = []
+        for proposal in pending:
+            if proposal.path not in observed:
+                proposal.touched = proposal.touched or proposal.mentions <= mentioned
+                still.append(proposal)
+                continue
+            record = self.candidates[proposal.candidate.form.action][proposal.candidate]
+            if proposal.holds(observed[proposal.path]):
+                record.confirmations.append(proposal.turn_id)
+            elif not proposal.touched:
+                record.contradictions.append(proposal.turn_id)
+        return still
+
+    def propose(self, item: Evidence, form: Form | None, state: Mapping[str, Any]) -> list[_Pending]:
+        """The effects a successful turn may have had that the state before it can tell, as pending predictions."""
+        if (form.outcome if form else item.outcome or "success") != "success":
+            return []
+        tag = FormTag(item.action, form.template if form is not None else "")  # effects belong to a form
+        arguments = _args(item)
+        proposals: list[_Pending] = []
+        for effect, value in _candidates(item, self.context.families):
+            segments = _resolve(effect.path, arguments)
+            if segments is None:
+                continue
+            key = CandidateKey(tag, EffectKey.of(effect))
+            proposal = _pending(key, effect, value, segments, get_path(state, segments), item.turn_id)
+            if proposal is None:
+                continue
+            proposals.append(proposal)
+            self.candidates[item.action].setdefault(key, EffectCandidate(effect))
+        return proposals
+
+    def _advance(self, state: dict[str, Any], item: Evidence, form: Form | None,
+                 observed: Mapping[tuple[str, ...], Any]) -> dict[str, Any]:
+        """The state after the turn: the form's predicted effects, then everything the turn showed."""
+        if form is not None and form.outcome == "success":
+            try:
+                state = apply_effects(state, self.predicted.get(FormTag(item.action, form.template), []), _args(item))
+            except EffectError:  # an effect that does not fit this turn: what it shows is still read below
+                pass
+        for segments, value in observed.items():
+            set_path(state, list(segments), value)
+        return state
+
+
+def _by_action(evidence: Iterable[Evidence]) -> dict[str, list[Evidence]]:
+    by_action: dict[str, list[Evidence]] = defaultdict(list)
+    for item in evidence:
+        by_action[item.action].append(item)
+    return by_action
+
+
+def induce_forms(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> dict[str, list[Form]]:
+    """Every action's observation forms, ranked, with their free slots keyed."""
+    forms: dict[str, list[Form]] = {}
+    for action, items in sorted(_by_action(evidence).items()):
+        raw: dict[str, list[Evidence]] = defaultdict(list)
+        for item in items:
+            raw[observation_form(item)].append(item)
+        forms[action] = cluster_forms(action, raw, config)
+        by_turn = {item.turn_id: item for item in items}
+        for form in forms[action]:
+            _key_free_slots(form, [by_turn[t] for t in form.turns])
+    return forms
 
 
 def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> list[Rule]:
@@ -415,43 +551,16 @@ def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = Inducti
     Statuses, support and provenance are provisional (supporting = the turns a form fits);
     `replay.review_rules` settles them by falsifying each rule against all evidence.
     """
-    by_action: dict[str, list[Evidence]] = defaultdict(list)
-    for item in evidence:
-        by_action[item.action].append(item)
-    forms: dict[str, list[Form]] = {}
-    form_of: dict[str, Form] = {}
-    for action, items in sorted(by_action.items()):
-        raw: dict[str, list[Evidence]] = defaultdict(list)
-        for item in items:
-            raw[observation_form(item)].append(item)
-        forms[action] = cluster_forms(action, raw, config)
-        by_turn = {item.turn_id: item for item in items}
-        for form in forms[action]:
-            _key_free_slots(form, [by_turn[t] for t in form.turns])
-            for turn_id in form.turns:
-                form_of[turn_id] = form
-
-    facts_by_turn = {item.turn_id: turn_facts(item) for item in evidence}
-    families = _families(facts_by_turn)
-    # What an argument-less action lists (the inventory) is taken as empty when an episode starts: effects on it
-    # can then be proposed before it is first shown, and later observations confirm or contradict them.
-    listed = {action_collection(a) for a, items in by_action.items() if not any(_args(i) for i in items)}
-    empty_at_start = sorted(set(families.get("__keyless__", set())) & listed)
-    context = _Context(form_of, facts_by_turn, families, empty_at_start,
-                       # Property paths each action's forms state; a sibling form that never states one implies None.
-                       {action: {p for f in fs for p in implied_properties(f.template)} for action, fs in forms.items()})
+    forms = induce_forms(evidence, config)
+    context = ReplayContext.of(evidence, forms)
     # Two passes: the second carries the effects the first confirmed into the state it checks later turns against
     # (a `put` can only be seen to take something out of an inventory that a `take` was seen to fill).
-    _, first = _observe_episodes(evidence, context, {})
-    predicted = {f"{action}\x00{form.template}": [r.effect for r in _form_effects(first.get(action, {}), action, form,
-                                                                                   config)]
+    first = EpisodeReplay(context).run(evidence)
+    predicted = {FormTag(action, form.template): [r.effect for r in _form_effects(first.candidates.get(action, {}),
+                                                                                   action, form, config)]
                  for action, action_forms in forms.items() for form in action_forms if form.outcome == "success"}
-    condition_votes, candidates = _observe_episodes(evidence, context, predicted)
-    return _assemble(forms, condition_votes, candidates, by_action, config)
-
-
-def episode_action(proposal: _Pending) -> str:
-    return proposal.candidate.split("\x00", 1)[0]
+    second = EpisodeReplay(context, predicted).run(evidence)
+    return _assemble(forms, second.votes, second.candidates, _by_action(evidence), config)
 
 
 def _json_effects(form: Form, by_turn: Mapping[str, Evidence]) -> list[Effect]:
@@ -478,67 +587,77 @@ def _json_effects(form: Form, by_turn: Mapping[str, Evidence]) -> list[Effect]:
 _NONE = EffectCandidate(Effect(op="set", path="world.none"))  # a candidate a form never saw
 
 
-def _accepted_effects(records: Mapping[str, EffectCandidate], config: InductionConfig) -> list[EffectCandidate]:
-    chosen: dict[str, EffectCandidate] = {}
+def _accepted_effects(records: Mapping[EffectKey, EffectCandidate], config: InductionConfig) -> list[EffectCandidate]:
+    chosen: dict[tuple[str, str | None], EffectCandidate] = {}  # one `set` per path, one list change per member
     for record in records.values():
         confirmed = len(record.confirmations)
         if confirmed < config.min_confirmations:
             continue
         if len(record.contradictions) > config.max_contradiction_share * confirmed:
             continue
-        slot = record.effect.path + ("" if record.effect.op == "set" else f"|{record.effect.value}")
+        slot = (record.effect.path, None if record.effect.op == "set" else f"{record.effect.value}")
         if slot not in chosen or confirmed > len(chosen[slot].confirmations):
             chosen[slot] = record
     order = {"remove": 0, "delete": 0, "append": 1, "set": 2}
     return sorted(chosen.values(), key=lambda r: (order.get(r.effect.op, 3), r.effect.path, str(r.effect.value)))
 
 
-def _form_effects(proposed: Mapping[str, EffectCandidate], action: str, form: Form,
+def _form_effects(proposed: Mapping[CandidateKey, EffectCandidate], action: str, form: Form,
                   config: InductionConfig) -> list[EffectCandidate]:
     """A form's effects: its own confirmed candidates (what followed the turns it answered: a failure's "You can't
     see any such thing." adds nothing to the inventory, though its action is `take`), and the action's confirmed
     ones pooled over its forms where no turn of this form contradicted them."""
-    pooled: dict[str, EffectCandidate] = {}
+    pooled: dict[EffectKey, EffectCandidate] = {}
     for key, record in proposed.items():
-        merged = pooled.setdefault(key.split("\x00", 2)[2], EffectCandidate(record.effect))
+        merged = pooled.setdefault(key.effect, EffectCandidate(record.effect))
         merged.confirmations += record.confirmations
         merged.contradictions += record.contradictions
-    tag = f"{action}\x00{form.template}\x00"
-    own = {k[len(tag):]: v for k, v in proposed.items() if k.startswith(tag)}
+    tag = FormTag(action, form.template)
+    own = {key.effect: record for key, record in proposed.items() if key.form == tag}
     return _accepted_effects({**{k: v for k, v in pooled.items() if not own.get(k, _NONE).contradictions}, **own},
                              config)
 
 
-def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple[str, Any, str]]],
-              candidates: Mapping[str, Mapping[str, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
+def _read_votes(tally: Counter[Vote], values_by_path: Mapping[str, set[Any]],
+                config: InductionConfig) -> tuple[list[Condition], list[Effect]]:
+    """A form's conditions and `set` effects from its votes: a membership that always held is required, a property
+    that held before the turn (or, never seen before, tells the action's forms apart) is a condition, and one that
+    changed with the turn is an effect."""
+    conditions: list[Condition] = []
+    effects: list[Effect] = []
+    per_path: dict[tuple[str, Any], Counter[str]] = defaultdict(Counter)
+    for (path, value, verdict), count in tally.items():
+        per_path[(path, value)][verdict] += count
+    for (path, value), verdicts in sorted(per_path.items(), key=lambda pair: (pair[0][0], str(pair[0][1]))):
+        if verdicts["contains"] or verdicts["lacks"]:  # a membership test: a requirement when it always held
+            if verdicts["contains"] >= config.min_confirmations and not verdicts["lacks"]:
+                conditions.append(Condition(path=path, op="contains", value=value))
+        elif verdicts["same"] and not verdicts["changed"]:
+            conditions.append(Condition(path=path, op="eq", value=value))
+        elif not verdicts["changed"] and len(values_by_path[path]) > 1:
+            conditions.append(Condition(path=path, op="eq", value=value))  # never seen before: it selects
+        elif value is not None:
+            effects.append(Effect(op="set", path=path, value=value))
+    return conditions, effects
+
+
+def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[Vote]],
+              candidates: Mapping[str, Mapping[CandidateKey, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
               config: InductionConfig) -> list[Rule]:
     rules: list[Rule] = []
     by_turn = {item.turn_id: item for items in by_action.values() for item in items}
     for action, action_forms in sorted(forms.items()):
         proposed = candidates.get(action, {})
+        tallies = [votes.get(FormKey(action, rank), Counter()) for rank in range(1, len(action_forms) + 1)]
         # Values each property path takes across this action's forms: a path that tells forms apart selects them.
         values_by_path: dict[str, set[Any]] = defaultdict(set)
-        for form in action_forms:
-            for (path, value, verdict) in votes.get(id(form), Counter()):
+        for tally in tallies:
+            for path, value, verdict in tally:
                 if verdict in ("same", "changed", "unknown"):
                     values_by_path[path].add(value)
-        for rank, form in enumerate(action_forms, start=1):
+        for rank, (form, tally) in enumerate(zip(action_forms, tallies, strict=True), start=1):
             accepted = _form_effects(proposed, action, form, config)
-            conditions: list[Condition] = []
-            effects: list[Effect] = []
-            per_path: dict[tuple[str, Any], Counter[str]] = defaultdict(Counter)
-            for (path, value, verdict), count in votes.get(id(form), Counter()).items():
-                per_path[(path, value)][verdict] += count
-            for (path, value), verdicts in sorted(per_path.items(), key=lambda pair: (pair[0][0], str(pair[0][1]))):
-                if verdicts["contains"] or verdicts["lacks"]:  # a membership test: a requirement when it always held
-                    if verdicts["contains"] >= config.min_confirmations and not verdicts["lacks"]:
-                        conditions.append(Condition(path=path, op="contains", value=value))
-                elif verdicts["same"] and not verdicts["changed"]:
-                    conditions.append(Condition(path=path, op="eq", value=value))
-                elif not verdicts["changed"] and len(values_by_path[path]) > 1:
-                    conditions.append(Condition(path=path, op="eq", value=value))  # never seen before: it selects
-                elif value is not None:
-                    effects.append(Effect(op="set", path=path, value=value))
+            conditions, effects = _read_votes(tally, values_by_path, config)
             if form.outcome == "success":
                 taken = {(e.op, e.path) for e in effects}
                 effects = [r.effect for r in accepted if (r.effect.op, r.effect.path) not in taken] + effects
@@ -558,4 +677,3 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[int, Counter[tuple
                             f"observation form{effect_note}",
             ))
     return rules
-
