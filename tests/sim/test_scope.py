@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldsmith.sim.scope import ScopeTracker
+from worldsmith.sim.scope import Refusal, ScopeTracker, _Answer, _general_refusals, _refusals, _Row, _usual_form
 from worldsmith.sim.trackers import PlaceTracker
 from worldsmith.worldbook import Evidence
 
@@ -110,3 +110,37 @@ def test_a_tool_api_without_places_learns_a_refusal_that_echoes_the_thing() -> N
     assert refused.observation == '{"error": "cd: \'secret\': No such file or directory"}'
     [moved] = tracker.propose("cd", {"folder": "shared"})  # listed: the usual answer with the folder
     assert (moved.source, moved.observation) == ("scope_form", '{"current_working_directory": "shared"}')
+
+
+def _rows(flags: dict[str, bool], answer: str, things: str) -> list[_Row]:
+    return [_Row(flags, answer, f"take {thing}") for thing in things]
+
+
+def test_each_level_is_learned_on_the_turns_in_scope_at_the_broader_ones() -> None:
+    """Things known but not here get their own refusal only once things unknown anywhere are set aside."""
+    rows = (_rows({"episode": False, "here": False}, UNSEEN, "abc")
+            + _rows({"episode": True, "here": False}, "It is not here.", "def")
+            + _rows({"episode": True, "here": True}, "Taken.", "ghi"))
+    refusals, measured = _refusals(rows)
+    assert refusals == [Refusal(UNSEEN, "episode", round(6 / 9, 4), 9), Refusal("It is not here.", "here", 1.0, 6)]
+    assert measured == {"episode", "here"}
+    assert _refusals(rows[3:])[1] == {"here"}  # nothing unknown anywhere: that level is not judged
+
+
+def test_a_general_refusal_is_one_that_every_action_learning_one_at_its_level_gives() -> None:
+    general = _general_refusals({"take": [Refusal(UNSEEN, "episode", 0.9, 10)],
+                                 "open": [Refusal(UNSEEN, "episode", 0.8, 5)],
+                                 "go": [Refusal(BLOCKED, "here", 1.0, 4)]})
+    assert general == {"episode": Refusal(UNSEEN, "episode", 0.8, 15)}  # one action alone makes no rule
+    assert _general_refusals({"take": [Refusal(UNSEEN, "episode", 0.9, 10)],
+                              "go": [Refusal(BLOCKED, "episode", 1.0, 4)]}) == {}
+
+
+def test_the_usual_form_is_the_plurality_of_the_answers_that_are_no_refusal() -> None:
+    refused = {"You can't see the {object}."}
+    answers = [_Answer(f"You take the {thing}.", {"object": thing}) for thing in ("apple", "pear")]
+    unseen = [_Answer(f"You can't see the {thing}.", {"object": thing}) for thing in ("fig", "plum", "kiwi")]
+    assert _usual_form(answers + unseen, refused) == "You take the {object}."
+    assert _usual_form(answers + unseen, set()) == "You can't see the {object}."
+    assert _usual_form(answers[:1] + unseen[:1], set()) is None  # once each: no plurality
+    assert _usual_form([_Answer("Done.", {"object": "apple"})] * 3, set()) is None  # the thing not shown

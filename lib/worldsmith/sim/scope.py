@@ -32,9 +32,9 @@ the same shape, things held and things in view apart, their arguments as slots: 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from worldsmith.sim.inventory import COMMON_ANSWERS, Carriers, learn_carriers, names, phrases
 from worldsmith.sim.trackers import Proposal
@@ -139,6 +139,69 @@ def _form(observation: str, arguments: Mapping[str, Any]) -> str | None:
     return form
 
 
+class _Row(NamedTuple):
+    """One turn of an action that names things: whether they were in scope per level, its answer as a template, and
+    its action line."""
+
+    flags: dict[str, bool]
+    answer: str
+    line: str
+
+
+class _Answer(NamedTuple):
+    observation: str
+    arguments: dict[str, Any]
+
+
+def _common_values(evidence: Sequence[Evidence]) -> dict[str, set[str]]:
+    """Per action, the argument values the evidence answered in `COMMON_ANSWERS` different ways or more."""
+    answers: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for item in evidence:
+        for phrase in phrases(item.arguments if isinstance(item.arguments, dict) else {}).values():
+            answers[(item.action, phrase)].add(item.observation)
+    common: dict[str, set[str]] = {}
+    for (name, phrase), seen in answers.items():
+        if len(seen) >= COMMON_ANSWERS:
+            common.setdefault(name, set()).add(phrase)
+    return common
+
+
+def _refusals(rows: Sequence[_Row]) -> tuple[list[Refusal], set[str]]:
+    """An action's refusals, broadest level first, and the levels with enough out-of-scope turns to judge: each
+    level is learned on the turns in scope at the broader ones."""
+    refusals: list[Refusal] = []
+    measured: set[str] = set()
+    for level in _BROADEST_FIRST:  # a thing unknown anywhere, then a thing known but not here
+        refusal = _refusal(rows, level)
+        if refusal is not None:
+            refusals.append(refusal)
+        if sum(not row.flags[level] for row in rows) >= MIN_TURNS:
+            measured.add(level)
+        rows = [row for row in rows if row.flags[level]]
+    return refusals, measured
+
+
+def _general_refusals(refusals: Mapping[str, Sequence[Refusal]]) -> dict[str, Refusal]:
+    """Per level, the refusal every action that learned one there gives, when two actions or more did."""
+    general: dict[str, Refusal] = {}
+    for level in LEVELS:
+        learned = [r for found in refusals.values() for r in found if r.level == level]
+        if len(learned) >= 2 and len({r.observation for r in learned}) == 1:
+            general[level] = Refusal(learned[0].observation, level,
+                                     round(min(r.accuracy for r in learned), 4), sum(r.turns for r in learned))
+    return general
+
+
+def _usual_form(answers: Sequence[_Answer], refused: set[str]) -> str | None:
+    """The plurality form (seen twice or more, ahead of the next) of the answers that are no refusal, if any."""
+    forms = Counter(form for observation, arguments in answers if _slotted(observation, arguments) not in refused
+                    for form in [_form(observation, arguments)] if form is not None and "{" in form)
+    ranked = forms.most_common(2)
+    if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+        return ranked[0][0]  # the plurality: the route table measures it held out
+    return None
+
+
 class ScopeTracker:
     """Learned refusals and in-scope forms per action, and one episode's scope (see module doc)."""
 
@@ -158,18 +221,25 @@ class ScopeTracker:
     def _learn(self, evidence: Sequence[Evidence]) -> None:
         from worldsmith.worldbook.induce import group_by_episode
 
-        answers: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for item in evidence:
-            for phrase in phrases(item.arguments if isinstance(item.arguments, dict) else {}).values():
-                answers[(item.action, phrase)].add(item.observation)
-        for (name, phrase), seen in answers.items():
-            if len(seen) >= COMMON_ANSWERS:
-                self.common.setdefault(name, set()).add(phrase)
+        self.common = _common_values(evidence)
         episodes = group_by_episode(evidence).values()
         self.carriers = self._carriers or learn_carriers(episodes, self.place_of)
         self.placeless = bool(evidence) and not any(self.place_of(item.observation) for item in evidence)
-        rows: dict[str, list[tuple[dict[str, bool], str, str]]] = defaultdict(list)
-        scoped: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)  # shape -> in-scope answers
+        rows, scoped = self._walk(episodes)
+        for name, found in rows.items():
+            self.refusals[name], self.measured[name] = _refusals(found)
+        self.general = _general_refusals(self.refusals)
+        for shape, answers in scoped.items():
+            refused = {r.observation for r in self.refusals.get(shape.split("(", 1)[0].split(" ", 1)[-1], [])}
+            form = _usual_form(answers, refused)
+            if form is not None:
+                self.forms[shape] = form
+
+    def _walk(self, episodes: Iterable[Sequence[Evidence]]) -> tuple[dict[str, list[_Row]], dict[str, list[_Answer]]]:
+        """Replay the episodes' scope: every action's rows (its scope flags, answer and line, once a place is known)
+        and the in-scope answers per action shape."""
+        rows: dict[str, list[_Row]] = defaultdict(list)
+        scoped: dict[str, list[_Answer]] = defaultdict(list)  # shape -> in-scope answers
         for items in episodes:
             scope = _Scope(self.place_of, set(), carriers=self.carriers, placeless=self.placeless)
             for item in items:
@@ -178,34 +248,13 @@ class ScopeTracker:
                 scope.common = self.common.get(item.action, set())
                 if named and scope.located:  # before the first place shown, the evidence lacks the opening
                     flags = {level: all(scope.holds(level, p) for p in named) for level in LEVELS}
-                    rows[item.action].append((flags, _slotted(item.observation, arguments),
-                                              " ".join(item.action_text.split())))
+                    rows[item.action].append(_Row(flags, _slotted(item.observation, arguments),
+                                                  " ".join(item.action_text.split())))
                     if flags["here"]:
                         held = all(p in scope.held for p in named)
-                        scoped[_shape(item.action, arguments, held)].append((item.observation, arguments))
+                        scoped[_shape(item.action, arguments, held)].append(_Answer(item.observation, arguments))
                 scope.observe(item.action, arguments, item.observation)
-        for name, found in rows.items():
-            self.refusals[name] = []
-            self.measured[name] = set()
-            for level in _BROADEST_FIRST:  # a thing unknown anywhere, then a thing known but not here
-                refusal = _refusal(found, level)
-                if refusal is not None:
-                    self.refusals[name].append(refusal)
-                if sum(not flags[level] for flags, _, _ in found) >= MIN_TURNS:
-                    self.measured[name].add(level)
-                found = [row for row in found if row[0][level]]
-        for level in LEVELS:
-            learned = [r for found in self.refusals.values() for r in found if r.level == level]
-            if len(learned) >= 2 and len({r.observation for r in learned}) == 1:
-                self.general[level] = Refusal(learned[0].observation, level,
-                                              round(min(r.accuracy for r in learned), 4), sum(r.turns for r in learned))
-        for shape, answers in scoped.items():
-            refused = {r.observation for r in self.refusals.get(shape.split("(", 1)[0].split(" ", 1)[-1], [])}
-            forms = Counter(form for observation, arguments in answers if _slotted(observation, arguments) not in refused
-                            for form in [_form(observation, arguments)] if form is not None and "{" in form)
-            ranked = forms.most_common(2)
-            if ranked and ranked[0][1] >= 2 and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
-                self.forms[shape] = ranked[0][0]  # the plurality: the route table measures it held out
+        return rows, scoped
 
     def reset(self, opening: str = "") -> None:
         self.scope = _Scope(self.place_of, set(), opening, self.carriers, self.placeless)
@@ -257,7 +306,7 @@ class ScopeTracker:
                              if found}}
 
 
-def _refusal(rows: Sequence[tuple[dict[str, bool], str, str]], level: str) -> Refusal | None:
+def _refusal(rows: Sequence[_Row], level: str) -> Refusal | None:
     """The refusal that (scope flags, answer template, action line) rows support at `level`, if any: one answer
     to most out-of-scope turns, for two action lines or more, and to few of (at least `MIN_TURNS`) turns in scope
     at every level (a narrower level may refuse the same way)."""
