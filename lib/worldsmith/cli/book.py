@@ -163,7 +163,7 @@ def run_show(args: argparse.Namespace) -> int:
     version = args.version or store.head(args.book)
     book, info = store.load(args.book, version), store.info(args.book, version)
     counts = {status.value: sum(r.status == status for r in book.rules) for status in RuleStatus}
-    summary = {
+    summary: dict[str, Any] = {
         "name": book.name, "env_id": book.env_id, "version": version, "parent": info.parent, "created": info.created,
         "author": info.author, "message": info.message, "rules": counts, "actions": len(book.action_schema.actions),
         "state_paths": len(book.state_schema.paths), "notes": len(book.notes), "evidence": len(book.evidence),

@@ -98,7 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"name": s.name, "description": s.description, "available": not s.missing(), "missing": s.missing(),
          "install": s.install_hint if s.missing() else "", "max_steps": s.max_steps}
         for s in registry().values()

@@ -10,6 +10,7 @@ from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import CallLog, LLMError, backends, configured_models, default_model_spec, open_llm
+from worldsmith.llm.base import Message
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,7 +93,7 @@ def run_models(args: argparse.Namespace) -> int:
 def run_chat(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     spec = _resolve_model(args.model, workspace.root)
-    messages: list[dict[str, Any]] = ([{"role": "system", "content": args.system}] if args.system else [])
+    messages: list[Message] = ([{"role": "system", "content": args.system}] if args.system else [])
     messages.append({"role": "user", "content": args.prompt})
     llm = open_llm(spec, workspace.root, component=args.component, run=args.run, cache=not args.no_cache)
     try:

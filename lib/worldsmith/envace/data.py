@@ -536,8 +536,9 @@ def _pack_transcript(
                 call, reason = corrupted
                 answer = oracle.error_response(transcript, call) if oracle is not None else None
                 answer = answer if answer is not None else json.dumps({"error": reason})
-                header = fmt.rehearse_header(environment_prompt(templates, transcript.env, transcript.task, tools, call))
-                invalid = (fmt.encode(call) + [fmt.eos_id] + header, fmt.target(answer))
+                invalid_header = fmt.rehearse_header(
+                    environment_prompt(templates, transcript.env, transcript.task, tools, call))
+                invalid = (fmt.encode(call) + [fmt.eos_id] + invalid_header, fmt.target(answer))
                 invalid_call = call
         for attempt in range(2):
             first = builder is None

@@ -77,7 +77,7 @@ class DataParallel:
 
     def average_gradients(self, parameters: Sequence[Any], share: float) -> None:
         """Replace each gradient by the share-weighted sum over processes (shares add up to 1)."""
-        if not self.active:
+        if not self.active or self.accelerator is None:  # several processes always come with an accelerator
             return
         flat = flatten_gradients([p.grad for p in parameters], parameters) * share
         flat = self.accelerator.reduce(flat, reduction="sum")
@@ -110,5 +110,5 @@ class DataParallel:
         return merged
 
     def barrier(self) -> None:
-        if self.active:
+        if self.active and self.accelerator is not None:
             self.accelerator.wait_for_everyone()

@@ -66,7 +66,7 @@ def load_policy(
     hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(  # a PreTrainedModel, or a PeftModel once wrapped
             folder, local_files_only=True, attn_implementation="sdpa", **{dtype_arg: torch_dtype}
         )
     finally:

@@ -25,11 +25,9 @@ METRICS = ("exact_match", "token_f1", "edit_similarity")
 
 def metric_functions() -> dict[str, Callable[[str, str], float]]:
     """The evaluation metrics (prediction, reference) -> [0, 1], from the one module that defines them."""
-    try:
-        from worldsmith.evals import metrics as module
-    except ImportError:
-        from worldsmith.sim import scoring as module
-    return {name: getattr(module, name) for name in METRICS}
+    from worldsmith.evals import metrics  # on use: the evals package is heavy and a trainer seldom probes
+
+    return {name: getattr(metrics, name) for name in METRICS}
 
 
 def probe_transitions(

@@ -141,7 +141,7 @@ class RunStore:
 def run_states(folder: str | Path) -> list[dict[str, Any]]:
     """One row per run folder under `folder` (`<workspace>/runs/envace`): name, state, step, steps, objective,
     updated, error; what `worldsmith envace runs` lists."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     root = Path(folder)
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         if not path.is_dir() or path.name.startswith(".") or not (path / "status.json").is_file():

@@ -193,7 +193,7 @@ def run_sweep(
     base_json = _absolute(base.to_json())
     points = grid_points(config.grid) or [{}]
     threads = max(1, int(config.cpus_per_trial))
-    trials = []
+    trials: list[dict[str, Any]] = []
     for index, overrides in enumerate(points):
         name = _trial_name(index, overrides)
         trials.append({"trial": name, "overrides": overrides, "run_dir": str(folder / "trials" / name)})
@@ -236,15 +236,16 @@ def run_sweep(
                 ),
             )
             grid = tuner.fit()
-            for result in grid:
-                params = (result.config or {}).get("params", {})
+            for position in range(len(grid)):  # a ResultGrid is indexed, not iterable by its type
+                trial_result = grid[position]
+                params = (trial_result.config or {}).get("params", {})
                 name = params.get("trial", "?")
                 row: dict[str, Any] = {"trial": name, "overrides": params.get("overrides", {}),
                                        "run_dir": params.get("run_dir")}
-                if result.error is not None:
-                    row.update(status="failed", error=_error_text(result.error))
+                if trial_result.error is not None:
+                    row.update(status="failed", error=_error_text(trial_result.error))
                 else:
-                    metrics = {k: v for k, v in (result.metrics or {}).items() if k in _REPORTED or k.startswith("eval_")}
+                    metrics = {k: v for k, v in (trial_result.metrics or {}).items() if k in _REPORTED or k.startswith("eval_")}
                     row.update(status="ok", error=None, **metrics)
                 table[name] = row
     finally:

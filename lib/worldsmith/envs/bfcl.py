@@ -267,7 +267,8 @@ def _parse_call_text(text: str) -> _Call | None:
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return _Call(name=name, problem=f"arguments must be literal values, not {ast.unparse(argument)[:200]}")
     args = tuple(values[: len(node.args)])
-    kwargs = {keyword.arg: value for keyword, value in zip(node.keywords, values[len(node.args):], strict=True)}
+    names = [keyword.arg for keyword in node.keywords if keyword.arg is not None]  # `**` was refused above
+    kwargs = dict(zip(names, values[len(node.args):], strict=True))
     return _Call(name=name, args=args, kwargs=kwargs)
 
 
@@ -617,10 +618,10 @@ class BFCLEnv(EnvBase):
         episode.calls_this_turn = 0
         if episode.turn >= len(episode.entry.turns):
             episode.finished = True
-            info = {"record": False, "context": [], **self._outcome(episode)}
+            info: dict[str, Any] = {"record": False, "context": [], **self._outcome(episode)}
             return Step(Observation(text=""), 1.0 if info["won"] else 0.0, True, False, info)
         messages = _turn_messages(episode.entry, episode.turn)
-        info: dict[str, Any] = {"record": False, "context": messages, "turn": episode.turn}
+        info = {"record": False, "context": messages, "turn": episode.turn}
         added = episode.held_out.get(episode.turn)
         if added:
             episode.tools.extend(added)  # bfcl appends held-out docs to the tool list at this turn

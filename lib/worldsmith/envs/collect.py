@@ -168,7 +168,7 @@ def _play(env: Any, config: CollectConfig, item: _Item, max_steps: int) -> tuple
     started = time.perf_counter()
     policy = make_policy(config.policy, seed=item.seed, actions=config.actions, model=config.model,
                          workspace_root=config.workspace_root, options=config.policy_options)
-    base = {"key": item.key, "task": item.task, "seed": item.seed}
+    base: dict[str, Any] = {"key": item.key, "task": item.task, "seed": item.seed}
     try:
         episode = record_episode(
             env, policy, item.task, max_steps=max_steps, seed=item.seed, record_state=config.record_state,
@@ -180,11 +180,11 @@ def _play(env: Any, config: CollectConfig, item: _Item, max_steps: int) -> tuple
         return EpisodeResult(**base, episode_id=None, status="load_error", error=str(error)), None
     except Exception as error:  # noqa: BLE001 - the reset itself failed: report, go on
         return EpisodeResult(**base, episode_id=None, status="crashed", error=f"{type(error).__name__}: {error}"), None
-    error = episode.metadata.get("error")
+    failure = episode.metadata.get("error")
     result = EpisodeResult(
-        **base, episode_id=episode.id, status="crashed" if error else ("ok" if episode.success else "failed"),
+        **base, episode_id=episode.id, status="crashed" if failure else ("ok" if episode.success else "failed"),
         success=episode.success, reward=episode.reward, steps=len(episode.turns),
-        seconds=round(time.perf_counter() - started, 3), error=error,
+        seconds=round(time.perf_counter() - started, 3), error=failure,
     )
     return result, episode.model_dump(mode="json", exclude_defaults=True)
 
@@ -342,7 +342,7 @@ def _run_executor(config: CollectConfig, items: list[_Item]) -> Iterator[tuple[E
     env_spec = spec(config.env)
     workers = config.workers if env_spec.parallel else 1
     executor = make_executor(max(0, workers), config.ray_address)
-    context = {"config": asdict(config), "spec": asdict(env_spec)}
+    context: dict[str, Any] = {"config": asdict(config), "spec": asdict(env_spec)}
     context["key"] = hashlib.sha256(orjson.dumps(context, option=orjson.OPT_SORT_KEYS)).hexdigest()
     outcomes = executor.run(collect_unit, context, [asdict(item) for item in items], timeout=config.episode_timeout)
     with contextlib.closing(outcomes):

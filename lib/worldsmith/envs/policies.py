@@ -413,12 +413,12 @@ class CuriousPolicy:
             return as_action(self._rng.choice(_shell_reads(action_text(write))))
         text = action_text(write).strip()
         objects = _text_objects(text)
-        reads = [a for a in self._admissible() if self._kind(as_action(a)) == "read"]
-        if reads:  # the whole object phrase first (`door to kitchen`), else any one of its objects
+        read_lines = [a for a in self._admissible() if self._kind(as_action(a)) == "read"]
+        if read_lines:  # the whole object phrase first (`door to kitchen`), else any one of its objects
             whole = text.lower()[len(_verb_phrase(text)):].strip()
-            about = [a for a in reads if whole and whole in a.lower()]
-            about = about or [a for a in reads if any(obj in a.lower() for obj in objects)]
-            options = about or [a for a in reads if not _text_objects(a)]
+            about = [a for a in read_lines if whole and whole in a.lower()]
+            about = about or [a for a in read_lines if any(obj in a.lower() for obj in objects)]
+            options = about or [a for a in read_lines if not _text_objects(a)]
         else:
             looked = [action_text(a) for a in self._past("read")]
             verb = next((_verb_phrase(t) for t in looked if _text_objects(t)), "examine")

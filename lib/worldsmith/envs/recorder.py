@@ -147,7 +147,7 @@ class EpisodeRecorder:
             meta["final_handover"] = self.pending_info
         if self.error is not None:
             meta["error"], meta["traceback"] = self.error, self.traceback
-        numeric_score = isinstance(score, (int, float)) and not isinstance(score, bool)
+        reward = float(score) if isinstance(score, int | float) and not isinstance(score, bool) else self.total_reward
         return Episode(
             id=self.episode_id,
             env_id=str(self.initial_info.get("env_id") or self.env.name),
@@ -157,7 +157,7 @@ class EpisodeRecorder:
             initial_info=_stored_info(self.initial_info),
             turns=list(self.turns),
             final_context=list(self.pending),
-            reward=float(score) if numeric_score else self.total_reward,
+            reward=reward,
             success=False if self.error is not None else (None if won is None else bool(won)),
             family=f"{self.env.name}:{self.task}",
             metadata=meta,

@@ -120,7 +120,8 @@ def replay_episode(episode: Episode, env: Env | None = None, *, env_name: str | 
     The environment is rebuilt from `episode.metadata["env"]` (what `worldsmith collect` records)
     unless `env` or `env_name` is given.
     """
-    recorded_env = episode.metadata.get("env") if isinstance(episode.metadata.get("env"), dict) else {}
+    stored_env = episode.metadata.get("env")
+    recorded_env: dict[str, Any] = stored_env if isinstance(stored_env, dict) else {}
     name = env_name or recorded_env.get("name") or (episode.env_id or "").split("/")[0]
     if episode.task_id is None:
         raise ValueError(f"episode {episode.id!r} has no task id: cannot replay it")
@@ -129,7 +130,7 @@ def replay_episode(episode: Episode, env: Env | None = None, *, env_name: str | 
     for turn in [*episode.turns, None]:
         events = turn.context if turn is not None else episode.final_context
         for event in events:  # hand-overs (e.g. BFCL replies to the user) were steps too
-            if event.role == "assistant" and (event.name or "").startswith(HANDOVER_PREFIX):
+            if event.role == "assistant" and event.name and event.name.startswith(HANDOVER_PREFIX):
                 actions.append(Action(name=event.name[len(HANDOVER_PREFIX):], arguments={"text": event.content}))
                 recorded.append(None)
         if turn is not None:

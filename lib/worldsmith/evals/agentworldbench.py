@@ -148,7 +148,7 @@ def _predicted_text(value: str) -> str:
 
 def score_rows(rows: Sequence[dict[str, Any] | AWBRow]) -> dict[str, Any]:
     """Our metrics on predicted rows: per row and their means (`json_f1` over JSON targets only)."""
-    per_row = []
+    per_row: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
         raw = row.raw if isinstance(row, AWBRow) else row
         if not isinstance(raw.get(PREDICTION_FIELD), str):

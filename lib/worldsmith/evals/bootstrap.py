@@ -61,7 +61,7 @@ def small_sample_note(trajectories: Any) -> str:
         trajectories = trajectories.get("trajectories")
     if not isinstance(trajectories, numbers.Real) or isinstance(trajectories, bool) or trajectories != trajectories:
         return ""
-    count = int(trajectories)
+    count = int(float(trajectories))
     if count <= 0 or count >= SMALL_SAMPLE:
         return ""
     return f"only {count} trajector{'y' if count == 1 else 'ies'}"

@@ -72,10 +72,10 @@ class TrackedLLM:
                 if self.cache:
                     self.cache.put(self.spec, checked[index], generation, completions)
         if self.log:
-            for messages, completions in zip(checked, results, strict=True):
+            for messages, answered in zip(checked, results, strict=True):
                 self.log.record(run=self.run, component=self.component, spec=self.spec, messages=messages,
-                                params=generation, completions=completions or [])
-        return [completions or [] for completions in results]
+                                params=generation, completions=answered or [])
+        return [answered or [] for answered in results]
 
     def close(self) -> None:
         self.llm.close()

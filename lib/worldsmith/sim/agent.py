@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from worldsmith.llm.base import LLMError
+from worldsmith.llm.base import LLMError, Message
 from worldsmith.llm.structured import extract_json
 from worldsmith.sim.base import Audit, action_line
 from worldsmith.sim.retrieval import EvidenceScorer
@@ -165,7 +165,7 @@ def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, 
     budget = harness.config.max_tool_steps
     audit.route = "agent"
     tools = _tools(harness, name, arguments)
-    messages: list[dict[str, str]] = [
+    messages: list[Message] = [
         {"role": "system", "content": AGENT_SYSTEM.format(budget=budget, brief=brief(harness, action, name, arguments))},
         {"role": "user", "content": f"Action: {action_line(action)}\nYour first tool call (JSON):"},
     ]
@@ -188,7 +188,8 @@ def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, 
             reply = "Reply with one JSON object {\"tool\": ..., \"args\": {...}}."
         else:
             tool = str(request.get("tool"))
-            args = request.get("args") if isinstance(request.get("args"), dict) else {}
+            given = request.get("args")
+            args: dict[str, Any] = given if isinstance(given, dict) else {}
             audit.tool_calls.append({"tool": tool, "args": args})
             if tool == "submit":
                 try:

@@ -123,8 +123,8 @@ class FieldTracker:
                 if counts[relation] >= MIN_SUPPORT and counts[relation] >= SHARE * cases:
                     self.relations[pair] = relation
                     break
-        for pair, counts in values.items():
-            text, count = counts.most_common(1)[0]
+        for pair, shown in values.items():
+            text, count = shown.most_common(1)[0]
             if pair not in self.relations and count >= MIN_SUPPORT and count == seen[pair]:
                 self.relations[pair] = ("const", None)
                 self.consts[pair] = json.loads(text)

@@ -327,17 +327,17 @@ class SideBySide:
             if turn.state is not None:
                 real_changes = state_changes(before or {}, turn.state)
         shown = parsed if parsed is not None else Action(name="", raw=str(action)[:500], parse_error="not an action")
-        methods = {name: self._method_step(name, model, recorded_action if recorded else action, t, teacher, real)
+        stepped = recorded_action if recorded and recorded_action is not None else shown
+        methods = {name: self._method_step(name, model, stepped if recorded else action, t, teacher, real)
                    for name, model in self.methods.items()}
-        view = StepView(index=t, action=recorded_action if recorded else shown,
-                        action_text=action_line(recorded_action if recorded else shown), recorded=recorded,
+        view = StepView(index=t, action=stepped, action_text=action_line(stepped), recorded=recorded,
                         teacher_forced=teacher, real=real, real_changes=real_changes, methods=methods)
         self._history.append(view)
         return view
 
     def run(self, max_steps: int = 500) -> list[StepView]:
         """Step the recorded actions to the end of the episode (at most `max_steps`); the new steps."""
-        views = []
+        views: list[StepView] = []
         while not self.done and len(views) < max_steps:
             views.append(self.step())
         return views

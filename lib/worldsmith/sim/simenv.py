@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from worldsmith.envs.base import EnvBase, Step, UnknownTaskError, as_action
@@ -131,10 +132,11 @@ class SimEnv(EnvBase):
 
 
 try:  # Gymnasium is optional: the wrapper subclasses its Env when it is installed.
-    import gymnasium as _gym
+    import gymnasium as _gymnasium
 
+    _gym: ModuleType | None = _gymnasium
     GYMNASIUM_AVAILABLE = True
-    _GymBase: type = _gym.Env
+    _GymBase: type = _gymnasium.Env
 except ImportError:  # pragma: no cover - depends on the install
     _gym = None
     GYMNASIUM_AVAILABLE = False
@@ -144,7 +146,7 @@ except ImportError:  # pragma: no cover - depends on the install
 _CHARSET = "".join(chr(code) for code in range(32, 127)) + "\n\t\r"
 
 
-class GymnasiumSimEnv(_GymBase):  # type: ignore[misc]
+class GymnasiumSimEnv(_GymBase):
     """Gymnasium's API over a `SimEnv`: observations and actions are text (`gymnasium.spaces.Text`).
 
     `reset(seed=..., options={"task": ID})`; `step(text)` returns Gymnasium's 5-tuple with the

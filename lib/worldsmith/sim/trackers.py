@@ -352,9 +352,9 @@ class EntityTracker:
                     if set(value) == set(before) and changed:
                         changes[item.action][json.dumps(changed, sort_keys=True)] += 1
                 self.observe(item.action, _arguments(item), item.observation)
-        for action, counts in changes.items():
-            text, count = counts.most_common(1)[0]
-            if count >= 2 and count * 2 > sum(counts.values()):
+        for action, seen_changes in changes.items():
+            text, count = seen_changes.most_common(1)[0]
+            if count >= 2 and count * 2 > sum(seen_changes.values()):
                 self.sets[action] = json.loads(text)
 
     def reset(self) -> None:

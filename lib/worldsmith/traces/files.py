@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 __all__ = ["SAMPLE_ASSET_DIRS", "expand_paths", "is_trace_candidate", "sample_trace_files"]
@@ -35,8 +36,8 @@ def expand_paths(paths: Iterable[str | Path], unreadable: list[tuple[Path, str]]
             out.append(path)
             continue
 
-        found = []
-        for folder, folders, files in os.walk(path, onerror=lambda e, root=path: _failed(e, root, unreadable)):
+        found: list[Path] = []
+        for folder, folders, files in os.walk(path, onerror=partial(_failed, root=path, unreadable=unreadable)):
             folders[:] = [name for name in folders if not name.startswith(".")]
             found += [Path(folder) / name for name in files if not name.startswith(".")]
         out += [candidate for candidate in sorted(found) if is_trace_candidate(candidate)]

@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -51,14 +51,14 @@ class Executor(Protocol):
     """Runs `function(context, payload)` for every payload; yields outcomes as units finish."""
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
-            timeout: float | None = None) -> Iterator[UnitOutcome]: ...
+            timeout: float | None = None) -> Generator[UnitOutcome, None, None]: ...
 
 
 class InlineExecutor:
     """Every unit in this process, in order (no timeout protection)."""
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
-            timeout: float | None = None) -> Iterator[UnitOutcome]:
+            timeout: float | None = None) -> Generator[UnitOutcome, None, None]:
         for index, payload in enumerate(payloads):
             try:
                 value = function(context, payload)
@@ -93,7 +93,7 @@ class ProcessExecutor:
         self.workers = workers
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
-            timeout: float | None = None) -> Iterator[UnitOutcome]:
+            timeout: float | None = None) -> Generator[UnitOutcome, None, None]:
         if not payloads:
             return
         pool = concurrent.futures.ProcessPoolExecutor(
@@ -167,7 +167,7 @@ class RayExecutor:
         self.workers = workers
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
-            timeout: float | None = None) -> Iterator[UnitOutcome]:
+            timeout: float | None = None) -> Generator[UnitOutcome, None, None]:
         if not payloads:
             return
         started_ray = ray_session(self.address, self.workers)  # first: a missing ray is a clear error there

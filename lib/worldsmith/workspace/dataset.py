@@ -195,10 +195,9 @@ class Dataset:
 
     # ---------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
-        row = self.connect().execute(  # splits change none of these: skip joining them in
-            "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
-            "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM raw_episodes"
-        ).fetchone()
+        row = _aggregate(self.connect(),  # splits change none of these: skip joining them in
+                         "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
+                         "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM raw_episodes", [])
         return {"name": self.name, "episodes": row[0], "turns": int(row[1]), "environments": row[2],
                 "successes": row[3], "revision": self.revision}
 
@@ -215,7 +214,7 @@ class Dataset:
         where = where or EpisodeFilter()
         clause, params = where.where()
         table = "episodes" if where.split else "raw_episodes"
-        return int(self.connect().execute(f"SELECT count(*) FROM {table}{clause}", params).fetchone()[0])
+        return int(_aggregate(self.connect(), f"SELECT count(*) FROM {table}{clause}", params)[0])
 
     def list_episodes(self, where: EpisodeFilter | None = None, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
         """One page of episode summaries (never the turns), in import order.
@@ -277,7 +276,7 @@ class Dataset:
         if search:
             sql += " AND (observation ILIKE ? OR action_name ILIKE ? OR action_arguments ILIKE ? OR action_raw ILIKE ?)"
             params.extend([f"%{search}%"] * 4)
-        return int(self.connect().execute(sql, params).fetchone()[0])
+        return int(_aggregate(self.connect(), sql, params)[0])
 
     def turn(self, turn_id: str) -> Turn:
         episode_id, index = split_turn_id(turn_id)
@@ -291,9 +290,8 @@ class Dataset:
             episode_id, index = split_turn_id(turn_id)
         except ValueError:
             return False
-        row = self.connect().execute(
-            "SELECT count(*) FROM turns WHERE episode_id = ? AND turn_index = ?", [episode_id, index]
-        ).fetchone()
+        row = _aggregate(self.connect(), "SELECT count(*) FROM turns WHERE episode_id = ? AND turn_index = ?",
+                         [episode_id, index])
         return bool(row[0])
 
     def iter_episodes(self, split: str | None = None, *, with_state: bool = False) -> Iterator[Episode]:
@@ -337,6 +335,14 @@ class Dataset:
         if cached is not None:
             cached[1].close()
             self._local.conn = None
+
+
+def _aggregate(conn: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> tuple[Any, ...]:
+    """The one row of an aggregate query (count, sum): SQL always returns it, even over no rows."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise RuntimeError(f"the aggregate query returned no row: {sql}")
+    return row
 
 
 def _fetch(conn: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict[str, Any]]:

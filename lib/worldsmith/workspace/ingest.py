@@ -124,107 +124,137 @@ def ingest_files(
     workspace_root = Path(workspace_root)
     unreadable: list[tuple[Path, str]] = []
     files = expand_paths(paths, unreadable)
-    ingest_id = _new_ingest_id()
-    reports_dir = workspace_root / "reports"
     sweep_stale(workspace_root / ".staging")  # a killed ingest's parts
-    staging = make_staging(workspace_root / ".staging")
-    dataset_path = workspace_root / "datasets" / dataset
-    existing = Dataset(dataset_path) if (dataset_path / "manifest.json").exists() else None
-    # Parts whose episodes the dedup below sees (listed first: parts are only ever added); at commit only
-    # parts committed after these are checked again.
-    checked_parts = {part["episodes"] for part in existing.parts} if existing else set()
-    hashes = existing.content_hashes() if existing else set()
-    ids = existing.episode_ids() if existing else set()
-
-    report = ImportReport(ingest_id=ingest_id, dataset=dataset, strict=strict)
-    quarantine = _Quarantine(reports_dir / f"{ingest_id}.quarantine.jsonl")
-    rejects = RejectLog()
-    writer = PartWriter(staging / "episodes.parquet", staging / "turns.parquet", ingest_id=ingest_id)
-    origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
-    envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
-    started = time.perf_counter()
-
-    def emit(current: str, done: int) -> None:
-        if progress is not None:
-            progress(IngestProgress(
-                file=current, files_done=done, files_total=len(files), episodes=report.episodes,
-                turns=report.turns, rejected=report.rejected, duplicates=report.duplicates,
-                seconds=time.perf_counter() - started,
-            ))
-
-    def reject(file_report: FileReport, item: Reject) -> None:
-        file_report.rejected += 1
-        quarantine.write(item)
-        rejects.add(item)
-
+    run = _Ingest(workspace_root, dataset, files, format=format, strict=strict, progress=progress,
+                  progress_every=progress_every, env=env)
     for folder, why in unreadable:  # reported as an unreadable file is: never skipped in silence
-        file_report = FileReport(path=str(folder), error=f"could not list the folder: {why}")
-        report.files.append(file_report)
-        reject(file_report, Reject(source=str(folder), reason=file_report.error))
+        reason = f"could not list the folder: {why}"
+        file_report = FileReport(path=str(folder), error=reason)
+        run.report.files.append(file_report)
+        run.reject(file_report, Reject(source=str(folder), reason=reason))
     try:
         for done, path in enumerate(files):
-            file_report = FileReport(path=str(path))
-            report.files.append(file_report)
-            emit(str(path), done)
-            try:
-                file_report.bytes = path.stat().st_size if path.exists() else 0
-                if format is not None:
-                    importer = get_importer(format)
-                else:
-                    detection = detect_format(path)
-                    importer, file_report.detection_score = detection.importer, detection.score
-                file_report.format = importer.name
-                file_envless: list[str] = []
-                tools: set[str] = set()
-                for item in _guarded(_read_rows(importer, path), file_report):
-                    if isinstance(item, Reject):
-                        reject(file_report, item)
-                        continue
-                    if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
-                        file_report.empty += 1
-                        reject(file_report, _empty(item, path))
-                        continue
-                    if item.episode[_ENV_ID] is None and env:
-                        item = EpisodeRows((*item.episode[:_ENV_ID], env, *item.episode[_ENV_ID + 1:]), item.turns)
-                    stored = _add_episode(item, file_report, writer, hashes, ids)
-                    if stored is not None:
-                        origin[stored] = file_report
-                        if item.episode[_ENV_ID] is None and importer.name in _CHAT_FORMATS:
-                            file_envless.append(stored)
-                            tools.update(turn[2] for turn in item.turns)
-                    if progress is not None and file_report.episodes % progress_every == 0:
-                        emit(str(path), done)
-                if file_envless:
-                    file_report.derived_env = tool_set_env_id(tools)
-                    envless.update(dict.fromkeys(file_envless, file_report.derived_env))
-            except TraceFormatError as error:
-                file_report.error = error.reason
-                reject(file_report, Reject(source=str(path), reason=error.reason))
-            except (OSError, UnicodeDecodeError) as error:
-                file_report.error = f"could not read the file: {error}"
-                reject(file_report, Reject(source=str(path), reason=file_report.error))
-            except _ImporterFailed as failure:
-                file_report.error = str(failure)
-                reject(file_report, Reject(source=str(path), reason=file_report.error))
-        writer.close()
-        if envless:
-            _set_environments(staging / "episodes.parquet", envless)
-        emit("", len(files))
-        commit = writer.episodes > 0 and not (strict and report.rejected > 0)
-        report.committed = commit and _commit(dataset_path, staging, ingest_id, writer, report, origin, checked_parts)
+            run.read_file(path, done)
+        run.commit()
     except BaseException:
-        writer.abort()
-        quarantine.close()
+        run.writer.abort()
+        run.quarantine.close()
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    report.rejects = rejects.items
-    report.rejects_truncated = rejects.truncated
-    report.quarantine_path = quarantine.close()
-    report.seconds = time.perf_counter() - started
-    report.report_path = str(reports_dir / f"{ingest_id}.json")
-    atomic_write_json(Path(report.report_path), report.model_dump(mode="json"))
-    return report
+        shutil.rmtree(run.staging, ignore_errors=True)
+    return run.finish()
+
+
+class _Ingest:
+    """One ingest: the staged parts, the dedup sets, the report and quarantine, file by file."""
+
+    def __init__(self, workspace_root: Path, dataset: str, files: list[Path], *, format: str | None, strict: bool,
+                 progress: ProgressCallback | None, progress_every: int, env: str | None) -> None:
+        self.files, self.format, self.strict, self.env = files, format, strict, env
+        self.progress, self.progress_every = progress, progress_every
+        self.ingest_id = _new_ingest_id()
+        self.reports_dir = workspace_root / "reports"
+        self.staging = make_staging(workspace_root / ".staging")
+        self.dataset_path = workspace_root / "datasets" / dataset
+        existing = Dataset(self.dataset_path) if (self.dataset_path / "manifest.json").exists() else None
+        # Parts whose episodes the dedup below sees (listed first: parts are only ever added); at commit only
+        # parts committed after these are checked again.
+        self.checked_parts = {part["episodes"] for part in existing.parts} if existing else set()
+        self.hashes = existing.content_hashes() if existing else set()
+        self.ids = existing.episode_ids() if existing else set()
+        self.report = ImportReport(ingest_id=self.ingest_id, dataset=dataset, strict=strict)
+        self.quarantine = _Quarantine(self.reports_dir / f"{self.ingest_id}.quarantine.jsonl")
+        self.rejects = RejectLog()
+        self.writer = PartWriter(self.staging / "episodes.parquet", self.staging / "turns.parquet",
+                                 ingest_id=self.ingest_id)
+        self.origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
+        self.envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
+        self.started = time.perf_counter()
+
+    def emit(self, current: str, done: int) -> None:
+        if self.progress is not None:
+            report = self.report
+            self.progress(IngestProgress(
+                file=current, files_done=done, files_total=len(self.files), episodes=report.episodes,
+                turns=report.turns, rejected=report.rejected, duplicates=report.duplicates,
+                seconds=time.perf_counter() - self.started,
+            ))
+
+    def reject(self, file_report: FileReport, item: Reject) -> None:
+        file_report.rejected += 1
+        self.quarantine.write(item)
+        self.rejects.add(item)
+
+    def read_file(self, path: Path, done: int) -> None:
+        """Stage one file's episodes; a file that cannot be read or parsed is reported, and the ingest goes on."""
+        file_report = FileReport(path=str(path))
+        self.report.files.append(file_report)
+        self.emit(str(path), done)
+        try:
+            file_report.bytes = path.stat().st_size if path.exists() else 0
+            if self.format is not None:
+                importer = get_importer(self.format)
+            else:
+                detection = detect_format(path)
+                importer, file_report.detection_score = detection.importer, detection.score
+            file_report.format = importer.name
+            self._stage_rows(importer, path, file_report, done)
+        except TraceFormatError as error:
+            file_report.error = error.reason
+            self.reject(file_report, Reject(source=str(path), reason=error.reason))
+        except (OSError, UnicodeDecodeError) as error:
+            file_report.error = f"could not read the file: {error}"
+            self.reject(file_report, Reject(source=str(path), reason=file_report.error))
+        except _ImporterFailed as failure:
+            file_report.error = str(failure)
+            self.reject(file_report, Reject(source=str(path), reason=file_report.error))
+
+    def _stage_rows(self, importer: Importer, path: Path, file_report: FileReport, done: int) -> None:
+        file_envless: list[str] = []
+        tools: set[str] = set()
+        for item in _guarded(_read_rows(importer, path), file_report):
+            if isinstance(item, Reject):
+                self.reject(file_report, item)
+                continue
+            if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
+                file_report.empty += 1
+                self.reject(file_report, _empty(item, path))
+                continue
+            if item.episode[_ENV_ID] is None and self.env:
+                item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1:]), item.turns)
+            stored = _add_episode(item, file_report, self.writer, self.hashes, self.ids)
+            if stored is not None:
+                self.origin[stored] = file_report
+                if item.episode[_ENV_ID] is None and importer.name in _CHAT_FORMATS:
+                    file_envless.append(stored)
+                    tools.update(turn[2] for turn in item.turns)
+            if self.progress is not None and file_report.episodes % self.progress_every == 0:
+                self.emit(str(path), done)
+        if file_envless:
+            file_report.derived_env = tool_set_env_id(tools)
+            self.envless.update(dict.fromkeys(file_envless, file_report.derived_env))
+
+    def commit(self) -> None:
+        """Move the staged parts into the dataset, unless nothing was staged or `strict` met a reject."""
+        self.writer.close()
+        if self.envless:
+            _set_environments(self.staging / "episodes.parquet", self.envless)
+        self.emit("", len(self.files))
+        report = self.report
+        commit = self.writer.episodes > 0 and not (self.strict and report.rejected > 0)
+        report.committed = commit and _commit(self.dataset_path, self.staging, self.ingest_id, self.writer, report,
+                                              self.origin, self.checked_parts)
+
+    def finish(self) -> ImportReport:
+        """The report, with its rejects and quarantine file, saved beside the others."""
+        report = self.report
+        report.rejects = self.rejects.items
+        report.rejects_truncated = self.rejects.truncated
+        report.quarantine_path = self.quarantine.close()
+        report.seconds = time.perf_counter() - self.started
+        report.report_path = str(self.reports_dir / f"{self.ingest_id}.json")
+        atomic_write_json(Path(report.report_path), report.model_dump(mode="json"))
+        return report
 
 
 class _ImporterFailed(Exception):

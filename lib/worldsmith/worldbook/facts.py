@@ -74,7 +74,8 @@ def parse_list_items(text: str) -> tuple[list[str], dict[str, str]] | None:
     if body.lower() in _EMPTY_WORDS:
         return [], {"empty": body}
     parts = re.split(r"(,\s+and\s+|\s+and\s+|,\s+)", body)
-    items, seps = [], {}
+    items: list[str] = []
+    seps: dict[str, str] = {}
     for index, part in enumerate(parts[::2]):
         match = _ARTICLE.match(part.strip())
         if not match or not match.group(2).strip():

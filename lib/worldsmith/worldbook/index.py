@@ -384,7 +384,7 @@ class WorldbookIndex:
             if allowed.size == 0:
                 return []
             selector = faiss.IDSelectorBatch(allowed)
-            params = faiss.SearchParameters(sel=selector)
+            params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]  # SWIG signature omits `sel`
         scores, ids = self._dense.search(vector, min(k, self._dense.ntotal), params=params)
         found = [(int(i) + 1, float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
         if not found:

@@ -156,13 +156,16 @@ class ListFormat(BaseModel):
     # How items are ordered: as they came, or sorted (by text; by name then trailing number).
 
 
+StateType = Literal["string", "number", "integer", "boolean", "object", "array", "set", "any"]
+
+
 class StatePath(BaseModel):
     """A typed state path; `{key}` in a path stands for any key (`world.contents.{key}`)."""
 
     model_config = _STRICT
 
     path: str
-    type: Literal["string", "number", "integer", "boolean", "object", "array", "set", "any"] = "any"
+    type: StateType = "any"
     mutable: bool = True
     description: str = ""
     list_format: ListFormat | None = None

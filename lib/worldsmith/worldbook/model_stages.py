@@ -24,7 +24,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeAlias, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
@@ -97,19 +97,20 @@ _MAX_ERRORS = 200
 _MAX_PROVENANCE = 50
 
 
-def _list_of(model: type[BaseModel]) -> Any:
-    """A list field whose schema (for guided decoding) names `model`'s items while validation accepts
-    any list: items are validated one by one afterwards, so one bad item costs only itself."""
-    return Annotated[list[Any], WithJsonSchema({"type": "array", "items": model.model_json_schema()})]
+def _items_of(model: type[BaseModel]) -> WithJsonSchema:
+    """The schema of a list field (`Annotated[list[Any], _items_of(M)]`) that names `model`'s items for guided
+    decoding while validation accepts any list: items are validated one by one afterwards, so one bad item costs
+    only itself."""
+    return WithJsonSchema({"type": "array", "items": model.model_json_schema()})
 
 
 # ---------------------------------------------------------------------------------------------
 # Response models: what the model is asked for (unknown keys, such as invented turn ids, are ignored)
 
 _LENIENT = ConfigDict(extra="ignore")
-_Facts = _list_of(Fact)
-_Effects = _list_of(Effect)
-_Conditions = _list_of(Condition)
+_Facts: TypeAlias = Annotated[list[Any], _items_of(Fact)]
+_Effects: TypeAlias = Annotated[list[Any], _items_of(Effect)]
+_Conditions: TypeAlias = Annotated[list[Any], _items_of(Condition)]
 
 
 class _ExtractionDraft(BaseModel):
@@ -132,7 +133,7 @@ class _RuleDraft(BaseModel):
     description: str = ""
 
 
-_RuleDrafts = _list_of(_RuleDraft)
+_RuleDrafts: TypeAlias = Annotated[list[Any], _items_of(_RuleDraft)]
 
 
 class _RuleCandidates(BaseModel):
@@ -149,7 +150,7 @@ class _NoteDraft(BaseModel):
     examples: list[int] = Field(default_factory=list)
 
 
-_NoteDrafts = _list_of(_NoteDraft)
+_NoteDrafts: TypeAlias = Annotated[list[Any], _items_of(_NoteDraft)]
 
 
 class _NoteCandidates(BaseModel):
@@ -419,7 +420,8 @@ def _rule_problem(draft: _RuleDraft, names: set[str], rule: Rule) -> str | None:
 
 def _supported(rule: Rule, items: list[Evidence]) -> Rule:
     """Support and provenance from our evidence: the turns the template reproduces, and those it gets wrong."""
-    supporting, contradicting = [], []
+    supporting: list[str] = []
+    contradicting: list[str] = []
     for item in items:
         rendered = render_template(rule.template, _arguments(item))
         if rendered is None or not _same_outcome(rule.outcome, item):
@@ -512,8 +514,8 @@ def _model_notes(candidates: _NoteCandidates, examples: list[Evidence], report: 
             text = " ".join(draft.text.split())
             turns = [examples[number - 1].turn_id for number in dict.fromkeys(draft.examples)
                      if 1 <= number <= len(examples)]
-            note = Note(id=f"note.m{len(notes) + 1}", kind=draft.kind.strip().lower(), text=clip(text, 500),
-                        provenance=turns)
+            note = Note.model_validate({"id": f"note.m{len(notes) + 1}", "kind": draft.kind.strip().lower(),
+                                        "text": clip(text, 500), "provenance": turns})  # a bad kind is refused
         except ValidationError as error:
             report.dropped += 1
             report.error(f"{where}: {'; '.join(validation_problems(error)[:3])}; dropped")
@@ -567,7 +569,7 @@ def _kind(items: Sequence[Any]) -> str | None:
     if len(kinds) > 1:
         raise TypeError(f"a stage output holds one kind of item, not {sorted(k.__name__ for k in kinds)}")
     found = next(iter(kinds), None)
-    names = {Rule: "rules", Extraction: "extract", Note: "notes"}
+    names: dict[type, str] = {Rule: "rules", Extraction: "extract", Note: "notes"}
     if found is not None and found not in names:
         raise TypeError(f"compare_stage_outputs compares rules, extractions or notes, not {found.__name__}")
     return names.get(found) if found is not None else None

@@ -144,9 +144,9 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
     if fitting is not None:  # what the fitting form states about properties holds now
         for condition in fitting.conditions:
             if condition.path and condition.op == "eq":
-                segments = resolve_path(condition.path, arguments)
-                if segments is not None:
-                    set_path(new, segments, condition.value)
+                stated = resolve_path(condition.path, arguments)
+                if stated is not None:
+                    set_path(new, stated, condition.value)
     return new, fitting
 
 

@@ -27,15 +27,16 @@ from worldsmith.worldbook.model import (
     Rule,
     StatePath,
     StateSchema,
+    StateType,
     join_path,
 )
 
 __all__ = ["induce_action_schema", "induce_contracts", "induce_notes", "induce_state_schema", "pick_demonstrations"]
 
-_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+_TYPES: dict[type, StateType] = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
 
 
-def _type_of(value: Any) -> str:
+def _type_of(value: Any) -> StateType:
     return _TYPES.get(type(value), "any")
 
 
@@ -90,10 +91,8 @@ def induce_state_schema(evidence: Sequence[Evidence], rules: Sequence[Rule]) -> 
     fmt: ListFormat = learn_list_format(item.observation for item in evidence)
     found: dict[str, dict[str, Any]] = {}
 
-    def note(path: str, value: Any = None, *, type_: str | None = None) -> None:
+    def note(path: str, value: Any = None) -> None:
         entry = found.setdefault(path, {"types": Counter(), "examples": []})
-        if type_:
-            entry["types"][type_] += 1
         if value is not None:
             entry["types"][_type_of(value)] += 1
             if len(entry["examples"]) < 3 and value not in entry["examples"]:
@@ -114,7 +113,7 @@ def induce_state_schema(evidence: Sequence[Evidence], rules: Sequence[Rule]) -> 
                 note(re.sub(r"\.?\{arg\.[A-Za-z0-9_]+\}|\[arg\.[A-Za-z0-9_]+\]", ".{key}", condition.path))
     paths: list[StatePath] = []
     for path, entry in sorted(found.items()):
-        kind = entry["types"].most_common(1)[0][0] if entry["types"] else "any"
+        kind: StateType = entry["types"].most_common(1)[0][0] if entry["types"] else "any"
         is_list = kind == "array"
         paths.append(StatePath(
             path=path, type=kind, mutable=True, list_format=fmt if is_list else None,

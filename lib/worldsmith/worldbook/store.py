@@ -145,7 +145,8 @@ class WorldbookStore:
 
     def history(self, name: str, version: str | None = None) -> list[VersionInfo]:
         """The chain from `version` (default: HEAD) back to the first version."""
-        chain, current = [], version or self.head(name)
+        chain: list[VersionInfo] = []
+        current: str | None = version or self.head(name)
         while current is not None:
             info = self.info(name, current)
             chain.append(info)
@@ -240,8 +241,8 @@ class WorldbookStore:
             (staging / "manifest.json").write_bytes(
                 orjson.dumps(info.model_dump(mode="json"), option=_DUMP | orjson.OPT_INDENT_2) + b"\n"
             )
-            for file in staging.iterdir():
-                with open(file, "rb") as handle:
+            for written in staging.iterdir():
+                with open(written, "rb") as handle:
                     os.fsync(handle.fileno())
             if not publish_dir(staging, versions / version):
                 raise FileExistsError(f"version {version} of {book.name!r} already exists")
@@ -295,9 +296,10 @@ class WorldbookStore:
 
 def apply_ops(book: Worldbook, ops: list[PatchOp]) -> Worldbook:
     """The worldbook after `ops` (validated as a whole)."""
-    rules = {rule.id: rule for rule in book.rules}
-    notes = {note.id: note for note in book.notes}
+    rules: dict[str, Rule | Note] = {rule.id: rule for rule in book.rules}
+    notes: dict[str, Rule | Note] = {note.id: note for note in book.notes}
     for op in ops:
+        model: type[Rule] | type[Note]
         table, model = (rules, Rule) if op.target[0] == "rule" else (notes, Note)
         if op.op.startswith("add_"):
             if op.id in table:

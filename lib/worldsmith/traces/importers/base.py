@@ -11,10 +11,10 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import orjson
 from pydantic import ValidationError
@@ -39,6 +39,7 @@ _CHUNK_CHARS = 1 << 20
 _READ_BUFFER = 1 << 20
 
 ReadItem = Episode | Reject
+_Item = TypeVar("_Item")  # what a converter yields besides rejects: episodes, or flat rows (`traces.rows`)
 
 
 @runtime_checkable
@@ -288,7 +289,7 @@ def _walk_document(window: _TextWindow, stream_keys: frozenset[str]) -> Iterator
         yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error="extra data after the JSON document")
 
 
-def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> Iterator[JsonRecord]:
+def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> Generator[JsonRecord, None, bool]:
     """Yield each element of the array at the window as a record; return False if it broke off."""
     window.advance(window.pos + 1)
     index = 0
@@ -328,7 +329,8 @@ def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> 
         return False
 
 
-def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: frozenset[str]) -> Iterator[JsonRecord]:
+def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: frozenset[str]
+                 ) -> Generator[JsonRecord, None, bool]:
     """A top-level object: arrays under `stream_keys` stream element by element (pointer
     `/<key>/<i>`); the other members form one last record marked `envelope` (or the whole
     document, when nothing was streamed)."""
@@ -408,9 +410,9 @@ def format_validation_error(error: ValidationError) -> str:
 
 def safe_records(
     path: Path,
-    convert: Callable[[JsonRecord], Iterator[ReadItem]],
+    convert: Callable[[JsonRecord], Iterator[_Item]],
     records: Iterable[JsonRecord] | None = None,
-) -> Iterator[ReadItem]:
+) -> Iterator[_Item | Reject]:
     """Run `convert` on every record; parse errors and conversion failures become rejects."""
     source = str(path)
     for record in records if records is not None else iter_json_records(path):

@@ -108,7 +108,7 @@ class _Conversation:
         )
 
     def add_call(self, call: dict[str, Any], pointer: str, requestor: str = "assistant") -> None:
-        function = call.get("function") if isinstance(call.get("function"), dict) else call
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else call
         name = function.get("name")
         if not isinstance(name, str) or not name:
             self.reject("tool call is not an object with a function name", pointer, call)
@@ -326,7 +326,8 @@ class OpenAIChatImporter:
             )
             return
         key, messages = found
-        fields = episode_fields(record.value, skip=(key,)) if isinstance(record.value, dict) else {"metadata": {}}
+        fields = episode_fields(record.value, skip=(key,) if key else ()) if isinstance(record.value, dict) \
+            else {"metadata": {}}
         episode_id = fields.get("id") or fallback_episode_id(path, ordinal)
         base = f"{record.pointer}/{key}" if key else record.pointer
         conversation = _Conversation(source=source, line=record.line)

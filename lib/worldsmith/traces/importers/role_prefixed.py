@@ -86,7 +86,7 @@ class RolePrefixedImporter:
                     continue
                 match = _PREFIX.match(line)
                 role = match.group("role").lower() if match else None
-                if role in _ROLES:
+                if match is not None and role in _ROLES:
                     if entry is not None:
                         yield from self._apply(builder, entry, source)
                     text = line[match.end():]
