@@ -68,6 +68,7 @@ test-fast: install
 
 lint: install
 	$(BIN)/python -m ruff check lib tests workbench pages benchmarks data_samples examples scripts setup.py
+	$(BIN)/python -m mypy
 
 ## Ingest throughput and memory (writes benchmarks/results/ingest.json).
 bench: install system-envs
