@@ -11,8 +11,9 @@ import os
 import time
 from typing import Any
 
-from worldsmith.envs import EnvBase, EnvSpec, Step, TaskLoadError, UnknownTaskError, action_text, register, registry
+from worldsmith.envs import EnvBase, EnvSpec, Step, TaskLoadError, UnknownTaskError, register, registry
 from worldsmith.traces import Action, Observation
+from worldsmith.traces.actions import action_line
 
 TASKS = ["reach-2", "reach-3", "talk-2"]
 SPECIAL = ["hang", "crash", "broken", "raise"]
@@ -45,7 +46,7 @@ class CounterEnv(EnvBase):
         return Observation(text=f"count {self.count}, target {self.target}"), {"task": f"count to {self.target}"}
 
     def step(self, action: Action | str) -> Step:
-        text = action_text(action)
+        text = action_line(action, command=True)
         if self.kind == "hang":
             time.sleep(3600)
         if self.kind == "crash":

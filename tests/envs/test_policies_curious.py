@@ -9,9 +9,10 @@ import pytest
 
 from fake_envs import CounterEnv
 from worldsmith import Workspace
-from worldsmith.envs import CuriousPolicy, EnvBase, Step, action_text, as_action, make_policy, record_episode
+from worldsmith.envs import CuriousPolicy, EnvBase, Step, as_action, make_policy, record_episode
 from worldsmith.envs.collect import CollectConfig, collect
 from worldsmith.traces import Action, Observation
+from worldsmith.traces.actions import action_line
 
 COMPONENTS = {"expert", "random", "revisit", "read_after_write", "invalid"}
 
@@ -30,7 +31,7 @@ class RoomsEnv(EnvBase):
         return "Hall. There is a box. Exit: north." if self.room == "hall" else "Study. There is a table. Exit: south."
 
     def step(self, action: Action | str) -> Step:
-        text = action_text(action).strip()
+        text = action_line(action, command=True).strip()
         if self.position < len(self.WALK) and text == self.WALK[self.position]:
             self.position += 1
         hall, observation = self.room == "hall", None
@@ -82,7 +83,7 @@ class FakeShellEnv(EnvBase):
         return Observation(text="Task: write a note.\nme@box:~$ "), {"task": "write a note"}
 
     def step(self, action: Action | str) -> Step:
-        command = action_text(action).strip()
+        command = action_line(action, command=True).strip()
         if self.position < len(self.GOLD) and command == self.GOLD[self.position]:
             self.position += 1
         words, here, output = command.split(), self.files[self.cwd], ""

@@ -16,6 +16,7 @@ Info keys with a shared meaning (adapters add their own):
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from worldsmith.traces.actions import action_from_text, action_line
@@ -115,7 +116,10 @@ def as_action(action: Action | str | dict[str, Any]) -> Action:
 
 
 def action_text(action: Action | str) -> str:
-    """The command text of an action for text environments: `action_line(action, command=True)`."""
+    """Deprecated: `action_line(action, command=True)` (`worldsmith.traces.action_line`), the one action->text
+    function; kept so environment plugins written against it go on working."""
+    warnings.warn("worldsmith.envs.action_text is deprecated: use worldsmith.traces.action_line(action, "
+                  "command=True)", DeprecationWarning, stacklevel=2)
     return action_line(action, command=True)
 
 

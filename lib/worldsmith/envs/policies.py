@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import orjson
 
-from worldsmith.envs.base import Env, action_text, as_action
+from worldsmith.envs.base import Env, as_action
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["CuriousPolicy", "ExpertPolicy", "Policy", "RandomPolicy", "ReplayPolicy", "make_policy", "POLICIES"]
@@ -323,7 +324,7 @@ class CuriousPolicy:
             if words[0] in _CALL_MOVES:
                 return "move"
             return "read" if any(word in _CALL_READS for word in words) else "write"
-        text = action_text(action).strip()
+        text = action_line(action, command=True).strip()
         if self._style == "shell":
             return _shell_kind(text)
         verb = text.lower().split()[0] if text else ""
@@ -334,7 +335,7 @@ class CuriousPolicy:
     def _key(self, action: Action) -> str:
         if self._style == "call" and _is_call(action):
             return action.name + orjson.dumps(action.arguments, option=orjson.OPT_SORT_KEYS).decode()
-        return action_text(action).strip()
+        return action_line(action, command=True).strip()
 
     def _past(self, kind: Kind) -> list[Action]:
         """Distinct earlier actions of a kind, oldest first."""
@@ -393,13 +394,13 @@ class CuriousPolicy:
                     and "/" not in values[0][1]:
                 return _call(last.name, {values[0][0]: ".."}), last
             return None
-        text = action_text(last).strip()
+        text = action_line(last, command=True).strip()
         if self._style == "shell":
             return (as_action("cd -"), as_action("cd -")) if text.split()[0] == "cd" else None
         words = text.split()
         if words and words[-1].lower() in _OPPOSITES and len(words) <= 2:
             return as_action(" ".join([*words[:-1], _OPPOSITES[words[-1].lower()]])), last
-        earlier = next((m for m in reversed(moves[:-1]) if action_text(m).strip() != text), None)
+        earlier = next((m for m in reversed(moves[:-1]) if action_line(m, command=True).strip() != text), None)
         return (earlier, last) if earlier is not None else None
 
     def _read_after_write(self) -> Action | None:
@@ -410,8 +411,8 @@ class CuriousPolicy:
             reads = [action for action, kind in reversed(self._history) if kind == "read"]
             return reads[0] if reads else None
         if self._style == "shell":
-            return as_action(self._rng.choice(_shell_reads(action_text(write))))
-        text = action_text(write).strip()
+            return as_action(self._rng.choice(_shell_reads(action_line(write, command=True))))
+        text = action_line(write, command=True).strip()
         objects = _text_objects(text)
         read_lines = [a for a in self._admissible() if self._kind(as_action(a)) == "read"]
         if read_lines:  # the whole object phrase first (`door to kitchen`), else any one of its objects
@@ -420,7 +421,7 @@ class CuriousPolicy:
             about = about or [a for a in read_lines if any(obj in a.lower() for obj in objects)]
             options = about or [a for a in read_lines if not _text_objects(a)]
         else:
-            looked = [action_text(a) for a in self._past("read")]
+            looked = [action_line(a, command=True) for a in self._past("read")]
             verb = next((_verb_phrase(t) for t in looked if _text_objects(t)), "examine")
             options = [f"{verb} {obj}" for obj in objects] or [t for t in looked if not _text_objects(t)] or ["look"]
         return as_action(self._rng.choice(options)) if options else None
@@ -441,8 +442,8 @@ class CuriousPolicy:
                 (f"cd no_such_{word}", f"cat no_such_{word}.txt", f"ls no_such_{word}", *_NONSENSE_COMMANDS)))
         if self._rng.random() < 1 / 3:
             return as_action(self._rng.choice(_NONSENSE_COMMANDS))
-        verbs = sorted({_verb_phrase(action_text(a)) for a, kind in self._history
-                        if kind != "invalid" and _text_objects(action_text(a))}) or ["examine", "take", "open"]
+        verbs = sorted({_verb_phrase(action_line(a, command=True)) for a, kind in self._history
+                        if kind != "invalid" and _text_objects(action_line(a, command=True))}) or ["examine", "take", "open"]
         return as_action(f"{self._rng.choice(verbs)} {self._rng.choice(_NONSENSE_NOUNS)}")
 
 

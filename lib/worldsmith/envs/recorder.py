@@ -15,8 +15,9 @@ import re
 import traceback
 from typing import Any
 
-from worldsmith.envs.base import Env, EnvError, Step, UnknownTaskError, action_text, as_action
+from worldsmith.envs.base import Env, EnvError, Step, UnknownTaskError, as_action
 from worldsmith.envs.policies import Policy
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import (
     Action,
     ContextEvent,
@@ -98,7 +99,7 @@ class EpisodeRecorder:
         if result.info.get("record", True) is False:  # a hand-over to the user, not a tool turn
             said = action.arguments.get("text") if isinstance(action.arguments, dict) else None
             self.pending.append(ContextEvent(
-                role="assistant", content=said if isinstance(said, str) else action_text(action),
+                role="assistant", content=said if isinstance(said, str) else action_line(action, command=True),
                 name=HANDOVER_PREFIX + action.name,
             ))
             self.pending.extend(_events(result.info))

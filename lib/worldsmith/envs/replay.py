@@ -14,9 +14,10 @@ from typing import Any
 
 import orjson
 
-from worldsmith.envs.base import Env, action_text, as_action
+from worldsmith.envs.base import Env, as_action
 from worldsmith.envs.recorder import HANDOVER_PREFIX
 from worldsmith.envs.registry import spec
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Episode
 
 __all__ = ["ReplayResult", "ReplayStep", "load_actions", "replay", "replay_episode"]
@@ -99,7 +100,7 @@ def replay(
             total += float(result.reward)
             final_info = result.info
             steps.append(ReplayStep(
-                index=index, action=action_text(action), observation=result.observation.text,
+                index=index, action=action_line(action, command=True), observation=result.observation.text,
                 reward=float(result.reward), terminated=bool(result.terminated), truncated=bool(result.truncated),
                 recorded=recorded[index] if recorded is not None and index < len(recorded) else None,
                 info={k: v for k, v in result.info.items() if k in ("won", "score", "context")},

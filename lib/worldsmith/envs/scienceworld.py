@@ -57,9 +57,9 @@ from worldsmith.envs.base import (
     Step,
     TaskLoadError,
     UnknownTaskError,
-    action_text,
     as_action,
 )
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["ScienceWorldEnv", "parse_task_id"]
@@ -438,7 +438,7 @@ class ScienceWorldEnv(EnvBase):
     def step(self, action: Action | str) -> Step:
         episode = self._require_episode()
         jvm = self._ensure_jvm(episode_running=True)
-        text = action_text(action)
+        text = action_line(action, command=True)
         server = jvm.server
 
         def act() -> dict[str, Any]:

@@ -46,9 +46,9 @@ from worldsmith.envs.base import (
     Step,
     TaskLoadError,
     UnknownTaskError,
-    action_text,
     as_action,
 )
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 from worldsmith.util.dirs import publish_dir
 
@@ -456,7 +456,7 @@ class TextWorldEnv(EnvBase):
             raise EnvError("call reset() before step()")
         if self._done:
             raise EnvError("the game is over; call reset() to play again")
-        command = action_text(as_action(action))
+        command = action_line(as_action(action), command=True)
         self._refuse_unplayable(command)
         try:
             self._state, score, done = self._env.step(command)

@@ -20,9 +20,9 @@ from worldsmith.envs.base import (
     Step,
     TaskLoadError,
     UnknownTaskError,
-    action_text,
     as_action,
 )
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["EXPERTS", "GAME_FILE", "GAMES_ENV_VAR", "ALFWorldEnv", "default_games_root"]
@@ -227,7 +227,7 @@ class ALFWorldEnv(EnvBase):
 
     def step(self, action: Action | str) -> Step:
         before = self._current()
-        command = action_text(as_action(action))
+        command = action_line(as_action(action), command=True)
         with self._engine():
             state, _score, _done = self._env.step(command)
         self._states.append(state)

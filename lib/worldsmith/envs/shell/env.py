@@ -12,12 +12,12 @@ from worldsmith.envs.base import (
     Step,
     TaskLoadError,
     UnknownTaskError,
-    action_text,
     as_action,
 )
 from worldsmith.envs.shell.sandbox import HOME, HOSTNAME, USER, display_cwd, find_bwrap, sandbox_available
 from worldsmith.envs.shell.session import Limits, Sandbox
 from worldsmith.envs.shell_tasks import CHORES, Chore, SandboxView, snapshot
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["ShellEnv"]
@@ -38,7 +38,7 @@ def _command_of(action: Action | str) -> str:
     arguments = action.arguments
     if isinstance(arguments, dict) and isinstance(arguments.get("command"), str):
         return arguments["command"]
-    return action_text(action)
+    return action_line(action, command=True)
 
 
 class ShellEnv(EnvBase):
