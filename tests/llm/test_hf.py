@@ -239,3 +239,11 @@ def test_lookup_options_from_the_spec() -> None:
         make_llm(f"hf:{TINY}?lookup_ngram=-1")
     with pytest.raises(ValueError, match="prompt_lookup must be true or false"):
         make_llm(f"hf:{TINY}?prompt_lookup=sometimes")
+
+
+def test_text_is_cut_at_the_earliest_stop_string() -> None:
+    from worldsmith.llm.hf import _cut_at_stop
+
+    assert _cut_at_stop("go north. then south", (" then", ".")) == ("go north", True)
+    assert _cut_at_stop("go north", ("", "west")) == ("go north", False)  # an empty stop string never cuts
+    assert _cut_at_stop("go north", ()) == ("go north", False)

@@ -121,10 +121,10 @@ class SegmentDecoder:
         self.croppable = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
         if self.croppable:
             try:
-                from worldsmith.llm.hf import _growing_layer_class
+                from worldsmith.llm.decoding import growing_layer_class
 
                 cache = DynamicCache()
-                cache.layer_class_to_replicate = functools.partial(_growing_layer_class(), reserve=self.reserve)
+                cache.layer_class_to_replicate = functools.partial(growing_layer_class(), reserve=self.reserve)
                 return cache
             except (ImportError, AttributeError, TypeError):
                 pass

@@ -43,16 +43,14 @@ cropped. Needs plain caches too (else plain decoding).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import inspect
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from worldsmith.llm.base import (
     BackendUnavailableError,
@@ -62,6 +60,15 @@ from worldsmith.llm.base import (
     LLMBase,
     LLMError,
     Message,
+)
+from worldsmith.llm.decoding import (
+    causal_mask,
+    forward_arguments,
+    mask_dtype,
+    new_cache,
+    pack_rows,
+    plain_cache,
+    run_forward,
 )
 from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex, PromptLookup, accept_rows, target_probs
 from worldsmith.llm.spec import ModelSpec
@@ -155,58 +162,6 @@ class _PrefixCache:
         return stats
 
 
-def _growing_layer_class() -> type:
-    """A DynamicLayer that appends into spare room of a buffer instead of concatenating.
-
-    transformers' DynamicLayer copies the whole cache (torch.cat) for every generated token; at a
-    thousand tokens of history that is a third of a decode step of a small model. This layer
-    keeps `keys`/`values` as views of the first `n` positions of a buffer with `reserve` spare
-    positions and writes new tokens in place; whatever replaces `keys` with a tensor of its own
-    (batch selection, crop, reset) simply makes the next update allocate a new buffer. Views
-    handed out earlier (stored prefixes) never change: writes only go past their end. A crop (prompt
-    lookup dropping rejected draft columns) keeps the view, so the next update overwrites the cropped
-    columns in place; decoders never crop below a stored prefix (they only crop drafted columns).
-    """
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        def __init__(self, reserve: int = 64, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self.reserve = max(1, int(reserve))
-            self._buffers: tuple[Any, Any] | None = None
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            length = self.get_seq_length()
-            total = length + key_states.shape[-2]
-            buffers = self._buffers
-            if (
-                buffers is None
-                or buffers[0].shape[-2] < total
-                or buffers[0].shape[0] != key_states.shape[0]
-                or (length and self.keys.data_ptr() != buffers[0].data_ptr())
-            ):
-                import torch
-
-                shape_k = (*key_states.shape[:2], total + self.reserve, key_states.shape[-1])
-                shape_v = (*value_states.shape[:2], total + self.reserve, value_states.shape[-1])
-                buffers = (
-                    torch.empty(shape_k, dtype=key_states.dtype, device=key_states.device),
-                    torch.empty(shape_v, dtype=value_states.dtype, device=value_states.device),
-                )
-                if length:
-                    buffers[0][:, :, :length] = self.keys
-                    buffers[1][:, :, :length] = self.values
-                self._buffers = buffers
-            buffers[0][:, :, length:total] = key_states
-            buffers[1][:, :, length:total] = value_states
-            self.keys, self.values = buffers[0][:, :, :total], buffers[1][:, :, :total]
-            return self.keys, self.values
-
-    return GrowingLayer
-
-
 def _completion_seed(seed: int, index: int, prompt: Sequence[int]) -> int:
     """A 63-bit generator seed per (call seed, completion index, prompt).
 
@@ -217,6 +172,53 @@ def _completion_seed(seed: int, index: int, prompt: Sequence[int]) -> int:
     hasher = hashlib.blake2b(f"{seed}:{index}:".encode(), digest_size=8)
     hasher.update(",".join(map(str, prompt)).encode())
     return int.from_bytes(hasher.digest(), "big") & ((1 << 63) - 1)
+
+
+@dataclass
+class _Chunk:
+    """One chunk of a `generate` call being decoded.
+
+    A row is one completion (n per conversation, conversation-major); the batch holds the `active` rows, in
+    that order: `cache`, `valid` (which of its columns are real tokens) and `logits` (the last pass's columns).
+    """
+
+    prompts: list[list[int]]
+    params: GenerationParams
+    started: float
+    reuse: bool  # the prefix cache serves and stores these prompts
+    matches: list[int] = field(default_factory=list)  # per conversation: prompt tokens served from the prefix cache
+    cache: Any = None
+    valid: Any = None  # (batch, columns) bool
+    logits: Any = None  # (batch, columns, V)
+    base: int = 0  # first column of the last pass's block (0: the logits came from the prefill)
+    conversations: list[int] = field(default_factory=list)  # per row
+    limits: list[int] = field(default_factory=list)  # per row: tokens it may generate
+    generators: list[Any] = field(default_factory=list)  # per row, for seeded sampling (else none)
+    generated: list[list[int]] = field(default_factory=list)  # per row
+    drafts: list[list[int]] = field(default_factory=list)  # per row: prompt lookup's draft fed in the last pass
+    results: dict[int, Completion] = field(default_factory=dict)  # row -> its completion, once finished
+    active: list[int] = field(default_factory=list)  # batch position -> row
+
+    def retire(self, finished: Sequence[int]) -> bool:
+        """Drop the `finished` batch positions from the batch; False when no row is left."""
+        import torch
+
+        done = set(finished)
+        keep = [position for position in range(len(self.active)) if position not in done]
+        if not keep:
+            return False
+        select = torch.tensor(keep, device=self.valid.device)
+        self.cache.batch_select_indices(select)
+        self.valid = self.valid[select]
+        self.active = [self.active[position] for position in keep]
+        return True
+
+    def crop(self) -> None:
+        """After a verify pass: crop the columns no row kept, so the cache grows by what was accepted."""
+        last = int(self.valid.any(dim=0).nonzero().max()) + 1
+        if last < self.valid.shape[1]:
+            self.cache.crop(last - self.valid.shape[1])
+            self.valid = self.valid[:, :last]
 
 
 @contextlib.contextmanager
@@ -283,12 +285,12 @@ class HFLLM(LLMBase):
             with _quiet_loading():
                 self.tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
                 dtype_arg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-                self.net = AutoModelForCausalLM.from_pretrained(
+                self.net: Any = AutoModelForCausalLM.from_pretrained(  # any causal LM; None once closed
                     folder, local_files_only=True, attn_implementation=attn, **{dtype_arg: torch_dtype}
                 )
         except (OSError, ValueError, KeyError, ImportError) as error:
             raise BackendUnavailableError(f"cannot load a causal LM from {folder}: {error}") from None
-        self.net.to(self.device)
+        self.net.to(self.device)  # type: ignore[arg-type]  # transformers types `to` as a wrapped unbound method
         self.net.eval()
         self.max_batch = int(max_batch)
         text_config = self.net.config.get_text_config() if hasattr(self.net.config, "get_text_config") else self.net.config
@@ -296,12 +298,9 @@ class HFLLM(LLMBase):
         self.context_window = int(window) if window and window < 10_000_000 else 2048
         self.pad_id = self._pad_id()
         self.eos_ids = self._eos_ids()
-        forward = inspect.signature(self.net.forward).parameters
-        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
-        self._logits_to_keep = "logits_to_keep" in forward
+        self._forward_arguments = forward_arguments(self.net)
         self._prefix = _PrefixCache(int(prefix_cache), int(float(prefix_cache_mb) * 2**20))
         self._reusable: bool | None = None  # plain full-attention caches only (see _plain_cache)
-        self._growing: Any = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ setup helpers
@@ -338,7 +337,8 @@ class HFLLM(LLMBase):
     def encode(self, messages: Sequence[Message]) -> list[int]:
         """Prompt token ids of a conversation: the chat template with the assistant's turn opened."""
         if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+            chat = cast("list[dict[str, str]]", list(messages))  # a Message is a dict of strings
+            text = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         else:  # a base model without a template: plain ChatML text
             from worldsmith.llm.tiny import render_chat
 
@@ -356,7 +356,7 @@ class HFLLM(LLMBase):
     def close(self) -> None:
         with self._lock:
             self._prefix.clear()
-            self.net = None  # type: ignore[assignment]
+            self.net = None
             if self.device.type == "cuda":
                 self._torch.cuda.empty_cache()
 
@@ -382,75 +382,168 @@ class HFLLM(LLMBase):
                 out.extend(self._generate_chunk(prompts[start : start + per_chunk], params, started))
         return out
 
-    def _forward(self, input_ids: Any, mask: Any | None, positions: Any, cache: Any, keep: int = 1) -> tuple[Any, Any]:
-        """Logits (batch, keep, V) of the last `keep` input columns (a verify pass needs them all), and the cache."""
-        kwargs: dict[str, Any] = {
-            "input_ids": input_ids,
-            "attention_mask": mask,
-            "position_ids": positions,
-            self._cache_arg: cache,
-            "use_cache": True,
-        }
-        if self._logits_to_keep:
-            kwargs["logits_to_keep"] = keep
-        output = self.net(**kwargs)
-        new_cache = getattr(output, "cache", None)
-        if new_cache is None:
-            new_cache = output.past_key_values
-        return output.logits[:, -keep:, :].float(), new_cache
+    # ------------------------------------------------------------------ one chunk: prefill, fan-out, decode
 
-    def _mask(self, allowed: Any) -> Any:
-        """Additive float mask (batch, 1, queries, keys) from a boolean `allowed`."""
-        torch = self._torch
-        dtype = self.net.dtype if self.net.dtype.is_floating_point else torch.float32
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
+    def _generate_chunk(self, prompts: list[list[int]], params: GenerationParams, started: float) -> list[list[Completion]]:
+        chunk = self._prefill(prompts, params, started)
+        self._fan_out(chunk)
+        self._decode(chunk)
+        n = params.n
+        return [[chunk.results[row] for row in range(c * n, (c + 1) * n)] for c in range(len(prompts))]
 
-    def _causal_mask(self, valid: Any, queries: int) -> Any | None:
-        """The mask of the last `queries` columns: each sees valid columns up to itself, and always itself (so a
-        padding query never has an empty row, which would give NaN). None without padding: the model's own
-        causal mask (with the cache offset) is exact then, and faster."""
-        if bool(valid.all()):
-            return None
+    def _prefill(self, prompts: list[list[int]], params: GenerationParams, started: float) -> _Chunk:
+        """Run the prompts, [pad][cached prefix][pad][new suffix] per row, and store them in the prefix cache."""
         torch = self._torch
-        total = valid.shape[1]
-        columns = torch.arange(total, device=self.device)
-        query_columns = total - queries + torch.arange(queries, device=self.device)
-        causal = columns[None, :] <= query_columns[:, None]
-        return self._mask((valid[:, None, :] & causal[None]) | (columns[None, :] == query_columns[:, None])[None])
+        chunk = _Chunk(prompts, params, started, reuse=self._plain_cache() and self._prefix.enabled)
+        found = [self._prefix.lookup(ids) if chunk.reuse else (0, None) for ids in prompts]
+        chunk.matches = [length for length, _ in found]
+        width_prefix = max(chunk.matches)
+        input_ids, positions, suffix_valid = pack_rows(
+            [ids[m:] for ids, m in zip(prompts, chunk.matches, strict=True)],
+            [range(m, len(ids)) for ids, m in zip(prompts, chunk.matches, strict=True)],
+            pad_id=self.pad_id,
+        )
+        starts = torch.tensor([width_prefix - m for m in chunk.matches])
+        prefix_valid = torch.arange(width_prefix)[None, :] >= starts[:, None]
+        valid = torch.cat([prefix_valid, suffix_valid], dim=1).to(self.device)
+        cache = self._new_cache(reserve=max(self._limit(ids, params) for ids in prompts))
+        if width_prefix:
+            self._seed_cache(cache, [layers for _, layers in found], chunk.matches)
+            self._prefix.stats.reused_tokens += sum(chunk.matches)
+        chunk.logits, chunk.cache = self._forward(input_ids.to(self.device), valid, positions.to(self.device), cache)
+        chunk.valid = valid
+        if chunk.reuse:
+            for row, ids in enumerate(prompts):
+                self._prefix.store(ids, self._row_layers(chunk.cache, row, valid[row]))
+        return chunk
+
+    def _limit(self, ids: Sequence[int], params: GenerationParams) -> int:
+        """Tokens a completion of prompt `ids` may have: max_tokens, or what is left of the context window."""
+        return min(params.max_tokens, self.context_window - len(ids))
+
+    @staticmethod
+    def _seed_cache(cache: Any, prefixes: Sequence[list[tuple[Any, Any]] | None], matches: Sequence[int]) -> None:
+        """Put each row's cached prefix into the empty batch cache, right-aligned in the prefix columns."""
+        width = max(matches)
+        first = next(layers for layers in prefixes if layers is not None)
+        for index, (keys_of_first, values_of_first) in enumerate(first):
+            if len(prefixes) == 1:  # no padding to add: the cached tensors themselves (update copies them)
+                cache.update(keys_of_first[:, :, :width], values_of_first[:, :, :width], index)
+                continue
+            keys = keys_of_first.new_zeros((len(prefixes), keys_of_first.shape[1], width, keys_of_first.shape[3]))
+            values = values_of_first.new_zeros((len(prefixes), keys_of_first.shape[1], width, values_of_first.shape[3]))
+            for row, layers in enumerate(prefixes):
+                if layers is not None:
+                    m = matches[row]
+                    keys[row, :, width - m :] = layers[index][0][0, :, :m]
+                    values[row, :, width - m :] = layers[index][1][0, :, :m]
+            cache.update(keys, values, index)
+
+    def _fan_out(self, chunk: _Chunk) -> None:
+        """One row per completion (n per conversation), each with its length limit and, seeded, its generator."""
+        torch, params, n = self._torch, chunk.params, chunk.params.n
+        chunk.conversations = [conversation for conversation in range(len(chunk.prompts)) for _ in range(n)]
+        if n > 1:
+            select = torch.tensor(chunk.conversations, device=self.device)
+            chunk.cache.batch_select_indices(select)
+            chunk.valid, chunk.logits = chunk.valid[select], chunk.logits[select]
+        if not params.greedy and params.seed is not None:
+            for row, conversation in enumerate(chunk.conversations):
+                generator = torch.Generator(device=self.device)
+                generator.manual_seed(_completion_seed(params.seed, row - conversation * n, chunk.prompts[conversation]))
+                chunk.generators.append(generator)
+        chunk.limits = [self._limit(chunk.prompts[c], params) for c in chunk.conversations]
+        chunk.generated = [[] for _ in chunk.conversations]
+        chunk.drafts = [[] for _ in chunk.conversations]
+        chunk.active = list(range(len(chunk.conversations)))
+
+    def _decode(self, chunk: _Chunk) -> None:
+        """Each pass feeds every active row's last token and its draft (none without lookup), left-aligned, and
+        takes what the model agrees with; finished rows leave the batch."""
+        lookup = self.lookup if self.lookup.enabled and self._plain_cache() else None
+        indexes = [NgramIndex(lookup.ngram) for _ in chunk.conversations] if lookup is not None else []
+        while True:
+            finished = self._accept(chunk)
+            if chunk.reuse and chunk.params.n == 1:
+                self._store_answers(chunk, finished)
+            if finished and not chunk.retire(finished):
+                return
+            if chunk.base:
+                chunk.crop()
+            for row in chunk.active:
+                context = chunk.prompts[chunk.conversations[row]] + chunk.generated[row]
+                room = min(lookup.draft, chunk.limits[row] - len(chunk.generated[row]) - 1) if lookup is not None else 0
+                chunk.drafts[row] = indexes[row].draft(context, room, self.eos_ids) if room > 0 else []
+            self._verify(chunk)
+
+    def _accept(self, chunk: _Chunk) -> list[int]:
+        """Take each active row's tokens from the last pass until it finishes; its batch positions that did.
+
+        After a verify pass, the block's columns a row did not take become padding."""
+        params = chunk.params
+        scores = chunk.logits if params.greedy else target_probs(chunk.logits, params.temperature, params.top_p)
+        emitted = accept_rows([chunk.drafts[row] for row in chunk.active], scores, sample=not params.greedy,
+                              generators=[chunk.generators[row] for row in chunk.active] if chunk.generators else None)
+        finished: list[int] = []
+        for position, row in enumerate(chunk.active):
+            count, done = len(emitted[position]), None
+            for taken, token in enumerate(emitted[position], 1):
+                chunk.generated[row].append(token)
+                done = self._finish(chunk, row, token)
+                if done is not None:
+                    count = taken
+                    break
+            if chunk.base:  # kept: the last token fed and the draft tokens taken
+                self.lookup_stats.record(len(chunk.drafts[row]), len(emitted[position]) - 1, count)
+                chunk.valid[position, chunk.base + count :] = False
+            if done is not None:
+                chunk.results[row] = done
+                finished.append(position)
+        return finished
+
+    def _store_answers(self, chunk: _Chunk, finished: Sequence[int]) -> None:
+        """Keep prompt + answer of finished rows: the next turn of their conversation extends it."""
+        for position in finished:
+            row = chunk.active[position]
+            ids = chunk.prompts[chunk.conversations[row]] + chunk.generated[row][:-1]
+            if int(chunk.valid[position].sum()) == len(ids):
+                self._prefix.store(ids, self._row_layers(chunk.cache, position, chunk.valid[position]))
+
+    def _verify(self, chunk: _Chunk) -> None:
+        """One forward pass over each active row's last token and its draft (left-aligned), after the cache."""
+        fed = [[chunk.generated[row][-1], *chunk.drafts[row]] for row in chunk.active]
+        starts = [len(chunk.prompts[chunk.conversations[row]]) + len(chunk.generated[row]) - 1 for row in chunk.active]
+        input_ids, positions, block = pack_rows(
+            fed, [range(start, start + len(tokens)) for start, tokens in zip(starts, fed, strict=True)],
+            pad_id=self.pad_id, left=True,
+        )
+        chunk.base = chunk.valid.shape[1]
+        valid = self._torch.cat([chunk.valid, block.to(self.device)], dim=1)
+        chunk.logits, chunk.cache = self._forward(input_ids.to(self.device), valid, positions.to(self.device),
+                                                  chunk.cache, keep=block.shape[1])
+        chunk.valid = valid
+
+    def _forward(self, input_ids: Any, valid: Any, positions: Any, cache: Any, keep: int = 1) -> tuple[Any, Any]:
+        """Logits (batch, keep, V) of the last `keep` input columns (a verify pass needs them all), and the cache;
+        `valid` (batch, columns) marks the real columns of the cache and this block."""
+        mask = causal_mask(valid, input_ids.shape[1], mask_dtype(self.net.dtype))
+        return run_forward(self.net, self._forward_arguments, input_ids, mask, positions, cache, keep)
 
     def _plain_cache(self) -> bool:
-        """Whether this model's cache is plain full attention (one DynamicLayer per layer): the
-        layout prefix reuse and the growing buffers rely on. Sliding-window, linear-attention and
-        older transformers caches are used as the model makes them."""
+        """Whether this model's cache is plain full attention (`decoding.plain_cache`): prefix reuse and prompt
+        lookup need it."""
         if self._reusable is None:
-            try:
-                from transformers import DynamicCache
-
-                layers = DynamicCache(config=self.net.config).layers
-                self._reusable = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
-                self._growing = _growing_layer_class() if self._reusable else None
-            except (ImportError, TypeError, AttributeError):
-                self._reusable, self._growing = False, None
+            self._reusable = plain_cache(self.net.config)
         return self._reusable
 
     def _new_cache(self, reserve: int) -> Any:
-        from transformers import DynamicCache
-
-        if self._plain_cache() and self._growing is not None:
-            cache = DynamicCache()
-            cache.layer_class_to_replicate = functools.partial(self._growing, reserve=reserve)
-            return cache
-        try:
-            return DynamicCache(config=self.net.config)
-        except TypeError:  # older transformers
-            return DynamicCache()
+        return new_cache(self.net.config, plain=self._plain_cache(), reserve=reserve)
 
     def _row_layers(self, cache: Any, row: int, valid: Any) -> list[tuple[Any, Any]]:
         """One row's keys/values at its real-token columns (`valid`), out of the batch cache.
 
-        A lone unpadded row is kept by reference: DynamicLayer grows by concatenation into new
-        tensors, so what the cache held never changes. Otherwise the row is copied out (a view
+        A lone unpadded row is kept by reference: the growing layers only write past the end of what
+        they handed out, so what the cache held never changes. Otherwise the row is copied out (a view
         would keep the whole batch alive).
         """
         layers = cache.layers
@@ -462,189 +555,47 @@ class HFLLM(LLMBase):
             for layer in layers
         ]
 
-    def _generate_chunk(self, prompts: list[list[int]], params: GenerationParams, started: float) -> list[list[Completion]]:
-        torch = self._torch
-        device = self.device
-        batch = len(prompts)
-
-        # 1. prefill: [pad][cached prefix][pad][new suffix] per row
-        reuse = self._plain_cache() and self._prefix.enabled
-        matches: list[int] = []
-        prefixes: list[list[tuple[Any, Any]] | None] = []
-        for ids in prompts:
-            length, layers = self._prefix.lookup(ids) if reuse else (0, None)
-            matches.append(length)
-            prefixes.append(layers)
-        width_prefix = max(matches)
-        width_suffix = max(len(ids) - m for ids, m in zip(prompts, matches, strict=True))
-        total = width_prefix + width_suffix
-        valid = torch.zeros(batch, total, dtype=torch.bool, device=device)
-        input_ids = torch.full((batch, width_suffix), self.pad_id, dtype=torch.long, device=device)
-        positions = torch.zeros(batch, width_suffix, dtype=torch.long, device=device)
-        for row, (ids, m) in enumerate(zip(prompts, matches, strict=True)):
-            suffix = ids[m:]
-            valid[row, width_prefix - m : width_prefix] = True
-            valid[row, total - len(suffix) :] = True
-            input_ids[row, width_suffix - len(suffix) :] = torch.tensor(suffix, dtype=torch.long, device=device)
-            positions[row, width_suffix - len(suffix) :] = torch.arange(m, len(ids), device=device)
-        longest = max(min(params.max_tokens, self.context_window - len(ids)) for ids in prompts)
-        cache = self._new_cache(reserve=longest)
-        if width_prefix:
-            first = next(layers for layers in prefixes if layers is not None)
-            for index in range(len(first)):
-                if batch == 1:  # no padding to add: the cached tensors themselves (update copies them)
-                    cache.update(first[index][0][:, :, :width_prefix], first[index][1][:, :, :width_prefix], index)
-                    continue
-                shape = list(first[index][0].shape)
-                shape[0], shape[2] = batch, width_prefix
-                keys = first[index][0].new_zeros(shape)
-                values = first[index][1].new_zeros(shape[:3] + [first[index][1].shape[3]])
-                for row, layers in enumerate(prefixes):
-                    if layers is not None:
-                        m = matches[row]
-                        keys[row, :, width_prefix - m :] = layers[index][0][0, :, :m]
-                        values[row, :, width_prefix - m :] = layers[index][1][0, :, :m]
-                cache.update(keys, values, index)
-            self._prefix.stats.reused_tokens += sum(matches)
-        logits, cache = self._forward(input_ids, self._causal_mask(valid, width_suffix), positions, cache)
-        if reuse:
-            for row, ids in enumerate(prompts):
-                self._prefix.store(ids, self._row_layers(cache, row, valid[row]))
-
-        # 2. one row per completion
-        n = params.n
-        rows = [conversation for conversation in range(batch) for _ in range(n)]
-        if n > 1:
-            select = torch.tensor(rows, device=device)
-            cache.batch_select_indices(select)
-            valid, logits = valid[select], logits[select]
-        generators: list[Any] = []
-        if not params.greedy and params.seed is not None:
-            for row, conversation in enumerate(rows):
-                generator = torch.Generator(device=device)
-                generator.manual_seed(_completion_seed(params.seed, row - conversation * n, prompts[conversation]))
-                generators.append(generator)
-        limits = [min(params.max_tokens, self.context_window - len(prompts[c])) for c in rows]
-        generated: list[list[int]] = [[] for _ in rows]
-        results: list[Completion | None] = [None] * len(rows)
-        active = list(range(len(rows)))  # batch position -> row
-
-        # 3. decode: each pass feeds every row's last token and its draft (none without lookup), left-aligned
-        lookup = self.lookup if self.lookup.enabled and self._plain_cache() else None
-        indexes = [NgramIndex(lookup.ngram) for _ in rows] if lookup is not None else []
-        drafts: list[list[int]] = [[] for _ in rows]
-        base = 0  # first column of the last pass's block (0: the logits came from the prefill)
-        while True:
-            scores = logits if params.greedy else target_probs(logits, params.temperature, params.top_p)
-            emitted = accept_rows([drafts[row] for row in active], scores, sample=not params.greedy,
-                                  generators=[generators[row] for row in active] if generators else None)
-            used: list[int] = []  # per position: tokens of `emitted` taken (the rest come after the end)
-            finished: list[int] = []
-            for position, row in enumerate(active):
-                done, count = None, 0
-                while done is None and count < len(emitted[position]):
-                    token = emitted[position][count]
-                    generated[row].append(token)
-                    count += 1
-                    done = self._finish(row, rows[row], token, generated[row], limits[row], params, prompts, matches,
-                                        started)
-                used.append(count)
-                if base:
-                    self.lookup_stats.record(len(drafts[row]), len(emitted[position]) - 1, count)
-                if done is not None:
-                    results[row] = done
-                    finished.append(position)
-            if base:  # kept: the last token fed and the draft tokens taken; the rest of the block is padding now
-                for position, count in enumerate(used):
-                    valid[position, base + count :] = False
-            for position in finished:
-                row = active[position]
-                if reuse and n == 1:  # keep prompt + answer: the next turn of this conversation extends it
-                    ids = prompts[rows[row]] + generated[row][:-1]
-                    if int(valid[position].sum()) == len(ids):
-                        self._prefix.store(ids, self._row_layers(cache, position, valid[position]))
-            if finished:
-                keep = [position for position in range(len(active)) if position not in set(finished)]
-                if not keep:
-                    break
-                select = torch.tensor(keep, device=device)
-                cache.batch_select_indices(select)
-                valid = valid[select]
-                active = [active[position] for position in keep]
-            if base:  # columns no row kept: cropped, so the cache grows by what was accepted
-                last = int(valid.any(dim=0).nonzero().max()) + 1
-                if last < valid.shape[1]:
-                    cache.crop(last - valid.shape[1])
-                    valid = valid[:, :last]
-            for row in active:
-                context = prompts[rows[row]] + generated[row]
-                room = min(lookup.draft, limits[row] - len(generated[row]) - 1) if lookup is not None else 0
-                drafts[row] = indexes[row].draft(context, room, self.eos_ids) if room > 0 else []
-            width = 1 + max(len(drafts[row]) for row in active)
-            input_ids = torch.full((len(active), width), self.pad_id, dtype=torch.long)
-            positions = torch.zeros((len(active), width), dtype=torch.long)
-            block = torch.zeros((len(active), width), dtype=torch.bool)
-            for position, row in enumerate(active):
-                fed = [generated[row][-1], *drafts[row]]
-                first = len(prompts[rows[row]]) + len(generated[row]) - 1
-                input_ids[position, : len(fed)] = torch.tensor(fed, dtype=torch.long)
-                positions[position, :] = torch.arange(first, first + width)
-                block[position, : len(fed)] = True
-            base = valid.shape[1]
-            valid = torch.cat([valid, block.to(device)], dim=1)
-            logits, cache = self._forward(input_ids.to(device), self._causal_mask(valid, width), positions.to(device),
-                                          cache, keep=width)
-
-        return [[results[row] for row in range(c * n, (c + 1) * n)] for c in range(batch)]  # type: ignore[misc]
-
-    def _finish(
-        self,
-        row: int,
-        conversation: int,
-        token: int,
-        tokens: list[int],
-        limit: int,
-        params: GenerationParams,
-        prompts: list[list[int]],
-        matches: list[int],
-        started: float,
-    ) -> Completion | None:
+    def _finish(self, chunk: _Chunk, row: int, token: int) -> Completion | None:
         """The completion if this row is done (end of turn, a stop string, the length limit), else None."""
+        params, tokens = chunk.params, chunk.generated[row]
         ended = token in self.eos_ids
         text: str | None = None
         reason = "stop"
         if params.stop and not ended:
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            cut = min((i for i in (text.find(s) for s in params.stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                text, ended = text[:cut], True
-        if not ended and len(tokens) >= limit:
+            text, ended = _cut_at_stop(self._decode_text(tokens), params.stop)
+        if not ended and len(tokens) >= chunk.limits[row]:
             ended, reason = True, "length"
         if not ended:
             return None
         if text is None:
-            body = tokens[:-1] if token in self.eos_ids else tokens
-            text = self.tokenizer.decode(body, skip_special_tokens=True)
-            if params.stop:
-                cut = min((i for i in (text.find(s) for s in params.stop if s) if i >= 0), default=-1)
-                text = text[:cut] if cut >= 0 else text
+            text, _ = _cut_at_stop(self._decode_text(tokens[:-1] if token in self.eos_ids else tokens), params.stop)
         # with n > 1 the prompt is counted once, on the first choice (the Completion convention)
+        conversation = chunk.conversations[row]
         first = row == conversation * params.n
-        prompt = len(prompts[conversation]) if first else 0
-        cached = matches[conversation] if first else 0
+        prompt = len(chunk.prompts[conversation]) if first else 0
+        cached = chunk.matches[conversation] if first else 0
         return Completion(
             text=text,
             finish_reason=reason,
             prompt_tokens=prompt,
             completion_tokens=len(tokens),
             cached_tokens=cached,
-            latency_s=round(time.perf_counter() - started, 6),
+            latency_s=round(time.perf_counter() - chunk.started, 6),
             cost_usd=0.0,
             model=self.model,
             backend=self.backend,
             extra={"prefill_tokens": prompt - cached}
             | ({"json_schema": "not enforced (no guided decoding in the hf backend)"} if params.json_schema else {}),
         )
+
+    def _decode_text(self, tokens: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(tokens), skip_special_tokens=True))
+
+
+def _cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """`text` up to the earliest stop string in it, and whether there was one."""
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
 
 
 def from_spec(spec: ModelSpec) -> HFLLM:
