@@ -21,14 +21,21 @@ rehearse step, whose answers mostly copy the context.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.envace.data import IGNORE, ROLE_NONE, DualRoleStream
-from worldsmith.envace.modeling import additive_mask, segment_allowed
+from worldsmith.envace.modeling import segment_allowed
+from worldsmith.llm.decoding import (
+    additive_mask,
+    forward_arguments,
+    mask_dtype,
+    new_cache,
+    pack_rows,
+    plain_cache,
+    run_forward,
+)
 from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex, PromptLookup, accept_rows
 
 __all__ = ["DecodeStats", "SegmentDecoder"]
@@ -75,16 +82,14 @@ class SegmentDecoder:
         self.generator = generator
         self.reserve = reserve  # spare cache positions allocated at a time
         self.device = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        self.mask_dtype = dtype if dtype.is_floating_point else torch.float32
+        self.mask_dtype = mask_dtype(next(model.parameters()).dtype)
         self.rows: list[_Row] = []
         self.cache: Any = None
         self.key_valid: Any = None  # (B, C) bool
         self.key_segments: Any = None  # (B, C) long
         self.stats = DecodeStats()
         self.croppable = False  # plain full-attention caches: prompt lookup crops rejected columns (else it is off)
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        self._cache_arg = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        self._forward_arguments = forward_arguments(model)
 
     # ------------------------------------------------------------------ rows
 
@@ -109,26 +114,10 @@ class SegmentDecoder:
         return logits
 
     def _new_cache(self) -> Any:
-        """A DynamicCache; for plain full-attention models one whose layers grow in place (the hf backend's
-        growing layers: appending a token does not copy the whole history)."""
-        from transformers import DynamicCache
-
-        try:
-            probe = DynamicCache(config=self.model.config)
-        except TypeError:  # older transformers
-            return DynamicCache()
-        layers = getattr(probe, "layers", None)
-        self.croppable = bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
-        if self.croppable:
-            try:
-                from worldsmith.llm.decoding import growing_layer_class
-
-                cache = DynamicCache()
-                cache.layer_class_to_replicate = functools.partial(growing_layer_class(), reserve=self.reserve)
-                return cache
-            except (ImportError, AttributeError, TypeError):
-                pass
-        return probe
+        """A DynamicCache; for plain full-attention models (then `croppable`) one whose layers grow in place
+        (appending a token does not copy the whole history)."""
+        self.croppable = plain_cache(self.model.config)
+        return new_cache(self.model.config, plain=self.croppable, reserve=self.reserve)
 
     @staticmethod
     def _copy_row(row: _Row, episode_id: str) -> _Row:
@@ -201,40 +190,25 @@ class SegmentDecoder:
         `keep` columns. Rows are right-aligned (each row's last token in the last column), or left-aligned for a
         verify pass (rejected draft columns then sit at the right end, where they can be cropped)."""
         torch = self.torch
-        batch = len(self.rows)
         width = max((len(row) for row in items), default=0)
         if width == 0:
             raise ValueError("nothing to feed")
-        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        positions = torch.zeros((batch, width), dtype=torch.long)
-        valid = torch.zeros((batch, width), dtype=torch.bool)
-        segments = torch.zeros((batch, width), dtype=torch.long)
-        for index, row in enumerate(items):
-            segments[index, :] = self.rows[index].segment
-            if not row:
-                continue
-            n = len(row)
-            columns = slice(0, n) if left else slice(width - n, width)
-            input_ids[index, columns] = torch.tensor([item[0] for item in row], dtype=torch.long)
-            positions[index, columns] = torch.tensor([item[1] for item in row], dtype=torch.long)
-            segments[index, columns] = torch.tensor([item[2] for item in row], dtype=torch.long)
-            valid[index, columns] = True
+        input_ids, positions, valid = pack_rows([[item[0] for item in row] for row in items],
+                                                [[item[1] for item in row] for row in items],
+                                                pad_id=self.pad_id, width=width, left=left)
+        segments = torch.tensor([state.segment for state in self.rows], dtype=torch.long)[:, None].repeat(1, width)
+        segments[valid] = torch.tensor([item[2] for row in items for item in row], dtype=torch.long)  # row-major
         input_ids, positions = input_ids.to(self.device), positions.to(self.device)
         valid, segments = valid.to(self.device), segments.to(self.device)
         offset = self.key_valid.shape[1]
         self.key_valid = torch.cat([self.key_valid, valid], dim=1)
         self.key_segments = torch.cat([self.key_segments, segments], dim=1)
-        allowed = segment_allowed(self.key_segments, self.key_valid, segments, offset)
-        mask = additive_mask(allowed, self.mask_dtype)
-        output = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                            use_cache=True, logits_to_keep=keep, **{self._cache_arg: self.cache})
-        cache = getattr(output, "cache", None)
-        cache = cache if cache is not None else getattr(output, "past_key_values", None)
-        if cache is not None:
-            self.cache = cache
+        mask = additive_mask(segment_allowed(self.key_segments, self.key_valid, segments, offset), self.mask_dtype)
+        logits, self.cache = run_forward(self.model, self._forward_arguments, input_ids, mask, positions, self.cache,
+                                         keep)
         self.stats.forward_tokens += int(valid.sum())
         self.stats.forward_calls += 1
-        return output.logits[:, -keep:, :].float()
+        return logits
 
     # ------------------------------------------------------------------ sampling
 
