@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from worldsmith.envace.data import IGNORE, ROLE_NONE, DualRoleStream
+from worldsmith.llm.decoding import additive_mask  # re-exported: its home moved to the shared decoding helpers
 
 if TYPE_CHECKING:
     import torch
@@ -102,14 +103,6 @@ def segment_allowed(
     same = (key_segments[:, None, :] == 0) | (key_segments[:, None, :] == query_segments[:, :, None])
     allowed = key_valid[:, None, :] & same & causal[None]
     return allowed | (columns[None, :] == query_columns[:, None])[None]
-
-
-def additive_mask(allowed: torch.Tensor, dtype: Any) -> torch.Tensor:
-    """Additive float mask (batch, 1, queries, keys) from a boolean one."""
-    import torch
-
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[:, None]
 
 
 def previous_columns(segments: Sequence[int]) -> list[int]:
