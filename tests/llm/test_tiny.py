@@ -14,6 +14,7 @@ from worldsmith.llm.tiny import (
     REPORT_FILE,
     TinyConfig,
     TrainProgress,
+    _conversations,
     _encode_chat,
     _train_tokenizer,
     action_text,
@@ -81,6 +82,14 @@ def test_agent_and_environment_views(episodes: list) -> None:
     assert env[2]["content"].startswith(episode.initial_observation.text[:40])  # (start) -> opening text
     assert env[3]["content"] == episode.turns[0].action.raw
     assert env[4]["content"].startswith(episode.turns[0].observation.text.strip()[:40])
+
+
+def test_conversations_follow_the_roles_and_the_episode_limit(episodes: list) -> None:
+    both, count, turns = _conversations(episodes, TinyConfig(max_episodes=3))
+    assert count == 3 and turns == sum(len(episode.turns) for episode in episodes[:3])
+    assert both == [view(e) for e in episodes[:3] for view in (agent_messages, environment_messages) if view(e)]
+    only, count, _ = _conversations(episodes, TinyConfig(roles=("environment",), max_message_chars=50))
+    assert count == len(episodes) and only == [m for e in episodes if (m := environment_messages(e, max_chars=50))]
 
 
 def test_action_text_forms() -> None:

@@ -339,6 +339,23 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _conversations(episodes: Iterable[Episode], config: TinyConfig) -> tuple[list[list[Message]], int, int]:
+    """The training conversations of the configured roles (empty ones dropped), the episodes read and their
+    turns (`max_episodes` at most)."""
+    conversations: list[list[Message]] = []
+    episode_count = turn_count = 0
+    for episode in episodes:
+        if config.max_episodes is not None and episode_count >= config.max_episodes:
+            break
+        episode_count += 1
+        turn_count += len(episode.turns)
+        if "agent" in config.roles:
+            conversations.append(agent_messages(episode, max_chars=config.max_message_chars))
+        if "environment" in config.roles:
+            conversations.append(environment_messages(episode, max_chars=config.max_message_chars))
+    return [messages for messages in conversations if messages], episode_count, turn_count
+
+
 def train_tiny(
     episodes: Iterable[Episode],
     out_dir: str | Path,
@@ -363,18 +380,7 @@ def train_tiny(
     rng = random.Random(config.seed)
 
     # 1. conversations, both roles
-    conversations: list[list[Message]] = []
-    episode_count = turn_count = 0
-    for episode in episodes:
-        if config.max_episodes is not None and episode_count >= config.max_episodes:
-            break
-        episode_count += 1
-        turn_count += len(episode.turns)
-        if "agent" in config.roles:
-            conversations.append(agent_messages(episode, max_chars=config.max_message_chars))
-        if "environment" in config.roles:
-            conversations.append(environment_messages(episode, max_chars=config.max_message_chars))
-    conversations = [messages for messages in conversations if messages]
+    conversations, episode_count, turn_count = _conversations(episodes, config)
     if not conversations:
         raise ValueError("no episodes with turns to train on")
 
@@ -464,7 +470,7 @@ def train_tiny(
                     step=step + 1,
                     steps=steps,
                     loss=losses[-1],
-                    lr=scheduler.get_last_lr()[0],
+                    lr=float(scheduler.get_last_lr()[0]),
                     tokens=tokens_trained,
                     elapsed_s=time.perf_counter() - train_started,
                 )
