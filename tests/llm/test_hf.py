@@ -11,6 +11,7 @@ from worldsmith.llm.hf import HFLLM, from_spec
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "data_samples" / "models" / "tiny"
+JOINT = REPO / "data_samples" / "models" / "tiny-envace-joint"  # the EnvACE-trained checkpoint
 
 SYSTEM = (
     "You are an agent in the text environment alfworld/pick_cool_then_place_in_recep.\n"
@@ -178,9 +179,9 @@ def _pair(path: Path, extra: str = "") -> tuple[HFLLM, HFLLM]:
     return on, off
 
 
-@pytest.mark.parametrize("model", ["tiny", "random"])
+@pytest.mark.parametrize("model", ["tiny", "joint", "random"])
 def test_lookup_gives_the_greedy_text_of_plain_decoding(model: str, random_model: Path) -> None:
-    on, off = _pair(TINY if model == "tiny" else random_model)
+    on, off = _pair({"tiny": TINY, "joint": JOINT}.get(model, random_model))
     conversations = [COPYING, CONV, extend(CONV, "go to fridge 1", "The fridge 1 is closed."),
                      [{"role": "user", "content": "look look look look look"}]]
     for max_tokens in (1, 2, 7, 40):
