@@ -17,13 +17,11 @@ from worldsmith.llm.tiny import (
     _conversations,
     _encode_chat,
     _train_tokenizer,
-    action_text,
     agent_messages,
     environment_messages,
     render_chat,
     train_tiny,
 )
-from worldsmith.traces.model import Action
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,13 +88,6 @@ def test_conversations_follow_the_roles_and_the_episode_limit(episodes: list) ->
     assert both == [view(e) for e in episodes[:3] for view in (agent_messages, environment_messages) if view(e)]
     only, count, _ = _conversations(episodes, TinyConfig(roles=("environment",), max_message_chars=50))
     assert count == len(episodes) and only == [m for e in episodes if (m := environment_messages(e, max_chars=50))]
-
-
-def test_action_text_forms() -> None:
-    assert action_text(Action(name="go", arguments={"text": "north"}, raw="go north")) == "go north"
-    assert action_text(Action(name="ls", arguments={"a": True}, raw='{"a": true}')) == 'ls {"a": true}'
-    assert action_text(Action(name="look", arguments={})) == "look"
-    assert action_text(Action(name="cd", arguments={"folder": "x"})) == 'cd {"folder": "x"}'
 
 
 def test_assistant_tokens_are_the_training_targets() -> None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from worldsmith.envs.base import action_text as env_action_text
-from worldsmith.llm.tiny import action_text as tiny_action_text
+from worldsmith.llm import tiny
 from worldsmith.sim.base import action_line as sim_action_line
 from worldsmith.traces import Action, action_line
 
 
 def test_the_three_old_names_are_the_one_function() -> None:
-    assert sim_action_line is action_line and tiny_action_text is action_line
+    assert sim_action_line is action_line
+    with pytest.deprecated_call(match="action_line"):
+        assert tiny.action_text is action_line
     call = Action(name="search", arguments={"query": "mug", "limit": 2})
     with pytest.deprecated_call(match="action_line"):
         assert env_action_text(call) == action_line(call, command=True) == "search"

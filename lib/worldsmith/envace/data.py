@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from worldsmith.llm.tiny import action_text
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import ContextEvent, Episode
 from worldsmith.util.text import clip
 
@@ -282,7 +282,7 @@ def transcript_from_episode(
         consume(turn.context, [item for item in turn.info.get("handover") or [] if isinstance(item, dict)])
         observation = clip("\n\n".join(pending) or "(start)", max_observation_chars)
         response = clip(turn.observation.text or "(nothing)", max_observation_chars)
-        exchanges.append(Exchange(observation, clip(action_text(turn.action), max_observation_chars), response,
+        exchanges.append(Exchange(observation, clip(action_line(turn.action), max_observation_chars), response,
                                   turn.index, "tool"))
         pending = [response]
     final_info = [item for item in episode.metadata.get("final_handover") or [] if isinstance(item, dict)]

@@ -21,6 +21,7 @@ import platform
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,7 +40,6 @@ __all__ = [
     "TinyConfig",
     "TinyReport",
     "TrainProgress",
-    "action_text",
     "agent_messages",
     "environment_messages",
     "render_chat",
@@ -83,7 +83,15 @@ def render_chat(messages: Sequence[Message], add_generation_prompt: bool = False
 # Episodes -> chat conversations
 
 
-action_text = action_line  # the prompt line of `traces.actions.action_line` (the name callers here use)
+
+
+def __getattr__(name: str) -> Any:
+    """`action_text`, this module's old name for `traces.action_line`, still resolves (with a warning)."""
+    if name == "action_text":
+        warnings.warn("worldsmith.llm.tiny.action_text is deprecated: use worldsmith.traces.action_line",
+                      DeprecationWarning, stacklevel=2)
+        return action_line
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 
@@ -108,7 +116,7 @@ def agent_messages(episode: Episode, *, max_chars: int = 1500) -> list[Message]:
             if event.role in ("user", "system") and content and content != task:
                 pending.append(content)
         messages.append({"role": "user", "content": clip("\n\n".join(pending) or START, max_chars)})
-        messages.append({"role": "assistant", "content": clip(action_text(turn.action), max_chars)})
+        messages.append({"role": "assistant", "content": clip(action_line(turn.action), max_chars)})
         pending = [turn.observation.text]
     return messages if len(messages) > 1 else []
 
@@ -125,7 +133,7 @@ def environment_messages(episode: Episode, *, max_chars: int = 1500) -> list[Mes
         messages.append({"role": "user", "content": START})
         messages.append({"role": "assistant", "content": clip(episode.initial_observation.text, max_chars)})
     for turn in episode.turns:
-        messages.append({"role": "user", "content": clip(action_text(turn.action), max_chars)})
+        messages.append({"role": "user", "content": clip(action_line(turn.action), max_chars)})
         messages.append({"role": "assistant", "content": clip(turn.observation.text or "(nothing)", max_chars)})
     return messages if len(messages) > 1 else []
 
