@@ -254,32 +254,41 @@ def _knowable(report: dict[str, Any]) -> list[str]:
             *_table(["environment", "method", "exact match (all)", "exact match (knowable)", "novel share"], rows)]
 
 
-def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
+def _header(report: dict[str, Any]) -> list[str]:
+    """The run in a few lines: protocol, books, dataset, methods, models, intervals, leakage."""
     config = report["config"]
-    metrics = report.get("metrics", [])
     dropped = report["leakage"].get("dropped")
     books = (f"cross-fitted, {config['folds']} folds by trajectory family (each fold's book built from the others)"
              if config.get("folds") else f"worldbook `{config.get('book')}@{config.get('book_version')}`")
-    lines = [f"# Evaluation run `{report['run']}`", "",
-             f"- protocol: **{report['protocol']}**; {books}; "
-             f"dataset `{config.get('dataset')}`" + (f" split `{config['split']}`" if config.get("split") else ""),
-             f"- methods: {', '.join(report['counts'])}; episodes: {report['episodes']}; "
-             f"records per method: {', '.join(f'{m} {n}' for m, n in report['counts'].items())}",
-             f"- model: `{config.get('llm') or 'none'}`; judge: `{report.get('judge') or 'none'}`",
-             f"- intervals: 95% paired bootstrap over episodes, {report['bootstrap']['resamples']} resamples, "
-             f"seed {report['bootstrap']['seed']}; fingerprint `{report['fingerprint'][:16]}`",
-             f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'}"
-             + (f" after dropping {dropped['count']} leaked episodes (below)" if dropped else "")
-             + f" ({report['leakage'].get('target_turns', 0)} target turns)", ""]
-    if report.get("folds"):
-        lines += ["## Folds", ""]
-        lines += _table(["fold", "book", "built from (episodes)", "evaluated episodes", "families", "leakage"],
-                        [[str(f["fold"]), f"`{f['book']}@{f['book_version']}`", str(f["construction_episodes"]),
-                          str(f["episodes"]), str(f["families"]), "ok" if f["leakage_ok"] else "leaked"]
-                         for f in report["folds"]])
-    lines += ["## Methods", ""]
-    lines += _table(["method", *metrics], [[m, *(_fmt(entry.get(x)) for x in metrics)]
-                                            for m, entry in report["methods"].items()])
+    return [f"# Evaluation run `{report['run']}`", "",
+            f"- protocol: **{report['protocol']}**; {books}; "
+            f"dataset `{config.get('dataset')}`" + (f" split `{config['split']}`" if config.get("split") else ""),
+            f"- methods: {', '.join(report['counts'])}; episodes: {report['episodes']}; "
+            f"records per method: {', '.join(f'{m} {n}' for m, n in report['counts'].items())}",
+            f"- model: `{config.get('llm') or 'none'}`; judge: `{report.get('judge') or 'none'}`",
+            f"- intervals: 95% paired bootstrap over episodes, {report['bootstrap']['resamples']} resamples, "
+            f"seed {report['bootstrap']['seed']}; fingerprint `{report['fingerprint'][:16]}`",
+            f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'}"
+            + (f" after dropping {dropped['count']} leaked episodes (below)" if dropped else "")
+            + f" ({report['leakage'].get('target_turns', 0)} target turns)", ""]
+
+
+def _folds(report: dict[str, Any]) -> list[str]:
+    if not report.get("folds"):
+        return []
+    return ["## Folds", "",
+            *_table(["fold", "book", "built from (episodes)", "evaluated episodes", "families", "leakage"],
+                    [[str(f["fold"]), f"`{f['book']}@{f['book_version']}`", str(f["construction_episodes"]),
+                      str(f["episodes"]), str(f["families"]), "ok" if f["leakage_ok"] else "leaked"]
+                     for f in report["folds"]])]
+
+
+def _methods(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
+    """The methods' table and the paired differences, with their plots."""
+    metrics = report.get("metrics", [])
+    lines = ["## Methods", "",
+             *_table(["method", *metrics], [[m, *(_fmt(entry.get(x)) for x in metrics)]
+                                            for m, entry in report["methods"].items()])]
     if "leaderboard" in plots:
         lines += ["![leaderboard](plots/leaderboard.png) ([interactive](plots/leaderboard.html))", ""]
     if "judge" in plots:
@@ -290,10 +299,17 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
                                               for p, entry in report["pairs"].items()])
         if "pairs" in plots:
             lines += ["![pairs](plots/pairs.png) ([interactive](plots/pairs.html))", ""]
+    return lines
+
+
+def _scopes(report: dict[str, Any]) -> list[str]:
+    """The headline metric per environment and per seen/unseen task, and the knowable turns."""
+    metrics = report.get("metrics", [])
     headline = metrics[0] if metrics else None
+    methods = list(report["counts"])
+    lines: list[str] = []
     if headline and len(report["per_env"]) > 1:
         lines += [f"## Per environment ({headline})", ""]
-        methods = list(report["counts"])
         lines += _table(["environment", *methods],
                         [[env, *(_fmt(block["methods"].get(m, {}).get(headline)) for m in methods)]
                          for env, block in report["per_env"].items()])
@@ -301,33 +317,48 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
         lines += _knowable(report)
     if headline and any(block["methods"] for block in report["seen_unseen"].values()):
         lines += [f"## Seen / unseen tasks ({headline})", ""]
-        methods = list(report["counts"])
         lines += _table(["tasks", *methods], [[label, *(_fmt(block["methods"].get(m, {}).get(headline))
                                                          for m in methods)]
                                                for label, block in report["seen_unseen"].items()])
-    if report.get("fidelity_at_t"):
-        lines += ["## Open-loop drift", "", f"Fidelity metric: `{report['fidelity_metric']}`.", ""]
-        rows = []
-        for method, diverged in report["first_divergence"].items():
-            steps = [v for v in diverged.values() if v is not None]
-            rows.append([method, f"{len(steps)}/{len(diverged)}",
-                         f"{np.median(steps):.1f}" if steps else "–", _fmt(report["done_agreement"].get(method))])
-        lines += _table(["method", "episodes that diverge", "median first divergence", "done-step agreement"], rows)
-        if "fidelity_at_t" in plots:
-            lines += ["![fidelity@t](plots/fidelity_at_t.png) ([interactive](plots/fidelity_at_t.html))", ""]
-    if report.get("w2r"):
-        lines += ["## World to real", ""]
-        rows = []
-        for policy, entry in report["w2r"].items():
-            for method, numbers in entry["methods"].items():
-                rows.append([policy, method, _fmt({"mean": entry["real"], "low": entry["real_low"],
-                                                   "high": entry["real_high"]}),
-                             _fmt({"mean": numbers["w2r"], "low": numbers["w2r_low"], "high": numbers["w2r_high"]}),
-                             _fmt({"mean": numbers["consistency"], "low": numbers["consistency_low"],
-                                   "high": numbers["consistency_high"]}), str(numbers["n"])])
-        lines += _table(["policy", "method", "Real", "W2R", "W2R / Real", "n"], rows)
-        if "w2r" in plots:
-            lines += ["![w2r](plots/w2r.png)", ""]
+    return lines
+
+
+def _drift(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
+    if not report.get("fidelity_at_t"):
+        return []
+    lines = ["## Open-loop drift", "", f"Fidelity metric: `{report['fidelity_metric']}`.", ""]
+    rows = []
+    for method, diverged in report["first_divergence"].items():
+        steps = [v for v in diverged.values() if v is not None]
+        rows.append([method, f"{len(steps)}/{len(diverged)}",
+                     f"{np.median(steps):.1f}" if steps else "–", _fmt(report["done_agreement"].get(method))])
+    lines += _table(["method", "episodes that diverge", "median first divergence", "done-step agreement"], rows)
+    if "fidelity_at_t" in plots:
+        lines += ["![fidelity@t](plots/fidelity_at_t.png) ([interactive](plots/fidelity_at_t.html))", ""]
+    return lines
+
+
+def _world_to_real(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
+    if not report.get("w2r"):
+        return []
+    rows = []
+    for policy, entry in report["w2r"].items():
+        for method, numbers in entry["methods"].items():
+            rows.append([policy, method, _fmt({"mean": entry["real"], "low": entry["real_low"],
+                                               "high": entry["real_high"]}),
+                         _fmt({"mean": numbers["w2r"], "low": numbers["w2r_low"], "high": numbers["w2r_high"]}),
+                         _fmt({"mean": numbers["consistency"], "low": numbers["consistency_low"],
+                               "high": numbers["consistency_high"]}), str(numbers["n"])])
+    lines = ["## World to real", "", *_table(["policy", "method", "Real", "W2R", "W2R / Real", "n"], rows)]
+    if "w2r" in plots:
+        lines += ["![w2r](plots/w2r.png)", ""]
+    return lines
+
+
+def _footer(report: dict[str, Any]) -> list[str]:
+    """Dropped episodes, costs, the judge's valid verdicts and records with errors."""
+    lines: list[str] = []
+    dropped = report["leakage"].get("dropped")
     if dropped:
         lines += ["## Dropped episodes (leaked)", ""]
         lines += _table(["episode", "why"], [[f"`{episode}`", "; ".join(why)]
@@ -341,7 +372,12 @@ def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
                   f"(null scores) of {stats['records']} records.", ""]
     if any(report["errors"].values()):
         lines += ["Records with errors: " + ", ".join(f"{m} {n}" for m, n in report["errors"].items() if n), ""]
-    return "\n".join(lines)
+    return lines
+
+
+def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
+    return "\n".join([*_header(report), *_folds(report), *_methods(report, plots), *_scopes(report),
+                      *_drift(report, plots), *_world_to_real(report, plots), *_footer(report)])
 
 
 def write_report(report: dict[str, Any], folder: Path) -> dict[str, Any]:
