@@ -195,11 +195,13 @@ class _RealEnvs:
     def for_episode(self, episode: Episode) -> Env:
         from worldsmith.envs.registry import spec
 
-        recorded = episode.metadata.get("env") if isinstance(episode.metadata.get("env"), dict) else {}
+        env = episode.metadata.get("env")
+        recorded: dict[str, Any] = env if isinstance(env, dict) else {}
         name = self.override or recorded.get("name") or (episode.env_id or "").split("/")[0]
         if not name:
             raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
-        kwargs = recorded.get("kwargs") if not self.override and isinstance(recorded.get("kwargs"), dict) else {}
+        given = recorded.get("kwargs")
+        kwargs: dict[str, Any] = given if not self.override and isinstance(given, dict) else {}
         key = f"{name}:{orjson.dumps(kwargs, option=orjson.OPT_SORT_KEYS).decode()}"
         if key not in self.envs:
             self.envs[key] = spec(name).make(**kwargs)
