@@ -124,8 +124,9 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
 
 def test_small_sample_marks_once_per_line_or_beside_each_cell() -> None:
     from worldsmith.cli.eval import _with_small_marks
+    from worldsmith.evals import MetricCell
 
-    few, many = {"trajectories": 4}, {"trajectories": 40}
+    few, many = MetricCell(trajectories=4), MetricCell(trajectories=40)
     assert _with_small_marks(["a 1", "b 2"], [few, few]) == "a 1; b 2 (only 4 trajectories)"
     assert _with_small_marks(["a 1", "b 2"], [few, many]) == "a 1 (only 4 trajectories); b 2"
     assert _with_small_marks(["a 1"], [many]) == "a 1"

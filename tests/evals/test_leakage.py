@@ -85,7 +85,7 @@ def test_a_changed_replay_of_a_construction_game_is_seen_not_leaked(alfworld_spl
                    construction=construction)
     seen = run.records.groupby("episode_id")["task_seen"].first().to_dict()
     assert seen == {replayed.id: True, held_out[0].id: False}
-    assert run.report["seen_unseen"]["seen"]["methods"]["nearest"]["exact_match"]["n"] == len(replayed.turns)
+    assert run.report.seen_unseen["seen"].methods["nearest"]["exact_match"].n == len(replayed.turns)
 
 
 def test_build_and_eval_flag_the_same_copied_trajectory(alfworld_split) -> None:
@@ -111,9 +111,9 @@ def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split
     run = run_eval(_config("dropped").model_copy(update={"drop_leaked": True, "max_turns": 2}), tmp_path / "ws",
                    book=book, episodes=evaluated)
     assert set(run.records["episode_id"]) == {e.id for e in evaluated} - {planted.id, copied.id}
-    leakage = run.report["leakage"]
-    assert leakage["ok"] and leakage["evaluation_episodes"] == 4
-    assert leakage["dropped"] == {"count": 2, "episodes": {
+    leakage = run.report.leakage
+    assert leakage.ok and leakage.evaluation_episodes == 4
+    assert leakage.dropped is not None and leakage.dropped.model_dump() == {"count": 2, "episodes": {
         planted.id: ["in the book's evidence", "target turns in the book's evidence"],
         copied.id: ["a copy of renamed-copy in the book's evidence"]}}
     markdown = (run.directory / "report.md").read_text()

@@ -97,7 +97,7 @@ def test_resume_skips_finished_units_and_recovers_a_torn_journal(alfworld_split,
     again = run_eval(config.model_copy(update={"resamples": 500}), tmp_path / "ws", book=alfworld_book,
                      episodes=held_out, construction=construction)
     assert again.computed == 0 and again.reused == 6 and again.fingerprint == first.fingerprint
-    assert again.report["bootstrap"]["resamples"] == 500  # the report is recomputed with the new settings
+    assert again.report.bootstrap.resamples == 500  # the report is recomputed with the new settings
 
     journal = first.directory / "records.jsonl"
     lines = journal.read_bytes().splitlines(keepends=True)
@@ -131,18 +131,18 @@ def test_drift_on_alfworld_textworld_and_bfcl(alfworld_split, alfworld_book: Wor
             group = group.sort_values("turn")
             misses = group[group["exact_match"] < 1.0]["turn"]
             first = int(misses.min()) if len(misses) else None
-            assert report["first_divergence"][method][episode_id] == first
+            assert report.first_divergence[method][episode_id] == first
             assert group["diverged"].tolist() == [first is not None and t >= first for t in group["turn"]]
             assert group["done_real"].tolist() == [bool(t.done) for t in
                                                    next(e for e in evaluated if e.id == episode_id).turns]
         for method in METHODS:
-            curve = report["fidelity_at_t"][method]
-            assert [row["t"] for row in curve] == sorted(records["turn"].unique().tolist())
-            assert curve[0]["n"] == len(evaluated)
-            assert 0 <= report["done_agreement"][method]["mean"] <= 1
+            curve = report.fidelity_at_t[method]
+            assert [row.t for row in curve] == sorted(records["turn"].unique().tolist())
+            assert curve[0].n == len(evaluated)
+            assert 0 <= (report.done_agreement[method].mean or 0) <= 1
         assert (run.directory / "plots" / "fidelity_at_t.png").exists()
         if env == "bfcl":  # JSON observations get the field-level F1
-            assert records["json_f1"].notna().any() and "json_f1" in report["methods"]["harness"]
+            assert records["json_f1"].notna().any() and "json_f1" in report.methods["harness"]
 
 
 def test_next_obs_on_bfcl_scores_json_fields(sample, family_split, tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_next_obs_on_bfcl_scores_json_fields(sample, family_split, tmp_path: Pat
     records = run.records
     json_targets = records[records["reference"].str.lstrip().str[:1].isin(["{", "["])]
     assert len(json_targets) and json_targets["json_f1"].notna().all()
-    assert set(run.report["pairs"]) == {"harness vs nearest", "harness vs harness-no-book",
+    assert set(run.report.pairs) == {"harness vs nearest", "harness vs harness-no-book",
                                         "nearest vs harness-no-book"}
 
 
@@ -185,19 +185,19 @@ def test_w2r_replays_simulated_plans_in_real_alfworld(alfworld_split, alfworld_b
     for _, row in records.iterrows():  # the expert in simulation plays the recorded actions
         assert row["sim_steps"] == len(by_episode[row["episode_id"]].turns)
         assert row["w2r_success"] and pd.isna(row["action"]) and pd.isna(row["exact_match"])
-    entry = run.report["w2r"]["expert"]
-    assert entry["real"] == 1.0 and entry["n"] == 2 and entry["method"] == "harness"
+    entry = run.report.w2r["expert"]
+    assert entry.real == 1.0 and entry.n == 2 and entry.method == "harness"
     for method in METHODS:
-        numbers = entry["methods"][method]
-        assert numbers["w2r"] == 1.0 and numbers["consistency"] == 1.0 and numbers["n"] == 2
-    assert "w2r_success" in run.report["methods"]["harness"]
+        numbers = entry.methods[method]
+        assert numbers.w2r == 1.0 and numbers.consistency == 1.0 and numbers.n == 2
+    assert "w2r_success" in run.report.methods["harness"]
 
     random_run = run_eval(_config("alf-w2r-random", "w2r", policy="random", max_episodes=1, max_steps=4,
                                   methods=["nearest"]), tmp_path / "ws", book=alfworld_book, episodes=held_out,
                           construction=construction)
     row = random_run.records.iloc[0]
     assert row["sim_steps"] == 4 and not row["w2r_success"] and not row["real_success"]
-    assert random_run.report["w2r"]["random"]["methods"]["nearest"]["consistency"] is None  # Real is 0: undefined
+    assert random_run.report.w2r["random"].methods["nearest"].consistency is None  # Real is 0: undefined
 
 
 def test_recorded_hand_overs_go_back_only_into_plans_that_followed_the_recording(sample) -> None:

@@ -29,15 +29,16 @@ def test_tiny_model_predicts_and_judges(sample, tiny_spec: str, tmp_path: Path) 
     for dimension in ("format", "factuality", "consistency", "realism", "quality"):
         assert records[f"judge_{dimension}"].dropna().isin([1.0, 2.0, 3.0, 4.0, 5.0]).all()
     report = run.report
-    assert report["judge"] == tiny_spec
-    assert report["judge_stats"] == {"records": len(records), "valid": int(judged.notna().sum()),
-                                     "invalid": int(judged.isna().sum())}
-    assert report["judge_usage"]["calls"] >= len(records)  # every record judged (with retries when invalid)
-    assert report["cost"]["direct"]["prompt_tokens"] > 0
+    assert report.judge == tiny_spec
+    assert report.judge_stats is not None and report.judge_stats.model_dump() == {
+        "records": len(records), "valid": int(judged.notna().sum()), "invalid": int(judged.isna().sum())}
+    assert report.judge_usage is not None
+    assert report.judge_usage["calls"] >= len(records)  # every record judged (with retries when invalid)
+    assert (report.cost["direct"].prompt_tokens or 0) > 0
     assert ResponseCache(tmp_path / "ws" / "llm" / "cache.sqlite").stats()["entries"] > 0
 
     again = run_eval(config.model_copy(update={"name": "tiny-again"}), tmp_path / "ws", book=book,
                      episodes=evaluated, construction=built)
     columns = ["method", "turn", "prediction", "judge_total"]
     assert again.records[columns].equals(records[columns])  # greedy and cached: the same answers
-    assert again.report["fingerprint"] == report["fingerprint"]
+    assert again.report.fingerprint == report.fingerprint

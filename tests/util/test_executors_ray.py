@@ -174,7 +174,7 @@ def test_eval_on_ray_and_in_processes_records_what_the_local_run_records(ray_clu
     assert _journal(tmp_path, "ray") == _journal(tmp_path, "pool") == _journal(tmp_path, "local")
     columns = [c for c in local.records.columns if c not in TIMING | {"run"}]
     assert on_ray.records[columns].equals(local.records[columns])
-    assert on_ray.report["methods"] == local.report["methods"]
+    assert on_ray.report.methods == local.report.methods
     assert on_ray.fingerprint == local.fingerprint  # where units run is not part of what they are
 
     journal = tmp_path / "runs" / "eval" / "ray" / "records.jsonl"

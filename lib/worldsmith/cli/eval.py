@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from pydantic import ValidationError
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.protocols import PROTOCOLS
+from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
+from worldsmith.evals.runstore import RunFolder
 from worldsmith.sim.registry import world_model_names
 
 __all__ = ["register"]
@@ -111,10 +114,10 @@ def _stderr_progress(quiet: bool) -> Any:
     return show
 
 
-def _with_small_marks(cells: list[str], entries: list[dict[str, Any]]) -> str:
+def _with_small_marks(cells: list[str], entries: Sequence[MetricCell | PairCell]) -> str:
     """The cells of one line, each interval over too few trajectories marked `(only N trajectories)`: once at
     the end of the line when every cell has the same mark, else beside each such cell."""
-    notes = [small_sample_note(entry) for entry in entries]
+    notes = [small_sample_note(entry.trajectories) for entry in entries]
     if notes and notes[0] and len(set(notes)) == 1:
         return "; ".join(cells) + f" ({notes[0]})"
     return "; ".join(cell + (f" ({note})" if note else "") for cell, note in zip(cells, notes, strict=True))
@@ -146,38 +149,43 @@ def run_eval_command(args: argparse.Namespace) -> int:
     run = run_eval(config, workspace_from(args), progress=_stderr_progress(as_json))
     report = run.report
     if as_json:
+        written = report.to_json()
         emit_json({"run": config.name, "directory": str(run.directory), "protocol": config.protocol,
                    "fingerprint": run.fingerprint, "computed": run.computed, "reused": run.reused,
-                   "records": len(run.records), "methods": report["methods"], "pairs": report["pairs"],
-                   "cost": report["cost"], "w2r": report.get("w2r"), "leakage": report["leakage"],
-                   "folds": report.get("folds"), "dropped": report["leakage"].get("dropped"),
-                   "report": str(run.report_path), "markdown": str(run.directory / "report.md")})
+                   "records": len(run.records), "methods": written["methods"], "pairs": written["pairs"],
+                   "cost": written["cost"], "w2r": written.get("w2r"), "leakage": written["leakage"],
+                   "folds": written.get("folds"), "dropped": written["leakage"].get("dropped"),
+                   "report": str(run.report_path), "markdown": str(RunFolder(run.directory).markdown_path)})
         return EXIT_OK
     print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
           f"{run.reused} reused -> {run.directory}")
-    dropped = report["leakage"].get("dropped")
-    if dropped:
-        print(f"  dropped {dropped['count']} leaked episodes: "
-              + "; ".join(f"{episode} ({', '.join(why)})" for episode, why in list(dropped["episodes"].items())[:5])
-              + (" ..." if dropped["count"] > 5 else ""))
-    for fold in report.get("folds") or []:
-        print(f"  fold {fold['fold']}: book {fold['book']}@{fold['book_version']} built from "
-              f"{fold['construction_episodes']} episodes, evaluated on {fold['episodes']}")
-    for method, metrics in report["methods"].items():
-        shown = {name: entry for name, entry in metrics.items() if entry["mean"] is not None}
-        cells = [f"{name} {entry['mean']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]" for name, entry in shown.items()]
-        print(f"  {method:<20} " + _with_small_marks(cells, list(shown.values())))
-    for pair, metrics in report["pairs"].items():
-        shown = {name: entry for name, entry in metrics.items() if entry["mean_diff"] is not None}
-        cells = [f"{name} {entry['mean_diff']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
-                 for name, entry in shown.items()]
-        print(f"  {pair:<28} " + _with_small_marks(cells, list(shown.values())))
-    for policy, entry in (report.get("w2r") or {}).items():
-        for method, numbers in entry["methods"].items():
-            print(f"  W2R {policy}/{method}: real {entry['real']:.3f}, w2r {numbers['w2r']:.3f}, "
-                  f"consistency {numbers['consistency'] if numbers['consistency'] is not None else float('nan'):.3f}")
-    print(f"report: {run.directory / 'report.md'}")
+    _print_report(report)
+    print(f"report: {RunFolder(run.directory).markdown_path}")
     return EXIT_OK
+
+
+def _print_report(report: EvalReport) -> None:
+    """The run's dropped episodes, folds, methods, pairs and W2R success, one line each."""
+    dropped = report.leakage.dropped
+    if dropped:
+        print(f"  dropped {dropped.count} leaked episodes: "
+              + "; ".join(f"{episode} ({', '.join(why)})" for episode, why in list(dropped.episodes.items())[:5])
+              + (" ..." if dropped.count > 5 else ""))
+    for fold in report.folds:
+        print(f"  fold {fold.fold}: book {fold.book}@{fold.book_version} built from "
+              f"{fold.construction_episodes} episodes, evaluated on {fold.episodes}")
+    for method, metrics in report.methods.items():
+        shown = {name: entry for name, entry in metrics.items() if entry.mean is not None}
+        cells = [f"{name} {entry.mean:.3f} [{entry.low:.3f}, {entry.high:.3f}]" for name, entry in shown.items()]
+        print(f"  {method:<20} " + _with_small_marks(cells, list(shown.values())))
+    for pair, differences in report.pairs.items():
+        diffs = {name: entry for name, entry in differences.items() if entry.mean_diff is not None}
+        cells = [f"{name} {entry.mean_diff:+.3f} [{entry.low:+.3f}, {entry.high:+.3f}]" for name, entry in diffs.items()]
+        print(f"  {pair:<28} " + _with_small_marks(cells, list(diffs.values())))
+    for policy, entry in report.w2r.items():
+        for method, numbers in entry.methods.items():
+            print(f"  W2R {policy}/{method}: real {entry.real:.3f}, w2r {numbers.w2r:.3f}, "
+                  f"consistency {numbers.consistency if numbers.consistency is not None else float('nan'):.3f}")
 
 
 def run_curve_command(args: argparse.Namespace) -> int:

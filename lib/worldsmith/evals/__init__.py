@@ -3,7 +3,8 @@
     from worldsmith.evals import EvalConfig, run_eval
     run = run_eval(EvalConfig(name="alf", book="alfworld", dataset="alfworld", split="test",
                               methods=["harness", "nearest"], protocol="next-obs"), workspace)
-    run.report["pairs"]["harness vs nearest"]["exact_match"]   # mean paired difference with its interval
+    run.report.pairs["harness vs nearest"]["exact_match"].mean_diff   # with its interval (.low, .high, .n)
+    RunStore(workspace.root).run("alf").read_report()                  # the same `EvalReport`, read back
 
 Protocols (next-observation, open-loop drift, world-to-real), text metrics and an LLM judge, the
 paired bootstrap over episodes, per-turn novelty (exact match on the knowable turns), leakage control, the run store (config, records, report, plots,
@@ -78,7 +79,9 @@ from worldsmith.evals.protocols import (
 )
 from worldsmith.evals.records import RECORD_COLUMNS, Journal, records_frame, write_records
 from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
+from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
+from worldsmith.evals.runstore import RunFileError, RunFolder, RunProgress, RunStore
 
 __all__ = [
     "ABLATIONS",
@@ -87,6 +90,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "DIMENSIONS",
     "EvalConfig",
+    "EvalReport",
     "EvalRun",
     "FAMILIES",
     "FlippedTurn",
@@ -98,13 +102,20 @@ __all__ = [
     "JudgeVerdict",
     "LeakageError",
     "METRICS",
+    "MetricCell",
     "MetricDelta",
     "NOVELTY_METRICS",
     "NoveltyIndex",
     "PROTOCOLS",
+    "PairCell",
     "RECORD_COLUMNS",
     "REPORT_METRICS",
     "RunConflictError",
+    "RunFileError",
+    "RunFolder",
+    "RunProgress",
+    "RunStore",
+    "ScopeBlock",
     "TurnScore",
     "UsageMeter",
     "VersionScores",

@@ -82,12 +82,12 @@ def construction_size_curve(construction: Sequence[Episode], held_out: Sequence[
             progress(f"n={n}: evaluating on {len(held_out)} held-out episodes")
         run = run_eval(config, ws, book=built.book, episodes=held_out, construction=subset)
         result.runs[n] = str(run.directory)
-        for method, entry in run.report["methods"].items():
+        for method, entry in run.report.methods.items():
             for metric in metrics:
                 if metric in entry:
-                    numbers = entry[metric]
-                    result.points.append({"n": n, "method": method, "metric": metric, "mean": numbers["mean"],
-                                          "low": numbers["low"], "high": numbers["high"], "records": numbers["n"]})
+                    cell = entry[metric]
+                    result.points.append({"n": n, "method": method, "metric": metric, "mean": cell.mean,
+                                          "low": cell.low, "high": cell.high, "records": cell.n})
     _write(result, metrics)
     return result
 

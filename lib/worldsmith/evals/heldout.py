@@ -9,7 +9,7 @@
 Both versions are scored with the no-model harness under teacher forcing (the `next-obs` protocol of
 `worldsmith eval`, so the numbers agree with an evaluation run) on the same held-out turns, and the
 held-out episodes are checked for leakage against each book with the rule `worldsmith eval` uses
-(`evals.run._leak_free`). Predictions are cached on disk per (book content hash, held-out set, code
+(`evals.inputs.leak_free`). Predictions are cached on disk per (book content hash, held-out set, code
 version) under `<workspace>/cache/heldout/`, so after an edit only the new version is computed.
 """
 
@@ -25,9 +25,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worldsmith.evals.bootstrap import bootstrap_mean
+from worldsmith.evals.inputs import in_env, leak_free
 from worldsmith.evals.metrics import metric_scores
 from worldsmith.evals.protocols import Scorer, next_obs_records
-from worldsmith.evals.run import _in_env, _leak_free
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
@@ -186,7 +186,7 @@ def load_heldout(heldout: HeldOut, workspace: Workspace) -> tuple[list[Episode],
     if heldout.split is not None and heldout.split not in dataset.splits():
         raise ValueError(f"dataset {heldout.dataset!r} has no split {heldout.split!r} "
                          f"(splits: {', '.join(dataset.splits()) or 'none; run worldsmith split'})")
-    chosen = _in_env((e for e in dataset.iter_episodes(heldout.split) if e.turns), heldout.env)
+    chosen = in_env((e for e in dataset.iter_episodes(heldout.split) if e.turns), heldout.env)
     if heldout.episodes:
         wanted = set(heldout.episodes)
         missing = wanted - {e.id for e in chosen}
@@ -225,7 +225,7 @@ def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | 
 
 def _leak_checked(book: Worldbook, episodes: list[Episode]) -> dict[str, Any]:
     """The `worldsmith eval` rule: LeakageError when a held-out episode is in (or copied into) the book's evidence."""
-    _, report = _leak_free(book, episodes, None, drop=False)
+    _, report = leak_free(book, episodes, None, drop=False)
     return report
 
 

@@ -1,0 +1,190 @@
+"""`EvalReport`: report.json read back as a typed model (what `run_eval` returns and the run store reads).
+
+The JSON on disk stays the contract (`report.build_report` writes it as a plain dict, byte for byte as
+before); these models only validate and type what readers use. Every model allows unknown keys and
+gives optional fields a default, so reports written by older or newer code still load:
+`report.model_dump(mode="json", exclude_unset=True)` gives back the dict that was read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "BootstrapSettings",
+    "CostRow",
+    "Dropped",
+    "EvalReport",
+    "FidelityPoint",
+    "FoldSummary",
+    "JudgeStats",
+    "Leakage",
+    "MetricCell",
+    "PairCell",
+    "ScopeBlock",
+    "W2RMethod",
+    "W2RPolicy",
+]
+
+
+class _Open(BaseModel):
+    """Unknown keys are kept (an older or newer report still loads and dumps back unchanged)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class MetricCell(_Open):
+    """A metric's mean over records with its bootstrap interval, the records and trajectories behind it."""
+
+    mean: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    trajectories: int | None = None  # absent in reports written before trajectories were counted
+
+
+class PairCell(_Open):
+    """A pair's mean paired difference (A - B) with its interval."""
+
+    mean_diff: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    trajectories: int | None = None
+
+
+class ScopeBlock(_Open):
+    """Per method and metric, and per pair and metric: the pooled results, or one environment's, or seen/unseen."""
+
+    methods: dict[str, dict[str, MetricCell]] = Field(default_factory=dict)
+    pairs: dict[str, dict[str, PairCell]] = Field(default_factory=dict)
+
+
+class FidelityPoint(MetricCell):
+    """fidelity@t of a drift run at step `t`."""
+
+    t: int
+
+
+class Dropped(_Open):
+    """Leaked episodes left out of the evaluation set (`drop_leaked`), each with why."""
+
+    count: int = 0
+    episodes: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Leakage(_Open):
+    """The leakage check of the evaluation set (a cross-fitted run's pools its folds', each under `folds`)."""
+
+    ok: bool | None = None
+    target_turns: int = 0
+    evaluation_episodes: int | None = None
+    dropped: Dropped | None = None
+    leaked_episodes: dict[str, list[str]] = Field(default_factory=dict)
+    folds: list[dict[str, Any]] = Field(default_factory=list)  # a cross-fitted run's: each fold's own check
+
+
+class FoldSummary(_Open):
+    """One fold of a cross-fitted run: its book, what it was built from and evaluated on."""
+
+    fold: int
+    book: str | None = None
+    book_version: str | None = None
+    construction_episodes: int | None = None
+    episodes: int | None = None
+    families: int | None = None
+    leakage_ok: bool = False
+
+
+class CostRow(_Open):
+    """A method's mean cost per record."""
+
+    model_calls: float | None = None
+    prompt_tokens: float | None = None
+    completion_tokens: float | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+
+
+class JudgeStats(_Open):
+    records: int = 0
+    valid: int = 0
+    invalid: int = 0
+
+
+class BootstrapSettings(_Open):
+    resamples: int = 0
+    seed: int = 0
+    confidence: float = 0.95
+
+
+class W2RMethod(_Open):
+    """A method's world-to-real success under one policy, and its consistency with the real success."""
+
+    w2r: float | None = None
+    w2r_low: float | None = None
+    w2r_high: float | None = None
+    consistency: float | None = None
+    consistency_low: float | None = None
+    consistency_high: float | None = None
+    n: int | None = None
+    trajectories: int | None = None
+    sim_steps: float | None = None
+
+
+class W2RPolicy(W2RMethod):
+    """One policy: its real success, every method's numbers, and the first method's at the top level (flat shape)."""
+
+    real: float | None = None
+    real_low: float | None = None
+    real_high: float | None = None
+    method: str | None = None
+    methods: dict[str, W2RMethod] = Field(default_factory=dict)
+
+    def by_method(self) -> dict[str, W2RMethod]:
+        """Every method's numbers; a flat entry (one method at the top level, no `methods`) as its one method."""
+        return self.methods or {self.method or "": self}
+
+
+class EvalReport(ScopeBlock):
+    """report.json of an evaluation run; the pooled `methods` and `pairs` come from `ScopeBlock`."""
+
+    run: str
+    protocol: str
+    fingerprint: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    judge: str | None = None
+    metrics: list[str] = Field(default_factory=list)
+    per_env: dict[str, ScopeBlock] = Field(default_factory=dict)
+    seen_unseen: dict[str, ScopeBlock] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
+    episodes: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+    cost: dict[str, CostRow] = Field(default_factory=dict)
+    leakage: Leakage = Field(default_factory=Leakage)
+    seeds: dict[str, Any] = Field(default_factory=dict)
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    created: str | None = None
+    plots: dict[str, list[str]] = Field(default_factory=dict)
+    fidelity_metric: str | None = None
+    fidelity_at_t: dict[str, list[FidelityPoint]] = Field(default_factory=dict)
+    first_divergence: dict[str, dict[str, int | None]] = Field(default_factory=dict)
+    done_agreement: dict[str, MetricCell] = Field(default_factory=dict)
+    w2r: dict[str, W2RPolicy] = Field(default_factory=dict)
+    judge_stats: JudgeStats | None = None
+    judge_usage: dict[str, int] | None = None
+    folds: list[FoldSummary] = Field(default_factory=list)
+
+    def scope(self, env_id: str | None = None, split: str | None = None) -> ScopeBlock:
+        """The pooled results, one environment's (`per_env`) or seen/unseen tasks' (`split`); empty when absent."""
+        if env_id is not None:
+            return self.per_env.get(env_id) or ScopeBlock()
+        if split is not None:
+            return self.seen_unseen.get(split) or ScopeBlock()
+        return ScopeBlock(methods=self.methods, pairs=self.pairs)
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as read or written (report.json's dict): unset defaults are left out."""
+        return self.model_dump(mode="json", exclude_unset=True)

@@ -1,0 +1,108 @@
+"""The evaluation run store and the typed report: a run made by run_eval reads back through the store as the
+`EvalReport` it returned, report.json round-trips unchanged, older reports load, broken files are named."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from worldsmith.evals import EvalConfig, EvalReport, EvalRun, RunFileError, RunStore, run_eval, run_folder
+from worldsmith.traces import Episode
+from worldsmith.worldbook import Worldbook
+
+# A report as written before `trajectories`, `counts`, `plots` and `bootstrap` were recorded, with a key no
+# reader knows: it must still load, and dump back as it was.
+OLD_REPORT = {
+    "run": "old", "protocol": "next-obs", "fingerprint": "fp-old", "config": {"book": "alfworld", "methods": ["a"]},
+    "judge": None, "methods": {"a": {"exact_match": {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 8}}},
+    "pairs": {}, "per_env": {"alfworld/pick": {"methods": {"a": {}}, "pairs": {}}},
+    "seen_unseen": {"seen": {"methods": {}, "pairs": {}}, "unseen": {"methods": {}, "pairs": {}}},
+    "cost": {"a": {"model_calls": 0.0}}, "leakage": {"ok": True}, "seeds": {"bootstrap": 0},
+    "created": "2025-01-01T00:00:00Z", "someday": {"a new key": [1, 2]},
+}
+
+
+def _run(tmp_path: Path, book: Worldbook, split: tuple[list[Episode], list[Episode]], name: str = "store") -> EvalRun:
+    construction, held_out = split
+    config = EvalConfig(name=name, book="alfworld", dataset="samples", methods=["harness", "nearest"],
+                        max_episodes=2, max_turns=3, resamples=200)
+    return run_eval(config, tmp_path / "ws", book=book, episodes=held_out, construction=construction)
+
+
+def test_a_run_reads_back_through_the_store(alfworld_book: Worldbook, alfworld_split, tmp_path: Path) -> None:
+    run = _run(tmp_path, alfworld_book, alfworld_split)
+    store = RunStore(tmp_path / "ws")
+    assert [folder.name for folder in store.runs()] == ["store"]
+    folder = store.run("store")
+    assert folder.path == run.directory == run_folder(tmp_path / "ws", "store")
+    assert run.report_path == folder.report_path
+
+    report = folder.read_report()
+    assert isinstance(report, EvalReport) and report == run.report
+    assert report.to_json() == orjson.loads(folder.report_path.read_bytes())  # nothing lost or added
+    cell = report.methods["harness"]["exact_match"]
+    assert cell.n == len(run.records[run.records["method"] == "harness"])
+    assert cell.low is not None and cell.high is not None and cell.low <= (cell.mean or 0) <= cell.high
+    assert report.scope().methods == report.methods and report.scope(env_id="nowhere").methods == {}
+    assert report.leakage.ok and report.counts == {"harness": cell.n, "nearest": cell.n}
+    assert set(report.plots) >= {"leaderboard"} and (folder.path / report.plots["leaderboard"][0]).exists()
+
+    config = folder.read_config()
+    assert config is not None and config["fingerprint"] == run.fingerprint
+    progress = folder.read_progress()
+    assert progress is not None and progress.status == "done" and progress.done == progress.total == 2 * 2  # methods x episodes
+    assert len(folder.read_records()) == len(run.records) and folder.markdown_path.exists()
+    assert len(folder.journal().units) == progress.total
+
+
+def test_an_older_report_loads_and_dumps_back_unchanged() -> None:
+    report = EvalReport.model_validate(OLD_REPORT)
+    assert report.methods["a"]["exact_match"].trajectories is None and report.counts == {}
+    assert report.bootstrap.resamples == 0 and report.w2r == {} and report.folds == []
+    assert report.to_json() == OLD_REPORT
+
+
+def test_w2r_flat_entries_read_as_their_one_method() -> None:
+    report = EvalReport.model_validate({**OLD_REPORT, "w2r": {
+        "random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5, "n": 5},
+        "expert": {"real": 1.0, "methods": {"a": {"w2r": 0.9, "n": 3}}, "method": "a", "w2r": 0.9}}})
+    flat = report.w2r["random"].by_method()
+    assert list(flat) == [""] and flat[""].w2r == 0.1 and flat[""].consistency == 0.5
+    assert report.w2r["expert"].by_method()["a"].w2r == 0.9
+
+
+def test_broken_files_are_named(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    folder = store.run("broken")
+    folder.path.mkdir(parents=True)
+    folder.report_path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"report\.json: not valid JSON"):
+        folder.read_report()
+    folder.report_path.write_text(json.dumps({**OLD_REPORT, "methods": ["a"]}), encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"report\.json: not a valid report\.json \(methods: "):
+        folder.read_report()
+    folder.progress_path.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(RunFileError, match=r"progress\.json: expected a JSON object, found list"):
+        folder.read_progress()
+    folder.records_path.write_bytes(b"not parquet")
+    with pytest.raises(RunFileError, match=r"records\.parquet: not a readable parquet file"):
+        folder.read_records()
+    assert store.run("missing").read_report() is None and store.run("missing").read_records().empty
+
+
+def test_runs_lists_run_folders_newest_first(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    assert store.runs() == []
+    for age, name in enumerate(("newer", "older")):
+        folder = store.run(name)
+        folder.write_progress(0, 1, "running", "starting", "2025-01-01T00:00:00+00:00")
+        os.utime(folder.progress_path, ns=(10**18 - age * 10**9, 10**18 - age * 10**9))
+    store.jobs_dir.mkdir(parents=True)
+    (store.jobs_dir / "config.json").write_text("{}", encoding="utf-8")
+    (store.root / "empty").mkdir()
+    assert [folder.name for folder in store.runs()] == ["newer", "older"]
+    assert store.build_cache.parent == store.root
