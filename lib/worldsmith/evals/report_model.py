@@ -115,9 +115,11 @@ class JudgeStats(_Open):
 
 
 class BootstrapSettings(_Open):
-    resamples: int = 0
-    seed: int = 0
-    confidence: float = 0.95
+    """How the intervals were made (absent in older reports: their configuration says)."""
+
+    resamples: int | None = None
+    seed: int | None = None
+    confidence: float | None = None
 
 
 class W2RMethod(_Open):
@@ -151,8 +153,8 @@ class W2RPolicy(W2RMethod):
 class EvalReport(ScopeBlock):
     """report.json of an evaluation run; the pooled `methods` and `pairs` come from `ScopeBlock`."""
 
-    run: str
-    protocol: str
+    run: str = ""
+    protocol: str = ""
     fingerprint: str = ""
     config: dict[str, Any] = Field(default_factory=dict)
     judge: str | None = None
