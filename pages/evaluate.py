@@ -84,7 +84,7 @@ if info.error:
 try:
     report = load_report(info.path)
     records = load_records(info.path)
-    config = read_config(info.path) or (report or {}).get("config")
+    config = read_config(info.path) or (report.config if report is not None else None)
 except RunFileError as error:
     with results_tab:
         st.error(md_escape(error), icon=":material/error:")

@@ -18,6 +18,8 @@ from workbench.evaluate.clusters import cluster_errors
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
 from workbench.evaluate.runs import RunFileError, list_runs, read_json_file, run_dataset
 
+from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
+
 
 def test_the_launcher_offers_the_registered_world_models() -> None:
     from workbench.evaluate.launch import available_methods
@@ -32,9 +34,14 @@ def test_the_launcher_offers_the_registered_world_models() -> None:
         registry._REGISTRY.pop("launcher-test")
 
 
+def _methods(cells: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, MetricCell]]:
+    """Report cells as the report model reads them."""
+    return ScopeBlock.model_validate({"methods": cells}).methods
+
+
 def test_format_interval() -> None:
-    assert tables.format_interval({"mean": 0.5, "low": 0.25, "high": 0.75}) == "0.500 [0.250, 0.750]"
-    assert tables.format_interval({"mean": 0.5, "low": None, "high": None}) == "0.500"
+    assert tables.format_interval(MetricCell(mean=0.5, low=0.25, high=0.75)) == "0.500 [0.250, 0.750]"
+    assert tables.format_interval(MetricCell(mean=0.5, low=None, high=None)) == "0.500"
     assert tables.format_interval(None) == ""
 
 
@@ -43,42 +50,43 @@ def test_intervals_over_few_trajectories_are_marked_in_tables_and_charts() -> No
 
     small = {"mean": 0.5, "low": 0.25, "high": 0.75, "n": 40, "trajectories": 3}
     big = {"mean": 0.4, "low": 0.35, "high": 0.45, "n": 400, "trajectories": 30}
-    assert tables.format_interval(small) == "0.500 [0.250, 0.750] (only 3 trajectories)"
-    assert tables.format_interval(big) == "0.400 [0.350, 0.450]"
-    methods = {"a": {"exact_match": small}, "b": {"exact_match": big}}
+    assert tables.format_interval(MetricCell(**small)) == "0.500 [0.250, 0.750] (only 3 trajectories)"
+    assert tables.format_interval(MetricCell(**big)) == "0.400 [0.350, 0.450]"
+    methods = _methods({"a": {"exact_match": small}, "b": {"exact_match": big}})
     table = tables.leaderboard_table(methods).set_index("method")
     assert table.loc["a", "exact_match"].endswith("(only 3 trajectories)") and "only" not in table.loc["b", "exact_match"]
     assert table.loc["a", "trajectories"] == 3 and table.loc["b", "trajectories"] == 30
     caption = tables.small_sample_caption(methods) or ""
     assert "fewer than 10 trajectories" in caption and "as few as 3" in caption
-    assert tables.small_sample_caption({"b": {"exact_match": big}}) is None
+    assert tables.small_sample_caption(_methods({"b": {"exact_match": big}})) is None
     bars = charts.metric_bars(tables.leaderboard_frame(methods), "exact_match")
     assert list(bars.data[0].text) == ["only 3 trajectories", ""]  # sorted by mean: a (0.5) first
-    pairs = tables.pairs_frame({"a vs b": {"exact_match": {**small, "mean_diff": 0.1}}})
+    pairs = tables.pairs_frame({"a vs b": {"exact_match": PairCell(**small, mean_diff=0.1)}})
     assert list(pairs["sample"]) == ["only 3 trajectories"]
     assert list(charts.forest_plot(pairs, "exact_match").data[0].text) == ["only 3 trajectories"]
-    w2r = tables.w2r_frame({"w2r": {"expert": {"real": 1.0, "real_low": 1.0, "real_high": 1.0, "trajectories": 3,
+    w2r = tables.w2r_frame(EvalReport.model_validate({"w2r": {"expert": {"real": 1.0, "real_low": 1.0, "real_high": 1.0, "trajectories": 3,
                                                "methods": {"harness": {"w2r": 0.5, "w2r_low": 0.0, "w2r_high": 1.0,
-                                                                       "trajectories": 3}}}}})
+                                                                       "trajectories": 3}}}}}))
     assert w2r.loc[0, "w2r"].endswith("(only 3 trajectories)") and w2r.loc[0, "real"].endswith("(only 3 trajectories)")
-    drift = tables.fidelity_frame({"fidelity_at_t": {"a": [{"t": 0, "mean": 0.5, "low": 0.2, "high": 0.8, "n": 3,
-                                                            "trajectories": 3}]}})
+    drift = tables.fidelity_frame(EvalReport.model_validate(
+        {"fidelity_at_t": {"a": [{"t": 0, "mean": 0.5, "low": 0.2, "high": 0.8, "n": 3, "trajectories": 3}]}}))
     curve = charts.fidelity_curves(drift)
     assert "only 3 trajectories" in list(curve.data[-1].text)
 
 
 def test_leaderboard_table_orders_by_the_first_metric_and_keeps_intervals() -> None:
-    methods = {"a": {"exact_match": {"mean": 0.2, "low": 0.1, "high": 0.3, "n": 7}},
-               "b": {"exact_match": {"mean": 0.6, "low": 0.5, "high": 0.7, "n": 7},
-                     "token_f1": {"mean": 0.9, "low": 0.8, "high": 1.0, "n": 7}}}
+    methods = _methods({"a": {"exact_match": {"mean": 0.2, "low": 0.1, "high": 0.3, "n": 7}},
+                        "b": {"exact_match": {"mean": 0.6, "low": 0.5, "high": 0.7, "n": 7},
+                              "token_f1": {"mean": 0.9, "low": 0.8, "high": 1.0, "n": 7}}})
     table = tables.leaderboard_table(methods)
     assert list(table["method"]) == ["b", "a"]
     assert table.loc[0, "exact_match"] == "0.600 [0.500, 0.700]" and table.loc[1, "token_f1"] == ""
 
 
 def test_pairs_frame_marks_intervals_that_exclude_zero() -> None:
-    pairs = {"a vs b": {"exact_match": {"mean_diff": 0.2, "low": 0.05, "high": 0.3, "n": 4}},
-             "a vs c": {"exact_match": {"mean_diff": 0.1, "low": -0.05, "high": 0.2, "n": 4}}}
+    pairs = ScopeBlock.model_validate({"pairs": {
+        "a vs b": {"exact_match": {"mean_diff": 0.2, "low": 0.05, "high": 0.3, "n": 4}},
+        "a vs c": {"exact_match": {"mean_diff": 0.1, "low": -0.05, "high": 0.2, "n": 4}}}}).pairs
     frame = tables.pairs_frame(pairs, "exact_match").set_index("pair")
     assert frame.loc["a vs b", "significant"] and not frame.loc["a vs c", "significant"]
 
@@ -124,7 +132,7 @@ def test_divergence_from_the_records_when_the_report_has_none() -> None:
     records = make_records("r", ["nearest"], protocol="drift")
     frame = tables.divergence_frame(None, records)
     assert list(frame["step"]) == [1, 1, 1, 1] and list(frame["length"]) == [5, 5, 5, 5]
-    report = {"first_divergence": {"nearest": {"ep-0": 3, "ep-1": None}}}
+    report = EvalReport.model_validate({"first_divergence": {"nearest": {"ep-0": 3, "ep-1": None}}})
     from_report = tables.divergence_frame(report, records).set_index("episode_id")
     assert from_report.loc["ep-0", "step"] == 3 and pd.isna(from_report.loc["ep-1", "step"])
 
@@ -139,9 +147,9 @@ def test_judge_frame_intervals_cover_the_mean() -> None:
 
 
 def test_compare_runs_frame() -> None:
-    a = {"methods": {"h": {"exact_match": {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}}}}
-    b = {"methods": {"h": {"exact_match": {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 12}},
-                     "n": {"exact_match": {"mean": 0.1, "low": 0.0, "high": 0.2, "n": 12}}}}
+    a = EvalReport.model_validate({"methods": {"h": {"exact_match": {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}}}})
+    b = EvalReport.model_validate({"methods": {"h": {"exact_match": {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 12}},
+                                               "n": {"exact_match": {"mean": 0.1, "low": 0.0, "high": 0.2, "n": 12}}}})
     frame = tables.compare_runs_frame(a, b).set_index("method")
     assert frame.loc["h", "B − A"] == pytest.approx(0.2) and frame.loc["h", "n B"] == 12
     assert frame.loc["n", "run A"] == "" and pd.isna(frame.loc["n", "B − A"])
@@ -189,26 +197,27 @@ def test_eval_command_is_the_cli_line(tmp_path: Path) -> None:
 
 def test_knowable_and_folds_frames_reshape_the_report() -> None:
     cell = {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}
-    report = {"methods": {"harness": {"exact_match": cell, "exact_match_knowable": cell, "novel_share": cell},
-                          "nearest": {"exact_match": cell}},  # a method without novelty cells is left out
-              "per_env": {"alfworld": {"methods": {"harness": {"exact_match": cell, "novel_share": cell}}}},
-              "folds": [{"fold": 1, "book": "d-fold1", "book_version": "abc", "construction_episodes": 8,
-                         "episodes": 4, "families": 2, "leakage_ok": True}]}
+    report = EvalReport.model_validate({
+        "methods": {"harness": {"exact_match": cell, "exact_match_knowable": cell, "novel_share": cell},
+                    "nearest": {"exact_match": cell}},  # a method without novelty cells is left out
+        "per_env": {"alfworld": {"methods": {"harness": {"exact_match": cell, "novel_share": cell}}}},
+        "folds": [{"fold": 1, "book": "d-fold1", "book_version": "abc", "construction_episodes": 8,
+                   "episodes": 4, "families": 2, "leakage_ok": True}]})
     knowable = tables.knowable_frame(report)
     assert list(zip(knowable["scope"], knowable["method"], strict=True)) == [("all environments", "harness"),
                                                                             ("env: alfworld", "harness")]
     assert knowable.loc[0, "exact match (knowable)"] == "0.500 [0.400, 0.600]" and knowable.loc[1, "n"] == 10
     assert knowable.loc[1, "exact match (knowable)"] == ""
-    assert tables.knowable_frame({"methods": {"a": {"exact_match": cell}}}).empty
+    assert tables.knowable_frame(EvalReport.model_validate({"methods": {"a": {"exact_match": cell}}})).empty
     folds = tables.folds_frame(report)
     assert folds.to_dict("records") == [{"fold": 1, "book": "d-fold1", "version": "abc", "built from (episodes)": 8,
                                          "evaluated episodes": 4, "families": 2, "leakage": "ok"}]
-    assert tables.folds_frame({}).empty
-    dropped = tables.dropped_frame({"leakage": {"ok": True, "dropped": {"count": 1, "episodes": {
-        "ep-9": ["in the book's evidence", "target turns in the book's evidence"]}}}})
+    assert tables.folds_frame(EvalReport()).empty
+    dropped = tables.dropped_frame(EvalReport.model_validate({"leakage": {"ok": True, "dropped": {"count": 1, "episodes": {
+        "ep-9": ["in the book's evidence", "target turns in the book's evidence"]}}}}))
     assert dropped.to_dict("records") == [{"episode_id": "ep-9",
                                            "why": "in the book's evidence; target turns in the book's evidence"}]
-    assert tables.dropped_frame({"leakage": {"ok": True}}).empty
+    assert tables.dropped_frame(EvalReport.model_validate({"leakage": {"ok": True}})).empty
 
 
 # A stand-in for `worldsmith eval`: writes progress.json step by step, then report.json and a JSON result.
@@ -283,17 +292,18 @@ def test_no_divergence_for_next_observation_records() -> None:
 
 
 def test_w2r_frame_one_row_per_policy_and_method() -> None:
-    report = {"w2r": {"expert": {
+    report = EvalReport.model_validate({"w2r": {"expert": {
         "real": 1.0, "real_low": 1.0, "real_high": 1.0, "n": 3, "method": "harness", "w2r": 0.5,
         "methods": {"harness": {"w2r": 0.5, "w2r_low": 0.25, "w2r_high": 0.75, "consistency": 0.5,
                                 "consistency_low": 0.25, "consistency_high": 0.75, "n": 3, "sim_steps": 7.0},
                     "nearest": {"w2r": 0.0, "w2r_low": 0.0, "w2r_high": 0.0, "consistency": 0.0,
-                                "consistency_low": 0.0, "consistency_high": 0.0, "n": 3, "sim_steps": 50.0}}}}}
+                                "consistency_low": 0.0, "consistency_high": 0.0, "n": 3, "sim_steps": 50.0}}}}})
     frame = tables.w2r_frame(report).set_index("method")
     assert list(frame.index) == ["harness", "nearest"]
     assert frame.loc["harness", "real"] == "1.000 [1.000, 1.000]"
     assert frame.loc["harness", "w2r"] == "0.500 [0.250, 0.750]" and frame.loc["nearest", "sim_steps"] == 50.0
-    flat = tables.w2r_frame({"w2r": {"random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5, "n": 5}}})
+    flat = tables.w2r_frame(EvalReport.model_validate({"w2r": {"random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5,
+                                                                          "n": 5}}}))
     assert flat.loc[0, "w2r"] == "0.100" and flat.loc[0, "n"] == 5
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from workbench.common.text import md_code
 from workbench.evaluate import tables
+from worldsmith.evals.report_model import EvalReport
 
 __all__ = ["config_differences", "render_compare"]
 
@@ -27,7 +28,7 @@ def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def render_compare(run_a: str, report_a: dict[str, Any], reports: dict[str, dict[str, Any]]) -> None:
+def render_compare(run_a: str, report_a: EvalReport, reports: dict[str, EvalReport]) -> None:
     """Choose run B among the complete runs; show A and B per method and metric, and B − A."""
     others = [name for name in reports if name != run_a]
     if not others:
@@ -42,8 +43,8 @@ def render_compare(run_a: str, report_a: dict[str, Any], reports: dict[str, dict
                "own (the runs may hold different records, so no paired interval is claimed).")
     st.dataframe(frame, hide_index=True, key="ev_cmp_table",
                  column_config={"B − A": st.column_config.NumberColumn(format="%+.3f")})
-    differences = config_differences(report_a.get("config"), report_b.get("config"))
-    if report_a.get("fingerprint") == report_b.get("fingerprint"):
+    differences = config_differences(report_a.config, report_b.config)
+    if report_a.fingerprint == report_b.fingerprint:
         st.caption("Both runs have the same configuration fingerprint.")
     elif not differences.empty:
         st.markdown("**Configuration differences**")

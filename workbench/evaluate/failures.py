@@ -7,8 +7,6 @@ button press and its result is kept per (run, method, metric, threshold, k) in s
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -19,6 +17,7 @@ from workbench.evaluate.clusters import Cluster, cluster_errors, cluster_rules
 from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
+from worldsmith.evals.report_model import EvalReport
 
 __all__ = ["CLUSTERS", "render_failures"]
 
@@ -47,7 +46,7 @@ def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str
                                  actions=[name for name, _ in cluster.top_actions])
 
 
-def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFrame, dataset: str | None) -> None:
+def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
     """The Failures tab for one run."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
     metrics = [m for m in tables.METRIC_COLUMNS if m in scored.columns and scored[m].notna().any()]
@@ -93,7 +92,7 @@ def render_failures(run: str, report: dict[str, Any] | None, records: pd.DataFra
         for message in take_notices():  # a proposal applied under a cluster
             st.success(message, icon=":material/check_circle:")
         for index, cluster in enumerate(clusters):
-            _render_cluster(index, cluster, dataset, ((report or {}).get("config") or {}).get("book"))
+            _render_cluster(index, cluster, dataset, report.config.get("book") if report is not None else None)
 
     divergence = tables.divergence_frame(report, records)
     if not divergence.empty:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import orjson
 
 from workbench.common.jobs import alive, child_returncode, plain_run_name, start_detached, tail
-from workbench.evaluate.runs import RunFileError, read_json_file, runs_dir
+from worldsmith.evals.runstore import RunFileError, RunStore, read_json_file
 from worldsmith.util import atomic_write_json
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
@@ -72,7 +72,7 @@ class JobStatus:
 
 
 def _jobs_dir(root: str | Path) -> Path:
-    return runs_dir(root) / ".jobs"
+    return RunStore(root).jobs_dir
 
 
 def validate_run_name(name: str) -> str:
@@ -142,7 +142,7 @@ def job_status(root: str | Path, run: str) -> JobStatus | None:
             returncode = ended
             atomic_write_json(path, {**record, "returncode": returncode})
         result = _result(Path(str(record.get("stdout", ""))))
-        finished = (runs_dir(root) / run / "report.json").exists()
+        finished = RunStore(root).run(run).report_path.exists()
         ok = (returncode == 0) if returncode is not None else finished and not (result or {}).get("error")
         state = "finished" if ok else "failed"
         return JobStatus(run=run, state=state, pid=pid, started=started, command=command,

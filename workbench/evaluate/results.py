@@ -1,6 +1,6 @@
 """The Results tab of the Evaluate page: leaderboard with intervals, forest plot, judge bars, fidelity@t, cost.
 
-Everything shown with an interval takes it from report.json (the library's paired bootstrap over
+Everything shown with an interval takes it from the run's report (`EvalReport`) (the library's paired bootstrap over
 trajectories); the judge's per-dimension intervals, which the report does not carry, are
 computed from the records and labelled as such.
 """
@@ -8,48 +8,47 @@ computed from the records and labelled as such.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
+from worldsmith.evals.report_model import EvalReport, ScopeBlock
+from worldsmith.evals.runstore import RunFolder
 
 __all__ = ["render_results", "scope_options"]
 
 POOLED = "all environments"
 
 
-def scope_options(report: dict[str, Any]) -> list[str]:
+def scope_options(report: EvalReport) -> list[str]:
     """Pooled, each environment of `per_env`, then seen/unseen tasks when the report splits them."""
-    options = [POOLED, *[f"env: {env}" for env in sorted(report.get("per_env") or {})]]
-    options += [f"{split} tasks" for split in ("seen", "unseen")
-                if ((report.get("seen_unseen") or {}).get(split) or {}).get("methods")]
+    options = [POOLED, *[f"env: {env}" for env in sorted(report.per_env)]]
+    options += [f"{split} tasks" for split in ("seen", "unseen") if report.scope(split=split).methods]
     return options
 
 
-def _scope(report: dict[str, Any], choice: str) -> dict[str, Any]:
+def _scope(report: EvalReport, choice: str) -> ScopeBlock:
     if choice.startswith("env: "):
-        return tables.scope_block(report, env_id=choice.removeprefix("env: "))
+        return report.scope(env_id=choice.removeprefix("env: "))
     if choice.endswith(" tasks"):
-        return tables.scope_block(report, split=choice.removesuffix(" tasks"))
-    return tables.scope_block(report)
+        return report.scope(split=choice.removesuffix(" tasks"))
+    return report.scope()
 
 
-def _bootstrap(report: dict[str, Any]) -> str:
-    """How the intervals were made, as the report records it."""
-    settings = report.get("bootstrap") or {}
-    config = report.get("config") or {}
-    resamples = settings.get("resamples") or config.get("resamples") or config.get("bootstrap_resamples")
-    confidence = settings.get("confidence") or config.get("confidence") or 0.95
+def _bootstrap(report: EvalReport) -> str:
+    """How the intervals were made, as the report records it (older reports: in their configuration)."""
+    settings, config = report.bootstrap, report.config
+    resamples = settings.resamples or config.get("resamples") or config.get("bootstrap_resamples")
+    confidence = settings.confidence or config.get("confidence") or 0.95
     what = f"{resamples:,} resamples" if isinstance(resamples, int) else "bootstrap"
     return f"{confidence:.0%} paired bootstrap intervals over trajectories ({what})"
 
 
-def _knowable(report: dict[str, Any]) -> None:
+def _knowable(report: EvalReport) -> None:
     """Exact match on all turns beside the knowable ones, and the novel share (unknown for older runs)."""
-    if report.get("protocol") not in ("next-obs", "drift"):
+    if report.protocol not in ("next-obs", "drift"):
         return
     frame = tables.knowable_frame(report)
     st.subheader("Knowable turns", anchor=False)
@@ -65,11 +64,11 @@ def _knowable(report: dict[str, Any]) -> None:
                "scored.")
 
 
-def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> None:
+def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None:
     """The whole Results tab for one run."""
-    judge = report.get("judge")
-    st.caption(f"protocol {md_code(report.get('protocol'))} · fingerprint {md_code(str(report.get('fingerprint'))[:16])}"
-               f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.get('created'))}")
+    judge = report.judge
+    st.caption(f"protocol {md_code(report.protocol)} · fingerprint {md_code(report.fingerprint[:16])}"
+               f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.created)}")
     dropped = tables.dropped_frame(report)
     if not dropped.empty:
         st.warning(f"{len(dropped)} leaked episodes were left out of this run (drop leaked): the book was built from "
@@ -84,13 +83,13 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
             st.dataframe(folds, hide_index=True, key="ev_folds")
     choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope", format_func=md_escape)
     block = _scope(report, choice)
-    methods = block.get("methods") or {}
+    methods = block.methods
     st.subheader("Leaderboard", anchor=False)
     table = tables.leaderboard_table(methods)
     if table.empty or len(table.columns) <= 2:
         st.info("This run has no scored methods in this scope.", icon=":material/info:")
     else:
-        errors = report.get("errors") or {}
+        errors = report.errors
         if choice == POOLED and any(errors.values()):
             table.insert(2, "errors", table["method"].map(lambda m: errors.get(m, 0)))
         st.dataframe(table, hide_index=True, key="ev_leaderboard")
@@ -107,7 +106,7 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
         metric = st.selectbox("Metric", metrics, key="ev_metric")
         left, right = st.columns(2)
         left.plotly_chart(charts.metric_bars(long, metric), key="ev_bars")
-        pairs = tables.pairs_frame(block.get("pairs") or {}, metric)
+        pairs = tables.pairs_frame(block.pairs, metric)
         if pairs.empty:
             right.caption("No paired differences for this metric (one method, or none scored on the same records).")
         else:
@@ -138,9 +137,10 @@ def render_results(run: Path, report: dict[str, Any], records: pd.DataFrame) -> 
         st.dataframe(cost, hide_index=True, key="ev_cost")
 
     with st.expander("Configuration, seeds and leakage check"):
-        st.json({"config": report.get("config"), "seeds": report.get("seeds"), "leakage": report.get("leakage")},
+        written = report.to_json()
+        st.json({"config": written.get("config"), "seeds": written.get("seeds"), "leakage": written.get("leakage")},
                 expanded=False)
-    markdown = run / "report.md"
+    markdown = RunFolder(run).markdown_path
     if markdown.is_file():
         st.download_button("Download report.md", markdown.read_bytes(), file_name=f"{run.name}.md",
                            mime="text/markdown", key="ev_report_md")

@@ -1,4 +1,4 @@
-"""Tables the Evaluate page shows, computed from a run's report.json and records (pure pandas, no Streamlit).
+"""Tables the Evaluate page shows, computed from a run's report (an `EvalReport`) and records (pure pandas).
 
 Intervals always come from the report (the library's paired bootstrap over trajectories); these
 functions only reshape them. Where the page needs a number the report lacks (a judge dimension,
@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
+from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 
 __all__ = [
     "JUDGE_DIMENSIONS",
@@ -34,7 +35,6 @@ __all__ = [
     "leaderboard_frame",
     "leaderboard_table",
     "pairs_frame",
-    "scope_block",
     "small_sample_caption",
     "w2r_frame",
     "win_lose_frame",
@@ -48,56 +48,45 @@ KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one meth
 _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
 
 
-def format_interval(cell: Any, digits: int = 3) -> str:
-    """`mean [low, high]` for a report cell ({mean, low, high}); '' when the cell is missing. A cell resampled
-    over fewer than `SMALL_SAMPLE` trajectories says so: `mean [low, high] (only N trajectories)`."""
-    if not isinstance(cell, dict) or cell.get("mean") is None:
+def format_interval(cell: MetricCell | None, digits: int = 3) -> str:
+    """`mean [low, high]` for a report cell; '' when the cell is missing. A cell resampled over fewer than
+    `SMALL_SAMPLE` trajectories says so: `mean [low, high] (only N trajectories)`."""
+    if cell is None or cell.mean is None:
         return ""
-    mean = cell["mean"]
-    if cell.get("low") is None or cell.get("high") is None:
-        return f"{mean:.{digits}f}"
-    note = small_sample_note(cell)
-    return f"{mean:.{digits}f} [{cell['low']:.{digits}f}, {cell['high']:.{digits}f}]" + (f" ({note})" if note else "")
+    if cell.low is None or cell.high is None:
+        return f"{cell.mean:.{digits}f}"
+    note = small_sample_note(cell.trajectories)
+    return f"{cell.mean:.{digits}f} [{cell.low:.{digits}f}, {cell.high:.{digits}f}]" + (f" ({note})" if note else "")
 
 
-def scope_block(report: dict[str, Any], env_id: str | None = None, split: str | None = None) -> dict[str, Any]:
-    """The `{methods, pairs}` block for pooled results, one environment (`per_env`) or seen/unseen tasks."""
-    if env_id is not None:
-        return (report.get("per_env") or {}).get(env_id) or {}
-    if split is not None:
-        return (report.get("seen_unseen") or {}).get(split) or {}
-    return {"methods": report.get("methods") or {}, "pairs": report.get("pairs") or {}}
-
-
-def _metrics_of(methods: dict[str, Any]) -> list[str]:
+def _metrics_of(methods: dict[str, dict[str, MetricCell]]) -> list[str]:
     """Metrics any method has, in the contract's order (exact match first), others after by name."""
-    seen = {metric for cells in methods.values() for metric in cells or {}}
+    seen = {metric for cells in methods.values() for metric in cells}
     order = [METRIC_COLUMNS[0], *NOVELTY_METRICS, *METRIC_COLUMNS[1:], "w2r_success", "real_success"]
     rank = {metric: i for i, metric in enumerate(order)}
     return sorted(seen, key=lambda metric: (rank.get(metric, len(rank)), metric))
 
 
-def leaderboard_frame(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+def leaderboard_frame(methods: dict[str, dict[str, MetricCell]], metrics: list[str] | None = None) -> pd.DataFrame:
     """Long frame: one row per (method, metric) with mean, low, high, n (the report's intervals)."""
     metrics = metrics or _metrics_of(methods)
     rows = []
     for method, cells in methods.items():
         for metric in metrics:
-            cell = (cells or {}).get(metric)
-            if isinstance(cell, dict) and cell.get("mean") is not None:
-                rows.append({"method": method, "metric": metric, "mean": float(cell["mean"]),
-                             "low": _float(cell.get("low")), "high": _float(cell.get("high")),
-                             "n": cell.get("n"), "trajectories": cell.get("trajectories")})
+            cell = cells.get(metric)
+            if cell is not None and cell.mean is not None:
+                rows.append({"method": method, "metric": metric, "mean": float(cell.mean), "low": _float(cell.low),
+                             "high": _float(cell.high), "n": cell.n, "trajectories": cell.trajectories})
     return pd.DataFrame(rows, columns=["method", "metric", "mean", "low", "high", "n", "trajectories"])
 
 
-def leaderboard_table(methods: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+def leaderboard_table(methods: dict[str, dict[str, MetricCell]], metrics: list[str] | None = None) -> pd.DataFrame:
     """Wide table methods × metrics of `mean [low, high]`, best first by the first metric, with n."""
     long = leaderboard_frame(methods, metrics)
     if long.empty:
         return pd.DataFrame(columns=["method"])
     order = list(dict.fromkeys(long["metric"]))
-    long["cell"] = [format_interval({"mean": m, "low": lo, "high": hi, "trajectories": _count(tr)})
+    long["cell"] = [format_interval(MetricCell(mean=m, low=lo, high=hi, trajectories=_count(tr)))
                     for m, lo, hi, tr in zip(long["mean"], long["low"], long["high"], long["trajectories"],
                                              strict=True)]
     table = long.pivot(index="method", columns="metric", values="cell").reindex(columns=order).fillna("")
@@ -110,101 +99,96 @@ def leaderboard_table(methods: dict[str, Any], metrics: list[str] | None = None)
     return table.reset_index()
 
 
-def small_sample_caption(methods: dict[str, Any]) -> str | None:
+def small_sample_caption(methods: dict[str, dict[str, MetricCell]]) -> str | None:
     """What to say under a table whose intervals rest on fewer than `SMALL_SAMPLE` trajectories (None: none do)."""
-    counts = [int(cell["trajectories"]) for cells in methods.values() for cell in (cells or {}).values()
-              if isinstance(cell, dict) and small_sample_note(cell)]
+    counts = [int(cell.trajectories) for cells in methods.values() for cell in cells.values()
+              if cell.trajectories is not None and small_sample_note(cell.trajectories)]
     if not counts:
         return None
     return (f"Small sample: intervals marked \"only N trajectories\" were resampled over fewer than {SMALL_SAMPLE} "
             f"trajectories (as few as {min(counts)}); they are rough, and a difference between methods may not hold up.")
 
 
-def pairs_frame(pairs: dict[str, Any], metric: str | None = None) -> pd.DataFrame:
+def pairs_frame(pairs: dict[str, dict[str, PairCell]], metric: str | None = None) -> pd.DataFrame:
     """One row per (pair, metric): the mean paired difference and its interval; `significant` when 0 is outside."""
     rows = []
     for pair, cells in pairs.items():
-        for name, cell in (cells or {}).items():
-            if metric is not None and name != metric:
+        for name, cell in cells.items():
+            if (metric is not None and name != metric) or cell.mean_diff is None:
                 continue
-            if not isinstance(cell, dict) or cell.get("mean_diff") is None:
-                continue
-            low, high = _float(cell.get("low")), _float(cell.get("high"))
-            rows.append({"pair": pair, "metric": name, "mean_diff": float(cell["mean_diff"]), "low": low,
-                         "high": high, "n": cell.get("n"),
+            low, high = _float(cell.low), _float(cell.high)
+            rows.append({"pair": pair, "metric": name, "mean_diff": float(cell.mean_diff), "low": low,
+                         "high": high, "n": cell.n,
                          "significant": bool(low is not None and high is not None and (low > 0 or high < 0)),
-                         "trajectories": cell.get("trajectories"), "sample": small_sample_note(cell)})
+                         "trajectories": cell.trajectories, "sample": small_sample_note(cell.trajectories)})
     return pd.DataFrame(rows, columns=["pair", "metric", "mean_diff", "low", "high", "n", "significant",
                                        "trajectories", "sample"])
 
 
-def knowable_frame(report: dict[str, Any]) -> pd.DataFrame:
+def knowable_frame(report: EvalReport) -> pd.DataFrame:
     """Exact match on all turns and on the knowable ones, and the novel share, per scope (pooled, each environment)
     and method; empty for a run without novelty flags (made before them, or W2R)."""
     columns = ["scope", "method", "exact match (all)", "exact match (knowable)", "novel share", "n"]
-    scopes = [("all environments", scope_block(report)),
-              *((f"env: {env}", block) for env, block in sorted((report.get("per_env") or {}).items()))]
+    scopes = [("all environments", report.scope()),
+              *((f"env: {env}", block) for env, block in sorted(report.per_env.items()))]
     rows = [{"scope": scope, "method": method, "exact match (all)": format_interval(cells.get("exact_match")),
              "exact match (knowable)": format_interval(cells.get("exact_match_knowable")),
-             "novel share": format_interval(cells.get("novel_share")), "n": (cells.get("exact_match") or {}).get("n")}
-            for scope, block in scopes for method, cells in (block.get("methods") or {}).items()
-            if isinstance(cells, dict) and isinstance(cells.get("novel_share"), dict)]
+             "novel share": format_interval(cells.get("novel_share")),
+             "n": exact.n if (exact := cells.get("exact_match")) is not None else None}
+            for scope, block in scopes for method, cells in block.methods.items() if "novel_share" in cells]
     return pd.DataFrame(rows, columns=columns)
 
 
-def fidelity_frame(report: dict[str, Any]) -> pd.DataFrame:
+def fidelity_frame(report: EvalReport) -> pd.DataFrame:
     """fidelity@t of a drift run, long: method, t, mean, low, high, n."""
-    rows = [{"method": method, "t": int(point["t"]), "mean": _float(point.get("mean")),
-             "low": _float(point.get("low")), "high": _float(point.get("high")), "n": point.get("n"),
-             "trajectories": point.get("trajectories")}
-            for method, points in (report.get("fidelity_at_t") or {}).items() for point in points or []
-            if isinstance(point, dict) and "t" in point]
+    rows = [{"method": method, "t": point.t, "mean": _float(point.mean), "low": _float(point.low),
+             "high": _float(point.high), "n": point.n, "trajectories": point.trajectories}
+            for method, points in report.fidelity_at_t.items() for point in points]
     return pd.DataFrame(rows, columns=["method", "t", "mean", "low", "high", "n", "trajectories"])
 
 
-def folds_frame(report: dict[str, Any]) -> pd.DataFrame:
+def folds_frame(report: EvalReport) -> pd.DataFrame:
     """A cross-fitted run's folds: each fold's book, what it was built from and evaluated on; empty otherwise."""
     columns = ["fold", "book", "version", "built from (episodes)", "evaluated episodes", "families", "leakage"]
-    rows = [{"fold": f.get("fold"), "book": f.get("book"), "version": f.get("book_version"),
-             "built from (episodes)": f.get("construction_episodes"), "evaluated episodes": f.get("episodes"),
-             "families": f.get("families"), "leakage": "ok" if f.get("leakage_ok") else "leaked"}
-            for f in report.get("folds") or [] if isinstance(f, dict)]
+    rows = [{"fold": f.fold, "book": f.book, "version": f.book_version,
+             "built from (episodes)": f.construction_episodes, "evaluated episodes": f.episodes,
+             "families": f.families, "leakage": "ok" if f.leakage_ok else "leaked"}
+            for f in report.folds]
     return pd.DataFrame(rows, columns=columns)
 
 
-def dropped_frame(report: dict[str, Any]) -> pd.DataFrame:
+def dropped_frame(report: EvalReport) -> pd.DataFrame:
     """Episodes a run left out because they leak (`--drop-leaked`), each with why; empty when none were."""
-    dropped = ((report.get("leakage") or {}).get("dropped") or {}).get("episodes") or {}
-    rows = [{"episode_id": episode, "why": "; ".join(why) if isinstance(why, list) else str(why)}
-            for episode, why in dropped.items()]
+    dropped = report.leakage.dropped
+    rows = [{"episode_id": episode, "why": "; ".join(why)} for episode, why in (dropped.episodes if dropped else {}).items()]
     return pd.DataFrame(rows, columns=["episode_id", "why"])
 
 
-def cost_frame(report: dict[str, Any]) -> pd.DataFrame:
+def cost_frame(report: EvalReport) -> pd.DataFrame:
     """Mean cost per record and method (model calls, tokens, latency, money)."""
-    rows = [{"method": method, **{k: v for k, v in (cells or {}).items()}}
-            for method, cells in (report.get("cost") or {}).items()]
+    rows = [{"method": method, **row.model_dump(exclude_unset=True)} for method, row in report.cost.items()]
     return pd.DataFrame(rows)
 
 
-def w2r_frame(report: dict[str, Any]) -> pd.DataFrame:
+def _ratio_cell(mean: float | None, low: float | None, high: float | None, trajectories: int | None) -> str:
+    return format_interval(MetricCell(mean=mean, low=low, high=high, trajectories=trajectories))
+
+
+def w2r_frame(report: EvalReport) -> pd.DataFrame:
     """World-to-real success per policy and method: real, W2R and consistency (W2R / real), each `mean [low, high]`.
 
-    Accepts the report's nested shape (`w2r[policy]["methods"][method]`) and the flat one (a policy's
+    Accepts the report's nested shape (`w2r[policy].methods[method]`) and the flat one (a policy's
     numbers at its top level, for a single method).
     """
-    def cell(numbers: dict[str, Any], key: str) -> str:
-        return format_interval({"mean": numbers.get(key), "low": numbers.get(f"{key}_low"),
-                                "high": numbers.get(f"{key}_high"), "trajectories": numbers.get("trajectories")})
-
     rows = []
-    for policy, entry in (report.get("w2r") or {}).items():
-        entry = entry or {}
-        methods = entry.get("methods") or {entry.get("method") or "": entry}
-        for method, numbers in methods.items():
-            rows.append({"policy": policy, "method": method, "real": cell(entry, "real"),
-                         "w2r": cell(numbers, "w2r"), "consistency": cell(numbers, "consistency"),
-                         "n": numbers.get("n", entry.get("n")), "sim_steps": numbers.get("sim_steps")})
+    for policy, entry in report.w2r.items():
+        for method, numbers in entry.by_method().items():
+            rows.append({"policy": policy, "method": method,
+                         "real": _ratio_cell(entry.real, entry.real_low, entry.real_high, entry.trajectories),
+                         "w2r": _ratio_cell(numbers.w2r, numbers.w2r_low, numbers.w2r_high, numbers.trajectories),
+                         "consistency": _ratio_cell(numbers.consistency, numbers.consistency_low,
+                                                    numbers.consistency_high, numbers.trajectories),
+                         "n": numbers.n if numbers.n is not None else entry.n, "sim_steps": numbers.sim_steps})
     return pd.DataFrame(rows, columns=["policy", "method", "real", "w2r", "consistency", "n", "sim_steps"])
 
 
@@ -315,7 +299,7 @@ def heatmap_frame(records: pd.DataFrame, metric: str, max_steps: int = 40) -> pd
     return table.reindex(order)
 
 
-def divergence_frame(report: dict[str, Any] | None, records: pd.DataFrame) -> pd.DataFrame:
+def divergence_frame(report: EvalReport | None, records: pd.DataFrame) -> pd.DataFrame:
     """First-divergence step of every drifted trajectory per method (report first, else the records' `diverged`).
 
     Rows: method, episode_id, step (None when the trajectory never diverged), length (turns recorded).
@@ -325,10 +309,10 @@ def divergence_frame(report: dict[str, Any] | None, records: pd.DataFrame) -> pd
         for (method, episode), turns in records[records["turn"] >= 0].groupby(["method", "episode_id"])["turn"]:
             lengths[(str(method), str(episode))] = int(turns.max()) + 1
     rows: list[dict[str, Any]] = []
-    from_report = (report or {}).get("first_divergence") or {}
+    from_report = report.first_divergence if report is not None else {}
     if from_report:
         for method, episodes in from_report.items():
-            for episode, step in (episodes or {}).items():
+            for episode, step in episodes.items():
                 rows.append({"method": method, "episode_id": episode, "step": None if step is None else int(step),
                              "length": lengths.get((method, episode))})
     elif "diverged" in records.columns:
@@ -342,20 +326,20 @@ def divergence_frame(report: dict[str, Any] | None, records: pd.DataFrame) -> pd
     return pd.DataFrame(rows, columns=["method", "episode_id", "step", "length"])
 
 
-def compare_runs_frame(a: dict[str, Any], b: dict[str, Any], metrics: list[str] | None = None) -> pd.DataFrame:
+def compare_runs_frame(a: EvalReport, b: EvalReport, metrics: list[str] | None = None) -> pd.DataFrame:
     """Methods × metrics present in both runs' reports: A and B as `mean [low, high]`, and B − A of the means.
 
     The difference is of the pooled means only: the two runs may hold different records, so no
     paired interval is claimed for it.
     """
-    left, right = leaderboard_frame(a.get("methods") or {}, metrics), leaderboard_frame(b.get("methods") or {}, metrics)
+    left, right = leaderboard_frame(a.methods, metrics), leaderboard_frame(b.methods, metrics)
     merged = left.merge(right, on=["method", "metric"], how="outer", suffixes=("_a", "_b"))
     rows = []
     for _, row in merged.iterrows():
         rows.append({"method": row["method"], "metric": row["metric"],
-                     "run A": format_interval({"mean": row["mean_a"], "low": row["low_a"], "high": row["high_a"]})
+                     "run A": _ratio_cell(row["mean_a"], row["low_a"], row["high_a"], None)
                      if pd.notna(row["mean_a"]) else "",
-                     "run B": format_interval({"mean": row["mean_b"], "low": row["low_b"], "high": row["high_b"]})
+                     "run B": _ratio_cell(row["mean_b"], row["low_b"], row["high_b"], None)
                      if pd.notna(row["mean_b"]) else "",
                      "B − A": float(row["mean_b"] - row["mean_a"])
                      if pd.notna(row["mean_a"]) and pd.notna(row["mean_b"]) else None,
