@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from worldsmith.envace.runstore import RunStore, run_states
+from worldsmith.envace.runstore import RunStore, run_states, runs_dir
 from worldsmith.util.atomic import atomic_write_json
 
 
@@ -59,3 +59,16 @@ def test_the_cli_and_the_train_page_show_a_killed_run_as_stopped(tmp_path: Path)
                           env=env, timeout=120).stdout
     assert "killed" in text and "stopped" in text and "3/10" in text
     assert load_run(folder).state == "stopped"
+
+
+def test_checkpoint_evaluations_are_read_newest_first_and_broken_ones_skipped(tmp_path: Path) -> None:
+    store = RunStore(runs_dir(tmp_path) / "r")
+    assert store.root == tmp_path / "runs" / "envace" / "r"
+    assert not store.is_run() and store.evaluations() == []
+    store.write_config({"objective": "grpo"})
+    assert store.is_run()
+    for name, text in (("bfcl-k1-step-2", '{"methods": {"k1": {}}}'), ("bfcl-k1-step-4", '{"methods": {}}'),
+                       ("torn", '{"methods": '), ("a-list", "[1]")):
+        (store.evals_dir / name).mkdir(parents=True)
+        (store.evals_dir / name / "report.json").write_text(text, encoding="utf-8")
+    assert store.evaluations() == [("bfcl-k1-step-4", {"methods": {}}), ("bfcl-k1-step-2", {"methods": {"k1": {}}})]

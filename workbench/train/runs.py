@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.runstore import runs_dir as runs_root  # the Train page's name for it
 from worldsmith.util.processes import process_alive
 
 __all__ = [
@@ -32,10 +32,6 @@ __all__ = [
 ]
 
 RunState = str  # "running" | "done" | "failed" | "stopped" | "new"
-
-
-def runs_root(root: str | Path) -> Path:
-    return Path(root) / "runs" / "envace"
 
 
 @dataclass
@@ -115,8 +111,7 @@ def list_runs(root: str | Path) -> list[TrainRun]:
     if not folder.is_dir():
         return []
     runs = [load_run(path) for path in folder.iterdir()
-            if path.is_dir() and not path.name.startswith(".")
-            and any((path / name).exists() for name in ("config.json", "status.json"))]
+            if path.is_dir() and not path.name.startswith(".") and RunStore(path).is_run()]
     listed = {run.name for run in runs}
     # launched from the page but nothing written yet (starting, or died at once): listed, so it shows at once
     for record in sorted((folder / ".launch").glob("*.job.json")):
@@ -144,15 +139,4 @@ def probe_examples(path: Path) -> list[dict[str, Any]]:
 
 def evals_of(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """Checkpoint evaluations written inside the run (`<run>/evals/<name>/report.json`), newest first."""
-    folder = path / "evals"
-    if not folder.is_dir():
-        return []
-    found = []
-    for report in folder.glob("*/report.json"):
-        try:
-            value = orjson.loads(report.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        if isinstance(value, dict):
-            found.append((report.parent.name, value))
-    return sorted(found, key=lambda item: item[0], reverse=True)
+    return RunStore(path).evaluations()

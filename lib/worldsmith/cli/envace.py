@@ -105,9 +105,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_runs(args: argparse.Namespace) -> int:
     from worldsmith.cli.common import workspace_from
-    from worldsmith.envace.runstore import run_states
+    from worldsmith.envace.runstore import run_states, runs_dir
 
-    rows = run_states(workspace_from(args).root / "runs" / "envace")
+    rows = run_states(runs_dir(workspace_from(args).root))
     if getattr(args, "json", False):
         emit_json({"runs": rows})
         return EXIT_OK

@@ -22,7 +22,7 @@ import orjson
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.processes import process_alive
 
-__all__ = ["RunStore", "process_alive", "read_jsonl", "run_states"]
+__all__ = ["RunStore", "process_alive", "read_jsonl", "run_states", "runs_dir"]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -41,11 +41,20 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def runs_dir(workspace_root: str | Path) -> Path:
+    """`<workspace>/runs/envace`: the training runs of a workspace, one folder each."""
+    return Path(workspace_root) / "runs" / "envace"
+
+
 class RunStore:
     """One run's folder."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+
+    def is_run(self) -> bool:
+        """Whether the folder holds a run (it has written its config or status)."""
+        return any((self.root / name).exists() for name in ("config.json", "status.json"))
 
     @property
     def checkpoints_dir(self) -> Path:
@@ -136,6 +145,25 @@ class RunStore:
     def latest_checkpoint(self) -> tuple[int, Path] | None:
         found = self.checkpoints()
         return found[-1] if found else None
+
+    # ------------------------------------------------------------------ checkpoint evaluations
+
+    @property
+    def evals_dir(self) -> Path:
+        """Where checkpoint evaluations of this run are written (`evals/<name>/report.json`)."""
+        return self.root / "evals"
+
+    def evaluations(self) -> list[tuple[str, dict[str, Any]]]:
+        """Each checkpoint evaluation's name and report, newest (by name) first; unreadable reports are skipped."""
+        found = []
+        for path in self.evals_dir.glob("*/report.json") if self.evals_dir.is_dir() else []:
+            try:
+                value = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):
+                continue
+            if isinstance(value, dict):
+                found.append((path.parent.name, value))
+        return sorted(found, key=lambda item: item[0], reverse=True)
 
 
 def run_states(folder: str | Path) -> list[dict[str, Any]]:
