@@ -10,7 +10,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from worldsmith.evals import EvalConfig, EvalReport, EvalRun, RunFileError, RunStore, run_eval, run_folder
+from worldsmith.evals import (
+    EvalConfig,
+    EvalReport,
+    EvalRun,
+    RunFileError,
+    RunStore,
+    run_eval,
+    run_folder,
+)
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook
 
@@ -57,6 +65,35 @@ def test_a_run_reads_back_through_the_store(alfworld_book: Worldbook, alfworld_s
     assert progress is not None and progress.status == "done" and progress.done == progress.total == 2 * 2  # methods x episodes
     assert len(folder.read_records()) == len(run.records) and folder.markdown_path.exists()
     assert len(folder.journal().units) == progress.total
+
+
+def test_a_failing_unit_stops_the_run_closes_what_it_opened_and_resumes(alfworld_book: Worldbook, alfworld_split,
+                                                                        monkeypatch, tmp_path: Path) -> None:
+    from worldsmith.evals import units
+
+    compute, calls, closed = units.UnitComputer.compute, [], []
+
+    def second_fails(self: units.UnitComputer, *unit: object) -> dict:
+        calls.append(unit)
+        if len(calls) == 2:
+            raise RuntimeError("the model went away")
+        return compute(self, *unit)
+
+    monkeypatch.setattr(units.UnitComputer, "compute", second_fails)
+    monkeypatch.setattr(units.UnitComputer, "close", lambda self: closed.append(True))
+    with pytest.raises(RuntimeError, match="the model went away"):
+        _run(tmp_path, alfworld_book, alfworld_split)
+    folder = RunStore(tmp_path / "ws").run("store")
+    progress = folder.read_progress()
+    assert progress is not None and progress.status == "failed" and progress.done == 1 and progress.total == 4
+    assert progress.error == "RuntimeError: the model went away" and closed == [True]
+    assert folder.read_report() is None and len(folder.journal().units) == 1
+
+    monkeypatch.undo()
+    again = _run(tmp_path, alfworld_book, alfworld_split)
+    assert (again.reused, again.computed) == (1, 3)
+    done = folder.read_progress()
+    assert done is not None and (done.status, done.done, done.message, done.error) == ("done", 4, "report written", None)
 
 
 def test_an_older_report_loads_and_dumps_back_unchanged() -> None:
