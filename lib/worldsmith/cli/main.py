@@ -16,6 +16,7 @@ from worldsmith.cli import (
     envs,
     export,
     ingest,
+    jobs,
     llm,
     serve,
     sidebyside,
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ingest, traces, split, export, envs, llm, build, book, simulate, sidebyside, evaluate, envace,
-                   workbench, serve):
+                   jobs, workbench, serve):
         module.register(subparsers)
     return parser
 

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-__all__ = ["main_module_hidden", "process_alive"]
+__all__ = ["main_module_hidden", "process_alive", "process_start_time"]
 
 
 @contextlib.contextmanager
@@ -33,17 +33,27 @@ def main_module_hidden() -> Iterator[None]:
             main.__file__ = saved_file
 
 
-def process_alive(pid: int | None, started_before: float | None = None) -> bool:
-    """Whether `pid` is a live process on this machine (a zombie is not), and, with `started_before`, one that
-    existed by then (a recycled pid started later is not the same process)."""
+def process_start_time(pid: int | None) -> float | None:
+    """When the live process `pid` started (epoch seconds); None when there is none (or only a zombie)."""
     import psutil
 
     if not pid:
-        return False
+        return None
     try:
         process = psutil.Process(int(pid))
         if process.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return started_before is None or process.create_time() <= float(started_before) + 1.0
+            return None
+        return float(process.create_time())
     except (psutil.Error, ValueError):
+        return None
+
+
+def process_alive(pid: int | None, started_before: float | None = None) -> bool:
+    """Whether `pid` is a live process on this machine (a zombie is not), and, with `started_before`, one that
+    existed by then (a recycled pid started later is not the same process)."""
+    try:
+        before = None if started_before is None else float(started_before)
+    except (TypeError, ValueError):
         return False
+    started = process_start_time(pid)
+    return started is not None and (before is None or started <= before + 1.0)

@@ -1,0 +1,69 @@
+"""`worldsmith jobs list|stop`: the workspace's background jobs (runs started from the workbench) from their records."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.util.jobs import Job, stop
+from worldsmith.workspace.jobs import find_jobs, workspace_jobs
+
+__all__ = ["job_json", "register", "run_list", "run_stop"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("jobs", help="background jobs of the workspace: list them, stop one")
+    actions = parser.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", help="running and ended jobs, most recent first")
+    add_common(listing)
+    listing.set_defaults(handler=run_list)
+
+    stopping = actions.add_parser("stop", help="stop a running job (SIGTERM, then SIGKILL after --grace seconds)")
+    stopping.add_argument("name", help="the job's run name")
+    stopping.add_argument("--kind", help="eval, train or sweep: which job, when runs of two kinds share the name")
+    stopping.add_argument("--grace", type=float, default=10.0, help="seconds to wait before SIGKILL (default 10)")
+    add_common(stopping)
+    stopping.set_defaults(handler=run_stop)
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    """A job as `--json` prints it: its record and its state now."""
+    return {**job.to_json(), "state": job.state}
+
+
+def _line(job: Job) -> str:
+    when = datetime.fromtimestamp(job.started).strftime("%Y-%m-%d %H:%M:%S")
+    code = "" if job.returncode is None else f" (exit {job.returncode})"
+    return f"{job.kind:<6} {job.run:<32} {job.state}{code}  pid {job.pid}  started {when}  log {job.stderr}"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    jobs = workspace_jobs(workspace_from(args).root)
+    if getattr(args, "json", False):
+        emit_json({"jobs": [job_json(job) for job in jobs]})
+    elif not jobs:
+        print("no jobs in this workspace")
+    else:
+        for job in jobs:
+            print(_line(job))
+    return EXIT_OK
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    jobs = find_jobs(workspace_from(args).root, args.name, args.kind)
+    if not jobs:
+        raise CommandError(f"no job named {args.name!r}" + (f" of kind {args.kind!r}" if args.kind else ""))
+    if len({job.kind for job in jobs}) > 1:
+        kinds = ", ".join(sorted({job.kind for job in jobs}))
+        raise CommandError(f"jobs of several kinds are named {args.name!r} ({kinds}): choose one with --kind")
+    job = jobs[0]
+    stopped = stop(job, grace_s=args.grace)
+    if getattr(args, "json", False):
+        emit_json({**job_json(job), "stopped": stopped})
+    else:
+        print(f"stopped {job.kind} job {job.run} (pid {job.pid})" if stopped
+              else f"{job.kind} job {job.run} was not running ({job.state})")
+    return EXIT_OK
