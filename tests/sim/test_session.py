@@ -24,6 +24,9 @@ from worldsmith.sim import (
     StaleSessionError,
     TurnRecord,
     WorldModelBase,
+    fork_directory,
+    new_session_name,
+    session_name,
     state_differences,
 )
 from worldsmith.sim.session import AUDIT_FILE, STATE_FILE
@@ -154,6 +157,30 @@ def test_fork_and_compare(tmp_path: Path) -> None:
         session.fork(4, tmp_path / "too-far")
     with pytest.raises(SessionExistsError):
         session.fork(1, tmp_path / "fork")
+
+
+def test_a_fork_without_a_target_goes_to_the_first_free_sibling(tmp_path: Path) -> None:
+    session = Session.create(tmp_path / "main", initial_state={"n": 0})
+    for n in range(2):
+        session.commit(_record(f"step {n}", {"n": n + 1}), expected_revision=n)
+    assert fork_directory(session.directory, 1) == tmp_path / "main-fork1"
+    first = session.fork(1)
+    second = session.fork(1)
+    assert first.directory == tmp_path / "main-fork1" and second.directory == tmp_path / "main-fork1-2"
+    assert len(second) == 1 and second.meta["forked_at"] == 1
+    assert session.fork(2).directory == tmp_path / "main-fork2"
+    assert fork_directory(tmp_path / "main", 1) == tmp_path / "main-fork1-3"
+    with pytest.raises(SessionError, match="session name .a b."):
+        session.fork(1, tmp_path / "a b")  # a target is named by the one name rule
+
+
+def test_session_names_are_checked_and_made() -> None:
+    assert session_name("  kitchen-1 ") == "kitchen-1"
+    for bad in ("", "..", "a/b", "-x", None):
+        with pytest.raises(SessionError, match="session name"):
+            session_name(bad)
+    assert new_session_name("book", time.mktime((2026, 1, 2, 3, 4, 5, 0, 0, -1))) == "book-20260102T030405"
+    assert session_name(new_session_name("alfworld")).startswith("alfworld-")
 
 
 def test_state_differences() -> None:

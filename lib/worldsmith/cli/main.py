@@ -15,6 +15,7 @@ from worldsmith.cli import (
     envace,
     envs,
     export,
+    fork,
     ingest,
     jobs,
     llm,
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ingest, traces, split, export, envs, llm, build, book, simulate, sidebyside, evaluate, envace,
+    for module in (ingest, traces, split, export, envs, llm, build, book, simulate, fork, sidebyside, evaluate, envace,
                    jobs, workbench, serve):
         module.register(subparsers)
     return parser

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
-from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line
+from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line, new_session_name
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.registry import canonical_world_model, make_world_model, needs_llm, takes_llm, world_models
 from worldsmith.worldbook import Worldbook, WorldbookStore
@@ -148,13 +147,6 @@ def _emit_line(value: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _fork_directory(directory: Path, at_turn: int) -> Path:
-    candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}"), 2
-    while candidate.exists():
-        candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}-{number}"), number + 1
-    return candidate
-
-
 class _Play:
     """One `simulate play` loop: the session being played (a `:fork` replaces it) and how to answer."""
 
@@ -193,7 +185,7 @@ class _Play:
             self.say("usage: :fork N (keep the first N turns)", event="error", error="usage: :fork N")
             return
         try:
-            forked = self.session.fork(int(parts[1]), _fork_directory(self.session.directory, int(parts[1])))
+            forked = self.session.fork(int(parts[1]))
         except SessionError as error:
             self.say(str(error), event="error", error=str(error))
             return
@@ -205,7 +197,7 @@ class _Play:
 
 def run_play(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
-    directory = args.session or workspace_from(args).root / "sessions" / f"{args.book}-{time.strftime('%Y%m%dT%H%M%S')}"
+    directory = args.session or workspace_from(args).root / "sessions" / new_session_name(args.book)
     try:
         session, book = _session_for(args, directory, args.book)
     except SessionError as error:

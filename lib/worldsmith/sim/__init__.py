@@ -59,6 +59,9 @@ from worldsmith.sim.session import (
     StaleSessionError,
     TurnRecord,
     find_sessions,
+    fork_directory,
+    new_session_name,
+    session_name,
     state_differences,
 )
 from worldsmith.sim.shell_state import ShellTracker
@@ -147,6 +150,9 @@ __all__ = [
     "action_line",
     "episode_prefix",
     "find_sessions",
+    "fork_directory",
+    "new_session_name",
+    "session_name",
     "parse_observation",
     "render_worldbook",
     "simulator_messages",

@@ -33,6 +33,7 @@ from worldsmith.sim.base import Prediction, WorldModel, action_line, episode_pre
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.dirs import publish_dir
+from worldsmith.util.names import InvalidName, check_name
 
 __all__ = [
     "AUDIT_FILE",
@@ -48,6 +49,9 @@ __all__ = [
     "StaleSessionError",
     "TurnRecord",
     "find_sessions",
+    "fork_directory",
+    "new_session_name",
+    "session_name",
     "state_differences",
 ]
 
@@ -163,6 +167,28 @@ def find_sessions(folder: str | Path) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and (p / SESSION_DB).is_file())
+
+
+def session_name(name: object) -> str:
+    """A session name as typed (trimmed), by the one name rule (`util.names.check_name`); else `SessionError`."""
+    try:
+        return check_name(name.strip() if isinstance(name, str) else name, "session")
+    except InvalidName as invalid:
+        raise SessionError(str(invalid)) from None
+
+
+def new_session_name(book: str, now: float | None = None) -> str:
+    """The default name of a new session of worldbook `book`: the book and the local time, to the second."""
+    return f"{book}-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}"
+
+
+def fork_directory(directory: str | Path, at_turn: int) -> Path:
+    """The first free sibling `<name>-fork<at_turn>[-<n>]` of session `directory`, for a fork kept at that turn."""
+    directory = Path(directory)
+    candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}"), 2
+    while candidate.exists():
+        candidate, number = directory.with_name(f"{directory.name}-fork{at_turn}-{number}"), number + 1
+    return candidate
 
 
 class Session:
@@ -399,11 +425,19 @@ class Session:
         """Start `model` at the end of this session (its turns as the prefix, its latest state)."""
         model.start(self.prefix(), self.state)
 
-    def fork(self, at_turn: int, new_directory: str | Path) -> Session:
-        """A new session holding this one's first `at_turn` turns (and their memory); the next turn is `at_turn`."""
+    def fork(self, at_turn: int, new_directory: str | Path | None = None) -> Session:
+        """A new session holding this one's first `at_turn` turns (and their memory); the next turn is `at_turn`.
+
+        It goes to `new_directory` (whose name must be a valid session name), by default to the first free
+        sibling `<name>-fork<at_turn>[-<n>]` (`fork_directory`).
+        """
         count = len(self)
         if not 0 <= at_turn <= count:
             raise SessionError(f"cannot fork {self.directory} at turn {at_turn}: it has {count} turns")
+        if new_directory is None:
+            new_directory = fork_directory(self.directory, at_turn)
+        else:
+            session_name(Path(new_directory).name)
         meta = {**self.meta, "created": time.time(), "parent": str(self.directory.resolve()),
                 "forked_at": at_turn, "revision": at_turn}
         turns = [(t.index, t.action.model_dump_json(), t.prediction.model_dump_json(), _dumps(t.state, "state"),
