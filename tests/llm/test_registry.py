@@ -48,7 +48,7 @@ def test_a_registered_backend_is_parsed_built_and_listed(plugin: BackendSpec, tm
     assert resolve_spec("echotest:relative/name", tmp_path) == "echotest:relative/name"  # not a local folder kind
     assert main(["llm", "models", "--workspace", str(tmp_path / "ws"), "--json"]) == 0
     listed = {b["kind"]: b for b in orjson.loads(capsys.readouterr().out)["backends"]}
-    assert listed["echotest"] == {"kind": "echotest", "available": True, "package": "orjson"}
+    assert listed["echotest"] == {"kind": "echotest", "spec": "echotest:NAME", "available": True, "package": "orjson"}
     assert set(listed) == {"tiny", "hf", "vllm", "openai", "echotest"}
 
 

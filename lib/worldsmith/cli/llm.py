@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.llm import CallLog, LLMError, backends, configured_models, default_model_spec, open_llm
-from worldsmith.llm.base import Message
+from worldsmith.llm import CallLog, LLMError, configured_models, default_model_spec
+from worldsmith.llm.catalog import backend_rows, call_log_path, call_prompt, chat_once, model_rows
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,38 +76,34 @@ def _resolve_model(name: str | None, workspace_root: Path) -> str:
 
 def run_models(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
-    listed = [{"kind": kind, "available": spec.available(), "package": spec.package}
-              for kind, spec in sorted(backends().items())]
-    models = {name: spec.text for name, spec in configured_models(workspace.root).items()}
+    listed = sorted(backend_rows(), key=lambda row: row["kind"])
+    configured = configured_models(workspace.root)
     if getattr(args, "json", False):
-        emit_json({"backends": listed, "models": models})
+        emit_json({"backends": listed, "models": {name: spec.text for name, spec in configured.items()},
+                   "configured": model_rows(configured)})
     else:
         for backend in listed:
             state = "ready" if backend["available"] else f"needs the {backend['package']} package"
             print(f"{backend['kind']:<8} {state}")
-        for name, spec in models.items():
-            print(f"model {name}: {spec}")
+        for name, spec in configured.items():
+            print(f"model {name}: {spec.text}")
     return EXIT_OK
 
 
 def run_chat(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     spec = _resolve_model(args.model, workspace.root)
-    messages: list[Message] = ([{"role": "system", "content": args.system}] if args.system else [])
-    messages.append({"role": "user", "content": args.prompt})
-    llm = open_llm(spec, workspace.root, component=args.component, run=args.run, cache=not args.no_cache)
     try:
-        completions = llm.chat(messages, max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                               seed=args.seed, n=args.n, stop=args.stop)
+        reply = chat_once(spec, workspace.root, args.prompt, system=args.system, component=args.component,
+                          run=args.run, cache=not args.no_cache, max_tokens=args.max_tokens,
+                          temperature=args.temperature, top_p=args.top_p, seed=args.seed, n=args.n, stop=args.stop)
     except LLMError as error:
         raise CommandError(f"{type(error).__name__}: {error}") from None
-    finally:
-        llm.close()
     if getattr(args, "json", False):
-        emit_json({"model": spec, "run": llm.run, "model_calls": llm.model_calls,
-                   "completions": [c.to_json() for c in completions]})
+        emit_json({"model": spec, "run": reply.run, "model_calls": reply.model_calls,
+                   "completions": [c.to_json() for c in reply.completions]})
     else:
-        for completion in completions:
+        for completion in reply.completions:
             print(completion.text)
             source = "cache" if completion.cached else f"{completion.latency_s:.2f}s"
             print(f"[{completion.prompt_tokens} prompt + {completion.completion_tokens} completion tokens, "
@@ -116,7 +112,7 @@ def run_chat(args: argparse.Namespace) -> int:
 
 
 def _log(args: argparse.Namespace) -> CallLog:
-    return CallLog(workspace_from(args).root / "llm" / "calls.sqlite")
+    return CallLog(call_log_path(workspace_from(args).root))
 
 
 def run_runs(args: argparse.Namespace) -> int:
@@ -138,7 +134,7 @@ def run_calls(args: argparse.Namespace) -> int:
         emit_json({"calls": [vars(call) for call in calls]})
     else:
         for call in calls:
-            prompt = call.messages[-1]["content"] if call.messages else ""
+            prompt = call_prompt(call)
             answer = call.error or call.output_text
             print(f"#{call.id} [{call.run} / {call.component}] {call.spec}"
                   f"{' (cache)' if call.from_cache else ''}\n  > {prompt[:200]!r}\n  < {answer[:200]!r}")
