@@ -40,7 +40,7 @@ def test_every_named_thing_uses_the_rule(tmp_path: Path, name: str) -> None:
         EvalConfig(name=name, dataset="d")
     with pytest.raises(ConfigError, match="run name"):
         EnvACEConfig.from_dict({"name": name, "data": {"dataset": "d"}}, source="test")
-    from workbench.common.jobs import plain_run_name
+    from worldsmith.util.jobs import plain_run_name
 
     if name.strip() != name:
         assert plain_run_name(name) == name.strip()  # a typed field: trimmed, then the same rule

@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from eval_fixtures import make_records, write_run
-from workbench.common import jobs
 from workbench.evaluate import tables
 from workbench.evaluate.clusters import cluster_errors
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
 from workbench.evaluate.runs import RunFileError, list_runs, read_json_file, run_dataset
 
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
+from worldsmith.util import jobs
 
 
 def test_the_launcher_offers_the_registered_world_models() -> None:
@@ -305,22 +305,6 @@ def test_w2r_frame_one_row_per_policy_and_method() -> None:
     flat = tables.w2r_frame(EvalReport.model_validate({"w2r": {"random": {"real": 0.2, "w2r": 0.1, "consistency": 0.5,
                                                                           "n": 5}}}))
     assert flat.loc[0, "w2r"] == "0.100" and flat.loc[0, "n"] == 5
-
-
-def test_a_finished_job_is_reaped_without_anyone_polling_it(tmp_path: Path) -> None:
-    import psutil
-
-    pid, _ = jobs.start_detached([sys.executable, "-c", "raise SystemExit(3)"], workspace=tmp_path,
-                                 stdout=tmp_path / "out", stderr=tmp_path / "err", cwd=tmp_path)
-    deadline = time.monotonic() + 60
-    while True:  # nothing here calls poll(): only the reaper thread can take the exit status
-        try:
-            status = psutil.Process(pid).status()
-        except psutil.NoSuchProcess:
-            break
-        assert time.monotonic() < deadline, f"pid {pid} is still {status} (a zombie: never reaped)"
-        time.sleep(0.05)
-    assert jobs.child_returncode(pid) == 3  # the exit code is kept for the page
 
 
 def test_the_launch_form_checks_a_model_spec_as_the_job_will(tmp_path: Path) -> None:

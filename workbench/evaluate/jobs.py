@@ -1,11 +1,9 @@
 """Evaluation runs launched from the workbench as background jobs that outlive the page.
 
-A job is `python -m worldsmith eval ... --json` started in its own session (detached from the
-Streamlit script, so a reload, another page or a closed tab does not stop it). What we need to
-find it again is written atomically to `<ws>/runs/eval/.jobs/<run>.json`: pid, process start
-time (so a recycled pid is not mistaken for the job), the command, and where its stdout (the
-JSON result) and stderr go. Progress is the run's own progress.json; the job record only says
-whether the process still lives and how it ended.
+A job is `python -m worldsmith eval ... --json` started detached by the library
+(`worldsmith.util.jobs`), its record in `<ws>/runs/eval/.jobs/<run>.json`
+(`worldsmith.workspace.jobs.eval_jobs`), where `worldsmith jobs list` finds it too. Progress is the
+run's own progress.json; the job record only says whether the process still lives and how it ended.
 """
 
 from __future__ import annotations
@@ -17,9 +15,9 @@ from typing import Any, Literal
 
 import orjson
 
-from workbench.common.jobs import alive, child_returncode, plain_run_name, start_detached, tail
-from worldsmith.evals.runstore import RunFileError, RunStore, read_json_file
-from worldsmith.util import atomic_write_json
+from worldsmith.evals.runstore import RunStore
+from worldsmith.util.jobs import plain_run_name
+from worldsmith.workspace.jobs import eval_jobs
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
            "validate_run_name"]
@@ -71,10 +69,6 @@ class JobStatus:
     log_tail: str = ""
 
 
-def _jobs_dir(root: str | Path) -> Path:
-    return RunStore(root).jobs_dir
-
-
 def validate_run_name(name: str) -> str:
     """A run name under runs/eval, by the one name rule (`util.names.check_name`)."""
     return plain_run_name(name, JobError)
@@ -102,14 +96,8 @@ def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:
     current = job_status(root, run)
     if current is not None and current.state == "running":
         raise JobError(f"run {run!r} is already running (pid {current.pid})")
-    folder = _jobs_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    out, log = folder / f"{run}.out.json", folder / f"{run}.log"
-    pid, started = start_detached(command, workspace=root, stdout=out, stderr=log, cwd=root)
-    record = {"run": run, "pid": pid, "started": started, "command": command, "stdout": str(out),
-              "stderr": str(log), "returncode": None}
-    atomic_write_json(folder / f"{run}.json", record)
-    return JobStatus(run=run, state="running", pid=pid, started=started, command=command)
+    job = eval_jobs(root).start(run, command, workspace=root, cwd=root)
+    return JobStatus(run=run, state="running", pid=job.pid, started=job.started, command=job.command)
 
 
 def _result(path: Path) -> dict[str, Any] | None:
@@ -122,39 +110,20 @@ def _result(path: Path) -> dict[str, Any] | None:
 
 def job_status(root: str | Path, run: str) -> JobStatus | None:
     """The job launched for `run`, None when the workbench never launched one."""
-    path = _jobs_dir(root) / f"{run}.json"
-    try:
-        record = read_json_file(path)
-    except RunFileError:
+    job = eval_jobs(root).load(run)
+    if job is None:
         return None
-    if record is None:
-        return None
-    try:
-        pid, started, command = int(record["pid"]), float(record["started"]), list(record["command"])
-    except (KeyError, TypeError, ValueError):
-        return None  # not a job record this module wrote
-    returncode = record.get("returncode")
-    if alive(pid, started):
-        state: JobState = "running"
-    else:
-        ended = child_returncode(pid)
-        if ended is not None and returncode is None:
-            returncode = ended
-            atomic_write_json(path, {**record, "returncode": returncode})
-        result = _result(Path(str(record.get("stdout", ""))))
-        finished = RunStore(root).run(run).report_path.exists()
-        ok = (returncode == 0) if returncode is not None else finished and not (result or {}).get("error")
-        state = "finished" if ok else "failed"
-        return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
-                         returncode=returncode, result=result, log_tail=tail(Path(str(record.get("stderr", "")))))
-    return JobStatus(run=run, state=state, pid=pid, started=started, command=command,
-                     log_tail=tail(Path(str(record.get("stderr", ""))), 1000))
+    if job.alive:
+        return JobStatus(run=run, state="running", pid=job.pid, started=job.started, command=job.command,
+                         log_tail=job.log_tail(1000))
+    result = _result(Path(job.stdout))
+    finished = RunStore(root).run(run).report_path.exists()
+    ok = (job.returncode == 0) if job.returncode is not None else finished and not (result or {}).get("error")
+    return JobStatus(run=run, state="finished" if ok else "failed", pid=job.pid, started=job.started,
+                     command=job.command, returncode=job.returncode, result=result, log_tail=job.log_tail())
 
 
 def list_jobs(root: str | Path) -> list[JobStatus]:
     """Every job the workbench launched in this workspace, most recent first."""
-    folder = _jobs_dir(root)
-    if not folder.is_dir():
-        return []
-    jobs = [job_status(root, p.stem) for p in folder.glob("*.json") if not p.name.endswith(".out.json")]
+    jobs = (job_status(root, run) for run in eval_jobs(root).runs())
     return sorted((j for j in jobs if j is not None), key=lambda j: j.started, reverse=True)

@@ -3,8 +3,8 @@
 A launch writes the validated config to `<ws>/runs/envace/.launch/<run>.json` and starts
 `python -m worldsmith envace train --config <that> --out <ws>/runs/envace/<run> --json` (or
 `envace sweep`) in its own session, so a reload, another page or a closed tab does not stop it.
-The run's own `status.json` says how it goes; the launch record (`<run>.job.json`: pid, process
-start time, command, log files) covers what status.json cannot: a process that died before the
+The run's own `status.json` says how it goes; the launch record (`<run>.job.json`, a
+`worldsmith.util.jobs.Job` that `worldsmith jobs list` reads too) covers what status.json cannot: a process that died before the
 trainer wrote anything (a bad dataset, an import error) leaves its reason in `<run>.log`.
 """
 
@@ -13,14 +13,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
-
-from workbench.common.jobs import child_returncode, plain_run_name, start_detached, tail
-from workbench.train.runs import load_run, process_alive, runs_root
+from workbench.train.runs import load_run, runs_root
 from worldsmith.envace.config import EnvACEConfig
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.jobs import plain_run_name
+from worldsmith.workspace.jobs import train_jobs
 
 __all__ = [
     "JobRecord",
@@ -35,7 +34,6 @@ __all__ = [
 ]
 
 
-
 class LaunchError(ValueError):
     """A run that cannot be launched (bad name, already running, invalid config)."""
 
@@ -45,7 +43,7 @@ class JobRecord:
     """What the page launched for a run, and whether that process still lives."""
 
     run: str
-    kind: Literal["train", "sweep", "eval"]
+    kind: str  # train, sweep or eval: what the launch record says
     pid: int
     started: float
     command: list[str]
@@ -55,7 +53,7 @@ class JobRecord:
 
 
 def launch_dir(root: str | Path) -> Path:
-    return runs_root(root) / ".launch"
+    return train_jobs(root).path
 
 
 def validate_run_name(name: str) -> str:
@@ -95,25 +93,15 @@ def launch(root: str | Path, run: str, command: list[str], *,
         raise LaunchError(f"run {run!r} is already running (pid {current.pid})")
     if kind == "train" and load_run(runs_root(root) / run).active:
         raise LaunchError(f"run {run!r} is already running (its status.json says so and its process lives)")
-    folder = launch_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    out, log = folder / f"{run}.out.json", folder / f"{run}.log"
-    pid, started = start_detached(command, workspace=root, stdout=out, stderr=log)
-    atomic_write_json(folder / f"{run}.job.json", {"run": run, "kind": kind, "pid": pid, "started": started,
-                                                   "command": command, "stdout": str(out), "stderr": str(log)})
-    return JobRecord(run=run, kind=kind, pid=pid, started=started, command=command, alive=True,
+    job = train_jobs(root).start(run, command, workspace=root, kind=kind)
+    return JobRecord(run=run, kind=kind, pid=job.pid, started=job.started, command=job.command, alive=True,
                      returncode=None, log_tail="")
 
 
 def job_record(root: str | Path, run: str) -> JobRecord | None:
     """The process the page launched for `run` (None if it never launched one)."""
-    path = launch_dir(root) / f"{run}.job.json"
-    try:
-        record: dict[str, Any] = orjson.loads(path.read_bytes())
-        pid, started, command = int(record["pid"]), float(record["started"]), list(record["command"])
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    job = train_jobs(root).load(run)
+    if job is None:
         return None
-    returncode = child_returncode(pid)
-    running = returncode is None and process_alive(pid, started + 1.0)
-    return JobRecord(run=run, kind=record.get("kind", "train"), pid=pid, started=started, command=command,
-                     alive=bool(running), returncode=returncode, log_tail=tail(Path(str(record.get("stderr", ""))), 3000))
+    return JobRecord(run=run, kind=job.kind, pid=job.pid, started=job.started, command=job.command, alive=job.alive,
+                     returncode=job.returncode, log_tail=job.log_tail(3000))
