@@ -7,7 +7,6 @@ this page) lands in `<workspace>/llm/calls.sqlite`; this page reads it a page at
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 _ROOT = str(Path(__file__).resolve().parents[1])
@@ -19,7 +18,16 @@ import streamlit as st  # noqa: E402
 from workbench.common import data  # noqa: E402
 from workbench.common.text import md_code, md_escape  # noqa: E402
 
-from worldsmith.llm import CallLog, LLMError, backends, configured_models, open_llm  # noqa: E402
+from worldsmith.llm import LLMError, configured_models  # noqa: E402
+from worldsmith.llm.catalog import (  # noqa: E402
+    backend_rows,
+    call_prompt,
+    chat_once,
+    model_rows,
+    open_call_log,
+    run_rows,
+    workbench_run_id,
+)
 
 PAGE_SIZE = 20
 
@@ -34,14 +42,11 @@ except ValueError as error:  # a broken models.toml: say where, keep the page us
     st.error(md_escape(error), icon=":material/error:")
     models = {}
 if models:
-    st.dataframe(pd.DataFrame([{"name": name, "backend": spec.kind, "model": spec.model, "base_url": spec.base_url,
-                                "options": ", ".join(f"{k}={v}" for k, v in spec.options.items())}
-                               for name, spec in models.items()]), hide_index=True, use_container_width=True)
+    st.dataframe(pd.DataFrame(model_rows(models)), hide_index=True, use_container_width=True)
 st.caption(f"Add models in {md_code(root / 'models.toml')} (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
            "or set `WORLDSMITH_MODEL`.")
 with st.expander("Backends (spec prefixes)", icon=":material/extension:"):
-    st.dataframe(pd.DataFrame([{"kind": kind, "spec": spec.example, "package": spec.package,
-                                "ready": spec.available()} for kind, spec in backends().items()]),
+    st.dataframe(pd.DataFrame(backend_rows()).rename(columns={"available": "ready"}),
                  hide_index=True, use_container_width=True, key="mo_backends")
 
 with st.form("mo_try"):
@@ -61,17 +66,12 @@ if sent:
     if not spec or not prompt.strip():
         st.error("Choose a model (or type a spec) and write a prompt.")
     else:
-        messages = ([{"role": "system", "content": system}] if system.strip() else [])
-        messages.append({"role": "user", "content": prompt})
         try:
             with st.spinner(f"Asking {md_escape(spec)}…"):
-                llm = open_llm(spec, root, component="workbench", run=st.session_state.setdefault(
-                    "mo_run", f"workbench-{datetime.now(UTC):%Y%m%dT%H%M%S}"))
-                try:
-                    [completion] = llm.chat(messages, max_tokens=int(max_tokens), temperature=float(temperature),
-                                            seed=int(seed))
-                finally:
-                    llm.close()
+                [completion] = chat_once(spec, root, prompt, system=system, component="workbench",
+                                         run=st.session_state.setdefault("mo_run", workbench_run_id()),
+                                         max_tokens=int(max_tokens), temperature=float(temperature),
+                                         seed=int(seed)).completions
         except (LLMError, ValueError, OSError) as error:
             st.error(md_escape(f"{type(error).__name__}: {error}"), icon=":material/error:")
         else:
@@ -81,19 +81,13 @@ if sent:
                        + ("from the response cache" if completion.cached else f"{completion.latency_s:.2f} s")
                        + f" · finish: {md_escape(completion.finish_reason)}")
 
-log_path = root / "llm" / "calls.sqlite"
-if not log_path.exists():
+log = open_call_log(root)
+if log is None:
     st.info("No model calls logged in this workspace yet.", icon=":material/info:")
     st.stop()
-log = CallLog(log_path)
 st.subheader("Runs", anchor=False)
 runs = log.runs()
-st.dataframe(pd.DataFrame([{
-    "run": r["run"], "calls": r["calls"], "cached": r["cache_hits"], "errors": r["errors"],
-    "prompt tokens": r["prompt_tokens"], "completion tokens": r["completion_tokens"],
-    "latency s": round(r["latency_s"] or 0.0, 2), "cost $": round(r["cost_usd"] or 0.0, 4),
-    "last": datetime.fromtimestamp(r["last"], UTC).strftime("%Y-%m-%d %H:%M:%S"),
-} for r in runs]), hide_index=True, use_container_width=True)
+st.dataframe(pd.DataFrame(run_rows(runs)), hide_index=True, use_container_width=True)
 
 st.subheader("Call log", anchor=False)
 left, middle, right = st.columns([2, 2, 1])
@@ -104,7 +98,7 @@ calls = log.calls(run=run, search=search or None, limit=PAGE_SIZE, offset=(int(p
 if not calls:
     st.caption("No calls match.")
 for call in calls:
-    prompt_text = call.messages[-1]["content"] if call.messages else ""
+    prompt_text = call_prompt(call)
     label = (f"#{call.id:d} · {md_escape(call.component)} · {md_escape(call.spec)} · "
              + ("cache" if call.from_cache else f"{call.latency_s:.2f}s") + f" · {md_escape(prompt_text[:80])}")
     with st.expander(label, icon=":material/error:" if call.error else ":material/chat:"):

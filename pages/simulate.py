@@ -11,7 +11,6 @@ step is one atomic commit; if someone else moved the session on meanwhile, the s
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 _ROOT = str(Path(__file__).resolve().parents[1])
@@ -25,9 +24,8 @@ from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_
 from workbench.simulate.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
-from worldsmith.sim import Session, SessionError, find_sessions  # noqa: E402
+from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name  # noqa: E402
 from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models  # noqa: E402
-from worldsmith.util.names import InvalidName, check_name  # noqa: E402
 from worldsmith.workspace import EpisodeFilter  # noqa: E402
 from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
 
@@ -58,14 +56,9 @@ def _llm(spec: str, workspace: str):
 
 def _create_session() -> None:
     state = st.session_state
-    name = (state.get("sim_new_name") or "").strip()
-    try:
-        check_name(name, "session")
-    except InvalidName as error:
-        state["sim_error"] = md_escape(error)
-        return
     book_name = state["sim_book"]
     try:
+        name = session_name(state.get("sim_new_name") or "")
         Session.create(sessions_dir / name, book_ref=f"{book_name}@{store.head(book_name)}",
                        model=state.get("sim_model"), initial_observation=state.get("sim_new_opening") or "",
                        task=(state.get("sim_new_task") or None)).close()
@@ -84,7 +77,7 @@ def _create_from_episode() -> None:
     if dataset is None or not episode_id:
         state["sim_error"] = "Choose a dataset and one of its episodes first."
         return
-    name = f"{book_name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    name = new_session_name(book_name)
     try:
         episode = dataset.episode(episode_id, with_state=False)
         Session.from_episode(sessions_dir / name, episode, book_ref=f"{book_name}@{store.head(book_name)}",
@@ -103,17 +96,14 @@ def _create_from_episode() -> None:
 def _fork(directory: Path) -> None:
     state = st.session_state
     at_turn = int(state.get("sim_fork_at") or 0)
-    target, number = directory.with_name(f"{directory.name}-fork{at_turn}"), 2
-    while target.exists():
-        target, number = directory.with_name(f"{directory.name}-fork{at_turn}-{number}"), number + 1
     try:
-        with Session.open(directory) as session:
-            session.fork(at_turn, target).close()
+        with Session.open(directory) as session, session.fork(at_turn) as forked:
+            name = forked.directory.name
     except SessionError as error:
         state["sim_error"] = md_escape(error)
         return
-    state["sim_session"] = target.name
-    state["sim_notice"] = f"Forked at turn {at_turn:d} into {md_code(target.name)}."
+    state["sim_session"] = name
+    state["sim_notice"] = f"Forked at turn {at_turn:d} into {md_code(name)}."
 
 
 left, right = st.columns(2)
@@ -153,7 +143,7 @@ if chosen == NEW:
             st.button("Start a session from its opening", key="sim_from_episode", on_click=_create_from_episode,
                       icon=":material/play_circle:", disabled=not st.session_state.get("sim_ep_episode"))
     with st.form("sim_new"):
-        st.text_input("Name", value=f"{book_name}-{time.strftime('%Y%m%dT%H%M%S')}", key="sim_new_name")
+        st.text_input("Name", value=new_session_name(book_name), key="sim_new_name")
         st.text_area("Opening observation", key="sim_new_opening", height=100)
         st.text_input("Task (optional)", key="sim_new_task")
         st.form_submit_button("Create session", on_click=_create_session)
