@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from worldsmith.cli.main import main
+from worldsmith.envace.runstore import launch_jobs
+from worldsmith.evals.runstore import RunStore
 from worldsmith.util.jobs import child_returncode
-from worldsmith.workspace.jobs import eval_jobs, train_jobs
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -24,12 +25,12 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict
 def test_list_and_stop_the_workspace_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws = str(tmp_path)
     assert _json(capsys, "jobs", "list", "--workspace", ws) == {"jobs": []}
-    done = eval_jobs(tmp_path).start("ev", [sys.executable, "-c", "pass"], workspace=tmp_path)
+    done = RunStore(tmp_path).jobs.start("ev", [sys.executable, "-c", "pass"], workspace=tmp_path)
     deadline = time.monotonic() + 60
     while child_returncode(done.pid) is None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    running = train_jobs(tmp_path).start("tr", SLEEPER, workspace=tmp_path)
+    running = launch_jobs(tmp_path).start("tr", SLEEPER, workspace=tmp_path)
     try:
         listed = _json(capsys, "jobs", "list", "--workspace", ws)["jobs"]
         assert [(j["run"], j["kind"], j["state"]) for j in listed] == [("tr", "train", "running"),
@@ -51,7 +52,7 @@ def test_list_and_stop_the_workspace_jobs(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_stop_asks_which_kind_when_two_share_a_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for folder in (eval_jobs(tmp_path), train_jobs(tmp_path)):
+    for folder in (RunStore(tmp_path).jobs, launch_jobs(tmp_path)):
         folder.start("same", [sys.executable, "-c", "pass"], workspace=tmp_path)
     error = _json(capsys, "jobs", "stop", "same", "--workspace", str(tmp_path), code=1)["error"]
     assert "several kinds" in error and "eval, train" in error

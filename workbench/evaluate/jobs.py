@@ -2,7 +2,7 @@
 
 A job is `python -m worldsmith eval ... --json` started detached by the library
 (`worldsmith.util.jobs`), its record in `<ws>/runs/eval/.jobs/<run>.json`
-(`worldsmith.workspace.jobs.eval_jobs`), where `worldsmith jobs list` finds it too. Progress is the
+(`worldsmith.evals.RunStore(root).jobs`), where `worldsmith jobs list` finds it too. Progress is the
 run's own progress.json; the job record only says whether the process still lives and how it ended.
 """
 
@@ -17,7 +17,6 @@ import orjson
 
 from worldsmith.evals.runstore import RunStore
 from worldsmith.util.jobs import plain_run_name
-from worldsmith.workspace.jobs import eval_jobs
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
            "validate_run_name"]
@@ -96,7 +95,7 @@ def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:
     current = job_status(root, run)
     if current is not None and current.state == "running":
         raise JobError(f"run {run!r} is already running (pid {current.pid})")
-    job = eval_jobs(root).start(run, command, workspace=root, cwd=root)
+    job = RunStore(root).jobs.start(run, command, workspace=root, cwd=root)
     return JobStatus(run=run, state="running", pid=job.pid, started=job.started, command=job.command)
 
 
@@ -110,7 +109,7 @@ def _result(path: Path) -> dict[str, Any] | None:
 
 def job_status(root: str | Path, run: str) -> JobStatus | None:
     """The job launched for `run`, None when the workbench never launched one."""
-    job = eval_jobs(root).load(run)
+    job = RunStore(root).jobs.load(run)
     if job is None:
         return None
     if job.alive:
@@ -125,5 +124,5 @@ def job_status(root: str | Path, run: str) -> JobStatus | None:
 
 def list_jobs(root: str | Path) -> list[JobStatus]:
     """Every job the workbench launched in this workspace, most recent first."""
-    jobs = (job_status(root, run) for run in eval_jobs(root).runs())
+    jobs = (job_status(root, run) for run in RunStore(root).jobs.runs())
     return sorted((j for j in jobs if j is not None), key=lambda j: j.started, reverse=True)

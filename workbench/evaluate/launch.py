@@ -1,7 +1,7 @@
 """Launching `worldsmith eval` from the page and following its jobs' progress.
 
 The form builds the same command line a terminal would run (shown before it starts); the job
-runs detached (eval_jobs), so the page can be reloaded or left. Progress is the run's own
+runs detached (`evaluate.jobs`), so the page can be reloaded or left. Progress is the run's own
 progress.json, re-read every few seconds by a fragment while a job is running.
 """
 

@@ -17,9 +17,9 @@ from typing import Literal
 
 from workbench.train.runs import load_run, runs_root
 from worldsmith.envace.config import EnvACEConfig
+from worldsmith.envace.runstore import launch_dir, launch_jobs
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.jobs import plain_run_name
-from worldsmith.workspace.jobs import train_jobs
 
 __all__ = [
     "JobRecord",
@@ -50,10 +50,6 @@ class JobRecord:
     alive: bool
     returncode: int | None
     log_tail: str
-
-
-def launch_dir(root: str | Path) -> Path:
-    return train_jobs(root).path
 
 
 def validate_run_name(name: str) -> str:
@@ -93,14 +89,14 @@ def launch(root: str | Path, run: str, command: list[str], *,
         raise LaunchError(f"run {run!r} is already running (pid {current.pid})")
     if kind == "train" and load_run(runs_root(root) / run).active:
         raise LaunchError(f"run {run!r} is already running (its status.json says so and its process lives)")
-    job = train_jobs(root).start(run, command, workspace=root, kind=kind)
+    job = launch_jobs(root).start(run, command, workspace=root, kind=kind)
     return JobRecord(run=run, kind=kind, pid=job.pid, started=job.started, command=job.command, alive=True,
                      returncode=None, log_tail="")
 
 
 def job_record(root: str | Path, run: str) -> JobRecord | None:
     """The process the page launched for `run` (None if it never launched one)."""
-    job = train_jobs(root).load(run)
+    job = launch_jobs(root).load(run)
     if job is None:
         return None
     return JobRecord(run=run, kind=job.kind, pid=job.pid, started=job.started, command=job.command, alive=job.alive,

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.envace.runstore import launch_jobs
+from worldsmith.evals.runstore import RunStore
 from worldsmith.util.jobs import Job, stop
-from worldsmith.workspace.jobs import find_jobs, workspace_jobs
 
-__all__ = ["job_json", "register", "run_list", "run_stop"]
+__all__ = ["find_jobs", "job_json", "register", "run_list", "run_stop", "workspace_jobs"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +29,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stopping.add_argument("--grace", type=float, default=10.0, help="seconds to wait before SIGKILL (default 10)")
     add_common(stopping)
     stopping.set_defaults(handler=run_stop)
+
+
+def workspace_jobs(root: str | Path) -> list[Job]:
+    """Every job recorded in the workspace (evaluation runs, training runs and sweeps), most recent first."""
+    found = [job for folder in (RunStore(root).jobs, launch_jobs(root)) for job in folder.jobs()]
+    return sorted(found, key=lambda job: job.started, reverse=True)
+
+
+def find_jobs(root: str | Path, run: str, kind: str | None = None) -> list[Job]:
+    """The jobs recorded for run `run` (of `kind` when given: eval, train, sweep), most recent first."""
+    return [job for job in workspace_jobs(root) if job.run == run and kind in (None, job.kind)]
 
 
 def job_json(job: Job) -> dict[str, Any]:

@@ -20,9 +20,10 @@ from typing import Any
 import orjson
 
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
+from worldsmith.util.jobs import JobFolder
 from worldsmith.util.processes import process_alive
 
-__all__ = ["RunStore", "process_alive", "read_jsonl", "run_states", "runs_dir"]
+__all__ = ["RunStore", "launch_dir", "launch_jobs", "process_alive", "read_jsonl", "run_states", "runs_dir"]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -44,6 +45,17 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def runs_dir(workspace_root: str | Path) -> Path:
     """`<workspace>/runs/envace`: the training runs of a workspace, one folder each."""
     return Path(workspace_root) / "runs" / "envace"
+
+
+def launch_dir(workspace_root: str | Path) -> Path:
+    """`<workspace>/runs/envace/.launch`: the configs (`<run>.json`) and job records (`<run>.job.json`) of the
+    training runs and sweeps started in the background (the Train page)."""
+    return runs_dir(workspace_root) / ".launch"
+
+
+def launch_jobs(workspace_root: str | Path) -> JobFolder:
+    """The job records of the training runs and sweeps started in the background, for the page and the CLI."""
+    return JobFolder(launch_dir(workspace_root), kind="train", suffix=".job.json")
 
 
 class RunStore:

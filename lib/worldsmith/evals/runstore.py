@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from worldsmith.evals.records import Journal
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.jobs import JobFolder
 
 __all__ = ["RUN_FILES", "RunFileError", "RunFolder", "RunProgress", "RunStore", "read_json_file"]
 
@@ -165,6 +166,11 @@ class RunStore:
     def jobs_dir(self) -> Path:
         """Where the workbench keeps the job records of the runs it launched."""
         return self.root / ".jobs"
+
+    @property
+    def jobs(self) -> JobFolder:
+        """The job records of the evaluation runs started in the background (`<run>.json`)."""
+        return JobFolder(self.jobs_dir, kind="eval")
 
     @property
     def build_cache(self) -> Path:
