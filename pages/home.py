@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.text import md_code  # noqa: E402
-from workbench.home.cards import render_dataset_cards  # noqa: E402
+import streamlit as st
+from workbench.common import data
+from workbench.common.text import md_code
+from workbench.home.cards import render_dataset_cards
 
 root = data.workspace_root()
 st.title("worldsmith", anchor=False)

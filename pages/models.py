@@ -6,20 +6,15 @@ this page) lands in `<workspace>/llm/calls.sqlite`; this page reads it a page at
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+import pandas as pd
+import streamlit as st
+from workbench.common import data
+from workbench.common.text import md_code, md_escape
 
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-
-from worldsmith.llm import LLMError, configured_models  # noqa: E402
-from worldsmith.llm.catalog import (  # noqa: E402
+from worldsmith.llm import LLMError, configured_models
+from worldsmith.llm.catalog import (
     backend_rows,
     call_prompt,
     chat_once,

@@ -7,21 +7,14 @@ One live environment per browser session; it is closed when a new one starts.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
+from workbench.collect.envs import render_env_picker, render_task_picker, render_transcript
+from workbench.common import data
+from workbench.common.paths import page_file
+from workbench.common.text import md_code, md_escape
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.collect.envs import render_env_picker, render_task_picker, render_transcript  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.paths import page_file  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-
-from worldsmith.envs import EnvError, EpisodeRecorder, make  # noqa: E402
-from worldsmith.workspace import validate_dataset_name  # noqa: E402
+from worldsmith.envs import EnvError, EpisodeRecorder, make
+from worldsmith.workspace import validate_dataset_name
 
 SESSION = "pl_session"  # {"recorder": EpisodeRecorder, "steps": [...]}
 

@@ -10,24 +10,19 @@ step is one atomic commit; if someone else moved the session on meanwhile, the s
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+import streamlit as st
+from workbench.common import data
+from workbench.common.text import md_code, md_escape
+from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side
+from workbench.simulate.simulator import compare_frame, render_turn, turns_frame
 
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side  # noqa: E402
-from workbench.simulate.simulator import compare_frame, render_turn, turns_frame  # noqa: E402
-
-from worldsmith.llm import LLMError, default_model_spec, open_llm  # noqa: E402
-from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name  # noqa: E402
-from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models  # noqa: E402
-from worldsmith.workspace import EpisodeFilter  # noqa: E402
-from worldsmith.worldbook import WorldbookError, WorldbookStore  # noqa: E402
+from worldsmith.llm import LLMError, default_model_spec, open_llm
+from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name
+from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models
+from worldsmith.workspace import EpisodeFilter
+from worldsmith.worldbook import WorldbookError, WorldbookStore
 
 NEW = "(new session)"
 

@@ -6,22 +6,15 @@ workbench.common.links.turn_link.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.common import data, state  # noqa: E402
-from workbench.common.text import md_code  # noqa: E402
-from workbench.traces.dataset_tools import render_export_form, render_split_form  # noqa: E402
-from workbench.traces.datasets import find_turn_dataset, render_dataset_picker  # noqa: E402
-from workbench.traces.episodes import render_episode_picker, render_episode_table, render_filters  # noqa: E402
-from workbench.traces.import_report import render_import_history  # noqa: E402
-from workbench.traces.importer import render_import_form  # noqa: E402
-from workbench.traces.timeline import render_episode_header, render_timeline  # noqa: E402
+import streamlit as st
+from workbench.common import data, state
+from workbench.common.text import md_code
+from workbench.traces.dataset_tools import render_export_form, render_split_form
+from workbench.traces.datasets import find_turn_dataset, render_dataset_picker
+from workbench.traces.episodes import render_episode_picker, render_episode_table, render_filters
+from workbench.traces.import_report import render_import_history
+from workbench.traces.importer import render_import_form
+from workbench.traces.timeline import render_episode_header, render_timeline
 
 root = data.workspace_root()
 workspace = data.get_workspace(root)

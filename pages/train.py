@@ -9,18 +9,13 @@ the page is reloaded or left, and the page finds it again from its status file.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.train.form import NOTICE, render_run_form, render_sweep_form  # noqa: E402
-from workbench.train.runs import list_runs  # noqa: E402
-from workbench.train.views import render_compare, render_run, render_sweeps  # noqa: E402
+import streamlit as st
+from workbench.common import data
+from workbench.train.form import NOTICE, render_run_form, render_sweep_form
+from workbench.train.runs import list_runs
+from workbench.train.views import render_compare, render_run, render_sweeps
 
 root = Path(data.workspace_root())
 st.title("Train", anchor=False)

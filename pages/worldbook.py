@@ -9,44 +9,39 @@ on the worldbook's evidence to see where it matches and where it fails.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-from workbench.common import data  # noqa: E402
-from workbench.common.text import md_code, md_escape  # noqa: E402
-from workbench.worldbook.heldout_panel import render_heldout_chooser, render_heldout_delta  # noqa: E402
-from workbench.worldbook.notes_editor import render_add_note_form, render_notes  # noqa: E402
-from workbench.worldbook.route_table import render_route_table  # noqa: E402
-from workbench.worldbook.rule_card import render_rule_evidence, render_rule_header  # noqa: E402
-from workbench.worldbook.rule_editor import render_add_rule_form, render_rule_editor  # noqa: E402
-from workbench.worldbook.rule_guard import guarded_submit, render_pending_save  # noqa: E402
-from workbench.worldbook.rule_proposals import render_rule_proposals  # noqa: E402
-from workbench.worldbook.rule_replay import render_rule_replay  # noqa: E402
-from workbench.worldbook.rule_table import (  # noqa: E402
+import pandas as pd
+import streamlit as st
+from workbench.common import data
+from workbench.common.text import md_code, md_escape
+from workbench.worldbook.heldout_panel import render_heldout_chooser, render_heldout_delta
+from workbench.worldbook.notes_editor import render_add_note_form, render_notes
+from workbench.worldbook.route_table import render_route_table
+from workbench.worldbook.rule_card import render_rule_evidence, render_rule_header
+from workbench.worldbook.rule_editor import render_add_rule_form, render_rule_editor
+from workbench.worldbook.rule_guard import guarded_submit, render_pending_save
+from workbench.worldbook.rule_proposals import render_rule_proposals
+from workbench.worldbook.rule_replay import render_rule_replay
+from workbench.worldbook.rule_table import (
     RULE_KEY,
     render_rule_filters,
     render_rule_table,
     select_rules,
 )
-from workbench.worldbook.schema_browser import render_schema_browser  # noqa: E402
-from workbench.worldbook.serve_panel import render_serve_panel  # noqa: E402
-from workbench.worldbook.state import (  # noqa: E402
+from workbench.worldbook.schema_browser import render_schema_browser
+from workbench.worldbook.serve_panel import render_serve_panel
+from workbench.worldbook.state import (
     notice,
     show_version,
     shown_version,
     take_notices,
 )
-from workbench.worldbook.tools import render_package, render_search  # noqa: E402
-from workbench.worldbook.url import remember_place, restore_place  # noqa: E402
-from workbench.worldbook.version_compare import render_version_compare  # noqa: E402
+from workbench.worldbook.tools import render_package, render_search
+from workbench.worldbook.url import remember_place, restore_place
+from workbench.worldbook.version_compare import render_version_compare
 
-from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore  # noqa: E402
+from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore
 
 root = Path(data.workspace_root())
 store = WorldbookStore(root / "worldbooks")

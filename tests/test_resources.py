@@ -1,6 +1,6 @@
 """The bundled files are found through the package, never the working directory: the source checkout when the
-package runs from one, else the copy a wheel carries in `worldsmith/_bundled` (tests/workbench/test_wheel_install.py
-runs the real wheel)."""
+package runs from one, else the copy a wheel carries in `worldsmith/_bundled` and the `workbench` package it installs
+beside `worldsmith` (tests/workbench/test_wheel_install.py runs the real wheel)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,16 @@ def fresh_cache() -> Iterator[None]:
 
 
 def _bundle(folder: Path) -> Path:
-    (folder / "workbench").mkdir(parents=True)
-    (folder / "workbench" / "app.py").write_text("", encoding="utf-8")
-    (folder / "pages").mkdir()
+    (folder / "pages").mkdir(parents=True)
     (folder / "pages" / "home.py").write_text("", encoding="utf-8")
     (folder / "data_samples").mkdir()
     return folder
+
+
+def _workbench(folder: Path) -> Path:
+    (folder / "workbench").mkdir(parents=True)
+    (folder / "workbench" / "app.py").write_text("", encoding="utf-8")
+    return folder / "workbench" / "app.py"
 
 
 def test_a_checkout_finds_its_own_folders(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -39,6 +43,7 @@ def test_a_checkout_finds_its_own_folders(monkeypatch: pytest.MonkeyPatch, tmp_p
     checkout = Path(worldsmith.__file__).resolve().parents[2]
     assert _resources.source_checkout() == checkout
     assert _resources.workbench_app() == checkout / "workbench" / "app.py"
+    assert _resources.pages_root() == checkout / "pages"
     assert _resources.tiny_model_dir() == checkout / "data_samples" / "models" / "tiny"
     assert default_model_spec() == f"tiny:{checkout / 'data_samples' / 'models' / 'tiny'}"
     assert app_path(None) == checkout / "workbench" / "app.py"
@@ -48,12 +53,27 @@ def test_an_installed_package_reads_its_bundled_copy(monkeypatch: pytest.MonkeyP
                                                      fresh_cache: None) -> None:
     package = tmp_path / "site-packages" / "worldsmith"
     _bundle(package / "_bundled")
-    _bundle(tmp_path / "decoy")  # a checkout-shaped folder that is not where the package sits
+    app = _workbench(tmp_path / "site-packages")
+    _workbench(_bundle(tmp_path / "decoy"))  # a checkout-shaped folder that is not where the package sits
     monkeypatch.chdir(tmp_path / "decoy")
     monkeypatch.setattr(_resources, "_PACKAGE", package)
     assert _resources.source_checkout() is None
     assert _resources.bundle_root() == package / "_bundled"
     assert _resources.samples_root() == package / "_bundled" / "data_samples"
+    assert _resources.pages_root() == package / "_bundled" / "pages"
+    assert _resources.workbench_app() == app
+    assert app_path(None) == app
+
+
+def test_an_install_without_the_workbench_package_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                          fresh_cache: None) -> None:
+    package = tmp_path / "site-packages" / "worldsmith"
+    _bundle(package / "_bundled")
+    monkeypatch.setattr(_resources, "_PACKAGE", package)
+    with pytest.raises(FileNotFoundError, match=r"workbench package is missing.*site-packages/workbench/app\.py"):
+        _resources.workbench_app()
+    with pytest.raises(SystemExit, match="workbench package is missing"):
+        app_path(None)
 
 
 def test_a_broken_install_says_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

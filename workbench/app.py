@@ -7,19 +7,12 @@ dataset `samples`.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import streamlit as st
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-import streamlit as st  # noqa: E402
-
-from workbench.common.bootstrap import ensure_samples  # noqa: E402
-from workbench.common.data import workspace_root  # noqa: E402
-from workbench.common.paths import PAGE_FILES  # noqa: E402
-from workbench.common.text import md_escape  # noqa: E402
+from workbench.common.bootstrap import ensure_samples
+from workbench.common.data import workspace_root
+from workbench.common.paths import PAGE_FILES
+from workbench.common.text import md_escape
 
 st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
 

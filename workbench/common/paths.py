@@ -1,14 +1,13 @@
-"""Where things are: the repository, the page scripts and the bundled sample traces."""
+"""Where things are: the page scripts and the bundled sample traces."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from worldsmith._resources import samples_root
+from worldsmith._resources import pages_root, samples_root
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout, or worldsmith/_bundled in a wheel (same layout)
-PAGES_DIR = REPO_ROOT / "pages"
+PAGES_DIR = pages_root()  # the checkout's pages/, or the installed wheel's copy
 SAMPLES_ENV = "WORLDSMITH_SAMPLES"
 SAMPLES_DATASET = "samples"
 
