@@ -1,4 +1,4 @@
-"""Plotly figures of the Evaluate page, built from the frames of eval_tables (no Streamlit here).
+"""Plotly figures of the Evaluate page, built from the frames of `tables` (no Streamlit here).
 
 Every figure shows the interval it has (error bars, bands, whiskers) so no point estimate is
 ever shown alone where the report gives its uncertainty.

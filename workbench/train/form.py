@@ -2,7 +2,7 @@
 
 Fields map onto `EnvACEConfig` (the same model the CLI reads), so a value the trainer would refuse
 is refused here, naming the field, before anything starts. Launching writes the config to
-`<ws>/runs/envace/.launch/` and starts the CLI in the background (`train.jobs`).
+`<ws>/runs/envace/.launch/` and starts the CLI in the background (`workbench.train.jobs`).
 """
 
 from __future__ import annotations
