@@ -1,5 +1,5 @@
-"""A non-editable install works without the source checkout: the wheel carries the workbench, its pages, the
-sample traces and the tiny default model (`worldsmith._resources`).
+"""A non-editable install works without the source checkout: the wheel installs the `workbench` package and carries
+its pages, the sample traces and the tiny default model (`worldsmith._resources`).
 
 The wheel is built from a copy of the tracked sources, installed with `--no-deps` into a fresh venv (the
 project venv's packages serve as its dependencies, but not its editable worldsmith), and run from a folder
@@ -76,10 +76,13 @@ def _worldsmith(installed: dict, *args: str) -> list[str]:
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed: dict) -> None:
-    code = "import worldsmith, worldsmith._resources as r; print(worldsmith.__file__); print(r.bundle_root())"
-    module, bundle = _run([str(installed["venv"] / "bin" / "python"), "-c", code], cwd=installed["cwd"],
-                          env=installed["env"]).stdout.split()
+    code = ("import worldsmith, workbench, worldsmith._resources as r; print(worldsmith.__file__); "
+            "print(workbench.__file__); print(r.bundle_root()); print(r.workbench_app())")
+    module, workbench, bundle, app = _run([str(installed["venv"] / "bin" / "python"), "-c", code],
+                                          cwd=installed["cwd"], env=installed["env"]).stdout.split()
     assert Path(module).is_relative_to(installed["site"])
+    assert Path(workbench) == installed["site"] / "workbench" / "__init__.py"  # a package of its own, beside worldsmith
+    assert Path(app) == installed["site"] / "workbench" / "app.py"
     assert Path(bundle) == installed["site"] / "worldsmith" / "_bundled"
 
 
