@@ -17,7 +17,7 @@ from workbench.common import data
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
-from workbench.evaluate.runs import RunFileError, read_progress, runs_dir
+from worldsmith.evals.runstore import RunFileError, RunStore
 
 __all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
            "spec_problem", "workspace_choices"]
@@ -158,15 +158,15 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
 
 def _render_job(root: Path, job: JobStatus) -> None:
     try:
-        progress = read_progress(runs_dir(root) / job.run)
+        progress = RunStore(root).run(job.run).read_progress()
     except RunFileError as error:
         progress, problem = None, str(error)
     else:
         problem = None
-    done, total = (progress or {}).get("done"), (progress or {}).get("total")
+    done, total = (progress.done, progress.total) if progress is not None else (None, None)
     label = f"{md_code(job.run)} · {md_escape(job.state)}"
-    if isinstance(done, int | float) and isinstance(total, int | float) and total:
-        st.progress(min(1.0, float(done) / float(total)), text=f"{label} · {int(done)}/{int(total)}")
+    if done is not None and total:
+        st.progress(min(1.0, done / total), text=f"{label} · {int(done)}/{int(total)}")
     else:
         st.progress(1.0 if job.state != "running" else 0.0, text=f"{label} · starting" if job.state == "running"
                     else label)
