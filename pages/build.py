@@ -7,11 +7,11 @@ a model too (every call cached and logged), and the report compares the two impl
 from __future__ import annotations
 
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_escape
 from workbench.worldbook.build_report import render_build_report
-
 from worldsmith.worldbook.build import BuildConfig, build_dataset
 
 root = data.workspace_root()

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from workbench.collect.envs import render_env_picker, render_task_picker
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
-
 from worldsmith.envs import POLICIES, EnvError, spec
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect
 from worldsmith.llm import default_model_spec

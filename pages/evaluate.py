@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.compare import render_compare

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.text import md_code
 from workbench.home.cards import render_dataset_cards

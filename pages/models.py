@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
-
 from worldsmith.llm import LLMError, configured_models
 from worldsmith.llm.catalog import (
     backend_rows,

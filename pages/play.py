@@ -8,11 +8,11 @@ One live environment per browser session; it is closed when a new one starts.
 from __future__ import annotations
 
 import streamlit as st
+
 from workbench.collect.envs import render_env_picker, render_task_picker, render_transcript
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
-
 from worldsmith.envs import EnvError, EpisodeRecorder, make
 from worldsmith.workspace import validate_dataset_name
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side
 from workbench.simulate.simulator import compare_frame, render_turn, turns_frame
-
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name
 from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models

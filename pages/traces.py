@@ -7,6 +7,7 @@ workbench.common.links.turn_link.
 from __future__ import annotations
 
 import streamlit as st
+
 from workbench.common import data, state
 from workbench.common.text import md_code
 from workbench.traces.dataset_tools import render_export_form, render_split_form

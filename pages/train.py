@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+
 from workbench.common import data
 from workbench.train.form import NOTICE, render_run_form, render_sweep_form
 from workbench.train.runs import list_runs

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.heldout_panel import render_heldout_chooser, render_heldout_delta
@@ -40,7 +41,6 @@ from workbench.worldbook.state import (
 from workbench.worldbook.tools import render_package, render_search
 from workbench.worldbook.url import remember_place, restore_place
 from workbench.worldbook.version_compare import render_version_compare
-
 from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore
 
 root = Path(data.workspace_root())

@@ -378,7 +378,6 @@ def test_import_report_component_renders_stored_reports(populated: Path) -> None
         import os
 
         from workbench.traces.import_report import render_import_history
-
         from worldsmith.workspace import Workspace
 
         root = os.environ["WORLDSMITH_WORKSPACE"]

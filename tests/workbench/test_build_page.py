@@ -87,9 +87,8 @@ def test_first_start_on_the_bundled_samples_builds_an_alfworld_worldbook(monkeyp
 
 
 def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
-    from workbench.worldbook.build_report import leakage_frame
-
     from helpers import sample_episodes
+    from workbench.worldbook.build_report import leakage_frame
     from worldsmith.worldbook import leakage_check
 
     episodes = sample_episodes("alfworld_expert")[:3]

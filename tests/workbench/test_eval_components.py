@@ -12,18 +12,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from eval_fixtures import make_records, write_run
+
 from workbench.evaluate import tables
 from workbench.evaluate.clusters import cluster_errors
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
 from workbench.evaluate.runs import RunFileError, list_runs, read_json_file, run_dataset
-
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.util import jobs
 
 
 def test_the_launcher_offers_the_registered_world_models() -> None:
     from workbench.evaluate.launch import available_methods
-
     from worldsmith.sim import NearestEvidence, registry, world_model, world_model_names
 
     assert available_methods() == world_model_names() and "worldbook-prompt" in available_methods()

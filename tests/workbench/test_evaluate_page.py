@@ -210,7 +210,6 @@ def test_a_cross_fitted_run_lists_its_folds_and_the_episodes_it_dropped(empty_ro
 def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from workbench.evaluate import launch as eval_launch
     from workbench.evaluate.jobs import JobStatus
-
     from worldsmith import Workspace
 
     collected = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
@@ -237,7 +236,6 @@ def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkey
 def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from workbench.evaluate import launch as eval_launch
     from workbench.evaluate.jobs import JobStatus
-
     from worldsmith import Workspace
     from worldsmith.cli.main import build_parser
 

@@ -66,6 +66,7 @@ def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: P
 
 def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
     import pandas as pd
+
     from workbench.evaluate.clusters import cluster_rules
 
     frame = pd.DataFrame({"rules": [["take.r1", "open.r1"], ["open.r1"], [], None]})
@@ -75,7 +76,6 @@ def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
 
 def test_a_patch_that_breaks_a_held_out_turn_or_lowers_a_metric_is_marked() -> None:
     from workbench.worldbook.rule_proposals import lowers_fidelity
-
     from worldsmith.evals.heldout import FlippedTurn, HeldOutDelta, MetricDelta
 
     def delta(diff: float, flipped: list[FlippedTurn]) -> HeldOutDelta:

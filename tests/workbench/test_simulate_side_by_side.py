@@ -192,7 +192,6 @@ def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
 
 def _json_method_column() -> None:
     from workbench.simulate.side_by_side import _method_column
-
     from worldsmith.sim.sidebyside import MethodStep
     from worldsmith.worldbook import Worldbook
 

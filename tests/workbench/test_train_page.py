@@ -172,7 +172,6 @@ def test_form_errors_name_the_field(empty_root: Path) -> None:
 def test_component_helpers() -> None:
     from workbench.train.form import config_from_values, sweep_config_from_values
     from workbench.train.runs import process_alive
-
     from worldsmith.envace.config import ConfigError
 
     config = config_from_values({"paths": str(BFCL), "lam": 0.5, "steps": 4, "threads": 1, "probe_threshold": 0.4})
@@ -262,7 +261,6 @@ def test_a_sweep_is_launched_from_the_form_over_a_runs_config(with_runs: Path) -
     import signal
 
     from workbench.train.jobs import job_record
-
     from worldsmith.envace.sweep import SweepConfig
 
     at = open_page()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from workbench_support import APP, REPO, shown
+
 from workbench.worldbook.rule_editor import DRAFTS, editor_keys
 from workbench.worldbook.rule_edits import (
     RuleDraft,
@@ -19,8 +21,6 @@ from workbench.worldbook.rule_edits import (
     show_cell,
 )
 from workbench.worldbook.rule_table import RuleFilter, select_rules
-from workbench_support import APP, REPO, shown
-
 from worldsmith.worldbook import (
     ActionSchema,
     ActionSpec,
@@ -312,6 +312,7 @@ def test_select_rules_filters() -> None:
 
 def _remember_script() -> None:
     import streamlit as st
+
     from workbench.worldbook.rule_editor import DRAFTS, remember_rows
 
     base = [{"op": "set", "path": "world.a", "value": "1"}]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from heldout_support import BOOK, DATASET, loop_workspace
 from streamlit.testing.v1 import AppTest
-from workbench.worldbook.rule_editor import editor_keys
 from workbench_support import APP, REPO, shown
 
+from workbench.worldbook.rule_editor import editor_keys
 from worldsmith.worldbook import WorldbookStore
 
 PAGE = REPO / "pages" / "worldbook.py"
