@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from worldsmith.envace.runstore import runs_dir
 from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.util.names import MAX_NAME, check_name
 from worldsmith.util.paths import resolve_user_path
@@ -295,7 +296,7 @@ class EnvACEConfig(BaseModel):
             return Path(self.out)
         from worldsmith.workspace import Workspace
 
-        return Workspace(self.workspace).root / "runs" / "envace" / self.run_name()
+        return runs_dir(Workspace(self.workspace).root) / self.run_name()
 
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsmith.envace.config import ConfigError, EnvACEConfig, apply_overrides, resolve_path
+from worldsmith.envace.runstore import runs_dir
 from worldsmith.util.atomic import atomic_write_json
 
 __all__ = ["SweepConfig", "SweepEvaluation", "SweepResult", "grid_points", "run_sweep", "run_trial"]
@@ -188,7 +189,7 @@ def run_sweep(
     base = config.base_config()
     if workspace is not None:
         base = base.with_overrides({"workspace": workspace})
-    folder = Path(out or config.out or (_workspace_root(base) / "runs" / "envace" / "sweeps" / config.name)).resolve()
+    folder = Path(out or config.out or (runs_dir(_workspace_root(base)) / "sweeps" / config.name)).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     base_json = _absolute(base.to_json())
     points = grid_points(config.grid) or [{}]
