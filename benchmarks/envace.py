@@ -30,6 +30,16 @@
    Python overhead.
 3. `rollouts`: GRPO rollouts of the bundled configuration (configs/envace_grpo_tiny.yaml), the rehearse step plain
    or with lookup, `--rollout-seeds` batches per arm interleaved: rollouts/s and generated tokens/s.
+4. `lookup-ceiling`: how many tokens a verify pass of the rehearse step can yield (no timing: pass counts do not
+   depend on load). The decoder's drafter (`worldsmith.llm.prompt_lookup.NgramIndex`, as `SegmentDecoder.generate`
+   calls it) replayed over the REAL answers, teacher-forced after the real call (the ceiling of copy-based drafting:
+   a model that rehearsed perfectly), against the model's own greedy rehearsals after its own greedy call, decoded
+   with lookup by `SegmentDecoder` (the `rehearse` section's setting; replaying those answers must give the decoder's
+   own counts, which checks the replay). Per transition and by kind (tool answers; hand-overs, whose "answer" is the
+   user's next instruction), at each `--lookup-drafts`; also how faithful the model is (its greedy call equals the
+   real one; token F1 of its greedy rehearsal after the real call against the real answer). Two pools: the
+   section-2 transitions, and held-out tool transitions (the probe's held-out episode and the curious episodes of
+   tasks outside the checkpoint's training data).
 Writes benchmarks/results/envace.json.
 """
 
@@ -45,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -156,24 +166,47 @@ def _trl(steps: int, warmup: int, seed: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- act + rehearse
 
 
-def _transitions(limit: int) -> list[dict[str, Any]]:
-    """Act prompts (as messages) of the bundled BFCL episodes, spread over their histories (first chunk only)."""
+def _act_prompts(episodes: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """Every exchange's act prompt (as messages: the policy prompt, the history, its observation), with the
+    transcript and the exchange's index."""
     from worldsmith.envace import Templates, policy_prompt, transcript_from_episode
-    from worldsmith.traces import Episode, read_traces
 
     templates = Templates()
-    found = []
-    for episode in (item for item in read_traces([BFCL]) if isinstance(item, Episode)):
+    for episode in episodes:
         transcript = transcript_from_episode(episode)
         messages = [{"role": "system", "content": policy_prompt(templates, transcript.env, transcript.task,
                                                                  transcript.tools)}]
-        for index, exchange in enumerate(transcript.exchanges[:6]):
+        for index, exchange in enumerate(transcript.exchanges):
             messages.append({"role": "user", "content": exchange.observation})
-            if index in (1, 3, 5) and len(str(messages)) < 2400:  # room for the call, the header and 48 tokens
-                found.append({"messages": list(messages), "transcript": transcript})
+            yield {"messages": list(messages), "transcript": transcript, "index": index}
             messages.append({"role": "assistant", "content": exchange.action})
+
+
+def _fits(item: dict[str, Any]) -> bool:
+    return len(str(item["messages"])) < 2400  # room for the call, the header and 48 tokens
+
+
+def _transitions(limit: int) -> list[dict[str, Any]]:
+    """Act prompts (as messages) of the bundled BFCL episodes, spread over their histories (first chunk only)."""
+    from worldsmith.traces import Episode, read_traces
+
+    found = [item for item in _act_prompts(item for item in read_traces([BFCL]) if isinstance(item, Episode))
+             if item["index"] in (1, 3, 5) and _fits(item)]
     step = max(1, len(found) // limit)
     return found[::step][:limit]
+
+
+def _action_line(text: str) -> str:
+    """The call a generated act turn makes: its first line (an empty turn calls `respond()`)."""
+    return text.strip().splitlines()[0] if text.strip() else "respond()"
+
+
+def _rehearse_header(fmt: Any, transcript: Any, action: str) -> list[int]:
+    """The tokens after `action`'s end of turn that open the environment's answer (the training decoder's layout)."""
+    from worldsmith.envace import Templates, environment_prompt
+
+    return fmt.rehearse_header(environment_prompt(Templates(), transcript.env, transcript.task,
+                                                  transcript.all_tools or transcript.tools, action))
 
 
 def _rehearse_messages(item: dict[str, Any], action: str) -> list[dict[str, str]]:
@@ -451,6 +484,147 @@ def _rollout_costs(repeats: int, drafts: Sequence[int]) -> dict[str, Any]:
             "runs": runs}
 
 
+# ---------------------------------------------------------------------------------------------- lookup ceiling
+
+
+def _heldout_transitions() -> list[dict[str, Any]]:
+    """Tool transitions the bundled checkpoint did not train on: the probe's held-out episodes (the last
+    `probe.holdout` of bfcl.jsonl by id, as the trainer holds them out under configs/envace_tiny.yaml) and the
+    curious episodes (bfcl_curious.jsonl) of tasks none of its training episodes has."""
+    from worldsmith.envace import EnvACEConfig
+    from worldsmith.traces import Episode, read_traces
+
+    holdout = EnvACEConfig.from_file(REPO / "configs" / "envace_tiny.yaml").probe.holdout
+    ordered = sorted((item for item in read_traces([BFCL]) if isinstance(item, Episode)), key=lambda e: e.id)
+    held, trained = ordered[len(ordered) - holdout:], ordered[: len(ordered) - holdout]
+    seen = {episode.task_id for episode in trained}
+    curious = [item for item in read_traces([BFCL.with_name("bfcl_curious.jsonl")])
+               if isinstance(item, Episode) and item.task_id not in seen]
+    return [item for item in _act_prompts([*held, *curious]) if _fits(item)
+            and item["transcript"].exchanges[item["index"]].kind == "tool"
+            and item["transcript"].exchanges[item["index"]].response is not None]
+
+
+def _cut(ids: list[int], eos: int, new_tokens: int) -> list[int]:
+    """`ids` (ending with `eos`) as the decoder emits them under a `new_tokens` cap: cut, the last token made `eos`."""
+    return ids if len(ids) <= new_tokens else [*ids[: new_tokens - 1], eos]
+
+
+def _replay(context: list[int], answer: list[int], lookup: Any, eos: int, new_tokens: int) -> Any:
+    """The verify passes `SegmentDecoder.generate` makes (greedy, `lookup`) when the model's choices are `answer`:
+    its first token comes from the header's feed; then each pass drafts from the stream (`context` + the answer so
+    far) with the decoder's drafter and yields the draft's prefix that equals the answer plus the answer's next token.
+    `answer` ends with `eos` and is at most `new_tokens` long."""
+    from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex
+
+    stats, index, out = LookupStats(), NgramIndex(lookup.ngram), answer[:1]
+    while out[-1] != eos:
+        draft = index.draft(context + out, min(lookup.draft, new_tokens - len(out) - 1), (eos,))
+        rest = answer[len(out):]
+        agreed = next((i for i, (drafted, true) in enumerate(zip(draft, rest, strict=False)) if drafted != true),
+                      len(draft))
+        stats.record(len(draft), agreed, agreed + 1)
+        out += rest[: agreed + 1]
+    return stats
+
+
+def _act_rehearse(model: Any, fmt: Any, prompt: list[int], transcript: Any, action: str | None, new_tokens: int,
+                  lookup: Any = None) -> tuple[list[int], list[int], list[int], Any]:
+    """The training decoder's greedy act step (or `action`, teacher-forced), then its greedy rehearse step on the same
+    cache (`lookup` there): the act tokens, the rehearse step's context, the answer, the rehearse step's passes."""
+    from worldsmith.envace import ROLE_ACT, ROLE_REHEARSE, SegmentDecoder
+    from worldsmith.llm.prompt_lookup import LookupStats
+
+    decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id)
+    if action is None:
+        acted = decoder.generate(decoder.start([prompt]), [0], role=ROLE_ACT, max_new_tokens=new_tokens,
+                                 temperature=0.0)[0]
+        action = _action_line(fmt.decode(acted))
+    else:
+        acted = fmt.target(action)
+        decoder.start([prompt + acted])
+    decoder.open_segment(0)
+    logits = decoder.feed([_rehearse_header(fmt, transcript, action)])
+    context = list(decoder.rows[0].stream.ids)
+    before = LookupStats(**vars(decoder.stats.lookup))  # the act step's passes are counted there too
+    answer = decoder.generate(logits, [0], role=ROLE_REHEARSE, max_new_tokens=new_tokens, temperature=0.0,
+                              lookup=lookup)[0]
+    return acted, context, answer, _stats_delta(decoder.stats.lookup, before)
+
+
+def _ceiling_row(model: Any, tokenizer: Any, fmt: Any, item: dict[str, Any], drafts: Sequence[int], f1: Any,
+                 new_tokens: int) -> dict[str, Any]:
+    """One transition: per draft, the passes over the real answer (replayed) and over the model's own (decoded), and
+    whether replaying the model's answer gives the decoder's counts."""
+    from worldsmith.llm.prompt_lookup import PromptLookup
+
+    transcript = item["transcript"]
+    exchange = transcript.exchanges[item["index"]]
+    prompt = fmt.encode(tokenizer.apply_chat_template(item["messages"], tokenize=False, add_generation_prompt=True))
+    _, real_context, faithful, _ = _act_rehearse(model, fmt, prompt, transcript, exchange.action, new_tokens)
+    real = _cut(fmt.target(exchange.response), fmt.eos_id, new_tokens)
+    acted, context, answer, _ = _act_rehearse(model, fmt, prompt, transcript, None, new_tokens)
+    row: dict[str, Any] = {
+        "episode": transcript.episode_id, "exchange": item["index"], "kind": exchange.kind, "prompt_tokens": len(prompt),
+        "real_answer_tokens": len(real), "model_answer_tokens": len(answer),
+        "action_exact": _action_line(fmt.decode(acted)) == exchange.action,
+        "answer_token_f1": f1(fmt.decode(faithful).strip(), fmt.decode(real).strip()),
+        "replay_matches_decoder": True, "greedy_identical": True, "real": {}, "model": {}}
+    for draft in drafts:
+        lookup = PromptLookup(draft=draft)
+        _, _, decoded, stats = _act_rehearse(model, fmt, prompt, transcript, None, new_tokens, lookup)
+        row["greedy_identical"] &= decoded == answer
+        row["replay_matches_decoder"] &= vars(_replay(context, answer, lookup, fmt.eos_id, new_tokens)) == vars(stats)
+        row["real"][draft] = vars(_replay(real_context, real, lookup, fmt.eos_id, new_tokens))
+        row["model"][draft] = vars(stats)
+    return row
+
+
+def _ceiling_summary(rows: list[dict[str, Any]], drafts: Sequence[int]) -> dict[str, Any]:
+    """Totals by kind (tool answers, hand-overs, all): passes summed over transitions, then tokens per pass."""
+    from worldsmith.llm.prompt_lookup import LookupStats
+
+    out = {}
+    for kind in ("tool", "handover", "all"):
+        chosen = [row for row in rows if kind in ("all", row["kind"])]
+        if not chosen:
+            continue
+        summary: dict[str, Any] = {
+            "transitions": len(chosen), "real_answer_tokens": sum(row["real_answer_tokens"] for row in chosen),
+            "model_answer_tokens": sum(row["model_answer_tokens"] for row in chosen),
+            "action_exact": sum(row["action_exact"] for row in chosen),
+            "answer_token_f1": round(statistics.mean(row["answer_token_f1"] for row in chosen), 4)}
+        for draft in drafts:
+            for source in ("real", "model"):
+                total = LookupStats()
+                for row in chosen:
+                    total.add(LookupStats(**row[source][draft]))
+                summary.setdefault(f"draft{draft}", {})[source] = _lookup_summary(total)
+        out[kind] = summary
+    return out
+
+
+def _lookup_ceiling(limit: int, model_path: Path, drafts: Sequence[int], new_tokens: int = 48) -> dict[str, Any]:
+    import torch
+
+    from worldsmith.envace import ChatFormat, load_policy
+    from worldsmith.envace.probe import metric_functions
+
+    _threads()
+    model, tokenizer = load_policy(model_path, device="cpu")
+    model.eval()
+    fmt, f1 = ChatFormat(tokenizer), metric_functions()["token_f1"]
+    pools: dict[str, Any] = {}
+    with torch.inference_mode():
+        for name, items in (("benchmark", _transitions(limit)), ("heldout", _heldout_transitions())):
+            rows = [_ceiling_row(model, tokenizer, fmt, item, drafts, f1, new_tokens) for item in items]
+            pools[name] = {"summary": _ceiling_summary(rows, drafts), "transitions": rows}
+    rows = [row for pool in pools.values() for row in pool["transitions"]]
+    return {"model": str(model_path), "new_tokens": new_tokens,
+            "replay_matches_decoder": all(row["replay_matches_decoder"] for row in rows),
+            "greedy_identical": all(row["greedy_identical"] for row in rows), **pools}
+
+
 # ---------------------------------------------------------------------------------------------- driver
 
 
@@ -467,6 +641,8 @@ def _arm(name: str, args: argparse.Namespace) -> dict[str, Any]:
         result = _rehearse_cost_large(args.repeats, args.transitions, args.lookup_drafts)
     elif name == "rollouts":
         result = _rollout_costs(args.rollout_seeds, args.lookup_drafts)
+    elif name == "lookup-ceiling":
+        result = _lookup_ceiling(args.transitions, args.rehearse_model, args.lookup_drafts)
     else:
         raise SystemExit(f"unknown arm {name!r}")
     return {**result, "peak_rss_mb": round(_peak_rss_mb(), 1)}
@@ -518,7 +694,7 @@ def main() -> None:
     parser.add_argument("--lookup-drafts", type=int, nargs="*", default=[2, 4, 8],
                         help="prompt-lookup draft lengths measured beside plain decoding")
     parser.add_argument("--rollout-seeds", type=int, default=3, help="GRPO rollout batches per arm (rollouts section)")
-    sections = ["training", "rehearse", "rehearse-large", "rollouts"]
+    sections = ["training", "rehearse", "rehearse-large", "rollouts", "lookup-ceiling"]
     parser.add_argument("--sections", nargs="+", choices=sections, default=sections,
                         help="what to measure (the others are kept from --out if it exists)")
     args = parser.parse_args()
@@ -553,7 +729,8 @@ def main() -> None:
         args.out.write_text(json.dumps(results, indent=2) + "\n")  # kept if the next section fails
     for section, arm, key in (("rehearse", "rehearse-cost", "rehearse_cost"),
                               ("rehearse-large", "rehearse-cost-large", "rehearse_cost_large"),
-                              ("rollouts", "rollouts", "rollouts")):
+                              ("rollouts", "rollouts", "rollouts"),
+                              ("lookup-ceiling", "lookup-ceiling", "lookup_ceiling")):
         if section in args.sections:
             results[key] = _run_child(arm, args, args.seed)
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -572,6 +749,10 @@ def main() -> None:
                                  "lookup_drafts": args.lookup_drafts}
     if "rollouts" in args.sections:
         meta["rollout_args"] = {"seeds": args.rollout_seeds, "lookup_drafts": args.lookup_drafts}
+    if "lookup-ceiling" in args.sections:
+        meta["lookup_ceiling_args"] = {"date": meta["date"], "transitions": args.transitions,
+                                       "lookup_drafts": args.lookup_drafts,
+                                       "load_average": [round(load, 2) for load in os.getloadavg()]}
     for stale in ("steps", "warmup", "repeats"):
         meta.pop(stale, None)
     args.out.parent.mkdir(parents=True, exist_ok=True)
