@@ -272,7 +272,7 @@ def _backend_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, m
                     started = time.perf_counter()
                     [acted] = llm.chat(item["messages"], max_tokens=new_tokens)
                     a[name].append(time.perf_counter() - started)
-                    action = acted.text.strip().splitlines()[0] if acted.text.strip() else "respond()"
+                    action = _action_line(acted.text)
                     before = LookupStats(**vars(llm.lookup_stats))
                     started = time.perf_counter()
                     [rehearsed] = llm.chat(_rehearse_messages(item, action), max_tokens=new_tokens)
@@ -314,15 +314,7 @@ def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, m
     the rehearse step decoded plainly or with prompt lookup; arms interleaved, greedy answers compared."""
     import torch
 
-    from worldsmith.envace import (
-        ROLE_ACT,
-        ROLE_REHEARSE,
-        ChatFormat,
-        SegmentDecoder,
-        Templates,
-        environment_prompt,
-        load_policy,
-    )
+    from worldsmith.envace import ROLE_ACT, ROLE_REHEARSE, ChatFormat, SegmentDecoder, load_policy
     from worldsmith.llm.prompt_lookup import LookupStats
 
     arms = _lookup_arms(drafts)
@@ -347,10 +339,7 @@ def _decoder_costs(items: list[dict[str, Any]], repeats: int, new_tokens: int, m
                     acted = decoder.generate(decoder.start([prompt]), [0], role=ROLE_ACT, max_new_tokens=new_tokens,
                                              temperature=0.0)[0]
                     a[name].append(time.perf_counter() - started)
-                    action = fmt.decode(acted).strip().splitlines()[0] if fmt.decode(acted).strip() else "respond()"
-                    transcript = item["transcript"]
-                    header = fmt.rehearse_header(environment_prompt(Templates(), transcript.env, transcript.task,
-                                                                    transcript.all_tools or transcript.tools, action))
+                    header = _rehearse_header(fmt, item["transcript"], _action_line(fmt.decode(acted)))
                     before = LookupStats(**vars(decoder.stats.lookup))
                     started = time.perf_counter()
                     decoder.open_segment(0)
