@@ -437,7 +437,7 @@ def _rollout_costs(repeats: int, drafts: Sequence[int]) -> dict[str, Any]:
 
     from worldsmith.envace import EnvACEConfig, load_policy, transcript_from_episode
     from worldsmith.envace.generate import DecodeStats
-    from worldsmith.envace.rollouts import make_source_factory, rollout, task_specs
+    from worldsmith.envace.rollouts import RolloutSettings, make_source_factory, rollout, task_specs
     from worldsmith.traces import Episode, read_traces
 
     _threads()
@@ -453,10 +453,11 @@ def _rollout_costs(repeats: int, drafts: Sequence[int]) -> dict[str, Any]:
         for name, lookup in arms.items():
             stats = DecodeStats()
             started = time.perf_counter()
-            groups = rollout(model, tokenizer, specs, make_source_factory("real", env=config.data.env), grpo.group_size,
-                             max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
-                             rehearse="calls" if grpo.rehearse_calls_only else "always",
-                             generator=torch.Generator().manual_seed(seed), stats=stats, lookup=lookup)
+            settings = RolloutSettings(grpo.group_size, max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens,
+                                       temperature=grpo.temperature,
+                                       rehearse="calls" if grpo.rehearse_calls_only else "always", lookup=lookup)
+            groups = rollout(model, tokenizer, specs, make_source_factory("real", env=config.data.env), settings,
+                             generator=torch.Generator().manual_seed(seed), stats=stats)
             seconds = time.perf_counter() - started
             rollouts = [item for group in groups for item in group.rollouts]
             for item in rollouts:

@@ -23,6 +23,7 @@ from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
 from worldsmith.envace.rollouts import (
     RealResponseCache,
+    RolloutSettings,
     make_source_factory,
     rollout,
     score_rollouts,
@@ -82,7 +83,7 @@ def test_sampling_logprobs_match_the_training_forward(policy, transcripts) -> No
     model, tokenizer = policy
     specs = task_specs(transcripts)[:2]
     generator = torch.Generator().manual_seed(3)
-    groups = rollout(model, tokenizer, specs, make_source_factory("imagined"), 2, max_steps=2, max_new_tokens=12,
+    groups = rollout(model, tokenizer, specs, make_source_factory("imagined"), RolloutSettings(2, max_steps=2, max_new_tokens=12),
                      generator=generator)
     rollouts = [item for group in groups for item in group.rollouts]
     assert len(rollouts) == 4 and all(item.steps for item in rollouts)
@@ -93,7 +94,7 @@ def test_sampling_logprobs_match_the_training_forward(policy, transcripts) -> No
     assert len(scored) == len(sampled)
     assert max(abs(a - b) for a, b in zip(scored, sampled, strict=True)) < 1e-4
     # same seed, same rollouts
-    again = rollout(model, tokenizer, specs, make_source_factory("imagined"), 2, max_steps=2, max_new_tokens=12,
+    again = rollout(model, tokenizer, specs, make_source_factory("imagined"), RolloutSettings(2, max_steps=2, max_new_tokens=12),
                     generator=torch.Generator().manual_seed(3))
     assert [r.actions for g in again for r in g.rollouts] == [r.actions for r in rollouts]
 
@@ -104,8 +105,8 @@ def test_real_rollouts_are_scored_by_the_real_environment(policy, transcripts) -
 
     model, tokenizer = policy
     specs = task_specs(transcripts)[:1]
-    groups = rollout(model, tokenizer, specs, make_source_factory("real", env="bfcl"), 2, max_steps=2,
-                     max_new_tokens=12, rehearse="always", generator=torch.Generator().manual_seed(0))
+    groups = rollout(model, tokenizer, specs, make_source_factory("real", env="bfcl"),
+                     RolloutSettings(2, max_steps=2, max_new_tokens=12, rehearse="always"), generator=torch.Generator().manual_seed(0))
     score_rollouts(groups, env="bfcl", reward="partial")
     env = make("bfcl")
     for item in groups[0].rollouts:
@@ -128,8 +129,8 @@ def test_worldbook_and_cache_sources(policy, transcripts) -> None:
     model, tokenizer = policy
     specs = task_specs(transcripts)[:1]
     book = build_worldbook(bfcl_episodes(), name="bfcl").book
-    groups = rollout(model, tokenizer, specs, make_source_factory("worldbook", book=book), 2, max_steps=2,
-                     max_new_tokens=12, generator=torch.Generator().manual_seed(0))
+    groups = rollout(model, tokenizer, specs, make_source_factory("worldbook", book=book),
+                     RolloutSettings(2, max_steps=2, max_new_tokens=12), generator=torch.Generator().manual_seed(0))
     score_rollouts(groups, env="bfcl")
     for item in groups[0].rollouts:
         assert all(step.answered_by == "worldbook" and step.rehearsed is None for step in item.steps)
@@ -145,8 +146,8 @@ def test_worldbook_and_cache_sources(policy, transcripts) -> None:
     first = recorded.exchanges[0]
     assert source.respond(first.action).text == first.response
     assert source.respond("made_up_tool(x=1)") is None
-    groups = rollout(model, tokenizer, specs, make_source_factory("cache", cache=cache), 2, max_steps=2,
-                     max_new_tokens=12, generator=torch.Generator().manual_seed(0))
+    groups = rollout(model, tokenizer, specs, make_source_factory("cache", cache=cache),
+                     RolloutSettings(2, max_steps=2, max_new_tokens=12), generator=torch.Generator().manual_seed(0))
     score_rollouts(groups, env="bfcl", cache=cache)
     for item in groups[0].rollouts:
         prior: list[str] = []
@@ -311,8 +312,9 @@ def test_sampled_rehearsals_with_lookup_record_the_training_forwards_logprobs(ra
 
     tokenizer = load_policy(TINY, device="cpu")[1]
     specs = task_specs(transcripts)[:2]
-    groups = rollout(random_model, tokenizer, specs, make_source_factory("imagined"), 2, max_steps=2,
-                     max_new_tokens=16, temperature=0.3, generator=torch.Generator().manual_seed(3), lookup=LOOKUP)
+    settings = RolloutSettings(2, max_steps=2, max_new_tokens=16, temperature=0.3, lookup=LOOKUP)
+    groups = rollout(random_model, tokenizer, specs, make_source_factory("imagined"), settings,
+                     generator=torch.Generator().manual_seed(3))
     rollouts = [item for group in groups for item in group.rollouts]
     with torch.no_grad():
         scored = target_logprobs(random_model, collate_streams([r.stream for r in rollouts], 0, "cpu"),
@@ -320,8 +322,8 @@ def test_sampled_rehearsals_with_lookup_record_the_training_forwards_logprobs(ra
     sampled = [value for item in rollouts for value in item.logprobs]
     assert len(scored) == len(sampled) > 0
     assert max(abs(a - b) for a, b in zip(scored, sampled, strict=True)) < 1e-3
-    again = rollout(random_model, tokenizer, specs, make_source_factory("imagined"), 2, max_steps=2,
-                    max_new_tokens=16, temperature=0.3, generator=torch.Generator().manual_seed(3), lookup=LOOKUP)
+    again = rollout(random_model, tokenizer, specs, make_source_factory("imagined"), settings,
+                    generator=torch.Generator().manual_seed(3))
     assert [r.stream.ids for g in again for r in g.rollouts] == [r.stream.ids for r in rollouts]
 
 

@@ -46,8 +46,10 @@ __all__ = [
     "RealSource",
     "Reply",
     "RealResponseCache",
+    "RehearseMode",
     "Rollout",
     "RolloutGroup",
+    "RolloutSettings",
     "RolloutSource",
     "RolloutStep",
     "TaskSpec",
@@ -377,122 +379,185 @@ class RolloutGroup:
     source: str
 
 
+RehearseMode = Literal["needed", "always", "calls"]
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How `rollout` samples: one value the trainer, the benchmarks and the tests pass around, instead of a
+    dozen keyword arguments. `rehearse`: rehearse only when the source has no answer (`needed`), always, or
+    for every action written as a call; `lookup`: prompt-lookup decoding of the rehearse step (answers mostly
+    copy the context; the sampled distribution is unchanged)."""
+
+    group_size: int
+    templates: Templates = field(default_factory=Templates)
+    max_steps: int = 6
+    max_new_tokens: int = 48
+    temperature: float = 1.0
+    rehearse: RehearseMode = "needed"
+    lookup: PromptLookup | None = None
+
+    def rehearses(self, reply: Reply | None, action: str) -> bool:
+        """Whether the model rehearses the answer to `action` (it must when the source has none)."""
+        return reply is None or self.rehearse == "always" or (self.rehearse == "calls" and _is_call(action))
+
+
+@dataclass
+class _Row:
+    """One rollout while it runs: its task, source and what happened so far."""
+
+    spec: TaskSpec
+    index: int
+    source: RolloutSource
+    opening: str
+    steps: list[RolloutStep] = field(default_factory=list)
+    done: bool = False
+    final: dict[str, Any] = field(default_factory=dict)
+    handovers: int = 0
+
+    def record(self, action: str, reply: Reply | None, rehearsed: str | None) -> tuple[str, bool]:
+        """Add the step; returns what the agent sees next and whether the episode ended."""
+        text = reply.text if reply is not None else rehearsed
+        assert text is not None, "an action without an answer is rehearsed"
+        answered_by = self.source.name if reply is not None else "rehearsal"
+        self.steps.append(RolloutStep(action, text, answered_by, rehearsed))
+        finished = bool(reply.done) if reply is not None else False
+        if reply is not None:
+            self.final = reply.info
+        if _is_handover(action):
+            self.handovers += 1
+            finished = finished or (self.spec.turns is not None and self.handovers >= self.spec.turns)
+        return text, finished
+
+
+class _Rollouts:
+    """G rollouts per task on one `SegmentDecoder`: rows are (task, copy); a decoder row maps to a rollout row
+    through `live` (finished rollouts leave the decoder)."""
+
+    def __init__(self, model: Any, tokenizer: Any, specs: Sequence[TaskSpec], source: Callable[[], RolloutSource],
+                 settings: RolloutSettings, generator: Any) -> None:
+        self.specs, self.settings = list(specs), settings
+        self.fmt = ChatFormat(tokenizer)
+        pairs = [(spec, index) for spec in specs for index in range(settings.group_size)]
+        sources = [source() for _ in pairs]
+        self.rows = [_Row(spec, index, src, src.start(spec)) for (spec, index), src in zip(pairs, sources, strict=True)]
+        self.decoder = SegmentDecoder(model, eos_id=self.fmt.eos_id, pad_id=self.fmt.pad_id, generator=generator)
+        self.states: list[Any] = []  # the decoder's row states (stream, log-probs), one per rollout row
+
+    def run(self) -> None:
+        """Act, answer (source or rehearsal) and observe, up to `max_steps` times or until every rollout ends."""
+        logits = self._start()
+        live = list(range(len(self.rows)))  # decoder row -> rollout row
+        for _ in range(self.settings.max_steps):
+            if not live:
+                break
+            logits, live = self._step(logits, live)
+
+    def _start(self) -> Any:
+        """Prefill the prompts: once per task for its G copies when they share it."""
+        templates, size = self.settings.templates, self.settings.group_size
+        prompts = [self.fmt.opening(policy_prompt(templates, row.spec.env, row.spec.task, row.spec.tools), row.opening)
+                   for row in self.rows]
+        shared = all(prompts[i] == prompts[i - i % size] for i in range(len(prompts)))
+        if shared:
+            logits = self.decoder.start([prompts[i * size] for i in range(len(self.specs))], repeats=size,
+                                        episode_ids=[f"{spec.task_id}" for spec in self.specs])
+        else:
+            logits = self.decoder.start(prompts, episode_ids=[f"{row.spec.task_id}#{row.index}" for row in self.rows])
+        self.states = list(self.decoder.rows)
+        return logits
+
+    def _step(self, logits: Any, live: list[int]) -> tuple[Any, list[int]]:
+        """One action per live rollout and its answer; returns the next logits and the rollouts still going."""
+        settings, fmt = self.settings, self.fmt
+        batch = list(range(len(live)))
+        acted = self.decoder.generate(logits, batch, role=ROLE_ACT, max_new_tokens=settings.max_new_tokens,
+                                      temperature=settings.temperature)
+        actions = {b: fmt.decode(acted[b]).strip() for b in batch}
+        replies = {b: self.rows[live[b]].source.respond(actions[b]) for b in batch}
+        rehearsed = self._rehearse(live, [b for b in batch if settings.rehearses(replies[b], actions[b])], actions)
+        keep: list[int] = []
+        chunks: list[list[int]] = []
+        for b in batch:
+            row = self.rows[live[b]]
+            text, finished = row.record(actions[b], replies[b], rehearsed.get(b))
+            if finished or not actions[b]:
+                row.done = finished
+                continue
+            keep.append(b)
+            chunks.append(fmt.observation(text))
+        if not keep:
+            return logits, []
+        self.decoder.keep(keep)
+        return self.decoder.feed(chunks), [live[b] for b in keep]
+
+    def _rehearse(self, live: list[int], batch: list[int], actions: dict[int, str]) -> dict[int, str]:
+        """The model's answers to the actions of decoder rows `batch`, each in a rehearse segment on its act cache."""
+        if not batch:
+            return {}
+        settings, fmt = self.settings, self.fmt
+        headers: list[list[int] | None] = [None] * len(live)
+        for b in batch:
+            spec = self.rows[live[b]].spec
+            self.decoder.open_segment(b)
+            headers[b] = fmt.rehearse_header(
+                environment_prompt(settings.templates, spec.env, spec.task, spec.all_tools, actions[b]))
+        logits = self.decoder.feed(headers)
+        answered = self.decoder.generate(logits, batch, role=ROLE_REHEARSE, max_new_tokens=settings.max_new_tokens,
+                                         temperature=settings.temperature, lookup=settings.lookup)
+        rehearsed: dict[int, str] = {}
+        for b in batch:
+            self.decoder.close_segment(b)
+            rehearsed[b] = fmt.decode(answered[b]).strip()
+        return rehearsed
+
+    def close_sources(self) -> None:
+        """Close every source but the real ones (`score_rollouts` still asks those for the verdict)."""
+        for row in self.rows:
+            if row.source.name != "real":
+                row.source.close()
+
+    def groups(self) -> list[RolloutGroup]:
+        size = self.settings.group_size
+        groups: list[RolloutGroup] = []
+        for position, spec in enumerate(self.specs):
+            members = []
+            for index in range(size):
+                number = position * size + index
+                row, state = self.rows[number], self.states[number]
+                members.append(Rollout(spec.task_id, index, row.steps, state.stream, list(state.logprobs), row.done,
+                                       row.final, source=row.source))
+            groups.append(RolloutGroup(spec, members, self.rows[0].source.name if self.rows else "none"))
+        return groups
+
+
 def rollout(
     model: Any,
     tokenizer: Any,
     specs: Sequence[TaskSpec],
     source: Callable[[], RolloutSource],
-    group_size: int,
+    settings: RolloutSettings,
     *,
-    templates: Templates | None = None,
-    max_steps: int = 6,
-    max_new_tokens: int = 48,
-    temperature: float = 1.0,
-    rehearse: Literal["needed", "always", "calls"] = "needed",
     generator: Any = None,
     stats: DecodeStats | None = None,
-    lookup: PromptLookup | None = None,
 ) -> list[RolloutGroup]:
-    """G rollouts of each task, batched on one cache; rehearse when the source has no answer (or always,
-    or for every action written as a call). `lookup`: prompt-lookup decoding of the rehearse step (answers
-    mostly copy the context; the sampled distribution is unchanged)."""
+    """`settings.group_size` rollouts of each task, batched on one cache (see the module docstring). `generator`
+    seeds the sampling; `stats` (when given) adds the decoder's counts."""
     import torch
 
-    templates = templates or Templates()
-    fmt = ChatFormat(tokenizer)
-    rows = [(spec, index) for spec in specs for index in range(group_size)]
-    sources = [source() for _ in rows]
-    openings = [src.start(spec) for src, (spec, _) in zip(sources, rows, strict=True)]
-    prompts = [fmt.opening(policy_prompt(templates, spec.env, spec.task, spec.tools), opening)
-               for (spec, _), opening in zip(rows, openings, strict=True)]
-    shared = all(prompts[i] == prompts[i - i % group_size] for i in range(len(prompts)))
-    decoder = SegmentDecoder(model, eos_id=fmt.eos_id, pad_id=fmt.pad_id, generator=generator)
+    run = _Rollouts(model, tokenizer, specs, source, settings, generator)
     was_training = bool(getattr(model, "training", False))
     model.eval()
-    states = []
-    steps: list[list[RolloutStep]] = [[] for _ in rows]
-    done = [False] * len(rows)
-    final: list[dict[str, Any]] = [{} for _ in rows]
-    handovers = [0] * len(rows)
     try:
         with torch.inference_mode():
-            if shared:
-                ids = [f"{spec.task_id}" for spec in specs]
-                logits = decoder.start([prompts[i * group_size] for i in range(len(specs))], repeats=group_size,
-                                       episode_ids=ids)
-            else:
-                logits = decoder.start(prompts, episode_ids=[f"{spec.task_id}#{index}" for spec, index in rows])
-            states = list(decoder.rows)
-            live = list(range(len(rows)))  # decoder row -> rollout row
-            for _ in range(max_steps):
-                if not live:
-                    break
-                batch = list(range(len(live)))
-                acted = decoder.generate(logits, batch, role=ROLE_ACT, max_new_tokens=max_new_tokens,
-                                         temperature=temperature)
-                actions = {b: fmt.decode(acted[b]).strip() for b in batch}
-                replies = {b: sources[live[b]].respond(actions[b]) for b in batch}
-                rehearse_rows = [b for b in batch if replies[b] is None or rehearse == "always"
-                                 or (rehearse == "calls" and _is_call(actions[b]))]
-                rehearsed: dict[int, str] = {}
-                if rehearse_rows:
-                    headers: list[list[int] | None] = [None] * len(batch)
-                    for b in rehearse_rows:
-                        spec = rows[live[b]][0]
-                        decoder.open_segment(b)
-                        headers[b] = fmt.rehearse_header(
-                            environment_prompt(templates, spec.env, spec.task, spec.all_tools, actions[b]))
-                    logits = decoder.feed(headers)
-                    answered = decoder.generate(logits, rehearse_rows, role=ROLE_REHEARSE,
-                                                max_new_tokens=max_new_tokens, temperature=temperature,
-                                                lookup=lookup)
-                    for b in rehearse_rows:
-                        decoder.close_segment(b)
-                        rehearsed[b] = fmt.decode(answered[b]).strip()
-                keep: list[int] = []
-                chunks: list[list[int]] = []
-                for b in batch:
-                    row = live[b]
-                    reply = replies[b]
-                    src_name = sources[row].name
-                    text = reply.text if reply is not None else rehearsed[b]
-                    steps[row].append(RolloutStep(actions[b], text, src_name if reply is not None else "rehearsal",
-                                                  rehearsed.get(b)))
-                    finished = bool(reply.done) if reply is not None else False
-                    if reply is not None:
-                        final[row] = reply.info
-                    if _is_handover(actions[b]):
-                        handovers[row] += 1
-                        spec = rows[row][0]
-                        finished = finished or (spec.turns is not None and handovers[row] >= spec.turns)
-                    if finished or not actions[b]:
-                        done[row] = finished
-                        continue
-                    keep.append(b)
-                    chunks.append(fmt.observation(text))
-                if not keep:
-                    break
-                decoder.keep(keep)
-                live = [live[b] for b in keep]
-                logits = decoder.feed(chunks)
+            run.run()
     finally:
         if was_training:
             model.train()
-        for src in sources:
-            if src.name != "real":
-                src.close()
+        run.close_sources()
     if stats is not None:
-        stats.add(decoder.stats)
-    groups: list[RolloutGroup] = []
-    for position, spec in enumerate(specs):
-        members = []
-        for index in range(group_size):
-            row = position * group_size + index
-            state = states[row]
-            members.append(Rollout(spec.task_id, index, steps[row], state.stream, list(state.logprobs), done[row],
-                                   final[row], source=sources[row]))
-        groups.append(RolloutGroup(spec, members, sources[0].name if sources else "none"))
-    return groups
+        stats.add(run.decoder.stats)
+    return run.groups()
 
 
 # ---------------------------------------------------------------------------------------------

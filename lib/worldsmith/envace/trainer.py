@@ -51,7 +51,15 @@ from worldsmith.envace.generate import DecodeStats
 from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
+from worldsmith.envace.rollouts import (
+    RealResponseCache,
+    RehearseMode,
+    RolloutSettings,
+    make_source_factory,
+    rollout,
+    score_rollouts,
+    task_specs,
+)
 from worldsmith.envace.runstore import RunStore
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
@@ -468,14 +476,13 @@ class Trainer:
         self._share = len(picked) / len(batch_tasks)
         specs = [self.specs[i] for i in picked]
         factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
-        rehearse = "needed"
+        rehearse: RehearseMode = "needed"
         if grpo.train_roles != "act" and grpo.rehearse_in_real:
             rehearse = "calls" if grpo.rehearse_calls_only else "always"
+        settings = RolloutSettings(grpo.group_size, self.templates, grpo.max_steps, grpo.max_new_tokens,
+                                   grpo.temperature, rehearse, config.prompt_lookup.settings(rollouts=True))
         stats = DecodeStats()
-        groups = rollout(self.model, self.tokenizer, specs, factory, grpo.group_size, templates=self.templates,
-                         max_steps=grpo.max_steps, max_new_tokens=grpo.max_new_tokens, temperature=grpo.temperature,
-                         rehearse=rehearse, generator=self.generator, stats=stats,
-                         lookup=config.prompt_lookup.settings(rollouts=True))
+        groups = rollout(self.model, self.tokenizer, specs, factory, settings, generator=self.generator, stats=stats)
         score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
                        cache=self.cache if self.source == "cache" else None)
         rollouts = [item for group in groups for item in group.rollouts]
