@@ -4,10 +4,11 @@
 
 Joint: L = CE(act) + λ·CE(rehearse) over packed dual-role streams (one forward per chunk).
 GRPO: G rollouts per task from the configured source (`rollouts`), a task reward for the act
-role and a fidelity reward for the rehearse role, advantages per (task, role) group (`grpo`), the
-clipped loss (optional KL to the starting model, Dr.GRPO, one role only, an optional supervised
-term). Either objective can start from the other's checkpoint: a checkpoint folder is a normal
-Hugging Face model folder, so `model:` may name one.
+role and a fidelity reward for the rehearse role, advantages per (task, role) group broadcast to the
+tokens (`advantages`), the clipped loss (`grpo`: optional KL to the starting model, Dr.GRPO, one role
+only, an optional supervised term). A step is generate-and-score, the per-token advantages, the update
+and the metrics row (`grpo_batch`, `grpo_metrics`). Either objective can start from the other's
+checkpoint: a checkpoint folder is a normal Hugging Face model folder, so `model:` may name one.
 
 Every logged step goes to `metrics.jsonl`; the probe (`probe.rehearsal_fidelity`) runs every N
 steps on held-out real transitions, can move GRPO from real to imagined rollouts once it passes a
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worldsmith.envace.advantages import TRAINED_ROLES, rollout_advantages
 from worldsmith.envace.config import EnvACEConfig, resolve_path
 from worldsmith.envace.data import (
     ROLE_ACT,
@@ -48,18 +50,12 @@ from worldsmith.envace.data import (
 )
 from worldsmith.envace.distributed import DataParallel, flatten_gradients
 from worldsmith.envace.generate import DecodeStats
-from worldsmith.envace.grpo import group_advantages, grpo_loss, keyed_advantages
+from worldsmith.envace.grpo import GRPOTerms, grpo_loss
+from worldsmith.envace.grpo_batch import GRPOBatch, GRPOUpdate, ScoredRollouts, pack_batch, rollout_settings
+from worldsmith.envace.grpo_metrics import grpo_metrics, mean, rounded
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rollouts import (
-    RealResponseCache,
-    RehearseMode,
-    RolloutSettings,
-    make_source_factory,
-    rollout,
-    score_rollouts,
-    task_specs,
-)
+from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
 from worldsmith.envace.runstore import RunStore
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
@@ -114,34 +110,6 @@ class TrainSummary:
 def _fingerprint(config: EnvACEConfig) -> str:
     data = {key: value for key, value in config.to_json().items() if key not in _NOT_FINGERPRINTED}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _std(values: list[float]) -> float | None:
-    if not values:
-        return None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
-
-def _round(value: float | None, digits: int = 6) -> float | None:
-    return None if value is None else round(float(value), digits)
-
-
-def _transition_keys(groups: list[Any]) -> list[list[tuple[tuple[int, tuple[str, ...]], float | None]]]:
-    """Per rollout, its rehearsals in order as (transition key, fidelity); the key is the task and the calls
-    up to the rehearsed one (`grpo.rehearse_credit: transition`)."""
-    out = []
-    for number, group in enumerate(groups):
-        for item in group.rollouts:
-            actions = tuple(step.action for step in item.steps)
-            out.append([((number, actions[: k + 1]), reward)
-                        for k, (step, reward) in enumerate(zip(item.steps, item.rehearse_rewards, strict=True))
-                        if step.rehearsed is not None])
-    return out
 
 
 class Trainer:
@@ -345,18 +313,18 @@ class Trainer:
             run_dir=str(self.store.root),
             objective=config.objective,
             steps=self.step,
-            act_loss_first=_round(self.first.get("act_loss")),
-            act_loss_last=_round(losses.get("act")),
-            rehearse_loss_first=_round(self.first.get("rehearse_loss")),
-            rehearse_loss_last=_round(losses.get("rehearse")),
-            rehearsal_fidelity=_round(self.last_fidelity.get(config.probe.metric)),
+            act_loss_first=rounded(self.first.get("act_loss")),
+            act_loss_last=rounded(losses.get("act")),
+            rehearse_loss_first=rounded(self.first.get("rehearse_loss")),
+            rehearse_loss_last=rounded(losses.get("rehearse")),
+            rehearsal_fidelity=rounded(self.last_fidelity.get(config.probe.metric)),
             fidelity={key: value for key, value in self.last_fidelity.items() if key != "examples"},
             tokens_per_s=round(tokens_total / max(seconds_total, 1e-9), 1),
             time_s=round(time.perf_counter() - started, 2),
-            reward_first=_round(rewards[0]) if rewards else None,
-            reward_last=_round(_mean(rewards[-3:])) if rewards else None,
-            rehearse_reward_first=_round(rehearse_rewards[0]) if rehearse_rewards else None,
-            rehearse_reward_last=_round(_mean(rehearse_rewards[-3:])) if rehearse_rewards else None,
+            reward_first=rounded(rewards[0]) if rewards else None,
+            reward_last=rounded(mean(rewards[-3:])) if rewards else None,
+            rehearse_reward_first=rounded(rehearse_rewards[0]) if rehearse_rewards else None,
+            rehearse_reward_last=rounded(mean(rehearse_rewards[-3:])) if rehearse_rewards else None,
             checkpoint=str(latest[1]) if latest else None,
             resumed_from=self.resumed_from,
             drift=self.drift,
@@ -462,86 +430,68 @@ class Trainer:
         norm = self._optimize(loss)
         return {
             "loss": round(float(loss.detach()), 6),
-            "act_loss": _round(float(losses["act"].detach())) if losses["act"] is not None else None,
-            "rehearse_loss": _round(float(losses["rehearse"].detach())) if losses["rehearse"] is not None else None,
+            "act_loss": rounded(float(losses["act"].detach())) if losses["act"] is not None else None,
+            "rehearse_loss": rounded(float(losses["rehearse"].detach())) if losses["rehearse"] is not None else None,
             "grad_norm": round(norm, 4), "tokens": tokens, "_tokens": tokens,
         }
 
     def _grpo_step(self) -> dict[str, Any]:
-        import torch
+        """Generate and score G rollouts per task, broadcast their advantages to tokens, update, report."""
+        grpo = self.config.grpo
+        scored = self._generate_and_score()
+        advantages = rollout_advantages(scored.groups, dr_grpo=grpo.dr_grpo, credit=grpo.rehearse_credit)
+        batch = pack_batch(scored, advantages, TRAINED_ROLES[grpo.train_roles], pad_id=self.fmt.pad_id,
+                           device=self.device)
+        update = self._grpo_update(batch)
+        return grpo_metrics(scored, advantages, update, source=self.source, log_alignment=grpo.log_alignment)
 
+    def _generate_and_score(self) -> ScoredRollouts:
+        """This process's share of the step's tasks, rolled out from the current source and scored."""
         config, grpo = self.config, self.config.grpo
         batch_tasks = self._next(self.task_order, len(self.specs), config.batch_size)
         picked = self.parallel.shard(batch_tasks)
         self._share = len(picked) / len(batch_tasks)
         specs = [self.specs[i] for i in picked]
         factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
-        rehearse: RehearseMode = "needed"
-        if grpo.train_roles != "act" and grpo.rehearse_in_real:
-            rehearse = "calls" if grpo.rehearse_calls_only else "always"
-        settings = RolloutSettings(grpo.group_size, self.templates, grpo.max_steps, grpo.max_new_tokens,
-                                   grpo.temperature, rehearse, config.prompt_lookup.settings(rollouts=True))
+        settings = rollout_settings(grpo, self.templates, config.prompt_lookup.settings(rollouts=True))
         stats = DecodeStats()
         groups = rollout(self.model, self.tokenizer, specs, factory, settings, generator=self.generator, stats=stats)
         score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
                        cache=self.cache if self.source == "cache" else None)
-        rollouts = [item for group in groups for item in group.rollouts]
-        advantages: list[tuple[float | None, float | None]] = []
-        for group in groups:
-            act = group_advantages([item.task_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
-            reh = group_advantages([item.rehearse_reward for item in group.rollouts], dr_grpo=grpo.dr_grpo)
-            advantages += list(zip(act, reh, strict=True))
-        transition_advantages = (keyed_advantages(_transition_keys(groups), dr_grpo=grpo.dr_grpo)
-                                 if grpo.rehearse_credit == "transition" else None)
-        batch = collate_streams([item.stream for item in rollouts], self.fmt.pad_id, self.device)
-        roles = batch.roles.tolist()
-        rows = batch.rows.tolist()
-        segments = batch.segments[batch.rows, batch.columns].tolist() if len(rows) else []
-        trained = {"both": (ROLE_ACT, ROLE_REHEARSE), "act": (ROLE_ACT,), "rehearse": (ROLE_REHEARSE,)}[grpo.train_roles]
-        keep, values, sequences = [], [], []
-        for index, (row, role, segment) in enumerate(zip(rows, roles, segments, strict=True)):
-            if role == ROLE_REHEARSE and transition_advantages is not None:
-                advantage = transition_advantages[row][segment - 1]  # segment k is the rollout's k-th rehearsal
-                sequence = (row, segment)  # each rehearsal is its own sequence
-            else:
-                advantage = advantages[row][0 if role == ROLE_ACT else 1]
-                sequence = (row, -1 if role == ROLE_ACT else 0)
-            if advantage is None or role not in trained:
-                continue
-            keep.append(index)
-            values.append(advantage)
-            sequences.append(sequence)
-        remap = {value: position for position, value in enumerate(sorted(set(sequences)))}
-        keep_t = torch.tensor(keep, dtype=torch.long, device=self.device)
-        adv_t = torch.tensor(values, dtype=torch.float32, device=self.device)
-        seq_t = torch.tensor([remap[s] for s in sequences], dtype=torch.long, device=self.device)
-        roles_t = batch.roles[keep_t]
-        ref = None
-        if self.reference is not None and keep:
-            with torch.no_grad():
-                ref = target_logprobs(self.reference, batch, temperature=grpo.temperature)[keep_t]
-        old = None
-        if grpo.updates_per_batch > 1 and keep:
-            with torch.no_grad():
-                old = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
-        terms = None
-        sft_losses: dict[str, Any] = {}
-        alignment: dict[str, float] = {}
-        tokens = batch.tokens
+        return ScoredRollouts(groups, stats)
 
-        def surrogate(logprobs: Any, picked: Any = slice(None)) -> Any:
+    def _grpo_update(self, batch: GRPOBatch) -> GRPOUpdate:
+        """`updates_per_batch` optimizer steps on the clipped GRPO loss of `batch` (+ the supervised term)."""
+        import torch
+
+        grpo = self.config.grpo
+        packed, keep = batch.packed, batch.keep
+        ref = None
+        if self.reference is not None and batch.tokens.keep:
+            with torch.no_grad():
+                ref = target_logprobs(self.reference, packed, temperature=grpo.temperature)[keep]
+        old = None
+        if grpo.updates_per_batch > 1 and batch.tokens.keep:
+            with torch.no_grad():
+                old = target_logprobs(self.model, packed, temperature=grpo.temperature)[keep]
+
+        def surrogate(logprobs: Any, picked: Any = slice(None)) -> GRPOTerms:
             before = old if old is not None else logprobs.detach()
-            return grpo_loss(logprobs[picked], before[picked], adv_t[picked], seq_t[picked], roles_t[picked],
-                             clip=grpo.clip, ref_logprobs=ref[picked] if ref is not None else None,
+            return grpo_loss(logprobs[picked], before[picked], batch.values[picked], batch.sequences[picked],
+                             batch.roles[picked], clip=grpo.clip, ref_logprobs=ref[picked] if ref is not None else None,
                              kl_coef=grpo.kl_coef, dr_grpo=grpo.dr_grpo,
                              normaliser=float(grpo.max_new_tokens * grpo.max_steps))
 
+        terms: GRPOTerms | None = None
+        sft_losses: dict[str, Any] = {}
+        alignment: dict[str, float] = {}
+        tokens = packed.tokens
         for update in range(grpo.updates_per_batch):
-            logprobs = target_logprobs(self.model, batch, temperature=grpo.temperature)[keep_t]
+            logprobs = target_logprobs(self.model, packed, temperature=grpo.temperature)[keep]
             terms = surrogate(logprobs)
             loss = terms.loss
             if grpo.log_alignment and update == 0:
-                masks = {"act": roles_t == ROLE_ACT, "rehearse": roles_t == ROLE_REHEARSE}
+                masks = {"act": batch.roles == ROLE_ACT, "rehearse": batch.roles == ROLE_REHEARSE}
                 alignment = self._alignment({name: surrogate(logprobs, mask).loss
                                              for name, mask in masks.items() if bool(mask.any())})
             if grpo.sft_coef > 0:
@@ -550,37 +500,7 @@ class Trainer:
                 tokens += sft_tokens
             self._optimize(loss)
         assert terms is not None
-        act_rewards = [item.task_reward for item in rollouts if item.task_reward is not None]
-        reh_rewards = [item.rehearse_reward for item in rollouts if item.rehearse_reward is not None]
-        act_adv = [a for a, _ in advantages if a is not None]
-        reh_adv = ([r for per_segment in transition_advantages for r in per_segment if r is not None]
-                   if transition_advantages is not None else [r for _, r in advantages if r is not None])
-        row: dict[str, Any] = {
-            "loss": _round(float(terms.loss.detach())),
-            "reward": _round(_mean(act_rewards)),
-            "reward_act": _round(_mean(act_rewards)),
-            "reward_rehearse": _round(_mean(reh_rewards)),
-            "adv_mean": _round(_mean(act_adv + reh_adv)), "adv_std": _round(_std(act_adv + reh_adv)),
-            "adv_act_mean": _round(_mean(act_adv)), "adv_act_std": _round(_std(act_adv)),
-            "adv_rehearse_mean": _round(_mean(reh_adv)), "adv_rehearse_std": _round(_std(reh_adv)),
-            "pg_loss_act": _round(terms.policy_loss.get("act")),
-            "pg_loss_rehearse": _round(terms.policy_loss.get("rehearse")),
-            "kl": _round(terms.kl), "clipped_fraction": _round(terms.clipped_fraction),
-            "success_rate": _round(_mean([1.0 if item.final_info.get("won") else 0.0 for item in rollouts])),
-            "source": self.source, "rollouts": len(rollouts),
-            "rollout_steps": sum(len(item.steps) for item in rollouts),
-            "generated_tokens": stats.generated_tokens, "reused_tokens": stats.reused_tokens,
-            "tokens_per_pass": _round(stats.lookup.tokens_per_pass),
-            "tokens": tokens + stats.forward_tokens, "_tokens": tokens + stats.forward_tokens,
-        }
-        if grpo.log_alignment:
-            row["pg_align_act"] = _round(alignment.get("act"))
-            row["pg_align_rehearse"] = _round(alignment.get("rehearse"))
-        if sft_losses:
-            row["act_loss"] = _round(float(sft_losses["act"].detach())) if sft_losses.get("act") is not None else None
-            row["rehearse_loss"] = (_round(float(sft_losses["rehearse"].detach()))
-                                    if sft_losses.get("rehearse") is not None else None)
-        return row
+        return GRPOUpdate(terms, alignment, sft_losses, tokens)
 
     # ================================================================== probe
 
@@ -611,11 +531,11 @@ class Trainer:
             self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
                                      "source": self.probe_source, **result})
         row: dict[str, Any] = {
-            "rehearsal_fidelity": _round(value), "drift": drift,
-            "act_loss_eval": _round(diagnostic.get("act")), "rehearse_loss_eval": _round(diagnostic.get("rehearse")),
+            "rehearsal_fidelity": rounded(value), "drift": drift,
+            "act_loss_eval": rounded(diagnostic.get("act")), "rehearse_loss_eval": rounded(diagnostic.get("rehearse")),
         }
         for name in ("exact_match", "token_f1", "edit_similarity"):
-            row[f"fidelity_{name}"] = _round(result.get(name))
+            row[f"fidelity_{name}"] = rounded(result.get(name))
         if switched:
             row["switched_to"] = switched
         return row
