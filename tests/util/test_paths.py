@@ -9,7 +9,7 @@ import pytest
 
 from worldsmith._resources import bundle_root
 from worldsmith.llm import parse_spec, resolve_spec
-from worldsmith.util.paths import resolve_user_path
+from worldsmith.util.paths import default_workspace_root, resolve_user_path
 
 TINY = "data_samples/models/tiny"
 
@@ -46,3 +46,16 @@ def test_envace_config_paths_use_the_same_helper(elsewhere: Path) -> None:
 
     assert resolve_path("models/mine", elsewhere) == resolve_user_path("models/mine", elsewhere)
     assert resolve_path(TINY, elsewhere) == bundle_root() / TINY
+
+
+def test_the_default_workspace_root_is_the_variable_else_workspace(monkeypatch: pytest.MonkeyPatch,
+                                                                    elsewhere: Path) -> None:
+    from worldsmith.workspace import Workspace
+    from worldsmith.workspace import default_workspace_root as from_workspace
+
+    assert from_workspace is default_workspace_root  # the old import path names the same function
+    monkeypatch.delenv("WORLDSMITH_WORKSPACE", raising=False)
+    assert default_workspace_root() == Path("workspace")
+    monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(elsewhere))
+    assert default_workspace_root() == elsewhere and Workspace().root == elsewhere
+    assert resolve_user_path("models/mine") == (elsewhere / "models" / "mine").resolve()

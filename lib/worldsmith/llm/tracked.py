@@ -17,6 +17,7 @@ from worldsmith.llm.base import LLM, Completion, GenerationParams, LLMError, Mes
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog
 from worldsmith.llm.spec import make_llm, resolve_spec
+from worldsmith.util.paths import default_workspace_root
 
 __all__ = ["TrackedLLM", "new_run_id", "open_llm"]
 
@@ -85,8 +86,6 @@ def open_llm(spec: str, workspace_root: str | Path | None = None, *, component: 
              run: str | None = None, cache: bool = True, log: bool = True, **options: Any) -> TrackedLLM:
     """A backend from its spec or its `models.toml` name (`resolve_spec`), with the workspace's cache
     (`llm/cache.sqlite`) and call log (`llm/calls.sqlite`)."""
-    from worldsmith.workspace import default_workspace_root
-
     root = Path(workspace_root) if workspace_root is not None else default_workspace_root()
     return TrackedLLM(
         make_llm(resolve_spec(spec, root), **options),

@@ -15,7 +15,7 @@ from worldsmith.util.executors import (
     ray_session,
 )
 from worldsmith.util.names import InvalidName, check_name
-from worldsmith.util.paths import resolve_user_path
+from worldsmith.util.paths import default_workspace_root, resolve_user_path
 from worldsmith.util.processes import process_alive
 from worldsmith.util.progress import Progress
 from worldsmith.util.staging import make_staging, sweep_stale
@@ -23,5 +23,5 @@ from worldsmith.util.text import clip
 
 __all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "InvalidName", "ProcessExecutor", "Progress", "RayExecutor",
            "UnitOutcome", "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
-           "code_version", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",
+           "code_version", "default_workspace_root", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",
            "replace_dir", "resolve_user_path", "staging_dir", "sweep_stale"]

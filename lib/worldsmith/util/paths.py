@@ -5,7 +5,8 @@ directories, so a path relative to "here" would name different files in each. A 
 taken against the workspace root; the bundled files (the source checkout, or their copy in an
 installed wheel: `worldsmith._resources`) are the second place looked in, so `data_samples/...`
 works from any workspace and any install. A path found in neither stays under the
-workspace root, so an error names the place that was looked in.
+workspace root, so an error names the place that was looked in. The default workspace root lives here, at the
+bottom, because the model layer (the call log) and these paths need it as much as `worldsmith.workspace` does.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from pathlib import Path
 
 from worldsmith._resources import bundle_root
 
-__all__ = ["resolve_user_path"]
+__all__ = ["WORKSPACE_ENV_VAR", "default_workspace_root", "resolve_user_path"]
+
+WORKSPACE_ENV_VAR = "WORLDSMITH_WORKSPACE"
+
+
+def default_workspace_root() -> Path:
+    """`$WORLDSMITH_WORKSPACE`, else `./workspace`."""
+    return Path(os.environ.get(WORKSPACE_ENV_VAR) or "workspace")
 
 
 def resolve_user_path(text: str | os.PathLike[str], workspace_root: str | os.PathLike[str] | None = None) -> Path:
@@ -25,8 +33,6 @@ def resolve_user_path(text: str | os.PathLike[str], workspace_root: str | os.Pat
     if path.is_absolute():
         return path
     if workspace_root is None:
-        from worldsmith.workspace import default_workspace_root
-
         workspace_root = default_workspace_root()
     in_workspace = Path(workspace_root).expanduser().resolve() / path
     if in_workspace.exists():

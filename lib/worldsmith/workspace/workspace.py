@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Iterable
@@ -20,6 +19,7 @@ from worldsmith.traces.exporters import export_episodes
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.paths import default_workspace_root
 from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
@@ -27,13 +27,7 @@ from worldsmith.workspace.splits import assign_splits
 
 __all__ = ["DEFAULT_UPLOAD_LIMIT", "Workspace", "default_workspace_root", "sanitize_filename"]
 
-ENV_VAR = "WORLDSMITH_WORKSPACE"
 DEFAULT_UPLOAD_LIMIT = 500 * 1024 * 1024  # matches server.maxUploadSize in .streamlit/config.toml
-
-
-def default_workspace_root() -> Path:
-    """`$WORLDSMITH_WORKSPACE`, else `./workspace`."""
-    return Path(os.environ.get(ENV_VAR) or "workspace")
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
