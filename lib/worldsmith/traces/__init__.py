@@ -36,6 +36,7 @@ from worldsmith.traces.model import (
     turn_id,
 )
 from worldsmith.traces.report import FileReport, ImportReport, Reject, TraceFormatError
+from worldsmith.traces.text_diff import DiffSegment, word_diff
 
 __all__ = [
     "EXPORTERS",
@@ -43,6 +44,7 @@ __all__ = [
     "Action",
     "ContextEvent",
     "Detection",
+    "DiffSegment",
     "Episode",
     "FileReport",
     "ImportReport",
@@ -70,6 +72,7 @@ __all__ = [
     "register_importer",
     "split_turn_id",
     "turn_id",
+    "word_diff",
 ]
 
 

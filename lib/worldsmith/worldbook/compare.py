@@ -4,7 +4,7 @@
         change.rule_id, [(s.op, s.text) for s in change.segments]   # equal / delete (old words) / insert (new)
 
 `diff_worldbooks` says which fields changed; a template is prose, so here it is compared on words
-(`sim.scoring.word_diff`, difflib over words) and a page can show deletions and insertions inline.
+(`traces.text_diff.word_diff`, difflib over words) and a page can show deletions and insertions inline.
 Added rules are all insertion, removed ones all deletion.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from worldsmith.sim.scoring import DiffSegment, word_diff
+from worldsmith.traces.text_diff import DiffSegment, word_diff
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["TemplateChange", "template_changes"]
