@@ -121,3 +121,11 @@ def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split
     with pytest.raises(LeakageError, match="nothing is left to evaluate"):
         run_eval(_config("all-leak").model_copy(update={"drop_leaked": True}), tmp_path / "ws", book=book,
                  episodes=[planted, copied])
+
+
+def test_the_check_lives_with_the_worldbook_and_evals_names_the_same_objects() -> None:
+    from worldsmith import evals, worldbook
+    from worldsmith.evals import leakage
+
+    for name in leakage.__all__:
+        assert getattr(leakage, name) is getattr(evals, name) is getattr(worldbook, name), name

@@ -20,7 +20,7 @@ Nothing here writes to disk: a side-by-side run is for looking; sessions are wha
 Never misleading: a method whose model call failed and that answered from a fallback (nearest
 evidence, episode memory) gets status `fallback` and no score of its own (the fallback's score is
 kept apart, `fallback_score`); and the episode is checked against the book's evidence with the
-rule `eval` uses (`evals.leakage.check_leakage`): when it leaks, `from_kinds` gives the methods the
+rule `eval` uses (`worldbook.leakage.check_leakage`): when it leaks, `from_kinds` gives the methods the
 book without that episode's evidence (nearest evidence cannot retrieve the target turn itself),
 and `leak_notice` says the scores are still leaked (rules were learned from the episode).
 """
@@ -38,6 +38,7 @@ from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, episode_prefix
 from worldsmith.sim.scoring import DiffSegment, Score, observation_score, word_diff
 from worldsmith.traces.model import Action, Episode, split_turn_id
+from worldsmith.worldbook.leakage import check_leakage
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["REAL", "MethodStatus", "MethodStep", "SideBySide", "StateChange", "StepView", "default_methods",
@@ -214,8 +215,6 @@ class SideBySide:
         self.leakage: dict[str, Any] | None = None  # eval's leakage report on the episode, when there is one
         self.excluded_evidence = 0  # evidence items of the episode the methods were not given (from_kinds)
         if episode is not None:
-            from worldsmith.evals.leakage import check_leakage
-
             self.leakage = check_leakage(book, [episode], raise_on_leak=False)
         self.reset()
 
@@ -230,7 +229,6 @@ class SideBySide:
         the harness answers from rules, episode memory and evidence). With `exclude_leaked`, an
         episode in the book's evidence is left out of the evidence the methods get (`excluded_evidence`).
         """
-        from worldsmith.evals.leakage import check_leakage
         from worldsmith.sim.registry import make_world_model, world_model_spec
 
         full, excluded = book, 0

@@ -43,6 +43,7 @@ from worldsmith.worldbook.index import (
 )
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
+from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
 from worldsmith.worldbook.model import (
     NAMESPACES,
     ActionSchema,
@@ -135,6 +136,7 @@ __all__ = [
     "Fact",
     "HeldOutEffect",
     "InductionConfig",
+    "LeakageError",
     "Invariant",
     "ListFormat",
     "Note",
@@ -172,9 +174,11 @@ __all__ = [
     "WorldbookStore",
     "apply_effects",
     "apply_ops",
+    "book_episode_ids",
     "book_key",
     "build_worldbook",
     "check_conditions",
+    "check_leakage",
     "check_rule",
     "compare_stage_outputs",
     "cross_fit",
@@ -182,6 +186,7 @@ __all__ = [
     "describe_condition",
     "diff_worldbooks",
     "duplicate_trajectories",
+    "evidence_families",
     "evidence_from_episodes",
     "evidence_regressions",
     "export_trace2env",

@@ -328,7 +328,7 @@ def duplicate_trajectories(evaluation: Iterable[Episode],
                            evidence: Mapping[str, tuple[tuple[str, str], ...]]) -> dict[str, str]:
     """Evaluated trajectories that are an evidence trajectory (`{episode id: transitions}`), or a truncated copy of
     one, under another id: `{evaluated id: what it copies}`. The builder's `leakage_check` and the evaluation's
-    refusal (`evals.check_leakage`) both flag these, so the two agree."""
+    refusal (`worldbook.leakage.check_leakage`) both flag these, so the two agree."""
     by_first: dict[tuple[str, str], list[tuple[tuple[tuple[str, str], ...], str]]] = {}
     for episode_id, pairs in evidence.items():
         if pairs:

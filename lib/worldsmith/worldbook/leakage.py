@@ -1,0 +1,125 @@
+"""Leakage control and the seen/unseen split: what the worldbook was built from, against what is evaluated.
+
+A worldbook's evidence cites its turns as `<episode_id>#<turn>`, so a book alone tells which
+episodes and turns it saw. An evaluation refuses to run (`LeakageError`) when an evaluated episode
+or target turn is in the evidence, or when an evaluated trajectory is in it verbatim under another
+id (same actions, same observations: `worldbook.build.duplicate_trajectories`, which the builder's
+`leakage_check` runs too, so `build` and `eval` flag the same copies); with the construction
+episodes at hand it also runs the builder's check. `leaked_episodes` says why each leaked episode
+leaks, so a run can drop them instead (`EvalConfig.drop_leaked`). Sharing a trajectory *family*
+(another trial of the same game) is not leakage: those records are reported as "seen" tasks, the
+others as "unseen". Whether a book's evidence holds the evaluated episodes is a question about the book, so it is
+answered here, below the simulator's side-by-side view and the evaluation that both ask it (`evals.leakage`
+re-exports these names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from worldsmith.traces.model import Episode, split_turn_id
+from worldsmith.worldbook.build import duplicate_trajectories, leakage_check, trajectory_family
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = ["LeakageError", "book_episode_ids", "check_leakage", "evidence_families"]
+
+
+class LeakageError(ValueError):
+    """Evaluation targets are in the worldbook's construction data: the numbers would be dishonest."""
+
+    def __init__(self, message: str, report: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def book_episode_ids(book: Worldbook) -> set[str]:
+    """The ids of the episodes the book's evidence comes from."""
+    out = set()
+    for item in book.evidence:
+        try:
+            out.add(split_turn_id(item.turn_id)[0])
+        except ValueError:
+            continue
+    return out
+
+
+def _evidence_transitions(book: Worldbook) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The book's evidence as trajectories: per episode, its (action text, observation) pairs in turn order."""
+    turns: dict[str, list[tuple[int, str, str]]] = {}
+    for item in book.evidence:
+        try:
+            episode_id, index = split_turn_id(item.turn_id)
+        except ValueError:
+            continue
+        turns.setdefault(episode_id, []).append((index, item.action_text, item.observation))
+    return {episode_id: tuple((a, o) for _, a, o in sorted(rows)) for episode_id, rows in turns.items()}
+
+
+def evidence_families(book: Worldbook, candidates: Iterable[Episode]) -> tuple[set[str], list[str]]:
+    """Families of the book's evidence episodes found among `candidates`, and the evidence episode ids not found."""
+    wanted = book_episode_ids(book)
+    families: set[str] = set()
+    found: set[str] = set()
+    for episode in candidates:
+        if episode.id in wanted and episode.id not in found:
+            found.add(episode.id)
+            families.add(trajectory_family(episode))
+    return families, sorted(wanted - found)
+
+
+def check_leakage(book: Worldbook, evaluation: Sequence[Episode], *, construction: Sequence[Episode] | None = None,
+                  raise_on_leak: bool = True) -> dict[str, Any]:
+    """Whether `evaluation` is disjoint from what `book` was built from; raises `LeakageError` when it is not.
+
+    The report: shared episode ids, leaked target turn ids, evaluated trajectories found verbatim in
+    the evidence (whole, or a truncated copy of an evidence trajectory: `worldbook.build.duplicate_trajectories`,
+    which the builder's check uses too), how many target observations occur verbatim in the evidence
+    (informative only: short answers such as "Nothing happens." recur legitimately), the builder's
+    check when `construction` is given, and `leaked_episodes`: why each leaked evaluated episode leaks.
+    """
+    evidence_episodes = book_episode_ids(book)
+    evidence_turns = {item.turn_id for item in book.evidence}
+    shared = sorted(e.id for e in evaluation if e.id in evidence_episodes)
+    targets = [(e.id, t.id or f"{e.id}#{t.index}") for e in evaluation for t in e.turns]
+    leaked = [(episode_id, turn) for episode_id, turn in targets if turn in evidence_turns]
+    duplicated = duplicate_trajectories(evaluation, _evidence_transitions(book))
+    observed = {item.observation for item in book.evidence}
+    found = [*((e, "in the book's evidence") for e in shared),
+             *((e, "target turns in the book's evidence") for e, _ in leaked),
+             *((e, f"a copy of {copied} in the book's evidence") for e, copied in duplicated.items())]
+    report: dict[str, Any] = {
+        "shared_episodes": shared[:20], "leaked_turns": [turn for _, turn in leaked][:20],
+        "duplicated_trajectories": [f"{a} = {b}" for a, b in sorted(duplicated.items())][:20],
+        "target_turns": len(targets), "evaluation_episodes": len(evaluation),
+        "evidence_episodes": len(evidence_episodes),
+        "targets_seen_verbatim_in_evidence": sum(t.observation.text in observed for e in evaluation for t in e.turns),
+    }
+    if construction is not None:
+        report["builder_check"] = leakage_check(construction, evaluation)
+        found += [(e, "in the construction episodes (the builder's check)")
+                  for e in report["builder_check"]["leaked_episodes"]]
+    why: dict[str, list[str]] = {}
+    for episode_id, reason in dict.fromkeys(found):
+        why.setdefault(episode_id, []).append(reason)
+    report["leaked_episodes"] = dict(sorted(why.items()))
+    report["ok"] = not why
+    if why and raise_on_leak:
+        raise LeakageError(f"leakage: refusing to evaluate {book.name!r} on these episodes: " + _reasons(report),
+                           report)
+    return report
+
+
+def _reasons(report: dict[str, Any]) -> str:
+    reasons = []
+    if report["shared_episodes"]:
+        reasons.append(f"evaluated episodes are in the book's evidence (e.g. {report['shared_episodes'][0]})")
+    if report["leaked_turns"]:
+        reasons.append(f"target turns are in the book's evidence (e.g. {report['leaked_turns'][0]})")
+    if report["duplicated_trajectories"]:
+        reasons.append(f"evaluated trajectories are in the evidence under another id "
+                       f"(e.g. {report['duplicated_trajectories'][0]})")
+    if not report.get("builder_check", {"ok": True})["ok"]:
+        reasons.append("the construction episodes share episodes, target turns or trajectories with the evaluation "
+                       "set")
+    return f"{len(report['leaked_episodes'])} episodes leak: " + "; ".join(reasons)
