@@ -15,9 +15,10 @@ import streamlit as st
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
 from worldsmith.evals.heldout import HeldOutDelta
+from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import ProposalReport, Worldbook, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposal_effects import HeldOutEffect, fidelity_line
+from worldsmith.worldbook import Worldbook, WorldbookStore
+from worldsmith.worldbook.proposal_effects import HeldOutEffect
 from worldsmith.worldbook.proposals import Proposal
 
 __all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]

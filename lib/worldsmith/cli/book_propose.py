@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.worldbook import WorldbookError, WorldbookStore, propose_with_effect
-from worldsmith.worldbook.proposal_effects import ProposalReport, fidelity_line
+from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
+from worldsmith.worldbook import WorldbookError, WorldbookStore
 
 
 def register_propose(actions: argparse._SubParsersAction) -> None:

@@ -65,6 +65,7 @@ from worldsmith.evals.metrics import (
     word_tokens,
 )
 from worldsmith.evals.novelty import NoveltyIndex, text_values, vocabulary
+from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
 from worldsmith.evals.protocols import (
     ABLATIONS,
     PROTOCOLS,
@@ -108,6 +109,7 @@ __all__ = [
     "NoveltyIndex",
     "PROTOCOLS",
     "PairCell",
+    "ProposalReport",
     "RECORD_COLUMNS",
     "REPORT_METRICS",
     "RunConflictError",
@@ -134,6 +136,7 @@ __all__ = [
     "edited_actions",
     "evidence_families",
     "exact_match",
+    "fidelity_line",
     "first_divergence",
     "flatten_json",
     "heldout_delta",
@@ -150,6 +153,7 @@ __all__ = [
     "pair_name",
     "parse_verdict",
     "predict_rows",
+    "propose_with_effect",
     "read_rows",
     "records_frame",
     "row_episode",

@@ -71,14 +71,7 @@ from worldsmith.worldbook.model_stages import (
     model_notes,
     model_rules,
 )
-from worldsmith.worldbook.proposal_effects import (
-    HeldOutEffect,
-    ProposalReport,
-    fidelity_line,
-    heldout_effect,
-    heldout_evidence,
-    propose_with_effect,
-)
+from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.replay import (
     ReplayReport,
@@ -146,7 +139,6 @@ __all__ = [
     "PatchOp",
     "Proposal",
     "ProposalKind",
-    "ProposalReport",
     "ReplayReport",
     "ReviewConfig",
     "RouteStats",
@@ -192,7 +184,6 @@ __all__ = [
     "export_trace2env",
     "extract_facts",
     "family_folds",
-    "fidelity_line",
     "heldout_effect",
     "heldout_evidence",
     "import_trace2env",
@@ -210,7 +201,6 @@ __all__ = [
     "model_rules",
     "predicts_done",
     "propose_patches",
-    "propose_with_effect",
     "render",
     "render_list",
     "render_template",
