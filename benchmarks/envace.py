@@ -46,6 +46,7 @@ Writes benchmarks/results/envace.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -123,10 +124,9 @@ def _trl(steps: int, warmup: int, seed: int) -> dict[str, Any]:
     from trl import GRPOConfig, GRPOTrainer
 
     from worldsmith.envace import Templates, policy_prompt, task_specs, transcript_from_episode
-    from worldsmith.traces import Episode, read_traces
 
     _threads()
-    episodes = [item for item in read_traces([BFCL]) if isinstance(item, Episode)]
+    episodes = _episodes()
     specs = task_specs(transcript_from_episode(episode) for episode in episodes)
     prompts = [[{"role": "system", "content": policy_prompt(Templates(), spec.env, spec.task, spec.tools)},
                 {"role": "user", "content": spec.opening}] for spec in specs]
@@ -188,12 +188,22 @@ def _fits(item: dict[str, Any]) -> bool:
 
 def _transitions(limit: int) -> list[dict[str, Any]]:
     """Act prompts (as messages) of the bundled BFCL episodes, spread over their histories (first chunk only)."""
-    from worldsmith.traces import Episode, read_traces
-
-    found = [item for item in _act_prompts(item for item in read_traces([BFCL]) if isinstance(item, Episode))
+    found = [item for item in _act_prompts(_episodes())
              if item["index"] in (1, 3, 5) and _fits(item)]
     step = max(1, len(found) // limit)
     return found[::step][:limit]
+
+
+def _episodes(path: Path = BFCL) -> list[Any]:
+    """The episodes of a bundled trace file (its rejected records skipped), read once per process."""
+    return list(_read_episodes(path))
+
+
+@functools.cache
+def _read_episodes(path: Path) -> tuple[Any, ...]:
+    from worldsmith.traces import Episode, read_traces
+
+    return tuple(item for item in read_traces([path]) if isinstance(item, Episode))
 
 
 def _action_line(text: str) -> str:
@@ -201,20 +211,21 @@ def _action_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "respond()"
 
 
-def _rehearse_header(fmt: Any, transcript: Any, action: str) -> list[int]:
-    """The tokens after `action`'s end of turn that open the environment's answer (the training decoder's layout)."""
+def _environment_prompt(transcript: Any, action: str) -> str:
+    """The environment prompt the rehearse role answers `action` under (the trainer's templates and tools)."""
     from worldsmith.envace import Templates, environment_prompt
 
-    return fmt.rehearse_header(environment_prompt(Templates(), transcript.env, transcript.task,
-                                                  transcript.all_tools or transcript.tools, action))
+    return environment_prompt(Templates(), transcript.env, transcript.task, transcript.all_tools or transcript.tools,
+                              action)
+
+
+def _rehearse_header(fmt: Any, transcript: Any, action: str) -> list[int]:
+    """The tokens after `action`'s end of turn that open the environment's answer (the training decoder's layout)."""
+    return fmt.rehearse_header(_environment_prompt(transcript, action))
 
 
 def _rehearse_messages(item: dict[str, Any], action: str) -> list[dict[str, str]]:
-    from worldsmith.envace import Templates, environment_prompt
-
-    transcript = item["transcript"]
-    system = environment_prompt(Templates(), transcript.env, transcript.task,
-                                transcript.all_tools or transcript.tools, action)
+    system = _environment_prompt(item["transcript"], action)
     return [*item["messages"], {"role": "assistant", "content": action}, {"role": "system", "content": system}]
 
 
@@ -365,11 +376,10 @@ def _probe_costs(repeats: int, model_path: Path, drafts: Sequence[int]) -> dict[
     import torch
 
     from worldsmith.envace import load_policy, probe_transitions, rehearsal_fidelity
-    from worldsmith.traces import Episode, read_traces
 
     model, tokenizer = load_policy(model_path, device="cpu")
     model.eval()
-    samples = probe_transitions([item for item in read_traces([BFCL]) if isinstance(item, Episode)], tokenizer, n=16)
+    samples = probe_transitions(_episodes(), tokenizer, n=16)
     arms = _lookup_arms(drafts)
     times: dict[str, list[float]] = {name: [] for name in arms}
     texts: dict[str, list[str]] = {}
@@ -438,12 +448,11 @@ def _rollout_costs(repeats: int, drafts: Sequence[int]) -> dict[str, Any]:
     from worldsmith.envace import EnvACEConfig, load_policy, transcript_from_episode
     from worldsmith.envace.generate import DecodeStats
     from worldsmith.envace.rollouts import RolloutSettings, make_source_factory, rollout, task_specs
-    from worldsmith.traces import Episode, read_traces
 
     _threads()
     config = EnvACEConfig.from_file(REPO / "configs" / "envace_grpo_tiny.yaml")
     grpo = config.grpo
-    episodes = sorted((item for item in read_traces([BFCL]) if isinstance(item, Episode)), key=lambda e: e.id)
+    episodes = sorted(_episodes(), key=lambda e: e.id)
     episodes = episodes[: len(episodes) - config.probe.holdout]  # the trainer's training tasks
     specs = task_specs(transcript_from_episode(episode) for episode in episodes)[: config.batch_size]
     model, tokenizer = load_policy(REPO / config.model, device="cpu")
@@ -482,14 +491,12 @@ def _heldout_transitions() -> list[dict[str, Any]]:
     `probe.holdout` of bfcl.jsonl by id, as the trainer holds them out under configs/envace_tiny.yaml) and the
     curious episodes (bfcl_curious.jsonl) of tasks none of its training episodes has."""
     from worldsmith.envace import EnvACEConfig
-    from worldsmith.traces import Episode, read_traces
 
     holdout = EnvACEConfig.from_file(REPO / "configs" / "envace_tiny.yaml").probe.holdout
-    ordered = sorted((item for item in read_traces([BFCL]) if isinstance(item, Episode)), key=lambda e: e.id)
+    ordered = sorted(_episodes(), key=lambda e: e.id)
     held, trained = ordered[len(ordered) - holdout:], ordered[: len(ordered) - holdout]
     seen = {episode.task_id for episode in trained}
-    curious = [item for item in read_traces([BFCL.with_name("bfcl_curious.jsonl")])
-               if isinstance(item, Episode) and item.task_id not in seen]
+    curious = [item for item in _episodes(BFCL.with_name("bfcl_curious.jsonl")) if item.task_id not in seen]
     return [item for item in _act_prompts([*held, *curious]) if _fits(item)
             and item["transcript"].exchanges[item["index"]].kind == "tool"
             and item["transcript"].exchanges[item["index"]].response is not None]
@@ -655,10 +662,9 @@ def _prompt_tokens_mean() -> float:
     from transformers import AutoTokenizer
 
     from worldsmith.envace import ChatFormat, Templates, policy_prompt, task_specs, transcript_from_episode
-    from worldsmith.traces import Episode, read_traces
 
     fmt = ChatFormat(AutoTokenizer.from_pretrained(TINY, local_files_only=True))
-    episodes = [item for item in read_traces([BFCL]) if isinstance(item, Episode)]
+    episodes = _episodes()
     specs = task_specs(transcript_from_episode(episode) for episode in episodes)
     lengths = [len(fmt.opening(policy_prompt(Templates(), spec.env, spec.task, spec.tools), spec.opening))
                for spec in specs]

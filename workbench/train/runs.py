@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from worldsmith.envace.runstore import RunStore, launch_dir
+from worldsmith.envace.runstore import RunStore, launch_jobs
 from worldsmith.envace.runstore import runs_dir as runs_root  # the Train page's name for it
 from worldsmith.util.processes import process_alive
 
@@ -114,10 +114,9 @@ def list_runs(root: str | Path) -> list[TrainRun]:
             if path.is_dir() and not path.name.startswith(".") and RunStore(path).is_run()]
     listed = {run.name for run in runs}
     # launched from the page but nothing written yet (starting, or died at once): listed, so it shows at once
-    launched = launch_dir(root)
-    for record in sorted(launched.glob("*.job.json")):
-        name = record.name.removesuffix(".job.json")
-        if name not in listed and (launched / f"{name}.json").exists():
+    launched = launch_jobs(root)
+    for name in launched.runs():
+        if name not in listed and (launched.path / f"{name}.json").exists():
             runs.append(load_run(folder / name))
     return sorted(runs, key=lambda run: (not run.active, -(run.updated or 0.0), run.name))
 

@@ -213,10 +213,13 @@ def run_play(args: argparse.Namespace) -> int:
             if not as_json:
                 print("> ", end="", flush=True)
             line = sys.stdin.readline()
-            if not line or line.strip() in (":quit", ":q", ":exit"):
+            if not line:
                 break
-            if line.strip():
-                play.handle(line.strip())
+            line = line.strip()
+            if line in (":quit", ":q", ":exit"):
+                break
+            if line:
+                play.handle(line)
     finally:
         play.session.close()
     return EXIT_OK

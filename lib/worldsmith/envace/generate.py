@@ -88,7 +88,8 @@ class SegmentDecoder:
         self.key_valid: Any = None  # (B, C) bool
         self.key_segments: Any = None  # (B, C) long
         self.stats = DecodeStats()
-        self.croppable = False  # plain full-attention caches: prompt lookup crops rejected columns (else it is off)
+        # plain full-attention caches: prompt lookup crops rejected columns (else it is off)
+        self.croppable = plain_cache(model.config)
         self._forward_arguments = forward_arguments(model)
 
     # ------------------------------------------------------------------ rows
@@ -116,7 +117,6 @@ class SegmentDecoder:
     def _new_cache(self) -> Any:
         """A DynamicCache; for plain full-attention models (then `croppable`) one whose layers grow in place
         (appending a token does not copy the whole history)."""
-        self.croppable = plain_cache(self.model.config)
         return new_cache(self.model.config, plain=self.croppable, reserve=self.reserve)
 
     @staticmethod

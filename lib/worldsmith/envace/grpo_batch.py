@@ -8,7 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from worldsmith.envace.advantages import RolloutAdvantages, TokenAdvantages, token_advantages
+from worldsmith.envace.advantages import RolloutAdvantages, token_advantages
 from worldsmith.envace.config import GRPOConfig
 from worldsmith.envace.data import Templates
 from worldsmith.envace.generate import DecodeStats
@@ -48,13 +48,10 @@ class ScoredRollouts:
 
 @dataclass
 class GRPOBatch:
-    """Scored rollouts packed for the loss: the packed streams and, for the target tokens that count (`tokens`),
-    their index, advantage, sequence id and role as tensors."""
+    """Scored rollouts packed for the loss: the packed streams and, for the target tokens that count, their index,
+    advantage, sequence id and role as tensors."""
 
-    scored: ScoredRollouts
-    advantages: RolloutAdvantages
     packed: PackedBatch
-    tokens: TokenAdvantages
     keep: torch.Tensor  # (K,) long: positions among the packed target tokens
     values: torch.Tensor  # (K,) float32 advantages
     sequences: torch.Tensor  # (K,) long sequence ids
@@ -73,7 +70,7 @@ def pack_batch(
     tokens = token_advantages(rows, packed.roles.tolist(), segments, advantages, trained)
     keep = torch.tensor(tokens.keep, dtype=torch.long, device=device)
     return GRPOBatch(
-        scored, advantages, packed, tokens, keep,
+        packed, keep,
         values=torch.tensor(tokens.values, dtype=torch.float32, device=device),
         sequences=torch.tensor(tokens.sequences, dtype=torch.long, device=device),
         roles=packed.roles[keep],

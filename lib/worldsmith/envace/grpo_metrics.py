@@ -9,7 +9,7 @@ from typing import Any
 from worldsmith.envace.advantages import RolloutAdvantages
 from worldsmith.envace.grpo_batch import GRPOUpdate, ScoredRollouts
 
-__all__ = ["grpo_metrics", "mean", "rounded", "std"]
+__all__ = ["grpo_metrics", "loss_value", "mean", "rounded", "std"]
 
 
 def mean(values: list[float]) -> float | None:
@@ -26,6 +26,11 @@ def std(values: list[float]) -> float | None:
 
 def rounded(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def loss_value(loss: Any) -> float | None:
+    """A loss tensor (or None, when a role had no tokens) as the rounded number a metrics row logs."""
+    return None if loss is None else rounded(float(loss.detach()))
 
 
 def grpo_metrics(
@@ -60,6 +65,6 @@ def grpo_metrics(
         row["pg_align_rehearse"] = rounded(update.alignment.get("rehearse"))
     sft = update.sft_losses
     if sft:
-        row["act_loss"] = rounded(float(sft["act"].detach())) if sft.get("act") is not None else None
-        row["rehearse_loss"] = rounded(float(sft["rehearse"].detach())) if sft.get("rehearse") is not None else None
+        row["act_loss"] = loss_value(sft.get("act"))
+        row["rehearse_loss"] = loss_value(sft.get("rehearse"))
     return row

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from worldsmith.envace.data import IGNORE, ROLE_NONE, DualRoleStream
-from worldsmith.llm.decoding import additive_mask  # re-exported: its home moved to the shared decoding helpers
+from worldsmith.llm.decoding import additive_mask, mask_dtype
 
 if TYPE_CHECKING:
     import torch
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PackedBatch",
-    "additive_mask",
     "collate_streams",
     "load_policy",
     "previous_columns",
@@ -192,7 +191,7 @@ def target_logprobs(model: Any, batch: PackedBatch, *, temperature: float = 1.0)
     decoder, head = _decoder_and_head(model)
     dtype = next(model.parameters()).dtype
     allowed = segment_allowed(batch.segments, batch.valid, batch.segments, 0)
-    mask = additive_mask(allowed, dtype if dtype.is_floating_point else torch.float32)
+    mask = additive_mask(allowed, mask_dtype(dtype))
     hidden = decoder(input_ids=batch.input_ids, attention_mask=mask, position_ids=batch.positions,
                      use_cache=False).last_hidden_state
     logits = head(hidden[batch.rows, batch.previous]).float()

@@ -52,7 +52,7 @@ from worldsmith.envace.distributed import DataParallel, flatten_gradients
 from worldsmith.envace.generate import DecodeStats
 from worldsmith.envace.grpo import GRPOTerms, grpo_loss
 from worldsmith.envace.grpo_batch import GRPOBatch, GRPOUpdate, ScoredRollouts, pack_batch, rollout_settings
-from worldsmith.envace.grpo_metrics import grpo_metrics, mean, rounded
+from worldsmith.envace.grpo_metrics import grpo_metrics, loss_value, mean, rounded
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
@@ -430,8 +430,8 @@ class Trainer:
         norm = self._optimize(loss)
         return {
             "loss": round(float(loss.detach()), 6),
-            "act_loss": rounded(float(losses["act"].detach())) if losses["act"] is not None else None,
-            "rehearse_loss": rounded(float(losses["rehearse"].detach())) if losses["rehearse"] is not None else None,
+            "act_loss": loss_value(losses["act"]),
+            "rehearse_loss": loss_value(losses["rehearse"]),
             "grad_norm": round(norm, 4), "tokens": tokens, "_tokens": tokens,
         }
 
@@ -467,11 +467,11 @@ class Trainer:
         grpo = self.config.grpo
         packed, keep = batch.packed, batch.keep
         ref = None
-        if self.reference is not None and batch.tokens.keep:
+        if self.reference is not None and batch.keep.numel():
             with torch.no_grad():
                 ref = target_logprobs(self.reference, packed, temperature=grpo.temperature)[keep]
         old = None
-        if grpo.updates_per_batch > 1 and batch.tokens.keep:
+        if grpo.updates_per_batch > 1 and batch.keep.numel():
             with torch.no_grad():
                 old = target_logprobs(self.model, packed, temperature=grpo.temperature)[keep]
 

@@ -19,10 +19,6 @@ __all__ = ["EvalConfig"]
 _NOT_FINGERPRINTED = frozenset({"name", "resamples", "confidence", "workers", "ray_address"})
 
 
-class RunConflictError(ValueError):
-    """The run folder holds a run of another configuration (its fingerprint differs)."""
-
-
 class EvalConfig(BaseModel):
     """What an evaluation run is: book, episodes, methods, protocol, models, seeds and bootstrap settings."""
 

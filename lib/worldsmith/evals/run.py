@@ -24,7 +24,7 @@ is read: `book` only names the fold books (`<book>-fold<k>`, default the dataset
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,8 +166,7 @@ def _outcomes(config: EvalConfig, opened: _Opened, parts: list[Part], todo: list
     else:
         context = unit_context(opened.fingerprint, config, root, llm_spec, judge_spec, list(parts))
         outcomes = executor.run(eval_unit, context, [unit_payload(i, e, m) for i, e, m in todo])
-    if isinstance(outcomes, Generator):
-        stack.enter_context(contextlib.closing(outcomes))
+    stack.enter_context(contextlib.closing(outcomes))
     return outcomes
 
 

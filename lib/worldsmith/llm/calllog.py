@@ -18,7 +18,12 @@ import orjson
 
 from worldsmith.llm.base import Completion, GenerationParams, Message
 
-__all__ = ["CallLog", "CallRecord"]
+__all__ = ["CallLog", "CallRecord", "call_log_path"]
+
+
+def call_log_path(workspace_root: str | Path) -> Path:
+    """Where a workspace's call log lives: `<workspace>/llm/calls.sqlite`."""
+    return Path(workspace_root) / "llm" / "calls.sqlite"
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS calls (

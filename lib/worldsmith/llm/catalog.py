@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.llm.base import Completion, Message
-from worldsmith.llm.calllog import CallLog, CallRecord
+from worldsmith.llm.calllog import CallLog, CallRecord, call_log_path
 from worldsmith.llm.registry import backends
 from worldsmith.llm.spec import ModelSpec
 from worldsmith.llm.tracked import open_llm
@@ -69,10 +69,6 @@ def chat_once(spec: str, root: str | Path, prompt: str, *, system: str | None = 
 def workbench_run_id(now: datetime | None = None) -> str:
     """The run the workbench logs its calls under: one per browser session, named by when it began (UTC)."""
     return f"workbench-{now or datetime.now(UTC):%Y%m%dT%H%M%S}"
-
-
-def call_log_path(root: str | Path) -> Path:
-    return Path(root) / "llm" / "calls.sqlite"
 
 
 def open_call_log(root: str | Path) -> CallLog | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from worldsmith.llm.base import LLM, Completion, GenerationParams, LLMError, Message, check_messages
 from worldsmith.llm.cache import ResponseCache
-from worldsmith.llm.calllog import CallLog
+from worldsmith.llm.calllog import CallLog, call_log_path
 from worldsmith.llm.spec import make_llm, resolve_spec
 from worldsmith.util.paths import default_workspace_root
 
@@ -90,6 +90,6 @@ def open_llm(spec: str, workspace_root: str | Path | None = None, *, component: 
     return TrackedLLM(
         make_llm(resolve_spec(spec, root), **options),
         cache=ResponseCache(root / "llm" / "cache.sqlite") if cache else None,
-        log=CallLog(root / "llm" / "calls.sqlite") if log else None,
+        log=CallLog(call_log_path(root)) if log else None,
         run=run, component=component,
     )

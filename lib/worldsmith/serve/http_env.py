@@ -124,7 +124,6 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
     tasks = probe.tasks()
     probe.close()
     instances = _Instances(make_env, max_instances)
-    instance = instances.get
     app = FastAPI(title=f"worldsmith env: {env_name}")
 
     @app.get("/info")
@@ -138,7 +137,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
     @app.post("/reset")
     def reset(request: ResetRequest) -> ResetResponse:
         env_id = instances.open() if request.env_id is None else request.env_id
-        held = instance(env_id)
+        held = instances.get(env_id)
         with held.lock:
             try:
                 observation, details = held.env.reset(request.task, seed=request.seed)
@@ -148,7 +147,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/step")
     def step(request: StepRequest) -> StepResponse:
-        held = instance(request.env_id)
+        held = instances.get(request.env_id)
         with held.lock:
             try:
                 result = held.env.step(request.action)
@@ -159,13 +158,13 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/admissible_actions")
     def admissible(request: EnvRef) -> list[str] | None:
-        held = instance(request.env_id)
+        held = instances.get(request.env_id)
         with held.lock:
             return held.env.admissible_actions()
 
     @app.post("/expert_action")
     def expert(request: EnvRef) -> Action | None:
-        held = instance(request.env_id)
+        held = instances.get(request.env_id)
         with held.lock:
             try:
                 return held.env.expert_action()
@@ -174,7 +173,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/state")
     def state(request: EnvRef) -> dict[str, Any] | None:
-        held = instance(request.env_id)
+        held = instances.get(request.env_id)
         with held.lock:
             return held.env.state()
 

@@ -33,7 +33,7 @@ from worldsmith.sim.base import Prediction, WorldModel, action_line, episode_pre
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.dirs import publish_dir
-from worldsmith.util.names import InvalidName, check_name
+from worldsmith.util.names import typed_name
 
 __all__ = [
     "AUDIT_FILE",
@@ -171,10 +171,7 @@ def find_sessions(folder: str | Path) -> list[Path]:
 
 def session_name(name: object) -> str:
     """A session name as typed (trimmed), by the one name rule (`util.names.check_name`); else `SessionError`."""
-    try:
-        return check_name(name.strip() if isinstance(name, str) else name, "session")
-    except InvalidName as invalid:
-        raise SessionError(str(invalid)) from None
+    return typed_name(name, "session", SessionError)
 
 
 def new_session_name(book: str, now: float | None = None) -> str:

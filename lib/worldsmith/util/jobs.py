@@ -23,7 +23,7 @@ from typing import Any, Literal
 import orjson
 
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.util.names import InvalidName, check_name
+from worldsmith.util.names import typed_name
 from worldsmith.util.processes import process_start_time
 
 __all__ = ["Job", "JobFolder", "JobState", "alive", "child_returncode", "plain_run_name", "start_detached", "stop",
@@ -37,10 +37,7 @@ _SAME_PROCESS_S = 1.0  # a process start time read back within this of the recor
 
 def plain_run_name(name: str, error: type[Exception] = ValueError) -> str:
     """A run name by the library's one rule (`util.names.check_name`); else `error` says what is allowed."""
-    try:
-        return check_name(name.strip(), "run")
-    except InvalidName as invalid:
-        raise error(str(invalid)) from None
+    return typed_name(name, "run", error)
 
 
 def start_detached(command: Sequence[str], *, workspace: str | Path, stdout: Path, stderr: Path,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["InvalidName", "MAX_NAME", "check_name"]
+__all__ = ["InvalidName", "MAX_NAME", "check_name", "typed_name"]
 
 MAX_NAME = 120
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")
@@ -25,3 +25,11 @@ def check_name(name: object, kind: str = "name") -> str:
         raise InvalidName(f"{kind} name {name!r}: use 1-{MAX_NAME} letters, digits, '.', '_' or '-', "
                           "starting with a letter or digit")
     return name
+
+
+def typed_name(name: object, kind: str, error: type[Exception] = ValueError) -> str:
+    """A name as a person typed it (surrounding spaces trimmed) by `check_name`; else `error` says what is allowed."""
+    try:
+        return check_name(name.strip() if isinstance(name, str) else name, kind)
+    except InvalidName as invalid:
+        raise error(str(invalid)) from None

@@ -78,12 +78,13 @@ def check_leakage(book: Worldbook, evaluation: Sequence[Episode], *, constructio
     (informative only: short answers such as "Nothing happens." recur legitimately), the builder's
     check when `construction` is given, and `leaked_episodes`: why each leaked evaluated episode leaks.
     """
-    evidence_episodes = book_episode_ids(book)
+    transitions = _evidence_transitions(book)
+    evidence_episodes = set(transitions)  # the same ids as book_episode_ids, from one walk of the evidence
     evidence_turns = {item.turn_id for item in book.evidence}
     shared = sorted(e.id for e in evaluation if e.id in evidence_episodes)
     targets = [(e.id, t.id or f"{e.id}#{t.index}") for e in evaluation for t in e.turns]
     leaked = [(episode_id, turn) for episode_id, turn in targets if turn in evidence_turns]
-    duplicated = duplicate_trajectories(evaluation, _evidence_transitions(book))
+    duplicated = duplicate_trajectories(evaluation, transitions)
     observed = {item.observation for item in book.evidence}
     found = [*((e, "in the book's evidence") for e in shared),
              *((e, "target turns in the book's evidence") for e, _ in leaked),
