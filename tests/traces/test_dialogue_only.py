@@ -14,6 +14,7 @@ from worldsmith.traces import (
     Episode,
     Reject,
     add_exclusions,
+    detect_format,
     exclude_dialogue_only,
     export_episodes,
     read_traces,
@@ -78,6 +79,9 @@ def test_every_text_and_event_importer_keeps_a_conversation_without_actions(tmp_
                                   "final_context": [{"role": "user", "content": "hi"}]}) + "\n")
     (episode,) = _read(native, "native")[0].values()
     assert episode.dialogue_only and episode.final_context[0].content == "hi"
+    untagged = tmp_path / "untagged.jsonl"  # no format tag, no action nor observation: still told apart as native
+    untagged.write_text(Episode(id="n2", final_context=[ContextEvent(role="user", content="hi")]).model_dump_json())
+    assert detect_format(untagged).importer.name == "native"
 
 
 def _attribute(key: str, value: str) -> dict:

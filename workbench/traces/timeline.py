@@ -309,7 +309,7 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
                         previous=previous)
     if episode.final_context and (total == 0 or offset + size >= total):
         if transcript:
-            st.caption("After the last result" if total else "Messages")
+            st.caption("After the last result" if n_turns else "Messages")
             render_messages(episode.final_context)
         else:
             render_context(episode.final_context, expanded=not n_turns,

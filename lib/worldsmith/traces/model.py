@@ -2,10 +2,11 @@
 
 An `Episode` is a sequence of `Turn`s; a turn is one action sent to the environment and the
 observation that came back, plus the context (user messages, agent text) seen since the
-previous turn. An episode without turns is *dialogue only* (a conversation in which the agent
-called no tool): its messages are its `final_context`; it is kept for failure analysis, and
-building and evaluation leave it out (`exclude_dialogue_only`). Every turn carries a stable id (`<episode_id>#<index>`) and a `Provenance`
+previous turn. Every turn carries a stable id (`<episode_id>#<index>`) and a `Provenance`
 record so a worldbook rule can always cite the exact place in the source file it came from.
+An episode without turns is *dialogue only* (a conversation in which the agent called no tool):
+its messages are its `final_context`; it is kept for failure analysis, and building and
+evaluation leave it out (`traces.dialogue.exclude_dialogue_only`).
 """
 
 from __future__ import annotations

@@ -37,8 +37,7 @@ SPLITS = "splits.parquet"
 # `success` is the outcome the stats and the outcome filter count: the recorded flag, else reward > 0;
 # `dialogue_only`: an episode without a tool turn (`Episode.dialogue_only`).
 _SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, n_turns = 0 AS dialogue_only, "
-                    "reward, "
-                    "coalesce(success, reward > 0) AS success, split, family, source_format, source_path")
+                    "reward, coalesce(success, reward > 0) AS success, split, family, source_format, source_path")
 _IMPORT_ORDER = "ingest_id, source_path, source_line NULLS LAST, episode_id"
 
 
@@ -258,7 +257,8 @@ class Dataset:
     def episode_header(self, episode_id: str) -> tuple[Episode, int]:
         """The episode without its turns (task, initial observation, metadata) and its turn count.
 
-        For views of long episodes that page through turns with `turns_page` instead.
+        For views of long episodes that page through turns with `turns_page` instead. The header holds no turns,
+        so its `dialogue_only` says nothing: the count does (0 for a dialogue-only episode).
         """
         rows = _fetch(self.connect(), "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:
