@@ -88,13 +88,20 @@ def test_a_dialogue_only_episode_reads_as_its_messages(dialogue_root: Path) -> N
     assert "my booking vanished" in "\n".join(str(t.value) for t in messages_box.text)
 
 
-def test_the_import_report_counts_dialogue_only(empty_root: Path) -> None:
-    from workbench.traces.import_report import history_frame
-
-    path = empty_root.parent / "one.jsonl"
-    path.write_text(json.dumps(TALK) + "\n", encoding="utf-8")
-    Workspace(empty_root).ingest([path], "one")
-    at = traces(dataset="one")
-    assert list(episode_table(at)["episode_id"]) == ["talk"]
-    reports = Workspace(empty_root).dataset("one").reports()
-    assert list(history_frame(reports)["dialogue only"]) == [1]
+def test_the_import_view_counts_dialogue_only(empty_root: Path) -> None:
+    at = traces()
+    upload = "".join(json.dumps(row) + "\n" for row in (TOOLS, TALK)).encode()
+    at.file_uploader[0].set_value(("support.jsonl", upload, "application/json"))
+    at.text_input(key="tr_import_dataset").input("support")
+    at.run()
+    at.button(key="tr_import_button").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    summary = at.session_state["tr_last_report"]
+    assert summary["committed"] and summary["episodes"] == 2 and summary["dialogue_only"] == 1
+    assert any("1 of them dialogue only (no tool call)" in shown(s.value) for s in at.success)
+    assert {m.label: m.value for m in at.metric}["Dialogue only"] == "1"
+    files = next(df.value for df in at.dataframe if "dialogue only" in df.value.columns and "format" in df.value.columns)
+    assert list(files["dialogue only"]) == [1] and list(files["episodes"]) == [2]
+    assert list(episode_table(at)["episode_id"]) == ["tools", "talk"]
+    history = next(e for e in at.expander if "Import history" in e.label)
+    assert list(history.dataframe[0].value["dialogue only"]) == [1]
