@@ -186,3 +186,13 @@ def test_config_errors_name_the_file_and_field(tmp_path: Path) -> None:
         EnvACEConfig.from_dict({"data": {}})
     config = EnvACEConfig.from_dict({"data": {"paths": ["x"]}}).with_overrides({"grpo.clip": 0.1, "lam": 0})
     assert config.grpo.clip == 0.1 and config.lam == 0
+
+
+def test_a_dialogue_only_episode_gives_no_sample(episodes, tokenizer) -> None:
+    episode = next(e for e in episodes if e.task_id == "multi_turn_base_1")
+    messages = [event for turn in episode.turns for event in turn.context] + episode.final_context
+    talk = episode.model_copy(update={"id": "talk", "turns": [], "final_context": messages})
+    assert talk.dialogue_only and transcript_from_episode(talk).exchanges  # its hand-overs alone are no transition
+    config = DataConfig(paths=["x"], max_seq_len=768)
+    assert build_streams([talk], tokenizer, config) == []
+    assert len(build_streams([talk, episode], tokenizer, config)) == len(build_streams([episode], tokenizer, config))

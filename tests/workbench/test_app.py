@@ -436,12 +436,15 @@ def test_assign_splits_and_export_from_the_page(empty_root: Path, chat_file: Pat
     assert "Wrote 2 episodes" in markdown(at)
 
 
-def test_the_import_headline_flags_zero_turn_conversations_and_suffixed_ids() -> None:
+def test_the_import_headline_flags_dialogue_only_and_empty_records_and_suffixed_ids() -> None:
     from workbench.traces.import_report import report_headline
 
     report = {"dataset": "d", "committed": True, "files": [
-        {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 2, "duplicates": 0, "empty": 2, "renamed": 1}]}
+        {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 2, "duplicates": 0, "empty": 2, "renamed": 1,
+         "dialogue_only": 1}]}
     headline = report_headline(report)
-    assert "2 conversations with 0 turns, not stored" in headline and "1 ids suffixed on a collision" in headline
-    assert "0 turns" not in report_headline({"dataset": "d", "committed": True, "files": [
+    assert "1 of them dialogue only (no tool call)" in headline
+    assert "2 empty records (no turn, no message), not stored" in headline and "1 ids suffixed on a collision" in headline
+    plain = report_headline({"dataset": "d", "committed": True, "files": [  # an old report: no dialogue_only count
         {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 0, "duplicates": 0}]})
+    assert "empty" not in plain and "dialogue" not in plain

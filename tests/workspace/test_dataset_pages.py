@@ -78,8 +78,9 @@ def test_a_page_carries_the_summary_columns(workspace: Workspace) -> None:
     assert list(page["episode_id"]) == ["ep-041", "ep-042", "ep-043"]
     assert list(page["n_turns"]) == [len(EPISODES[n].turns) for n in (41, 42, 43)]
     assert list(page["env_id"]) == [EPISODES[n].env_id for n in (41, 42, 43)]
-    assert list(page.columns) == ["episode_id", "env_id", "task_id", "task", "n_turns", "reward", "success", "split",
-                                  "family", "source_format", "source_path"]
+    assert list(page.columns) == ["episode_id", "env_id", "task_id", "task", "n_turns", "dialogue_only", "reward",
+                                  "success", "split", "family", "source_format", "source_path"]
+    assert not page["dialogue_only"].any()
 
 
 def test_past_the_end_is_an_empty_page_and_negative_bounds_are_refused(workspace: Workspace) -> None:

@@ -1,5 +1,5 @@
 """Imported chat traces: an environment id from the file's tool set (or chosen), 0-turn conversations
-flagged, and the source's episode ids kept (a suffix only on a collision, reported)."""
+kept as dialogue-only episodes, and the source's episode ids kept (a suffix only on a collision, reported)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,22 @@ def test_an_environment_chosen_on_import_wins(workspace: Workspace, tmp_path: Pa
     assert [e.env_id for e in workspace.dataset("chat").iter_episodes()] == ["airline"]
 
 
-def test_zero_turn_conversations_are_flagged_and_counted(workspace: Workspace, tmp_path: Path, capsys) -> None:
-    write_jsonl(tmp_path / "a.jsonl", [conversation("c1", ["get_user"]), conversation("chat-only", [])])
+def test_zero_turn_conversations_are_kept_as_dialogue_only_and_counted(workspace: Workspace, tmp_path: Path,
+                                                                       capsys) -> None:
+    write_jsonl(tmp_path / "a.jsonl", [conversation("c1", ["get_user"]), conversation("chat-only", []),
+                                       {"id": "nothing", "messages": []}])
     assert main(["ingest", str(tmp_path / "a.jsonl"), "--dataset", "chat", "--workspace", str(workspace.root)]) == 0
     out = capsys.readouterr().out
-    assert "1 conversations with 0 turns" in out
+    assert "2 episodes" in out and "1 dialogue only (no tool call)" in out and "1 empty (nothing kept)" in out
     report = workspace.ingest([tmp_path / "a.jsonl"], "other")
-    assert report.summary()["empty"] == 1 and report.files[0].empty == 1
-    assert any("'chat-only' has no turns" in r["reason"] for r in report.rejects)
+    summary = report.summary()
+    assert summary["episodes"] == 2 and summary["dialogue_only"] == 1 and summary["files"][0]["dialogue_only"] == 1
+    assert summary["empty"] == 1 and summary["rejected"] == 1  # a conversation without any message: nothing to keep
+    assert [r["reason"] for r in report.rejects] == [
+        "episode 'nothing' has no turns (every turn was rejected, or none was recorded) and no messages to keep as "
+        "a dialogue"]
+    chat_only = workspace.dataset("other").episode("chat-only")
+    assert chat_only.dialogue_only and chat_only.env_id == "tools-get_user"  # the environment of its file
 
 
 def test_ids_keep_the_source_and_a_collision_gets_a_reported_suffix(workspace: Workspace, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from worldsmith.traces.model import Action, Episode, Observation, Turn
+from worldsmith.traces.model import Action, ContextEvent, Episode, Observation, Turn
 from worldsmith.workspace import IngestProgress, Workspace
 
 
@@ -43,3 +43,20 @@ def test_parts_committed_during_an_ingest_are_checked_at_its_commit(tmp_path: Pa
     renamed = next(i for i in ids if i.startswith("b-7~"))
     assert dataset.episode(renamed).turns[0].observation.text == "room 7"
     assert dataset.episode("b-7").turns[0].observation.text == "another room 7"
+
+
+def test_a_dialogue_committed_meanwhile_is_no_longer_counted_as_mine(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "ws")
+    talk = Episode(id="talk", env_id="room", final_context=[ContextEvent(role="user", content="anyone there?")])
+    mine = [talk, _episode("b-0", "room 0")]
+    other_file = _write(tmp_path / "theirs.jsonl", [talk])
+    interleaved: list[int] = []
+
+    def commit_theirs_before_mine(progress: IngestProgress) -> None:
+        if progress.files_done == progress.files_total and not interleaved:
+            interleaved.append(Workspace(tmp_path / "ws").ingest([other_file], "d").dialogue_only)
+
+    report = workspace.ingest([_write(tmp_path / "mine.jsonl", mine)], "d", progress=commit_theirs_before_mine)
+    assert interleaved == [1] and report.committed
+    assert report.files[0].duplicates == 1 and report.files[0].episodes == 1 and report.dialogue_only == 0
+    assert workspace.dataset("d").stats()["dialogue_only"] == 1

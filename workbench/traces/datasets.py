@@ -19,7 +19,8 @@ def datasets_frame(root: str, datasets: list[str]) -> pd.DataFrame:
             continue
         stats = data.dataset_stats(root, name, dataset.revision)
         rows.append({"dataset": name, "episodes": stats["episodes"], "turns": stats["turns"],
-                     "environments": stats["environments"], "successes": stats["successes"],
+                     "dialogue_only": stats["dialogue_only"], "environments": stats["environments"],
+                     "successes": stats["successes"],
                      "revision": stats["revision"]})
     return pd.DataFrame(rows)
 
@@ -48,11 +49,13 @@ def render_dataset_picker(root: str, datasets: list[str]) -> Dataset | None:
         return None
     stats = data.dataset_stats(root, dataset.name, dataset.revision)
     with cols[1]:
-        metrics = st.columns(4)
+        metrics = st.columns(5)
         metrics[0].metric("Episodes", f"{stats['episodes']:,}")
         metrics[1].metric("Turns", f"{stats['turns']:,}")
-        metrics[2].metric("Environments", f"{stats['environments']:,}")
-        metrics[3].metric("Successes", f"{stats['successes']:,}")
+        metrics[2].metric("Dialogue only", f"{stats['dialogue_only']:,}",
+                          help="Episodes without a tool call (messages only), counted in Episodes.")
+        metrics[3].metric("Environments", f"{stats['environments']:,}")
+        metrics[4].metric("Successes", f"{stats['successes']:,}")
     if len(datasets) > 1:
         with st.expander(f"All datasets ({len(datasets)})", icon=":material/dataset:"):
             st.dataframe(datasets_frame(root, datasets), hide_index=True, width="stretch")

@@ -12,6 +12,8 @@ from worldsmith.workspace import EpisodeFilter
 
 OUTCOMES = ("any", "success", "failure", "unknown")
 ALL = "All"
+# The "Tool calls" filter: its choices and the `EpisodeFilter.dialogue_only` each gives.
+TOOL_CALLS = {"any": None, "with tool calls": False, "dialogue only": True}
 
 COLUMNS = {
     "episode_id": st.column_config.TextColumn("Episode", width="medium"),
@@ -19,6 +21,8 @@ COLUMNS = {
     "task_id": st.column_config.TextColumn("Task id", width="small"),
     "task": st.column_config.TextColumn("Task", width="large"),
     "n_turns": st.column_config.NumberColumn("Turns", format="%d", width="small"),
+    "dialogue_only": st.column_config.CheckboxColumn("Dialogue only", width="small",
+                                                     help="no tool call: messages only (left out of build and eval)"),
     "reward": st.column_config.NumberColumn("Reward", format="%.3g", width="small"),
     "success": st.column_config.CheckboxColumn("Success", width="small",
                                                help="the recorded success flag, else reward > 0 (as Successes counts)"),
@@ -37,7 +41,7 @@ def render_filters(environments: list[str], splits: list[str]) -> EpisodeFilter:
         ss.pop("tr_f_env")
     if ss.get("tr_f_split") not in (None, ALL, *splits):
         ss.pop("tr_f_split")
-    cols = st.columns([2, 2, 2, 1.4, 1, 1, 2])
+    cols = st.columns([2, 2, 2, 1.4, 1, 1, 1.6, 2])
     env = cols[0].selectbox("Environment", [ALL, *environments], key="tr_f_env")
     task = cols[1].text_input("Task contains", key="tr_f_task", placeholder="text in the task")
     search = cols[2].text_input("Search", key="tr_f_search", placeholder="episode id or task",
@@ -46,7 +50,9 @@ def render_filters(environments: list[str], splits: list[str]) -> EpisodeFilter:
                                 help="success/failure from the recorded success flag, else reward > 0.")
     min_turns = cols[4].number_input("Min turns", min_value=0, value=None, step=1, key="tr_f_min")
     max_turns = cols[5].number_input("Max turns", min_value=0, value=None, step=1, key="tr_f_max")
-    split = cols[6].selectbox("Split", [ALL, *splits], key="tr_f_split", disabled=not splits,
+    tool_calls = cols[6].selectbox("Tool calls", list(TOOL_CALLS), key="tr_f_tools",
+                                   help="Dialogue only: conversations in which the agent called no tool.")
+    split = cols[7].selectbox("Split", [ALL, *splits], key="tr_f_split", disabled=not splits,
                               help=None if splits else "No splits assigned yet (worldsmith split).")
     return EpisodeFilter(
         env_id=None if env in (None, ALL) else env,
@@ -56,6 +62,7 @@ def render_filters(environments: list[str], splits: list[str]) -> EpisodeFilter:
         max_turns=int(max_turns) if max_turns is not None else None,
         split=None if split in (None, ALL) else split,
         search=(search or "").strip() or None,
+        dialogue_only=TOOL_CALLS.get(tool_calls),
     )
 
 

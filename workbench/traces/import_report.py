@@ -16,7 +16,7 @@ def normalize_report(report: dict[str, Any]) -> dict[str, Any]:
     """One shape for `ImportReport.summary()` and the stored report JSON (`Dataset.reports()`)."""
     files = list(report.get("files") or [])
     out = dict(report)
-    for total in ("episodes", "turns", "rejected", "duplicates"):
+    for total in ("episodes", "turns", "dialogue_only", "rejected", "duplicates"):
         if out.get(total) is None:
             out[total] = sum(int(f.get(total) or 0) for f in files)
     out["files"] = files
@@ -31,13 +31,15 @@ def report_headline(report: dict[str, Any]) -> str:
     verb = "Imported" if r.get("committed") else "Nothing committed:"
     text = f"{verb} {md_escape(r['episodes'])} episodes, {md_escape(r['turns'])} turns into {md_code(r.get('dataset'))}"
     extras = []
+    if r["dialogue_only"]:
+        extras.append(f"{md_escape(r['dialogue_only'])} of them dialogue only (no tool call)")
     if r["rejected"]:
         extras.append(f"{md_escape(r['rejected'])} rejected")
     if r["duplicates"]:
         extras.append(f"{md_escape(r['duplicates'])} duplicates skipped")
     empty = sum(int(f.get("empty") or 0) for f in r["files"])
     if empty:
-        extras.append(f"{md_escape(empty)} conversations with 0 turns, not stored")
+        extras.append(f"{md_escape(empty)} empty records (no turn, no message), not stored")
     renamed = sum(int(f.get("renamed") or 0) for f in r["files"])
     if renamed:
         extras.append(f"{md_escape(renamed)} ids suffixed on a collision")
@@ -60,12 +62,15 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
     else:
         st.error(headline, icon=":material/error:")
 
-    cols = st.columns(5)
+    cols = st.columns(6)
     cols[0].metric("Episodes", md_escape(r["episodes"]))
     cols[1].metric("Turns", md_escape(r["turns"]))
-    cols[2].metric("Rejected", md_escape(r["rejected"]))
-    cols[3].metric("Duplicates", md_escape(r["duplicates"]))
-    cols[4].metric("Committed", "yes" if committed else "no")
+    cols[2].metric("Dialogue only", md_escape(r["dialogue_only"]),
+                   help="Episodes without a tool call (messages only): stored and browsable, left out of "
+                        "building and evaluation.")
+    cols[3].metric("Rejected", md_escape(r["rejected"]))
+    cols[4].metric("Duplicates", md_escape(r["duplicates"]))
+    cols[5].metric("Committed", "yes" if committed else "no")
 
     if r["files"]:
         st.markdown("**Files**")
@@ -75,9 +80,10 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
                 "format": f.get("format"),
                 "episodes": f.get("episodes", 0),
                 "turns": f.get("turns", 0),
+                "dialogue only": f.get("dialogue_only", 0),
                 "rejected": f.get("rejected", 0),
                 "duplicates": f.get("duplicates", 0),
-                "0-turn conversations": f.get("empty", 0),
+                "empty (not stored)": f.get("empty", 0),
                 "environment (from tools)": f.get("derived_env") or "",
                 "error": f.get("error") or "",
             }
@@ -138,6 +144,7 @@ def history_frame(reports: list[dict[str, Any]], *, root: str | None = None) -> 
             "files": ", ".join(display_path(f.get("path"), root) for f in r["files"]),
             "episodes": r["episodes"],
             "turns": r["turns"],
+            "dialogue only": r["dialogue_only"],
             "rejected": r["rejected"],
             "duplicates": r["duplicates"],
             "strict": bool(r.get("strict")),

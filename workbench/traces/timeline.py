@@ -100,14 +100,18 @@ def _fmt_outcome(episode: Episode) -> str:
 
 
 def render_episode_header(episode: Episode, n_turns: int, *, root: str) -> None:
+    """`episode` is the header (without its turns): `n_turns` says whether it is dialogue only."""
     st.subheader(f"Episode {md_escape(episode.id)}", anchor=False)
     cols = st.columns(5)
     cols[0].metric("Environment", md_escape(episode.env_id or "—"))
     cols[1].metric("Task id", md_escape(episode.task_id or "—"))
-    cols[2].metric("Turns", n_turns)
+    cols[2].metric("Turns", n_turns if n_turns else "dialogue only")
     cols[3].metric("Outcome", _fmt_outcome(episode))
     cols[4].metric("Split", md_escape(episode.split or "—"),
                    help=f"family: {md_escape(episode.family)}" if episode.family else None)
+    if not n_turns:
+        st.info("Dialogue only: the agent called no tool in this conversation; its messages are below. "
+                "Building and evaluation leave it out.", icon=":material/forum:")
     if episode.source is not None:
         where = data.display_path(episode.source.path, root)
         if episode.source.line is not None:
@@ -279,7 +283,8 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
     if search:
         st.caption(f"{total:d} of {n_turns:d} turns match “{md_escape(search)}”.")
     if total == 0:
-        st.info("No turns match." if search else "This episode has no turns.", icon=":material/search_off:")
+        if search or n_turns:  # else dialogue only: the header said so, and its messages follow
+            st.info("No turns match." if search else "This episode has no turns.", icon=":material/search_off:")
     else:
         pages = max(1, -(-total // size))
         value = st.session_state.get(state.TURN_PAGE)
@@ -304,10 +309,11 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
                         previous=previous)
     if episode.final_context and (total == 0 or offset + size >= total):
         if transcript:
-            st.caption("After the last result")
+            st.caption("After the last result" if n_turns else "Messages")
             render_messages(episode.final_context)
         else:
-            render_context(episode.final_context, expanded=False, label="Final context (after the last observation)")
+            render_context(episode.final_context, expanded=not n_turns,
+                           label="Final context (after the last observation)" if n_turns else "Messages")
     if linked and st.session_state.get(state.SCROLL_TO_TURN):
         st.session_state[state.SCROLL_TO_TURN] = False
         st.html(_SCROLL_JS, unsafe_allow_javascript=True)

@@ -70,7 +70,9 @@ def run_build(args: argparse.Namespace) -> int:
     result, report = outcome.result, outcome.result.report()
     print(f"built {args.out} {outcome.version}: {len(result.book.rules)} rules "
           f"({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}) from {outcome.episodes} "
-          f"trajectories, {len(result.book.evidence)} transitions")
+          f"trajectories, {len(result.book.evidence)} transitions"
+          + (f" ({report['excluded']['dialogue_only']} dialogue-only episodes left out)"
+             if report["excluded"].get("dialogue_only") else ""))
     for warning in outcome.warnings:
         print(f"warning: {warning}")
     if report["validation"]:

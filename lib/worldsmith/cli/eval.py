@@ -25,6 +25,7 @@ from worldsmith.evals.protocols import PROTOCOLS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 from worldsmith.evals.runstore import RunFolder
 from worldsmith.sim.registry import world_model_names
+from worldsmith.traces.dialogue import exclude_dialogue_only
 
 __all__ = ["register"]
 
@@ -155,6 +156,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                    "records": len(run.records), "methods": written["methods"], "pairs": written["pairs"],
                    "cost": written["cost"], "w2r": written.get("w2r"), "leakage": written["leakage"],
                    "folds": written.get("folds"), "dropped": written["leakage"].get("dropped"),
+                   "excluded": written.get("excluded", {}),
                    "report": str(run.report_path), "markdown": str(RunFolder(run.directory).markdown_path)})
         return EXIT_OK
     print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
@@ -165,7 +167,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
 
 def _print_report(report: EvalReport) -> None:
-    """The run's dropped episodes, folds, methods, pairs and W2R success, one line each."""
+    """The run's excluded and dropped episodes, folds, methods, pairs and W2R success, one line each."""
+    if report.excluded.get("dialogue_only"):
+        print(f"  excluded {report.excluded['dialogue_only']} dialogue-only episodes (no tool turn to predict)")
     dropped = report.leakage.dropped
     if dropped:
         print(f"  dropped {dropped.count} leaked episodes: "
@@ -194,8 +198,9 @@ def run_curve_command(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     dataset = workspace.dataset(args.dataset)
 
-    def chosen(split: str) -> list[Any]:
-        return [e for e in dataset.iter_episodes(split) if not args.env or (e.env_id or "").split("/")[0] == args.env]
+    def chosen(split: str) -> list[Any]:  # dialogue-only episodes (no tool turn) neither build nor get evaluated
+        return exclude_dialogue_only(e for e in dataset.iter_episodes(split)
+                                     if not args.env or (e.env_id or "").split("/")[0] == args.env)[0]
 
     construction, held_out = chosen(args.split), chosen(args.test_split)
     if not construction or not held_out:

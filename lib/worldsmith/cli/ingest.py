@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         for file in report.files:
             status = f"error: {file.error}" if file.error else (
                 f"{file.episodes} episodes, {file.turns} turns, {file.rejected} rejected, {file.duplicates} duplicates"
-                + (f", {file.empty} conversations with 0 turns" if file.empty else "")
+                + (f", {file.dialogue_only} dialogue only (no tool call)" if file.dialogue_only else "")
+                + (f", {file.empty} empty (nothing kept)" if file.empty else "")
                 + (f", {file.renamed} ids suffixed on collision" if file.renamed else "")
                 + (f"; environment {file.derived_env} (from its tools)" if file.derived_env else "")
             )
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  ... {report.rejected - 20} more rejects in {report.quarantine_path}", file=sys.stderr)
         verdict = "committed" if report.committed else "nothing committed"
         print(
-            f"dataset {report.dataset}: {verdict}; {report.episodes} episodes, {report.turns} turns, "
-            f"{report.rejected} rejected, {report.duplicates} duplicates ({report.seconds:.2f}s); report {report.report_path}"
+            f"dataset {report.dataset}: {verdict}; {report.episodes} episodes"
+            + (f" ({report.dialogue_only} dialogue only)" if report.dialogue_only else "")
+            + f", {report.turns} turns, {report.rejected} rejected, {report.duplicates} duplicates ({report.seconds:.2f}s); report {report.report_path}"
         )
     return EXIT_ERROR if failed else EXIT_OK

@@ -28,5 +28,6 @@ def run(args: argparse.Namespace) -> int:
         emit_json(result)
     else:
         for name, counts in result["splits"].items():
-            print(f"{name:<12} {counts['families']:>6} families {counts['episodes']:>8} episodes")
+            dialogue = f" ({counts['dialogue_only']} dialogue only)" if counts["dialogue_only"] else ""
+            print(f"{name:<12} {counts['families']:>6} families {counts['episodes']:>8} episodes{dialogue}")
     return EXIT_OK

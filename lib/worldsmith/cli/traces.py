@@ -12,6 +12,8 @@ from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema, jso
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.workspace import EpisodeFilter
 
+DIALOGUE_ONLY = "dialogue only"  # how a listing or a view marks an episode without a tool turn
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     traces = subparsers.add_parser("traces", help="browse episodes; the native JSON Schema; known formats")
@@ -26,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--max-turns", type=int)
     listing.add_argument("--split")
     listing.add_argument("--search", help="only episodes whose id or task contains this text")
+    turns = listing.add_mutually_exclusive_group()
+    turns.add_argument("--dialogue-only", dest="dialogue_only", action="store_const", const=True,
+                       help="only dialogue-only episodes (messages, no tool turn)")
+    turns.add_argument("--with-turns", dest="dialogue_only", action="store_const", const=False,
+                       help="only episodes with at least one tool turn")
     listing.add_argument("--limit", type=int, default=50)
     listing.add_argument("--offset", type=int, default=0)
     add_common(listing)
@@ -65,7 +72,7 @@ def run_list(args: argparse.Namespace) -> int:
     dataset = workspace_from(args).dataset(args.dataset)
     where = EpisodeFilter(env_id=args.env, task_contains=args.task, outcome=args.outcome,
                           min_turns=args.min_turns, max_turns=args.max_turns, split=args.split,
-                          search=args.search)
+                          search=args.search, dialogue_only=args.dialogue_only)
     frame = dataset.list_episodes(where, limit=args.limit, offset=args.offset)
     total = dataset.count_episodes(where)
     if getattr(args, "json", False):
@@ -75,6 +82,9 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         columns = ["episode_id", "env_id", "n_turns", "reward", "success", "split", "task"]
         shown = frame[columns].astype(object).where(frame[columns].notna(), "")
+        if not frame.empty:  # a turnless episode says what it is rather than a bare 0
+            shown["n_turns"] = [DIALOGUE_ONLY if flag else n for n, flag in zip(shown["n_turns"],
+                                                                                 frame["dialogue_only"], strict=True)]
         print(shown.to_string(index=False, max_colwidth=60) if not frame.empty else "(no episodes)")
         print(f"{len(frame)} of {total} episodes (offset {args.offset})")
     return EXIT_OK
@@ -159,7 +169,8 @@ def format_turn(turn: Turn) -> str:
 
 def format_episode(episode: Episode) -> str:
     """A readable text view of one episode."""
-    head = [f"episode {episode.id}"]
+    head = [f"episode {episode.id}" + (f"  ({DIALOGUE_ONLY}: no tool call, messages below)"
+                                       if episode.dialogue_only else "")]
     for label, value in (("environment", episode.env_id), ("task id", episode.task_id), ("reward", episode.reward),
                          ("success", episode.success), ("split", episode.split), ("family", episode.family)):
         if value is not None:
@@ -203,5 +214,6 @@ def run_datasets(args: argparse.Namespace) -> int:
         if not stats:
             print(f"no datasets in {workspace.root}")
         for item in stats:
-            print(f"{item['name']:<24} {item['episodes']:>8} episodes {item['turns']:>10} turns")
+            dialogue = f" ({item['dialogue_only']} dialogue only)" if item["dialogue_only"] else ""
+            print(f"{item['name']:<24} {item['episodes']:>8} episodes {item['turns']:>10} turns{dialogue}")
     return EXIT_OK

@@ -582,6 +582,8 @@ def _transcripts(episodes: Iterable[Episode], config: DataConfig | None) -> list
     handovers = config.handovers if config is not None else True
     out = []
     for episode in episodes:
+        if episode.dialogue_only:  # no tool turn: nothing to act or rehearse (a hand-over alone is no transition)
+            continue
         transcript = transcript_from_episode(episode, max_observation_chars=max_chars, handovers=handovers)
         if transcript.exchanges:
             out.append(transcript)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import orjson
 from worldsmith.evals.config import EvalConfig
 from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.evals.novelty import NoveltyIndex
+from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.traces.model import Episode
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
@@ -185,6 +186,7 @@ class Inputs:
     version: str
     leakage: dict[str, Any]
     revision: Any
+    excluded: dict[str, int] = field(default_factory=dict)  # episodes of the run's environment left out, by why
 
 
 def load_inputs(config: EvalConfig, ws: Workspace, progress: Progress | None, build_cache: Path,
@@ -192,6 +194,8 @@ def load_inputs(config: EvalConfig, ws: Workspace, progress: Progress | None, bu
                 construction: Sequence[Episode] | None) -> Inputs:
     """The run's books and episodes, leakage checked (see `run_eval` for `book`, `episodes` and `construction`)."""
     pool, revision, dataset = _pool(config, ws, episodes)
+    _, excluded = exclude_dialogue_only(in_env(pool, config.env))  # counted in the run's environment
+    pool, _ = exclude_dialogue_only(pool)  # no tool turn: nothing to predict, nor to build a fold's book from
     if config.folds:
         if book is not None or construction is not None:
             raise ValueError("a cross-fitted run (folds) builds its own books: give neither book nor construction")
@@ -204,4 +208,4 @@ def load_inputs(config: EvalConfig, ws: Workspace, progress: Progress | None, bu
     if not any(part.episodes for part in parts):
         raise LeakageError(f"leakage: all {leakage['dropped']['count']} evaluation episodes leak (drop_leaked), "
                            "nothing is left to evaluate", leakage)
-    return Inputs(parts, version, leakage, revision)
+    return Inputs(parts, version, leakage, revision, excluded)

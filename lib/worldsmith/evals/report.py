@@ -356,8 +356,11 @@ def _world_to_real(report: dict[str, Any], plots: dict[str, list[str]]) -> list[
 
 
 def _footer(report: dict[str, Any]) -> list[str]:
-    """Dropped episodes, costs, the judge's valid verdicts and records with errors."""
+    """Excluded and dropped episodes, costs, the judge's valid verdicts and records with errors."""
     lines: list[str] = []
+    dialogue = (report.get("excluded") or {}).get("dialogue_only")
+    if dialogue:
+        lines += [f"Excluded before the run: {dialogue} dialogue-only episodes (messages, no tool turn to predict).", ""]
     dropped = report["leakage"].get("dropped")
     if dropped:
         lines += ["## Dropped episodes (leaked)", ""]

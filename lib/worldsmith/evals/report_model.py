@@ -178,6 +178,8 @@ class EvalReport(ScopeBlock):
     judge_stats: JudgeStats | None = None
     judge_usage: dict[str, int] | None = None
     folds: list[FoldSummary] = Field(default_factory=list)
+    excluded: dict[str, int] = Field(default_factory=dict, description="Episodes left out before the run, by why "
+                                     "(`dialogue_only`: no tool turn to predict).")
 
     def scope(self, env_id: str | None = None, split: str | None = None) -> ScopeBlock:
         """The pooled results, one environment's (`per_env`) or seen/unseen tasks' (`split`); empty when absent."""

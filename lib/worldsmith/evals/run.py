@@ -215,7 +215,7 @@ def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journa
     frame = records_frame(rows)
     judge_spec = opened.provenance["judge_spec"]
     extra = {**({"judge_usage": _judge_usage(journal, tally.order)} if judge_spec else {}),
-             **({"folds": fold_summary(inputs.parts)} if config.folds else {})}
+             **({"folds": fold_summary(inputs.parts)} if config.folds else {}), "excluded": inputs.excluded}
     provenance = {k: opened.provenance[k] for k in ("dataset_revision", "code_version", "llm_spec")}
     report = build_report(
         frame, run=config.name, protocol=config.protocol, fingerprint=opened.fingerprint,

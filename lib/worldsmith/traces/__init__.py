@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.traces.actions import action_from_json, action_from_text, action_line
+from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.exporters import EXPORTERS, export_episodes
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.traces.importers import (
@@ -60,8 +61,10 @@ __all__ = [
     "action_from_json",
     "action_from_text",
     "action_line",
+    "add_exclusions",
     "detect_format",
     "episode_json_schema",
+    "exclude_dialogue_only",
     "expand_paths",
     "json_changes",
     "json_text_changes",

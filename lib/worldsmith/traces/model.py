@@ -4,6 +4,9 @@ An `Episode` is a sequence of `Turn`s; a turn is one action sent to the environm
 observation that came back, plus the context (user messages, agent text) seen since the
 previous turn. Every turn carries a stable id (`<episode_id>#<index>`) and a `Provenance`
 record so a worldbook rule can always cite the exact place in the source file it came from.
+An episode without turns is *dialogue only* (a conversation in which the agent called no tool):
+its messages are its `final_context`; it is kept for failure analysis, and building and
+evaluation leave it out (`traces.dialogue.exclude_dialogue_only`).
 """
 
 from __future__ import annotations
@@ -215,6 +218,13 @@ class Episode(BaseModel):
     @property
     def length(self) -> int:
         return len(self.turns)
+
+    @property
+    def dialogue_only(self) -> bool:
+        """No tool turn: only messages (`final_context`), nothing a simulator could learn or replay.
+
+        Derived from the turns, so it survives every store, export and import unchanged."""
+        return not self.turns
 
     @property
     def has_state(self) -> bool:

@@ -56,7 +56,10 @@ class FileReport(BaseModel):
     rejected: int = 0
     duplicates: int = 0
     renamed: int = Field(default=0, description="Episodes whose id collided and got a suffix.")
-    empty: int = Field(default=0, description="Conversations with 0 turns (no tool call answered): flagged, not stored.")
+    dialogue_only: int = Field(default=0, description="Episodes stored without a tool turn (messages only), "
+                               "counted in `episodes`; building and evaluation leave them out.")
+    empty: int = Field(default=0, description="Records with nothing to keep (no turn, no message, no task): "
+                       "rejected, not stored.")
     derived_env: str | None = Field(default=None, description="The environment id given to episodes that named none.")
     error: str | None = Field(default=None, description="Why the whole file was rejected.")
     bytes: int = 0
@@ -94,6 +97,10 @@ class ImportReport(BaseModel):
     def duplicates(self) -> int:
         return sum(f.duplicates for f in self.files)
 
+    @property
+    def dialogue_only(self) -> int:
+        return sum(f.dialogue_only for f in self.files)
+
     def summary(self) -> dict[str, Any]:
         """The one JSON object `worldsmith ingest --json` prints."""
         return {
@@ -103,6 +110,7 @@ class ImportReport(BaseModel):
             "strict": self.strict,
             "episodes": self.episodes,
             "turns": self.turns,
+            "dialogue_only": self.dialogue_only,
             "rejected": self.rejected,
             "duplicates": self.duplicates,
             "empty": sum(f.empty for f in self.files),
@@ -113,6 +121,7 @@ class ImportReport(BaseModel):
                     "format": f.format,
                     "episodes": f.episodes,
                     "turns": f.turns,
+                    "dialogue_only": f.dialogue_only,
                     "rejected": f.rejected,
                     "duplicates": f.duplicates,
                     "renamed": f.renamed,

@@ -34,9 +34,10 @@ __all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "valid
 MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
 # What a listing shows of an episode, and the order it lists episodes in (import order).
-# `success` is the outcome the stats and the outcome filter count: the recorded flag, else reward > 0.
-_SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, reward, "
-                    "coalesce(success, reward > 0) AS success, split, family, source_format, source_path")
+# `success` is the outcome the stats and the outcome filter count: the recorded flag, else reward > 0;
+# `dialogue_only`: an episode without a tool turn (`Episode.dialogue_only`).
+_SUMMARY_COLUMNS = ("episode_id, env_id, task_id, left(task, 200) AS task, n_turns, n_turns = 0 AS dialogue_only, "
+                    "reward, coalesce(success, reward > 0) AS success, split, family, source_format, source_path")
 _IMPORT_ORDER = "ingest_id, source_path, source_line NULLS LAST, episode_id"
 
 
@@ -72,6 +73,7 @@ class EpisodeFilter:
     max_turns: int | None = None
     split: str | None = None
     search: str | None = None  # episode id or task substring
+    dialogue_only: bool | None = None  # True: only episodes without a tool turn; False: only those with one
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -100,6 +102,8 @@ class EpisodeFilter:
         if self.search:
             clauses.append("(episode_id ILIKE ? OR task ILIKE ?)")
             params.extend([f"%{self.search}%"] * 2)
+        if self.dialogue_only is not None:
+            clauses.append("n_turns = 0" if self.dialogue_only else "n_turns > 0")
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
@@ -197,9 +201,10 @@ class Dataset:
     def stats(self) -> dict[str, Any]:
         row = _aggregate(self.connect(),  # splits change none of these: skip joining them in
                          "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
-                         "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)) FROM raw_episodes", [])
+                         "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)), "
+                         "count(*) FILTER (WHERE n_turns = 0) FROM raw_episodes", [])
         return {"name": self.name, "episodes": row[0], "turns": int(row[1]), "environments": row[2],
-                "successes": row[3], "revision": self.revision}
+                "successes": row[3], "dialogue_only": row[4], "revision": self.revision}
 
     def environments(self) -> list[str]:
         rows = self.connect().execute("SELECT DISTINCT env_id FROM raw_episodes WHERE env_id IS NOT NULL ORDER BY 1")
@@ -252,7 +257,8 @@ class Dataset:
     def episode_header(self, episode_id: str) -> tuple[Episode, int]:
         """The episode without its turns (task, initial observation, metadata) and its turn count.
 
-        For views of long episodes that page through turns with `turns_page` instead.
+        For views of long episodes that page through turns with `turns_page` instead. The header holds no turns,
+        so its `dialogue_only` says nothing: the count does (0 for a dialogue-only episode).
         """
         rows = _fetch(self.connect(), "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:

@@ -3,7 +3,9 @@
 Parts are written in the workspace's staging folder and only moved into the dataset (and
 listed in its manifest) once the whole ingest succeeded; under `strict` any reject discards
 them. The import report and the quarantine file (rejected records verbatim, one JSON object
-per line) are kept in `<workspace>/reports/` whether or not anything was committed.
+per line) are kept in `<workspace>/reports/` whether or not anything was committed. An episode
+without a tool turn is stored as dialogue only (its messages) and counted; one with nothing to
+keep (no turn, message, task or initial observation) is rejected.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from worldsmith.workspace.storage import PartWriter
 __all__ = ["IngestProgress", "ingest_files", "tool_set_env_id"]
 
 _ENV_ID = EPISODE_COLUMNS.index("env_id")
+# What a turnless episode may still hold worth keeping: its messages, its task, what the environment first showed.
+_DIALOGUE = tuple(EPISODE_COLUMNS.index(name) for name in ("final_context", "task", "initial_observation"))
 _CHAT_FORMATS = frozenset({"openai"})  # chat logs rarely name their environment: their tool set does
 
 
@@ -216,7 +220,7 @@ class _Ingest:
             if isinstance(item, Reject):
                 self.reject(file_report, item)
                 continue
-            if not item.turns:  # nothing to learn or replay from: every turn rejected, or none recorded
+            if not item.turns and not any(item.episode[column] for column in _DIALOGUE):  # nothing at all to keep
                 file_report.empty += 1
                 self.reject(file_report, _empty(item, path))
                 continue
@@ -288,12 +292,13 @@ def _read_rows(importer: Importer, path: Path) -> Iterator[EpisodeRows | Reject]
 
 
 def _empty(rows: EpisodeRows, path: Path) -> Reject:
-    """The reject of an episode left without turns, where its source says it was."""
+    """The reject of an episode left with nothing (no turn, no message, no task), where its source says it was."""
     source = dict(zip(EPISODE_COLUMNS, rows.episode, strict=True))
     line = source.get("source_line")
     return Reject(source=str(source.get("source_path") or path), line=int(line) if isinstance(line, int) else None,
                   pointer=source.get("source_pointer"),
-                  reason=f"episode {rows.id!r} has no turns (every turn was rejected, or none was recorded)")
+                  reason=f"episode {rows.id!r} has no turns (every turn was rejected, or none was recorded) "
+                         "and no messages to keep as a dialogue")
 
 
 def _set_environments(episodes_path: Path, envs: dict[str, str]) -> None:
@@ -321,6 +326,8 @@ def _add_episode(
     ids.add(rows.id)
     file_report.episodes += 1
     file_report.turns += len(rows.turns)
+    if not rows.turns:  # messages only: stored, browsed, left out of building and evaluation
+        file_report.dialogue_only += 1
     return rows.id
 
 
@@ -355,6 +362,7 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
         if file_report is not None and row["episode_id"] in dropped:
             file_report.episodes -= 1
             file_report.turns -= per_episode.get(row["episode_id"], 0)
+            file_report.dialogue_only -= int(row["episode_id"] not in per_episode)
             file_report.duplicates += 1
         elif file_report is not None and row["episode_id"] in renamed:
             file_report.renamed += 1

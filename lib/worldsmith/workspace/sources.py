@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worldsmith.traces import read_traces
+from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
 from worldsmith.workspace.workspace import Workspace
@@ -16,7 +17,8 @@ def episodes_from(paths: Sequence[Path], *, dataset: str | None = None, split: s
                   workspace: str | Path | None = None) -> list[Episode]:
     """The episodes of trace files (any importable format; callers resolve relative paths their own way) and of
     a workspace dataset, keeping `split` only when given. A record that is not an episode raises `ValueError`
-    naming its file and line: tasks are not a place to skip bad input silently."""
+    naming its file and line: tasks are not a place to skip bad input silently. Dialogue-only episodes (no tool
+    turn) are no task to act in or learn from and are left out."""
     episodes: list[Episode] = []
     if paths:
         for item in read_traces(list(paths)):
@@ -26,4 +28,4 @@ def episodes_from(paths: Sequence[Path], *, dataset: str | None = None, split: s
                 episodes.append(item)
     if dataset:
         episodes += list(Workspace(workspace).dataset(dataset).iter_episodes(split))
-    return episodes
+    return exclude_dialogue_only(episodes)[0]

@@ -3,7 +3,8 @@
 A family is the episode's `family`, else its `task_id`, else the episode itself. Families are
 shuffled with the seed and dealt out by largest remainder, so the split sizes follow the
 ratios as closely as whole families allow and every split with a positive ratio gets at least
-one family when there are enough.
+one family when there are enough. Dialogue-only episodes (no tool turn) are assigned with their
+family like any other and counted per split (`dialogue_only`): building and evaluation leave them out.
 """
 
 from __future__ import annotations
@@ -69,11 +70,15 @@ def assign_splits(dataset: Dataset, ratios: dict[str, float] | None = None, *, s
     """Assign every episode of `dataset` to a split by family; returns counts per split."""
     ratios = _normalise(dict(ratios or DEFAULT_RATIOS))
     rows = dataset.connect().execute(
-        "SELECT episode_id, coalesce(family, task_id, episode_id) AS family FROM raw_episodes ORDER BY episode_id"
+        "SELECT episode_id, coalesce(family, task_id, episode_id) AS family, n_turns = 0 FROM raw_episodes "
+        "ORDER BY episode_id"
     ).fetchall()
     members: dict[str, list[str]] = {}
-    for episode_id, family in rows:
+    dialogue_only: set[str] = set()
+    for episode_id, family, turnless in rows:
         members.setdefault(family, []).append(episode_id)
+        if turnless:
+            dialogue_only.add(episode_id)
     families = sorted(members)
     random.Random(seed).shuffle(families)
     counts = _allocate(len(families), ratios)
@@ -91,6 +96,7 @@ def assign_splits(dataset: Dataset, ratios: dict[str, float] | None = None, *, s
         name: {
             "families": sum(1 for s in family_split.values() if s == name),
             "episodes": sum(1 for s in assignment.values() if s == name),
+            "dialogue_only": sum(1 for e, s in assignment.items() if s == name and e in dialogue_only),
         }
         for name in ratios
     }

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
+from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.code_version import code_version
@@ -104,6 +105,7 @@ class BuildResult:
     stage_reports: dict[str, Any] = field(default_factory=dict)
     validation: ReplayReport | None = None
     leakage: dict[str, Any] | None = None
+    excluded: dict[str, int] = field(default_factory=add_exclusions)  # episodes left out, by why
 
     def report(self) -> dict[str, Any]:
         statuses: dict[str, int] = {}
@@ -111,7 +113,8 @@ class BuildResult:
             statuses[rule.status.value] = statuses.get(rule.status.value, 0) + 1
         return {"name": self.book.name, "rules": len(self.book.rules), "statuses": statuses,
                 "evidence": len(self.book.evidence), "timings_s": self.timings, "stages": self.stage_reports,
-                "validation": self.validation.to_json() if self.validation else None, "leakage": self.leakage}
+                "validation": self.validation.to_json() if self.validation else None, "leakage": self.leakage,
+                "excluded": dict(self.excluded)}
 
 
 # ------------------------------------------------------------------------------------------- stages
@@ -197,8 +200,8 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
                     workspace_root: str | Path | None = None, env_id: str | None = None,
                     progress: StageProgress | None = None) -> BuildResult:
     """Build a worldbook from trajectories (ground-truth state is never read) and validate it on
-    `validation` trajectories when given."""
-    episodes = [episode.without_state() for episode in episodes]
+    `validation` trajectories when given. Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
+    episodes, excluded = exclude_dialogue_only(episode.without_state() for episode in episodes)
     cache = _StageCache(Path(cache_dir) if cache_dir is not None else None)
     timings: dict[str, float] = {}
     reports: dict[str, Any] = {}
@@ -293,9 +296,10 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
                      notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes,
                      termination=termination).canonical()
     timings["compile"] = round(time.perf_counter() - started, 4)
-    result = BuildResult(book=book, timings=timings, stage_reports=reports)
+    result = BuildResult(book=book, timings=timings, stage_reports=reports, excluded=excluded)
     if validation is not None:
-        held_out = [episode.without_state() for episode in validation]
+        held_out, held_excluded = exclude_dialogue_only(episode.without_state() for episode in validation)
+        result.excluded = add_exclusions(excluded, held_excluded)
         result.leakage = leakage_check(episodes, held_out)
         result.validation = validate(book, held_out)
     if progress:
@@ -463,14 +467,20 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
 
     check_book_name(out)  # before any work: a bad name is refused, nothing written
     source = workspace.dataset(dataset)
+    read_excluded: list[dict[str, int]] = []
 
     def chosen(part: str | None) -> list[Episode]:
-        return [e for e in source.iter_episodes(part) if env is None or (e.env_id or "").split("/")[0] == env]
+        kept, left_out = exclude_dialogue_only(e for e in source.iter_episodes(part)
+                                               if env is None or (e.env_id or "").split("/")[0] == env)
+        read_excluded.append(left_out)
+        return kept
 
     episodes = chosen(split)
     if not episodes:
         where = (f" in split {split!r}" if split else "") + (f" of environment {env!r}" if env else "")
-        raise ValueError(f"dataset {dataset!r} has no episodes{where}")
+        dialogue = read_excluded[0]["dialogue_only"]
+        raise ValueError(f"dataset {dataset!r} has no episodes{' with tool turns' if dialogue else ''}{where}"
+                         + (f" ({dialogue} dialogue-only episodes are left out)" if dialogue else ""))
     warnings = [w for w in [mixed_environment_warning(episodes)] if w]
     held_split = validate_split or _default_validation_split(source.splits(), split)
     held_out = chosen(held_split) if held_split else None
@@ -481,6 +491,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
                             workspace_root=workspace.root, progress=progress).summary()
     result = build_worldbook(episodes, name=out, config=config, validation=held_out, cache_dir=cache_dir,
                              workspace_root=workspace.root, progress=progress)
+    result.excluded = add_exclusions(result.excluded, *read_excluded)
     store = WorldbookStore(workspace.root / "worldbooks")
     parent = store.head(out) if out in store.names() else None
     validation = result.validation.to_json() if result.validation else (crossed or {}).get("pooled")

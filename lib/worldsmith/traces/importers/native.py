@@ -26,7 +26,8 @@ class NativeImporter:
             return 0.0
         if f'"format":"{FORMAT_TAG}"' in head.replace(" ", ""):
             return 1.0
-        if self._turn_shape.search(head) and '"observation"' in head and '"action"' in head:
+        if self._turn_shape.search(head) and (('"observation"' in head and '"action"' in head)
+                                              or '"final_context"' in head):  # also episodes of dialogue only
             return 0.7
         return 0.0
 
