@@ -74,6 +74,13 @@ register(EnvSpec(
     description="A real bash in a sandbox (fresh home, no network, resource limits); scripted chores with checkers",
     max_steps=30,
 ))
+register(EnvSpec(
+    name="toolshop",
+    entry_point="worldsmith.envs.toolshop:ToolshopEnv",
+    description="A stateful customer-service tool API (users, orders, products, tickets) on a seeded database; "
+                "20,000 customer goals per seed, an expert that finds, reads, then writes",
+    max_steps=40,
+))
 
 __all__ = [
     "POLICIES",

@@ -1,0 +1,210 @@
+"""The toolshop environment: its seeded database, tools, tasks and expert (real env, in-process, fast)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from worldsmith.envs import EnvError, ExpertPolicy, UnknownTaskError, check_env, make, record_episode
+from worldsmith.envs.toolshop import ToolshopEnv, base_db, is_error_text, task_book, tool_schemas
+from worldsmith.envs.toolshop.db import Store
+from worldsmith.envs.toolshop.tools import run_tool
+from worldsmith.traces.model import Action
+
+
+@pytest.fixture(scope="module")
+def env() -> ToolshopEnv:
+    environment = make("toolshop")
+    assert isinstance(environment, ToolshopEnv)
+    return environment
+
+
+def _task_of_kind(kind: str, db: int = 0) -> tuple[str, object]:
+    book = task_book(db)
+    for index in range(2000):
+        spec = book.spec(index)
+        if [goal.kind for goal in spec.goals] == [kind]:
+            return f"db={db}:task={index}", spec
+    raise AssertionError(f"no single-goal {kind} task in the first 2000")
+
+
+def _user_with(predicate) -> dict:
+    return next(user for user in base_db(0).users.values() if predicate(user))
+
+
+def test_check_env_passes(env: ToolshopEnv) -> None:
+    check_env(env, "db=0:task=5")
+
+
+def test_database_is_determined_by_its_seed() -> None:
+    again = base_db.__wrapped__(0)  # built anew, not the cached one
+    assert again == base_db(0)
+    other = base_db(1)
+    assert set(other.users) != set(base_db(0).users)
+    db = base_db(0)
+    assert len(db.users) == 300 and 2 * len(db.users) <= len(db.orders) <= 3 * len(db.users)
+    assert len(db.products) >= 30 and len(db.tickets) >= 100
+    statuses = {order["status"] for order in db.orders.values()}
+    assert {"pending", "processed", "shipped", "delivered", "cancelled", "return requested"} <= statuses
+    kinds = {method["kind"] for user in db.users.values() for method in user["payment_methods"].values()}
+    assert kinds == {"card", "gift_card", "paypal"}
+
+
+def test_tasks_are_many_distinct_and_stable(env: ToolshopEnv) -> None:
+    tasks = env.tasks()
+    assert len(tasks) == len(set(tasks)) == 20_000 and tasks[0] == "db=0:task=0"
+    book = task_book(0)
+    specs = [book.spec(index) for index in range(3000)]
+    assert len({spec.signature() for spec in specs}) == 3000
+    kinds = {goal.kind for spec in specs for goal in spec.goals}
+    assert len(kinds) == 14 and any(len(spec.goals) == 2 for spec in specs)
+    first, _ = env.reset("db=0:task=17")
+    second, _ = ToolshopEnv().reset("db=0:task=17")
+    assert first.text == second.text
+    assert ToolshopEnv(dbs=[0, 3], tasks_per_db=5).tasks()[5] == "db=3:task=0"
+    with pytest.raises(UnknownTaskError, match="db=0:task=123"):
+        env.reset("task=5")
+    with pytest.raises(UnknownTaskError, match="beyond"):
+        env.reset("db=0:task=20000")
+
+
+def test_expert_wins_every_sampled_task(env: ToolshopEnv) -> None:
+    rng = random.Random(7)
+    tasks = [f"db={db}:task={rng.randrange(20_000)}" for db in (0, 1) for _ in range(100)]
+    lost = []
+    for task in tasks:
+        episode = record_episode(env, ExpertPolicy(), task, max_steps=40)
+        if not episode.success:
+            lost.append((task, episode.metadata))
+        names = [turn.action.name for turn in episode.turns]
+        assert names[0].startswith("find_user_id_by_") and names[1] == "get_user"  # query, read, then the rest
+        assert not any(turn.info["error"] for turn in episode.turns)
+    assert lost == []
+
+
+def test_an_episode_is_reproducible(env: ToolshopEnv) -> None:
+    one = record_episode(env, ExpertPolicy(), "db=0:task=40")
+    two = record_episode(env, ExpertPolicy(), "db=0:task=40")
+    assert [(t.action.name, t.observation.text, t.state) for t in one.turns] == \
+           [(t.action.name, t.observation.text, t.state) for t in two.turns]
+
+
+def test_a_write_changes_state_a_reread_shows_it_and_the_next_episode_starts_fresh(env: ToolshopEnv) -> None:
+    task, spec = _task_of_kind("cancel")
+    order_id = spec.goals[0].gold["order_id"]
+    env.reset(task)
+    before = json.loads(env.step(Action(name="get_order", arguments={"order_id": order_id})).observation.text)
+    assert before["status"] == "pending"
+    written = env.step(Action(name="cancel_order", arguments={"order_id": order_id, "reason": "no longer needed"}))
+    assert written.info == {"tool": "cancel_order", "write": True, "error": False}
+    after = json.loads(written.observation.text)
+    assert after["status"] == "cancelled" and after["cancel_reason"] == "no longer needed"
+    charged = sum(p["amount"] for p in before["payments"] if p["kind"] == "charge")
+    assert sum(p["amount"] for p in after["payments"] if p["kind"] == "refund") == pytest.approx(charged)
+    assert json.loads(env.step(f"get_order(order_id='{order_id}')").observation.text) == after
+    assert env.step(f"get_order_status('{order_id}')").observation.text == \
+        f'{{"order_id":"{order_id}","status":"cancelled"}}'
+    assert env.state()["changed"]["orders"][order_id]["status"] == "cancelled"
+    again = env.step(Action(name="cancel_order", arguments={"order_id": order_id, "reason": "no longer needed"}))
+    assert again.observation.text == "Error: non-pending order cannot be cancelled" and again.info["error"] is True
+    env.reset(task)
+    assert json.loads(env.step(f"get_order('{order_id}')").observation.text)["status"] == "pending"
+    assert base_db(0).orders[order_id]["status"] == "pending"  # the shared database never changes
+
+
+def test_gift_card_arithmetic_and_balance_errors() -> None:
+    user = _user_with(lambda u: any(m["kind"] == "gift_card" for m in u["payment_methods"].values())
+                      and any(m["kind"] == "card" for m in u["payment_methods"].values()))
+    gift = next(m for m in user["payment_methods"].values() if m["kind"] == "gift_card")
+    card = next(m for m in user["payment_methods"].values() if m["kind"] == "card")
+    store = Store(base_db(0))
+    topped = json.loads(run_tool(store, "top_up_gift_card", {"user_id": user["user_id"], "gift_card_id": gift["id"],
+                                                             "amount": 12.5, "source_payment_method_id": card["id"]}))
+    assert topped["balance"] == round(gift["balance"] + 12.5, 2)
+    expensive = max((v for p in base_db(0).products.values() for v in p["variants"].values() if v["available"]),
+                    key=lambda v: v["price"])
+    if expensive["price"] > topped["balance"]:
+        text = run_tool(store, "place_order", {"user_id": user["user_id"], "item_ids": [expensive["item_id"]],
+                                               "payment_method_id": gift["id"]})
+        assert text == "Error: gift card balance is not enough"
+    too_much = run_tool(store, "top_up_gift_card", {"user_id": user["user_id"], "gift_card_id": gift["id"],
+                                                    "amount": 501, "source_payment_method_id": card["id"]})
+    assert too_much == "Error: amount must be between 1 and 500"
+    by_gift = run_tool(store, "top_up_gift_card", {"user_id": user["user_id"], "gift_card_id": gift["id"],
+                                                   "amount": 5, "source_payment_method_id": gift["id"]})
+    assert by_gift == "Error: top-ups must be paid by card"
+
+
+def test_failures_have_their_documented_texts() -> None:
+    store = Store(base_db(0))
+    user = next(iter(base_db(0).users.values()))
+    delivered = next(o for o in base_db(0).orders.values() if o["status"] == "delivered")
+    cases = {
+        ("get_order", '{"order_id": "#O1"}'): "Error: order #O1 not found",
+        ("get_user", '{"user_id": "cu_nobody"}'): "Error: user cu_nobody not found",
+        ("get_item", '{"item_id": "123"}'): "Error: item 123 not found",
+        ("find_user_id_by_email", '{"email": "nobody@nowhere.test"}'): "Error: user not found",
+        ("cancel_order", json.dumps({"order_id": delivered["order_id"], "reason": "ordered by mistake"})):
+            "Error: non-pending order cannot be cancelled",
+        ("return_order_items", json.dumps({"order_id": delivered["order_id"], "item_ids": [delivered["items"][0]["item_id"]],
+                                           "payment_method_id": "pm_none"})): "payment method not found",
+        ("return_order_items", json.dumps({"order_id": delivered["order_id"], "item_ids": ["00000000"],
+                                           "payment_method_id": "pm_none"})):
+            f"Error: item 00000000 not in order {delivered['order_id']}",
+        ("remove_payment_method", json.dumps({"user_id": user["user_id"], "payment_method_id": "pm_x"})):
+            "payment method not found",
+        ("frobnicate", "{}"): "Error: unknown tool 'frobnicate'",
+        ("get_order", "{}"): "Error: missing argument 'order_id'",
+        ("get_order", '{"order_id": 5}'): "Error: argument 'order_id' must be a string",
+        ("get_order", '{"order_id": "#O1", "verbose": true}'): "Error: unexpected argument 'verbose'",
+    }
+    for (name, arguments), expected in cases.items():
+        text = run_tool(store, name, json.loads(arguments))
+        assert text == expected, (name, arguments)
+        assert is_error_text(text)
+    assert not any(store.changed.values())  # no failed call changed anything
+
+
+def test_queries_find_nothing_as_empty_lists_or_not_found() -> None:
+    store = Store(base_db(0))
+    user = next(iter(base_db(0).users.values()))
+    assert run_tool(store, "search_orders", {"user_id": user["user_id"], "status": "exchange requested"}) == "[]"
+    assert run_tool(store, "search_products", {"query": "flux capacitor"}) == "[]"
+    assert run_tool(store, "search_products", {"min_price": 10_000}) == "[]"
+    lamps = json.loads(run_tool(store, "search_products", {"query": "lamp", "max_price": 100}))
+    assert [p["name"] for p in lamps] == ["Desk Lamp"]
+    found = run_tool(store, "find_user_id_by_name_zip", {"first_name": user["name"]["first"].upper(),
+                                                         "last_name": user["name"]["last"], "zip": user["address"]["zip"]})
+    assert found == user["user_id"]
+    assert run_tool(store, "find_user_id_by_name_zip", {"first_name": user["name"]["first"],
+                                                        "last_name": user["name"]["last"], "zip": "00000"}) == \
+        "Error: user not found"
+    moved = {"line1": "1 Test St", "line2": "", "city": "Reno", "state": "NV", "zip": "89501"}
+    run_tool(store, "modify_user_address", {"user_id": user["user_id"], **moved})
+    assert run_tool(store, "find_user_id_by_name_zip", {"first_name": user["name"]["first"],
+                                                        "last_name": user["name"]["last"], "zip": "89501"}) == user["user_id"]
+
+
+def test_a_reply_without_the_work_loses_and_ends_the_episode(env: ToolshopEnv) -> None:
+    task, _ = _task_of_kind("top_up")
+    env.reset(task)
+    result = env.step(Action(name="respond", arguments={"text": "Done!"}))
+    assert result.terminated and result.reward == 0.0 and result.info["won"] is False
+    assert result.info["record"] is False and result.info["wrong_records"]
+    with pytest.raises(EnvError, match="is over"):
+        env.step("get_user('x')")
+    task, spec = _task_of_kind("gift_balance")
+    env.reset(task)
+    result = env.step(Action(name="respond", arguments={"text": "Your balance is $1,000,000."}))
+    assert result.info["won"] is False and result.info["missing_answers"]
+
+
+def test_tools_have_openai_schemas() -> None:
+    schemas = tool_schemas()
+    assert 18 <= len(schemas) <= 25
+    for schema in schemas:
+        function = schema["function"]
+        assert schema["type"] == "function" and function["description"]
+        assert set(function["parameters"]["required"]) <= set(function["parameters"]["properties"])
