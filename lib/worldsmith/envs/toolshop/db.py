@@ -126,6 +126,14 @@ class BaseDB:
     by_email: dict[str, str] = field(default_factory=dict)
     by_name_zip: dict[tuple[str, str, str], str] = field(default_factory=dict)  # lower first, lower last, zip
 
+    @functools.cached_property
+    def user_ids(self) -> tuple[str, ...]:
+        return tuple(self.users)
+
+    @functools.cached_property
+    def product_ids(self) -> tuple[str, ...]:
+        return tuple(self.products)
+
     def table(self, kind: Kind) -> dict[str, dict[str, Any]]:
         return getattr(self, kind)
 

@@ -25,7 +25,8 @@ from typing import Any
 from worldsmith.envs.base import EnvBase, EnvError, Step, UnknownTaskError
 from worldsmith.envs.bfcl import _call_from_action
 from worldsmith.envs.toolshop.db import Store, base_db
-from worldsmith.envs.toolshop.tasks import RESPOND, Seen, Task, check, expert_action, resolve, task_book
+from worldsmith.envs.toolshop.expert import Seen
+from worldsmith.envs.toolshop.tasks import RESPOND, Task, check, expert_action, resolve, task_book
 from worldsmith.envs.toolshop.tools import TOOLS, is_error_text, run_tool, tool_schemas
 from worldsmith.traces.model import Action, Observation
 
