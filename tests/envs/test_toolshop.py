@@ -7,7 +7,16 @@ import random
 
 import pytest
 
-from worldsmith.envs import EnvError, ExpertPolicy, UnknownTaskError, check_env, make, record_episode
+from worldsmith.envs import (
+    EnvError,
+    ExpertPolicy,
+    ProbingPolicy,
+    UnknownTaskError,
+    check_env,
+    make,
+    make_policy,
+    record_episode,
+)
 from worldsmith.envs.toolshop import ToolshopEnv, base_db, is_error_text, task_book, tool_schemas
 from worldsmith.envs.toolshop.db import Store
 from worldsmith.envs.toolshop.tools import run_tool
@@ -21,11 +30,12 @@ def env() -> ToolshopEnv:
     return environment
 
 
-def _task_of_kind(kind: str, db: int = 0) -> tuple[str, object]:
+def _task_of_kind(kind: str, db: int = 0, **said: object) -> tuple[str, object]:
+    """The first single-goal task of a kind (whose goal says `said`, where given)."""
     book = task_book(db)
     for index in range(2000):
         spec = book.spec(index)
-        if [goal.kind for goal in spec.goals] == [kind]:
+        if [goal.kind for goal in spec.goals] == [kind] and said.items() <= spec.goals[0].said.items():
             return f"db={db}:task={index}", spec
     raise AssertionError(f"no single-goal {kind} task in the first 2000")
 
@@ -72,16 +82,18 @@ def test_tasks_are_many_distinct_and_stable(env: ToolshopEnv) -> None:
 
 def test_expert_wins_every_sampled_task(env: ToolshopEnv) -> None:
     rng = random.Random(7)
-    tasks = [f"db={db}:task={rng.randrange(20_000)}" for db in (0, 1) for _ in range(100)]
-    lost = []
+    tasks = [f"db={db}:task={rng.randrange(size)}" for db, size in ((0, 20_000), (1, 2_000)) for _ in range(100)]
+    lost, refused = [], []
     for task in tasks:
         episode = record_episode(env, ExpertPolicy(), task, max_steps=40)
         if not episode.success:
             lost.append((task, episode.metadata))
         names = [turn.action.name for turn in episode.turns]
         assert names[0].startswith("find_user_id_by_") and names[1] == "get_user"  # query, read, then the rest
-        assert not any(turn.info["error"] for turn in episode.turns)
+        refused.extend(turn.observation.text for turn in episode.turns if turn.info["error"])
     assert lost == []
+    # the only failures an expert meets: customers asking for what the shop refuses (and the gold is no change)
+    assert set(refused) <= {"Error: non-pending order cannot be cancelled", "Error: gift card balance is not enough"}
 
 
 def test_an_episode_is_reproducible(env: ToolshopEnv) -> None:
@@ -92,7 +104,7 @@ def test_an_episode_is_reproducible(env: ToolshopEnv) -> None:
 
 
 def test_a_write_changes_state_a_reread_shows_it_and_the_next_episode_starts_fresh(env: ToolshopEnv) -> None:
-    task, spec = _task_of_kind("cancel")
+    task, spec = _task_of_kind("cancel", pending=True)
     order_id = spec.goals[0].gold["order_id"]
     env.reset(task)
     before = json.loads(env.step(Action(name="get_order", arguments={"order_id": order_id})).observation.text)
@@ -208,3 +220,82 @@ def test_tools_have_openai_schemas() -> None:
         function = schema["function"]
         assert schema["type"] == "function" and function["description"]
         assert set(function["parameters"]["required"]) <= set(function["parameters"]["properties"])
+
+
+# --------------------------------------------------------------------------------------------
+# The probing policy
+# --------------------------------------------------------------------------------------------
+
+_BAD_STATE = ("Error: non-pending order cannot be cancelled", "Error: non-delivered order cannot be",
+              "is already closed", "payment method not found", "Error: card already on file",
+              "Error: amount must be between", "Error: gift card balance is not enough")
+
+
+def _probe(env, tasks: list[str], max_steps: int) -> tuple[list, list[list[str]]]:
+    episodes, choices = [], []
+    for task in tasks:
+        policy = make_policy("probing", seed=0)
+        episodes.append(record_episode(env, policy, task, max_steps=max_steps))
+        choices.append(list(policy.choices))
+    return episodes, choices
+
+
+def _rereads(episode) -> int:
+    """Successful writes followed within three calls by a read of what the write named or answered."""
+    count = 0
+    for position, write in enumerate(episode.turns):
+        if not write.info.get("write") or write.info["error"]:
+            continue
+        named = set(map(str, write.action.arguments.values())) | set(map(str, _fields(write.observation.text)))
+        count += any(after.action.name.startswith(("get_", "search_", "list_")) and after.action.arguments
+                     and set(map(str, after.action.arguments.values())) <= named
+                     for after in episode.turns[position + 1:position + 4])
+    return count
+
+
+def _fields(text: str) -> list:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return [item for item in value.values() if isinstance(item, str)] if isinstance(value, dict) else []
+
+
+def test_probing_on_toolshop_rereads_finds_nothing_and_fails(env: ToolshopEnv) -> None:
+    episodes, choices = _probe(env, [f"db=0:task={index}" for index in range(60)], 40)
+    assert {choice for run in choices for choice in run} == {"expert", "reread", "query", "fail"}
+    texts = [turn.observation.text for episode in episodes for turn in episode.turns]
+    assert sum(_rereads(episode) for episode in episodes) >= 20
+    assert texts.count("[]") >= 10
+    assert sum("not found" in text for text in texts) >= 30
+    bad_state = [text for text in texts if any(marker in text for marker in _BAD_STATE)]
+    assert len(bad_state) >= 10 and len({text[:30] for text in bad_state}) >= 3
+    assert all(episode.metadata.get("error") is None for episode in episodes)
+    assert all(episode.metadata["terminated"] for episode in episodes)  # every one ends with the reply
+    assert sum(bool(episode.success) for episode in episodes) >= 50  # probes rarely spoil the goal
+    again, _ = _probe(env, ["db=0:task=3"], 40)
+    assert [t.action for t in again[0].turns] == [t.action for t in episodes[3].turns]  # seeded
+
+
+def test_probing_policy_options() -> None:
+    policy = make_policy("probing", seed=1, options={"fail": 0.5, "probes_before_respond": 4})
+    assert isinstance(policy, ProbingPolicy) and policy.weights["fail"] == 0.5
+    with pytest.raises(ValueError, match="probing policy"):
+        make_policy("probing", options={"curiosity": 1})
+    with pytest.raises(ValueError, match=">= 0"):
+        ProbingPolicy(expert=-1)
+
+
+def test_probing_on_bfcl_rereads_and_fails() -> None:
+    pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed")
+    pytest.importorskip("mpmath")
+    bfcl = make("bfcl")
+    tasks = ["multi_turn_base_1", "multi_turn_base_15", "multi_turn_base_51", "multi_turn_base_102",
+             "multi_turn_base_151"]
+    episodes, choices = _probe(bfcl, tasks, 100)
+    assert {"expert", "reread", "query", "fail"} <= {choice for run in choices for choice in run}
+    errors = [turn for episode in episodes for turn in episode.turns if turn.info["error"]]
+    assert len(errors) >= 10
+    assert any("No such file or directory" in turn.observation.text for turn in errors)  # a missing name
+    assert any("missing" in turn.observation.text and "required" in turn.observation.text for turn in errors)
+    assert all(episode.metadata["terminated"] for episode in episodes)  # the expert's hand-overs still come

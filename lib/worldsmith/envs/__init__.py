@@ -31,6 +31,7 @@ from worldsmith.envs.policies import (
     ReplayPolicy,
     make_policy,
 )
+from worldsmith.envs.probing import ProbingPolicy
 from worldsmith.envs.recorder import EpisodeRecorder, episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
 
@@ -96,6 +97,7 @@ __all__ = [
     "InvalidActionError",
     "LLMPolicy",
     "Policy",
+    "ProbingPolicy",
     "RandomPolicy",
     "ReplayPolicy",
     "Step",

@@ -120,6 +120,9 @@ class GoalKind:
 
 
 class Cancel(GoalKind):
+    """Cancel the pending order with a product; one in four customers name an order that is past pending
+    (the expert tries, the shop refuses: the gold outcome is no change)."""
+
     name, weight = "cancel", 10
     _REASONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "ordered by mistake": ("I ordered it by mistake", "it was a mistake to order it"),
@@ -127,22 +130,32 @@ class Cancel(GoalKind):
     }
 
     def draw(self, db: BaseDB, user: dict[str, Any], rng: random.Random) -> Goal | None:
-        found = _unique_line(rng, _orders(db, user, "pending"))
+        pending = rng.random() < 0.75
+        everything = _orders(db, user)
+        if pending:
+            found = _unique_line(rng, _orders(db, user, "pending"))
+        else:
+            late = [o for o in everything if o["status"] in ("processed", "shipped", "delivered")]
+            found = _unique_line(rng, late, everything)
         if found is None:
             return None
-        return Goal(self.name, {"product": found[1]["name"], "reason": rng.choice(CANCEL_REASONS)},
-                    {"order_id": found[0]["order_id"]})
+        return Goal(self.name, {"product": found[1]["name"], "reason": rng.choice(CANCEL_REASONS), "pending": pending},
+                    {"order_id": found[0]["order_id"], "status": found[0]["status"]})
 
     def words(self, said: dict[str, Any], rng: random.Random) -> str:
-        return rng.choice(("Please cancel my pending order with the {p}, because {r}.",
-                           "I want to cancel the pending order that has a {p} in it: {r}.")).format(
-            p=said["product"], r=rng.choice(self._REASONS[said["reason"]]))
+        which = "pending order" if said["pending"] else "order"
+        return rng.choice(("Please cancel my {w} with the {p}, because {r}.",
+                           "I want to cancel the {w} that has a {p} in it: {r}.")).format(
+            w=which, p=said["product"], r=rng.choice(self._REASONS[said["reason"]]))
 
     def gold_calls(self, goal: Goal, user_id: str, store: Store) -> list[Call]:
+        if goal.gold["status"] != "pending":
+            return []
         return [("cancel_order", {"order_id": goal.gold["order_id"], "reason": goal.said["reason"]})]
 
     def play(self, goal: Goal, memory: Memory, user_id: str) -> str:
-        order = order_with(memory, order_ids(memory, user_id, "pending"), [goal.said["product"]])
+        status = "pending" if goal.said["pending"] else None
+        order = order_with(memory, order_ids(memory, user_id, status), [goal.said["product"]])
         memory.call("cancel_order", order_id=order["order_id"], reason=goal.said["reason"])
         return f"Your order {order['order_id']} is cancelled; the refund is on its way."
 
@@ -290,6 +303,8 @@ class Buy(GoalKind):
         choices = [("card", card) for card in cards] + ([("paypal", paypal)] if paypal else [])
         if gift is not None and cards:
             choices += [("gift card", gift)] * 2
+        if gift is not None:
+            choices.append(("gift card only", gift))  # may fall short: the shop refuses, nothing changes
         if not available or not choices:
             return None
         variant = rng.choice(available)
@@ -310,6 +325,8 @@ class Buy(GoalKind):
             return f"{wanted} Charge my {said['brand']} card ending in {said['last4']}."
         if said["pay"] == "paypal":
             return f"{wanted} I'll pay with PayPal."
+        if said["pay"] == "gift card only":
+            return f"{wanted} Use my gift card for it, nothing else."
         return (f"{wanted} Pay with my gift card; if its balance is short, first top it up from my "
                 f"{said['top_up_brand']} card ending in {said['top_up_last4']} by the missing amount rounded up to "
                 "whole dollars.")
@@ -322,11 +339,13 @@ class Buy(GoalKind):
     def gold_calls(self, goal: Goal, user_id: str, store: Store) -> list[Call]:
         gold = goal.gold
         calls: list[Call] = []
-        if goal.said["pay"] == "gift card":
+        if goal.said["pay"] in ("gift card", "gift card only"):
             user = store.get("users", user_id)
             assert user is not None
             price = store.base.products[store.base.items[gold["item_id"]]]["variants"][gold["item_id"]]["price"]
             amount = self.top_up(price, user["payment_methods"][gold["payment_method_id"]]["balance"])
+            if amount and goal.said["pay"] == "gift card only":
+                return []  # the balance is not enough and the customer allows nothing else
             if amount:
                 calls.append(("top_up_gift_card", {"user_id": user_id, "gift_card_id": gold["payment_method_id"],
                                                    "amount": amount, "source_payment_method_id": gold["top_up_card_id"]}))
@@ -352,7 +371,7 @@ class Buy(GoalKind):
         else:
             gift = gift_of(on_file)
             method, amount = gift["id"], self.top_up(variant["price"], gift["balance"])
-            if amount:
+            if amount and said["pay"] == "gift card":
                 memory.call("top_up_gift_card", user_id=user_id, gift_card_id=method, amount=amount,
                             source_payment_method_id=card_id(on_file, said["top_up_brand"], said["top_up_last4"]))
         order = json.loads(memory.call("place_order", user_id=user_id, item_ids=[variant["item_id"]],
