@@ -299,3 +299,59 @@ def test_probing_on_bfcl_rereads_and_fails() -> None:
     assert any("No such file or directory" in turn.observation.text for turn in errors)  # a missing name
     assert any("missing" in turn.observation.text and "required" in turn.observation.text for turn in errors)
     assert all(episode.metadata["terminated"] for episode in episodes)  # the expert's hand-overs still come
+
+
+# --------------------------------------------------------------------------------------------
+# Conversations and samples
+# --------------------------------------------------------------------------------------------
+
+
+def test_conversations_are_agent_transcripts_that_ingest(tmp_path, capsys) -> None:
+    from worldsmith.cli.main import main
+    from worldsmith.envs.toolshop.conversations import conversations
+    from worldsmith.workspace import Workspace
+
+    records = conversations(20, db=0, seed=3, toolless_rate=0.1)
+    assert records == conversations(20, db=0, seed=3, toolless_rate=0.1)  # deterministic
+    toolless = [r for r in records if not any(m.get("tool_calls") for m in r["messages"])]
+    assert len(toolless) == 2
+    for record in records:
+        messages = record["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"] and messages[-1]["role"] == "assistant"
+        calls = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        results = [m for m in messages if m["role"] == "tool"]
+        assert [c["id"] for c in calls] == [m["tool_call_id"] for m in results]
+        for call in calls:
+            assert call["function"]["name"] in {t["function"]["name"] for t in record["tools"]}
+            json.loads(call["function"]["arguments"])
+    path = tmp_path / "shop.openai.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    root = str(tmp_path / "ws")
+    assert main(["ingest", str(path), "--dataset", "shop", "--workspace", root, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["files"][0]["format"] == "openai"
+    assert summary["episodes"] >= 18  # the tool-less two may be rejected until dialogue-only episodes import
+    with_tools = {r["id"]: r for r in records if r not in toolless}
+    dataset = Workspace(tmp_path / "ws").dataset("shop")
+    for episode in dataset.iter_episodes():
+        if episode.id in with_tools:
+            record = with_tools[episode.id]
+            tool_texts = [m["content"] for m in record["messages"] if m["role"] == "tool"]
+            assert [turn.observation.text for turn in episode.turns] == tool_texts
+    assert {e.id for e in dataset.iter_episodes()} >= set(with_tools)
+
+
+def test_committed_samples_are_small_and_regenerable() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "data_samples"
+    for name, lines in (("collected/toolshop.jsonl", 30), ("collected/toolshop_probing.jsonl", 30),
+                        ("toolshop_conversations.openai.jsonl", 40)):
+        path = root / name
+        assert path.stat().st_size < 800_000, name
+        assert len(path.read_text().splitlines()) == lines, name
+    expert = [json.loads(line) for line in (root / "collected/toolshop.jsonl").read_text().splitlines()]
+    assert all(episode["success"] for episode in expert)
+    first = expert[0]
+    again = record_episode(make("toolshop"), ExpertPolicy(), first["task_id"])
+    assert [t.observation.text for t in again.turns] == [t["observation"]["text"] for t in first["turns"]]
