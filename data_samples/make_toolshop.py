@@ -3,11 +3,14 @@
     .venv/bin/python data_samples/make_toolshop.py                 # the three sample files (a few seconds)
     .venv/bin/python data_samples/make_toolshop.py --bench 1000    # also: episodes per CPU-second, 2 workers
 
-* collected/toolshop.jsonl: expert episodes of 30 tasks of database 0 (with ground-truth state),
+* toolshop/expert.jsonl: expert episodes of 30 tasks of database 0 (with ground-truth state),
   exactly as `worldsmith collect toolshop --tasks ...` records them;
-* collected/toolshop_probing.jsonl: the probing policy on the same 30 tasks (seed 0, no state);
-* toolshop_conversations.openai.jsonl: 40 scripted agent transcripts in the OpenAI chat format,
+* toolshop/probing.jsonl: the probing policy on the same 30 tasks (seed 0, no state);
+* toolshop/conversations.openai.jsonl: 40 scripted agent transcripts in the OpenAI chat format,
   4 of them without any tool call (policy questions answered directly).
+
+The folder is kept out of the workbench's first-start import of data_samples/ (like alfworld/ and
+models/): its task families would reshuffle the seeded split the bundled ALFWorld worldbook uses.
 
 Everything is deterministic: the database, the tasks and the policies are seeded, and the
 files are written with a fixed layout. Nothing needs bfcl, TextWorld or the other environments.
@@ -33,9 +36,9 @@ from worldsmith.envs.toolshop.conversations import conversations  # noqa: E402
 from worldsmith.traces.exporters import export_episodes  # noqa: E402
 from worldsmith.workspace import Workspace  # noqa: E402
 
-EXPERT_FILE = "collected/toolshop.jsonl"
-PROBING_FILE = "collected/toolshop_probing.jsonl"
-CONVERSATIONS_FILE = "toolshop_conversations.openai.jsonl"
+EXPERT_FILE = "toolshop/expert.jsonl"
+PROBING_FILE = "toolshop/probing.jsonl"
+CONVERSATIONS_FILE = "toolshop/conversations.openai.jsonl"
 SAMPLE_TASKS = [f"db=0:task={index}" for index in sorted(random.Random("toolshop-samples").sample(range(20_000), 30))]
 CONVERSATIONS, TOOLLESS_RATE = 40, 0.1
 

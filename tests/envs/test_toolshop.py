@@ -345,12 +345,12 @@ def test_committed_samples_are_small_and_regenerable() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "data_samples"
-    for name, lines in (("collected/toolshop.jsonl", 30), ("collected/toolshop_probing.jsonl", 30),
-                        ("toolshop_conversations.openai.jsonl", 40)):
+    for name, lines in (("toolshop/expert.jsonl", 30), ("toolshop/probing.jsonl", 30),
+                        ("toolshop/conversations.openai.jsonl", 40)):
         path = root / name
         assert path.stat().st_size < 800_000, name
         assert len(path.read_text().splitlines()) == lines, name
-    expert = [json.loads(line) for line in (root / "collected/toolshop.jsonl").read_text().splitlines()]
+    expert = [json.loads(line) for line in (root / "toolshop/expert.jsonl").read_text().splitlines()]
     assert all(episode["success"] for episode in expert)
     first = expert[0]
     again = record_episode(make("toolshop"), ExpertPolicy(), first["task_id"])
