@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from worldsmith.envs.base import EnvBase, EnvError, Step, UnknownTaskError
 from worldsmith.envs.bfcl import _call_from_action
 from worldsmith.envs.toolshop.db import Store, base_db
@@ -111,8 +113,10 @@ class ToolshopEnv(EnvBase):
         episode = self._episode
         if episode is None:
             return None
-        return {"db": episode.task.spec.db, "user": episode.store.get("users", episode.task.spec.user_id),
-                "changed": episode.store.snapshot()}
+        state = {"db": episode.task.spec.db, "user": episode.store.get("users", episode.task.spec.user_id),
+                 "changed": episode.store.snapshot()}
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(state))  # a snapshot: later writes must not show in it
+        return copied
 
     def close(self) -> None:
         self._episode = None
