@@ -225,6 +225,8 @@ def test_tools_have_openai_schemas() -> None:
         function = schema["function"]
         assert schema["type"] == "function" and function["description"]
         assert set(function["parameters"]["required"]) <= set(function["parameters"]["properties"])
+    schemas[0]["function"]["parameters"]["properties"].clear()
+    assert tool_schemas()[0]["function"]["parameters"]["properties"]  # a copy each time
 
 
 # --------------------------------------------------------------------------------------------
