@@ -6,11 +6,17 @@ One `predict`:
    arguments) and type-check it (required arguments present);
 2. check *every* executable rule of the action against the session state (no retrieval limit can
    hide one); equal-rank rules that both hold with different templates are a recorded conflict;
-3. **fast path**: the chosen rule renders the observation from arguments and state;
-   **agent route** otherwise, when a model is attached: a brief and a bounded tool loop
-   (`sim.agent`), ending in a submitted transition;
-   **no model**: the observation this same action got earlier in the episode (episode memory), else
-   the closest evidence for the action adapted to the current arguments, marked as a fallback;
+3. ask every registered answer source (`sim.sources`, in registration order) for its answer: the
+   rule fast path (the chosen rule renders the observation from arguments and state), episode
+   memory, places and the map, entity records, fields, scope, inventory, aligned evidence, the
+   shell; each answer passes the post-processing hooks (turn counters set for this episode, a
+   place's view refreshed with the `view_edits` source's edits); routing (`sim.routing`) picks
+   one by the route table's held-out record;
+   **model stage** where none was chosen and no rule rendered, when a model is attached: the agent
+   route, a brief and a bounded tool loop (`sim.agent`), ending in a submitted transition;
+   **fallback stage** otherwise: the closest evidence for the action adapted to the current
+   arguments, marked as a fallback; the answer's trailing line is then adjusted where the route
+   table says so (the `suffixes` source), and `Audit.source` names the answer that was used;
 4. the proposed effects are validated on a copy of the state against the state schema and the
    trust policy (`rules_only`: only a supporting rule's effects; `schema_checked`: schema-valid
    effects are accepted and flagged); rejected effects leave the state unchanged, recorded;

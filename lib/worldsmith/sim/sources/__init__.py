@@ -7,21 +7,8 @@ agent route) and `nearest` (nearest evidence, the fallback). Adding a source is 
 $WORLDSMITH_SOURCE_PLUGINS (or by the caller before the harness is built).
 """
 
-from worldsmith.sim.sources import (
-    aligned,  # noqa: F401
-    entities,  # noqa: F401
-    fields,  # noqa: F401
-    inventory,  # noqa: F401
-    memory,  # noqa: F401
-    model,  # noqa: F401
-    nearest,  # noqa: F401
-    places,  # noqa: F401
-    rules,  # noqa: F401  (each module registers its source on import, in this order)
-    scope,  # noqa: F401
-    shell,  # noqa: F401
-    suffixes,  # noqa: F401
-    views,  # noqa: F401
-)
+import importlib
+
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, SourceSpec, Step, TrackerSource
 from worldsmith.sim.sources.registry import (
     SOURCE_PLUGINS_VARIABLE,
@@ -51,3 +38,10 @@ __all__ = [
     "source_specs",
     "unregister_source",
 ]
+
+# Each built-in module registers its source on import; this order is the order sources are asked (a plugin's
+# source comes after them).
+BUILTIN_SOURCES = ("rules", "entities", "fields", "places", "aligned", "shell", "inventory", "scope", "memory",
+                   "views", "suffixes", "model", "nearest")
+for _module in BUILTIN_SOURCES:
+    importlib.import_module(f"{__name__}.{_module}")
