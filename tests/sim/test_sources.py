@@ -22,6 +22,7 @@ from worldsmith.sim.sources import (
     Proposal,
     SourceSpec,
     answer_source,
+    build_order,
     register_source,
     routed_answers,
     source_specs,
@@ -72,7 +73,8 @@ def test_the_routing_tables_are_derived_from_the_registry_and_keep_their_values(
     assert routing.ROUTE_NAMES["place_evidence"] == "evidence:place" and routing.ROUTE_NAMES["map"] == "state:map"
     specs = source_specs()
     assert [n for n, s in specs.items() if s.stage != "routed"] == ["model", "nearest"]
-    assert list(specs).index("places") < list(specs).index("inventory") < list(specs).index("scope")
+    built = [spec.name for spec in build_order(specs)]  # each after what it requires
+    assert built.index("places") < built.index("inventory") < built.index("scope") < built.index("view_edits")
 
 
 def test_a_source_in_one_file_answers_is_routed_and_named_in_the_audit(plugin: str) -> None:

@@ -22,12 +22,24 @@ runs only when routing chose nothing and no rule rendered (the agent route); a `
 answers when everything else gave nothing (nearest evidence). A source with no answers (`hooks`)
 only watches the episode for the harness's post-processing (view edits, trailing lines).
 
-A tracker with the older shape (`reset(opening)`, `observe(name, arguments, observation)`,
-`propose(name, arguments, line) -> list[Proposal]`, `snapshot()`) joins through `TrackerSource`:
+Ranks of the built-in answers (lower is preferred on a tie): rule 10, shell 20, entity 30, fields 40,
+scope 50, inventory 60, place_memory 70, map 80, place_view 90, place_form 100, memory_state 110,
+memory 120, scope_form 130, aligned_evidence 140, place_evidence 150.
 
-    @register_source("writes", answers=(Answer("write_effect", route="state:write", rank=35),))
+A tracker of the plain shape (`reset(opening)`, `observe(name, arguments, observation)`,
+`propose(name, arguments, line) -> list[Proposal]`, `snapshot()`) joins through `TrackerSource`, with
+its registration in the same file (a module of this package is imported, and so registered, by
+`sim.sources`; one elsewhere through $WORLDSMITH_SOURCE_PLUGINS):
+
+    @answer_source("writes", snapshot_key="writes", answers=(
+        Answer("write_effect", route="state:write_effect", rank=35, trusted=True, per_action=True),))
     def _writes(context: SourceContext) -> AnswerSource:
         return TrackerSource(WriteTracker(context.evidence), gate=context.tracking)
+
+`gate=context.tracking` answers only while episode state is tracked (`use_memory` and `knowledge` on), as
+the built-in trackers do; `requires=("entities",)` and `context.source("entities").tracker` reach another
+source's tracker (built first). Nothing in the harness changes: it builds, resets, tells and asks every
+registered source, and `Harness.source(name)` returns one.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.facts import ListFormat
@@ -89,10 +101,10 @@ class Proposal:
         return f"{self.source}:{hashlib.sha256(self.form.encode()).hexdigest()[:10]}"
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """The step a source observes or answers: the action as given, its canonical name and named arguments (through
-    the action schema), its action line, the 1-based turn it is, and the state before it.
+    the action schema), its action line, the 1-based turn it is, and the state before it. Immutable, and a
+    NamedTuple rather than a frozen dataclass: the harness builds one or two a turn, and this is four times cheaper.
 
     `audit` is the prediction's audit while one is made (a scratch one otherwise): a source notes there why it
     gave no answer (a rule whose template needs unknown state), the model records its calls there."""
@@ -102,7 +114,7 @@ class Step:
     arguments: dict[str, Any]  # the harness's own dict (not copied: sources only read it)
     line: str
     turn: int
-    state: dict[str, Any] = field(default_factory=dict)  # the harness's state before the step (only read it)
+    state: dict[str, Any]  # the harness's state before the step (not copied: sources only read it)
     audit: Audit | None = None
 
     def note(self, text: str) -> None:

@@ -1,7 +1,7 @@
 """The one registry of answer sources (`@answer_source(...)` / `register_source(...)`), in the manner of `@world_model`.
 
-Registration order is the order sources are asked (and their answers listed); each source is built after
-the sources it `requires`. The routing tables (`sim.routing.PRIORITY`, `ROUTE_NAMES`, the trusted and
+Registration order is the order sources are asked (and their answers listed: routing prefers answers by
+their declared rank, whatever that order); each source is built after the sources it `requires`. The routing tables (`sim.routing.PRIORITY`, `ROUTE_NAMES`, the trusted and
 per-action sets) are derived from the answers registered here. The built-in sources register when
 `worldsmith.sim.sources` is imported; modules named in $WORLDSMITH_SOURCE_PLUGINS (comma-separated) are
 imported on first lookup, so a researcher's source reaches every harness without editing the library.
@@ -22,6 +22,7 @@ __all__ = [
     "SOURCE_PLUGINS_VARIABLE",
     "answer_source",
     "answers",
+    "build_order",
     "build_sources",
     "register_source",
     "routed_answers",
@@ -100,7 +101,7 @@ def routing_order() -> dict[str, Answer]:
     return routed
 
 
-def _ordered(specs: dict[str, SourceSpec]) -> list[SourceSpec]:
+def build_order(specs: dict[str, SourceSpec]) -> list[SourceSpec]:
     """`specs` with each after what it requires (registration order otherwise); a clear error for a missing or
     circular requirement."""
     done: dict[str, SourceSpec] = {}
@@ -129,7 +130,7 @@ def build_sources(template: SourceContext) -> dict[str, AnswerSource]:
     registration order."""
     specs = source_specs()
     built: dict[str, AnswerSource] = {}
-    for spec in _ordered(specs):
+    for spec in build_order(specs):
         context = SourceContext(template.book, template.evidence, template.config, template.harness, template.rules,
                                 template.all_rules, template.formats, spec.requires, built)
         built[spec.name] = spec.factory(context)
