@@ -162,7 +162,8 @@ class _ModelBaseline(WorldModelBase):
         if not observation:
             return self._fall_back(action, retrieved, "the model's reply holds no observation", completion)
         audit = Audit(route="model", source="model", retrieved=retrieved, model_calls=1,
-                      tokens=completion.total_tokens, notes=["served from the response cache"] if completion.cached else [])
+                      tokens=completion.total_tokens,
+                      notes=["served from the response cache"] if completion.cached else [])
         if completion.finish_reason == "length":
             audit.notes.append(f"the reply was cut at max_tokens={self.max_tokens}")
         done = self.fallback is not None and self.fallback.ends(action.name, observation)

@@ -177,7 +177,7 @@ class Harness(WorldModelBase):
         """The learned trailing lines (the `suffixes` source's)."""
         return self.sources["suffixes"].tracker  # type: ignore[attr-defined]
 
-    def step(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit | None = None) -> Step:
+    def current_step(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit | None = None) -> Step:
         """The step `action` is now, as the sources see it."""
         return Step(action=action, name=name, arguments=arguments, line=action_line(action),
                     turn=len(self.history) + 1, state=self.state, audit=audit)
@@ -191,11 +191,12 @@ class Harness(WorldModelBase):
 
     def _observe_item(self, action: Action, observation: str) -> None:
         name, arguments, _ = self.canonical(action)
-        self.state, _ = self._after(name, arguments, action, observation, self.state)
-        self._remember(action, name, arguments, observation)
+        state, _ = self._after(name, arguments, action, observation, self.state)
+        self._remember(action, name, arguments, observation)  # the sources see the state before the step
+        self.state = state
 
     def _remember(self, action: Action, name: str, arguments: dict[str, Any], observation: str) -> None:
-        step = self.step(action, name, arguments)
+        step = self.current_step(action, name, arguments)
         for source in self.sources.values():
             source.observe(step, observation)
 
@@ -220,7 +221,7 @@ class Harness(WorldModelBase):
         """Every routed source's answer for this action now, in registration order, and notes on sources that gave
         none."""
         audit = Audit(route="fast_path")
-        return self._proposals(self.step(action, name, arguments, audit)), audit.notes
+        return self._proposals(self.current_step(action, name, arguments, audit)), audit.notes
 
     def _proposals(self, step: Step) -> list[Proposal]:
         out: list[Proposal] = []
@@ -279,7 +280,7 @@ class Harness(WorldModelBase):
             return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
                               state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
         audit.notes.extend(f"schema: {problem} (answered anyway: the schema was learned)" for problem in problems)
-        step = self.step(action, name, arguments, audit)  # a source's notes on why it gave no answer join the audit
+        step = self.current_step(action, name, arguments, audit)  # sources note in the audit why they gave none
         proposals = self._proposals(step)
         rule_proposal = next((p for p in proposals if p.source == "rule"), None)
         if rule_proposal is not None:
@@ -314,7 +315,7 @@ class Harness(WorldModelBase):
                   outcome: str | None = None, *, unseen: bool = False, step: Step | None = None) -> Prediction:
         """The fallback stage's answer (nearest evidence), or no answer at all (`fallback:none`)."""
         audit.notes.extend(notes)
-        step = step if step is not None else self.step(action, name, arguments, audit)
+        step = step if step is not None else self.current_step(action, name, arguments, audit)
         if unseen:  # an action the book has never seen: only model-stage sources that take unseen actions
             submitted = self._last_resort("model", step, unseen=True)
             if submitted is not None:
@@ -331,8 +332,8 @@ class Harness(WorldModelBase):
         return self._answered(action, name, arguments, found, audit, outcome=outcome or found.outcome, effects=[])
 
     def _suffixed(self, name: str, arguments: dict[str, Any], action: Action, observation: str, audit: Audit) -> str:
-        """The answer with its learned trailing line added or removed (`sim.suffixes`), where the route table's
-        held-out record of such adjustments for this action is not worse than leaving answers alone."""
+        """The answer with its learned trailing line added or removed (the `suffixes` source), where the route
+        table's held-out record of such adjustments for this action is not worse than leaving answers alone."""
         if self.routes is None or not self.suffixes.applies(name):
             return observation
         stats = self.routes.stats(name, "suffix", pooled=False)

@@ -30,7 +30,8 @@ from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.facts import find_lists, learn_list_format, render_list
 from worldsmith.worldbook.model import Evidence
 
-__all__ = ["COMMON_ANSWERS", "Carriers", "InventorySource", "InventoryTracker", "full_name", "learn_carriers", "names", "phrases"]
+__all__ = ["COMMON_ANSWERS", "Carriers", "InventorySource", "InventoryTracker", "full_name", "learn_carriers", "names",
+           "phrases"]
 
 COMMON_ANSWERS = 3  # different answers that make a value (or an argument-less action's answer) vary per episode
 _LIST = "\x00items\x00"  # where an inventory's sentence holds its list

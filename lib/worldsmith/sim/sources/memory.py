@@ -22,7 +22,8 @@ __all__ = ["EpisodeMemory"]
 class EpisodeMemory:
     """Action line -> the last observation it got in this episode; proposes it, and it re-rendered from its form."""
 
-    def __init__(self, all_rules: Mapping[str, Sequence[Rule]], formats: Mapping[str, ListFormat], *, gate: bool = True) -> None:
+    def __init__(self, all_rules: Mapping[str, Sequence[Rule]], formats: Mapping[str, ListFormat], *,
+                 gate: bool = True) -> None:
         self.all_rules = all_rules
         self.formats = formats
         self.gate = gate

@@ -1,10 +1,11 @@
 """The one registry of answer sources (`@answer_source(...)` / `register_source(...)`), in the manner of `@world_model`.
 
 Registration order is the order sources are asked (and their answers listed: routing prefers answers by
-their declared rank, whatever that order); each source is built after the sources it `requires`. The routing tables (`sim.routing.PRIORITY`, `ROUTE_NAMES`, the trusted and
-per-action sets) are derived from the answers registered here. The built-in sources register when
-`worldsmith.sim.sources` is imported; modules named in $WORLDSMITH_SOURCE_PLUGINS (comma-separated) are
-imported on first lookup, so a researcher's source reaches every harness without editing the library.
+their declared rank, whatever that order); each source is built after the sources it `requires`. The
+routing tables (`sim.routing.PRIORITY`, `ROUTE_NAMES`, the trusted and per-action sets) are derived from
+the answers registered here. The built-in sources register when `worldsmith.sim.sources` is imported;
+modules named in $WORLDSMITH_SOURCE_PLUGINS (comma-separated) are imported on first lookup, so a
+researcher's source reaches every harness without editing the library.
 """
 
 from __future__ import annotations

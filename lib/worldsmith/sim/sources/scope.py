@@ -10,7 +10,7 @@ which *scope* predicts it, is learned per action from the evidence, not assumed:
   action that shows no place (an inventory), name it, or the agent holds it: an action that
   *takes* its argument answered naming it, and no action that *releases* it has since. Which
   (action, argument) pairs take and release is learned from the inventories the evidence shows
-  (`sim.inventory.learn_carriers`: the thing joins, or leaves, the next inventory);
+  (`sim.sources.inventory.learn_carriers`: the thing joins, or leaves, the next inventory);
 - a thing is *in scope in the episode* when any observation of the episode so far names it, or it is
   a *common* value of the action: one the evidence answered in `COMMON_ANSWERS` different ways or
   more (`go west` leads to many rooms: a direction is a thing every episode knows; `go zorkmid` is
