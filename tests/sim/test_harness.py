@@ -147,7 +147,7 @@ def test_agent_route_reads_state_then_submits(alfworld_split: tuple[Worldbook, l
         harness.start(opening(episode, 0))
         prediction = harness.predict(action)
         audit = prediction.audit
-        assert audit.route == "agent" and audit.model_calls == 3 and audit.tokens == 45
+        assert audit.route == "agent" and audit.source == "model" and audit.model_calls == 3 and audit.tokens == 45
         assert [call["tool"] for call in audit.tool_calls] == ["read_state", "search", "submit"]
         assert prediction.observation == "You arrive at loc 9. The x is closed."
         assert any("cited items the worldbook does not have" in note for note in audit.notes)
@@ -161,6 +161,7 @@ def test_agent_route_falls_back_when_the_model_never_submits(alfworld_split: tup
     harness.start(opening(episode, 0))
     prediction = harness.predict(action)
     assert prediction.audit.route == "fallback:nearest_evidence" and prediction.observation
+    assert prediction.audit.source == "nearest_evidence"
     assert prediction.audit.model_calls == 4 and "no valid submission" in " ".join(prediction.audit.notes)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldsmith.sim.scope import Refusal, ScopeTracker, _Answer, _general_refusals, _refusals, _Row, _usual_form
+from worldsmith.sim.sources.scope import Refusal, ScopeTracker, _Answer, _general_refusals, _refusals, _Row, _usual_form
 from worldsmith.sim.trackers import PlaceTracker
 from worldsmith.worldbook import Evidence
 

@@ -1,5 +1,9 @@
 """Simulators: the `WorldModel` protocol, persistent sessions, baselines, and the simulator as an `Env`.
 
+The harness answers from plug-in answer sources (`sim.sources`: one module each behind `AnswerSource`, one
+registry, `@answer_source`); routing (`sim.routing`) picks among them by held-out evidence and every
+prediction's audit names its source (`Audit.source`).
+
     from worldsmith.sim import NearestEvidence, Session, SimEnv
     model = NearestEvidence(book)                      # or DirectPrompting(llm), TraceRAG(llm, book), ...
     session = Session.create("runs/s1", book_ref="alfworld@abc123", model=model.name,
@@ -22,9 +26,7 @@ from worldsmith.sim.base import (
 )
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
-from worldsmith.sim.fields import FieldTracker
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
-from worldsmith.sim.inventory import Carriers, InventoryTracker
 from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
 from worldsmith.sim.registry import (
@@ -39,7 +41,6 @@ from worldsmith.sim.registry import (
 )
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.sim.routing import choose_route, learn_routes
-from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.scoring import (
     DiffSegment,
     Score,
@@ -64,7 +65,6 @@ from worldsmith.sim.session import (
     session_name,
     state_differences,
 )
-from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.sidebyside import (
     MethodStatus,
     MethodStep,
@@ -76,10 +76,41 @@ from worldsmith.sim.sidebyside import (
     state_changes,
 )
 from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, SimEnv
-from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal
-from worldsmith.sim.views import ViewEdits
+from worldsmith.sim.sources import (
+    SOURCE_PLUGINS_VARIABLE,
+    Answer,
+    AnswerSource,
+    SourceContext,
+    SourceSpec,
+    Step,
+    TrackerSource,
+    answer_source,
+    register_source,
+    source_specs,
+    unregister_source,
+)
+from worldsmith.sim.sources.aligned import AlignedEvidence
+from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.entities import EntityTracker
+from worldsmith.sim.sources.fields import FieldTracker
+from worldsmith.sim.sources.inventory import Carriers, InventoryTracker
+from worldsmith.sim.sources.places import PlaceTracker
+from worldsmith.sim.sources.scope import ScopeTracker
+from worldsmith.sim.sources.shell import ShellTracker
+from worldsmith.sim.sources.views import ViewEdits
 
 __all__ = [
+    "SOURCE_PLUGINS_VARIABLE",
+    "Answer",
+    "AnswerSource",
+    "SourceContext",
+    "SourceSpec",
+    "Step",
+    "TrackerSource",
+    "answer_source",
+    "register_source",
+    "source_specs",
+    "unregister_source",
     "AlignedEvidence",
     "Carriers",
     "EntityTracker",

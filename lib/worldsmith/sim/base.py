@@ -46,6 +46,8 @@ class Audit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     route: str = Field(description='e.g. "fast_path", "agent", "model", "oracle", "fallback:nearest_evidence".')
+    source: str | None = Field(default=None, description='The answer source that answered, e.g. "rule", "entity", '
+                               '"memory", "nearest_evidence", "model" (`sim.sources`); None: nothing answered.')
     rules: list[str] = Field(default_factory=list, description="Ids of the worldbook rules that fired.")
     retrieved: list[dict[str, Any]] = Field(default_factory=list, description="Evidence or items looked up.")
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)

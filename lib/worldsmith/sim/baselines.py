@@ -107,7 +107,8 @@ class NearestEvidence(WorldModelBase):
         shape = frozenset(arguments) if self.same_shape_first else None
         hits.sort(key=lambda hit: (shape is not None and self._roles[hit.id] != shape, -round(hit.score, 6),
                                    -self._support[(name, self._templates[hit.id])], hit.extra))
-        audit = Audit(route=self.route, retrieved=[hit.to_json() for hit in hits[: self.k]], notes=list(notes))
+        audit = Audit(route=self.route, source="nearest_evidence", retrieved=[hit.to_json() for hit in hits[: self.k]],
+                      notes=list(notes))
         if not hits:
             audit.notes.append(f"no evidence for action {action.name!r}")
             if self.generic_failure is None:
@@ -160,7 +161,8 @@ class _ModelBaseline(WorldModelBase):
         observation = parse_observation(completion.text)
         if not observation:
             return self._fall_back(action, retrieved, "the model's reply holds no observation", completion)
-        audit = Audit(route="model", retrieved=retrieved, model_calls=1, tokens=completion.total_tokens,
+        audit = Audit(route="model", source="model", retrieved=retrieved, model_calls=1,
+                      tokens=completion.total_tokens,
                       notes=["served from the response cache"] if completion.cached else [])
         if completion.finish_reason == "length":
             audit.notes.append(f"the reply was cut at max_tokens={self.max_tokens}")

@@ -6,11 +6,17 @@ One `predict`:
    arguments) and type-check it (required arguments present);
 2. check *every* executable rule of the action against the session state (no retrieval limit can
    hide one); equal-rank rules that both hold with different templates are a recorded conflict;
-3. **fast path**: the chosen rule renders the observation from arguments and state;
-   **agent route** otherwise, when a model is attached: a brief and a bounded tool loop
-   (`sim.agent`), ending in a submitted transition;
-   **no model**: the observation this same action got earlier in the episode (episode memory), else
-   the closest evidence for the action adapted to the current arguments, marked as a fallback;
+3. ask every registered answer source (`sim.sources`, in registration order) for its answer: the
+   rule fast path (the chosen rule renders the observation from arguments and state), episode
+   memory, places and the map, entity records, fields, scope, inventory, aligned evidence, the
+   shell; each answer passes the post-processing hooks (turn counters set for this episode, a
+   place's view refreshed with the `view_edits` source's edits); routing (`sim.routing`) picks
+   one by the route table's held-out record;
+   **model stage** where none was chosen and no rule rendered, when a model is attached: the agent
+   route, a brief and a bounded tool loop (`sim.agent`), ending in a submitted transition;
+   **fallback stage** otherwise: the closest evidence for the action adapted to the current
+   arguments, marked as a fallback; the answer's trailing line is then adjusted where the route
+   table says so (the `suffixes` source), and `Audit.source` names the answer that was used;
 4. the proposed effects are validated on a copy of the state against the state schema and the
    trust policy (`rules_only`: only a supporting rule's effects; `schema_checked`: schema-valid
    effects are accepted and flagged); rejected effects leave the state unchanged, recorded;
@@ -33,19 +39,16 @@ from worldsmith.envs.base import as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
-from worldsmith.sim.fields import FieldTracker
-from worldsmith.sim.inventory import InventoryTracker
 from worldsmith.sim.retrieval import action_arguments
-from worldsmith.sim.routing import ROUTE_NAMES, choose_route
-from worldsmith.sim.scope import ScopeTracker
-from worldsmith.sim.shell_state import ShellTracker
-from worldsmith.sim.suffixes import SuffixConditions
-from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
-from worldsmith.sim.views import ViewEdits
+from worldsmith.sim.routing import choose_route
+from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, SourceSpec, Step
+from worldsmith.sim.sources.registry import build_sources, source_specs
+from worldsmith.sim.sources.suffixes import SuffixConditions
+from worldsmith.sim.turn_counter import TurnCounter
 from worldsmith.traces.model import Action
-from worldsmith.worldbook.engine import EffectError, apply_effects, match_template, render, resolve_path
+from worldsmith.worldbook.engine import EffectError, apply_effects, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
-from worldsmith.worldbook.replay import list_formats, observe_turn, select_rule
+from worldsmith.worldbook.replay import list_formats, observe_turn
 from worldsmith.worldbook.termination import predicts_done
 
 __all__ = ["Harness", "HarnessConfig", "schema_problems"]
@@ -66,7 +69,6 @@ class HarnessConfig:
 
 
 _ANY_KEY = "\x00"  # `{key}` in a schema path: any one segment
-_VIEWS = frozenset({"place_memory", "map", "place_view", "memory"})  # sources that may answer with a place's view
 
 
 def _schema_segments(book: Worldbook) -> list[list[str]]:
@@ -117,20 +119,16 @@ class Harness(WorldModelBase):
                 self.rules.setdefault(rule.action, []).append(rule)
             for rule in sorted(book.rules, key=lambda r: (not r.executable, -r.support, r.id)):
                 self.all_rules.setdefault(rule.action, []).append(rule)
-        self.nearest = NearestEvidence(book, same_shape_first=True) if config.knowledge and book.evidence else None
-        self.memory: dict[str, str] = {}  # action line -> the last observation it got in this episode
         evidence = book.evidence if config.knowledge else []
-        self.places = PlaceTracker(evidence)
-        self.entities = EntityTracker(evidence)
-        self.fields = FieldTracker(evidence)
-        self.aligned = AlignedEvidence(evidence)
-        self.shell = ShellTracker(evidence)
-        self.inventory = InventoryTracker(evidence, place_of=self.places.place_of)
-        self.view_edits = ViewEdits(evidence, view_of=self.places.view_of, carriers=self.inventory.carriers,
-                                    joins_front=next(iter(self.inventory.front.values()), None))
-        self.scope = ScopeTracker(evidence, place_of=self.places.place_of, carriers=self.inventory.carriers)
         self.counter = TurnCounter(evidence)
-        self.suffixes = SuffixConditions(evidence)
+        self.specs: dict[str, SourceSpec] = source_specs()
+        self.sources: dict[str, AnswerSource] = build_sources(
+            SourceContext(book, evidence, config, self, self.rules, self.all_rules, self.formats))
+        self.answers: dict[str, Answer] = {a.name: a for spec in self.specs.values() for a in spec.answers}
+        self._stages: dict[str, list[tuple[SourceSpec, AnswerSource]]] = {}
+        for source_name, spec in self.specs.items():
+            self._stages.setdefault(spec.stage, []).append((spec, self.sources[source_name]))
+        self._refresh = getattr(self.sources.get("view_edits"), "refresh", None)  # the view-edits hook
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness-no-book"  # the registered name (sim.factory)
@@ -165,38 +163,42 @@ class Harness(WorldModelBase):
         return observe_turn(self.rules.get(name, []), self._evidence(name, arguments, action, observation), state,
                             self.formats)
 
+    def source(self, name: str) -> AnswerSource:
+        """The built source registered as `name` (`sim.sources`)."""
+        return self.sources[name]
+
+    @property
+    def nearest(self) -> NearestEvidence | None:
+        """Nearest evidence on the book (the fallback source's; None without knowledge or evidence)."""
+        return getattr(self.sources.get("nearest"), "nearest", None)
+
+    @property
+    def suffixes(self) -> SuffixConditions:
+        """The learned trailing lines (the `suffixes` source's)."""
+        return self.sources["suffixes"].tracker  # type: ignore[attr-defined]
+
+    def current_step(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit | None = None) -> Step:
+        """The step `action` is now, as the sources see it."""
+        return Step(action=action, name=name, arguments=arguments, line=action_line(action),
+                    turn=len(self.history) + 1, state=self.state, audit=audit)
+
     def _on_start(self) -> None:
-        """Rebuild state, episode memory and the trackers by reading the observed prefix."""
-        self.memory = {}
-        self.places.reset(self.initial_observation)
-        self.entities.reset()
-        self.fields.reset()
-        self.aligned.reset()
-        self.shell.reset(self.initial_observation)
-        self.scope.reset(self.initial_observation)
-        self.inventory.reset(self.initial_observation)
-        self.view_edits.reset(self.initial_observation)
-        self.suffixes.reset()
+        """Rebuild state and every source by reading the observed prefix."""
+        for source in self.sources.values():
+            source.reset(self.initial_observation)
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
     def _observe_item(self, action: Action, observation: str) -> None:
         name, arguments, _ = self.canonical(action)
-        self.state, _ = self._after(name, arguments, action, observation, self.state)
-        self._remember(action, name, arguments, observation)
+        state, _ = self._after(name, arguments, action, observation, self.state)
+        self._remember(action, name, arguments, observation)  # the sources see the state before the step
+        self.state = state
 
     def _remember(self, action: Action, name: str, arguments: dict[str, Any], observation: str) -> None:
-        line = action_line(action)
-        self.memory[line] = observation
-        self.places.observe(name, line, observation)
-        self.entities.observe(name, arguments, observation)
-        self.fields.observe(name, arguments, observation)
-        self.aligned.observe(line, observation)
-        self.shell.observe(line, observation)
-        self.scope.observe(name, arguments, observation)
-        self.inventory.observe(name, arguments, observation)
-        self.view_edits.observe(name, arguments, observation)
-        self.suffixes.observe(line, observation)
+        step = self.current_step(action, name, arguments)
+        for source in self.sources.values():
+            source.observe(step, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -210,62 +212,55 @@ class Harness(WorldModelBase):
         self._remember(action, name, arguments, prediction.observation)
 
     def tracked(self) -> dict[str, Any]:
-        """What the trackers believe now (place, map, entity records): for the audit and for people."""
-        return {"places": self.places.snapshot(), "entities": self.entities.snapshot(),
-                "fields": self.fields.snapshot(), "shell": self.shell.snapshot(),
-                "scope": self.scope.snapshot(), "carried": self.inventory.snapshot(),
-                "trailing lines": self.suffixes.snapshot()}
+        """What the sources believe now (place, map, entity records): for the audit and for people."""
+        return {spec.snapshot_key: self.sources[name].snapshot() for name, spec in self.specs.items()
+                if spec.snapshot_key is not None}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
-        """Every source's answer for this action now, in priority order, and notes on sources that gave none."""
-        notes: list[str] = []
+        """Every routed source's answer for this action now, in registration order, and notes on sources that gave
+        none."""
+        audit = Audit(route="fast_path")
+        return self._proposals(self.current_step(action, name, arguments, audit)), audit.notes
+
+    def _proposals(self, step: Step) -> list[Proposal]:
         out: list[Proposal] = []
-        line = action_line(action)
-        candidates = [rule for rule in self.rules.get(name, []) if rule.executable]
-        selection = select_rule(candidates, arguments, self.state)
-        rule = selection.rule
-        if rule is not None:
-            observation = render(rule.template, arguments, self.state, self.formats)
-            if observation is not None:
-                proposal = Proposal("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
-                                    form=rule.template, conflicts=list(selection.conflicts))
-                if selection.route == "assumed":
-                    proposal.notes.append("conditions of a more specific rule are unknown here: assumed")
-                out.append(proposal)
-            else:
-                notes.append(f"rule {rule.id} applies but its template needs state not known yet")
-        if self.config.use_memory and self.config.knowledge:
-            out += self.entities.propose(name, arguments)
-            out += self.fields.propose(name, arguments)
-            out += self.places.propose(name, line)
-            out += self.aligned.propose(line)
-            out += self.shell.propose(line)
-            out += self.scope.propose(name, arguments, carried_known=self.inventory.known)
-            out += self.inventory.propose(name, arguments)
-        if self.config.use_memory and line in self.memory:
-            remembered = self.memory[line]
-            out.append(Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"]))
-            updated = self._rerender(name, arguments, remembered)
-            if updated is not None and updated != remembered:
-                out.append(Proposal("memory_state", updated, notes=[
-                    "the earlier observation of this action in its own form, with the state as it is now"]))
-        turn = len(self.history) + 1
-        for proposal in out:  # an answer recalled from elsewhere prints this episode's turn count
-            proposal.observation = self.counter.fix(proposal.observation, turn)
-            refreshed = self.view_edits.refresh(proposal.observation) if proposal.source in _VIEWS else None
-            if refreshed is not None:  # a place as last seen, changed since by what was done there
+        for _, source in self._stages.get("routed", ()):
+            out += source.propose(step)
+        self._post_process(out, step.turn)
+        return out
+
+    def _post_process(self, proposals: list[Proposal], turn: int) -> None:
+        """The hooks every answer passes: turn counters set for this episode (an answer recalled from elsewhere),
+        a place's view refreshed with the learned edits of what was done there since (`view_edits`)."""
+        refresh = self._refresh
+        for proposal in proposals:
+            answer = self.answers.get(proposal.source)
+            if answer is None or answer.fix_turns:
+                proposal.observation = self.counter.fix(proposal.observation, turn)
+            refreshed = refresh(proposal.observation) if refresh is not None and answer is not None and answer.view \
+                else None
+            if refreshed is not None:
                 proposal.observation = refreshed
                 proposal.notes.append("the place as last seen, with the learned edits of what was done there since")
-        return out, notes
 
-    def _rerender(self, name: str, arguments: dict[str, Any], observation: str) -> str | None:
-        """`observation` re-rendered from the form it fits (any rule of the action, whatever its status) with the
-        current state: a revisit shows what changed since (an object taken away, a door opened)."""
-        for rule in self.all_rules.get(name, []):
-            if match_template(rule.template, observation, arguments) is not None:
-                return render(rule.template, arguments, self.state, self.formats)
+    def _last_resort(self, stage: str, step: Step, *, unseen: bool) -> Proposal | None:
+        """The first answer of the sources of `stage` ("model" or "fallback"), post-processed; for an action the book
+        has never seen (`unseen`), only from sources that take one."""
+        for spec, source in self._stages.get(stage, ()):
+            if unseen and not spec.unseen_actions:
+                continue
+            found = source.propose(step)
+            if found:
+                self._post_process(found[:1], step.turn)
+                return found[0]
         return None
+
+    def _route(self, proposal: Proposal) -> str:
+        if proposal.route is not None:
+            return proposal.route
+        answer = self.answers.get(proposal.source)
+        return answer.audit_route if answer is not None else f"state:{proposal.source}"
 
     def _predict(self, action: Action) -> Prediction:
         if not self.config.persistent_state:
@@ -277,64 +272,68 @@ class Harness(WorldModelBase):
             chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (None, [])
             if chosen is None:
                 return self._fallback(action, name, arguments, audit, [*problems, *why],
-                                      outcome="failure:unknown_action")
-            audit.route = ROUTE_NAMES.get(chosen.source, f"state:{chosen.source}")
+                                      outcome="failure:unknown_action", unseen=True)
             audit.notes.extend([*problems, *why, *chosen.notes])
             outcome = "failure:unknown_action" if chosen.source == "memory" else chosen.outcome
-            return self._transition(action, name, arguments, chosen.observation, outcome, [], audit, from_rule=False)
+            return self._answered(action, name, arguments, chosen, audit, outcome=outcome, effects=[])
         if problems and self.config.strict_schema:
             return Prediction(observation=self._generic_failure(), outcome="failure:invalid_arguments",
                               state=copy.deepcopy(self.state), audit=Audit(route="rejected", notes=problems))
         audit.notes.extend(f"schema: {problem} (answered anyway: the schema was learned)" for problem in problems)
-        proposals, notes = self.proposals(action, name, arguments)
-        audit.notes.extend(notes)
+        step = self.current_step(action, name, arguments, audit)  # sources note in the audit why they gave none
+        proposals = self._proposals(step)
         rule_proposal = next((p for p in proposals if p.source == "rule"), None)
         if rule_proposal is not None:
             audit.conflicts = list(rule_proposal.conflicts)
         chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
-        if chosen is None and rule_proposal is None and self.llm is not None:
-            from worldsmith.sim.agent import run_agent  # the agent route: a brief and a bounded tool loop
-
-            submitted = run_agent(self, action, name, arguments, audit)
+        if chosen is None and rule_proposal is None:  # the model stage: only where no other source answered
+            submitted = self._last_resort("model", step, unseen=False)
             if submitted is not None:
-                return self._transition(action, name, arguments, submitted.observation, submitted.outcome,
-                                        submitted.effects, audit, from_rule=False)
+                return self._answered(action, name, arguments, submitted, audit, outcome=submitted.outcome,
+                                      effects=submitted.effects)
         if chosen is None:
-            return self._fallback(action, name, arguments, audit, why)
+            return self._fallback(action, name, arguments, audit, why, step=step)
         audit.notes.extend([*why, *chosen.notes])
         if chosen.source == "rule":
             audit.rules = [chosen.rule] if chosen.rule else []
-            return self._transition(action, name, arguments, chosen.observation, chosen.outcome, chosen.effects,
-                                    audit, from_rule=True)
-        audit.route = ROUTE_NAMES.get(chosen.source, f"state:{chosen.source}")
-        return self._transition(action, name, arguments, chosen.observation, chosen.outcome, [], audit,
-                                from_rule=False)
+            return self._answered(action, name, arguments, chosen, audit, outcome=chosen.outcome,
+                                  effects=chosen.effects, from_rule=True)
+        return self._answered(action, name, arguments, chosen, audit, outcome=chosen.outcome, effects=[])
+
+    def _answered(self, action: Action, name: str, arguments: dict[str, Any], answer: Proposal, audit: Audit, *,
+                  outcome: str, effects: list[Effect], from_rule: bool = False) -> Prediction:
+        """The prediction of the chosen answer: its source and route in the audit, then the transition."""
+        audit.route = self._route(answer)
+        audit.source = answer.source
+        return self._transition(action, name, arguments, answer.observation, outcome, effects, audit,
+                                from_rule=from_rule)
 
     def _generic_failure(self) -> str:
         return (self.nearest.generic_failure or "") if self.nearest is not None else ""
 
     def _fallback(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit, notes: list[str],
-                  outcome: str | None = None) -> Prediction:
+                  outcome: str | None = None, *, unseen: bool = False, step: Step | None = None) -> Prediction:
+        """The fallback stage's answer (nearest evidence), or no answer at all (`fallback:none`)."""
         audit.notes.extend(notes)
-        if not self.config.fallback:
+        step = step if step is not None else self.current_step(action, name, arguments, audit)
+        if unseen:  # an action the book has never seen: only model-stage sources that take unseen actions
+            submitted = self._last_resort("model", step, unseen=True)
+            if submitted is not None:
+                return self._answered(action, name, arguments, submitted, audit, outcome=outcome or submitted.outcome,
+                                      effects=submitted.effects)
+        found = self._last_resort("fallback", step, unseen=unseen)
+        if found is None:
             audit.route = "fallback:none"
-            audit.notes.append("fallbacks are off (ablation)")
+            audit.notes.append("fallbacks are off (ablation)" if not self.config.fallback
+                               else "no rule, memory or evidence answers this action")
             return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
-        if self.nearest is None:
-            audit.route = "fallback:none"
-            audit.notes.append("no rule, memory or evidence answers this action")
-            return Prediction(observation="", outcome=outcome or "unknown", state=copy.deepcopy(self.state), audit=audit)
-        nearest = self.nearest.nearest(Action(name=name, arguments=action.arguments, raw=action.raw))
-        audit.route = nearest.audit.route
-        audit.retrieved = nearest.audit.retrieved
-        audit.notes.extend(nearest.audit.notes)
-        observation = self.counter.fix(nearest.observation, len(self.history) + 1)
-        return self._transition(action, name, arguments, observation, outcome or nearest.outcome, [], audit,
-                                from_rule=False)
+        audit.retrieved = found.retrieved
+        audit.notes.extend(found.notes)
+        return self._answered(action, name, arguments, found, audit, outcome=outcome or found.outcome, effects=[])
 
     def _suffixed(self, name: str, arguments: dict[str, Any], action: Action, observation: str, audit: Audit) -> str:
-        """The answer with its learned trailing line added or removed (`sim.suffixes`), where the route table's
-        held-out record of such adjustments for this action is not worse than leaving answers alone."""
+        """The answer with its learned trailing line added or removed (the `suffixes` source), where the route
+        table's held-out record of such adjustments for this action is not worse than leaving answers alone."""
         if self.routes is None or not self.suffixes.applies(name):
             return observation
         stats = self.routes.stats(name, "suffix", pooled=False)

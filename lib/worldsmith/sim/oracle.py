@@ -59,10 +59,11 @@ class RealEnvOracle(WorldModelBase):
             result = self.env.step(action)
         except InvalidActionError as error:
             return Prediction(observation="", outcome="failure:invalid_action", audit=Audit(
-                route="oracle", tool_calls=[{**call, "error": str(error)}], notes=[*notes, str(error)]))
+                route="oracle", source="oracle", tool_calls=[{**call, "error": str(error)}],
+                notes=[*notes, str(error)]))
         self._dirty = True
         won = result.info.get("won")
-        audit = Audit(route="oracle", tool_calls=[call], notes=notes)
+        audit = Audit(route="oracle", source="oracle", tool_calls=[call], notes=notes)
         return Prediction(observation=result.observation.text, reward=float(result.reward),
                           done=bool(result.terminated or result.truncated),
                           outcome="success" if won is True else "unknown", audit=audit)

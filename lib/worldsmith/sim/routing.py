@@ -3,7 +3,9 @@
 `choose_route` picks the answer for a turn from the sources that gave one (a rule, episode state,
 memory): the best source whose held-out replay was not worse than nearest evidence for
 this action, else none
-(nearest evidence answers). `learn_routes` measures that table by cross-fitting: each fold's
+(nearest evidence answers). Which answers are trusted unmeasured, judged per action only, and their
+priority and audit route are declared with each source (`sim.sources`): `PRIORITY`, `ROUTE_NAMES`
+and the sets here are derived from that registry. `learn_routes` measures that table by cross-fitting: each fold's
 worldbook is built without some trajectory families, then a harness on it replays those families
 with teacher forcing and every source's answer is scored beside nearest evidence's. Its `suffix` row
 scores answers with their learned trailing line adjusted (`sim.suffixes`) against the same answers
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from worldsmith.sim.base import action_line
 from worldsmith.sim.scoring import exact_match
-from worldsmith.sim.trackers import Proposal
+from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.registry import answers, routed_answers, routing_order
 from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.routing import RouteTable
 
@@ -26,49 +29,56 @@ if TYPE_CHECKING:
     from worldsmith.sim.harness import Harness
     from worldsmith.worldbook.build import BuildConfig
 
-__all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
-
-# Sources in the order they are preferred when their held-out records tie (or there is no record).
-PRIORITY = ("rule", "shell", "entity", "fields", "scope", "inventory", "place_memory", "map", "place_view",
-            "place_form", "memory_state", "memory", "scope_form", "aligned_evidence", "place_evidence")
-# Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
-_TRUSTED_UNMEASURED = frozenset({"rule", "shell", "entity", "place_memory", "map", "memory"})
-# Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their
-# pooled record, only by the action's own. (`scope`, a refusal of things not in view, is one answer the whole
-# environment gives: an action too rare to have its own record is judged by the pooled one.)
-_PER_ACTION_ONLY = frozenset({"place_view", "place_form", "place_evidence", "aligned_evidence", "scope_form",
-                              "inventory", "fields"})
-# The audit route each source is reported under.
-ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
-               "memory_state": "state:memory",
-               "place_memory": "state:place_memory", "map": "state:map", "place_view": "state:place_view",
-               "place_evidence": "evidence:place", "aligned_evidence": "evidence:aligned",
-               "place_form": "state:place_form", "scope": "state:scope", "scope_form": "state:scope_form",
-               "inventory": "state:inventory", "fields": "state:fields"}
+__all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes", "route_name"]  # noqa: F822 (`__getattr__`)
 
 
-def _rank(source: str) -> int:
-    return PRIORITY.index(source) if source in PRIORITY else len(PRIORITY)
+def __getattr__(name: str) -> Any:
+    """`PRIORITY`, `ROUTE_NAMES` and the trusted / per-action sets, derived from the source registry on each use (a
+    plugin's source counts from the moment it registers)."""
+    if name == "PRIORITY":  # answer names in the order they are preferred when their held-out records tie
+        return tuple(answer.name for answer in routed_answers())
+    if name == "ROUTE_NAMES":  # the audit route each answer is reported under
+        return {answer.name: answer.audit_route for answer in routed_answers()}
+    if name == "_TRUSTED_UNMEASURED":  # answers trusted without a held-out record (an older book, a new source)
+        return frozenset(answer.name for answer in routed_answers() if answer.trusted)
+    if name == "_PER_ACTION_ONLY":  # answers whose worth depends on the action: never judged by the pooled record
+        return frozenset(answer.name for answer in routed_answers() if answer.per_action)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def route_name(source: str) -> str:
+    """The audit route an answer name is reported under ("state:<name>" for a name no source registered)."""
+    answer = answers().get(source)
+    return answer.audit_route if answer is not None else f"state:{source}"
 
 
 def choose_route(table: RouteTable | None, action: str,
                  proposals: Sequence[Proposal]) -> tuple[Proposal | None, list[str]]:
     """(the proposal to answer with, or None for nearest evidence; notes on why)."""
-    ranked = sorted(proposals, key=lambda p: _rank(p.source))
+    known = routing_order()
+
+    def rank(source: str) -> float:
+        answer = known.get(source)
+        return answer.rank if answer is not None else float("inf")
+
+    def trusted(source: str) -> bool:
+        return source in known and known[source].trusted
+
+    ranked = sorted(proposals, key=lambda p: rank(p.source))
     if table is None:
-        chosen = next((p for p in ranked if p.source in _TRUSTED_UNMEASURED), None)
+        chosen = next((p for p in ranked if trusted(p.source)), None)
         return chosen, []
-    accepted: list[tuple[float, int, Proposal]] = []
+    accepted: list[tuple[float, float, Proposal]] = []
     notes: list[str] = []
     for proposal in ranked:
-        stats = table.stats(action, proposal.key, fallback=proposal.source,
-                            pooled=proposal.source not in _PER_ACTION_ONLY)
+        per_action = proposal.source in known and known[proposal.source].per_action
+        stats = table.stats(action, proposal.key, fallback=proposal.source, pooled=not per_action)
         if stats is None:
-            if proposal.source in _TRUSTED_UNMEASURED:
-                accepted.append((-1.0, _rank(proposal.source), proposal))
+            if trusted(proposal.source):
+                accepted.append((-1.0, rank(proposal.source), proposal))
             continue
         if stats.not_worse_than_nearest:
-            accepted.append((stats.accuracy, _rank(proposal.source), proposal))
+            accepted.append((stats.accuracy, rank(proposal.source), proposal))
         else:
             notes.append(f"{proposal.key} not used: held out it won {stats.wins} and lost {stats.losses} turns "
                          f"against nearest evidence for {action!r}")
