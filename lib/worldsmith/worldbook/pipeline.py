@@ -28,7 +28,7 @@ from pydantic import TypeAdapter
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.code_version import code_version
 
-__all__ = ["CODE_VERSION", "Artifacts", "ProgressCallback", "Stage", "StageCache", "StageProgress", "StageRun",
+__all__ = ["CODE_VERSION", "Artifacts", "BuildContext", "ProgressCallback", "Stage", "StageCache", "StageProgress", "StageRun",
            "digest", "run_stages", "stage_names", "with_stage"]
 
 CODE_VERSION = code_version()  # a cached stage output from other code is never reused
@@ -86,9 +86,6 @@ class Artifacts:
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.values
 
 
 @runtime_checkable
