@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/build.py [--sizes 10 100 1000] [--repeats 3]
         [--workspace WS --dataset NAME] [--out benchmarks/results/build.json]
 
-Scaling: the deterministic builder (`build_worldbook`, no validation, no stage cache) on N ALFWorld
+Scaling: the default simulator build (`build_simulator_book`: routes included, no validation, no cache) on N ALFWorld
 trajectories, median wall and CPU seconds of R repeats per size and the median seconds of every
 stage, and the growth exponent (log-log slope) between consecutive sizes and end to end. The source
 trajectories are the expert episodes in `data_samples/collected/alfworld.jsonl` plus, with
@@ -36,10 +36,11 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode, read_traces  # noqa: E402
 from worldsmith.traces.model import turn_id  # noqa: E402
 from worldsmith.workspace import Workspace  # noqa: E402
-from worldsmith.worldbook.build import build_worldbook, cross_fit, trajectory_family  # noqa: E402
+from worldsmith.worldbook.build import cross_fit, trajectory_family  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples" / "collected"
@@ -101,7 +102,7 @@ def measure_size(sources: Sequence[Episode], size: int, repeats: int) -> dict[st
     for _ in range(repeats):
         gc.collect()
         started, cpu_started = time.perf_counter(), time.process_time()
-        result = build_worldbook(episodes, name=f"bench-{size}")
+        result = build_simulator_book(episodes, name=f"bench-{size}")
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
         runs.append({"seconds": round(seconds, 4), "cpu_seconds": round(cpu_seconds, 4), "timings_s": result.timings,
                      "rules": len(result.book.rules), "statuses": result.report()["statuses"]})

@@ -40,8 +40,8 @@ from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import build_worldbook
 from worldsmith.worldbook.build import trajectory_family
 
 OUT = Path(__file__).resolve().parent / "results" / "fidelity.json"
@@ -84,7 +84,7 @@ def _interval(clusters: list[str], values: list[float], resamples: int) -> dict[
 
 def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], resamples: int) -> dict[str, Any]:
     started = time.perf_counter()
-    book = build_worldbook(construction, name=name).book
+    book = build_simulator_book(construction, name=name).book
     build_s = time.perf_counter() - started
     novelty = NoveltyIndex.for_book(book)
     models = {"harness": Harness(book), "nearest": NearestEvidence(book)}

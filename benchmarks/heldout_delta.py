@@ -29,9 +29,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import orjson  # noqa: E402
 
 from worldsmith.evals import HeldOut, heldout_delta, score_version  # noqa: E402
+from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
 from worldsmith.workspace import Workspace  # noqa: E402
-from worldsmith.worldbook import Worldbook, build_worldbook  # noqa: E402
+from worldsmith.worldbook import Worldbook  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_samples" / "collected"
 DEFAULT = ("alfworld_expert", "alfworld", "shell", "bfcl", "scienceworld", "textworld")
@@ -54,7 +55,7 @@ def _one(name: str) -> dict[str, Any]:
         ws = Workspace(root)
         ws.add_episodes(name, _episodes(name))
         ws.split(name, {"train": 0.75, "test": 0.25})
-        book = build_worldbook(ws.dataset(name).iter_episodes("train"), name=name).book
+        book = build_simulator_book(ws.dataset(name).iter_episodes("train"), name=name).book
         heldout = HeldOut(dataset=name, split="test")
         edited = _broken(book)
         started = time.perf_counter()

@@ -28,14 +28,13 @@ def run(env: str, seed: int) -> dict:
     from worldsmith.traces.files import sample_trace_files
     from worldsmith.workspace import Workspace
     from worldsmith.worldbook import WorldbookStore, apply_ops, propose_patches
-    from worldsmith.worldbook.build import BuildConfig, build_dataset
+    from worldsmith.worldbook.build import build_dataset
 
     root = Path(tempfile.mkdtemp(prefix="bench-proposals-")) / "ws"
     workspace = Workspace(root)
     workspace.ingest(sample_trace_files(REPO / "data_samples"), "samples")
     workspace.split("samples", {"train": 0.6, "test": 0.4}, seed=seed)
-    build_dataset(workspace, "samples", out="book", split="train", validate_split="test", env=env,
-                  config=BuildConfig(route_folds=0))
+    build_dataset(workspace, "samples", out="book", split="train", validate_split="test", env=env)
     store = WorldbookStore(root / "worldbooks")
     book = store.load("book")
     built_from = {item.turn_id.rsplit("#", 1)[0] for item in book.evidence}

@@ -38,9 +38,9 @@ import orjson  # noqa: E402
 from worldsmith import Workspace  # noqa: E402
 from worldsmith.envs.collect import CollectConfig, collect, list_tasks, run_dir  # noqa: E402
 from worldsmith.evals import EvalConfig, run_eval  # noqa: E402
+from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode, read_traces  # noqa: E402
 from worldsmith.util.executors import ray_session  # noqa: E402
-from worldsmith.worldbook import build_worldbook  # noqa: E402
 from worldsmith.worldbook.build import trajectory_family  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +78,7 @@ def _eval_split(copies: int) -> tuple[Any, list[Episode], list[Episode]]:
     held = [e for e in episodes if trajectory_family(e) in held_families]
     built = [e for e in episodes if trajectory_family(e) not in held_families]
     copied = [e.model_copy(update={"id": f"{e.id}-c{k}"}) for k in range(copies) for e in held]
-    return build_worldbook(built, name="alfworld").book, built, copied
+    return build_simulator_book(built, name="alfworld").book, built, copied
 
 
 def _eval_arm(split: tuple[Any, list[Episode], list[Episode]], workers: int, ray: bool) -> Callable[[Path], Any]:

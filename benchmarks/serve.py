@@ -45,8 +45,9 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 from worldsmith.serve import SESSION_META_KEY, HttpEnv, ServeConfig, ServedWorldbook  # noqa: E402
 from worldsmith.sim import Harness, SimEnv  # noqa: E402
+from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
-from worldsmith.worldbook import WorldbookStore, build_worldbook  # noqa: E402
+from worldsmith.worldbook import WorldbookStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples" / "collected" / "bfcl.jsonl"
@@ -127,7 +128,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         workspace = Path(folder)
-        book = build_worldbook(episodes, name="bfcl").book
+        book = build_simulator_book(episodes, name="bfcl").book
         WorldbookStore(workspace / "worldbooks").save(book)
         served = ServedWorldbook(ServeConfig(book="bfcl", workspace=str(workspace)))
 

@@ -48,8 +48,9 @@ import orjson  # noqa: E402
 
 from worldsmith.sim.harness import Harness  # noqa: E402
 from worldsmith.sim.registry import make_world_model, needs_llm  # noqa: E402
+from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
-from worldsmith.worldbook import Worldbook, build_worldbook, cross_fit, trajectory_family  # noqa: E402
+from worldsmith.worldbook import Worldbook, cross_fit, trajectory_family  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples" / "collected"
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         row: dict[str, Any] = {"episodes": len(episodes), "turns": sum(len(e.turns) for e in episodes),
                                "books": books, "phases_s": phases}
         row["harness"] = harness_latency(pairs, options.repeats)
-        own = build_worldbook(episodes, name=f"{name}-all").book
+        own = build_simulator_book(episodes, name=f"{name}-all").book
         row["harness_in_sample"] = harness_latency([(own, e) for e in episodes], options.repeats)
         phases["books_and_harness"] = round(time.perf_counter() - phase, 1)
         if not options.no_real:

@@ -1,18 +1,23 @@
 """Build: make a worldbook from a dataset's trajectories, validated on held-out ones, saved as a new version.
 
 The deterministic builder runs by default (seconds); a model spec runs the rules and notes stages on
-a model too (every call cached and logged), and the report compares the two implementations.
+a model too (every call cached and logged), and the report compares the two implementations. The stages are the
+simulator's pipeline (`sim.simulator_stages`: the book's stages and the route table): each one's progress and
+seconds show while it runs.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_escape
 from workbench.worldbook.build_report import render_build_report
+from worldsmith.sim import simulator_stages
 from worldsmith.worldbook.build import BuildConfig, build_dataset
+from worldsmith.worldbook.pipeline import StageProgress
 
 root = data.workspace_root()
 workspace = data.current_workspace()
@@ -47,26 +52,39 @@ with st.form("build_form"):
     held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
                             help="default when building from a split: validation, else test")
     folds = right.number_input("Cross-fitting folds (0: none)", min_value=0, max_value=10, value=3, key="build_folds")
+    left, right = st.columns([1, 2])
+    route_folds = left.number_input("Route-table folds (0: none)", min_value=0, max_value=10, value=5,
+                                    key="build_route_folds",
+                                    help="cross-fitting folds that measure which answer source to trust per action")
     spec = st.text_input("Model for the rules and notes stages (optional)", key="build_llm",
                          placeholder="tiny:data_samples/models/tiny — empty: the deterministic builder only")
     submitted = st.form_submit_button("Build", icon=":material/construction:")
 
 if submitted:
     bar = st.progress(0.0, text="starting")
+    table = st.empty()
+    finished: list[dict[str, object]] = []
 
-    def show(stage: str, done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=md_escape(stage))
+    def show(event: StageProgress) -> None:
+        if event.state == "finished":
+            finished.append({"stage": event.stage, "seconds": event.seconds, "cached": event.cached})
+            table.dataframe(pd.DataFrame(finished), hide_index=True)
+        label = "done" if event.state == "done" else f"{event.stage} ({event.state})"
+        bar.progress(event.fraction, text=md_escape(label))
 
     try:
         outcome = build_dataset(
             workspace, dataset_name, out=out.strip(), split=None if split == "(all)" else split,
             validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
-            folds=int(folds), config=BuildConfig(llm=spec.strip() or None), author="workbench", progress=show)
+            folds=int(folds), config=BuildConfig(llm=spec.strip() or None), author="workbench", progress=show,
+            stages=simulator_stages(int(route_folds)))
     except (ValueError, OSError) as error:
         bar.empty()
+        table.empty()
         st.error(f"Build failed: {md_escape(error)}", icon=":material/error:")
     else:
         bar.progress(1.0, text="done")
+        table.empty()  # the report below lists every stage's seconds
         st.session_state["build_last"] = outcome.to_json()
 
 if st.session_state.get("build_last"):

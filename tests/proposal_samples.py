@@ -25,11 +25,11 @@ def build_heldout_workspace(root: Path, *, env: str = "alfworld", book: str = BO
     train episodes of `env`."""
     from worldsmith.traces.files import sample_trace_files
     from worldsmith.workspace import Workspace
-    from worldsmith.worldbook.build import BuildConfig, build_dataset
+    from worldsmith.worldbook.build import build_dataset
 
     workspace = Workspace(root)
     workspace.ingest(sample_trace_files(REPO / "data_samples"), "samples")
     workspace.split("samples", {"train": 0.6, "test": 0.4}, seed=seed)
     build_dataset(workspace, "samples", out=book, split="train", validate_split="test", env=env,
-                  config=BuildConfig(route_folds=0), message="train split of the bundled samples")
+                  message="train split of the bundled samples")
     return root

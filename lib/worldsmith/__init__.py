@@ -5,7 +5,7 @@ The front door, as `gymnasium` has one: the names a notebook needs, imported on 
 
     import worldsmith as ws
     workspace = ws.Workspace("workspace")
-    book = ws.build_worldbook(workspace.dataset("alfworld").episodes(), name="alfworld").book
+    book = ws.build_simulator_book(workspace.dataset("alfworld").episodes(), name="alfworld").book
     model = ws.make_world_model("harness", book)          # any of ws.world_models()
     env = ws.make("alfworld")                              # any registered environment
 
@@ -52,6 +52,7 @@ _FRONT_DOOR: dict[str, str] = {
     "SimEnv": "worldsmith.sim",
     "WorldModel": "worldsmith.sim",
     "make_world_model": "worldsmith.sim",
+    "build_simulator_book": "worldsmith.sim",
     "world_model": "worldsmith.sim",
     "world_models": "worldsmith.sim",
     # evaluation and training
@@ -82,6 +83,7 @@ __all__ = [
     "WorldModel",
     "Worldbook",
     "WorldbookStore",
+    "build_simulator_book",
     "build_worldbook",
     "make",
     "make_world_model",
@@ -99,7 +101,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     from worldsmith.envs import Env, EnvSpec, make, register
     from worldsmith.evals import EvalConfig, run_eval
     from worldsmith.llm import open_llm, register_backend
-    from worldsmith.sim import Session, SimEnv, WorldModel, make_world_model, world_model, world_models
+    from worldsmith.sim import (
+        Session,
+        SimEnv,
+        WorldModel,
+        build_simulator_book,
+        make_world_model,
+        world_model,
+        world_models,
+    )
     from worldsmith.traces import (
         Action,
         ContextEvent,

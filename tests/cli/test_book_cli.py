@@ -76,9 +76,9 @@ def test_patch_file_and_errors(workspace: Path, tmp_path: Path) -> None:
 
 def test_routes_lists_the_held_out_route_table_of_a_built_book(tmp_path: Path) -> None:
     from helpers import sample_episodes
-    from worldsmith.worldbook import build_worldbook
+    from worldsmith.sim.route_learning import build_simulator_book
 
-    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
     WorldbookStore(tmp_path / "worldbooks").save(book)
     shown = orjson.loads(run("book", "routes", "alf", "--json", workspace=tmp_path).stdout)
     assert shown["folds"] == 5 and shown["turns"] == sum(len(e.turns) for e in sample_episodes("alfworld_expert"))

@@ -13,8 +13,9 @@ import orjson
 import pytest
 
 from helpers import sample_episodes
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.worldbook import WorldbookStore
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
@@ -35,7 +36,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     ws = Workspace(root)
     ws.add_episodes(NAME, sample_episodes(NAME))
     ws.split(NAME, {"train": 0.75, "test": 0.25})
-    book = build_worldbook(ws.dataset(NAME).iter_episodes("train"), name="alf").book
+    book = build_simulator_book(ws.dataset(NAME).iter_episodes("train"), name="alf").book
     WorldbookStore(root / "worldbooks").save(book, author="test", sources=[{"dataset": NAME}])
     rule = max((r for r in book.rules if r.action == "go"), key=lambda r: r.support)
     return root, rule.id

@@ -9,6 +9,7 @@ import pytest
 
 from worldsmith.cli.main import main
 from worldsmith.workspace import Workspace
+from worldsmith.worldbook import STAGES, WorldbookStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data_samples" / "collected" / "alfworld_expert.jsonl"
 
@@ -31,6 +32,7 @@ def test_build_validates_on_the_held_out_split_and_saves_a_version(workspace: Pa
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = run_json(capsys, "build", "--dataset", "alf", "--split", "train", "--out", "alf", "--workspace", str(workspace))
     assert out["version"].startswith("v0001") and out["statuses"]["supported"] >= 5
+    assert list(out["timings_s"]) == [*STAGES[:-1], "routes", "compile"]  # the simulator's stages, in order
     assert out["leakage"]["ok"] and out["leakage"]["families_disjoint"]
     common = out["validation"]["common_actions"]
     assert set(common["actions"]) >= {"go", "take", "put"} and common["coverage"] > 0.5
@@ -81,3 +83,10 @@ def test_build_from_a_mixed_environment_dataset_warns_in_the_report(tmp_path: Pa
     assert chosen["warnings"] == []
     assert main(["build", "--dataset", "mixed", "--out", "mixed", "--workspace", str(ws.root)]) == 0
     assert "warning: the episodes mix 2 environments" in capsys.readouterr().out
+
+
+def test_route_folds_zero_builds_without_the_route_stage(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "build", "--dataset", "alf", "--route-folds", "0", "--out", "plain",
+                   "--workspace", str(workspace))
+    assert list(out["timings_s"]) == list(STAGES)
+    assert WorldbookStore(workspace / "worldbooks").load("plain").routes is None

@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.worldbook import WorldbookStore
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
@@ -27,7 +28,7 @@ def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("serve-cli")
-    WorldbookStore(root / "worldbooks").save(build_worldbook(sample_episodes("bfcl"), name="bfcl").book)
+    WorldbookStore(root / "worldbooks").save(build_simulator_book(sample_episodes("bfcl"), name="bfcl").book)
     return root
 
 

@@ -11,9 +11,10 @@ import orjson
 import pytest
 
 from ports import free_port
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, build_worldbook, trajectory_family
+from worldsmith.worldbook import WorldbookStore, trajectory_family
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
@@ -36,7 +37,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Episode]:
     episodes = list(workspace.dataset("alfworld").iter_episodes())
     families = sorted({trajectory_family(e) for e in episodes})
     held = {f for i, f in enumerate(families) if i % 4 == 0}
-    book = build_worldbook([e for e in episodes if trajectory_family(e) not in held], name="alfworld").book
+    book = build_simulator_book([e for e in episodes if trajectory_family(e) not in held], name="alfworld").book
     WorldbookStore(root / "worldbooks").save(book)
     return root, max((e for e in episodes if trajectory_family(e) in held), key=lambda e: (len(e.turns), e.id))
 

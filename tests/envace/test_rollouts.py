@@ -124,11 +124,11 @@ def test_real_rollouts_are_scored_by_the_real_environment(policy, transcripts) -
 def test_worldbook_and_cache_sources(policy, transcripts) -> None:
     import torch
 
-    from worldsmith.worldbook.build import build_worldbook
+    from worldsmith.sim.route_learning import build_simulator_book
 
     model, tokenizer = policy
     specs = task_specs(transcripts)[:1]
-    book = build_worldbook(bfcl_episodes(), name="bfcl").book
+    book = build_simulator_book(bfcl_episodes(), name="bfcl").book
     groups = rollout(model, tokenizer, specs, make_source_factory("worldbook", book=book),
                      RolloutSettings(2, max_steps=2, max_new_tokens=12), generator=torch.Generator().manual_seed(0))
     score_rollouts(groups, env="bfcl")

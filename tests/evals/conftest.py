@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from helpers import sample_episodes, split_by_family
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "data_samples" / "collected"
@@ -32,7 +33,7 @@ def alfworld_split() -> tuple[list[Episode], list[Episode]]:
 @pytest.fixture(scope="session")
 def alfworld_book(alfworld_split: tuple[list[Episode], list[Episode]]) -> Worldbook:
     construction, _ = alfworld_split
-    return build_worldbook(construction, name="alfworld").book
+    return build_simulator_book(construction, name="alfworld").book
 
 
 @pytest.fixture(scope="session")

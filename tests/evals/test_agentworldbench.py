@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from worldsmith.evals import LeakageError, make_method, predict_rows, read_rows, row_episode, score_rows, write_rows
-from worldsmith.worldbook import build_worldbook
+from worldsmith.sim.route_learning import build_simulator_book
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = REPO / "data_samples" / "terminal.agentworldbench.jsonl"
@@ -26,7 +26,7 @@ def test_rows_become_episodes_whose_last_turn_is_the_target() -> None:
 
 def test_predict_write_and_score_in_the_benchmarks_layout(sample, tmp_path: Path) -> None:
     rows = read_rows(ROWS)
-    book = build_worldbook(sample("shell"), name="shell").book
+    book = build_simulator_book(sample("shell"), name="shell").book
     predicted = predict_rows(rows, make_method("nearest", book), book=book, model_name="nearest")
     assert len(predicted) == 3
     for row, source in zip(predicted, rows, strict=True):
@@ -48,7 +48,7 @@ def test_predict_write_and_score_in_the_benchmarks_layout(sample, tmp_path: Path
 
 def test_a_book_built_from_the_rows_is_refused() -> None:
     rows = read_rows(ROWS)
-    book = build_worldbook([row_episode(rows[-1])], name="terminal").book
+    book = build_simulator_book([row_episode(rows[-1])], name="terminal").book
     with pytest.raises(LeakageError):
         predict_rows(rows, make_method("nearest", book), book=book)
 

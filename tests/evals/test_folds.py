@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from worldsmith.evals import EvalConfig, RunConflictError, run_eval
-from worldsmith.worldbook import build_worldbook, trajectory_family
+from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.worldbook import trajectory_family
 from worldsmith.worldbook.build import family_folds
 
 
@@ -43,7 +44,7 @@ def test_each_fold_is_evaluated_with_a_book_built_from_the_other_folds(sample, t
     # fold 2 is exactly a plain run of the book built from folds 1 and 3 on fold 2's episodes
     kept = [e for e in episodes if assignment[trajectory_family(e)] != 1]
     held = [e for e in episodes if assignment[trajectory_family(e)] == 1]
-    book = build_worldbook(kept, name="alf-fold2").book
+    book = build_simulator_book(kept, name="alf-fold2").book
     plain = run_eval(EvalConfig(name="fold-2", book="alf-fold2", dataset="alf", methods=["harness", "nearest"],
                                 max_turns=3, resamples=200), tmp_path / "ws", book=book, episodes=held,
                      construction=kept)

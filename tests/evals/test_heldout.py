@@ -14,8 +14,9 @@ from worldsmith.evals import (
     score_version,
 )
 from worldsmith.evals.heldout import CACHE_DIR, book_hash
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 NAME = "alfworld_expert"
 
@@ -25,7 +26,7 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Workspace, Worldbook
     ws = Workspace(tmp_path_factory.mktemp("heldout"))
     ws.add_episodes(NAME, sample_episodes(NAME))
     ws.split(NAME, {"train": 0.75, "test": 0.25})
-    book = build_worldbook(ws.dataset(NAME).iter_episodes("train"), name=NAME).book
+    book = build_simulator_book(ws.dataset(NAME).iter_episodes("train"), name=NAME).book
     return ws, book, HeldOut(dataset=NAME, split="test")
 
 

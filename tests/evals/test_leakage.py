@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from worldsmith.evals import EvalConfig, LeakageError, check_leakage, run_eval
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode, Observation
-from worldsmith.worldbook import Evidence, Worldbook, build_worldbook
+from worldsmith.worldbook import Evidence, Worldbook
 
 
 def _renamed(episode: Episode, new_id: str, turns: int | None = None) -> Episode:
@@ -33,7 +34,7 @@ def test_a_family_split_is_not_leakage(alfworld_split, alfworld_book: Worldbook)
 def test_a_planted_episode_is_refused_and_nothing_runs(alfworld_split, tmp_path: Path) -> None:
     construction, held_out = alfworld_split
     planted = held_out[2]
-    book = build_worldbook([*construction, planted], name="alfworld").book
+    book = build_simulator_book([*construction, planted], name="alfworld").book
     with pytest.raises(LeakageError, match="evaluated episodes are in the book's evidence") as caught:
         check_leakage(book, held_out)
     assert caught.value.report["shared_episodes"] == [planted.id]
@@ -58,7 +59,7 @@ def test_a_trajectory_copied_under_another_id_is_refused(alfworld_split) -> None
     construction, held_out = alfworld_split
     copy = _renamed(held_out[1], "renamed-copy")
     truncated = _renamed(held_out[3], "renamed-truncated")
-    book = build_worldbook([*construction, copy, truncated], name="alfworld").book
+    book = build_simulator_book([*construction, copy, truncated], name="alfworld").book
     evaluated = [held_out[1], held_out[3].model_copy(update={"turns": held_out[3].turns[:2]})]
     with pytest.raises(LeakageError, match="under another id") as caught:
         check_leakage(book, evaluated)
@@ -92,7 +93,7 @@ def test_build_and_eval_flag_the_same_copied_trajectory(alfworld_split) -> None:
     construction, held_out = alfworld_split
     source = construction[0]  # another task whose recording is, verbatim, one the book is built from
     copy = _renamed(source, "another-task").model_copy(update={"task_id": "another/task", "family": "another"})
-    built = build_worldbook(construction, name="alfworld", validation=[copy, held_out[0]])
+    built = build_simulator_book(construction, name="alfworld", validation=[copy, held_out[0]])
     assert not built.leakage["ok"] and built.leakage["leaked_episodes"] == ["another-task"]
     assert built.leakage["duplicated_trajectories"] == [f"another-task = {source.id}"]
     with pytest.raises(LeakageError, match="under another id") as caught:
@@ -104,7 +105,7 @@ def test_build_and_eval_flag_the_same_copied_trajectory(alfworld_split) -> None:
 def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split, tmp_path: Path) -> None:
     construction, held_out = alfworld_split
     planted, copied = held_out[2], held_out[4]
-    book = build_worldbook([*construction, planted, _renamed(copied, "renamed-copy")], name="alfworld").book
+    book = build_simulator_book([*construction, planted, _renamed(copied, "renamed-copy")], name="alfworld").book
     evaluated = held_out[:6]
     with pytest.raises(LeakageError):
         run_eval(_config("refused"), tmp_path / "ws", book=book, episodes=evaluated)

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from worldsmith.evals import RECORD_COLUMNS, EvalConfig, RunConflictError, run_eval
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 METHODS = ["harness", "nearest"]
 INTERVAL = {"mean", "low", "high", "n", "trajectories"}
@@ -120,7 +121,7 @@ def test_drift_on_alfworld_textworld_and_bfcl(alfworld_split, alfworld_book: Wor
                                                                                     held_out[:4])}
     for env in ("textworld", "bfcl"):
         built, evaluated = family_split(sample(env), every=3)
-        sets[env] = (build_worldbook(built, name=env).book, built, evaluated)
+        sets[env] = (build_simulator_book(built, name=env).book, built, evaluated)
     for env, (book, built, evaluated) in sets.items():
         run = run_eval(_config(f"{env}-drift", "drift"), tmp_path / "ws", book=book, episodes=evaluated,
                        construction=built)
@@ -148,7 +149,7 @@ def test_drift_on_alfworld_textworld_and_bfcl(alfworld_split, alfworld_book: Wor
 def test_next_obs_on_bfcl_scores_json_fields(sample, family_split, tmp_path: Path) -> None:
     built, evaluated = family_split(sample("bfcl"), every=3)
     run = run_eval(_config("bfcl-next", methods=["harness", "nearest", "harness-no-book"]), tmp_path / "ws",
-                   book=build_worldbook(built, name="bfcl").book, episodes=evaluated, construction=built)
+                   book=build_simulator_book(built, name="bfcl").book, episodes=evaluated, construction=built)
     records = run.records
     json_targets = records[records["reference"].str.lstrip().str[:1].isin(["{", "["])]
     assert len(json_targets) and json_targets["json_f1"].notna().all()
@@ -222,6 +223,6 @@ def test_w2r_on_real_bfcl_replays_the_hand_overs(sample, family_split, tmp_path:
     pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (pip install --no-deps bfcl-eval mpmath)")
     built, evaluated = family_split(sample("bfcl"), every=3)
     run = run_eval(_config("bfcl-w2r", "w2r", methods=["nearest"], max_episodes=1), tmp_path / "ws",
-                   book=build_worldbook(built, name="bfcl").book, episodes=evaluated, construction=built)
+                   book=build_simulator_book(built, name="bfcl").book, episodes=evaluated, construction=built)
     row = run.records.iloc[0]
     assert row["real_success"] and row["w2r_success"] and row["route"] == "replayed with the recording's hand-overs"

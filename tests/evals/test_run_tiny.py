@@ -7,14 +7,14 @@ from pathlib import Path
 
 from worldsmith.evals import EvalConfig, run_eval
 from worldsmith.llm import ResponseCache
-from worldsmith.worldbook import build_worldbook
+from worldsmith.sim.route_learning import build_simulator_book
 
 
 def test_tiny_model_predicts_and_judges(sample, tiny_spec: str, tmp_path: Path) -> None:
     episodes = sample("textworld")
     evaluated = [e for e in episodes if "treasure_hunter" in e.id]  # 2 turns
     built = [e for e in episodes if e not in evaluated]
-    book = build_worldbook(built, name="textworld").book
+    book = build_simulator_book(built, name="textworld").book
     config = EvalConfig(name="tiny", book="textworld", dataset="samples", methods=["direct", "nearest"],
                         llm=tiny_spec, judge=tiny_spec, resamples=500)
     run = run_eval(config, tmp_path / "ws", book=book, episodes=evaluated, construction=built)

@@ -13,8 +13,9 @@ from pathlib import Path
 import httpx
 
 from helpers import sample_episodes
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.worldbook import WorldbookStore
 
 REPO = Path(__file__).resolve().parents[2]
 BFCL_SAMPLES = REPO / "data_samples" / "collected" / "bfcl.jsonl"
@@ -24,7 +25,7 @@ def bfcl_workspace(root: Path) -> tuple[Path, list[Episode]]:
     """A workspace whose worldbook "bfcl" is built from all the BFCL samples (so each of their tools is
     one of its actions), and those episodes, longest first."""
     episodes = sample_episodes("bfcl")
-    WorldbookStore(root / "worldbooks").save(build_worldbook(episodes, name="bfcl").book)
+    WorldbookStore(root / "worldbooks").save(build_simulator_book(episodes, name="bfcl").book)
     return root, sorted(episodes, key=lambda episode: -len(episode.turns))
 
 

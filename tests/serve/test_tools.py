@@ -11,18 +11,19 @@ import pytest
 from helpers import sample_episodes
 from worldsmith.envs import as_action
 from worldsmith.serve import ToolArgumentError, UnknownToolError, action_for_call, book_tools, serve_commands
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 
 @pytest.fixture(scope="module")
 def bfcl_book() -> Worldbook:
-    return build_worldbook(sample_episodes("bfcl"), name="bfcl").book
+    return build_simulator_book(sample_episodes("bfcl"), name="bfcl").book
 
 
 @pytest.fixture(scope="module")
 def alfworld_book() -> Worldbook:
-    return build_worldbook(sample_episodes("alfworld"), name="alfworld").book
+    return build_simulator_book(sample_episodes("alfworld"), name="alfworld").book
 
 
 def test_tools_carry_the_learned_schema_with_evidence_descriptions(bfcl_book: Worldbook) -> None:

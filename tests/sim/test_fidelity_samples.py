@@ -16,7 +16,7 @@ from helpers import sample_episodes
 from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
-from worldsmith.worldbook import build_worldbook
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.worldbook.build import family_folds, trajectory_family
 
 
@@ -27,7 +27,7 @@ def test_the_harness_beats_nearest_evidence_on_held_out_exploration(sample: str,
     episodes = sample_episodes(sample)
     folds = family_folds(episodes, 4)
     held = [e for e in episodes if folds[trajectory_family(e)] == 0]
-    book = build_worldbook([e for e in episodes if folds[trajectory_family(e)] != 0], name=sample).book
+    book = build_simulator_book([e for e in episodes if folds[trajectory_family(e)] != 0], name=sample).book
     assert book.routes is not None and book.routes.turns > 0
     exact: Counter[str] = Counter()
     routes: Counter[str] = Counter()

@@ -15,15 +15,16 @@ from helpers import sample_episodes, split_by_family
 from worldsmith.llm import Completion, LLMBase
 from worldsmith.sim import Session
 from worldsmith.sim.harness import Harness, HarnessConfig
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 
 @pytest.fixture(scope="module")
 def alfworld_split() -> tuple[Worldbook, list[Episode]]:
     episodes = sample_episodes("alfworld_expert")
     train, held = split_by_family(episodes)
-    return build_worldbook(train, name="alfworld").book, held
+    return build_simulator_book(train, name="alfworld").book, held
 
 
 @pytest.mark.parametrize("config", [HarnessConfig(), HarnessConfig(knowledge=False)], ids=["book", "schema_only"])
@@ -81,7 +82,7 @@ def test_observed_prefix_rebuilds_state_and_observed_outputs_win(alfworld_split:
 def test_bfcl_trajectories_run_turn_by_turn() -> None:
     episodes = sample_episodes("bfcl")
     train, held = episodes[:4], episodes[4:]
-    book = build_worldbook(train, name="bfcl").book
+    book = build_simulator_book(train, name="bfcl").book
     harness = Harness(book)
     for episode in held:
         harness.start(opening(episode, 0))

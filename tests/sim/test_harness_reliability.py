@@ -25,9 +25,10 @@ from sim_support import SAMPLES, opening
 from worldsmith.llm import Completion, LLMBase
 from worldsmith.sim import Session
 from worldsmith.sim.harness import Harness, HarnessConfig
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.sim.session import AUDIT_FILE, STATE_FILE
 from worldsmith.traces import Action, Episode
-from worldsmith.worldbook import Worldbook, build_worldbook, trajectory_family
+from worldsmith.worldbook import Worldbook, trajectory_family
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def alfworld_split() -> tuple[Worldbook, list[Episode]]:
     held_families = {f for i, f in enumerate(families) if i % 4 == 0}
     train = [e for e in episodes if trajectory_family(e) not in held_families]
     held = [e for e in episodes if trajectory_family(e) in held_families]
-    return build_worldbook(train, name="alfworld").book, held
+    return build_simulator_book(train, name="alfworld").book, held
 
 
 def _cycle(episode: Episode) -> list[Any]:

@@ -12,9 +12,10 @@ from sim_support import SAMPLES, TINY
 from ports import free_port
 from worldsmith.llm import LLM, open_llm
 from worldsmith.sim import Prediction, WorldModelBase
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.sim.sidebyside import SideBySide, StepView, state_changes
 from worldsmith.traces import Action, Episode
-from worldsmith.worldbook import Worldbook, build_worldbook, trajectory_family
+from worldsmith.worldbook import Worldbook, trajectory_family
 
 METHODS = ["harness", "nearest", "direct"]
 
@@ -27,7 +28,7 @@ def split() -> tuple[Worldbook, list[Episode]]:
     families = sorted({trajectory_family(e) for e in episodes})
     held = {f for i, f in enumerate(families) if i % 4 == 0}
     train = [e for e in episodes if trajectory_family(e) not in held]
-    return build_worldbook(train, name="alfworld").book, [e for e in episodes if trajectory_family(e) in held]
+    return build_simulator_book(train, name="alfworld").book, [e for e in episodes if trajectory_family(e) in held]
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from worldsmith.envs import ExpertPolicy, Step, UnknownTaskError, check_env, mak
 from worldsmith.envs.replay import replay
 from worldsmith.sim import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, NearestEvidence, RealEnvOracle, SimEnv
 from worldsmith.sim.harness import Harness
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Action, Episode, Observation
-from worldsmith.worldbook import build_worldbook
 
 
 def _sim(episodes: list[Episode], tasks: list[Episode] | None = None) -> SimEnv:
@@ -150,7 +150,7 @@ def test_gymnasium_wrapper(alfworld: list[Episode]) -> None:
 
 
 def _harness_sim(episodes: list[Episode]) -> SimEnv:
-    book = build_worldbook(episodes, name="alfworld").book
+    book = build_simulator_book(episodes, name="alfworld").book
     return SimEnv(Harness(book), tasks=episodes, book=book, max_steps=10)
 
 

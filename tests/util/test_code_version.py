@@ -9,7 +9,7 @@ import pytest
 
 from worldsmith.evals import run as eval_run
 from worldsmith.util.code_version import PACKAGE_ROOT, code_version
-from worldsmith.worldbook import build
+from worldsmith.worldbook import pipeline
 
 
 @pytest.fixture
@@ -37,5 +37,5 @@ def test_bytecode_caches_do_not_count_and_the_order_of_files_is_fixed(package: P
 
 
 def test_the_evaluator_and_the_builder_share_one_fingerprint_of_the_installed_package() -> None:
-    assert build._CODE_VERSION == code_version()
+    assert pipeline.CODE_VERSION == code_version()
     assert not hasattr(eval_run, "_code_version") and eval_run.code_version is code_version

@@ -20,6 +20,7 @@ from worldsmith import Workspace
 from worldsmith.envs.collect import CollectConfig, collect, list_tasks, run_dir
 from worldsmith.envs.shell import sandbox_available
 from worldsmith.evals import EvalConfig, run_eval
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.util.executors import (
     InlineExecutor,
     ProcessExecutor,
@@ -28,7 +29,7 @@ from worldsmith.util.executors import (
     make_executor,
     ray_session,
 )
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 
 pytestmark = pytest.mark.slow  # starts a local Ray cluster
 
@@ -149,7 +150,7 @@ def test_collect_cli_runs_on_a_ray_cluster_address(ray_cluster: str, tmp_path: P
 @pytest.fixture(scope="module")
 def alfworld() -> tuple[Worldbook, list[Any], list[Any]]:
     built, held = split_by_family(sample_episodes("alfworld_expert"))
-    return build_worldbook(built, name="alfworld").book, built, held
+    return build_simulator_book(built, name="alfworld").book, built, held
 
 
 def _eval(root: Path, name: str, alfworld: tuple[Worldbook, list[Any], list[Any]], **settings: Any) -> Any:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from helpers import sample_episodes
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.worldbook import WorldbookStore
 
 DATASET = "alfworld_expert"
 BOOK = "alf"
@@ -18,6 +19,6 @@ def loop_workspace(root: Path) -> str:
     ws = Workspace(root)
     ws.add_episodes(DATASET, sample_episodes(DATASET))
     ws.split(DATASET, {"train": 0.75, "test": 0.25})
-    book = build_worldbook(ws.dataset(DATASET).iter_episodes("train"), name=BOOK).book
+    book = build_simulator_book(ws.dataset(DATASET).iter_episodes("train"), name=BOOK).book
     WorldbookStore(root / "worldbooks").save(book, author="test", sources=[{"dataset": DATASET}])
     return max((r for r in book.rules if r.action == "go"), key=lambda r: r.support).id

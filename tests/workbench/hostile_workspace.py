@@ -59,11 +59,12 @@ def episode_record(number: int = 0) -> dict[str, Any]:
 
 def _worldbook(root: Path) -> str:
     """Build `BOOK` from the dataset, add a note; the id of its one rule."""
+    from worldsmith.sim import SIMULATOR_STAGES
     from worldsmith.workspace import Workspace
     from worldsmith.worldbook import Patch, PatchOp, WorldbookStore
     from worldsmith.worldbook.build import build_dataset
 
-    build_dataset(Workspace(root), DATASET, out=BOOK)
+    build_dataset(Workspace(root), DATASET, out=BOOK, stages=SIMULATOR_STAGES)
     store = WorldbookStore(root / "worldbooks")
     value = {"kind": "convention", "text": hostile("note")}
     store.patch(BOOK, Patch(base=store.head(BOOK), ops=[PatchOp(op="add_note", id="n1", value=value)],

@@ -23,14 +23,15 @@ def server(tmp_path_factory: pytest.TempPathFactory, chat_file: Path) -> Iterato
     and worldbook `alf` built from `alf`."""
     require_browser()
     from helpers import sample_episodes
+    from worldsmith.sim.route_learning import build_simulator_book
     from worldsmith.workspace import Workspace
-    from worldsmith.worldbook import WorldbookStore, build_worldbook
+    from worldsmith.worldbook import WorldbookStore
 
     root = tmp_path_factory.mktemp("curation-ws")
     workspace = Workspace(root)
     assert workspace.ingest([ALFWORLD], "alf").committed
     assert workspace.ingest([chat_file], "chat").committed
-    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
     WorldbookStore(root / "worldbooks").save(book, sources=[{"dataset": "alf"}])
     log = tmp_path_factory.mktemp("curation-log") / "streamlit.log"
     with streamlit_server(root, log, {"WORLDSMITH_SAMPLES": ""}) as url:

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
 
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore
+from worldsmith.worldbook import STAGES, WorldbookStore
 
 PAGE = REPO / "pages" / "build.py"
 SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
@@ -63,6 +63,21 @@ def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_roo
     assert any(m.label == "Coverage" for m in at.metric)
     table = next(df.value for df in at.dataframe if "exact match" in df.value.columns)
     assert {"go", "take", "put"} <= set(table["action"])
+    stages = next(df.value for df in at.dataframe if "seconds" in df.value.columns)
+    assert list(stages["stage"]) == [*STAGES[:-1], "routes", "compile"] and (stages["seconds"] >= 0).all()
+    assert store.load("kitchen").routes is not None
+
+
+def test_route_table_folds_zero_builds_the_book_without_routes(empty_root: Path) -> None:
+    Workspace(empty_root).ingest([SAMPLE], "alf")
+    at = open_page()
+    at.text_input(key="build_out").input("plain")
+    at.number_input(key="build_route_folds").set_value(0)
+    at.number_input(key="build_folds").set_value(0)
+    no_exception(at.button[0].click().run())
+    assert WorldbookStore(empty_root / "worldbooks").load("plain").routes is None
+    stages = next(df.value for df in at.dataframe if "seconds" in df.value.columns)
+    assert list(stages["stage"]) == list(STAGES)
 
 
 def test_a_bad_request_is_reported_and_nothing_saved(empty_root: Path) -> None:

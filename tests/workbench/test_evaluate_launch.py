@@ -27,14 +27,15 @@ def open_page() -> AppTest:
 def eval_workspace(empty_root: Path) -> Path:
     """Dataset `alfworld` (the 36 expert ALFWorld games, split train/test by family) and a worldbook built on train."""
     from worldsmith import Workspace
+    from worldsmith.sim.route_learning import build_simulator_book
     from worldsmith.workspace.splits import assign_splits
-    from worldsmith.worldbook import WorldbookStore, build_worldbook
+    from worldsmith.worldbook import WorldbookStore
 
     workspace = Workspace(empty_root)
     assert workspace.ingest([REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"], "alfworld").committed
     dataset = workspace.dataset("alfworld")
     assign_splits(dataset, {"train": 0.8, "test": 0.2})
-    book = build_worldbook(list(dataset.iter_episodes("train")), name="alfworld").book
+    book = build_simulator_book(list(dataset.iter_episodes("train")), name="alfworld").book
     WorldbookStore(empty_root / "worldbooks").save(book)
     return empty_root
 

@@ -11,13 +11,14 @@ from workbench_support import APP, REPO
 
 from helpers import sample_episodes
 from worldsmith.serve import book_tools
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.worldbook import WorldbookStore
 
 PAGE = REPO / "pages" / "worldbook.py"
 
 
 def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: Path) -> None:
-    book = build_worldbook(sample_episodes("bfcl"), name="bfcl").book
+    book = build_simulator_book(sample_episodes("bfcl"), name="bfcl").book
     WorldbookStore(empty_root / "worldbooks").save(book)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     at = at.switch_page(str(PAGE)).run()

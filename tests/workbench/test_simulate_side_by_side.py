@@ -15,9 +15,10 @@ from workbench_support import APP, REPO, shown
 
 from ports import free_port
 from worldsmith.sim.htmlview import escape_html
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, build_worldbook, trajectory_family
+from worldsmith.worldbook import WorldbookStore, trajectory_family
 
 PAGE = REPO / "pages" / "simulate.py"
 SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
@@ -40,7 +41,7 @@ def alfworld_workspace(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> tup
     episodes = list(workspace.dataset("alfworld").iter_episodes())
     families = sorted({trajectory_family(e) for e in episodes})
     held = {f for i, f in enumerate(families) if i % 4 == 0}
-    book = build_worldbook([e for e in episodes if trajectory_family(e) not in held], name="alfworld").book
+    book = build_simulator_book([e for e in episodes if trajectory_family(e) not in held], name="alfworld").book
     WorldbookStore(empty_root / "worldbooks").save(book, sources=[{"dataset": "alfworld"}], message="test build")
     episode = max((e for e in episodes if trajectory_family(e) in held), key=lambda e: (len(e.turns), e.id))
     return empty_root, episode
@@ -153,7 +154,7 @@ def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.Monke
     workspace = Workspace(root)
     workspace.ingest([sample], "alf")
     episodes = list(workspace.dataset("alf").iter_episodes())
-    WorldbookStore(root / "worldbooks").save(build_worldbook(episodes[:30], name="alfworld").book,
+    WorldbookStore(root / "worldbooks").save(build_simulator_book(episodes[:30], name="alfworld").book,
                                              sources=[{"dataset": "alf"}])
     target = episodes[-1]
     at = AppTest.from_file(str(APP), default_timeout=300).run()

@@ -56,9 +56,9 @@ def test_demote_a_rule_then_undo(empty_root: Path) -> None:
 
 def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path) -> None:
     from helpers import sample_episodes
-    from worldsmith.worldbook import build_worldbook
+    from worldsmith.sim.route_learning import build_simulator_book
 
-    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
     WorldbookStore(empty_root / "worldbooks").save(book)
     at = open_page()
     routes = next(df.value for df in at.dataframe if "wins" in df.value.columns)
@@ -69,11 +69,11 @@ def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path)
 def _book_with_evidence(root: Path) -> None:
     """A worldbook over the bundled ALFWorld expert trajectories, its source dataset imported as `alf`."""
     from helpers import sample_episodes
+    from worldsmith.sim.route_learning import build_simulator_book
     from worldsmith.workspace import Workspace
-    from worldsmith.worldbook import build_worldbook
 
     Workspace(root).ingest([REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"], "alf")
-    book = build_worldbook(sample_episodes("alfworld_expert"), name="alf").book
+    book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
     WorldbookStore(root / "worldbooks").save(book, sources=[{"dataset": "alf"}])
 
 

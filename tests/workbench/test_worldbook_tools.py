@@ -8,8 +8,9 @@ import orjson
 from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
 
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook import WorldbookStore, build_worldbook
+from worldsmith.worldbook import WorldbookStore
 
 PAGE = REPO / "pages" / "worldbook.py"
 
@@ -24,7 +25,7 @@ def _save_book(root: Path) -> WorldbookStore:
     episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
                 for line in lines]
     store = WorldbookStore(root / "worldbooks")
-    store.save(build_worldbook(episodes, name="alfworld").book, sources=[{"dataset": "samples"}])
+    store.save(build_simulator_book(episodes, name="alfworld").book, sources=[{"dataset": "samples"}])
     return store
 
 

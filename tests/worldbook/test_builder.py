@@ -192,7 +192,7 @@ def test_provenance_keeps_the_first_turns_and_counts_them_all() -> None:
     assert RuleProvenance(supporting=["e#0"]).model_dump() == {"supporting": ["e#0"], "contradicting": []}
     with pytest.raises(ValueError, match="less than the 2 turns listed"):
         RuleProvenance(supporting=["e#0", "e#1"], supporting_total=1)
-    book = build_worldbook(episodes("alfworld"), name="alf", config=BuildConfig(route_folds=0)).book
+    book = build_worldbook(episodes("alfworld"), name="alf").book
     reviewed = review_rules(book.rules, book.evidence, ReviewConfig(max_provenance=2), formats=list_formats(book))
     take = max((r for r in reviewed if r.action == "take"), key=lambda r: r.support)
     assert len(take.provenance.supporting) == 2 and take.provenance.count("supporting") == take.support > 2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import (
-    BuildConfig,
     Condition,
     Evidence,
     Rule,
@@ -37,7 +36,7 @@ def _take_rules(games: dict[str, list[tuple[str, str]]]) -> dict[str, Rule]:
         Turn(index=i, action=Action(name=text.split()[0], arguments={"text": text.split(" ", 1)[1]}
                                     if " " in text else {}, raw=text), observation=Observation(text=obs))
         for i, (text, obs) in enumerate(steps)]) for index, (game, steps) in enumerate(games.items())]
-    book = build_worldbook(episodes, name="inv", config=BuildConfig(route_folds=0)).book
+    book = build_worldbook(episodes, name="inv").book
     return {rule.template: rule for rule in book.rules if rule.action == "take"}
 
 

@@ -2,7 +2,7 @@
 
 Induction and review are restructured from time to time; the book they build must not move unnoticed. Each golden
 file holds, for one bundled sample, every rule's id, template, conditions, effects, status, support and provenance,
-and the route table (which the trackers, `sim.scope` among them, decide). The files are written by this test, from
+and the route table of the simulator's book (which the trackers, `sim.scope` among them, decide). The files are written by this test, from
 the code, never by hand: after a deliberate change in what the builder makes, rerun it with
 `WORLDSMITH_UPDATE_GOLDEN=1` and review the diff of `tests/worldbook/golden/` with the change.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.worldbook.build import build_worldbook
+from worldsmith.sim import build_simulator_book
 
 GOLDEN = Path(__file__).parent / "golden"
 # ALFWorld (list effects confirmed by later turns), BFCL (JSON results), TextWorld (refusals and scope forms).
@@ -27,7 +27,7 @@ _RULE_FIELDS = ("id", "action", "template", "outcome", "conditions", "effects", 
 
 def book_digest(name: str) -> dict[str, Any]:
     """The parts of the book built from sample `name` that induction, review and routing decide, as JSON."""
-    book = build_worldbook(sample_episodes(name), name=name).book
+    book = build_simulator_book(sample_episodes(name), name=name).book
     return {"rules": [{key: value for key, value in rule.model_dump(mode="json").items() if key in _RULE_FIELDS}
                       for rule in book.rules],
             "routes": book.routes.model_dump(mode="json") if book.routes is not None else None}

@@ -46,6 +46,7 @@ def _import_samples_once(root: str, folder: str | None) -> dict[str, Any] | None
 def _sample_worldbook(workspace: Workspace) -> str | None:
     """Build worldbook `alfworld` from the samples' train-split ALFWorld episodes, validated on the validation
     split (about a second); the test split stays out of it for evaluation."""
+    from worldsmith.sim import SIMULATOR_STAGES
     from worldsmith.worldbook import WorldbookStore
     from worldsmith.worldbook.build import build_dataset
 
@@ -56,7 +57,8 @@ def _sample_worldbook(workspace: Workspace) -> str | None:
         return None
     outcome = build_dataset(workspace, SAMPLES_DATASET, out=SAMPLE_BOOK, split="train", env="alfworld",
                             message="built from the bundled samples' train split on first start "
-                                    f"(held out: {HELD_OUT_SPLIT})", author="workbench")
+                                    f"(held out: {HELD_OUT_SPLIT})", author="workbench",
+                            stages=SIMULATOR_STAGES)
     return outcome.version
 
 

@@ -204,7 +204,7 @@ def run_routes(args: argparse.Namespace) -> int:
         emit_json({"book": book.name, "folds": table.folds if table else 0, "turns": table.turns if table else 0,
                    "routes": rows})
     elif table is None:
-        print(f"{book.name} has no route table (built without route_folds): rules answer first, then memory, "
+        print(f"{book.name} has no route table (built without the routes stage): rules answer first, then memory, "
               "then nearest evidence")
     else:
         print(f"{book.name}: {table.turns} held-out turns over {table.folds} folds")

@@ -7,7 +7,9 @@ import sys
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.sim.route_learning import simulator_stages
 from worldsmith.worldbook.build import BuildConfig, build_dataset
+from worldsmith.worldbook.pipeline import StageProgress
 
 __all__ = ["print_validation", "register"]
 
@@ -27,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="BOOK", help="worldbook name to save")
     parser.add_argument("--min-support", type=int, default=BuildConfig.min_support)
     parser.add_argument("--min-confirmations", type=int, default=BuildConfig.min_confirmations)
+    parser.add_argument("--route-folds", type=int, default=5, metavar="K",
+                        help="cross-fitting folds of the route table (default 5; 0: no table, rules answer first)")
     parser.add_argument("--message", default="")
     add_common(parser)
     parser.set_defaults(handler=run_build)
@@ -36,8 +40,10 @@ def _progress(quiet: bool) -> Any:
     if quiet:
         return None
 
-    def show(stage: str, done: int, total: int) -> None:
-        print(f"  [{done}/{total}] {stage}", file=sys.stderr, flush=True)
+    def show(event: StageProgress) -> None:
+        if event.state == "finished":
+            print(f"  [{event.index + 1}/{event.total}] {event.stage} {event.seconds:.2f}s"
+                  + (" (cached)" if event.cached else ""), file=sys.stderr, flush=True)
     return show
 
 
@@ -61,7 +67,8 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         outcome = build_dataset(workspace, args.dataset, out=args.out, split=args.split,
                                 validate_split=args.validate_split, env=args.env, folds=args.folds, config=config,
-                                message=args.message, progress=_progress(as_json))
+                                message=args.message, progress=_progress(as_json),
+                                stages=simulator_stages(args.route_folds))
     except ValueError as error:
         raise CommandError(str(error)) from None
     if as_json:
@@ -73,6 +80,7 @@ def run_build(args: argparse.Namespace) -> int:
           f"trajectories, {len(result.book.evidence)} transitions"
           + (f" ({report['excluded']['dialogue_only']} dialogue-only episodes left out)"
              if report["excluded"].get("dialogue_only") else ""))
+    print("stages: " + ", ".join(f"{stage} {seconds:.2f}s" for stage, seconds in result.timings.items()))
     for warning in outcome.warnings:
         print(f"warning: {warning}")
     if report["validation"]:

@@ -22,10 +22,11 @@ from typing import Any
 from worldsmith.evals.plots import Point, lines_figure
 from worldsmith.evals.protocols import ABLATIONS
 from worldsmith.evals.run import EvalConfig, run_eval
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook.build import BuildConfig, build_worldbook
+from worldsmith.worldbook.build import BuildConfig
 
 __all__ = ["DEFAULT_SIZES", "CurveResult", "ablation_methods", "construction_size_curve"]
 
@@ -74,7 +75,7 @@ def construction_size_curve(construction: Sequence[Episode], held_out: Sequence[
         subset = order[:n]
         if progress:
             progress(f"n={n}: building from {n} trajectories")
-        built = build_worldbook(subset, name=f"{name}-n{n}", config=build_config or BuildConfig())
+        built = build_simulator_book(subset, name=f"{name}-n{n}", config=build_config or BuildConfig())
         result.rules[n] = len(built.book.rules)
         config = EvalConfig(name=f"{name}-n{n}", book=built.book.name, dataset=dataset, methods=list(methods),
                             protocol="next-obs", llm=llm, max_turns=max_turns, resamples=resamples, seed=seed)

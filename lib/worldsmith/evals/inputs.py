@@ -20,11 +20,12 @@ import orjson
 from worldsmith.evals.config import EvalConfig
 from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.evals.novelty import NoveltyIndex
+from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.traces.model import Episode
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
+from worldsmith.worldbook.build import family_folds, trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["Inputs", "Part", "digest", "fold_summary", "in_env", "leak_free", "load_inputs"]
@@ -147,7 +148,7 @@ def _fold_parts(config: EvalConfig, pool: list[Episode], cache_dir: Path, progre
         if not held:
             continue
         kept = [e for e in base if assignment[trajectory_family(e)] != fold]
-        book = build_worldbook(kept, name=f"{config.book or config.dataset}-fold{fold + 1}", cache_dir=cache_dir).book
+        book = build_simulator_book(kept, name=f"{config.book or config.dataset}-fold{fold + 1}", cache_dir=cache_dir).book
         evaluated, leakage = leak_free(book, held, kept, config.drop_leaked)
         parts.append(Part(book, digest(book.model_dump(mode="json"))[:12], evaluated,
                            _families(book, kept, leakage), leakage, fold=fold + 1, construction=len(kept)))

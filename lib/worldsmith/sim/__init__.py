@@ -40,7 +40,15 @@ from worldsmith.sim.registry import (
     world_models,
 )
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
-from worldsmith.sim.routing import choose_route, learn_routes
+from worldsmith.sim.route_learning import (
+    SIMULATOR_STAGES,
+    RouteStage,
+    build_simulator_book,
+    fold_book,
+    learn_routes,
+    simulator_stages,
+)
+from worldsmith.sim.routing import choose_route
 from worldsmith.sim.scoring import (
     DiffSegment,
     Score,
@@ -123,6 +131,11 @@ __all__ = [
     "ViewEdits",
     "choose_route",
     "learn_routes",
+    "RouteStage",
+    "SIMULATOR_STAGES",
+    "build_simulator_book",
+    "fold_book",
+    "simulator_stages",
     "DiffSegment",
     "MethodStatus",
     "MethodStep",

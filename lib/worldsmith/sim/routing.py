@@ -5,9 +5,8 @@ memory): the best source whose held-out replay was not worse than nearest eviden
 this action, else none
 (nearest evidence answers). Which answers are trusted unmeasured, judged per action only, and their
 priority and audit route are declared with each source (`sim.sources`): `PRIORITY`, `ROUTE_NAMES`
-and the sets here are derived from that registry. `learn_routes` measures that table by cross-fitting: each fold's
-worldbook is built without some trajectory families, then a harness on it replays those families
-with teacher forcing and every source's answer is scored beside nearest evidence's. Its `suffix` row
+and the sets here are derived from that registry. `sim.route_learning` measures that table by cross-fitting. Its
+`suffix` row
 scores answers with their learned trailing line adjusted (`sim.suffixes`) against the same answers
 left alone: the harness adjusts only where that row is not worse.
 """
@@ -15,21 +14,13 @@ left alone: the harness adjusts only where that row is not worse.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from worldsmith.sim.base import action_line
-from worldsmith.sim.scoring import exact_match
 from worldsmith.sim.sources.base import Proposal
 from worldsmith.sim.sources.registry import answers, routed_answers, routing_order
-from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.routing import RouteTable
 
-if TYPE_CHECKING:
-    from worldsmith.sim.harness import Harness
-    from worldsmith.worldbook.build import BuildConfig
-
-__all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes", "route_name"]  # noqa: F822 (`__getattr__`)
+__all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "route_name"]  # noqa: F822 (`__getattr__`)
 
 
 def __getattr__(name: str) -> Any:
@@ -91,63 +82,3 @@ def choose_route(table: RouteTable | None, action: str,
             notes.append(f"{rival.key} over {chosen.key}: it won more of their held-out disagreements")
             chosen = rival
     return chosen, notes
-
-
-def _record_suffixes(table: RouteTable, harness: Harness, action: Action, name: str, arguments: dict[str, Any],
-                     bases: set[str], reference: str) -> None:
-    """Each answer the turn could get, with its learned trailing line added or removed, against itself unchanged:
-    the `suffix` row says whether adjusting helps this action held out."""
-    line = action_line(action)
-    for base in sorted(bases):
-        adjusted = harness.suffixes.adjust(name, arguments, line, base)
-        if adjusted is not None:
-            table.record(name, "suffix", bool(exact_match(adjusted[0], reference)), bool(exact_match(base, reference)))
-
-
-def learn_routes(episodes: Sequence[Episode], config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
-    """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families)."""
-    from worldsmith.sim.harness import Harness
-    from worldsmith.worldbook.build import build_worldbook, family_folds, trajectory_family
-
-    folds = min(folds, len({trajectory_family(e) for e in episodes}))
-    if folds < 2:
-        return None
-    assignment = family_folds(episodes, folds)
-    inner = replace(config, route_folds=0)
-    table = RouteTable(folds=folds)
-    for fold in range(folds):
-        held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
-        kept = [e for e in episodes if assignment[trajectory_family(e)] != fold]
-        book = build_worldbook(kept, name="routes", config=inner).book
-        harness = Harness(book)
-        nearest = harness.nearest  # the baseline every source is scored against
-        for episode in held:
-            harness.start(episode.model_copy(update={"turns": []}))
-            for turn in episode.turns:
-                reference = turn.observation.text
-                name, arguments, _ = harness.canonical(turn.action)
-                proposals, _ = harness.proposals(turn.action, name, arguments)
-                nearest_exact = None
-                answer = nearest.nearest(turn.action).observation if nearest is not None else None
-                if answer is not None:
-                    nearest_exact = bool(exact_match(answer, reference))
-                if harness.suffixes.applies(name):
-                    bases = {proposal.observation for proposal in proposals}
-                    if answer is not None:
-                        bases.add(answer)
-                    _record_suffixes(table, harness, turn.action, name, arguments, bases, reference)
-                exact: dict[str, tuple[str, bool]] = {}
-                for proposal in proposals:
-                    if proposal.key not in exact:
-                        right = bool(exact_match(proposal.observation, reference))
-                        exact[proposal.key] = (proposal.observation, right)
-                        table.record(name, proposal.key, right, nearest_exact)
-                        if proposal.key != proposal.source:
-                            table.record(name, proposal.source, right, nearest_exact)
-                for winner, (said, right) in exact.items():
-                    for loser, (other, wrong) in exact.items():
-                        if right and not wrong and said != other:
-                            table.record_duel(name, winner, loser)
-                table.turns += 1
-                harness.observe(turn.action, reference)
-    return table

@@ -8,4 +8,4 @@ __all__ = ["Progress"]
 
 Progress = Callable[[int, int, str], None]
 """Called as `progress(done, total, what)`: units done, units in all, what just finished. The worldbook
-build reports stages instead: `worldsmith.worldbook.build.StageProgress` (stage, done, total)."""
+build reports stages instead: `worldsmith.worldbook.pipeline.StageProgress` events (a stage started or finished)."""

@@ -7,6 +7,7 @@
                                   ops=[PatchOp(op="update_rule", id="take-1", fields={"status": "conflicted"})]))
 """
 
+from worldsmith.worldbook.book_stages import BOOK_STAGES, STAGES, BookStage, CandidateRules
 from worldsmith.worldbook.build import (
     BuildConfig,
     BuildResult,
@@ -71,6 +72,7 @@ from worldsmith.worldbook.model_stages import (
     model_notes,
     model_rules,
 )
+from worldsmith.worldbook.pipeline import Stage, StageProgress, StageRun, run_stages, with_stage
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.replay import (
@@ -85,7 +87,7 @@ from worldsmith.worldbook.replay import (
     select_rule,
 )
 from worldsmith.worldbook.routing import RouteStats, RouteTable
-from worldsmith.worldbook.stages import STAGES, Extraction, Fact
+from worldsmith.worldbook.stages import Extraction, Fact
 from worldsmith.worldbook.store import (
     Patch,
     PatchConflictError,
@@ -107,6 +109,7 @@ from worldsmith.worldbook.templates import (
 from worldsmith.worldbook.termination import Termination, TerminationFeature, learn_termination, predicts_done
 
 __all__ = [
+    "BOOK_STAGES",
     "NAMESPACES",
     "SEARCH_KINDS",
     "STAGES",
@@ -114,8 +117,10 @@ __all__ = [
     "ActionSchema",
     "ActionSpec",
     "ArgumentSpec",
+    "BookStage",
     "BuildConfig",
     "BuildResult",
+    "CandidateRules",
     "Condition",
     "CrossFitResult",
     "Demonstration",
@@ -150,7 +155,10 @@ __all__ = [
     "SearchHit",
     "Selection",
     "SentenceTransformerEmbedder",
+    "Stage",
+    "StageProgress",
     "StageReport",
+    "StageRun",
     "StatePath",
     "StateSchema",
     "TemplateChange",
@@ -206,9 +214,11 @@ __all__ = [
     "render_template",
     "replay_evidence",
     "review_rules",
+    "run_stages",
     "select_rule",
     "template_changes",
     "text_arguments",
     "trajectory_family",
     "validate",
+    "with_stage",
 ]

@@ -1,61 +1,42 @@
-"""The construction pipeline: traces in, a worldbook and its validation report out.
+"""Building a worldbook: traces in, a worldbook and its validation report out.
 
     result = build_worldbook(train_episodes, name="alfworld", validation=held_out_episodes)
     result.book            # the Worldbook
     result.validation      # per-action coverage and exact match on the held-out trajectories
+    result.timings         # seconds per stage, in pipeline order
 
-Stages (`stages.STAGES`) run in order as separate functions: align -> extract -> rules -> review ->
-schema -> contracts -> notes -> demonstrations -> termination -> compile. Each stage's output is cached as JSON
-under `cache_dir` keyed by a hash of its inputs and the config, so a rerun (or a run resumed after
-an interruption) skips the stages already done. The rules and notes stages can run on a model
-(`BuildConfig.llm`): every call then goes through the model layer (cached and logged), unusable
-output falls back to the deterministic stage, and the report compares the two.
+This module only orchestrates: the stages are declared once, in order, in `book_stages.BOOK_STAGES` and run by
+`pipeline.run_stages` (each cached as JSON under `cache_dir` by a fingerprint of its inputs, the config and the code
+version, so a rerun or a resumed build skips the stages already done; each reports `StageProgress`). A book for
+simulation adds the route table, a stage owned by `sim` (`sim.build_simulator_book`). Validation, leakage checks,
+cross-fitting and `build_dataset` (what the CLI and the Build page run) are here too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import orjson
-from pydantic import TypeAdapter
-
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.model import Episode
-from worldsmith.util.atomic import atomic_write_bytes
-from worldsmith.util.code_version import code_version
-from worldsmith.worldbook.engine import literal_value
-from worldsmith.worldbook.facts import extract_facts, learn_list_format
-from worldsmith.worldbook.induce import InductionConfig, induce_rules
-from worldsmith.worldbook.model import (
-    ActionSchema,
-    Demonstration,
-    Effect,
-    Evidence,
-    Note,
-    ObservationContract,
-    Rule,
-    StateSchema,
-    Worldbook,
-    join_path,
+from worldsmith.worldbook.book_stages import BOOK_STAGES, deterministic_extract
+from worldsmith.worldbook.model import Worldbook
+from worldsmith.worldbook.pipeline import (
+    Artifacts,
+    BuildContext,
+    ProgressCallback,
+    Stage,
+    StageCache,
+    StageProgress,
+    digest,
+    run_stages,
 )
-from worldsmith.worldbook.replay import ReplayReport, ReviewConfig, list_formats, replay_evidence, review_rules
-from worldsmith.worldbook.routing import RouteTable
-from worldsmith.worldbook.schema import (
-    induce_action_schema,
-    induce_contracts,
-    induce_notes,
-    induce_state_schema,
-    pick_demonstrations,
-)
-from worldsmith.worldbook.stages import Extraction
+from worldsmith.worldbook.replay import ReplayReport, list_formats, replay_evidence
 from worldsmith.worldbook.templates import evidence_from_episodes
-from worldsmith.worldbook.termination import Termination, learn_termination
 
 __all__ = [
     "BuildConfig",
@@ -76,12 +57,10 @@ __all__ = [
     "validate",
 ]
 
-StageProgress = Callable[[str, int, int], None]  # (stage, done, total): not util.progress.Progress's order
-
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """Everything that changes what a build produces (it is hashed into the stage cache keys)."""
+    """Everything that changes what the book's stages produce (it is hashed into the stage cache keys)."""
 
     min_support: int = 3
     min_share: float = 0.05
@@ -92,7 +71,6 @@ class BuildConfig:
     demonstrations_per_action: int = 4
     llm: str | None = None  # a model spec: the rules and notes stages then run on the model
     model_stages: tuple[str, ...] = ("rules", "notes")
-    route_folds: int = 5  # cross-fitting folds of the route table (sim.routing); 0: no table (rules first)
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "model_stages": list(self.model_stages)}
@@ -101,10 +79,11 @@ class BuildConfig:
 @dataclass
 class BuildResult:
     book: Worldbook
-    timings: dict[str, float]
+    timings: dict[str, float]  # seconds per stage, in the order the stages ran
     stage_reports: dict[str, Any] = field(default_factory=dict)
     validation: ReplayReport | None = None
     leakage: dict[str, Any] | None = None
+    artifacts: Artifacts | None = field(default=None, repr=False, compare=False)  # every stage's output
     excluded: dict[str, int] = field(default_factory=add_exclusions)  # episodes left out, by why
 
     def report(self) -> dict[str, Any]:
@@ -117,193 +96,26 @@ class BuildResult:
                 "excluded": dict(self.excluded)}
 
 
-# ------------------------------------------------------------------------------------------- stages
-def deterministic_extract(evidence: Sequence[Evidence]) -> list[Extraction]:
-    """Per transition: canonical action, outcome, the facts its observation shows, the candidate state changes
-    (facts that differ from what the episode showed before) and what stays ambiguous."""
-    from worldsmith.worldbook.induce import episode_of
-
-    out: list[Extraction] = []
-    known: dict[tuple[str, tuple[str, ...]], Any] = {}
-    for item in evidence:
-        arguments = item.arguments if isinstance(item.arguments, dict) else {}
-        facts = extract_facts(item.action, arguments, item.observation)
-        episode = episode_of(item.turn_id)
-        changes, ambiguities = [], []
-        for fact in facts:
-            key = (episode, tuple(fact.path))
-            if known.get(key, _UNSEEN) != fact.value:
-                changes.append(Effect(op="set", path=join_path(fact.path), value=literal_value(fact.value)))
-            known[key] = fact.value
-            if fact.kind == "list" and len(fact.path) == 2 and arguments:
-                ambiguities.append(f"a list with no owner among the arguments, kept as {'.'.join(fact.path)}")
-        if not item.observation.strip():
-            ambiguities.append("empty observation")
-        out.append(Extraction(turn_id=item.turn_id, action=item.action, arguments=arguments,
-                              outcome=item.outcome or "success", facts=facts, changes=changes,
-                              ambiguities=ambiguities))
-    return out
-
-
-_UNSEEN = object()
-
-
-def _deterministic_rules(evidence: Sequence[Evidence], config: BuildConfig) -> list[Rule]:
-    return induce_rules(evidence, InductionConfig(max_free_slots=config.max_free_slots,
-                                                  max_forms_per_action=config.max_forms_per_action,
-                                                  min_confirmations=config.min_confirmations))
-
-
-class _StageCache:
-    """Stage outputs as JSON files keyed by a hash of the inputs and config (atomic writes)."""
-
-    def __init__(self, folder: Path | None) -> None:
-        self.folder = folder
-        if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-
-    def run(self, stage: str, key: str, adapter: TypeAdapter[Any], compute: Callable[[], Any]) -> tuple[Any, bool]:
-        if self.folder is None:
-            return compute(), False
-        path = self.folder / f"{stage}-{key}.json"
-        if path.exists():
-            try:
-                return adapter.validate_json(path.read_bytes()), True
-            except ValueError:
-                path.unlink()  # a damaged cache entry is recomputed, never trusted
-        value = compute()
-        atomic_write_bytes(path, adapter.dump_json(value))
-        return value, False
-
-
-_CODE_VERSION = code_version()  # a cached stage output from other code is never reused
-
-
-def _digest(*parts: Any) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS, default=str))
-    return digest.hexdigest()[:16]
-
-
-def _model_stages(config: BuildConfig, workspace_root: str | Path | None) -> tuple[Any, Any] | None:
-    if not config.llm:
-        return None
-    from worldsmith.llm.tracked import open_llm
-    from worldsmith.worldbook import model_stages
-
-    return open_llm(config.llm, workspace_root, component="build"), model_stages
-
-
 def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConfig = BuildConfig(),
                     validation: Iterable[Episode] | None = None, cache_dir: str | Path | None = None,
                     workspace_root: str | Path | None = None, env_id: str | None = None,
-                    progress: StageProgress | None = None) -> BuildResult:
-    """Build a worldbook from trajectories (ground-truth state is never read) and validate it on
-    `validation` trajectories when given. Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
+                    progress: ProgressCallback | None = None, stages: Sequence[Stage] = BOOK_STAGES) -> BuildResult:
+    """Build a worldbook from trajectories (ground-truth state is never read) by running `stages` in order, and
+    validate it on `validation` trajectories when given. A simulator's book adds `sim`'s route stage
+    (`sim.build_simulator_book`). Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
     episodes, excluded = exclude_dialogue_only(episode.without_state() for episode in episodes)
-    cache = _StageCache(Path(cache_dir) if cache_dir is not None else None)
-    timings: dict[str, float] = {}
-    reports: dict[str, Any] = {}
-    steps = 11
-
-    def stage(index: int, label: str, key_parts: Sequence[Any], adapter: TypeAdapter[Any],
-              compute: Callable[[], Any]) -> Any:
-        if progress:
-            progress(label, index, steps)
-        started = time.perf_counter()
-        reports.setdefault(label, {})
-        value, cached = cache.run(label, _digest(label, _CODE_VERSION, config.to_json(), *key_parts), adapter,
-                                  compute)
-        timings[label] = round(time.perf_counter() - started, 4)
-        reports[label]["cached"] = cached
-        return value
-
-    episode_key = [(e.id, e.content_hash()) for e in episodes]
-    evidence: list[Evidence] = stage(0, "align", [episode_key], TypeAdapter(list[Evidence]),
-                                     lambda: evidence_from_episodes(episodes))
-    evidence_key = _digest([e.model_dump(mode="json") for e in evidence])
-    extractions: list[Extraction] = stage(1, "extract", [evidence_key], TypeAdapter(list[Extraction]),
-                                          lambda: deterministic_extract(evidence))
-    reports["extract"]["facts"] = sum(len(x.facts) for x in extractions)
-    model = _model_stages(config, workspace_root)
-
-    def rules_stage() -> list[Rule]:
-        deterministic = _deterministic_rules(evidence, config)
-        if model is None or "rules" not in config.model_stages:
-            return deterministic
-        llm, stages_module = model
-        report = stages_module.StageReport(stage="rules")
-        by_action: dict[str, list[Evidence]] = {}
-        for item in evidence:
-            by_action.setdefault(item.action, []).append(item)
-        drafted: list[Rule] = []
-        for action, items in sorted(by_action.items()):
-            drafted += stages_module.model_rules(
-                action, items, llm, report=report,
-                fallback=lambda a, _items: [r for r in deterministic if r.action == a])
-        reports["rules"]["model"] = report.to_json()
-        reports["rules"]["compared_with_deterministic"] = stages_module.compare_stage_outputs(deterministic, drafted)
-        known = {r.id for r in drafted}
-        return drafted + [r for r in deterministic if r.id not in known]
-
-    fmt = {"*": learn_list_format(item.observation for item in evidence)}
-    rules: list[Rule] = stage(2, "rules", [evidence_key], TypeAdapter(list[Rule]), rules_stage)
-    rules = stage(3, "review", [evidence_key, _digest([r.model_dump(mode="json") for r in rules])],
-                  TypeAdapter(list[Rule]), lambda: review_rules(rules, evidence, ReviewConfig(
-                      min_support=config.min_support, min_share=config.min_share,
-                      max_counterexample_share=config.max_counterexample_share), formats=fmt))
-    rules_key = _digest([r.model_dump(mode="json") for r in rules])
-    schemas: tuple[ActionSchema, StateSchema] = stage(
-        4, "schema", [evidence_key, rules_key], TypeAdapter(tuple[ActionSchema, StateSchema]),
-        lambda: (induce_action_schema(evidence), induce_state_schema(evidence, rules)))
-    contracts: list[ObservationContract] = stage(5, "contracts", [evidence_key, rules_key],
-                                                 TypeAdapter(list[ObservationContract]),
-                                                 lambda: induce_contracts(evidence, rules))
-
-    def notes_stage() -> list[Note]:
-        deterministic = induce_notes(evidence, rules)
-        if model is None or "notes" not in config.model_stages:
-            return deterministic
-        llm, stages_module = model
-        report = stages_module.StageReport(stage="notes")
-        drafted = stages_module.model_notes(evidence, llm, report=report, fallback=lambda _e: deterministic)
-        reports["notes"]["model"] = report.to_json()
-        known = {n.id for n in drafted}
-        return drafted + [n for n in deterministic if n.id not in known]
-
-    notes: list[Note] = stage(6, "notes", [evidence_key, rules_key], TypeAdapter(list[Note]), notes_stage)
-    demonstrations: list[Demonstration] = stage(
-        7, "demonstrations", [evidence_key, rules_key], TypeAdapter(list[Demonstration]),
-        lambda: pick_demonstrations(evidence, rules, config.demonstrations_per_action))
-    termination: Termination | None = stage(8, "termination", [evidence_key], TypeAdapter(Termination | None),
-                                             lambda: learn_termination(evidence))
-
-    def routes_stage() -> RouteTable | None:
-        from worldsmith.sim.routing import learn_routes  # the harness replays held-out folds: sim sits above
-
-        return learn_routes(episodes, replace(config, llm=None), folds=config.route_folds)
-
-    routes: RouteTable | None = None
-    if config.route_folds >= 2:
-        routes = stage(9, "routes", [episode_key], TypeAdapter(RouteTable | None), routes_stage)
-    if progress:
-        progress("compile", 10, steps)
-    started = time.perf_counter()
-    env_ids = sorted({e.env_id for e in episodes if e.env_id})
-    book = Worldbook(name=name, env_id=env_id or (env_ids[0] if len(env_ids) == 1 else None),
-                     action_schema=schemas[0], state_schema=schemas[1], rules=rules, contracts=contracts,
-                     notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes,
-                     termination=termination).canonical()
-    timings["compile"] = round(time.perf_counter() - started, 4)
-    result = BuildResult(book=book, timings=timings, stage_reports=reports, excluded=excluded)
+    context = BuildContext(config=config, name=name, env_id=env_id, workspace_root=workspace_root)
+    artifacts = Artifacts()
+    artifacts.put("episodes", episodes, digest([(e.id, e.content_hash()) for e in episodes]))
+    runs = run_stages(stages, artifacts, context, cache=StageCache(Path(cache_dir) if cache_dir is not None else None),
+                      progress=progress)
+    result = BuildResult(book=artifacts["book"], timings={run.stage: run.seconds for run in runs},
+                         stage_reports=context.reports, artifacts=artifacts, excluded=excluded)
     if validation is not None:
         held_out, held_excluded = exclude_dialogue_only(episode.without_state() for episode in validation)
         result.excluded = add_exclusions(excluded, held_excluded)
         result.leakage = leakage_check(episodes, held_out)
-        result.validation = validate(book, held_out)
-    if progress:
-        progress("done", steps, steps)
+        result.validation = validate(result.book, held_out)
     return result
 
 
@@ -399,20 +211,20 @@ def family_folds(episodes: Sequence[Episode], folds: int) -> dict[str, int]:
 
 def cross_fit(episodes: Sequence[Episode], *, name: str, folds: int, config: BuildConfig = BuildConfig(),
               cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
-              progress: StageProgress | None = None) -> CrossFitResult:
-    """One worldbook per fold, each validated on the families it did not see (k folds by family)."""
+              progress: ProgressCallback | None = None) -> CrossFitResult:
+    """One worldbook per fold (the book's stages: validation replays rules only), each validated on the families
+    it did not see (k folds by family)."""
     assignment = family_folds(episodes, folds)
     families = list(assignment)
     results: list[BuildResult] = []
     for fold in range(folds):
         held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
         kept = [e for e in episodes if assignment[trajectory_family(e)] != fold]
-        fold_progress = (lambda stage, done, total, _f=fold: progress(f"fold {_f + 1}/{folds}: {stage}", done, total)) \
-            if progress else None
+        fold_progress = (lambda event, _f=fold: progress(replace(event, stage=f"fold {_f + 1}/{folds}: {event.stage}"))
+                         ) if progress else None
         results.append(build_worldbook(kept, name=f"{name}-fold{fold + 1}", config=config, validation=held,
                                        cache_dir=cache_dir, workspace_root=workspace_root, progress=fold_progress))
     return CrossFitResult(results, [[f for f in families if assignment[f] == fold] for fold in range(folds)])
-
 
 
 @dataclass
@@ -459,10 +271,11 @@ def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
 def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None = None,
                   validate_split: str | None = None, env: str | None = None, folds: int = 0,
                   config: BuildConfig = BuildConfig(), message: str = "", author: str = "worldsmith build",
-                  progress: StageProgress | None = None) -> BuildOutcome:
-    """Build a worldbook from a workspace dataset (optionally one environment's episodes, e.g. `alfworld`),
-    validate it on the held-out split (default with `split`: validation, else test) and/or by cross-fitting,
-    and save it as a new version of `out` (HEAD is its parent). What the CLI and the Build page run."""
+                  progress: ProgressCallback | None = None, stages: Sequence[Stage] = BOOK_STAGES) -> BuildOutcome:
+    """Build a worldbook from a workspace dataset (optionally one environment's episodes, e.g. `alfworld`) with
+    `stages` (the CLI and the Build page pass `sim.SIMULATOR_STAGES`: the route table too), validate it on the
+    held-out split (default with `split`: validation, else test) and/or by cross-fitting, and save it as a new
+    version of `out` (HEAD is its parent)."""
     from worldsmith.worldbook.store import WorldbookStore, check_book_name
 
     check_book_name(out)  # before any work: a bad name is refused, nothing written
@@ -490,7 +303,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
         crossed = cross_fit(episodes, name=out, folds=folds, config=config, cache_dir=cache_dir,
                             workspace_root=workspace.root, progress=progress).summary()
     result = build_worldbook(episodes, name=out, config=config, validation=held_out, cache_dir=cache_dir,
-                             workspace_root=workspace.root, progress=progress)
+                             workspace_root=workspace.root, progress=progress, stages=stages)
     result.excluded = add_exclusions(result.excluded, *read_excluded)
     store = WorldbookStore(workspace.root / "worldbooks")
     parent = store.head(out) if out in store.names() else None
@@ -499,7 +312,8 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
         result.book, parent=parent, author=author,
         message=message or f"built from {dataset}" + (f" ({split})" if split else "") + (f", {env}" if env else ""),
         build={"builder": "model" if config.llm else "deterministic", "config": config.to_json(),
-               "timings_s": result.timings, "folds": folds},
+               "stages": {stage.name: stage.settings() for stage in stages}, "timings_s": result.timings,
+               "folds": folds},
         sources=[{"dataset": dataset, "split": split, "env": env, "episodes": len(episodes),
                   "validation_split": held_split}],
         validation={"status": "validated" if validation else "not validated",

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from worldsmith.worldbook.engine import (
     EffectError,
     apply_effects,
@@ -58,6 +60,7 @@ __all__ = [
     "Form",
     "FormKey",
     "FormTag",
+    "InducedRules",
     "InductionConfig",
     "PlacedForm",
     "ReplayContext",
@@ -65,6 +68,7 @@ __all__ = [
     "episode_of",
     "group_by_episode",
     "implied_properties",
+    "induce_candidates",
     "induce_forms",
     "induce_rules",
     "observation_form",
@@ -545,12 +549,27 @@ def induce_forms(evidence: Sequence[Evidence], config: InductionConfig = Inducti
     return forms
 
 
+class InducedRules(BaseModel):
+    """Candidate rules and, per rule id, every turn whose observation formed its template (uncapped, unlike the
+    provenance): what a cross-fitted fold keeps of a candidate induced over all trajectories (`sim.route_learning`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rules: list[Rule]
+    origins: dict[str, list[str]] = Field(default_factory=dict)
+
+
 def induce_rules(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> list[Rule]:
     """Rules with templates, conditions and replay-checked effects, for every action in the evidence.
 
     Statuses, support and provenance are provisional (supporting = the turns a form fits);
     `replay.review_rules` settles them by falsifying each rule against all evidence.
     """
+    return induce_candidates(evidence, config).rules
+
+
+def induce_candidates(evidence: Sequence[Evidence], config: InductionConfig = InductionConfig()) -> InducedRules:
+    """`induce_rules` with each rule's origin turns."""
     forms = induce_forms(evidence, config)
     context = ReplayContext.of(evidence, forms)
     # Two passes: the second carries the effects the first confirmed into the state it checks later turns against
@@ -643,8 +662,9 @@ def _read_votes(tally: Counter[Vote], values_by_path: Mapping[str, set[Any]],
 
 def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[Vote]],
               candidates: Mapping[str, Mapping[CandidateKey, EffectCandidate]], by_action: Mapping[str, list[Evidence]],
-              config: InductionConfig) -> list[Rule]:
+              config: InductionConfig) -> InducedRules:
     rules: list[Rule] = []
+    origins: dict[str, list[str]] = {}
     by_turn = {item.turn_id: item for items in by_action.values() for item in items}
     for action, action_forms in sorted(forms.items()):
         proposed = candidates.get(action, {})
@@ -667,6 +687,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[V
                 f"; effect {r.effect.op} {r.effect.path} {r.effect.value!s} confirmed by {len(r.confirmations)} "
                 f"later observation(s), contradicted by {len(r.contradictions)}" for r in accepted
             ) if form.outcome == "success" else ""
+            origins[f"{_slug(action)}.r{rank}"] = list(form.turns)
             rules.append(Rule(
                 id=f"{_slug(action)}.r{rank}", action=action, conditions=conditions, effects=effects,
                 outcome=form.outcome if form.outcome.startswith("failure") or form.outcome == "success" else "success",
@@ -676,4 +697,4 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[V
                 description=f"{len(form.turns)} of {len(by_action[action])} '{action}' turns ({share:.0%}) fit this "
                             f"observation form{effect_note}",
             ))
-    return rules
+    return InducedRules(rules=rules, origins=origins)

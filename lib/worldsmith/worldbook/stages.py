@@ -1,8 +1,7 @@
-"""The typed interface between construction stages, shared by the deterministic and the model-backed builders.
+"""Typed records passed between construction stages, shared by the deterministic and the model-backed builders.
 
-Each stage is a plain function from typed inputs to typed outputs, so either implementation can run
-a stage, their outputs can be compared item by item, and the pipeline can cache a stage's output on
-disk and resume after it. `Extraction` is what the extract stage says about one transition.
+Either implementation can run a stage and their outputs can be compared item by item; the stages themselves are
+declared in `book_stages.BOOK_STAGES`. `Extraction` is what the extract stage says about one transition.
 """
 
 from __future__ import annotations
@@ -13,12 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.worldbook.model import Effect
 
-__all__ = ["STAGES", "Extraction", "Fact", "StageName"]
-
-StageName = Literal["align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations",
-                    "termination", "compile"]
-STAGES: tuple[StageName, ...] = (
-    "align", "extract", "schema", "rules", "review", "contracts", "notes", "demonstrations", "termination", "compile")
+__all__ = ["Extraction", "Fact"]
 
 
 class Fact(BaseModel):

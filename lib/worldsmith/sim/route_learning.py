@@ -1,0 +1,181 @@
+"""The route table (`Worldbook.routes`) as a stage `sim` adds after the book's own: a simulator's book is
+`build_simulator_book(...)` = the worldbook's stages + `RouteStage`, run as one declared pipeline.
+
+The table is measured by cross-fitting the construction trajectories over trajectory families: for each fold, a
+harness on a book of the other folds replays the fold's trajectories with teacher forcing, and every answer source
+is scored beside nearest evidence (`sim.routing.choose_route` reads the table). The fold books are not rebuilt from
+scratch: the candidate rules and templates the build induced once over all construction trajectories are reused and
+only re-reviewed per fold.
+
+How a fold's book is kept free of the held-out fold (`fold_book`):
+
+- **evidence** is the kept folds' transitions only (the held-out episodes' turns are dropped), and everything the
+  harness derives from evidence (nearest evidence, place/entity/field/inventory/scope trackers, suffixes, memory
+  forms) is built from that evidence alone;
+- **candidates** carry every turn that formed their template (`InducedRules.origins`); a candidate none of whose
+  origin turns is in a kept episode (only the held-out fold produced it) is dropped, and the others start the review
+  with their kept origin turns as provenance;
+- **support, statuses, counterexamples, narrowing and entity keying** come from `review_rules` over the kept
+  evidence only, exactly as a build on the kept folds would review (min_support and min_share count kept turns: a
+  candidate whose kept support falls below min_support is not supported in the fold, whatever the held-out fold
+  showed); the list format is learned from kept observations;
+- the action schema, state schema and termination are induced from the kept evidence and the fold's reviewed rules.
+
+What the held-out fold can still shape is a kept candidate's text: the words of its template (two observations
+merged into one template with a free slot), its conditions and its effects (votes and confirmations counted over
+all trajectories), as for any rule of the final book. Supports, statuses and every tracker the fold's harness
+consults are the kept folds' own (`tests/sim/test_route_learning.py` fails if held-out evidence leaks into them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from worldsmith.sim.base import action_line
+from worldsmith.sim.harness import Harness
+from worldsmith.sim.scoring import exact_match
+from worldsmith.traces.model import Action, Episode
+from worldsmith.worldbook.book_stages import BOOK_STAGES, review_config
+from worldsmith.worldbook.build import BuildConfig, BuildResult, build_worldbook, family_folds, trajectory_family
+from worldsmith.worldbook.facts import learn_list_format
+from worldsmith.worldbook.induce import InducedRules, episode_of
+from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, Worldbook
+from worldsmith.worldbook.pipeline import Artifacts, BuildContext, ProgressCallback, Stage, with_stage
+from worldsmith.worldbook.replay import review_rules
+from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.schema import induce_action_schema, induce_state_schema
+from worldsmith.worldbook.termination import learn_termination
+
+__all__ = ["SIMULATOR_STAGES", "RouteStage", "build_simulator_book", "fold_book", "learn_routes",
+           "simulator_stages"]
+
+_MAX_PROVENANCE = 50  # as induction caps a candidate's provenance
+
+
+@dataclass(frozen=True)
+class RouteStage:
+    """The route-table stage: cross-fits the construction episodes over `folds` trajectory families (fewer
+    families than folds: as many folds as families; under 2: no table)."""
+
+    folds: int = 5
+    name: str = "routes"
+    inputs: tuple[str, ...] = ("episodes", "evidence", "rules")
+    output: str = "routes"
+
+    @property
+    def output_type(self) -> Any:
+        return RouteTable | None
+
+    def settings(self) -> dict[str, Any]:
+        return {"folds": self.folds}
+
+    def run(self, artifacts: Artifacts, context: BuildContext) -> RouteTable | None:
+        return learn_routes(artifacts["episodes"], artifacts["evidence"], artifacts["rules"].deterministic,
+                            context.config, folds=self.folds)
+
+
+def simulator_stages(route_folds: int = 5) -> tuple[Stage, ...]:
+    """The book's stages with the route table measured before `compile` (route_folds < 2: the book's alone)."""
+    if route_folds < 2:
+        return BOOK_STAGES
+    return with_stage(BOOK_STAGES, RouteStage(folds=route_folds), before="compile")
+
+
+SIMULATOR_STAGES = simulator_stages()
+
+
+def build_simulator_book(episodes: Iterable[Episode], *, name: str, config: BuildConfig | None = None,
+                         route_folds: int = 5, validation: Iterable[Episode] | None = None,
+                         cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
+                         env_id: str | None = None, progress: ProgressCallback | None = None) -> BuildResult:
+    """A worldbook for simulation: `build_worldbook` with the route table (`route_folds` cross-fitting folds)."""
+    return build_worldbook(episodes, name=name, config=config or BuildConfig(), validation=validation, cache_dir=cache_dir,
+                           workspace_root=workspace_root, env_id=env_id, progress=progress,
+                           stages=simulator_stages(route_folds))
+
+
+def _fold_candidates(candidates: InducedRules, kept_turns: set[str]) -> list[Rule]:
+    """The candidates a kept turn formed, their provenance cut to those turns."""
+    out = []
+    for rule in candidates.rules:
+        origin = [turn for turn in candidates.origins.get(rule.id, []) if turn in kept_turns]
+        if origin:
+            out.append(rule.model_copy(update={
+                "support": len(origin), "provenance": RuleProvenance.capped(origin, cap=_MAX_PROVENANCE)}))
+    return out
+
+
+def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episodes: set[str],
+              config: BuildConfig) -> Worldbook:
+    """The book a fold's harness runs on: the kept episodes' evidence, the candidates they formed re-reviewed on
+    that evidence, and the schemas and termination it shows (see the module docstring for what stays out)."""
+    kept = [item for item in evidence if episode_of(item.turn_id) in kept_episodes]
+    rules = review_rules(_fold_candidates(candidates, {item.turn_id for item in kept}), kept, review_config(config),
+                         formats={"*": learn_list_format(item.observation for item in kept)})
+    return Worldbook(name="routes", action_schema=induce_action_schema(kept),
+                     state_schema=induce_state_schema(kept, rules), rules=rules, evidence=kept,
+                     termination=learn_termination(kept)).canonical()
+
+
+def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], candidates: InducedRules,
+                 config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
+    """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families):
+    `evidence` and `candidates` are the build's, over all of `episodes`."""
+    folds = min(folds, len({trajectory_family(e) for e in episodes}))
+    if folds < 2:
+        return None
+    assignment = family_folds(episodes, folds)
+    table = RouteTable(folds=folds)
+    for fold in range(folds):
+        held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
+        kept = {e.id for e in episodes if assignment[trajectory_family(e)] != fold}
+        _replay_fold(table, Harness(fold_book(evidence, candidates, kept, config)), held)
+    return table
+
+
+def _replay_fold(table: RouteTable, harness: Harness, held: Sequence[Episode]) -> None:
+    """Every held-out turn, teacher-forced: each source's answer scored beside nearest evidence's."""
+    nearest = harness.nearest  # the baseline every source is scored against
+    for episode in held:
+        harness.start(episode.model_copy(update={"turns": []}))
+        for turn in episode.turns:
+            reference = turn.observation.text
+            name, arguments, _ = harness.canonical(turn.action)
+            proposals, _ = harness.proposals(turn.action, name, arguments)
+            nearest_exact = None
+            answer = nearest.nearest(turn.action).observation if nearest is not None else None
+            if answer is not None:
+                nearest_exact = bool(exact_match(answer, reference))
+            if harness.suffixes.applies(name):
+                bases = {proposal.observation for proposal in proposals}
+                if answer is not None:
+                    bases.add(answer)
+                _record_suffixes(table, harness, turn.action, name, arguments, bases, reference)
+            exact: dict[str, tuple[str, bool]] = {}
+            for proposal in proposals:
+                if proposal.key not in exact:
+                    right = bool(exact_match(proposal.observation, reference))
+                    exact[proposal.key] = (proposal.observation, right)
+                    table.record(name, proposal.key, right, nearest_exact)
+                    if proposal.key != proposal.source:
+                        table.record(name, proposal.source, right, nearest_exact)
+            for winner, (said, right) in exact.items():
+                for loser, (other, wrong) in exact.items():
+                    if right and not wrong and said != other:
+                        table.record_duel(name, winner, loser)
+            table.turns += 1
+            harness.observe(turn.action, reference)
+
+
+def _record_suffixes(table: RouteTable, harness: Harness, action: Action, name: str, arguments: dict[str, Any],
+                     bases: set[str], reference: str) -> None:
+    """Each answer the turn could get, with its learned trailing line added or removed, against itself unchanged:
+    the `suffix` row says whether adjusting helps this action held out."""
+    line = action_line(action)
+    for base in sorted(bases):
+        adjusted = harness.suffixes.adjust(name, arguments, line, base)
+        if adjusted is not None:
+            table.record(name, "suffix", bool(exact_match(adjusted[0], reference)), bool(exact_match(base, reference)))

@@ -1,0 +1,78 @@
+"""The route table as sim's stage: cross-fitted folds reuse the build's candidates, and a fold's book holds nothing
+the held-out fold showed (its evidence, the candidates only it formed, the support and statuses it would add)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers import sample_episodes
+from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book, fold_book, simulator_stages
+from worldsmith.traces import Action, Episode, Observation, Turn
+from worldsmith.traces.model import turn_id
+from worldsmith.worldbook import BOOK_STAGES, BuildConfig, build_worldbook, family_folds, trajectory_family
+from worldsmith.worldbook.induce import episode_of
+
+
+def _copy(episode: Episode, suffix: str) -> Episode:
+    """The same trajectory under a new id, in the same family (so in the same fold)."""
+    new_id = f"{episode.id}-{suffix}"
+    return episode.model_copy(update={"id": new_id, "family": trajectory_family(episode), "turns": [
+        turn.model_copy(update={"id": turn_id(new_id, turn.index)}) for turn in episode.turns]})
+
+
+def _planted(family: str) -> Episode:
+    """An episode of an action no other trajectory takes, answered the same way every time."""
+    turns = [Turn(index=i, id=turn_id("planted", i), action=Action(name="xyzzy", raw="xyzzy"),
+                  observation=Observation(text="A hollow voice says: fool.")) for i in range(6)]
+    return Episode(id="planted", env_id="alfworld", family=family, turns=turns)
+
+
+def _fold(episodes: list[Episode], fold: int = 0) -> tuple[set[str], set[str]]:
+    """(kept episode ids, held-out episode ids) of a 3-fold split by family."""
+    assignment = family_folds(episodes, 3)
+    held = {e.id for e in episodes if assignment[trajectory_family(e)] == fold}
+    return {e.id for e in episodes} - held, held
+
+
+def _fold_book_of(episodes: list[Episode], kept: set[str]) -> Any:
+    artifacts = build_worldbook(episodes, name="alf").artifacts
+    assert artifacts is not None
+    return fold_book(artifacts["evidence"], artifacts["rules"].deterministic, kept, BuildConfig())
+
+
+def _reviewed(book: Any) -> dict[tuple[str, str], tuple[str, int, list[str]]]:
+    return {(r.action, r.template): (r.status.value, r.support, sorted(r.counterexamples)) for r in book.rules}
+
+
+def test_a_fold_book_holds_no_held_out_evidence_candidate_or_support() -> None:
+    base = sample_episodes("alfworld_expert")
+    kept, held = _fold(base)
+    held_family = trajectory_family(next(e for e in base if e.id in held))
+    # The held-out fold, made louder: every held-out trajectory three times, and an action only it takes.
+    louder = [*base, *(_copy(e, f"dup{k}") for e in base if e.id in held for k in (1, 2)), _planted(held_family)]
+    assert _fold(louder) == (kept, held | {e.id for e in louder if e.id not in kept})
+    quiet_book, loud_book = _fold_book_of(base, kept), _fold_book_of(louder, kept)
+
+    for book in (quiet_book, loud_book):
+        assert {episode_of(item.turn_id) for item in book.evidence} == kept
+        kept_turns = {item.turn_id for item in book.evidence}
+        for rule in book.rules:
+            cited = {*rule.provenance.supporting, *rule.provenance.contradicting, *rule.counterexamples}
+            assert cited <= kept_turns, rule.id
+    assert "xyzzy" not in {r.action for r in loud_book.rules}
+    assert loud_book.action_schema.get("xyzzy") is None
+    # Support and statuses are counted on the kept folds alone: tripling the held-out fold changes none of them.
+    assert _reviewed(loud_book) == _reviewed(quiet_book)
+    assert loud_book.evidence == quiet_book.evidence
+    assert any(status == "supported" for status, _, _ in _reviewed(quiet_book).values())
+
+
+def test_the_simulator_book_is_the_book_with_its_route_table() -> None:
+    episodes = sample_episodes("textworld")
+    book = build_worldbook(episodes, name="tw").book
+    simulated = build_simulator_book(episodes, name="tw")
+    assert list(simulated.timings) == [*[s.name for s in BOOK_STAGES[:-1]], "routes", "compile"]
+    assert simulated.book.routes is not None and simulated.book.routes.turns == sum(len(e.turns) for e in episodes)
+    assert simulated.book.model_copy(update={"routes": None}) == book
+    assert build_simulator_book(episodes, name="tw", route_folds=0).book == book
+    assert simulator_stages(0) == BOOK_STAGES and SIMULATOR_STAGES == simulator_stages(5)
