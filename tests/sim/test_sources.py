@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from worldsmith.sim import routing
+from worldsmith.sim import build_simulator_book, routing
 from worldsmith.sim.harness import Harness, HarnessConfig
 from worldsmith.sim.routing import choose_route
 from worldsmith.sim.sources import (
@@ -29,7 +29,7 @@ from worldsmith.sim.sources import (
     unregister_source,
 )
 from worldsmith.traces import Action, Episode, Observation, Turn
-from worldsmith.worldbook import Worldbook, build_worldbook
+from worldsmith.worldbook import Worldbook
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.routing import RouteTable
 
@@ -101,7 +101,7 @@ def test_the_route_table_records_a_new_source_and_routing_follows_its_record(plu
         Turn(index=i, action=Action(name="get_user", arguments={"id": n + 10 * k}, raw=f"get_user(id={n + 10 * k})"),
              observation=Observation(text=f'{{"id": {n + 10 * k}}}')) for i, n in enumerate((1, 2, 3))])
         for k in range(4)]
-    book = build_worldbook(episodes, name="tools").book
+    book = build_simulator_book(episodes, name="tools").book
     assert book.routes is not None
     stats = book.routes.stats("get_user", plugin, pooled=False)
     assert stats is not None and stats.losses > 0  # measured held out: the last user is not this user
