@@ -1,0 +1,57 @@
+"""The `precondition` source: a tool's learned error, when its test holds on the call and the records it selects.
+
+Supported preconditions (`worldbook.preconditions`) are checked in their learned order against the records the
+call's arguments select now (the book's entity store under what the episode showed); the first that holds
+answers with its error text, the arguments slotted, before any write effect applies. A test that needs a record
+the episode cannot know stays silent, so the other sources answer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from worldsmith.sim.trackers import Proposal
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
+from worldsmith.worldbook.preconditions import Precondition, check, failure_text, selections
+
+__all__ = ["PreconditionSource"]
+
+
+class PreconditionSource:
+    """Learned errors over the selected records and the arguments (module doc)."""
+
+    def __init__(self, rules: Sequence[Precondition], store: RecordStore) -> None:
+        self.rules: dict[str, list[Precondition]] = defaultdict(list)
+        for rule in rules:
+            if rule.status == "supported":
+                self.rules[rule.action].append(rule)
+        self.selects = {action: {r.argument: r.kind for r in items if r.kind is not None}
+                        for action, items in self.rules.items()}
+        self.view = EpisodeRecords(store)
+        self.reset()
+
+    def reset(self, opening: str = "") -> None:
+        self.view.reset()
+
+    def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
+        self.view.observe(arguments, observation)
+
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+        rules = self.rules.get(name)
+        if not rules:
+            return []
+        selected = selections(arguments, self.view, self.selects.get(name, {}))
+        for rule in rules:
+            if check(rule, arguments, selected, self.view):
+                text = failure_text(rule, arguments)
+                if text is not None:
+                    return [Proposal("precondition", text, outcome="failure:precondition", form=rule.template,
+                                     notes=[f"precondition of {name!r}: {rule.describe()} "
+                                            f"(held on {rule.support} failing calls, no success)"])]
+        return []
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"preconditions": {action: [r.describe() for r in items] for action, items in self.rules.items()}}
+

@@ -1,0 +1,203 @@
+"""Entity records by kind and id, read from JSON tool results: what query and precondition rules look up.
+
+A *record* is a JSON object with an identifier. Its *kind* is the name of the key that identifies it
+(`order_id`, `id`), or, for a call answered with one object that names no id of its own
+(`get_user_details(user_id=...)` -> the user), the argument that selected it. `RecordStore` holds the
+first version of each record the evidence showed (construction episodes share one initial world in
+service APIs) in the order first seen; `EpisodeRecords` lays what one episode showed since (the latest
+version) over it, so a lookup sees both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worldsmith.worldbook.model import Evidence
+
+__all__ = [
+    "EpisodeRecords",
+    "Layout",
+    "RecordStore",
+    "dump_layout",
+    "id_shape",
+    "leaves",
+    "layout_of",
+    "parse_json",
+    "records_of",
+    "selects_entities",
+]
+
+# Keys that name a record's own identifier (a name or a code is an attribute, not an identity).
+_OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
+Layout = tuple[str, str, bool]  # (item separator, key separator, ensure_ascii)
+
+
+def selects_entities(argument: str) -> bool:
+    """Whether an argument's name says it names a record (`order_id`, `ids`): what lookups select by."""
+    return bool(_OWN_ID.search(argument) or re.search(r"(^ids$|_ids$|Ids$)", argument))
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value of a tool result, or None when it is not JSON (most error texts)."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "[", '"') and not head.isdigit():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def layout_of(text: str) -> Layout | None:
+    """The serialization that writes `text` back exactly, or None."""
+    value = parse_json(text)
+    if value is None:
+        return None
+    for separators in ((", ", ": "), (",", ":"), (",", ": ")):
+        for ascii_only in (False, True):
+            if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
+                return separators[0], separators[1], ascii_only
+    return None
+
+
+def dump_layout(value: Any, layout: Layout) -> str:
+    return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _own_id(record: Mapping[str, Any]) -> str | None:
+    """The key of a record's own identifier: `id` if it has one, else the first `*_id` key."""
+    if "id" in record and _scalar(record["id"]):
+        return "id"
+    return next((key for key, value in record.items() if _OWN_ID.search(key) and _scalar(value)), None)
+
+
+def records_of(value: Any, arguments: Mapping[str, Any] | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(kind, id, record) for every record at any depth of a tool result. A whole result that names no id of its
+    own is keyed by the call's one id-like argument (`get_user_details(user_id=...)` -> kind `user_id`)."""
+    arguments = arguments or {}
+    top = value if isinstance(value, dict) else None
+    if top is not None and len(top) >= 2 and _own_id(top) is None:  # one field: a message, not a record
+        ids = [(name, given) for name, given in arguments.items() if _OWN_ID.search(name) and _scalar(given)]
+        if len(ids) == 1:
+            yield ids[0][0], str(ids[0][1]), top
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            key = _own_id(node)
+            if key is not None:
+                yield key, str(node[key]), node
+            stack.extend(item for item in reversed(list(node.values())) if isinstance(item, dict | list))
+        elif isinstance(node, list):
+            stack.extend(item for item in reversed(node) if isinstance(item, dict | list))
+
+
+def leaves(record: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(path, value) of every scalar (and every list of scalars) inside a record, through nested objects."""
+    if isinstance(record, dict):
+        for key, value in record.items():
+            yield from leaves(value, (*prefix, str(key)))
+    elif isinstance(record, list):
+        if all(not isinstance(item, dict | list) for item in record):
+            yield prefix, record
+    else:
+        yield prefix, record
+
+
+def id_shape(value: Any) -> str:
+    """An id's form with letters, digits and runs collapsed (`#W0001234` -> `#A9`, `sara_doe_49` -> `a_a_9`)."""
+    text = str(value)
+    out: list[str] = []
+    for char in text:
+        kind = "9" if char.isdigit() else "A" if char.isupper() else "a" if char.isalpha() else char
+        if not out or out[-1] != kind or kind not in "9Aa":
+            out.append(kind)
+    return "".join(out)
+
+
+def _arguments(item: Evidence) -> dict[str, Any]:
+    return item.arguments if isinstance(item.arguments, dict) else {}
+
+
+@dataclass
+class RecordStore:
+    """The first version of every record the evidence showed, per kind in first-seen order, and the episodes
+    each id appeared in (how complete the store is for a kind: `coverage`)."""
+
+    kinds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    episodes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_evidence(cls, evidence: Iterable[Evidence]) -> RecordStore:
+        from worldsmith.worldbook.induce import episode_of
+
+        store = cls()
+        for item in evidence:
+            value = parse_json(item.observation)
+            if value is None:
+                continue
+            episode = episode_of(item.turn_id)
+            for kind, ident, record in records_of(value, _arguments(item)):
+                store.kinds.setdefault(kind, {}).setdefault(ident, record)
+                store.episodes.setdefault((kind, ident), set()).add(episode)
+        return store
+
+    def get(self, kind: str, ident: Any) -> dict[str, Any] | None:
+        return self.kinds.get(kind, {}).get(str(ident))
+
+    def kinds_of(self, ident: Any) -> list[str]:
+        return [kind for kind, records in self.kinds.items() if str(ident) in records]
+
+    def coverage(self, kind: str, idents: Sequence[Any]) -> float:
+        """The share of these ids (selected by successful calls) that more than one episode showed: near 1 when
+        every episode meets the same records (the store is complete for the kind), low when each has its own."""
+        if not idents:
+            return 0.0
+        shared = sum(len(self.episodes.get((kind, str(i)), ())) >= 2 for i in idents)
+        return shared / len(idents)
+
+    def shapes(self, kind: str) -> set[str]:
+        return {id_shape(ident) for ident in self.kinds.get(kind, {})}
+
+
+class EpisodeRecords:
+    """The store with one episode's observed records (latest versions, newly seen ones after) laid over it."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+        self.reset()
+
+    def reset(self) -> None:
+        self.seen: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def observe(self, arguments: Mapping[str, Any], observation: str) -> list[tuple[str, str, dict[str, Any]]]:
+        value = parse_json(observation)
+        if value is None:
+            return []
+        found = list(records_of(value, arguments))
+        for kind, ident, record in found:
+            self.seen.setdefault(kind, {})[ident] = record
+        return found
+
+    def get(self, kind: str, ident: Any) -> dict[str, Any] | None:
+        found = self.seen.get(kind, {}).get(str(ident))
+        return found if found is not None else self.store.get(kind, ident)
+
+    def known(self, kind: str, ident: Any) -> bool:
+        return self.get(kind, ident) is not None
+
+    def all(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every record of a kind, store order first, then the episode's new ones; latest versions."""
+        seen = self.seen.get(kind, {})
+        base = self.store.kinds.get(kind, {})
+        out = [(ident, seen.get(ident, record)) for ident, record in base.items()]
+        out += [(ident, record) for ident, record in seen.items() if ident not in base]
+        return out
