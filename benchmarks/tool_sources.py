@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fidelity import _read, split_by_family
+
 from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.sim.baselines import NearestEvidence

@@ -197,37 +197,40 @@ def _selects(items: Sequence[Evidence], store: RecordStore) -> dict[str, str]:
 def _candidates(action: str, call: _Call, successes: Sequence[_Call], template: str) -> list[Precondition]:
     """The tests one failing call suggests (each is checked on every call afterwards)."""
     out: list[Precondition] = []
-    base = {"action": action, "template": template}
+
+    def make(**fields: Any) -> Precondition:
+        return Precondition(action=action, template=template, **fields)
+
     for name, value in call.arguments.items():
         seen = Counter(str(s.arguments.get(name)) for s in successes if _scalar(s.arguments.get(name)))
         if _scalar(value) and 0 < len(seen) <= MAX_ENUM and sum(seen.values()) >= 3 * len(seen) \
                 and str(value) not in seen:
             values = sorted({s.arguments[name] for s in successes if _scalar(s.arguments.get(name))}, key=str)
-            out.append(Precondition(test="arg_not_in", argument=name, values=values, **base))
+            out.append(make(test="arg_not_in", argument=name, values=values))
     for (name, via), (_, record) in call.selected.items():
         kind = call.selected[(name, None)][0]  # what the argument selects; one hop on, the record of kind `via`
         if record is None:
             if via is None:
-                out.append(Precondition(test="unknown", argument=name, kind=kind, **base))
-                out.append(Precondition(test="invalid_form", argument=name, kind=kind, **base))
+                out.append(make(test="unknown", argument=name, kind=kind))
+                out.append(make(test="invalid_form", argument=name, kind=kind))
             continue
         for path, field in leaves(record):
             if _scalar(field) and not _IDENTITY.search(path[-1]):
                 states = {_at(s.selected.get((name, via), ("", None))[1], path) for s in successes} - {None}
                 if states and len(states) <= MAX_STATES and field not in states:
-                    out.append(Precondition(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),
-                                            values=sorted(states, key=str), **base))
+                    out.append(make(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),
+                                            values=sorted(states, key=str)))
             for other, given in call.arguments.items():
                 if _number(field) and _number(given) and field < given:
-                    out.append(Precondition(test="less_than", argument=name, via=via, kind=kind, path=list(path),
-                                            other=other, **base))
+                    out.append(make(test="less_than", argument=name, via=via, kind=kind, path=list(path),
+                                            other=other))
         for key, container in record.items():
             if isinstance(container, dict | list):
                 for other, given in call.arguments.items():
                     if other != name and _scalar(given) and str(given) not in _members(container) \
                             and _members(container):
-                        out.append(Precondition(test="not_member", argument=name, via=via, kind=kind, path=[key],
-                                                other=other, **base))
+                        out.append(make(test="not_member", argument=name, via=via, kind=kind, path=[key],
+                                                other=other))
     return out
 
 

@@ -37,11 +37,13 @@ __all__ = [
     "MAX_CONTRADICTION",
     "MIN_SUPPORT",
     "Match",
+    "QueryIndex",
     "QueryRule",
     "answer_forms",
     "fill_slots",
     "learn_queries",
     "matches",
+    "render_answer",
     "run_query",
     "slot_arguments",
 ]
@@ -165,7 +167,7 @@ def fill_slots(template: str, arguments: Mapping[str, Any]) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------- lookup
-class _Index:
+class QueryIndex:
     """The records of a kind by their value at the rule's first exact/ci path (a dict look-up, not a scan)."""
 
     def __init__(self, rule: QueryRule, store: RecordStore) -> None:
@@ -198,11 +200,11 @@ def _key(value: Any, mode: Mode) -> str:
 
 
 def run_query(rule: QueryRule, view: EpisodeRecords, arguments: Mapping[str, Any],
-              index: _Index | None = None) -> list[tuple[str, dict[str, Any]]] | None:
+              index: QueryIndex | None = None) -> list[tuple[str, dict[str, Any]]] | None:
     """The (id, record) pairs the rule finds, in its order; None when the call lacks a compared argument."""
     if any(m.argument not in arguments or not _scalar(arguments[m.argument]) for m in rule.matches):
         return None
-    index = index or _Index(rule, view.store)
+    index = index or QueryIndex(rule, view.store)
     found = [(ident, record) for ident, record in index.candidates(view, arguments)
              if all(matches(_at(record, m.path), arguments[m.argument], m.mode) for m in rule.matches)]
     if rule.order == "id":
@@ -312,7 +314,7 @@ def _actual(rule: QueryRule, observation: str) -> list[str] | None:
 def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> QueryRule:
     """Replay the rule over every call of its tool: support, contradictions, list order and empty response."""
     view = EpisodeRecords(store)
-    index = _Index(rule, store)
+    index = QueryIndex(rule, store)
     layouts: Counter[Layout] = Counter()
     wrappers: Counter[str] = Counter()
     orders: Counter[str] = Counter()

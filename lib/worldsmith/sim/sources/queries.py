@@ -14,7 +14,7 @@ from typing import Any
 
 from worldsmith.sim.trackers import Proposal
 from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
-from worldsmith.worldbook.queries import QueryRule, fill_slots, render_answer, run_query
+from worldsmith.worldbook.queries import QueryIndex, QueryRule, fill_slots, render_answer, run_query
 
 __all__ = ["QuerySource"]
 
@@ -24,6 +24,7 @@ class QuerySource:
 
     def __init__(self, rules: Sequence[QueryRule], store: RecordStore) -> None:
         self.rules = {rule.action: rule for rule in rules if rule.status == "supported"}
+        self.indexes = {action: QueryIndex(rule, store) for action, rule in self.rules.items()}
         self.view = EpisodeRecords(store)
         self.reset()
 
@@ -37,7 +38,7 @@ class QuerySource:
         rule = self.rules.get(name)
         if rule is None:
             return []
-        found = run_query(rule, self.view, arguments)
+        found = run_query(rule, self.view, arguments, self.indexes[name])
         if found is None:
             return []
         compared = ", ".join(f"{m.argument} ~ {'.'.join(m.path)} ({m.mode})" for m in rule.matches)
