@@ -1,13 +1,13 @@
-"""The tool-API answer sources (`query`, `query_empty`, `precondition`) held out: per tool, with and without them.
+"""The tool-API answer sources (`query`, `query_empty`, `precondition`, `precondition_enum`) held out: per tool, with and without them.
 
     OMP_NUM_THREADS=1 python benchmarks/tool_sources.py --episodes toolshop.jsonl [--episodes more.jsonl] \
         [--share 0.75] [--out benchmarks/results/tool_sources.json]
 
 Construction and evaluation are split by trajectory family (the task: `fidelity.split_by_family`). One worldbook
 is built from the construction episodes (route table included); on the evaluation episodes, teacher-forced,
-three world models answer every turn: the harness, the same harness with the three sources emptied (before),
+three world models answer every turn: the harness, the same harness with the four sources emptied (before),
 and nearest evidence. Reported per tool and in all: exact match on all turns and on knowable turns (no novel
-value, `evals.novelty`), and how often each of the three sources answered.
+value, `evals.novelty`), and how often each of the four sources answered.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from worldsmith.sim.harness import Harness
 from worldsmith.worldbook import build_worldbook
 
 OUT = Path(__file__).resolve().parent / "results" / "tool_sources.json"
-_MINE = ("state:query", "state:query_empty", "state:precondition")
+_MINE = ("state:query", "state:query_empty", "state:precondition", "state:precondition_enum")
 
 
 def _without_tool_sources(harness: Harness) -> Harness:
@@ -78,7 +78,7 @@ def measure(construction: list[Any], evaluation: list[Any]) -> dict[str, Any]:
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = ["| tool | turns | knowable | harness all / knowable | before | nearest | query / empty / precondition |",
+    lines = ["| tool | turns | knowable | harness all / knowable | before | nearest | query / empty / precondition / enum |",
              "|---|---|---|---|---|---|---|"]
 
     def row(name: str, b: dict[str, Any]) -> str:

@@ -29,15 +29,17 @@ if TYPE_CHECKING:
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
 
 # Sources in the order they are preferred when their held-out records tie (or there is no record).
-PRIORITY = ("precondition", "rule", "shell", "entity", "query", "query_empty", "fields", "scope", "inventory",
-            "place_memory", "map", "place_view", "place_form", "memory_state", "memory", "scope_form", "aligned_evidence", "place_evidence")
+PRIORITY = ("precondition", "precondition_enum", "rule", "shell", "entity", "query", "query_empty", "fields", "scope",
+            "inventory", "place_memory", "map", "place_view", "place_form", "memory_state", "memory", "scope_form",
+            "aligned_evidence", "place_evidence")
 # Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
 _TRUSTED_UNMEASURED = frozenset({"precondition", "query", "rule", "shell", "entity", "place_memory", "map", "memory"})
 # Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their
 # pooled record, only by the action's own. (`scope`, a refusal of things not in view, is one answer the whole
 # environment gives: an action too rare to have its own record is judged by the pooled one.)
 _PER_ACTION_ONLY = frozenset({"place_view", "place_form", "place_evidence", "aligned_evidence", "scope_form",
-                              "inventory", "fields", "precondition", "query", "query_empty"})
+                              "inventory", "fields", "precondition", "precondition_enum", "query",
+                              "query_empty"})
 # The audit route each source is reported under.
 ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
                "memory_state": "state:memory",
@@ -45,7 +47,8 @@ ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity
                "place_evidence": "evidence:place", "aligned_evidence": "evidence:aligned",
                "place_form": "state:place_form", "scope": "state:scope", "scope_form": "state:scope_form",
                "inventory": "state:inventory", "fields": "state:fields", "precondition": "state:precondition",
-               "query": "state:query", "query_empty": "state:query_empty"}
+               "precondition_enum": "state:precondition_enum", "query": "state:query",
+               "query_empty": "state:query_empty"}
 
 
 def _rank(source: str) -> int:

@@ -194,7 +194,28 @@ def _selects(items: Sequence[Evidence], store: RecordStore) -> dict[str, str]:
     return {name: counts.most_common(1)[0][0] for name, counts in votes.items()}
 
 
-def _candidates(action: str, call: _Call, successes: Sequence[_Call], template: str) -> list[Precondition]:
+class _Successes:
+    """What a tool's successful calls showed, computed once per (argument, hop, path) asked about."""
+
+    def __init__(self, calls: Sequence[_Call]) -> None:
+        self.calls = calls
+        self._states: dict[tuple[str, str | None, tuple[str, ...]], set[Any]] = {}
+        self._arguments: dict[str, Counter[str]] = {}
+
+    def states(self, name: str, via: str | None, path: tuple[str, ...]) -> set[Any]:
+        key = (name, via, path)
+        if key not in self._states:
+            self._states[key] = {_at(c.selected.get((name, via), ("", None))[1], path) for c in self.calls} - {None}
+        return self._states[key]
+
+    def arguments(self, name: str) -> Counter[str]:
+        if name not in self._arguments:
+            self._arguments[name] = Counter(str(c.arguments[name]) for c in self.calls
+                                            if _scalar(c.arguments.get(name)))
+        return self._arguments[name]
+
+
+def _candidates(action: str, call: _Call, successes: _Successes, template: str) -> list[Precondition]:
     """The tests one failing call suggests (each is checked on every call afterwards)."""
     out: list[Precondition] = []
 
@@ -202,35 +223,39 @@ def _candidates(action: str, call: _Call, successes: Sequence[_Call], template: 
         return Precondition(action=action, template=template, **fields)
 
     for name, value in call.arguments.items():
-        seen = Counter(str(s.arguments.get(name)) for s in successes if _scalar(s.arguments.get(name)))
+        seen = successes.arguments(name)
         if _scalar(value) and 0 < len(seen) <= MAX_ENUM and sum(seen.values()) >= 3 * len(seen) \
                 and str(value) not in seen:
-            values = sorted({s.arguments[name] for s in successes if _scalar(s.arguments.get(name))}, key=str)
+            values = sorted({c.arguments[name] for c in successes.calls if _scalar(c.arguments.get(name))}, key=str)
             out.append(make(test="arg_not_in", argument=name, values=values))
     for (name, via), (_, record) in call.selected.items():
         kind = call.selected[(name, None)][0]  # what the argument selects; one hop on, the record of kind `via`
         if record is None:
             if via is None:
-                out.append(make(test="unknown", argument=name, kind=kind))
-                out.append(make(test="invalid_form", argument=name, kind=kind))
+                out += [make(test="unknown", argument=name, kind=kind), make(test="invalid_form", argument=name,
+                                                                                kind=kind)]
             continue
-        for path, field in leaves(record):
-            if _scalar(field) and not _IDENTITY.search(path[-1]):
-                states = {_at(s.selected.get((name, via), ("", None))[1], path) for s in successes} - {None}
-                if states and len(states) <= MAX_STATES and field not in states:
-                    out.append(make(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),
-                                            values=sorted(states, key=str)))
-            for other, given in call.arguments.items():
-                if _number(field) and _number(given) and field < given:
-                    out.append(make(test="less_than", argument=name, via=via, kind=kind, path=list(path),
-                                            other=other))
-        for key, container in record.items():
-            if isinstance(container, dict | list):
-                for other, given in call.arguments.items():
-                    if other != name and _scalar(given) and str(given) not in _members(container) \
-                            and _members(container):
-                        out.append(make(test="not_member", argument=name, via=via, kind=kind, path=[key],
-                                                other=other))
+        out += _record_candidates(make, call, successes, name, via, kind, record)
+    return out
+
+
+def _record_candidates(make: Any, call: _Call, successes: _Successes, name: str, via: str | None, kind: str,
+                       record: dict[str, Any]) -> list[Precondition]:
+    out: list[Precondition] = []
+    for path, field in leaves(record):
+        if _scalar(field) and not _IDENTITY.search(path[-1]):
+            states = successes.states(name, via, path)
+            if states and len(states) <= MAX_STATES and field not in states:
+                out.append(make(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),
+                                values=sorted(states, key=str)))
+        for other, given in call.arguments.items():
+            if _number(field) and _number(given) and field < given:
+                out.append(make(test="less_than", argument=name, via=via, kind=kind, path=list(path), other=other))
+    for key, container in record.items():
+        members = _members(container) if isinstance(container, dict | list) else set()
+        for other, given in call.arguments.items():
+            if members and other != name and _scalar(given) and str(given) not in members:
+                out.append(make(test="not_member", argument=name, via=via, kind=kind, path=[key], other=other))
     return out
 
 
@@ -288,7 +313,7 @@ def learn_preconditions(evidence: Iterable[Evidence], store: RecordStore | None 
     calls = _calls(evidence, store, selects, failing)
     rules: list[Precondition] = []
     for action in sorted(failing):
-        successes = [c for c in calls[action] if c.template is None]
+        successes = _Successes([c for c in calls[action] if c.template is None])
         templates = Counter(c.template for c in calls[action] if c.template is not None)
         for template, count in sorted(templates.items(), key=lambda pair: (-pair[1], pair[0])):
             if count < MIN_SUPPORT:

@@ -3,7 +3,9 @@
 Supported preconditions (`worldbook.preconditions`) are checked in their learned order against the records the
 call's arguments select now (the book's entity store under what the episode showed); the first that holds
 answers with its error text, the arguments slotted, before any write effect applies. A test that needs a record
-the episode cannot know stays silent, so the other sources answer.
+the episode cannot know stays silent, so the other sources answer. A test of an argument against the few values
+successes showed (`arg_not_in`) answers as `precondition_enum`: a held-out task may use a valid value the
+construction episodes never did (BFCL's `displayCarStatus(option="doors")`), so only a held-out record trusts it.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class PreconditionSource:
             if check(rule, arguments, selected, self.view):
                 text = failure_text(rule, arguments)
                 if text is not None:
-                    return [Proposal("precondition", text, outcome="failure:precondition", form=rule.template,
+                    source = "precondition_enum" if rule.test == "arg_not_in" else "precondition"
+                    return [Proposal(source, text, outcome="failure:precondition", form=rule.template,
                                      notes=[f"precondition of {name!r}: {rule.describe()} "
                                             f"(held on {rule.support} failing calls, no success)"])]
         return []
