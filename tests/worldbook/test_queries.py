@@ -122,13 +122,19 @@ def test_an_answer_unrelated_to_the_arguments_makes_no_rule() -> None:
 def test_list_answer_in_the_order_the_evidence_shows() -> None:
     log = shop_log()
     log.new_episode()
-    log.call("search_users", ["cy_lee_3", "ann_lee_1"], last_name="Lee")  # by id, descending? no: reversed
-    log.call("search_users", ["cy_lee_3", "ann_lee_1"], last_name="lee")
+    log.call("search_users", ["ann_lee_1", "cy_lee_3"], last_name="Lee")
+    log.call("search_users", ["ann_lee_1", "cy_lee_3"], last_name="lee")
     log.call("search_users", [], last_name="Zed")
     log.call("search_users", ["bob_ray_2"], last_name="Ray")
     rule = next(r for r in learn_queries(log.items) if r.action == "search_users")
     assert rule.form == "list" and rule.matches[0].mode == "ci" and rule.status == RuleStatus.SUPPORTED
     assert rule.empty == "[]"
+    reversed_log = shop_log()
+    reversed_log.new_episode()
+    for name in ("Lee", "lee"):  # an order neither the store's nor the ids' explains: the answers are not reproduced
+        reversed_log.call("search_users", ["cy_lee_3", "ann_lee_1"], last_name=name)
+    rule = next(r for r in learn_queries(reversed_log.items) if r.action == "search_users")
+    assert rule.status != RuleStatus.SUPPORTED and rule.contradicting == 2
 
 
 def cancel_log(complete: bool = True) -> Log:

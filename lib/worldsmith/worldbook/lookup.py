@@ -129,8 +129,9 @@ def _arguments(item: Evidence) -> dict[str, Any]:
 
 @dataclass
 class RecordStore:
-    """The first version of every record the evidence showed, per kind in first-seen order, and the episodes
-    each id appeared in (how complete the store is for a kind: `coverage`)."""
+    """The first version of every record the evidence showed (with the fields only later views showed added),
+    per kind in first-seen order, and the episodes each id appeared in (how complete the store is for a kind:
+    `coverage`)."""
 
     kinds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     episodes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
@@ -146,7 +147,9 @@ class RecordStore:
                 continue
             episode = episode_of(item.turn_id)
             for kind, ident, record in records_of(value, _arguments(item)):
-                store.kinds.setdefault(kind, {}).setdefault(ident, record)
+                known = store.kinds.setdefault(kind, {}).setdefault(ident, record)
+                if known is not record:  # a later view may show fields the first did not (a search's projection)
+                    known.update({key: item for key, item in record.items() if key not in known})
                 store.episodes.setdefault((kind, ident), set()).add(episode)
         return store
 

@@ -77,6 +77,7 @@ class QueryRule(BaseModel):
     matches: list[Match]
     form: Form
     key: str | None = Field(default=None, description="The answer's field, for `field` / `field_list` forms.")
+    fields: list[str] | None = Field(default=None, description="The keys of each answered record (`records` form).")
     wrapper: dict[str, Any] | None = Field(default=None, description="The small object around the field.")
     layout: tuple[str, str, bool] | None = None
     order: Literal["insertion", "id"] = "insertion"
@@ -230,7 +231,11 @@ def render_answer(rule: QueryRule, found: Sequence[tuple[str, dict[str, Any]]]) 
     if rule.form == "list":
         return dump_layout(ids, layout)
     if rule.form == "records":
-        return dump_layout([record for _, record in found], layout)
+        keys = rule.fields
+        if keys is not None and any(key not in record for _, record in found for key in keys):
+            return None
+        return dump_layout([{k: record[k] for k in keys} if keys is not None else record for _, record in found],
+                           layout)
     wrapper = dict(rule.wrapper or {})
     wrapper[rule.key or ""] = ids[0] if rule.form == "field" else ids
     return dump_layout(wrapper, layout)
@@ -319,8 +324,9 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
     wrappers: Counter[str] = Counter()
     orders: Counter[str] = Counter()
     empties: Counter[str] = Counter()
-    supporting: list[str] = []
+    ids_right: list[tuple[Evidence, list[tuple[str, dict[str, Any]]]]] = []
     contradicting: list[str] = []
+    fields: Counter[tuple[str, ...]] = Counter()
     empty_wrong = 0
     argument_sets: set[str] = set()
     for item in items:
@@ -334,6 +340,8 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
             layout = layout_of(item.observation)
             if layout is not None:
                 layouts[layout] += 1
+            if rule.form == "records":
+                fields.update(tuple(record) for record in parse_json(item.observation))
             if rule.form in ("field", "field_list"):
                 value = parse_json(item.observation)
                 wrappers[repr(sorted((k, repr(v)) for k, v in value.items() if k != rule.key))] += 1
@@ -344,8 +352,7 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
             if (by_id[:1] if single else by_id) == actual:
                 orders["id"] += 1
             if set(actual) == set(predicted) or (single and predicted and actual[0] in predicted):
-                supporting.append(item.turn_id)
-                argument_sets.add(repr(sorted(arguments.items())))
+                ids_right.append((item, found))
             else:
                 contradicting.append(item.turn_id)
         elif not predicted:
@@ -360,10 +367,19 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
         sample = next(i for i in items if _actual(rule, i.observation))
         wrapper = {k: v for k, v in parse_json(sample.observation).items()}
     empty, empty_support = (empties.most_common(1)[0] if empties else (None, 0))
+    drafted = rule.model_copy(update={"layout": layouts.most_common(1)[0][0] if layouts else None, "wrapper": wrapper,
+                                      "order": order, "fields": list(fields.most_common(1)[0][0]) if fields else None})
+    supporting = []
+    for item, found in ids_right:  # the right records are not enough: the answer must be written as the tool does
+        if render_answer(drafted, found if drafted.order == "insertion" else sorted(
+                found, key=lambda pair: _sort_key(pair[0]))) == item.observation.strip():
+            supporting.append(item.turn_id)
+            argument_sets.add(repr(sorted(_scalars(item).items())))
+        else:
+            contradicting.append(item.turn_id)
     support = len(supporting)
     ok = len(argument_sets) >= MIN_SUPPORT and len(contradicting) <= MAX_CONTRADICTION * support
-    return rule.model_copy(update={
-        "layout": layouts.most_common(1)[0][0] if layouts else None, "wrapper": wrapper, "order": order,
+    return drafted.model_copy(update={
         "empty": empty, "empty_support": empty_support,
         "empty_contradicting": empty_wrong + sum(empties.values()) - empty_support,
         "status": RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE, "support": support,
