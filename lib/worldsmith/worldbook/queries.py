@@ -363,13 +363,13 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
     wrapper = None
     if rule.form in ("field", "field_list") and wrappers:
         if len(wrappers) > 1:
-            return rule.model_copy(update={"status": RuleStatus.CONFLICTED, "support": len(supporting)})
+            return rule.model_copy(update={"status": RuleStatus.CONFLICTED, "support": len(ids_right)})
         sample = next(i for i in items if _actual(rule, i.observation))
         wrapper = {k: v for k, v in parse_json(sample.observation).items()}
     empty, empty_support = (empties.most_common(1)[0] if empties else (None, 0))
     drafted = rule.model_copy(update={"layout": layouts.most_common(1)[0][0] if layouts else None, "wrapper": wrapper,
                                       "order": order, "fields": list(fields.most_common(1)[0][0]) if fields else None})
-    supporting = []
+    supporting: list[str] = []
     for item, found in ids_right:  # the right records are not enough: the answer must be written as the tool does
         if render_answer(drafted, found if drafted.order == "insertion" else sorted(
                 found, key=lambda pair: _sort_key(pair[0]))) == item.observation.strip():
