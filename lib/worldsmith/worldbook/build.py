@@ -5,7 +5,7 @@
     result.validation      # per-action coverage and exact match on the held-out trajectories
 
 Stages (`stages.STAGES`) run in order as separate functions: align -> extract -> rules -> review ->
-schema -> contracts -> notes -> demonstrations -> termination -> compile. Each stage's output is cached as JSON
+schema -> contracts -> notes -> demonstrations -> termination -> tools -> compile. Each stage's output is cached as JSON
 under `cache_dir` keyed by a hash of its inputs and the config, so a rerun (or a run resumed after
 an interruption) skips the stages already done. The rules and notes stages can run on a model
 (`BuildConfig.llm`): every call then goes through the model layer (cached and logged), unusable
@@ -55,6 +55,8 @@ from worldsmith.worldbook.schema import (
 from worldsmith.worldbook.stages import Extraction
 from worldsmith.worldbook.templates import evidence_from_episodes
 from worldsmith.worldbook.termination import Termination, learn_termination
+from worldsmith.worldbook.toolrules import ToolRule
+from worldsmith.worldbook.writes import learn_tool_rules
 
 __all__ = [
     "BuildConfig",
@@ -275,6 +277,8 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         lambda: pick_demonstrations(evidence, rules, config.demonstrations_per_action))
     termination: Termination | None = stage(8, "termination", [evidence_key], TypeAdapter(Termination | None),
                                              lambda: learn_termination(evidence))
+    tool_rules: list[ToolRule] = stage(8, "tools", [evidence_key], TypeAdapter(list[ToolRule]),
+                                       lambda: learn_tool_rules(evidence, config))
 
     def routes_stage() -> RouteTable | None:
         from worldsmith.sim.routing import learn_routes  # the harness replays held-out folds: sim sits above
@@ -291,7 +295,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     book = Worldbook(name=name, env_id=env_id or (env_ids[0] if len(env_ids) == 1 else None),
                      action_schema=schemas[0], state_schema=schemas[1], rules=rules, contracts=contracts,
                      notes=notes, demonstrations=demonstrations, evidence=evidence, routes=routes,
-                     termination=termination).canonical()
+                     termination=termination, tool_rules=tool_rules).canonical()
     timings["compile"] = round(time.perf_counter() - started, 4)
     result = BuildResult(book=book, timings=timings, stage_reports=reports)
     if validation is not None:
