@@ -1,71 +1,42 @@
 """Entity records by kind and id, read from JSON tool results: what query and precondition rules look up.
 
 A *record* is a JSON object with an identifier. Its *kind* is the name of the key that identifies it
-(`order_id`, `id`), or, for a call answered with one object that names no id of its own
-(`get_user_details(user_id=...)` -> the user), the argument that selected it. `RecordStore` holds the
-first version of each record the evidence showed (construction episodes share one initial world in
-service APIs) in the order first seen; `EpisodeRecords` lays what one episode showed since (the latest
-version) over it, so a lookup sees both.
+(`order_id`, `id`: stricter than `worldbook.records.ID_KEY`, for which a `name` identifies too: here a name
+is an attribute a query matches), or, for a call answered with one object that names no id of its own
+(`get_user_details(user_id=...)` -> the user), the argument that selected it. `RecordStore` holds each
+record's initial version (construction episodes share one initial world in service APIs: the entity store's
+discipline, `worldbook.records.EntityStore`) by kind in the order first seen, with the episodes that showed
+it, which lookups scan and index by attribute; `EpisodeRecords` lays what one episode showed since (the
+latest version) over it, so a lookup sees both.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.records import Layout, dump_layout, learn_readers, parse_json
+from worldsmith.worldbook.records import json_layout as layout_of
 
 __all__ = [
     "EpisodeRecords",
-    "Layout",
     "RecordStore",
-    "dump_layout",
     "id_shape",
     "leaves",
-    "layout_of",
-    "parse_json",
     "records_of",
     "selects_entities",
 ]
 
 # Keys that name a record's own identifier (a name or a code is an attribute, not an identity).
 _OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
-Layout = tuple[str, str, bool]  # (item separator, key separator, ensure_ascii)
 
 
 def selects_entities(argument: str) -> bool:
     """Whether an argument's name says it names a record (`order_id`, `ids`): what lookups select by."""
     return bool(_OWN_ID.search(argument) or re.search(r"(^ids$|_ids$|Ids$)", argument))
-
-
-def parse_json(text: str) -> Any:
-    """The JSON value of a tool result, or None when it is not JSON (most error texts)."""
-    head = text.lstrip()[:1]
-    if head not in ("{", "[", '"') and not head.isdigit():
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def layout_of(text: str) -> Layout | None:
-    """The serialization that writes `text` back exactly, or None."""
-    value = parse_json(text)
-    if value is None:
-        return None
-    for separators in ((", ", ": "), (",", ":"), (",", ": ")):
-        for ascii_only in (False, True):
-            if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
-                return separators[0], separators[1], ascii_only
-    return None
-
-
-def dump_layout(value: Any, layout: Layout) -> str:
-    return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
 
 
 def _scalar(value: Any) -> bool:
@@ -137,21 +108,42 @@ class RecordStore:
     episodes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     @classmethod
-    def from_evidence(cls, evidence: Iterable[Evidence]) -> RecordStore:
-        from worldsmith.worldbook.induce import episode_of
+    def from_evidence(cls, evidence: Sequence[Evidence], readers: set[str] | None = None) -> RecordStore:
+        """Each record's initial version per episode, as `worldbook.records.EntityStore` takes it (a sighting by
+        a reader tool before any other tool's arguments named its id), merged across episodes: fields a later
+        sighting adds are kept, fields two episodes disagree on are dropped (another task's world)."""
+        from worldsmith.worldbook.induce import group_by_episode
 
         store = cls()
-        for item in evidence:
-            value = parse_json(item.observation)
-            if value is None:
-                continue
-            episode = episode_of(item.turn_id)
-            for kind, ident, record in records_of(value, _arguments(item)):
-                known = store.kinds.setdefault(kind, {}).setdefault(ident, record)
-                if known is not record:  # a later view may show fields the first did not (a search's projection)
-                    known.update({key: item for key, item in record.items() if key not in known})
-                store.episodes.setdefault((kind, ident), set()).add(episode)
+        readers = learn_readers(evidence) if readers is None else readers
+        unstable: set[tuple[str, str, str]] = set()
+        for episode, items in group_by_episode(evidence).items():
+            touched: set[str] = set()
+            for item in items:
+                arguments = _arguments(item)
+                value = parse_json(item.observation) if item.action in readers else None
+                for kind, ident, record in records_of(value, arguments) if value is not None else ():
+                    if ident not in touched and episode not in store.episodes.get((kind, ident), ()):
+                        store._merge(kind, ident, record, unstable)
+                        store.episodes.setdefault((kind, ident), set()).add(episode)
+                if item.action not in readers:
+                    touched.update(str(v) for v in arguments.values() if _scalar(v))
         return store
+
+    def _merge(self, kind: str, ident: str, record: dict[str, Any], unstable: set[tuple[str, str, str]]) -> None:
+        records = self.kinds.setdefault(kind, {})
+        known = records.get(ident)
+        if known is None:
+            records[ident] = dict(record)
+            return
+        for name, value in record.items():
+            if (kind, ident, name) in unstable:
+                continue
+            if name not in known:
+                known[name] = value
+            elif known[name] != value:
+                unstable.add((kind, ident, name))
+                del known[name]
 
     def get(self, kind: str, ident: Any) -> dict[str, Any] | None:
         return self.kinds.get(kind, {}).get(str(ident))

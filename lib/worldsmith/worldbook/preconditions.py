@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, id_shape, leaves, parse_json, selects_entities
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, id_shape, leaves, selects_entities
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
+from worldsmith.worldbook.records import parse_json
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 

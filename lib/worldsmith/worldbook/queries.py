@@ -22,16 +22,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsmith.worldbook.lookup import (
-    EpisodeRecords,
-    Layout,
-    RecordStore,
-    dump_layout,
-    layout_of,
-    leaves,
-    parse_json,
-)
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, leaves
 from worldsmith.worldbook.model import Evidence, RuleStatus
+from worldsmith.worldbook.records import Layout, dump_layout, parse_json
+from worldsmith.worldbook.records import json_layout as layout_of
 
 __all__ = [
     "MAX_CONTRADICTION",
