@@ -57,6 +57,9 @@ def _harness() -> Harness:
 
 def test_a_query_tool_is_answered_from_the_store_and_an_unmatched_one_empty() -> None:
     harness = _harness()
+    kinds = {(rule.kind, rule.tool) for rule in harness.book.tool_rules if rule.executable}  # the tools stage
+    assert {("query", "find_user_id_by_email"), ("empty", "find_user_id_by_email"),
+            ("precondition", "cancel_pending_order")} <= kinds
     harness.start(_episode(99, []))
     found = harness.predict({"name": "find_user_id_by_email", "arguments": {"email": "di@x.com"}})
     assert found.observation == "di_fox_4" and found.audit.route == "state:query"

@@ -132,7 +132,7 @@ class Harness(WorldModelBase):
         self.scope = ScopeTracker(evidence, place_of=self.places.place_of, carriers=self.inventory.carriers)
         self.counter = TurnCounter(evidence)
         self.suffixes = SuffixConditions(evidence)
-        self.queries, self.preconditions = tool_sources(evidence)
+        self.queries, self.preconditions = tool_sources(book if config.knowledge else None)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness-no-book"  # the registered name (sim.factory)

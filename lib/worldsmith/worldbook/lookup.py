@@ -13,13 +13,12 @@ latest version) over it, so a lookup sees both.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import Layout, dump_layout, learn_readers, parse_json
-from worldsmith.worldbook.records import json_layout as layout_of
+from worldsmith.worldbook.records import learn_readers, parse_json
 
 __all__ = [
     "EpisodeRecords",

@@ -27,11 +27,10 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, id_shape, leaves, selects_entities
+from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
 from worldsmith.worldbook.records import parse_json
@@ -46,41 +45,7 @@ _ERROR = re.compile(r"\b(error|not|cannot|can't|invalid|insufficient|unable|fail
                     r"must|no such|unknown|forbidden|unauthori[sz]ed)\b", re.IGNORECASE)
 _IDENTITY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")  # an identity is not a state
 _MESSAGE = re.compile(r"(error|message|detail|reason|status|result)", re.IGNORECASE)
-Test = Literal["unknown", "invalid_form", "arg_not_in", "not_member", "not_in_values", "less_than"]
 _ORDER: tuple[Test, ...] = ("unknown", "invalid_form", "arg_not_in", "not_member", "not_in_values", "less_than")
-
-
-class Precondition(BaseModel):
-    """A learned precondition (see the module doc)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: str
-    test: Test
-    argument: str = Field(description="The argument whose value selects the record (or is tested itself).")
-    via: str | None = Field(default=None, description="A field of that record naming the record tested (one hop).")
-    kind: str | None = Field(default=None, description="The kind of record the argument selects (one hop on, the "
-                                                       "record tested is of kind `via`).")
-    path: list[str] = Field(default_factory=list, description="The record's field tested.")
-    values: list[Any] = Field(default_factory=list, description="Values seen on success (or id forms known).")
-    other: str | None = Field(default=None, description="The argument compared with the field (less_than, "
-                                                        "not_member).")
-    template: str = Field(description="The error text, {arg.x} slotted.")
-    status: RuleStatus = RuleStatus.TENTATIVE
-    support: int = 0
-    contradicting: int = 0
-    supporting_turns: list[str] = Field(default_factory=list)
-    contradicting_turns: list[str] = Field(default_factory=list)
-
-    def describe(self) -> str:
-        subject = f"{self.argument}" + (f".{self.via}" if self.via else "")
-        field = ".".join(self.path)
-        return {"unknown": f"{subject} names no known {self.kind}",
-                "invalid_form": f"{subject} is not of the form of a {self.kind}",
-                "arg_not_in": f"{self.argument} not in {self.values}",
-                "not_member": f"{self.other} not among {subject}'s {field}",
-                "not_in_values": f"{subject}'s {field} not in {self.values}",
-                "less_than": f"{subject}'s {field} < {self.other}"}[self.test]
 
 
 # ------------------------------------------------------------------------------------------- context

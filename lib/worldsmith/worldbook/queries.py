@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, leaves
+from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.records import Layout, dump_layout, parse_json
 from worldsmith.worldbook.records import json_layout as layout_of
@@ -45,44 +44,8 @@ __all__ = [
 MIN_SUPPORT = 2
 MAX_CONTRADICTION = 0.1
 SHARE = 0.8  # an argument is compared with a path in this share of the answers at least
-Mode = Literal["exact", "ci", "contains"]
 _MODES: tuple[Mode, ...] = ("exact", "ci", "contains")
-Form = Literal["bare", "json", "field", "field_list", "list", "records"]
 _LISTS = frozenset({"field_list", "list", "records"})
-
-
-class Match(BaseModel):
-    """One argument compared with one attribute path of the records."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    argument: str
-    path: list[str]
-    mode: Mode = "exact"
-
-
-class QueryRule(BaseModel):
-    """A learned query (see the module doc)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    action: str
-    kind: str = Field(description="The record kind searched (its id key in the entity store).")
-    matches: list[Match]
-    form: Form
-    key: str | None = Field(default=None, description="The answer's field, for `field` / `field_list` forms.")
-    fields: list[str] | None = Field(default=None, description="The keys of each answered record (`records` form).")
-    wrapper: dict[str, Any] | None = Field(default=None, description="The small object around the field.")
-    layout: tuple[str, str, bool] | None = None
-    order: Literal["insertion", "id"] = "insertion"
-    empty: str | None = Field(default=None, description="The answer when nothing matches, {arg.x} slotted.")
-    status: RuleStatus = RuleStatus.TENTATIVE
-    support: int = 0
-    contradicting: int = 0
-    empty_support: int = 0
-    empty_contradicting: int = 0
-    supporting_turns: list[str] = Field(default_factory=list)
-    contradicting_turns: list[str] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------- answers

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.records import (
     EntityStore,
@@ -509,7 +510,7 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
         store = EntityStore.from_evidence(evidence, readers)
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
-    return learner.rules()
+    return learner.rules() + learn_lookup_rules(evidence, readers=readers)  # queries, empties, preconditions
 
 
 def learn_writes(evidence: Sequence[Evidence],

@@ -16,7 +16,9 @@ from typing import Any
 
 from worldsmith.sim.trackers import Proposal
 from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
-from worldsmith.worldbook.preconditions import Precondition, check, failure_text, selections
+from worldsmith.worldbook.lookup_specs import Precondition
+from worldsmith.worldbook.preconditions import check, failure_text, selections
+from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["PreconditionSource"]
 
@@ -24,11 +26,14 @@ __all__ = ["PreconditionSource"]
 class PreconditionSource:
     """Learned errors over the selected records and the arguments (module doc)."""
 
-    def __init__(self, rules: Sequence[Precondition], store: RecordStore) -> None:
+    def __init__(self, rules: Sequence[ToolRule], store: RecordStore) -> None:
+        """From the executable tool rules of kind `precondition`, in their order."""
         self.rules: dict[str, list[Precondition]] = defaultdict(list)
+        self.ids: dict[int, str] = {}
         for rule in rules:
-            if rule.status == "supported":
-                self.rules[rule.action].append(rule)
+            if rule.kind == "precondition" and rule.executable and rule.precondition is not None:
+                self.rules[rule.tool].append(rule.precondition)
+                self.ids[id(rule.precondition)] = rule.id
         self.selects = {action: {r.argument: r.kind for r in items if r.kind is not None}
                         for action, items in self.rules.items()}
         self.view = EpisodeRecords(store)
@@ -51,6 +56,7 @@ class PreconditionSource:
                 if text is not None:
                     source = "precondition_enum" if rule.test == "arg_not_in" else "precondition"
                     return [Proposal(source, text, outcome="failure:precondition", form=rule.template,
+                                     rule=self.ids.get(id(rule)),
                                      notes=[f"precondition of {name!r}: {rule.describe()} "
                                             f"(held on {rule.support} failing calls, no success)"])]
         return []

@@ -14,7 +14,8 @@ from typing import Any
 
 from worldsmith.sim.trackers import Proposal
 from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
-from worldsmith.worldbook.queries import QueryIndex, QueryRule, fill_slots, render_answer, run_query
+from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
+from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["QuerySource"]
 
@@ -22,9 +23,13 @@ __all__ = ["QuerySource"]
 class QuerySource:
     """Answers of supported query rules over the entity store and the episode (module doc)."""
 
-    def __init__(self, rules: Sequence[QueryRule], store: RecordStore) -> None:
-        self.rules = {rule.action: rule for rule in rules if rule.status == "supported"}
-        self.indexes = {action: QueryIndex(rule, store) for action, rule in self.rules.items()}
+    def __init__(self, rules: Sequence[ToolRule], store: RecordStore) -> None:
+        """From the executable tool rules of kind `query` (answers) and `empty` (their no-match text)."""
+        self.rules = {r.tool: r.query for r in rules if r.kind == "query" and r.executable and r.query is not None}
+        self.empties = {r.tool: r for r in rules if r.kind == "empty" and r.executable and r.query is not None}
+        self.indexes = {tool: QueryIndex(rule, store) for tool, rule in self.rules.items()}
+        self.indexes |= {tool: QueryIndex(rule.query, store) for tool, rule in self.empties.items()
+                         if tool not in self.rules and rule.query is not None}
         self.view = EpisodeRecords(store)
         self.reset()
 
@@ -35,7 +40,8 @@ class QuerySource:
         self.view.observe(arguments, observation)
 
     def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
-        rule = self.rules.get(name)
+        empty = self.empties.get(name)
+        rule = self.rules.get(name) or (empty.query if empty is not None else None)
         if rule is None:
             return []
         found = run_query(rule, self.view, arguments, self.indexes[name])
@@ -43,18 +49,17 @@ class QuerySource:
             return []
         compared = ", ".join(f"{m.argument} ~ {'.'.join(m.path)} ({m.mode})" for m in rule.matches)
         if found:
-            answer = render_answer(rule, found)
+            answer = render_answer(rule, found) if name in self.rules else None
             if answer is None:
                 return []
             return [Proposal("query", answer, outcome="success", notes=[
                 f"the {rule.kind} records whose {compared}: {', '.join(i for i, _ in found[:5])}"])]
-        if rule.empty is None:
-            return []
-        text = fill_slots(rule.empty, arguments)
+        text = fill_slots(empty.template, arguments) if empty is not None else None
         if text is None:
             return []
-        return [Proposal("query_empty", text, notes=[f"no known {rule.kind} record has {compared}"])]
+        return [Proposal("query_empty", text, rule=empty.id if empty else None,
+                         notes=[f"no known {rule.kind} record has {compared}"])]
 
     def snapshot(self) -> dict[str, Any]:
-        return {"queries": sorted(self.rules), "records seen": sorted(
+        return {"queries": sorted(self.rules), "empty answers": sorted(self.empties), "records seen": sorted(
             f"{kind}={ident}" for kind, records in self.view.seen.items() for ident in records)[:50]}

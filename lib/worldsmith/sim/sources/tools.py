@@ -1,21 +1,24 @@
-"""The tool-API sources of a harness, over one entity store: `query` / `query_empty` and `precondition`."""
+"""The look-up sources of a harness over one record store: `query` / `query_empty` and `precondition`."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from worldsmith.sim.sources.preconditions import PreconditionSource
 from worldsmith.sim.sources.queries import QuerySource
 from worldsmith.worldbook.lookup import RecordStore
-from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.preconditions import learn_preconditions
-from worldsmith.worldbook.queries import learn_queries
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["tool_sources"]
+__all__ = ["LOOKUP_KINDS", "tool_sources"]
+
+LOOKUP_KINDS = frozenset({"query", "empty", "precondition"})
 
 
-def tool_sources(evidence: Sequence[Evidence]) -> tuple[QuerySource, PreconditionSource]:
-    """The query and precondition sources learned from a book's evidence, sharing its entity store."""
+def tool_sources(book: Worldbook | None) -> tuple[QuerySource, PreconditionSource]:
+    """The query and precondition sources of a book's look-up tool rules (as curated: only supported ones
+    answer), over the record store of its evidence; a book built before these rules learns them here."""
+    evidence = book.evidence if book is not None else []
     store = RecordStore.from_evidence(evidence)
-    return QuerySource(learn_queries(evidence, store), store), PreconditionSource(learn_preconditions(evidence, store),
-                                                                                  store)
+    rules = [r for r in book.tool_rules if r.kind in LOOKUP_KINDS] if book is not None else []
+    if not rules and evidence:
+        rules = learn_lookup_rules(evidence, store=store)
+    return QuerySource(rules, store), PreconditionSource(rules, store)
