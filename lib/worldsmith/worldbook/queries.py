@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, leaves
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.records import Layout, dump_layout, parse_json
@@ -108,9 +108,10 @@ def _at(record: Any, path: Sequence[str]) -> Any:
 
 
 def slot_arguments(text: str, arguments: Mapping[str, Any]) -> str:
-    """`text` with each argument's value (two characters or more, longest first) as `{arg.name}`."""
+    """`text` with each argument's value (two characters or more, longest first) as `{arg.name}`; a value two
+    arguments hold is the one whose name says it names a record (`user_id` over `status`)."""
     pairs = sorted(((str(v), k) for k, v in arguments.items() if _scalar(v) and len(str(v)) >= 2),
-                   key=lambda pair: -len(pair[0]))
+                   key=lambda pair: (-len(pair[0]), not selects_entities(pair[1])))  # equal values: the id's name
     for value, name in pairs:
         text = text.replace(value, "{arg." + name + "}")
     return text
@@ -126,22 +127,23 @@ def fill_slots(template: str, arguments: Mapping[str, Any]) -> str | None:
 
 # ------------------------------------------------------------------------------------------- lookup
 class QueryIndex:
-    """The records of a kind by their value at the rule's first exact/ci path (a dict look-up, not a scan)."""
+    """The records of a kind by their value at each exact / ci path of the rule (a dict look-up, not a scan)."""
 
     def __init__(self, rule: QueryRule, store: RecordStore) -> None:
         self.rule = rule
-        self.first = next((m for m in rule.matches if m.mode != "contains"), None)
-        self.by_value: dict[str, list[str]] = defaultdict(list)
+        self.indexed = [m for m in rule.matches if m.mode != "contains"]
+        self.by_value: list[dict[str, list[str]]] = [defaultdict(list) for _ in self.indexed]
         self.order = {ident: at for at, ident in enumerate(store.kinds.get(rule.kind, {}))}
-        if self.first is not None:
-            for ident, record in store.kinds.get(rule.kind, {}).items():
-                for value in _values(_at(record, self.first.path)):
-                    self.by_value[_key(value, self.first.mode)].append(ident)
+        for ident, record in store.kinds.get(rule.kind, {}).items():
+            for match, index in zip(self.indexed, self.by_value, strict=True):
+                for value in _values(_at(record, match.path)):
+                    index[_key(value, match.mode)].append(ident)
 
     def candidates(self, view: EpisodeRecords, arguments: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        if self.first is None:
+        at = next((i for i, m in enumerate(self.indexed) if m.argument in arguments), None)
+        if at is None:
             return view.all(self.rule.kind)
-        idents = self.by_value.get(_key(arguments[self.first.argument], self.first.mode), [])
+        idents = self.by_value[at].get(_key(arguments[self.indexed[at].argument], self.indexed[at].mode), [])
         seen = view.seen.get(self.rule.kind, {})
         out = [(i, view.get(self.rule.kind, i)) for i in idents if i not in seen]
         out += [(i, r) for i, r in seen.items()]  # the episode's versions, which may match differently now
@@ -159,12 +161,14 @@ def _key(value: Any, mode: Mode) -> str:
 
 def run_query(rule: QueryRule, view: EpisodeRecords, arguments: Mapping[str, Any],
               index: QueryIndex | None = None) -> list[tuple[str, dict[str, Any]]] | None:
-    """The (id, record) pairs the rule finds, in its order; None when the call lacks a compared argument."""
-    if any(m.argument not in arguments or not _scalar(arguments[m.argument]) for m in rule.matches):
+    """The (id, record) pairs the rule finds, in its order; an argument the call leaves out filters nothing (an
+    optional filter); None when the call gives none of the compared arguments, or one that is not a value."""
+    given = [m for m in rule.matches if m.argument in arguments]
+    if not given or any(not _scalar(arguments[m.argument]) for m in given):
         return None
     index = index or QueryIndex(rule, view.store)
     found = [(ident, record) for ident, record in index.candidates(view, arguments)
-             if all(matches(_at(record, m.path), arguments[m.argument], m.mode) for m in rule.matches)]
+             if all(matches(_at(record, m.path), arguments[m.argument], m.mode) for m in given)]
     if rule.order == "id":
         found.sort(key=lambda pair: _sort_key(pair[0]))
     return found
@@ -212,7 +216,7 @@ def _scalars(item: Evidence) -> dict[str, Any]:
 _Shape = tuple[Form, str | None, str]  # (form, field, record kind)
 
 
-def _vote(item: Evidence, store: RecordStore, shapes: Counter[_Shape],
+def _vote(item: Evidence, store: RecordStore, shapes: Counter[_Shape], present: Counter[tuple[_Shape, str]],
           paths: dict[tuple[_Shape, str], Counter[tuple[tuple[str, ...], Mode]]]) -> None:
     """Count, for one answer, each (form, kind) it can be read as and each path its arguments match in every
     answered record."""
@@ -230,6 +234,7 @@ def _vote(item: Evidence, store: RecordStore, shapes: Counter[_Shape],
             shapes[shape] += 1
             records = [store.get(kind, ident) for ident in ids]
             for name, value in arguments.items():
+                present[(shape, name)] += 1
                 common: dict[tuple[str, ...], Mode] | None = None
                 for record in records:
                     here: dict[tuple[str, ...], Mode] = {}
@@ -243,8 +248,9 @@ def _vote(item: Evidence, store: RecordStore, shapes: Counter[_Shape],
                     paths[(shape, name)][(path, mode)] += 1
 
 
-def _candidate(action: str, shape: _Shape, count: int, arguments: set[str],
+def _candidate(action: str, shape: _Shape, present: Counter[tuple[_Shape, str]], arguments: set[str],
                paths: Mapping[tuple[_Shape, str], Counter[tuple[tuple[str, ...], Mode]]]) -> QueryRule | None:
+    """Each argument compared with the path it matched in `SHARE` of the answers of calls that gave it."""
     chosen: list[Match] = []
     for name in sorted(arguments):
         by_path: Counter[tuple[str, ...]] = Counter()
@@ -255,7 +261,7 @@ def _candidate(action: str, shape: _Shape, count: int, arguments: set[str],
         if not by_path:
             continue
         path, n = min(by_path.items(), key=lambda pair: (-pair[1], _MODES.index(strictest[pair[0]]), len(pair[0])))
-        if n >= SHARE * count:
+        if n >= MIN_SUPPORT and n >= SHARE * present[(shape, name)]:
             chosen.append(Match(argument=name, path=list(path), mode=strictest[path]))
     form, key, kind = shape
     if not chosen or all(m.path in ([kind], ["id"]) for m in chosen):
@@ -273,10 +279,13 @@ def _actual(rule: QueryRule, observation: str) -> list[str] | None:
     return None
 
 
-def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> QueryRule:
-    """Replay the rule over every call of its tool: support, contradictions, list order and empty response."""
-    view = EpisodeRecords(store)
-    index = QueryIndex(rule, store)
+_Found = list[tuple[str, dict[str, Any]]]
+
+
+def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], store: RecordStore) -> QueryRule:
+    """Score what the rule found on every call of its tool (with the episode's records at the time): support,
+    contradictions (answers whose records the store knows, found otherwise), list order and the empty response."""
+    known = store.kinds.get(rule.kind, {})
     layouts: Counter[Layout] = Counter()
     wrappers: Counter[str] = Counter()
     orders: Counter[str] = Counter()
@@ -286,11 +295,10 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
     fields: Counter[tuple[str, ...]] = Counter()
     empty_wrong = 0
     argument_sets: set[str] = set()
-    for item in items:
-        arguments = _scalars(item)
-        found = run_query(rule, view, arguments, index)
+    for item, found in calls:
         if found is None:
             continue
+        arguments = _scalars(item)
         predicted = [ident for ident, _ in found]
         actual = _actual(rule, item.observation)
         if actual:
@@ -310,7 +318,7 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
                 orders["id"] += 1
             if set(actual) == set(predicted) or (single and predicted and actual[0] in predicted):
                 ids_right.append((item, found))
-            else:
+            elif all(ident in known for ident in actual):  # an answer naming records never shown judges nothing
                 contradicting.append(item.turn_id)
         elif not predicted:
             empties[slot_arguments(item.observation.strip(), arguments)] += 1
@@ -321,7 +329,7 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
     if rule.form in ("field", "field_list") and wrappers:
         if len(wrappers) > 1:
             return rule.model_copy(update={"status": RuleStatus.CONFLICTED, "support": len(ids_right)})
-        sample = next(i for i in items if _actual(rule, i.observation))
+        sample = next(i for i, _ in calls if _actual(rule, i.observation))
         wrapper = {k: v for k, v in parse_json(sample.observation).items()}
     empty, empty_support = (empties.most_common(1)[0] if empties else (None, 0))
     drafted = rule.model_copy(update={"layout": layouts.most_common(1)[0][0] if layouts else None, "wrapper": wrapper,
@@ -345,31 +353,42 @@ def _review(rule: QueryRule, items: Sequence[Evidence], store: RecordStore) -> Q
 
 
 def learn_queries(evidence: Iterable[Evidence], store: RecordStore | None = None) -> list[QueryRule]:
-    """One query rule per tool whose answers are ids of stored records matched by its arguments (module doc)."""
+    """One query rule per tool whose answers are ids of stored records matched by its arguments (module doc):
+    candidates voted per tool, then every candidate run on its tool's calls in one pass over the episodes (the
+    records the episode showed so far laid over the store), then the best reviewed candidate per tool."""
+    from worldsmith.worldbook.induce import group_by_episode
+
     evidence = list(evidence)
     store = store if store is not None else RecordStore.from_evidence(evidence)
     by_action: dict[str, list[Evidence]] = defaultdict(list)
     for item in evidence:
         by_action[item.action].append(item)
-    rules: list[QueryRule] = []
+    candidates: dict[str, list[QueryRule]] = {}
     for action, items in sorted(by_action.items()):
         shapes: Counter[_Shape] = Counter()
+        present: Counter[tuple[_Shape, str]] = Counter()
         paths: dict[tuple[_Shape, str], Counter[tuple[tuple[str, ...], Mode]]] = defaultdict(Counter)
         arguments: set[str] = set()
         for item in items:
             arguments |= set(_scalars(item))
-            _vote(item, store, shapes, paths)
-        best: QueryRule | None = None
-        for shape, count in sorted(shapes.items(), key=lambda pair: (-pair[1], str(pair[0]))):
-            if count < MIN_SUPPORT:
-                break
-            candidate = _candidate(action, shape, count, arguments, paths)
-            if candidate is None:
-                continue
-            reviewed = _review(candidate, items, store)
-            if best is None or (reviewed.status == RuleStatus.SUPPORTED, reviewed.support - reviewed.contradicting) > \
-                    (best.status == RuleStatus.SUPPORTED, best.support - best.contradicting):
-                best = reviewed
-        if best is not None:
-            rules.append(best)
+            _vote(item, store, shapes, present, paths)
+        found = [_candidate(action, shape, present, arguments, paths)
+                 for shape, count in sorted(shapes.items(), key=lambda pair: (-pair[1], str(pair[0])))
+                 if count >= MIN_SUPPORT]
+        if any(found):
+            candidates[action] = [rule for rule in found if rule is not None]
+    indexes = {id(rule): QueryIndex(rule, store) for rules in candidates.values() for rule in rules}
+    calls: dict[int, list[tuple[Evidence, _Found | None]]] = defaultdict(list)
+    view = EpisodeRecords(store)
+    for items in group_by_episode(evidence).values():
+        view.reset()
+        for item in items:
+            for rule in candidates.get(item.action, ()):
+                calls[id(rule)].append((item, run_query(rule, view, _scalars(item), indexes[id(rule)])))
+            view.observe(_scalars(item) | (item.arguments if isinstance(item.arguments, dict) else {}),
+                         item.observation)
+    rules: list[QueryRule] = []
+    for action in sorted(candidates):
+        reviewed = [_review(rule, calls[id(rule)], store) for rule in candidates[action]]
+        rules.append(max(reviewed, key=lambda r: (r.status == RuleStatus.SUPPORTED, r.support - r.contradicting)))
     return rules
