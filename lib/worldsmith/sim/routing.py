@@ -40,6 +40,9 @@ _TRUSTED_UNMEASURED = frozenset({"precondition", "query", "rule", "shell", "enti
 _PER_ACTION_ONLY = frozenset({"place_view", "place_form", "place_evidence", "aligned_evidence", "scope_form",
                               "inventory", "fields", "precondition", "precondition_enum", "query",
                               "query_empty"})
+# Sources that answer only where held out they won more turns than they lost against nearest evidence (ties are
+# not enough: an argument value the construction episodes never showed may be valid in a held-out task).
+_MUST_WIN = frozenset({"precondition_enum"})
 # The audit route each source is reported under.
 ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
                "memory_state": "state:memory",
@@ -71,7 +74,7 @@ def choose_route(table: RouteTable | None, action: str,
             if proposal.source in _TRUSTED_UNMEASURED:
                 accepted.append((-1.0, _rank(proposal.source), proposal))
             continue
-        if stats.not_worse_than_nearest:
+        if stats.not_worse_than_nearest and (proposal.source not in _MUST_WIN or stats.wins > stats.losses):
             accepted.append((stats.accuracy, _rank(proposal.source), proposal))
         else:
             notes.append(f"{proposal.key} not used: held out it won {stats.wins} and lost {stats.losses} turns "
