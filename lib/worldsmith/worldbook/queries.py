@@ -282,6 +282,19 @@ def _actual(rule: QueryRule, observation: str) -> list[str] | None:
 _Found = list[tuple[str, dict[str, Any]]]
 
 
+def _count_layout(rule: QueryRule, observation: str, layouts: Counter[Layout], fields: Counter[tuple[str, ...]],
+                  wrappers: Counter[str]) -> None:
+    """Count how an answer is written: its JSON layout, a record list's keys, a small object's other fields."""
+    layout = layout_of(observation)
+    if layout is not None:
+        layouts[layout] += 1
+    if rule.form == "records":
+        fields.update(tuple(record) for record in parse_json(observation))
+    if rule.form in ("field", "field_list"):
+        value = parse_json(observation)
+        wrappers[repr(sorted((k, repr(v)) for k, v in value.items() if k != rule.key))] += 1
+
+
 def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], store: RecordStore) -> QueryRule:
     """Score what the rule found on every call of its tool (with the episode's records at the time): support,
     contradictions (answers whose records the store knows, found otherwise), list order and the empty response."""
@@ -302,14 +315,7 @@ def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], st
         predicted = [ident for ident, _ in found]
         actual = _actual(rule, item.observation)
         if actual:
-            layout = layout_of(item.observation)
-            if layout is not None:
-                layouts[layout] += 1
-            if rule.form == "records":
-                fields.update(tuple(record) for record in parse_json(item.observation))
-            if rule.form in ("field", "field_list"):
-                value = parse_json(item.observation)
-                wrappers[repr(sorted((k, repr(v)) for k, v in value.items() if k != rule.key))] += 1
+            _count_layout(rule, item.observation, layouts, fields, wrappers)
             single = rule.form in ("bare", "json", "field")
             by_id = sorted(predicted, key=_sort_key)
             if (predicted[:1] if single else predicted) == actual:
