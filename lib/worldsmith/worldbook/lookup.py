@@ -83,14 +83,9 @@ def leaves(record: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[st
 
 
 def id_shape(value: Any) -> str:
-    """An id's form with letters, digits and runs collapsed (`#W0001234` -> `#A9`, `sara_doe_49` -> `a_a_9`)."""
-    text = str(value)
-    out: list[str] = []
-    for char in text:
-        kind = "9" if char.isdigit() else "A" if char.isupper() else "a" if char.isalpha() else char
-        if not out or out[-1] != kind or kind not in "9Aa":
-            out.append(kind)
-    return "".join(out)
+    """An id's form: each run of letters and digits as `x`, the other characters kept (`#O50174` -> `#x`,
+    `cu_9228d2` -> `x_x`): coarse on purpose, so hex or numeric ids of one kind share their form."""
+    return re.sub(r"[A-Za-z0-9]+", "x", str(value))
 
 
 def _arguments(item: Evidence) -> dict[str, Any]:
@@ -105,9 +100,11 @@ class RecordStore:
 
     kinds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     episodes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    families: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # the trajectory families (tasks)
 
     @classmethod
-    def from_evidence(cls, evidence: Sequence[Evidence], readers: set[str] | None = None) -> RecordStore:
+    def from_evidence(cls, evidence: Sequence[Evidence], readers: set[str] | None = None,
+                      families: Mapping[str, str] | None = None) -> RecordStore:
         """Each record's initial version per episode, as `worldbook.records.EntityStore` takes it (a sighting by
         a reader tool before any other tool's arguments named its id), merged across episodes: fields a later
         sighting adds are kept, fields two episodes disagree on are dropped (another task's world)."""
@@ -125,6 +122,7 @@ class RecordStore:
                     if ident not in touched and episode not in store.episodes.get((kind, ident), ()):
                         store._merge(kind, ident, record, unstable)
                         store.episodes.setdefault((kind, ident), set()).add(episode)
+                        store.families.setdefault((kind, ident), set()).add((families or {}).get(episode, episode))
                 if item.action not in readers:
                     touched.update(str(v) for v in arguments.values() if _scalar(v))
         return store
@@ -151,11 +149,13 @@ class RecordStore:
         return [kind for kind, records in self.kinds.items() if str(ident) in records]
 
     def coverage(self, kind: str, idents: Sequence[Any]) -> float:
-        """The share of these ids (selected by successful calls) that more than one episode showed: near 1 when
-        every episode meets the same records (the store is complete for the kind), low when each has its own."""
+        """The share of these ids (selected by successful calls) that more than one trajectory family (task)
+        showed: near 1 when every task meets the same records (the store is complete for the kind: an unknown id
+        is likely absent), low when each task has its own (a held-out task's records are unknown, not absent).
+        Families come from `from_evidence(families=...)`; without them each episode is its own."""
         if not idents:
             return 0.0
-        shared = sum(len(self.episodes.get((kind, str(i)), ())) >= 2 for i in idents)
+        shared = sum(len(self.families.get((kind, str(i)), ())) >= 2 for i in idents)
         return shared / len(idents)
 
     def shapes(self, kind: str) -> set[str]:

@@ -12,7 +12,7 @@ the learners'; a person curates them like any rule (`worldsmith book tools BOOK 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from worldsmith.worldbook.lookup import RecordStore
 from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
@@ -79,9 +79,11 @@ def precondition_rules(preconditions: Sequence[Precondition]) -> list[ToolRule]:
 
 
 def learn_lookup_rules(evidence: Sequence[Evidence], *, readers: set[str] | None = None,
-                       store: RecordStore | None = None) -> list[ToolRule]:
+                       families: Mapping[str, str] | None = None, store: RecordStore | None = None) -> list[ToolRule]:
     """Every query, empty and precondition rule of the evidence (`readers`: the tools whose answers are record
-    versions, as the write learner found them; learned here when not given)."""
-    store = store if store is not None else RecordStore.from_evidence(evidence, readers)
+    versions, as the write learner found them, learned here when not given; `families`: episode id -> trajectory
+    family, so "the store is complete for a kind" means other tasks met the same records, not another recording
+    of the same task)."""
+    store = store if store is not None else RecordStore.from_evidence(evidence, readers, families)
     queries = learn_queries(evidence, store)
     return query_rules(queries) + empty_rules(queries) + precondition_rules(learn_preconditions(evidence, store))

@@ -9,7 +9,7 @@ call's arguments select (at the time of the call: the entity store laid under wh
 - `unknown`: the selecting argument names no known record of its kind. Only where the store is complete for
   that kind (most ids that successful calls selected were shown by more than one episode, so an unseen id is
   likely absent, not merely unrecorded: `COMPLETE`); otherwise
-- `invalid_form`: the id's form (`#W9`, `a_a_9`) is none of the forms of the kind's known ids;
+- `invalid_form`: the id's form (`#x`, `x_x`) is none of the forms of the kind's known ids;
 - `not_in_values`: a field of the selected record holds a value no successful call's record held
   (`status` not `pending`), where successes show few values (a state, not an attribute);
 - `less_than`: a numeric field of the record is below a numeric argument (`balance < amount`);
@@ -41,6 +41,7 @@ COMPLETE = 0.9
 MIN_SUPPORT = 2
 MAX_STATES = 5  # a field whose successes show more values is an attribute, not a state
 MAX_ENUM = 8
+MAX_SHAPES = 3  # a kind whose known ids show more forms has no form an id could fail
 _ERROR = re.compile(r"\b(error|not|cannot|can't|invalid|insufficient|unable|fail\w*|denied|exceed\w*|already|"
                     r"must|no such|unknown|forbidden|unauthori[sz]ed)\b", re.IGNORECASE)
 _IDENTITY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")  # an identity is not a state
@@ -169,9 +170,14 @@ class _Successes:
         self._arguments: dict[str, Counter[str]] = {}
 
     def states(self, name: str, via: str | None, path: tuple[str, ...]) -> set[Any]:
+        """The values the field held on success, when they look like a state: few, each seen twice on average
+        (an attribute such as an email differs on every call); else empty."""
         key = (name, via, path)
         if key not in self._states:
-            self._states[key] = {_at(c.selected.get((name, via), ("", None))[1], path) for c in self.calls} - {None}
+            shown = [_at(c.selected.get((name, via), ("", None))[1], path) for c in self.calls]
+            values = {v for v in shown if v is not None and _scalar(v)}
+            seen = sum(v is not None for v in shown)
+            self._states[key] = values if len(values) <= MAX_STATES and seen >= 2 * len(values) else set()
         return self._states[key]
 
     def arguments(self, name: str) -> Counter[str]:
@@ -211,7 +217,7 @@ def _record_candidates(make: Any, call: _Call, successes: _Successes, name: str,
     for path, field in leaves(record):
         if _scalar(field) and not _IDENTITY.search(path[-1]):
             states = successes.states(name, via, path)
-            if states and len(states) <= MAX_STATES and field not in states:
+            if states and field not in states:
                 out.append(make(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),
                                 values=sorted(states, key=str)))
         for other, given in call.arguments.items():
@@ -295,7 +301,10 @@ def learn_preconditions(evidence: Iterable[Evidence], store: RecordStore | None 
                                                                  calls[action], store):
                     continue
                 if candidate.test == "invalid_form":
-                    candidate = candidate.model_copy(update={"values": sorted(store.shapes(candidate.kind or ""))})
+                    shapes = sorted(store.shapes(candidate.kind or ""))
+                    if len(shapes) > MAX_SHAPES:
+                        continue  # the kind's ids have no one form
+                    candidate = candidate.model_copy(update={"values": shapes})
                 scored.append(_score(candidate, calls[action], store))
             best = max(scored, key=lambda r: (r.status == RuleStatus.SUPPORTED, r.support - 2 * r.contradicting,
                                               -_ORDER.index(r.test), -len(r.path)), default=None)

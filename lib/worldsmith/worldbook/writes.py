@@ -498,7 +498,7 @@ def _writes(learner: _Learner) -> set[str]:
 
 
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
-                     store: EntityStore | None = None) -> list[ToolRule]:
+                     store: EntityStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
     `WriteConfig` (anything else, e.g. the build's config, means the defaults). Three linear passes: every
     selecting tool's relations against the episodes alone (which tools write), the entity store from the other
@@ -510,7 +510,7 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
         store = EntityStore.from_evidence(evidence, readers)
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
-    return learner.rules() + learn_lookup_rules(evidence, readers=readers)  # queries, empties, preconditions
+    return learner.rules() + learn_lookup_rules(evidence, readers=readers, families=families)  # look-ups
 
 
 def learn_writes(evidence: Sequence[Evidence],
