@@ -133,3 +133,14 @@ def test_lookup_rules_are_tool_rules_of_three_kinds_with_status_and_provenance()
     assert conditions["Error: order not found"].precondition.test == "unknown"
     book = Worldbook(name="shop", tool_rules=list(rules.values()))
     assert Worldbook.model_validate_json(book.model_dump_json()) == book  # stored and read back alike
+
+
+def test_no_match_is_not_believed_where_each_task_has_its_own_records() -> None:
+    from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+
+    log = shop_log()  # episodes 1-3 and 4-6 meet the same three users: here they are two recordings of each task
+    families = {f"ep{n}": f"task{(n - 1) % 3}" for n in range(1, 8)}
+    rules = {rule.id: rule for rule in learn_lookup_rules(log.items, families=families)}
+    assert rules["query:find_user_id_by_email"].executable
+    assert not rules["empty:find_user_id_by_email"].executable
+    assert "0% of the user_id records" in rules["empty:find_user_id_by_email"].description

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from worldsmith.worldbook.lookup import RecordStore
 from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
-from worldsmith.worldbook.preconditions import learn_preconditions
+from worldsmith.worldbook.preconditions import COMPLETE, learn_preconditions
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, learn_queries
 from worldsmith.worldbook.toolrules import ToolRule
 
@@ -47,19 +47,23 @@ def query_rules(queries: Sequence[QueryRule]) -> list[ToolRule]:
             for q in queries]
 
 
-def empty_rules(queries: Sequence[QueryRule]) -> list[ToolRule]:
+def empty_rules(queries: Sequence[QueryRule], store: RecordStore) -> list[ToolRule]:
     """Kind `empty`: a query's answer when no record matches (`template`, arguments slotted); supported when the
-    query is and at least `MIN_SUPPORT` calls that matched nothing were answered so."""
+    query is, at least `MIN_SUPPORT` calls that matched nothing were answered so, and the store is complete for
+    the kind (most of its records were met by more than one task, `preconditions.COMPLETE`): where each task has
+    its own records, "none matches" is what an unseen task's real entity looks like too."""
     out = []
     for q in queries:
         if q.empty is None:
             continue
+        coverage = store.coverage(q.kind, list(store.kinds.get(q.kind, {})))
         ok = q.status == RuleStatus.SUPPORTED and q.empty_support >= MIN_SUPPORT \
-            and q.empty_contradicting <= MAX_CONTRADICTION * q.empty_support
+            and q.empty_contradicting <= MAX_CONTRADICTION * q.empty_support and coverage >= COMPLETE
         out.append(ToolRule(id=_id("empty", q.action), tool=q.action, kind="empty", query=q, template=q.empty,
                             status=RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE, support=q.empty_support,
                             description=f"no {q.kind} record whose {_compared(q)}: {q.empty_contradicting} such "
-                                        "calls were answered otherwise"))
+                                        f"calls were answered otherwise; {coverage:.0%} of the {q.kind} records "
+                                        "were met by more than one task"))
     return out
 
 
@@ -86,4 +90,4 @@ def learn_lookup_rules(evidence: Sequence[Evidence], *, readers: set[str] | None
     of the same task)."""
     store = store if store is not None else RecordStore.from_evidence(evidence, readers, families)
     queries = learn_queries(evidence, store)
-    return query_rules(queries) + empty_rules(queries) + precondition_rules(learn_preconditions(evidence, store))
+    return query_rules(queries) + empty_rules(queries, store) + precondition_rules(learn_preconditions(evidence, store))
