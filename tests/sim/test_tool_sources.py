@@ -94,3 +94,28 @@ def test_recorded_bfcl_episodes_learn_an_error_template_with_the_argument_slotte
     answer = harness.predict({"name": "cat", "arguments": {"file_name": "no_such_plover"}})
     assert answer.observation == '{"error": "cat: \'no_such_plover\': No such file or directory"}'
     assert len(evidence_from_episodes(episodes)) > 100
+
+
+def test_recorded_toolshop_queries_answer_held_out_tasks_as_the_real_api() -> None:
+    """Toolshop recordings (expert and probing), split by task: a query's answers on tasks the book never saw are
+    the real answers wherever the source gives one."""
+    from benchmarks.fidelity import _read, split_by_family
+
+    episodes = [e for name in ("toolshop.jsonl", "toolshop_probing.jsonl")
+                for e in _read(str(ROOT / "data_samples" / "collected" / name))]
+    construction, evaluation = split_by_family(episodes, 0.75)
+    harness = Harness(build_worldbook(construction, name="toolshop", config=BuildConfig(route_folds=0)).book)
+    rules = {rule.id: rule for rule in harness.book.tool_rules}
+    email = rules["query:find_user_id_by_email"]
+    assert email.executable and email.query is not None
+    assert [(m.argument, m.path) for m in email.query.matches] == [("email", ["email"])]
+    answered = []
+    for episode in evaluation:
+        harness.start(episode.model_copy(update={"turns": []}))
+        for turn in episode.turns:
+            name, arguments, _ = harness.canonical(turn.action)
+            answered += [(p.observation, turn.observation.text) for p in harness.proposals(turn.action, name,
+                                                                                              arguments)[0]
+                         if p.source == "query"]
+            harness.observe(turn.action, turn.observation.text)
+    assert len(answered) >= 3 and all(said == real for said, real in answered)
