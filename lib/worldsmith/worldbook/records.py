@@ -177,6 +177,8 @@ def learn_selectors(evidence: Sequence[Evidence]) -> dict[str, tuple[str, str]]:
                 votes[item.action].update(_answer_votes(value, arguments))
     out: dict[str, tuple[str, str]] = {}
     for tool, counts in votes.items():
+        if not counts:
+            continue
         pair, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
         if count >= max(1, MIN_SELECTOR_SHARE * turns[tool]):
             out[tool] = pair
