@@ -139,16 +139,19 @@ def _scalar(value: Any) -> bool:
 
 
 def _answer_votes(value: Any, arguments: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """(argument, id key) pairs where the argument names the answer's record (the whole answer, else one inside)."""
-    ids: dict[str, set[str]] = defaultdict(set)
+    """(argument, id key) pairs where the argument names the answer's record: the whole answer's own id (its first
+    identifier field), else another identifier of the whole answer, else a record inside it."""
+    scalars = {name: str(argument) for name, argument in arguments.items() if _scalar(argument)}
+    if isinstance(value, dict):
+        ids = [(str(k), str(v)) for k, v in value.items() if _identifier(k, v)]
+        for found in (ids[:1], ids[1:]):
+            votes = {(name, key) for key, ident in found for name, text in scalars.items() if text == ident}
+            if votes:
+                return votes
+    inner: dict[str, set[str]] = defaultdict(set)
     for key, ident, _ in iter_records(value):
-        ids[str(ident)].add(key)
-    out = set()
-    for name, argument in arguments.items():
-        if _scalar(argument):
-            top = top_record(value, argument)
-            out |= {(name, key) for key in ({top[0]} if top is not None else ids.get(str(argument), set()))}
-    return out
+        inner[str(ident)].add(key)
+    return {(name, key) for name, text in scalars.items() for key in inner.get(text, ())}
 
 
 def learn_selectors(evidence: Sequence[Evidence]) -> dict[str, tuple[str, str]]:
