@@ -356,7 +356,8 @@ class _Learner:
             arguments = arguments_of(item)
             value = parse_json(item.observation)
             selector = self.selectors.get(item.action)
-            showing = {record_key(k, i) for k, i, _ in own_records(value)} if value is not None else set()
+            shown = list(own_records(value)) if value is not None else []
+            showing = {record_key(k, i) for k, i, _ in shown}
             named = {str(v) for v in arguments.values() if isinstance(v, str | int)}
             for rkey in [k for k in pending if k[1] in named and not (k in showing and self._reads(item, pending[k]))]:
                 del pending[rkey]  # another write named the record: its next read is not this one's effect
@@ -371,16 +372,15 @@ class _Learner:
                             pending[alias] = (item.action, arguments, before, item.turn_id, item.observation)
                     else:
                         wrote = (rkey, after)
-            if value is not None:
-                for key, ident, record in own_records(value):
-                    rkey = record_key(key, ident)
-                    if rkey in pending and self._reads(item, pending[rkey]):
-                        tool, args, before, turn, text = pending[rkey]
-                        for other in [k for k, v in pending.items() if v[3] == turn]:
-                            del pending[other]
-                        self.tools[tool].deferred.append((turn, text, before, record, args))
-                    records.pop(rkey, None)
-                    records[rkey] = record
+            for key, ident, record in shown:
+                rkey = record_key(key, ident)
+                if rkey in pending and self._reads(item, pending[rkey]):
+                    tool, args, before, turn, text = pending[rkey]
+                    for other in [k for k, v in pending.items() if v[3] == turn]:
+                        del pending[other]
+                    self.tools[tool].deferred.append((turn, text, before, record, args))
+                records.pop(rkey, None)
+                records[rkey] = record
             if wrote is not None:
                 records.pop(wrote[0], None)
                 records[wrote[0]] = wrote[1]
