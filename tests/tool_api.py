@@ -15,6 +15,7 @@ import json
 import random
 from typing import Any
 
+from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.worldbook.model import Evidence
 
 
@@ -89,3 +90,14 @@ def episodes(count: int = 24, seed: int = 0, prefix: str = "ep") -> list[list[Ev
 
 def evidence(count: int = 24, seed: int = 0) -> list[Evidence]:
     return [item for items in episodes(count, seed) for item in items]
+
+
+def as_episodes(count: int = 24, seed: int = 0, prefix: str = "ep") -> list[Episode]:
+    """The same calls as recorded episodes (one task family each), for builds and the harness."""
+    out = []
+    for number, items in enumerate(episodes(count, seed, prefix)):
+        turns = [Turn(index=i, action=Action(name=item.action, arguments=item.arguments),
+                      observation=Observation(text=item.observation)) for i, item in enumerate(items)]
+        out.append(Episode(id=f"{prefix}{number}", env_id="shop", task_id=f"{prefix}-task-{number}", turns=turns,
+                           initial_observation=Observation(text="")))
+    return out

@@ -63,6 +63,7 @@ def test_a_query_tool_is_answered_from_the_store_and_an_unmatched_one_empty() ->
     harness.start(_episode(99, []))
     found = harness.predict({"name": "find_user_id_by_email", "arguments": {"email": "di@x.com"}})
     assert found.observation == "di_fox_4" and found.audit.route == "state:query"
+    assert [r["key"] for r in found.audit.records] == [["user_id", "di_fox_4"]]
     action = Action(name="find_user_id_by_email", arguments={"email": "zed@q.net"})
     proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
     assert [(p.source, p.observation) for p in proposals if p.source.startswith("query")] == [
@@ -76,6 +77,8 @@ def test_a_precondition_answers_before_the_write_once_the_episode_shows_the_stat
     again = harness.predict({"name": "cancel_pending_order", "arguments": {"order_id": "#W3"}})
     assert again.observation == "Error: non-pending order cannot be cancelled"
     assert again.audit.route == "state:precondition" and again.outcome == "failure:precondition"
+    assert again.audit.records[0]["key"] == ["order_id", "#W3"] and again.audit.records[0]["before"]["status"] == \
+        "cancelled"  # the record the test read, for the audit
     harness.start(_episode(97, []))
     delivered = harness.predict({"name": "cancel_pending_order", "arguments": {"order_id": "#W4"}})
     assert delivered.observation == "Error: non-pending order cannot be cancelled"  # the store's initial version

@@ -36,7 +36,7 @@ def _ev(episode: str, index: int, tool: str, arguments: dict[str, Any], observat
 
 
 def _rules(evidence: list[Evidence]) -> dict[str, ToolRule]:
-    return {rule.tool: rule for rule in learn_tool_rules(evidence)}
+    return {rule.tool: rule for rule in learn_tool_rules(evidence) if rule.kind == "write"}  # look-ups apart
 
 
 def _change(rule: ToolRule, path: str) -> FieldChange:
@@ -213,3 +213,24 @@ def test_tool_rules_on_disk_and_patched(tmp_path: Any) -> None:
         store.patch("shop", Patch(base=patched.version, ops=[
             PatchOp(op="update_tool_rule", id="write:cancel_order", fields={"bogus": 1})]))
     assert Worldbook(name="plain").model_dump(mode="json").get("tool_rules") is None
+
+
+def test_a_refund_summed_over_the_items_an_argument_names_and_refusals_ignored() -> None:
+    evidence = []
+    for e in range(5):
+        items = [{"item_id": f"i{e}{k}", "price": 1.5 * (k + 1) + e} for k in range(3)]
+        order = {"order_id": f"o{e}", "status": "delivered", "items": items, "payments": []}
+        picked = [items[0]["item_id"], items[e % 2 + 1]["item_id"]]
+        evidence.append(_ev(f"e{e}", 0, "get_order", {"order_id": f"o{e}"}, order))
+        refund = round(items[0]["price"] + items[e % 2 + 1]["price"], 6)
+        returned = {**order, "status": "returned", "payments": [{"kind": "refund", "amount": refund}]}
+        evidence.append(_ev(f"e{e}", 1, "return_items", {"order_id": f"o{e}", "item_ids": picked}, returned))
+        evidence.append(_ev(f"e{e}", 2, "return_items", {"order_id": f"o{e}", "item_ids": picked},
+                            "Error: the order was returned already"))
+    rule = _rules(evidence)["return_items"]
+    assert rule.status == RuleStatus.SUPPORTED and rule.response and rule.response.kind == "record"
+    [amount] = [p for p in _change(rule, "payments").fields if p.path == "amount"]
+    assert (amount.op, amount.argument, amount.source) == ("sum", "item_ids", "items.price")
+    before = json.loads(evidence[0].observation)
+    after = apply_changes(rule, before, evidence[1].arguments)
+    assert render_response(rule, before, after or {}, evidence[1].arguments) == evidence[1].observation

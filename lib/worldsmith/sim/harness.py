@@ -40,6 +40,7 @@ from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.shell_state import ShellTracker
 from worldsmith.sim.sources import tool_sources
+from worldsmith.sim.sources.records import RecordTracker
 from worldsmith.sim.suffixes import SuffixConditions
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
 from worldsmith.sim.views import ViewEdits
@@ -123,6 +124,7 @@ class Harness(WorldModelBase):
         evidence = book.evidence if config.knowledge else []
         self.places = PlaceTracker(evidence)
         self.entities = EntityTracker(evidence)
+        self.record_source = RecordTracker(evidence, book.tool_rules if config.knowledge else ())
         self.fields = FieldTracker(evidence)
         self.aligned = AlignedEvidence(evidence)
         self.shell = ShellTracker(evidence)
@@ -172,6 +174,7 @@ class Harness(WorldModelBase):
         self.memory = {}
         self.places.reset(self.initial_observation)
         self.entities.reset()
+        self.record_source.reset(self.initial_observation)
         self.fields.reset()
         self.aligned.reset()
         self.shell.reset(self.initial_observation)
@@ -194,6 +197,7 @@ class Harness(WorldModelBase):
         self.memory[line] = observation
         self.places.observe(name, line, observation)
         self.entities.observe(name, arguments, observation)
+        self.record_source.observe(name, arguments, observation)
         self.fields.observe(name, arguments, observation)
         self.aligned.observe(line, observation)
         self.shell.observe(line, observation)
@@ -218,6 +222,7 @@ class Harness(WorldModelBase):
     def tracked(self) -> dict[str, Any]:
         """What the trackers believe now (place, map, entity records): for the audit and for people."""
         return {"places": self.places.snapshot(), "entities": self.entities.snapshot(),
+                "records": self.record_source.snapshot(),
                 "fields": self.fields.snapshot(), "shell": self.shell.snapshot(),
                 "scope": self.scope.snapshot(), "carried": self.inventory.snapshot(),
                 "trailing lines": self.suffixes.snapshot(), "queries": self.queries.snapshot(),
@@ -246,6 +251,7 @@ class Harness(WorldModelBase):
             out += self.preconditions.propose(name, arguments, line)
             out += self.queries.propose(name, arguments, line)
             out += self.entities.propose(name, arguments)
+            out += self.record_source.propose(name, arguments, line)
             out += self.fields.propose(name, arguments)
             out += self.places.propose(name, line)
             out += self.aligned.propose(line)
@@ -311,6 +317,7 @@ class Harness(WorldModelBase):
         if chosen is None:
             return self._fallback(action, name, arguments, audit, why)
         audit.notes.extend([*why, *chosen.notes])
+        audit.records = list(chosen.records)
         if chosen.source == "rule":
             audit.rules = [chosen.rule] if chosen.rule else []
             return self._transition(action, name, arguments, chosen.observation, chosen.outcome, chosen.effects,

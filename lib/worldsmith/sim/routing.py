@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
 
 # Sources in the order they are preferred when their held-out records tie (or there is no record).
-PRIORITY = ("precondition", "precondition_enum", "rule", "shell", "entity", "query", "query_empty", "fields", "scope",
-            "inventory", "place_memory", "map", "place_view", "place_form", "memory_state", "memory", "scope_form",
-            "aligned_evidence", "place_evidence")
+PRIORITY = ("precondition", "precondition_enum", "rule", "shell", "record_write", "record_read", "entity", "query",
+            "query_empty", "fields", "scope", "inventory", "place_memory", "map", "place_view", "place_form",
+            "memory_state", "memory", "scope_form", "record_store", "aligned_evidence", "place_evidence")
 # Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
-_TRUSTED_UNMEASURED = frozenset({"precondition", "query", "rule", "shell", "entity", "place_memory", "map", "memory"})
+_TRUSTED_UNMEASURED = frozenset({"precondition", "query", "rule", "shell", "entity", "place_memory", "map", "memory",
+                                 "record_write", "record_read"})
 # Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their
 # pooled record, only by the action's own. (`scope`, a refusal of things not in view, is one answer the whole
 # environment gives: an action too rare to have its own record is judged by the pooled one.)
@@ -49,9 +50,10 @@ ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity
                "place_memory": "state:place_memory", "map": "state:map", "place_view": "state:place_view",
                "place_evidence": "evidence:place", "aligned_evidence": "evidence:aligned",
                "place_form": "state:place_form", "scope": "state:scope", "scope_form": "state:scope_form",
-               "inventory": "state:inventory", "fields": "state:fields", "precondition": "state:precondition",
-               "precondition_enum": "state:precondition_enum", "query": "state:query",
-               "query_empty": "state:query_empty"}
+               "inventory": "state:inventory", "fields": "state:fields", "record_write": "state:record_write",
+               "record_read": "state:record_read", "record_store": "evidence:record_store",
+               "precondition": "state:precondition", "precondition_enum": "state:precondition_enum",
+               "query": "state:query", "query_empty": "state:query_empty"}
 
 
 def _rank(source: str) -> int:

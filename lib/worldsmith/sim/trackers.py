@@ -93,6 +93,7 @@ class Proposal:
     effects: list[Any] = field(default_factory=list)
     form: str | None = None  # a rule's observation template: rules are measured per form, not only together
     conflicts: list[str] = field(default_factory=list)  # equal-rank rules that also held and answered otherwise
+    records: list[dict[str, Any]] = field(default_factory=list)  # records read or changed: {key, before, after}
 
     @property
     def key(self) -> str:

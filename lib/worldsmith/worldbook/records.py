@@ -24,6 +24,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
@@ -82,8 +83,13 @@ def dump_layout(value: Any, layout: Layout) -> str:
     return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
 
 
+@lru_cache(maxsize=65536)
+def _id_name(key: str) -> bool:
+    return bool(ID_KEY.search(key))
+
+
 def _identifier(key: Any, item: Any) -> bool:
-    return isinstance(item, str | int) and not isinstance(item, bool) and bool(ID_KEY.search(str(key)))
+    return isinstance(item, str | int) and not isinstance(item, bool) and _id_name(str(key))
 
 
 def iter_records(value: Any) -> Iterable[tuple[str, Any, dict[str, Any]]]:
@@ -139,16 +145,19 @@ def _scalar(value: Any) -> bool:
 
 
 def _answer_votes(value: Any, arguments: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """(argument, id key) pairs where the argument names the answer's record (the whole answer, else one inside)."""
-    ids: dict[str, set[str]] = defaultdict(set)
+    """(argument, id key) pairs where the argument names the answer's record: the whole answer's own id (its first
+    identifier field), else another identifier of the whole answer, else a record inside it."""
+    scalars = {name: str(argument) for name, argument in arguments.items() if _scalar(argument)}
+    if isinstance(value, dict):
+        ids = [(str(k), str(v)) for k, v in value.items() if _identifier(k, v)]
+        for found in (ids[:1], ids[1:]):
+            votes = {(name, key) for key, ident in found for name, text in scalars.items() if text == ident}
+            if votes:
+                return votes
+    inner: dict[str, set[str]] = defaultdict(set)
     for key, ident, _ in iter_records(value):
-        ids[str(ident)].add(key)
-    out = set()
-    for name, argument in arguments.items():
-        if _scalar(argument):
-            top = top_record(value, argument)
-            out |= {(name, key) for key in ({top[0]} if top is not None else ids.get(str(argument), set()))}
-    return out
+        inner[str(ident)].add(key)
+    return {(name, key) for name, text in scalars.items() for key in inner.get(text, ())}
 
 
 def learn_selectors(evidence: Sequence[Evidence]) -> dict[str, tuple[str, str]]:
@@ -177,7 +186,7 @@ def learn_selectors(evidence: Sequence[Evidence]) -> dict[str, tuple[str, str]]:
                 votes[item.action].update(_answer_votes(value, arguments))
     out: dict[str, tuple[str, str]] = {}
     for tool, counts in votes.items():
-        if not counts:  # JSON answers, none naming a record an argument names
+        if not counts:
             continue
         pair, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
         if count >= max(1, MIN_SELECTOR_SHARE * turns[tool]):

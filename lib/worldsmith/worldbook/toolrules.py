@@ -40,8 +40,9 @@ ToolRuleKind = Literal["write", "query", "precondition", "empty"]
 ResponseKind = Literal["record", "fields", "text"]
 # How a field's new value comes (`FieldChange.op`), in the order the learner prefers them when several explain
 # the same values (an argument copied says more than a constant that happened to equal it).
-CHANGE_OPS = ("copy", "add", "sub", "append", "remove", "move", "sorted_arg", "object", "keep", "field", "set")
-ChangeOp = Literal["copy", "add", "sub", "append", "remove", "move", "sorted_arg", "object", "keep", "field", "set"]
+CHANGE_OPS = ("copy", "add", "sub", "sum", "append", "remove", "move", "sorted_arg", "object", "keep", "field", "set")
+ChangeOp = Literal["copy", "add", "sub", "sum", "append", "remove", "move", "sorted_arg", "object", "keep", "field",
+                   "set"]
 _PATH = re.compile(r"(?:[^.\[\]\\]+|\[(?:\\.|[^\[\]\\])*\])(?:\.[^.\[\]\\]+|\[(?:\\.|[^\[\]\\])*\])*", re.DOTALL)
 
 
@@ -51,6 +52,8 @@ class FieldChange(BaseModel):
     - `set`: the constant `value`; `copy`: the argument `argument`; `field`: the record's field at `source`
       (before the call); `keep`: the field unchanged;
     - `add` / `sub`: the field's number plus / minus the numeric argument `argument`;
+    - `sum`: the sum of a number over the list items `argument` names (`source` `items.price`: the `price` of
+      the items of `items`; a refund of the returned items);
     - `object`: a new object, each of its keys built by one of `fields` (an address from address1, city, zip);
     - `append`: the list with one entry added: the argument `argument`'s value, else an object built by
       `fields` (a payment-history line: a constant type, the amount from a prior field, a method argument);
@@ -65,7 +68,7 @@ class FieldChange(BaseModel):
     op: ChangeOp
     argument: str | None = None
     value: Any = None
-    source: str | None = Field(default=None, description="For field / move: the record path read before the call.")
+    source: str | None = Field(default=None, description="For field / move / sum: the record path read before the call.")
     fields: list[FieldChange] = Field(default_factory=list, description="For object / append: how each key is built.")
     status: RuleStatus = RuleStatus.TENTATIVE
     support: int = Field(default=0, ge=0, description="Turns where the relation held.")
@@ -80,10 +83,10 @@ class FieldChange(BaseModel):
 
     @model_validator(mode="after")
     def _operands(self) -> FieldChange:
-        needs_argument = {"copy", "add", "sub", "remove", "move", "sorted_arg"}
+        needs_argument = {"copy", "add", "sub", "sum", "remove", "move", "sorted_arg"}
         if self.op in needs_argument and not self.argument:
             raise ValueError(f"a {self.op!r} change names the argument it uses")
-        if self.op in ("field", "move") and not self.source:
+        if self.op in ("field", "move", "sum") and not self.source:
             raise ValueError(f"a {self.op!r} change names the record path it reads (source)")
         if self.op == "object" and not self.fields:
             raise ValueError("an 'object' change says how each of its keys is built (fields)")

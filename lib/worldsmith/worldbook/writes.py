@@ -141,13 +141,37 @@ def _named(item: Any, name: Any) -> bool:
 Candidate = tuple[Any, ...]  # (op, operand...): hashable, one relation that explained a value
 
 
-def _sources(value: Any, leaves: Mapping[str, list[str]], arguments: Mapping[str, Any]) -> set[Candidate]:
-    """How a plain value could come: an argument, a field of the record before, a constant."""
+def _sources(value: Any, before: Mapping[str, Any], leaves: Mapping[str, list[str]],
+             arguments: Mapping[str, Any]) -> set[Candidate]:
+    """How a plain value could come: an argument, a field of the record before, a sum over the items an argument
+    names, a constant."""
     text = _key(value)
     found: set[Candidate] = {("copy", a) for a, v in arguments.items() if _key(v) == text}
     found |= {("field", p) for p in leaves.get(text, ())}
+    if _number(value):
+        found |= _sums(value, before, arguments)
     found.add(("set", text))
     return found
+
+
+def _sums(value: float, before: Mapping[str, Any], arguments: Mapping[str, Any]) -> set[Candidate]:
+    """("sum", argument, list.key) where `value` is the sum of `key` over the items of the list the argument names."""
+    found: set[Candidate] = set()
+    for list_key, items in before.items():
+        if not isinstance(items, list) or not items or not isinstance(items[0], dict):
+            continue
+        for name, argument in arguments.items():
+            named = [x for x in items if _named(x, argument)]
+            if not named:
+                continue
+            for key, first in named[0].items():
+                if _number(first) and abs(_total(named, key) - value) < 1e-6:
+                    found.add(("sum", name, path_of([list_key, key])))
+    return found
+
+
+def _total(items: Sequence[Any], key: str) -> float:
+    return round(sum(x[key] for x in items if isinstance(x, dict) and _number(x.get(key))), 6)
 
 
 def _list_relations(new: list[Any], prior: Any, before: Mapping[str, Any], name: str,
@@ -173,7 +197,7 @@ def _explain(new: Any, prior: Any, before: Mapping[str, Any], leaves: Mapping[st
              arguments: Mapping[str, Any]) -> tuple[set[Candidate], dict[tuple[str, str], set[Candidate]]]:
     """Every relation explaining `new` (a field's value after the call), and for objects / appended entries the
     relations explaining each of their keys ((shape, key) -> candidates)."""
-    found = _sources(new, leaves, arguments)
+    found = _sources(new, before, leaves, arguments)
     parts: dict[tuple[str, str], set[Candidate]] = {}
     if prior is not _ABSENT and new == prior:
         found.add(("keep",))
@@ -191,11 +215,11 @@ def _explain(new: Any, prior: Any, before: Mapping[str, Any], leaves: Mapping[st
         if isinstance(entry, dict) and entry:
             shape = ",".join(entry)
             found.add(("append", "obj", shape))
-            parts.update({(f"append:{shape}", k): _sources(v, leaves, arguments) for k, v in entry.items()})
+            parts.update({(f"append:{shape}", k): _sources(v, before, leaves, arguments) for k, v in entry.items()})
     if isinstance(new, dict) and new and new != prior:
         shape = ",".join(new)
         found.add(("object", shape))
-        parts.update({(f"object:{shape}", k): _sources(v, leaves, arguments) for k, v in new.items()})
+        parts.update({(f"object:{shape}", k): _sources(v, before, leaves, arguments) for k, v in new.items()})
     return found, parts
 
 
@@ -207,6 +231,8 @@ def _change(path: str, candidate: Candidate, parts: list[FieldChange], support: 
         data["argument"] = candidate[1]
     elif op == "move":
         data.update(argument=candidate[1], source=path_of([candidate[2]]))
+    elif op == "sum":
+        data.update(argument=candidate[1], source=candidate[2])
     elif op == "field":
         data["source"] = candidate[1]
     elif op == "set":
@@ -240,6 +266,15 @@ class _Tool:
     layouts: Counter[Layout] = field(default_factory=Counter)
     changes: dict[str, _Field] = field(default_factory=lambda: defaultdict(_Field))  # record path -> counts
     answer: dict[str, _Field] = field(default_factory=lambda: defaultdict(_Field))  # answer-only keys -> counts
+    # text-answered writes and the record a later read showed: (turn, answer text, before, after, arguments); counted
+    # once the run tells the tool's usual answer (its success text: another text is a refusal that wrote nothing)
+    deferred: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+
+    def main_kind(self) -> tuple[ResponseKind, bool]:
+        """The usual answer kind, and whether the answers agree on it (a text beside JSON records is a refusal)."""
+        kind, count = self.kinds.most_common(1)[0]
+        counted = sum(n for k, n in self.kinds.items() if kind == "text" or k != "text")
+        return kind, count >= SHARE * counted
 
 
 def _count(target: _Field, turn: str, new: Any, prior: Any, before: Mapping[str, Any],
@@ -299,7 +334,7 @@ class _Learner:
                 return rkey, record
         return None
 
-    def _reads(self, item: Evidence, write: tuple[str, dict[str, Any], dict[str, Any], str]) -> bool:
+    def _reads(self, item: Evidence, write: tuple[str, dict[str, Any], dict[str, Any], str, str]) -> bool:
         """Whether this call's answer is a read of the record a pending write acted on: a reader's answer (before
         the readers are known, the first pass: any other tool's)."""
         return item.action in self.readers if self.readers is not None else item.action != write[0]
@@ -307,15 +342,23 @@ class _Learner:
     def run(self, evidence: Sequence[Evidence]) -> None:
         for items in group_by_episode(evidence).values():
             self._episode(items)
+        for tool in self.tools.values():  # text-answered writes: only the success text's turns wrote
+            if tool.kinds and tool.main_kind()[0] == "text":
+                success = tool.texts.most_common(1)[0][0]
+                for turn, text, before, after, arguments in tool.deferred:
+                    if text == success:
+                        self._changes(tool, turn, before, after, arguments)
+            tool.deferred.clear()
 
     def _episode(self, items: Sequence[Evidence]) -> None:
         records: dict[RecordKey, dict[str, Any]] = {}
-        pending: dict[RecordKey, tuple[str, dict[str, Any], dict[str, Any], str]] = {}
+        pending: dict[RecordKey, tuple[str, dict[str, Any], dict[str, Any], str, str]] = {}
         for item in items:
             arguments = arguments_of(item)
             value = parse_json(item.observation)
             selector = self.selectors.get(item.action)
-            showing = {record_key(k, i) for k, i, _ in own_records(value)} if value is not None else set()
+            shown = list(own_records(value)) if value is not None else []
+            showing = {record_key(k, i) for k, i, _ in shown}
             named = {str(v) for v in arguments.values() if isinstance(v, str | int)}
             for rkey in [k for k in pending if k[1] in named and not (k in showing and self._reads(item, pending[k]))]:
                 del pending[rkey]  # another write named the record: its next read is not this one's effect
@@ -327,19 +370,18 @@ class _Learner:
                     after = self._answered(item, arguments, value, before)
                     if after is None:
                         for alias in self._keys(selector[0], selector[1], rkey[1]):
-                            pending[alias] = (item.action, arguments, before, item.turn_id)
+                            pending[alias] = (item.action, arguments, before, item.turn_id, item.observation)
                     else:
                         wrote = (rkey, after)
-            if value is not None:
-                for key, ident, record in own_records(value):
-                    rkey = record_key(key, ident)
-                    if rkey in pending and self._reads(item, pending[rkey]):
-                        tool, args, before, turn = pending[rkey]
-                        for other in [k for k, v in pending.items() if v[3] == turn]:
-                            del pending[other]
-                        self._changes(self.tools[tool], turn, before, record, args)
-                    records.pop(rkey, None)
-                    records[rkey] = record
+            for key, ident, record in shown:
+                rkey = record_key(key, ident)
+                if rkey in pending and self._reads(item, pending[rkey]):
+                    tool, args, before, turn, text = pending[rkey]
+                    for other in [k for k, v in pending.items() if v[3] == turn]:
+                        del pending[other]
+                    self.tools[tool].deferred.append((turn, text, before, record, args))
+                records.pop(rkey, None)
+                records[rkey] = record
             if wrote is not None:
                 records.pop(wrote[0], None)
                 records[wrote[0]] = wrote[1]
@@ -436,7 +478,7 @@ class _Learner:
         changes = [c for path, counts in sorted(tool.changes.items()) if (c := self._decide(path, counts))]
         if not changes or not tool.turns:
             return None
-        kind, count = tool.kinds.most_common(1)[0]
+        kind, consistent = tool.main_kind()
         layout = tool.layouts.most_common(1)[0][0] if tool.layouts else (", ", ": ", False)
         keys = list(tool.orders.most_common(1)[0][0]) if tool.orders else []
         answer = [c for path, counts in sorted(tool.answer.items())
@@ -444,17 +486,17 @@ class _Learner:
         response = ResponseSpec(kind=kind, keys=keys if kind != "text" else [], fields=answer,
                                 text=tool.texts.most_common(1)[0][0] if kind == "text" else None,
                                 item_separator=layout[0], key_separator=layout[1], ensure_ascii=layout[2])
+        failed = sorted({t for path, counts in tool.changes.items() for c in changes if c.path == path
+                         for t in set(counts.checked) - set(counts.held.get(_candidate(c), ()))})
+        checked = {t for c in changes for t in tool.changes[c.path].checked}
+        supporting = [t for t in tool.turns if t in checked and t not in set(failed)]
         statuses = [c.status for c in [*changes, *answer]]
-        consistent = count >= self.config.share * sum(tool.kinds.values())
         if RuleStatus.CONFLICTED in statuses or not consistent:
             status = RuleStatus.CONFLICTED
-        elif all(s == RuleStatus.SUPPORTED for s in statuses) and len(tool.turns) >= self.config.min_support:
+        elif all(s == RuleStatus.SUPPORTED for s in statuses) and len(supporting) >= self.config.min_support:
             status = RuleStatus.SUPPORTED
         else:
             status = RuleStatus.TENTATIVE
-        failed = sorted({t for path, counts in tool.changes.items() for c in changes if c.path == path
-                         for t in set(counts.checked) - set(counts.held.get(_candidate(c), ()))})
-        supporting = [t for t in tool.turns if t not in set(failed)]
         argument, key = self.selectors[name]
         return ToolRule(
             id=f"write:{name}", tool=name, kind="write", selector=Selector(argument=argument, key=key),
@@ -471,6 +513,8 @@ def _candidate(change: FieldChange) -> Candidate:
         return (change.op, change.argument)
     if change.op == "move":
         return ("move", change.argument, path_keys(change.source or "")[0])
+    if change.op == "sum":
+        return ("sum", change.argument, change.source)
     if change.op == "field":
         return ("field", change.source)
     if change.op == "set":
@@ -543,6 +587,11 @@ def _value(change: FieldChange, before: Mapping[str, Any], current: Any, argumen
         if not (_number(current) and _number(given)):
             return _ABSENT
         return current + given if op == "add" else current - given
+    if op == "sum":
+        keys = path_keys(change.source or "")
+        items = _get(before, keys[:-1])
+        return _total([x for x in items if _named(x, given)], keys[-1]) if isinstance(items, list) and \
+            given is not _ABSENT else _ABSENT
     if op == "sorted_arg":
         return sorted(given) if isinstance(given, list) else _ABSENT
     if op == "remove":

@@ -55,8 +55,11 @@ class PreconditionSource:
                 text = failure_text(rule, arguments)
                 if text is not None:
                     source = "precondition_enum" if rule.test == "arg_not_in" else "precondition"
+                    kind, record = selected.get((rule.argument, rule.via), (None, None))
+                    read = [{"key": [kind, str(record.get(kind, arguments.get(rule.argument)))], "before": record,
+                             "after": record}] if record is not None and kind is not None else []
                     return [Proposal(source, text, outcome="failure:precondition", form=rule.template,
-                                     rule=self.ids.get(id(rule)),
+                                     rule=self.ids.get(id(rule)), records=read,
                                      notes=[f"precondition of {name!r}: {rule.describe()} "
                                             f"(held on {rule.support} failing calls, no success)"])]
         return []

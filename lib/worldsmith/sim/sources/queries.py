@@ -52,7 +52,8 @@ class QuerySource:
             answer = render_answer(rule, found) if name in self.rules else None
             if answer is None:
                 return []
-            return [Proposal("query", answer, outcome="success", notes=[
+            read = [{"key": [rule.kind, ident], "before": record, "after": record} for ident, record in found[:20]]
+            return [Proposal("query", answer, outcome="success", records=read, notes=[
                 f"the {rule.kind} records whose {compared}: {', '.join(i for i, _ in found[:5])}"])]
         text = fill_slots(empty.template, arguments) if empty is not None else None
         if text is None:
