@@ -5,7 +5,7 @@
 
 Construction and evaluation are split by trajectory family (the task: `fidelity.split_by_family`). One worldbook
 is built from the construction episodes (route table included); on the evaluation episodes, teacher-forced,
-three world models answer every turn: the harness, the same harness with the four sources emptied (before),
+three world models answer every turn after its real prefix: the harness, the same harness with the four sources emptied (before),
 and nearest evidence. Reported per tool and in all: exact match on all turns and on knowable turns (no novel
 value, `evals.novelty`), and how often each of the four sources answered.
 """
@@ -22,9 +22,10 @@ from typing import Any
 from benchmarks.fidelity import _read, split_by_family
 
 from worldsmith.evals.novelty import NoveltyIndex
-from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
+from worldsmith.sim.scoring import exact_match
+from worldsmith.traces import Episode
 from worldsmith.worldbook import build_worldbook
 
 OUT = Path(__file__).resolve().parent / "results" / "tool_sources.json"
@@ -37,7 +38,21 @@ def _without_tool_sources(harness: Harness) -> Harness:
     return harness
 
 
-def measure(construction: list[Any], evaluation: list[Any]) -> dict[str, Any]:
+def _teacher_forced(model: Harness | NearestEvidence, episode: Episode) -> list[dict[str, Any]]:
+    """Each turn predicted after the real prefix, the prefix taken in turn by turn (`Harness.observe`: the same
+    state `next_obs_records` rebuilds from scratch per turn, in linear time; nearest evidence reads no history)."""
+    model.start(episode.model_copy(update={"turns": []}))
+    out = []
+    for turn in episode.turns:
+        prediction = model.predict(turn.action)
+        out.append({"exact_match": bool(exact_match(prediction.observation, turn.observation.text)),
+                    "route": prediction.audit.route})
+        if isinstance(model, Harness):
+            model.observe(turn.action, turn.observation.text)
+    return out
+
+
+def measure(construction: list[Episode], evaluation: list[Episode]) -> dict[str, Any]:
     started = time.process_time()
     book = build_worldbook(construction, name="tool-sources").book
     build_s = time.process_time() - started
@@ -46,11 +61,12 @@ def measure(construction: list[Any], evaluation: list[Any]) -> dict[str, Any]:
               "nearest": NearestEvidence(book)}
     rows: dict[str, list[dict[str, Any]]] = {m: [] for m in models}
     novel: list[bool] = []
+    tools: list[str] = []
     for episode in evaluation:
         novel += [bool(values) for values in novelty.episode(episode)]
+        tools += [turn.action.name for turn in episode.turns]
         for method, model in models.items():
-            rows[method] += next_obs_records(model, episode, Scorer())
-    tools = [row["action"].split("(")[0] for row in rows["harness"]]
+            rows[method] += _teacher_forced(model, episode)
     per_tool: dict[str, dict[str, Any]] = defaultdict(lambda: {"turns": 0, "knowable": 0})
     totals: dict[str, Any] = {"turns": len(tools), "knowable": novel.count(False)}
     for at, tool in enumerate(tools):
