@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import learn_readers, parse_json
+from worldsmith.worldbook.records import arguments_of, learn_readers, parse_json
 
 __all__ = [
     "EpisodeRecords",
@@ -88,15 +88,11 @@ def id_shape(value: Any) -> str:
     return re.sub(r"[A-Za-z0-9]+", "x", str(value))
 
 
-def _arguments(item: Evidence) -> dict[str, Any]:
-    return item.arguments if isinstance(item.arguments, dict) else {}
-
-
 @dataclass
 class RecordStore:
-    """The first version of every record the evidence showed (with the fields only later views showed added),
-    per kind in first-seen order, and the episodes each id appeared in (how complete the store is for a kind:
-    `coverage`)."""
+    """Each record's initial version (fields two episodes disagree on dropped, fields only a later view showed
+    added) per kind in first-seen order, and the episodes and trajectory families that showed each id (how
+    complete the store is for a kind: `coverage`)."""
 
     kinds: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     episodes: dict[tuple[str, str], set[str]] = field(default_factory=dict)
@@ -116,7 +112,7 @@ class RecordStore:
         for episode, items in group_by_episode(evidence).items():
             touched: set[str] = set()
             for item in items:
-                arguments = _arguments(item)
+                arguments = arguments_of(item)
                 value = parse_json(item.observation) if item.action in readers else None
                 for kind, ident, record in records_of(value, arguments) if value is not None else ():
                     if ident not in touched and episode not in store.episodes.get((kind, ident), ()):
