@@ -23,6 +23,7 @@ from worldsmith.worldbook.records import arguments_of, learn_readers, parse_json
 __all__ = [
     "EpisodeRecords",
     "RecordStore",
+    "at_path",
     "id_shape",
     "leaves",
     "records_of",
@@ -80,6 +81,15 @@ def leaves(record: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[st
             yield prefix, record
     else:
         yield prefix, record
+
+
+def at_path(record: Any, path: Sequence[str]) -> Any:
+    """The value at a path of nested keys in a record, None where a key is missing."""
+    for step in path:
+        if not isinstance(record, dict) or step not in record:
+            return None
+        record = record[step]
+    return record
 
 
 def id_shape(value: Any) -> str:

@@ -29,17 +29,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, id_shape, leaves, selects_entities
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, at_path, id_shape, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
-from worldsmith.worldbook.records import parse_json
+from worldsmith.worldbook.records import arguments_of, parse_json
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 
 COMPLETE = 0.9
 MIN_SUPPORT = 2
-MAX_STATES = 5  # a field whose successes show more values is an attribute, not a state
+MAX_STATES = 5  # a field whose successes show more values (or each value once) is an attribute, not a state
 MAX_ENUM = 8
 MAX_SHAPES = 3  # a kind whose known ids show more forms has no form an id could fail
 _ERROR = re.compile(r"\b(error|not|cannot|can't|invalid|insufficient|unable|fail\w*|denied|exceed\w*|already|"
@@ -56,18 +56,6 @@ def _scalar(value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _arguments(item: Evidence) -> dict[str, Any]:
-    return item.arguments if isinstance(item.arguments, dict) else {}
-
-
-def _at(record: Any, path: Sequence[str]) -> Any:
-    for step in path:
-        if not isinstance(record, dict) or step not in record:
-            return None
-        record = record[step]
-    return record
 
 
 Selected = dict[tuple[str, str | None], tuple[str, dict[str, Any] | None]]  # (argument, via) -> (kind, record)
@@ -125,7 +113,7 @@ def check(rule: Precondition, arguments: Mapping[str, Any], selected: Selected, 
     _, record = selected.get((rule.argument, rule.via), (None, None))
     if record is None:
         return None
-    field = _at(record, rule.path)
+    field = at_path(record, rule.path)
     if rule.test == "not_in_values":
         return None if field is None else field not in rule.values
     other = arguments.get(rule.other or "")
@@ -147,14 +135,14 @@ def _error_template(item: Evidence) -> str | None:
     failed = item.outcome is not None and item.outcome.startswith("failure")
     if not text or not (failed or _ERROR.search(text)):
         return None
-    return slot_arguments(text, _arguments(item))
+    return slot_arguments(text, arguments_of(item))
 
 
 def _selects(items: Sequence[Evidence], store: RecordStore) -> dict[str, str]:
     """Argument -> the record kind its value names on the tool's calls (most often)."""
     votes: dict[str, Counter[str]] = defaultdict(Counter)
     for item in items:
-        for name, value in _arguments(item).items():
+        for name, value in arguments_of(item).items():
             if _scalar(value) and selects_entities(name):
                 for kind in store.kinds_of(value):
                     votes[name][kind] += 1
@@ -174,7 +162,7 @@ class _Successes:
         (an attribute such as an email differs on every call); else empty."""
         key = (name, via, path)
         if key not in self._states:
-            shown = [_at(c.selected.get((name, via), ("", None))[1], path) for c in self.calls]
+            shown = [at_path(c.selected.get((name, via), ("", None))[1], path) for c in self.calls]
             values = {v for v in shown if v is not None and _scalar(v)}
             seen = sum(v is not None for v in shown)
             self._states[key] = values if len(values) <= MAX_STATES and seen >= 2 * len(values) else set()
@@ -242,10 +230,10 @@ def _calls(evidence: Sequence[Evidence], store: RecordStore, selects: Mapping[st
         view.reset()
         for item in items:
             if item.action in actions:
-                arguments = _arguments(item)
+                arguments = arguments_of(item)
                 out[item.action].append(_Call(item, arguments, selections(arguments, view, selects[item.action]),
                                               _error_template(item)))
-            view.observe(_arguments(item), item.observation)
+            view.observe(arguments_of(item), item.observation)
     return out
 
 

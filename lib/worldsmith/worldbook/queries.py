@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, leaves, selects_entities
+from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.records import Layout, dump_layout, parse_json
@@ -99,14 +99,6 @@ def matches(leaf: Any, argument: Any, mode: Mode) -> bool:
     return found is not None and _MODES.index(found) <= _MODES.index(mode)
 
 
-def _at(record: Any, path: Sequence[str]) -> Any:
-    for step in path:
-        if not isinstance(record, dict) or step not in record:
-            return None
-        record = record[step]
-    return record
-
-
 def slot_arguments(text: str, arguments: Mapping[str, Any]) -> str:
     """`text` with each argument's value (two characters or more, longest first) as `{arg.name}`; a value two
     arguments hold is the one whose name says it names a record (`user_id` over `status`)."""
@@ -136,7 +128,7 @@ class QueryIndex:
         self.order = {ident: at for at, ident in enumerate(store.kinds.get(rule.kind, {}))}
         for ident, record in store.kinds.get(rule.kind, {}).items():
             for match, index in zip(self.indexed, self.by_value, strict=True):
-                for value in _values(_at(record, match.path)):
+                for value in _values(at_path(record, match.path)):
                     index[_key(value, match.mode)].append(ident)
 
     def candidates(self, view: EpisodeRecords, arguments: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -168,7 +160,7 @@ def run_query(rule: QueryRule, view: EpisodeRecords, arguments: Mapping[str, Any
         return None
     index = index or QueryIndex(rule, view.store)
     found = [(ident, record) for ident, record in index.candidates(view, arguments)
-             if all(matches(_at(record, m.path), arguments[m.argument], m.mode) for m in given)]
+             if all(matches(at_path(record, m.path), arguments[m.argument], m.mode) for m in given)]
     if rule.order == "id":
         found.sort(key=lambda pair: _sort_key(pair[0]))
     return found
