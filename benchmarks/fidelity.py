@@ -3,19 +3,21 @@
     OMP_NUM_THREADS=1 python benchmarks/fidelity.py \
         --env 'textworld=tw.jsonl@seed=[1-8]$:tw.jsonl@seed=10[1-8]$' \
         --env 'bfcl=bfcl.jsonl@multi_turn_base:bfcl.jsonl@multi_turn_long_context' \
-        --env alfworld=alf.jsonl [--resamples 10000] [--out benchmarks/results/fidelity.json]
+        --env alfworld=alf.jsonl [--resamples 10000] [--out benchmarks/results/fidelity.json] \
+        [--split-by family|task] [--per-tool]
 
 Each `--env NAME=CONSTRUCTION[:EVALUATION]` names JSONL files of recorded episodes (`worldsmith
 export --format jsonl`), each optionally `FILE@REGEX` to keep the episodes whose task id matches.
 With one part, its trajectory families are split 75/25 (by a hash of the family, as `cross_fit`
-orders them). The worldbook is built from the construction episodes with the
+orders them; `--split-by task`: by task id instead, so construction and evaluation share no task). The worldbook is built from the construction episodes with the
 default deterministic builder (its route table included); both world models then run the next-obs
 protocol (`evals.protocols.next_obs_records`: every turn predicted from its real prefix) on the
 evaluation episodes. Reported per environment: exact match on all turns and on knowable turns (no
 novel value, `evals.novelty`), the novel share, the paired difference harness - nearest with its 95%
 cluster-bootstrap interval (clusters = episodes) on both, the harness's routes, each model's `done`
 recall (ending turns predicted to end) and false alarms (other turns predicted to end), and its
-median predict latency. Prints a Markdown table and writes JSON.
+median predict latency; and per tool (action name) the turns, knowable turns and each model's exact match on
+them (`--per-tool` prints that table too). Prints a Markdown table and writes JSON.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import platform
 import re
 import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -69,10 +72,15 @@ def _read(path: str) -> list[Episode]:
     return episodes
 
 
-def split_by_family(episodes: list[Episode], share: float = 0.75) -> tuple[list[Episode], list[Episode]]:
-    families = sorted({trajectory_family(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
+def _task(episode: Episode) -> str:
+    return episode.task_id or episode.task or episode.id
+
+
+def split_by_family(episodes: list[Episode], share: float = 0.75,
+                    key: Callable[[Episode], str] = trajectory_family) -> tuple[list[Episode], list[Episode]]:
+    families = sorted({key(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
     kept = set(families[: max(1, int(len(families) * share))])
-    return [e for e in episodes if trajectory_family(e) in kept], [e for e in episodes if trajectory_family(e) not in kept]
+    return [e for e in episodes if key(e) in kept], [e for e in episodes if key(e) not in kept]
 
 
 def _interval(clusters: list[str], values: list[float], resamples: int) -> dict[str, Any]:
@@ -91,10 +99,12 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
     rows: dict[str, list[dict[str, Any]]] = {method: [] for method in models}
     novel: list[bool] = []
     clusters: list[str] = []
+    tools: list[str] = []
     for episode in evaluation:
         marks = novelty.episode(episode)
         novel += [bool(values) for values in marks]
         clusters += [episode.id] * len(marks)
+        tools += [turn.action.name for turn in episode.turns]
         for method, model in models.items():
             rows[method] += next_obs_records(model, episode, Scorer())
     exact = {m: [float(r["exact_match"]) for r in rows[m]] for m in models}
@@ -121,7 +131,35 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
     result["harness - nearest"] = {
         "all": _interval(clusters, diff, resamples),
         "knowable": _interval([clusters[i] for i in known], [diff[i] for i in known], resamples)}
+    result["per_tool"] = per_tool(tools, novel, exact)
     return result
+
+
+def per_tool(tools: list[str], novel: list[bool], exact: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Per tool (action name): turns, knowable turns, and each model's exact match on all and on knowable turns."""
+    turns: dict[str, list[int]] = defaultdict(list)
+    for index, tool in enumerate(tools):
+        turns[tool].append(index)
+    out: dict[str, dict[str, Any]] = {}
+    for tool, indexes in sorted(turns.items(), key=lambda item: (-len(item[1]), item[0])):
+        known = [i for i in indexes if not novel[i]]
+        row: dict[str, Any] = {"turns": len(indexes), "knowable": len(known)}
+        for method, values in exact.items():
+            row[f"{method} all"] = round(sum(values[i] for i in indexes) / len(indexes), 4)
+            row[f"{method} knowable"] = round(sum(values[i] for i in known) / len(known), 4) if known else None
+        out[tool] = row
+    return out
+
+
+def tool_table(results: dict[str, dict[str, Any]], limit: int = 30) -> str:
+    lines = ["| env | tool | turns | knowable | harness knowable | nearest knowable | harness all | nearest all |",
+             "|---|---|---|---|---|---|---|---|"]
+    for env, r in results.items():
+        for tool, row in list(r["per_tool"].items())[:limit]:
+            cells = ["-" if row[k] is None else f"{row[k]:.3f}" for k in
+                     ("harness knowable", "nearest knowable", "harness all", "nearest all")]
+            lines.append(f"| {env} | {tool} | {row['turns']} | {row['knowable']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _cell(entry: dict[str, Any]) -> str:
@@ -148,18 +186,24 @@ def main() -> None:
     parser.add_argument("--env", action="append", required=True, metavar="NAME=CONSTRUCTION[:EVALUATION]")
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--split-by", choices=["family", "task"], default="family",
+                        help="with one file per env: what construction and evaluation must not share")
+    parser.add_argument("--per-tool", action="store_true", help="also print the per-tool table")
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     for spec in args.env:
         name, _, files = spec.partition("=")
         parts = files.split(":")
         if len(parts) == 1:
-            construction, evaluation = split_by_family(load(parts[0]))
+            construction, evaluation = split_by_family(load(parts[0]),
+                                                       key=trajectory_family if args.split_by == "family" else _task)
         else:
             construction, evaluation = load(parts[0]), load(parts[1])
         results[name] = {"sources": parts, **evaluate(name, construction, evaluation, args.resamples)}
         print(f"{name}: {json.dumps(results[name]['harness - nearest'])}", flush=True)
     print(table(results))
+    if args.per_tool:
+        print(tool_table(results))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"),
                                     "machine": f"{platform.machine()} {platform.python_version()}",

@@ -1,4 +1,4 @@
-"""`worldsmith book list|show|rules|rule|history|diff|patch|undo|export|import|search`: read and curate worldbooks."""
+"""`worldsmith book list|show|rules|tools|rule|history|diff|patch|undo|export|import|search`: read and curate worldbooks."""
 
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(rules)
     rules.set_defaults(handler=run_rules)
 
+    tools = actions.add_parser("tools", help="tool-API rules (writes, queries, ...) with status and provenance")
+    tools.add_argument("book")
+    tools.add_argument("--version")
+    tools.add_argument("--kind", choices=["write", "query", "precondition", "empty"])
+    tools.add_argument("--status", choices=[s.value for s in RuleStatus])
+    tools.add_argument("--tool", help="only this tool's rules")
+    add_common(tools)
+    tools.set_defaults(handler=run_tools)
+
     routes = actions.add_parser("routes", help="which answer source beat nearest evidence per action, held out")
     routes.add_argument("book")
     routes.add_argument("--version")
@@ -83,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     patch.add_argument("book")
     patch.add_argument("--file", type=Path, help='JSON: {"base": VERSION, "ops": [...], "author", "message"}')
     patch.add_argument("--rule", help="with --status: the rule to change")
+    patch.add_argument("--tool-rule", help="with --status: the tool rule to change (`worldsmith book tools`)")
     patch.add_argument("--status", choices=[s.value for s in RuleStatus])
     patch.add_argument("--base", help="the version the change is made against (default: HEAD)")
     patch.add_argument("--author", default="cli")
@@ -167,7 +177,8 @@ def run_show(args: argparse.Namespace) -> int:
         "name": book.name, "env_id": book.env_id, "version": version, "parent": info.parent, "created": info.created,
         "author": info.author, "message": info.message, "rules": counts, "actions": len(book.action_schema.actions),
         "state_paths": len(book.state_schema.paths), "notes": len(book.notes), "evidence": len(book.evidence),
-        "demonstrations": len(book.demonstrations), "validation": info.validation, "sources": info.sources,
+        "demonstrations": len(book.demonstrations), "tool_rules": len(book.tool_rules),
+        "validation": info.validation, "sources": info.sources,
         "termination": [{"kind": f.kind, "value": f.value, "precision": f.precision, "support": f.support}
                         for f in book.termination.features] if book.termination else None,
     }
@@ -193,6 +204,29 @@ def run_rules(args: argparse.Namespace) -> int:
         for r in rules:
             print(f"{r.id:<32} {r.status.value:<10} {r.action:<16} support {r.support:<4} "
                   f"conf {r.confidence:.2f}  {r.template[:60]!r}")
+    return EXIT_OK
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    book = store_from(args).load(args.book, args.version)
+    rules = [r for r in book.tool_rules if (args.kind is None or r.kind == args.kind)
+             and (args.status is None or r.status == args.status) and (args.tool is None or r.tool == args.tool)]
+    if _json(args):
+        emit_json({"book": book.name, "tool_rules": [r.model_dump(mode="json") for r in rules]})
+        return EXIT_OK
+    if not rules:
+        print(f"{book.name}: no tool rules" + (" of that kind" if args.kind or args.status or args.tool else ""))
+    for r in rules:
+        selector = f"{r.selector.argument}->{r.selector.key}" if r.selector else "-"
+        answer = r.response.kind if r.response else "-"
+        print(f"{r.id:<32} {r.kind:<12} {r.status.value:<10} support {r.support:<4} select {selector:<24} "
+              f"answers {answer}  turns {', '.join(r.provenance.supporting[:3]) or '-'}")
+        if r.kind != "write":  # a look-up: what it tests or matches, and the text it answers with
+            print(f"    {r.description}" + (f"  -> {r.template!r}" if r.template else ""))
+        for change in r.changes:
+            operand = change.argument or change.source or ("" if change.value is None else repr(change.value))
+            print(f"    {change.path:<24} {change.op:<10} {str(operand)[:40]:<40} {change.status.value:<10} "
+                  f"{change.support}/{change.checked}")
     return EXIT_OK
 
 
@@ -250,7 +284,7 @@ def run_diff(args: argparse.Namespace) -> int:
     if _json(args):
         emit_json(difference)
     else:
-        for kind in ("rules", "notes"):
+        for kind in ("rules", "notes", "tool_rules"):
             part = difference[kind]
             for item in part["added"]:
                 print(f"+ {kind[:-1]} {item}")
@@ -275,11 +309,13 @@ def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
             raise CommandError(f"{args.file}: not JSON: {error}") from None
         except ValidationError as error:
             raise CommandError(f"{args.file}: {error}") from None
-    if not (args.rule and args.status):
-        raise CommandError("give --file PATCH.json, or --rule ID --status STATUS")
+    target = args.rule or args.tool_rule
+    if not (target and args.status) or (args.rule and args.tool_rule):
+        raise CommandError("give --file PATCH.json, or --rule ID --status STATUS, or --tool-rule ID --status STATUS")
     return Patch(base=args.base or store.head(args.book), author=args.author,
-                 message=args.message or f"{args.rule}: {args.status}" + (f": {args.reason.strip()}" if args.reason else ""),
-                 ops=[PatchOp(op="update_rule", id=args.rule, fields={"status": args.status})])
+                 message=args.message or f"{target}: {args.status}" + (f": {args.reason.strip()}" if args.reason else ""),
+                 ops=[PatchOp(op="update_rule" if args.rule else "update_tool_rule", id=target,
+                              fields={"status": args.status})])
 
 
 def run_patch(args: argparse.Namespace) -> int:

@@ -57,6 +57,8 @@ class Audit(BaseModel):
     notes: list[str] = Field(default_factory=list)
     conflicts: list[str] = Field(default_factory=list)
     rejected_effects: list[dict[str, Any]] = Field(default_factory=list)
+    records: list[dict[str, Any]] = Field(
+        default_factory=list, description="Tool-API records the answer read or changed: {key, before, after}.")
 
 
 class Prediction(BaseModel):

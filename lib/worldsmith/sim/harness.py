@@ -305,6 +305,7 @@ class Harness(WorldModelBase):
         """The prediction of the chosen answer: its source and route in the audit, then the transition."""
         audit.route = self._route(answer)
         audit.source = answer.source
+        audit.records = list(answer.records)
         return self._transition(action, name, arguments, answer.observation, outcome, effects, audit,
                                 from_rule=from_rule)
 

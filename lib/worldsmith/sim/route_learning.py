@@ -29,7 +29,7 @@ consults are the kept folds' own (`tests/sim/test_route_learning.py` fails if he
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ from worldsmith.worldbook.replay import review_rules
 from worldsmith.worldbook.routing import RouteTable
 from worldsmith.worldbook.schema import induce_action_schema, induce_state_schema
 from worldsmith.worldbook.termination import learn_termination
+from worldsmith.worldbook.writes import learn_tool_rules
 
 __all__ = ["SIMULATOR_STAGES", "RouteStage", "build_simulator_book", "fold_book", "learn_routes",
            "simulator_stages"]
@@ -109,15 +110,17 @@ def _fold_candidates(candidates: InducedRules, kept_turns: set[str]) -> list[Rul
 
 
 def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episodes: set[str],
-              config: BuildConfig) -> Worldbook:
+              config: BuildConfig, families: Mapping[str, str] | None = None) -> Worldbook:
     """The book a fold's harness runs on: the kept episodes' evidence, the candidates they formed re-reviewed on
-    that evidence, and the schemas and termination it shows (see the module docstring for what stays out)."""
+    that evidence, the schemas, termination and tool rules it shows (see the module docstring for what stays
+    out); `families`: each episode's trajectory family, for the look-up rules."""
     kept = [item for item in evidence if episode_of(item.turn_id) in kept_episodes]
     rules = review_rules(_fold_candidates(candidates, {item.turn_id for item in kept}), kept, review_config(config),
                          formats={"*": learn_list_format(item.observation for item in kept)})
     return Worldbook(name="routes", action_schema=induce_action_schema(kept),
                      state_schema=induce_state_schema(kept, rules), rules=rules, evidence=kept,
-                     termination=learn_termination(kept)).canonical()
+                     termination=learn_termination(kept),
+                     tool_rules=learn_tool_rules(kept, config, families=families)).canonical()
 
 
 def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], candidates: InducedRules,
@@ -128,11 +131,12 @@ def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], cand
     if folds < 2:
         return None
     assignment = family_folds(episodes, folds)
+    families = {e.id: trajectory_family(e) for e in episodes}
     table = RouteTable(folds=folds)
     for fold in range(folds):
         held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
         kept = {e.id for e in episodes if assignment[trajectory_family(e)] != fold}
-        _replay_fold(table, Harness(fold_book(evidence, candidates, kept, config)), held)
+        _replay_fold(table, Harness(fold_book(evidence, candidates, kept, config, families)), held)
     return table
 
 

@@ -63,12 +63,13 @@ def choose_route(table: RouteTable | None, action: str,
     notes: list[str] = []
     for proposal in ranked:
         per_action = proposal.source in known and known[proposal.source].per_action
+        must_win = proposal.source in known and known[proposal.source].must_win
         stats = table.stats(action, proposal.key, fallback=proposal.source, pooled=not per_action)
         if stats is None:
             if trusted(proposal.source):
                 accepted.append((-1.0, rank(proposal.source), proposal))
             continue
-        if stats.not_worse_than_nearest:
+        if stats.not_worse_than_nearest and (not must_win or stats.wins > stats.losses):
             accepted.append((stats.accuracy, rank(proposal.source), proposal))
         else:
             notes.append(f"{proposal.key} not used: held out it won {stats.wins} and lost {stats.losses} turns "

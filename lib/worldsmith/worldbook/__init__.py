@@ -45,6 +45,9 @@ from worldsmith.worldbook.index import (
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
 from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.worldbook.lookup import RecordStore
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import (
     NAMESPACES,
     ActionSchema,
@@ -73,8 +76,11 @@ from worldsmith.worldbook.model_stages import (
     model_rules,
 )
 from worldsmith.worldbook.pipeline import Stage, StageProgress, StageRun, run_stages, with_stage
+from worldsmith.worldbook.preconditions import learn_preconditions
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
+from worldsmith.worldbook.queries import learn_queries
+from worldsmith.worldbook.records import EntityStore, StoredRecord, iter_records, learn_selectors, own_records
 from worldsmith.worldbook.replay import (
     ReplayReport,
     ReviewConfig,
@@ -107,6 +113,8 @@ from worldsmith.worldbook.templates import (
     text_arguments,
 )
 from worldsmith.worldbook.termination import Termination, TerminationFeature, learn_termination, predicts_done
+from worldsmith.worldbook.toolrules import FieldChange, ResponseSpec, Selector, ToolRule
+from worldsmith.worldbook.writes import WriteConfig, apply_changes, learn_tool_rules, render_response
 
 __all__ = [
     "BOOK_STAGES",
@@ -118,6 +126,9 @@ __all__ = [
     "ActionSpec",
     "ArgumentSpec",
     "BookStage",
+    "Precondition",
+    "QueryRule",
+    "RecordStore",
     "BuildConfig",
     "BuildResult",
     "CandidateRules",
@@ -128,14 +139,16 @@ __all__ = [
     "Effect",
     "EffectError",
     "Embedder",
+    "EntityStore",
     "Evidence",
     "EvidenceRegression",
     "Extraction",
     "Fact",
+    "FieldChange",
     "HeldOutEffect",
     "InductionConfig",
-    "LeakageError",
     "Invariant",
+    "LeakageError",
     "ListFormat",
     "Note",
     "ObservationContract",
@@ -145,6 +158,7 @@ __all__ = [
     "Proposal",
     "ProposalKind",
     "ReplayReport",
+    "ResponseSpec",
     "ReviewConfig",
     "RouteStats",
     "RouteTable",
@@ -154,6 +168,7 @@ __all__ = [
     "RuleStatus",
     "SearchHit",
     "Selection",
+    "Selector",
     "SentenceTransformerEmbedder",
     "Stage",
     "StageProgress",
@@ -161,10 +176,12 @@ __all__ = [
     "StageRun",
     "StatePath",
     "StateSchema",
+    "StoredRecord",
     "TemplateChange",
     "TemplateConfig",
     "Termination",
     "TerminationFeature",
+    "ToolRule",
     "Trace2EnvError",
     "TurnCheck",
     "VersionInfo",
@@ -172,6 +189,8 @@ __all__ = [
     "WorldbookError",
     "WorldbookIndex",
     "WorldbookStore",
+    "WriteConfig",
+    "apply_changes",
     "apply_effects",
     "apply_ops",
     "book_episode_ids",
@@ -198,19 +217,27 @@ __all__ = [
     "index_folder",
     "induce_rules",
     "induce_template_rules",
+    "iter_records",
     "iter_rule_turns",
     "leakage_check",
-    "mixed_environment_warning",
     "learn_list_format",
+    "learn_selectors",
     "learn_termination",
+    "learn_tool_rules",
+    "learn_lookup_rules",
+    "learn_preconditions",
+    "learn_queries",
     "match_template",
+    "mixed_environment_warning",
     "model_extract",
     "model_notes",
     "model_rules",
+    "own_records",
     "predicts_done",
     "propose_patches",
     "render",
     "render_list",
+    "render_response",
     "render_template",
     "replay_evidence",
     "review_rules",

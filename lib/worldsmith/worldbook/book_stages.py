@@ -1,6 +1,7 @@
 """The worldbook's construction stages, in order: what `build_worldbook` runs.
 
-    align -> extract -> rules -> review -> schema -> contracts -> notes -> demonstrations -> termination -> compile
+    align -> extract -> rules -> review -> schema -> contracts -> notes -> demonstrations -> termination -> tools ->
+    compile
 
 Each is a `BookStage`: a name, the artifacts it reads, the one it makes and its type (what the stage cache checks a
 stored output against), and the function that computes it. The rules and notes stages can run on a model
@@ -43,6 +44,8 @@ from worldsmith.worldbook.schema import (
 from worldsmith.worldbook.stages import Extraction
 from worldsmith.worldbook.templates import evidence_from_episodes
 from worldsmith.worldbook.termination import Termination, learn_termination
+from worldsmith.worldbook.toolrules import ToolRule
+from worldsmith.worldbook.writes import learn_tool_rules
 
 __all__ = ["BOOK_STAGES", "STAGES", "BookStage", "CandidateRules", "deterministic_extract", "induction_config",
            "review_config"]
@@ -200,6 +203,15 @@ def _termination(artifacts: Artifacts, _context: BuildContext) -> Termination | 
     return learn_termination(artifacts["evidence"])
 
 
+def _tools(artifacts: Artifacts, context: BuildContext) -> list[ToolRule]:
+    """Tool-API rules: write effects, queries, preconditions, empty answers (look-ups judge the entity store's
+    completeness by the trajectory families, i.e. tasks, that showed each record)."""
+    from worldsmith.worldbook.build import trajectory_family  # build.py orchestrates these stages
+
+    families = {e.id: trajectory_family(e) for e in artifacts["episodes"]}
+    return learn_tool_rules(artifacts["evidence"], context.config, families=families)
+
+
 def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
     episodes = artifacts["episodes"]
     env_ids = sorted({e.env_id for e in episodes if e.env_id})
@@ -209,7 +221,8 @@ def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
     return Worldbook(name=context.name, env_id=env_id, action_schema=action_schema,
                      state_schema=state_schema, rules=artifacts["reviewed"], contracts=artifacts["contracts"],
                      notes=artifacts["notes"], demonstrations=artifacts["demonstrations"],
-                     evidence=artifacts["evidence"], routes=routes, termination=artifacts["termination"]).canonical()
+                     evidence=artifacts["evidence"], routes=routes, termination=artifacts["termination"],
+                     tool_rules=artifacts["tool_rules"]).canonical()
 
 
 BOOK_STAGES: tuple[BookStage, ...] = (
@@ -222,7 +235,8 @@ BOOK_STAGES: tuple[BookStage, ...] = (
     BookStage("notes", ("evidence", "reviewed"), "notes", list[Note], _notes),
     BookStage("demonstrations", ("evidence", "reviewed"), "demonstrations", list[Demonstration], _demonstrations),
     BookStage("termination", ("evidence",), "termination", Termination | None, _termination),
+    BookStage("tools", ("episodes", "evidence"), "tool_rules", list[ToolRule], _tools),
     BookStage("compile", ("episodes", "schema", "reviewed", "contracts", "notes", "demonstrations", "evidence",
-                          "termination", "routes?"), "book", None, _compile),
+                          "termination", "tool_rules", "routes?"), "book", None, _compile),
 )
 STAGES: tuple[str, ...] = stage_names(BOOK_STAGES)

@@ -405,10 +405,13 @@ class Worldbook(BaseModel):
         default=None, description="Which answer source beat nearest evidence per action, held out (worldbook.routing).")
     termination: Termination | None = Field(
         default=None, description="The features that end an episode, learned from evidence (worldbook.termination).")
+    tool_rules: list[ToolRule] = Field(
+        default_factory=list, description="What tool-API calls do to the records they select (worldbook.toolrules).")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Worldbook:
-        for kind, items in (("rule", self.rules), ("note", self.notes), ("invariant", self.invariants)):
+        for kind, items in (("rule", self.rules), ("note", self.notes), ("invariant", self.invariants),
+                            ("tool rule", self.tool_rules)):
             seen: set[str] = set()
             for item in items:
                 if item.id in seen:
@@ -418,7 +421,10 @@ class Worldbook(BaseModel):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_unset(handler(self), self, ("termination", "routes"))
+        data = _without_unset(handler(self), self, ("termination", "routes"))
+        if not self.tool_rules:  # a book without tool rules dumps (and hashes) as books written before them
+            data.pop("tool_rules", None)
+        return data
 
     def canonical(self) -> Worldbook:
         """The same worldbook with items in stored order (by id / turn id): order carries no meaning,
@@ -429,6 +435,7 @@ class Worldbook(BaseModel):
             "invariants": list(self.invariants),
             "demonstrations": sorted(self.demonstrations, key=lambda d: (d.action, d.turn_id)),
             "evidence": sorted(self.evidence, key=lambda e: e.turn_id),
+            "tool_rules": sorted(self.tool_rules, key=lambda r: r.id),
         })
 
     def rule(self, rule_id: str) -> Rule:
@@ -439,3 +446,8 @@ class Worldbook(BaseModel):
 
     def supported_rules(self, action: str | None = None) -> list[Rule]:
         return [r for r in self.rules if r.executable and (action is None or r.action == action)]
+
+
+from worldsmith.worldbook.toolrules import ToolRule  # noqa: E402  (it builds on RuleStatus and RuleProvenance above)
+
+Worldbook.model_rebuild()

@@ -6,6 +6,7 @@
                                              build config, sources, validation status
         book.json                            name, env id, action and state schemas, invariants, contracts
         rules.jsonl  notes.jsonl  demonstrations.jsonl  evidence.jsonl     (sorted, one item per line)
+        tool_rules.jsonl                     tool-API rules (worldbook.toolrules); only in books that have some
 
 Files are JSON with sorted keys and items in a stable order, so versions diff well in git. A
 version is written to a temporary folder and renamed into place, so a reader never sees half
@@ -32,6 +33,7 @@ from worldsmith.util.dirs import publish_dir
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.worldbook.model import Note, Rule, Worldbook
+from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = [
     "Patch",
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 _LISTS = ("rules", "notes", "demonstrations", "evidence")
+_OPTIONAL_LISTS = ("tool_rules",)  # written only when not empty: a version from before them keeps its hashes
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 LOCK_TIMEOUT_S = 120.0  # how long a writer waits for another's save of the same book
 
@@ -62,14 +65,16 @@ class PatchConflictError(WorldbookError):
 class PatchOp(BaseModel):
     """One change: to a rule or a note, by id."""
 
-    op: Literal["update_rule", "add_rule", "remove_rule", "add_note", "update_note", "remove_note"]
+    op: Literal["update_rule", "add_rule", "remove_rule", "add_note", "update_note", "remove_note",
+                "update_tool_rule", "add_tool_rule", "remove_tool_rule"]
     id: str
     fields: dict[str, Any] = Field(default_factory=dict, description="For update_*: the fields to set.")
     value: dict[str, Any] | None = Field(default=None, description="For add_*: the whole rule or note.")
 
     @property
     def target(self) -> tuple[str, str]:
-        return ("rule" if self.op.endswith("rule") else "note", self.id)
+        kind = "tool_rule" if self.op.endswith("tool_rule") else "rule" if self.op.endswith("rule") else "note"
+        return (kind, self.id)
 
 
 class Patch(BaseModel):
@@ -99,9 +104,10 @@ def _lines(items: list[BaseModel]) -> bytes:
 def _files(book: Worldbook) -> dict[str, bytes]:
     """The bytes of each file of a version (items in canonical order, keys sorted)."""
     book = book.canonical()
-    head = book.model_dump(mode="json", exclude=set(_LISTS))
+    head = book.model_dump(mode="json", exclude={*_LISTS, *_OPTIONAL_LISTS})
     files = {"book.json": orjson.dumps(head, option=_DUMP | orjson.OPT_INDENT_2) + b"\n"}
     files.update({f"{key}.jsonl": _lines(getattr(book, key)) for key in _LISTS})
+    files.update({f"{key}.jsonl": _lines(getattr(book, key)) for key in _OPTIONAL_LISTS if getattr(book, key)})
     return files
 
 
@@ -170,7 +176,7 @@ class WorldbookStore:
         try:
             head = orjson.loads((folder / "book.json").read_bytes())
             lists: dict[str, list[Any]] = {}
-            for key in _LISTS:
+            for key in (*_LISTS, *(k for k in _OPTIONAL_LISTS if (folder / f"{k}.jsonl").is_file())):
                 items = []
                 for number, line in enumerate((folder / f"{key}.jsonl").read_bytes().splitlines(), 1):
                     if line.strip():
@@ -296,11 +302,12 @@ class WorldbookStore:
 
 def apply_ops(book: Worldbook, ops: list[PatchOp]) -> Worldbook:
     """The worldbook after `ops` (validated as a whole)."""
-    rules: dict[str, Rule | Note] = {rule.id: rule for rule in book.rules}
-    notes: dict[str, Rule | Note] = {note.id: note for note in book.notes}
+    tables: dict[str, tuple[dict[str, Any], type[Rule] | type[Note] | type[ToolRule]]] = {
+        "rule": ({rule.id: rule for rule in book.rules}, Rule),
+        "note": ({note.id: note for note in book.notes}, Note),
+        "tool_rule": ({rule.id: rule for rule in book.tool_rules}, ToolRule)}
     for op in ops:
-        model: type[Rule] | type[Note]
-        table, model = (rules, Rule) if op.target[0] == "rule" else (notes, Note)
+        table, model = tables[op.target[0]]
         if op.op.startswith("add_"):
             if op.id in table:
                 raise WorldbookError(f"{op.op}: {op.id!r} already exists")
@@ -316,12 +323,14 @@ def apply_ops(book: Worldbook, ops: list[PatchOp]) -> Worldbook:
             if "id" in op.fields and op.fields["id"] != op.id:
                 raise WorldbookError(f"{op.op} {op.id!r}: the id cannot change")
             table[op.id] = model.model_validate({**table[op.id].model_dump(mode="json"), **op.fields})
-    return book.model_copy(update={"rules": list(rules.values()), "notes": list(notes.values())})
+    return book.model_copy(update={"rules": list(tables["rule"][0].values()), "notes": list(tables["note"][0].values()),
+                                   "tool_rules": list(tables["tool_rule"][0].values())})
 
 
 def _changed_items(before: Worldbook, after: Worldbook) -> set[tuple[str, str]]:
     changed: set[tuple[str, str]] = set()
-    for kind, old, new in (("rule", before.rules, after.rules), ("note", before.notes, after.notes)):
+    for kind, old, new in (("rule", before.rules, after.rules), ("note", before.notes, after.notes),
+                           ("tool_rule", before.tool_rules, after.tool_rules)):
         old_map = {item.id: item for item in old}
         new_map = {item.id: item for item in new}
         for item_id in old_map.keys() | new_map.keys():
@@ -339,7 +348,8 @@ def _field_changes(old: BaseModel, new: BaseModel) -> dict[str, dict[str, Any]]:
 def diff_worldbooks(old: Worldbook, new: Worldbook) -> dict[str, Any]:
     """Rule-level (and note-level) differences: added, removed, changed with per-field before/after."""
     out: dict[str, Any] = {}
-    for kind, a_items, b_items in (("rules", old.rules, new.rules), ("notes", old.notes, new.notes)):
+    for kind, a_items, b_items in (("rules", old.rules, new.rules), ("notes", old.notes, new.notes),
+                                   ("tool_rules", old.tool_rules, new.tool_rules)):
         a_map = {item.id: item for item in a_items}
         b_map = {item.id: item for item in b_items}
         out[kind] = {

@@ -92,6 +92,7 @@ class Proposal:
     conflicts: list[str] = field(default_factory=list)  # equal-rank rules that also held and answered otherwise
     route: str | None = None  # the audit route when not the answer name's own (nearest evidence reports its own)
     retrieved: list[dict[str, Any]] = field(default_factory=list)  # evidence looked up, for the audit
+    records: list[dict[str, Any]] = field(default_factory=list)  # records read or changed: {key, before, after}
 
     @property
     def key(self) -> str:
@@ -131,7 +132,9 @@ class Answer:
     without a held-out record (an older book, a source never seen answering); `per_action`: judged only by the
     action's own record, never the pooled one (a place's view answers `look`, not `unlock`); `view`: answers
     with a place's view, refreshed by the view edits of what was done there since; `fix_turns`: lines that print
-    the turn count are set for this episode's turn (`sim.turn_counter`: an answer recalled from elsewhere)."""
+    the turn count are set for this episode's turn (`sim.turn_counter`: an answer recalled from elsewhere);
+    `must_win`: used only where held out it won more turns than it lost against nearest evidence (a tie is not
+    enough: e.g. an argument value the construction episodes never showed may be valid in a held-out task)."""
 
     name: str
     route: str | None = None  # the audit route; None: "state:<name>"
@@ -140,6 +143,7 @@ class Answer:
     per_action: bool = False
     view: bool = False
     fix_turns: bool = True
+    must_win: bool = False
 
     @property
     def audit_route(self) -> str:

@@ -11,57 +11,22 @@ answered with the record as last shown, those fields set (`entity`).
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, top_record
 
 __all__ = ["EntitySource", "EntityTracker", "json_layout"]
 
-_ID_KEY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
-                     re.IGNORECASE)
-
-
-def json_layout(text: str) -> tuple[str, str, bool] | None:
-    """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    for separators in ((", ", ": "), (",", ":"), (",", ": ")):
-        for ascii_only in (False, True):
-            if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
-                return separators[0], separators[1], ascii_only
-    return None
-
-
-def _records(value: Any) -> Iterable[tuple[str, Any, dict[str, Any]]]:
-    """(id key, id value, record) for every object at any depth holding an identifier field."""
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for key, item in node.items():
-                if isinstance(item, (str, int)) and not isinstance(item, bool) and _ID_KEY.search(str(key)):
-                    yield str(key), item, node
-                if isinstance(item, (dict, list)):
-                    stack.append(item)
-        elif isinstance(node, list):
-            stack.extend(node)
-
-
-def _top_record(value: Any, argument_value: Any) -> tuple[str, Any] | None:
-    """(id key, id value) when the whole result is the record the argument names."""
-    if not isinstance(value, dict):
-        return None
-    for key, item in value.items():
-        if item == argument_value and _ID_KEY.search(str(key)) and not isinstance(item, bool):
-            return str(key), item
-    return None
+# The JSON record primitives live in `worldbook.records` (the builder's write learning and the entity store read
+# results the same way); the names below are the ones this module has always used.
+_ID_KEY = ID_KEY
+_records = iter_records
+_top_record = top_record
 
 
 class EntityTracker:

@@ -1,0 +1,218 @@
+"""Tool-API records as an answer source: writes answered with the learned changes, reads with the record as it is.
+
+`RecordTracker` keeps, per episode, the last version of every record the episode showed (JSON answers read
+as records by `worldbook.records.own_records`) and applies the book's supported write rules
+(`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects. It proposes:
+
+- `record_write`: a write answered from the selected record (the episode's last version, else its initial
+  version in the cross-episode entity store) with the learned changes applied, in the tool's own layout;
+- `record_read`: a read of a record the episode has (changed since by a write the answer did not show, or
+  shown earlier by another tool), in the read tool's layout;
+- `record_store`: the first read of a record other construction episodes showed (all its fields stable
+  across them), from the entity store.
+
+Each proposal carries the records it read or changed (`Proposal.records`: key, before, after), which the
+prediction's audit keeps. Like every tracker it proposes; the route table decides per tool.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
+from worldsmith.sim.sources.registry import answer_source
+from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.records import (
+    EntityStore,
+    Layout,
+    arguments_of,
+    dump_layout,
+    json_layout,
+    learn_selectors,
+    own_records,
+    parse_json,
+    record_key,
+    top_record,
+)
+from worldsmith.worldbook.toolrules import ToolRule
+from worldsmith.worldbook.writes import aliases, apply_changes, render_response
+
+__all__ = ["RECORD_SOURCES", "RecordTracker"]
+
+RECORD_SOURCES = ("record_write", "record_read", "record_store")
+RecordKey = tuple[str, str]
+_WHOLE_SHARE = 0.8  # a read answers with the whole record when its answer is the selected record this often
+
+
+def _record_entry(key: RecordKey, before: Any, after: Any) -> dict[str, Any]:
+    return {"key": f"{key[0]}={key[1]}", "before": before, "after": after}
+
+
+def _merge_order(order: list[str], keys: Sequence[str]) -> None:
+    """Add an answer's keys to a tool's key order: a key not seen before goes after the key before it."""
+    previous: str | None = None
+    for key in keys:
+        if key not in order:
+            order.insert(order.index(previous) + 1 if previous is not None else 0, key)
+        previous = key
+
+
+class RecordTracker:
+    """Records of one episode, the book's write rules and the entity store (see the module doc)."""
+
+    def __init__(self, evidence: Sequence[Evidence] = (), tool_rules: Sequence[ToolRule] = ()) -> None:
+        self.writes = {rule.tool: rule for rule in tool_rules if rule.kind == "write" and rule.selector is not None}
+        self.executable = {tool for tool, rule in self.writes.items() if rule.executable}
+        self.selectors = learn_selectors(evidence)
+        self.selectors.update({tool: (r.selector.argument, r.selector.key) for tool, r in self.writes.items()
+                               if r.selector is not None})
+        self.aliases = aliases(self.selectors)
+        self.store = EntityStore.from_evidence(evidence, {e.action for e in evidence} - set(self.writes))
+        self.layouts: dict[str, Layout] = {}
+        self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
+        self.orders: dict[str, list[str]] = {}  # read tool -> the keys its answers show, in their order
+        self._learn_reads(evidence)
+        self.reset()
+
+    def _learn_reads(self, evidence: Sequence[Evidence]) -> None:
+        layouts: dict[str, Counter[Layout]] = defaultdict(Counter)
+        whole: Counter[str] = Counter()
+        answered: Counter[str] = Counter()
+        for item in evidence:
+            selector = self.selectors.get(item.action)
+            if selector is None or item.action in self.writes:
+                continue
+            value = parse_json(item.observation)
+            arguments = arguments_of(item)
+            if value is None or selector[0] not in arguments:
+                continue
+            answered[item.action] += 1
+            if top_record(value, arguments[selector[0]]) is not None:
+                whole[item.action] += 1
+                _merge_order(self.orders.setdefault(item.action, []), list(value))
+            layout = json_layout(item.observation)
+            if layout is not None:
+                layouts[item.action][layout] += 1
+        self.layouts = {tool: counts.most_common(1)[0][0] for tool, counts in layouts.items()}
+        self.reads = {tool for tool, count in whole.items() if count >= _WHOLE_SHARE * answered[tool]}
+
+    # ------------------------------------------------------------------ episode state
+    def reset(self, opening: str = "") -> None:
+        self.records: dict[RecordKey, dict[str, Any]] = {}  # the order of updates: the last is the newest
+        self.changed: set[RecordKey] = set()  # records a write changed in ways its answer did not show
+
+    def _keys(self, tool: str, ident: Any) -> list[RecordKey]:
+        argument, key = self.selectors[tool]
+        return [record_key(k, ident) for k in dict.fromkeys([key, *self.aliases.get(argument, ())])]
+
+    def _selected(self, tool: str, arguments: Mapping[str, Any]) -> tuple[RecordKey, dict[str, Any], str] | None:
+        """(key, record, where from) of the record a call names: the episode's newest version under the selector's
+        key or an alias of its argument, else the store's initial version."""
+        selector = self.selectors.get(tool)
+        if selector is None or selector[0] not in arguments:
+            return None
+        keys = self._keys(tool, arguments[selector[0]])
+        found = [k for k in keys if k in self.records]
+        if found:
+            order = {k: i for i, k in enumerate(self.records)}
+            best = keys[0] if keys[0] in self.records and tool not in self.writes else max(found, key=order.__getitem__)
+            return best, self.records[best], "episode"
+        for rkey in keys:
+            stored = self.store.get(*rkey)
+            if stored is not None:
+                return rkey, stored, "store"
+        return None
+
+    def _put(self, rkey: RecordKey, record: dict[str, Any]) -> None:
+        self.records.pop(rkey, None)
+        self.records[rkey] = record
+
+    def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
+        value = parse_json(observation)
+        updated = self._written(name, arguments, observation, value) if name in self.writes else None
+        if value is not None:
+            for key, ident, record in own_records(value):
+                self._put(record_key(key, ident), copy.deepcopy(record))
+                self.changed.discard(record_key(key, ident))
+        if updated is not None:
+            self._put(updated[0], updated[1])
+            if updated[2]:
+                self.changed.add(updated[0])
+
+    def _written(self, name: str, arguments: Mapping[str, Any], observation: str,
+                 value: Any) -> tuple[RecordKey, dict[str, Any], bool] | None:
+        """(key, the record after the write, whether the answer left some change unshown), from what it answered:
+        a whole record is the new version; some fields update the record; a text is the learned success text or
+        the write did not happen (a refusal)."""
+        rule = self.writes[name]
+        selected = self._selected(name, arguments)
+        if selected is None or rule.response is None:
+            return None
+        rkey, before, _ = selected
+        if isinstance(value, dict):
+            if rule.response.kind == "record":
+                return None  # `observe` reads the whole record from the answer
+            known = {k: v for k, v in value.items() if k in before}
+            after = apply_changes(rule, before, arguments) if rule.executable else None
+            return rkey, {**(after if after is not None else before), **known}, after is not None
+        if rule.executable and rule.response.kind == "text" and observation == rule.response.text:
+            after = apply_changes(rule, before, arguments)
+            return (rkey, after, True) if after is not None else None
+        return None
+
+    # ------------------------------------------------------------------ proposals
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+        if name in self.executable:
+            return self._propose_write(name, arguments)
+        if name in self.reads:
+            return self._propose_read(name, arguments)
+        return []
+
+    def _propose_write(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+        rule = self.writes[name]
+        selected = self._selected(name, arguments)
+        if selected is None:
+            return []
+        rkey, before, where = selected
+        after = apply_changes(rule, before, arguments)
+        text = render_response(rule, before, after, arguments) if after is not None else None
+        if text is None:
+            return []
+        changed = ", ".join(f"{c.path} ({c.op})" for c in rule.changes)
+        return [Proposal("record_write", text, rule=rule.id, records=[_record_entry(rkey, before, after)], notes=[
+            f"{name} acts on {rkey[0]}={rkey[1]!r} ({'as this episode last showed it' if where == 'episode' else 'its initial version in the entity store'}); "
+            f"tool rule {rule.id}: {changed}"])]
+
+    def _propose_read(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+        selected = self._selected(name, arguments)
+        layout = self.layouts.get(name)
+        if selected is None or layout is None:
+            return []
+        rkey, record, where = selected
+        shown = {k: record[k] for k in self.orders.get(name, ()) if k in record}  # the fields this tool shows
+        if not shown:
+            return []
+        text = dump_layout(shown, layout)
+        entry = [_record_entry(rkey, None, record)]
+        if where == "store":
+            return [Proposal("record_store", text, records=entry, notes=[
+                f"{rkey[0]}={rkey[1]!r} as other construction episodes first showed it (every field stable)"])]
+        why = "as a write changed it since it was shown" if rkey in self.changed else "as this episode last showed it"
+        return [Proposal("record_read", text, records=entry, notes=[f"{rkey[0]}={rkey[1]!r} {why}"])]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"records": sorted(f"{k}={v}" for k, v in self.records), "changed": sorted(f"{k}={v}" for k, v in
+                                                                                            self.changed),
+                "write_rules": sorted(self.executable), "store": len(self.store)}
+
+
+@answer_source("records", snapshot_key="records", answers=(
+        Answer("record_write", rank=25, trusted=True), Answer("record_read", rank=27, trusted=True),
+        Answer("record_store", route="evidence:record_store", rank=135)))
+def _records(context: SourceContext) -> AnswerSource:
+    """Tool-API records: writes answered with their learned changes, reads of changed or known records."""
+    return TrackerSource(RecordTracker(context.evidence, context.book.tool_rules if context.config.knowledge else ()),
+                         gate=context.tracking)

@@ -1,0 +1,67 @@
+"""The look-up sources of a harness over one record store: `query` / `query_empty` and `precondition` /
+`precondition_enum`, registered together as the `lookups` source (they share the store, built once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.preconditions import PreconditionSource
+from worldsmith.sim.sources.queries import QuerySource
+from worldsmith.sim.sources.registry import answer_source
+from worldsmith.worldbook.lookup import RecordStore
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+from worldsmith.worldbook.model import Worldbook
+
+__all__ = ["LOOKUP_KINDS", "LookupSource", "tool_sources"]
+
+LOOKUP_KINDS = frozenset({"query", "empty", "precondition"})
+
+
+def tool_sources(book: Worldbook | None) -> tuple[QuerySource, PreconditionSource]:
+    """The query and precondition sources of a book's look-up tool rules (as curated: only supported ones
+    answer), over the record store of its evidence (the tools that write, as its write rules name them, show
+    no initial versions); a book built before these rules learns them here."""
+    evidence = book.evidence if book is not None else []
+    writes = {r.tool for r in book.tool_rules if r.kind == "write"} if book is not None else set()
+    readers = {item.action for item in evidence} - writes if writes else None  # as the tools stage took them
+    store = RecordStore.from_evidence(evidence, readers)
+    rules = [r for r in book.tool_rules if r.kind in LOOKUP_KINDS] if book is not None else []
+    if not rules and evidence:
+        rules = learn_lookup_rules(evidence, store=store)
+    return QuerySource(rules, store), PreconditionSource(rules, store)
+
+
+class LookupSource:
+    """Queries and preconditions over one record store: a precondition that holds answers before any query."""
+
+    def __init__(self, context: SourceContext) -> None:
+        self.queries, self.preconditions = tool_sources(context.book if context.config.knowledge else None)
+        self.gate = context.tracking
+
+    def reset(self, opening: str) -> None:
+        self.queries.reset(opening)
+        self.preconditions.reset(opening)
+
+    def observe(self, step: Step, observation: str) -> None:
+        self.queries.observe(step.name, step.arguments, observation)
+        self.preconditions.observe(step.name, step.arguments, observation)
+
+    def propose(self, step: Step) -> list[Proposal]:
+        if not self.gate:
+            return []
+        return [*self.preconditions.propose(step.name, step.arguments, step.line),
+                *self.queries.propose(step.name, step.arguments, step.line)]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"queries": self.queries.snapshot(), "preconditions": self.preconditions.snapshot()}
+
+
+@answer_source("lookups", snapshot_key="lookups", answers=(
+        Answer("precondition", rank=-2, trusted=True, per_action=True),
+        Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
+        Answer("query", rank=28, trusted=True, per_action=True),
+        Answer("query_empty", rank=29, per_action=True)))
+def _lookups(context: SourceContext) -> AnswerSource:
+    """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors."""
+    return LookupSource(context)
