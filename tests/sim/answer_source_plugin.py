@@ -30,6 +30,6 @@ class LastOfAction:
         return {"actions": sorted(self.last)}
 
 
-@answer_source(NAME, snapshot_key="last of action", answers=(Answer(NAME, rank=5, trusted=True),))
+@answer_source(NAME, snapshot_key="last of action", answers=(Answer(NAME, rank=-10, trusted=True),))
 def build(context: SourceContext) -> AnswerSource:
     return TrackerSource(LastOfAction(), gate=context.tracking)

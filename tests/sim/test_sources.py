@@ -63,12 +63,15 @@ def _opening() -> Episode:
 def test_the_routing_tables_are_derived_from_the_registry_and_keep_their_values() -> None:
     routed = routed_answers()
     assert routing.PRIORITY == tuple(answer.name for answer in routed)
-    assert routing.PRIORITY == ("rule", "shell", "entity", "fields", "scope", "inventory", "place_memory", "map",
-                                "place_view", "place_form", "memory_state", "memory", "scope_form",
-                                "aligned_evidence", "place_evidence")
-    assert routing._TRUSTED_UNMEASURED == {"rule", "shell", "entity", "place_memory", "map", "memory"}
+    assert routing.PRIORITY == ("precondition", "precondition_enum", "rule", "shell", "record_write", "record_read",
+                                "entity", "query", "query_empty", "fields", "scope", "inventory", "place_memory",
+                                "map", "place_view", "place_form", "memory_state", "memory", "scope_form",
+                                "record_store", "aligned_evidence", "place_evidence")
+    assert routing._TRUSTED_UNMEASURED == {"precondition", "query", "rule", "shell", "record_write", "record_read",
+                                           "entity", "place_memory", "map", "memory"}
     assert routing._PER_ACTION_ONLY == {"place_view", "place_form", "place_evidence", "aligned_evidence",
-                                        "scope_form", "inventory", "fields"}
+                                        "scope_form", "inventory", "fields", "precondition", "precondition_enum",
+                                        "query", "query_empty"}
     assert routing.ROUTE_NAMES["rule"] == "fast_path" and routing.ROUTE_NAMES["memory"] == "fallback:episode_memory"
     assert routing.ROUTE_NAMES["place_evidence"] == "evidence:place" and routing.ROUTE_NAMES["map"] == "state:map"
     specs = source_specs()
@@ -172,7 +175,7 @@ def _priority_in_a_fresh_process(plugins: str) -> subprocess.CompletedProcess[st
 def test_plugin_modules_named_in_the_environment_register_their_sources() -> None:
     listed = _priority_in_a_fresh_process("answer_source_plugin")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.strip().split(",")[:2] == [PLUGIN, "rule"]
+    assert listed.stdout.strip().split(",")[:2] == [PLUGIN, "precondition"]
     missing = _priority_in_a_fresh_process("no_such_source_module")
     assert missing.returncode != 0
     assert f"${SOURCE_PLUGINS_VARIABLE} names 'no_such_source_module', which cannot be imported" in missing.stderr

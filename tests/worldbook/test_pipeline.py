@@ -43,7 +43,7 @@ class CountActions:
 
 def test_the_stage_list_is_declared_once_in_order() -> None:
     assert STAGES == ("align", "extract", "rules", "review", "schema", "contracts", "notes", "demonstrations",
-                      "termination", "compile")
+                      "termination", "tools", "compile")
     assert list(build_worldbook(sample_episodes("bfcl"), name="bfcl").timings) == list(STAGES)
 
 

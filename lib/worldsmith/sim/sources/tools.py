@@ -60,8 +60,8 @@ class LookupSource:
 @answer_source("lookups", snapshot_key="lookups", answers=(
         Answer("precondition", rank=-2, trusted=True, per_action=True),
         Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
-        Answer("query", rank=28, trusted=True, per_action=True),
-        Answer("query_empty", rank=29, per_action=True)))
+        Answer("query", rank=32, trusted=True, per_action=True),
+        Answer("query_empty", rank=33, per_action=True)))
 def _lookups(context: SourceContext) -> AnswerSource:
     """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors."""
     return LookupSource(context)
