@@ -334,7 +334,8 @@ def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[
                             str(arguments[moved])))
     for collection in sorted(families.get("__keyless__", set())):
         for op in _LIST_OPS:
-            out.append((Effect(op=op, path=f"world.{collection}", value=f"{{arg.{moved}}}"), str(arguments[moved])))
+            out.append((Effect(op=op, path=join_path(["world", collection]), value=f"{{arg.{moved}}}"),
+                        str(arguments[moved])))
     for name in names:
         for value in sorted(families.get(STATUS, set()), key=str):
             out.append((Effect(op="set", path=f"world.{STATUS}.{{arg.{name}}}", value=value), str(arguments[name])))
