@@ -74,6 +74,7 @@ from worldsmith.worldbook.model_stages import (
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.replay import (
+    MatchMemo,
     ReplayReport,
     ReviewConfig,
     RuleReplay,
@@ -132,6 +133,7 @@ __all__ = [
     "LeakageError",
     "Invariant",
     "ListFormat",
+    "MatchMemo",
     "Note",
     "ObservationContract",
     "Patch",
