@@ -32,6 +32,7 @@ __all__ = [
     "Slot",
     "apply_effects",
     "check_conditions",
+    "copy_state",
     "escape_braces",
     "get_path",
     "literal_value",
@@ -314,6 +315,11 @@ def _copied(value: Any, memo: dict[int, Any]) -> Any:
                 item if type(item) in _ATOMS else _copied(item, memo))
         return mapping
     return copy.deepcopy(value, memo)
+
+
+def copy_state(value: Any) -> Any:
+    """A state (or a value in it) copied as `copy.deepcopy` would, faster on plain JSON-like data."""
+    return _copied(value, {})
 
 
 def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any],

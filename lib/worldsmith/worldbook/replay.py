@@ -27,6 +27,7 @@ from worldsmith.worldbook.engine import (
     EffectError,
     apply_effects,
     check_conditions,
+    copy_state,
     literal_value,
     match_template,
     render,
@@ -118,16 +119,26 @@ def _arguments(item: Evidence) -> dict[str, Any]:
 
 
 class MatchMemo:
-    """What each template reads from each turn (`match_template`), worked out once per pair.
+    """What each template reads from each turn (`match_template`), and the facts each turn shows (`extract_facts`),
+    worked out once per pair and per turn.
 
     A review replays the same evidence several rounds against rules whose templates stay put (narrowing adds
     conditions, settling changes statuses), and a replay matches a turn against the chosen rule and again while
     reading it back: with a memo each (turn, template) is matched once. Turns are held by identity, so a memo is
-    for one evidence list; the values it hands out are shared, to be read (state takes them whole, never edits them).
+    for one evidence list. Matched values are shared (strings and lists, which state takes whole and never edits);
+    facts come back copied where they are dicts or lists (a JSON result's object is edited in place once in state).
     """
 
     def __init__(self) -> None:
         self._by_turn: dict[int, tuple[Evidence, dict[str, dict[tuple[str, ...], Any] | None]]] = {}
+        self._facts: dict[int, tuple[Evidence, list[tuple[list[str], Any]]]] = {}
+
+    def facts(self, item: Evidence) -> list[tuple[list[str], Any]]:
+        entry = self._facts.get(id(item))
+        if entry is None or entry[0] is not item:
+            shown = [(fact.path, fact.value) for fact in extract_facts(item.action, _arguments(item), item.observation)]
+            entry = self._facts[id(item)] = (item, shown)
+        return [(path, copy_state(value) if isinstance(value, (dict, list)) else value) for path, value in entry[1]]
 
     def match(self, template: str, item: Evidence) -> dict[tuple[str, ...], Any] | None:
         entry = self._by_turn.get(id(item))
@@ -162,8 +173,10 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
             new = apply_effects(state, fitting.effects, arguments, formats)
         except EffectError:
             new = dict(state)
-    for fact in extract_facts(item.action, arguments, item.observation):
-        set_path(new, fact.path, fact.value)
+    facts = (memo.facts(item) if memo is not None
+             else [(fact.path, fact.value) for fact in extract_facts(item.action, arguments, item.observation)])
+    for path, value in facts:
+        set_path(new, path, value)
     for segments, value in shown.items():
         set_path(new, list(segments), value)
     if fitting is not None:  # what the fitting form states about properties holds now
