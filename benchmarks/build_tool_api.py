@@ -5,12 +5,12 @@
         [--profile SIZE] [--out benchmarks/results/build_tool_api.json]
 
 The episodes (native JSONL, e.g. BFCL recordings from `worldsmith collect bfcl` + `worldsmith export`) are pooled in a
-stable order (sorted by a hash of the id) and the first N are built with `build_worldbook` (no validation, no stage
+stable order (sorted by a hash of the id), the first N written to `--prefix-dir`, and built with `build_worldbook` (no validation, no stage
 cache) at each size, with each `--route-folds` value (0: no route table; 5: the default). Every build runs in its own
 process with `PYTHONPATH` set to the `--code` library, the codes interleaved within each repeat, and reports its CPU
 seconds (`time.process_time`). Printed: the median of the repeats per code, size and folds, the log-log slope between
 consecutive sizes and end to end; with `--profile SIZE`, the top functions (cProfile, cumulative and own time) of one
-build of the last code at that size, default folds.
+build of the last code at that size (`--profile-folds`, default 5).
 """
 
 from __future__ import annotations
@@ -38,6 +38,17 @@ def load_episodes(paths: list[Path], size: int) -> list[Any]:
     if len(episodes) < size:
         raise SystemExit(f"only {len(episodes)} episodes in {', '.join(map(str, paths))}; {size} asked for")
     return episodes[:size]
+
+
+def write_prefixes(paths: list[Path], sizes: list[int], folder: Path) -> dict[int, Path]:
+    """The first N pooled episodes of each size as one JSONL file, so a build's process reads only what it builds."""
+    episodes = load_episodes(paths, max(sizes))
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[int, Path] = {}
+    for size in sizes:
+        out[size] = folder / f"first-{size}.jsonl"
+        out[size].write_text("".join(e.model_dump_json() + "\n" for e in episodes[:size]), encoding="utf-8")
+    return out
 
 
 def build_once(paths: list[Path], size: int, folds: int, profile: bool) -> dict[str, Any]:
@@ -97,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route-folds", nargs="*", type=int, default=[0, 5])
     parser.add_argument("--code", action="append", default=None, help="NAME=LIBDIR (default: this checkout's lib)")
     parser.add_argument("--profile", type=int, default=None, help="profile one build of the last code at this size")
+    parser.add_argument("--profile-folds", type=int, default=5, help="the route folds of the profiled build")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--prefix-dir", type=Path, default=Path("/tmp/build_tool_api"),
+                        help="where the first-N episode files are written")
     parser.add_argument("--child", nargs=2, type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-profile", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -106,11 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     codes = dict(item.split("=", 1) for item in (args.code or [f"this={REPO / 'lib'}"]))
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in codes}
+    prefixes = write_prefixes(args.episodes, sorted({*args.sizes, *([args.profile] if args.profile else [])}),
+                              args.prefix_dir)
     for folds in args.route_folds:
         for size in args.sizes:
             for repeat in range(args.repeats):
                 for name, lib in codes.items():
-                    result = run_child(Path(lib), args.episodes, size, folds)
+                    result = run_child(Path(lib), [prefixes[size]], size, folds)
                     runs[name].setdefault(f"{size}/{folds}", []).append(result)
                     print(f"{name:>8} n={size:<5} folds={folds} repeat {repeat + 1}: {result['cpu_s']:8.2f} cpu s "
                           f"({result['rules']} rules, {result['turns']} turns)", flush=True)
@@ -129,8 +145,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name}: log-log slope {summary[f'{name}/folds={folds}']['slope']} (steps {steps})")
     if args.profile is not None:
         name, lib = list(codes.items())[-1]
-        profiled = run_child(Path(lib), args.episodes, args.profile, 5, profile=True)
-        print(f"\nprofile of {name} at n={args.profile}, default folds ({profiled['cpu_s']} cpu s under cProfile)")
+        profiled = run_child(Path(lib), [prefixes[args.profile]], args.profile, args.profile_folds, profile=True)
+        print(f"\nprofile of {name} at n={args.profile}, route_folds={args.profile_folds} "
+              f"({profiled['cpu_s']} cpu s under cProfile)")
         print(profiled["profile_tottime"])
         print(profiled["profile_cumulative"])
         summary["profile"] = profiled
