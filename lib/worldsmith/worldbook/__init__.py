@@ -82,6 +82,7 @@ from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_cond
 from worldsmith.worldbook.queries import learn_queries
 from worldsmith.worldbook.records import EntityStore, StoredRecord, iter_records, learn_selectors, own_records
 from worldsmith.worldbook.replay import (
+    MatchMemo,
     ReplayReport,
     ReviewConfig,
     RuleReplay,
@@ -150,6 +151,7 @@ __all__ = [
     "Invariant",
     "LeakageError",
     "ListFormat",
+    "MatchMemo",
     "Note",
     "ObservationContract",
     "Patch",

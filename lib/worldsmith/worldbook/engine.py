@@ -9,6 +9,11 @@ A template renders an observation from arguments and state (`{arg.object}`, `{wo
 template *matches* an observed text to read the state it shows. That is how state is tracked from
 an observed prefix, and why a rule never overrides an observed output: the observation is read
 back into state rather than replaced.
+
+A template is parsed once (`_pieces`, a bounded cache) and matched without a regular expression: a pattern built
+per call, with the arguments' text in it, was compiled anew almost every time (the `re` module keeps 512), which
+made matching most of a build's time. `_fit` reads a template the way `re.fullmatch` reads its pattern
+(literal text, lazy state slots, leftmost first), so what matches and what each slot holds are unchanged.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import copy
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from worldsmith.worldbook.model import Condition, Effect, ListFormat, join_path, unescape_key
@@ -26,6 +32,7 @@ __all__ = [
     "Slot",
     "apply_effects",
     "check_conditions",
+    "copy_state",
     "escape_braces",
     "get_path",
     "literal_value",
@@ -45,6 +52,9 @@ _ARG_SLOT = re.compile(r"arg\.([A-Za-z0-9_]+)")
 _STATE_SLOT = re.compile(r"((?:world|session|surface|epistemic)(?:\.[A-Za-z0-9_\-]+)+)(?:\[arg\.([A-Za-z0-9_]+)\])?")
 # A body meant as a slot although it is none of the above ({arg.}, {world.x[MA(20)]}): it can never be filled.
 _SLOT_LIKE = re.compile(r"(?:arg|world|session|surface|epistemic)(?:[.\[]|$)")
+# Parsed templates and path templates kept (least recently used dropped): a book has a few hundred, a session a few
+# books; the bound keeps unrelated books (a long-lived server, the workbench) from growing it without end.
+_PARSED_CACHE_SIZE = 4096
 
 
 class EffectError(ValueError):
@@ -73,7 +83,8 @@ class Slot:
         return segments
 
 
-def _pieces(template: str) -> list[str | Slot | None]:
+@lru_cache(maxsize=_PARSED_CACHE_SIZE)
+def _pieces(template: str) -> tuple[str | Slot | None, ...]:
     """The template as literal text (escaped braces made single), slots, and None for a slot that can never be
     filled. Read left to right, so `{{{arg.x}}}` is a brace, a slot and a brace, and `{{arg.x}}` is text."""
     pieces: list[str | Slot | None] = []
@@ -91,7 +102,7 @@ def _pieces(template: str) -> list[str | Slot | None]:
         else:
             pieces.append(None if _SLOT_LIKE.match(body) else match.group())
     pieces.append(template[position:])
-    return [piece for piece in pieces if piece != ""]
+    return tuple(piece for piece in pieces if piece != "")
 
 
 def template_slots(template: str) -> list[Slot]:
@@ -134,20 +145,32 @@ _PATH_STEP = re.compile(r"\{arg\.[A-Za-z0-9_]+\}|\[(?:\\.|[^\[\]\\])*\]|[^.\[\]{
 _ARG_STEP = re.compile(r"[\[{]arg\.([A-Za-z0-9_]+)[\]}]")
 
 
-def resolve_path(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
-    """Segments of a path template; None when an argument it names is missing."""
-    segments: list[str] = []
+@lru_cache(maxsize=_PARSED_CACHE_SIZE)
+def _path_steps(template: str) -> tuple[tuple[bool, str], ...]:
+    """A path template's steps as (is an argument, the argument's name or the segment)."""
+    steps: list[tuple[bool, str]] = []
     for part in _PATH_STEP.findall(template):
         match = _ARG_STEP.fullmatch(part)
         if match:
-            value = arguments.get(match.group(1))
+            steps.append((True, match.group(1)))
+        elif part.startswith("["):
+            steps.append((False, unescape_key(part[1:-1])))  # a concrete key, every character kept (`escape_key`)
+        else:
+            steps.append((False, part))
+    return tuple(steps)
+
+
+def resolve_path(template: str, arguments: Mapping[str, Any]) -> list[str] | None:
+    """Segments of a path template; None when an argument it names is missing."""
+    segments: list[str] = []
+    for is_arg, text in _path_steps(template):
+        if is_arg:
+            value = arguments.get(text)
             if value is None:
                 return None
             segments.append(_argument_text(value))
-        elif part.startswith("["):
-            segments.append(unescape_key(part[1:-1]))  # a concrete key, every character kept (`escape_key`)
         else:
-            segments.append(part)
+            segments.append(text)
     return segments
 
 
@@ -267,12 +290,44 @@ _UPDATES: dict[str, Callable[[_Change], Any]] = {
 }
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copied(value: Any, memo: dict[int, Any]) -> Any:
+    """`copy.deepcopy` of a state, quicker on the plain dicts, lists and scalars it is made of (anything else goes
+    to `copy.deepcopy`, with the same memo, so an object held at two places is still one copy)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict or kind is list:
+        found = memo.get(id(value))
+        if found is not None:
+            return found
+        if kind is list:
+            items: list[Any] = []
+            memo[id(value)] = items  # before the items, as `copy.deepcopy` does (a list inside itself)
+            items.extend([item if type(item) in _ATOMS else _copied(item, memo) for item in value])
+            return items
+        mapping: dict[Any, Any] = {}
+        memo[id(value)] = mapping
+        for key, item in value.items():
+            mapping[key if type(key) in _ATOMS else _copied(key, memo)] = (
+                item if type(item) in _ATOMS else _copied(item, memo))
+        return mapping
+    return copy.deepcopy(value, memo)
+
+
+def copy_state(value: Any) -> Any:
+    """A state (or a value in it) copied as `copy.deepcopy` would, faster on plain JSON-like data."""
+    return _copied(value, {})
+
+
 def apply_effects(state: Mapping[str, Any], effects: Sequence[Effect], arguments: Mapping[str, Any],
                   formats: Mapping[str, ListFormat] | None = None) -> dict[str, Any]:
     """A new state with the effects applied in order; the input is left untouched. Raises EffectError.
 
     An appended item takes the place the list's learned order gives it (`ListFormat.order`)."""
-    new = copy.deepcopy(dict(state))
+    new: dict[str, Any] = _copied(dict(state), {})
     for effect in effects:
         segments = resolve_path(effect.path, arguments)
         if segments is None:
@@ -382,39 +437,72 @@ def render(template: str, arguments: Mapping[str, Any], state: Mapping[str, Any]
     return "".join(out)
 
 
+def _fit(literals: Sequence[str], text: str) -> list[tuple[int, int]] | None:
+    """Where the slots between `literals` lie in `text`, as `re.fullmatch` of `L0(.*?)L1(.*?)...Lk` with DOTALL
+    would find them (each slot as short as the rest allows, left to right), or None when the text does not fit.
+
+    Only where a literal occurs can a slot end, so the search steps from one occurrence (`str.find`) to the next;
+    a (slot, start) that once failed fails again and is not retried."""
+    first, last = literals[0], literals[-1]
+    if len(literals) == 1:
+        return [] if text == first else None
+    end = len(text) - len(last)  # the last slot ends where the last literal starts
+    if end < len(first) or not text.startswith(first) or not text.endswith(last):
+        return None
+    slots = len(literals) - 1
+    failed: set[tuple[int, int]] = set()
+
+    def place(slot: int, start: int) -> list[tuple[int, int]] | None:
+        if slot == slots - 1:
+            return [(start, end)] if start <= end else None
+        if (slot, start) in failed:
+            return None
+        literal = literals[slot + 1]
+        at = text.find(literal, start, end)
+        while at != -1:
+            rest = place(slot + 1, at + len(literal))
+            if rest is not None:
+                return [(start, at), *rest]
+            at = text.find(literal, at + 1, end)
+        failed.add((slot, start))
+        return None
+
+    return place(0, len(first))
+
+
 def match_template(template: str, observation: str, arguments: Mapping[str, Any]) -> dict[tuple[str, ...], Any] | None:
     """The state values an observation shows through this template (lists parsed), or None if it does
     not fit. Argument slots must show the arguments' own values."""
     from worldsmith.worldbook.facts import parse_list_items
 
-    pattern: list[str] = []
+    literals: list[str] = []
+    text: list[str] = []
     groups: list[tuple[str, ...]] = []
     for piece in _pieces(template):
         if piece is None:
             return None
         if isinstance(piece, str):
-            pattern.append(re.escape(piece))
+            text.append(piece)
         elif piece.arg is not None:
             if piece.arg not in arguments:
                 return None
-            pattern.append(re.escape(_argument_text(arguments[piece.arg])))
+            text.append(_argument_text(arguments[piece.arg]))
         else:
             segments = piece.segments(arguments)
             if segments is None:
                 return None
-            pattern.append(f"(?P<g{len(groups)}>.*?)")
+            literals.append("".join(text))
+            text = []
             groups.append(tuple(segments))
-    try:
-        match = re.fullmatch("".join(pattern), observation, re.DOTALL)
-    except re.error:
-        return None
-    if match is None:
+    literals.append("".join(text))
+    spans = _fit(literals, observation)
+    if spans is None:
         return None
     values: dict[tuple[str, ...], Any] = {}
-    for index, path in enumerate(groups):
-        text = match.group(f"g{index}")
-        parsed = parse_list_items(text)
-        value: Any = parsed[0] if parsed is not None and _looks_like_list_path(path) else text
+    for path, (start, end) in zip(groups, spans, strict=True):
+        shown = observation[start:end]
+        parsed = parse_list_items(shown)
+        value: Any = parsed[0] if parsed is not None and _looks_like_list_path(path) else shown
         if path in values and values[path] != value:
             return None
         values[path] = value

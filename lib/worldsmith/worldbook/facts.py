@@ -39,6 +39,7 @@ __all__ = [
     "parse_list_items",
     "render_list",
     "sort_key",
+    "whole_word_spans",
 ]
 
 CONTENTS = "contents"  # world.contents[<entity>]: what an entity holds or shows
@@ -54,6 +55,29 @@ _EMPTY_WORDS = ("nothing", "nothing at all", "no items", "none")
 # "The fridge 1 is open." (the entity may be a template slot, "The {arg.object} is open.")
 _PROPERTY = re.compile(r"(?:^|(?<=[.!?]\s))The (?P<entity>(?:\{[^{}\n]*\}|[^.!?\n{}]){1,60}?) is (?P<value>[A-Za-z]+)\.")
 _PRONOUN = re.compile(r"\b(it|them|this|that|here)\b", re.IGNORECASE)
+_LIST_SEPARATOR = re.compile(r"(,\s+and\s+|\s+and\s+|,\s+)")
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n|$")
+
+
+def _word_character(character: str) -> bool:
+    return character.isalnum() or character == "_"  # what `\w` matches in a str pattern
+
+
+def whole_word_spans(text: str, value: str) -> list[tuple[int, int]]:
+    r"""Where `value` occurs in `text` as a whole word, left to right and not overlapping: what
+    `re.finditer(rf"(?<!\w){re.escape(value)}(?!\w)", text)` finds, without compiling a pattern per value."""
+    spans: list[tuple[int, int]] = []
+    if not value:
+        return spans
+    at = text.find(value)
+    while at != -1:
+        end = at + len(value)
+        if (at == 0 or not _word_character(text[at - 1])) and (end == len(text) or not _word_character(text[end])):
+            spans.append((at, end))
+            at = text.find(value, end)
+        else:
+            at = text.find(value, at + 1)
+    return spans
 
 
 class FoundList(BaseModel):
@@ -73,7 +97,7 @@ def parse_list_items(text: str) -> tuple[list[str], dict[str, str]] | None:
     body = text.strip()
     if body.lower() in _EMPTY_WORDS:
         return [], {"empty": body}
-    parts = re.split(r"(,\s+and\s+|\s+and\s+|,\s+)", body)
+    parts = _LIST_SEPARATOR.split(body)
     items: list[str] = []
     seps: dict[str, str] = {}
     for index, part in enumerate(parts[::2]):
@@ -92,7 +116,7 @@ def find_lists(observation: str) -> list[FoundList]:
     found: list[FoundList] = []
     for cue in _CUE.finditer(observation):
         start = cue.end()
-        end_match = re.compile(r"\.(?:\s|$)|\n|$").search(observation, start)
+        end_match = _SENTENCE_END.search(observation, start)
         end = end_match.start() if end_match else len(observation)
         text = observation[start:end]
         parsed = parse_list_items(text)
@@ -137,11 +161,11 @@ def list_owner(found: FoundList, observation: str, arguments: Mapping[str, Any])
     an argument named elsewhere in the observation; None for a collection of the action itself."""
     values = _scalar_values(arguments)
     for value in values:
-        if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", found.sentence_prefix):
+        if whole_word_spans(found.sentence_prefix, value):
             return value
     if _PRONOUN.search(found.sentence_prefix) or found.sentence_prefix.strip():
         for value in values:
-            if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", observation):
+            if whole_word_spans(observation, value):
                 return value
     return None
 

@@ -25,6 +25,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -321,6 +322,13 @@ def _arg_texts(arguments: Mapping[str, Any]) -> set[str]:
     return {str(v) for v in arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
+@lru_cache(maxsize=4096, typed=True)
+def _effect(op: str, path: str, value: Any) -> Effect:
+    """A proposed effect, made once: every turn of an action proposes the same few, and validating each anew was a
+    good part of the induction (the instances are shared, so they are never edited)."""
+    return Effect(op=op, path=path, value=value)  # type: ignore[arg-type]
+
+
 def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[Effect, str]]:
     """(effect, main value) proposals for this turn, from its argument roles and the state families."""
     arguments = {k: v for k, v in _args(item).items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
@@ -334,14 +342,15 @@ def _candidates(item: Evidence, families: Mapping[str, set[Any]]) -> list[tuple[
             if other == moved:
                 continue
             for op in _LIST_OPS:
-                out.append((Effect(op=op, path=f"world.{CONTENTS}.{{arg.{other}}}", value=f"{{arg.{moved}}}"),
+                out.append((_effect(op, f"world.{CONTENTS}.{{arg.{other}}}", f"{{arg.{moved}}}"),
                             str(arguments[moved])))
     for collection in sorted(families.get("__keyless__", set())):
         for op in _LIST_OPS:
-            out.append((Effect(op=op, path=f"world.{collection}", value=f"{{arg.{moved}}}"), str(arguments[moved])))
+            out.append((_effect(op, join_path(["world", collection]), f"{{arg.{moved}}}"),
+                        str(arguments[moved])))
     for name in names:
         for value in sorted(families.get(STATUS, set()), key=str):
-            out.append((Effect(op="set", path=f"world.{STATUS}.{{arg.{name}}}", value=value), str(arguments[name])))
+            out.append((_effect("set", f"world.{STATUS}.{{arg.{name}}}", value), str(arguments[name])))
     return out
 
 

@@ -27,6 +27,7 @@ from worldsmith.worldbook.engine import (
     EffectError,
     apply_effects,
     check_conditions,
+    copy_state,
     literal_value,
     match_template,
     render,
@@ -47,6 +48,7 @@ from worldsmith.worldbook.model import (
 )
 
 __all__ = [
+    "MatchMemo",
     "ReplayReport",
     "ReviewConfig",
     "RuleReplay",
@@ -116,8 +118,41 @@ def _arguments(item: Evidence) -> dict[str, Any]:
     return item.arguments if isinstance(item.arguments, dict) else {}
 
 
+class MatchMemo:
+    """What each template reads from each turn (`match_template`), and the facts each turn shows (`extract_facts`),
+    worked out once per pair and per turn.
+
+    A review replays the same evidence several rounds against rules whose templates stay put (narrowing adds
+    conditions, settling changes statuses), and a replay matches a turn against the chosen rule and again while
+    reading it back: with a memo each (turn, template) is matched once. Turns are held by identity, so a memo is
+    for one evidence list. Matched values are shared (strings and lists, which state takes whole and never edits);
+    facts come back copied where they are dicts or lists (a JSON result's object is edited in place once in state).
+    """
+
+    def __init__(self) -> None:
+        self._by_turn: dict[int, tuple[Evidence, dict[str, dict[tuple[str, ...], Any] | None]]] = {}
+        self._facts: dict[int, tuple[Evidence, list[tuple[list[str], Any]]]] = {}
+
+    def facts(self, item: Evidence) -> list[tuple[list[str], Any]]:
+        entry = self._facts.get(id(item))
+        if entry is None or entry[0] is not item:
+            shown = [(fact.path, fact.value) for fact in extract_facts(item.action, _arguments(item), item.observation)]
+            entry = self._facts[id(item)] = (item, shown)
+        return [(path, copy_state(value) if isinstance(value, (dict, list)) else value) for path, value in entry[1]]
+
+    def match(self, template: str, item: Evidence) -> dict[tuple[str, ...], Any] | None:
+        entry = self._by_turn.get(id(item))
+        if entry is None or entry[0] is not item:
+            entry = self._by_turn[id(item)] = (item, {})
+        found = entry[1]
+        if template not in found:
+            found[template] = match_template(template, item.observation, _arguments(item))
+        return found[template]
+
+
 def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any],
-                 formats: Mapping[str, ListFormat] | None = None) -> tuple[dict[str, Any], Rule | None]:
+                 formats: Mapping[str, ListFormat] | None = None, *,
+                 memo: MatchMemo | None = None) -> tuple[dict[str, Any], Rule | None]:
     """The state after an observed turn, and the rule whose template the observation fits.
 
     The fitting rule's effects apply first; what the observation shows then overwrites them, so an
@@ -127,7 +162,8 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
     fitting: Rule | None = None
     shown: dict[tuple[str, ...], Any] = {}
     for rule in sorted(rules, key=lambda r: (not r.executable, *_order(r))):
-        values = match_template(rule.template, item.observation, arguments)
+        values = (memo.match(rule.template, item) if memo is not None
+                  else match_template(rule.template, item.observation, arguments))
         if values is not None:
             fitting, shown = rule, values
             break
@@ -137,8 +173,10 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
             new = apply_effects(state, fitting.effects, arguments, formats)
         except EffectError:
             new = dict(state)
-    for fact in extract_facts(item.action, arguments, item.observation):
-        set_path(new, fact.path, fact.value)
+    facts = (memo.facts(item) if memo is not None
+             else [(fact.path, fact.value) for fact in extract_facts(item.action, arguments, item.observation)])
+    for path, value in facts:
+        set_path(new, path, value)
     for segments, value in shown.items():
         set_path(new, list(segments), value)
     if fitting is not None:  # what the fitting form states about properties holds now
@@ -221,8 +259,12 @@ def _group(evidence: Iterable[Evidence]) -> list[list[Evidence]]:
 
 
 def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
-                    formats: Mapping[str, ListFormat] | None = None, executable_only: bool = True) -> ReplayReport:
-    """Predict every turn from its observed prefix with the rules, and compare with what was observed."""
+                    formats: Mapping[str, ListFormat] | None = None, executable_only: bool = True,
+                    memo: MatchMemo | None = None) -> ReplayReport:
+    """Predict every turn from its observed prefix with the rules, and compare with what was observed.
+
+    `memo` carries the template matches over from an earlier replay of the same evidence (`review_rules`)."""
+    memo = memo if memo is not None else MatchMemo()
     by_action: dict[str, list[Rule]] = defaultdict(list)
     for rule in rules:
         by_action[rule.action].append(rule)
@@ -236,9 +278,8 @@ def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
             rendered = None
             if selection.rule is not None:
                 rendered = render(selection.rule.template, arguments, state, formats)
-            fits = selection.rule is not None and match_template(selection.rule.template, item.observation,
-                                                                 arguments) is not None
-            state, fitting = observe_turn(by_action.get(item.action, []), item, state, formats)
+            fits = selection.rule is not None and memo.match(selection.rule.template, item) is not None
+            state, fitting = observe_turn(by_action.get(item.action, []), item, state, formats, memo=memo)
             explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
             results.append(TurnResult(
                 turn_id=item.turn_id, action=item.action, route=selection.route,
@@ -382,8 +423,9 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
     """
     by_turn = {item.turn_id: item for item in evidence}
     rules = _key_constant_records(rules, evidence, by_turn)
+    memo = MatchMemo()  # every round replays the same turns against the same templates
     for _ in range(3):  # a few rounds of narrowing at most
-        reviewed = _review_once(rules, evidence, config, formats)
+        reviewed = _review_once(rules, evidence, config, formats, memo)
         narrowed = False
         for index, rule in enumerate(reviewed):
             if rule.status != RuleStatus.CONFLICTED:
@@ -398,17 +440,17 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
                                     "turns)").lstrip("; ")})
                 narrowed = True
         if not narrowed:
-            return _settle(reviewed, evidence, config, formats)
-    return _settle(_review_once(rules, evidence, config, formats), evidence, config, formats)
+            return _settle(reviewed, evidence, config, formats, memo)
+    return _settle(_review_once(rules, evidence, config, formats, memo), evidence, config, formats, memo)
 
 
 def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
-            formats: Mapping[str, ListFormat] | None) -> list[Rule]:
+            formats: Mapping[str, ListFormat] | None, memo: MatchMemo) -> list[Rule]:
     """Replay the supported rules alone: one that a stronger rule shadowed in review (never chosen, so never
     contradicted) is chosen once that rule is demoted, and must hold there too (two constant forms of one
     action, neither conditioned: the weaker would otherwise answer every turn unchecked)."""
     for _ in range(3):
-        report = replay_evidence(reviewed, evidence, formats=formats)
+        report = replay_evidence(reviewed, evidence, formats=formats, memo=memo)
         chosen: Counter[str] = Counter()
         against: dict[str, list[str]] = defaultdict(list)
         for turn in report.turns:
@@ -434,10 +476,10 @@ def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewCo
 
 
 def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
-                 formats: Mapping[str, ListFormat] | None) -> list[Rule]:
+                 formats: Mapping[str, ListFormat] | None, memo: MatchMemo) -> list[Rule]:
     trial = [r.model_copy(update={"status": RuleStatus.SUPPORTED}) if r.status != RuleStatus.DEPRECATED else r
              for r in rules]
-    report = replay_evidence(trial, evidence, formats=formats)
+    report = replay_evidence(trial, evidence, formats=formats, memo=memo)
     per_action_turns: dict[str, int] = defaultdict(int)
     fitting: dict[str, list[str]] = defaultdict(list)
     chosen: dict[str, int] = defaultdict(int)

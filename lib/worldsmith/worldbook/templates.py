@@ -22,6 +22,7 @@ import orjson
 
 from worldsmith.traces.model import Episode
 from worldsmith.worldbook.engine import escape_braces, render
+from worldsmith.worldbook.facts import whole_word_spans
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, RuleStatus
 
 __all__ = ["TemplateConfig", "evidence_from_episodes", "observation_outcome", "induce_template_rules", "render_template", "text_arguments"]
@@ -103,16 +104,15 @@ def _flat_values(arguments: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _split_on(pieces: list[tuple[str | None, str]], name: str, value: str) -> list[tuple[str | None, str]]:
     """(slot name or None for text, text) pieces with every whole-word `value` in the text pieces made a slot."""
-    pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)")
     out: list[tuple[str | None, str]] = []
     for slot, text in pieces:
         if slot is not None:
             out.append((slot, text))
             continue
         position = 0
-        for match in pattern.finditer(text):
-            out += [(None, text[position:match.start()]), (name, match.group())]
-            position = match.end()
+        for start, end in whole_word_spans(text, value):
+            out += [(None, text[position:start]), (name, text[start:end])]
+            position = end
         out.append((None, text[position:]))
     return out
 
