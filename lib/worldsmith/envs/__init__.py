@@ -31,6 +31,7 @@ from worldsmith.envs.policies import (
     ReplayPolicy,
     make_policy,
 )
+from worldsmith.envs.probing import ProbingPolicy
 from worldsmith.envs.recorder import EpisodeRecorder, episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, UnknownEnvError, available, make, register, registry, spec
 
@@ -74,6 +75,13 @@ register(EnvSpec(
     description="A real bash in a sandbox (fresh home, no network, resource limits); scripted chores with checkers",
     max_steps=30,
 ))
+register(EnvSpec(
+    name="toolshop",
+    entry_point="worldsmith.envs.toolshop:ToolshopEnv",
+    description="A stateful customer-service tool API (users, orders, products, tickets) on a seeded database; "
+                "20,000 customer goals per seed, an expert that finds, reads, then writes",
+    max_steps=40,
+))
 
 __all__ = [
     "POLICIES",
@@ -89,6 +97,7 @@ __all__ = [
     "InvalidActionError",
     "LLMPolicy",
     "Policy",
+    "ProbingPolicy",
     "RandomPolicy",
     "ReplayPolicy",
     "Step",

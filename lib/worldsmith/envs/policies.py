@@ -447,7 +447,8 @@ class CuriousPolicy:
         return as_action(f"{self._rng.choice(verbs)} {self._rng.choice(_NONSENSE_NOUNS)}")
 
 
-POLICIES = ("expert", "random", "curious", "replay", "llm")
+POLICIES = ("expert", "random", "curious", "probing", "replay", "llm")
+_WITH_OPTIONS = ("curious", "probing")  # policies whose constructor keywords --policy-arg sets
 
 
 def make_policy(
@@ -461,16 +462,19 @@ def make_policy(
 ) -> Policy:
     """A policy by name; `llm` needs `model` (a spec) and logs its calls in `workspace_root`'s call log.
 
-    `options` are constructor keywords of the curious policy (its weights, `min_steps`); the
-    other policies take none.
+    `options` are constructor keywords of the curious and probing policies (their weights,
+    `min_steps`, `probes_before_respond`); the other policies take none.
     """
-    if options and name != "curious":
+    if options and name not in _WITH_OPTIONS:
         raise ValueError(f"the {name} policy takes no options (got {', '.join(options)})")
-    if name == "curious":
+    if name in _WITH_OPTIONS:
+        from worldsmith.envs.probing import ProbingPolicy
+
+        factory = CuriousPolicy if name == "curious" else ProbingPolicy
         try:
-            return CuriousPolicy(seed, **(options or {}))
+            return factory(seed, **(options or {}))
         except TypeError as error:  # an unknown option name
-            raise ValueError(f"curious policy: {error}") from None
+            raise ValueError(f"{name} policy: {error}") from None
     if name == "expert":
         return ExpertPolicy()
     if name == "random":

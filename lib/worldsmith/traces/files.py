@@ -51,8 +51,9 @@ def _failed(error: OSError, root: Path, unreadable: list[tuple[Path, str]] | Non
         unreadable.append((Path(error.filename or root), error.strerror or str(error)))
 
 
-# Sub-folders of the bundled samples folder that hold assets, not traces: ALFWorld game files, the tiny model.
-SAMPLE_ASSET_DIRS = ("alfworld", "models")
+# Sub-folders of the bundled samples folder kept out of its import: assets, not traces (ALFWorld game files,
+# the tiny model), and the toolshop testbed's traces (their families would reshuffle the samples' seeded split).
+SAMPLE_ASSET_DIRS = ("alfworld", "models", "toolshop")
 
 
 def sample_trace_files(folder: Path) -> list[Path]:
