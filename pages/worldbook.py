@@ -93,7 +93,8 @@ with st.container(border=True):  # the loop: every edit's held-out delta, on the
 render_serve_panel(book, name, version if version != head else None, root)
 
 rules_tab, tool_rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
-    ["Rules", "Tool rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"])
+    ["Rules", "Tool rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"],
+    key="wb_tab", on_change="rerun")  # tracked, so a saved edit (a rerun with a notice above) stays on its tab
 
 with rules_tab:
     rules = select_rules(book.rules, render_rule_filters(book.rules))

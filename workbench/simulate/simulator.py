@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.common.text import md_escape
+from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, render_records
 from worldsmith.sim import Session, SessionTurn, action_line
 
@@ -36,13 +36,13 @@ def render_turn(turn: SessionTurn) -> None:
     st.markdown(f"**Turn {turn.index:d}** · revision {turn.revision:d}")
     st.code(f"> {action_line(turn.action)}", language=None, wrap_lines=True)
     st.code(prediction.observation or "(empty observation)", language=None, wrap_lines=True)
-    columns = st.columns(6)
-    columns[0].metric("source", md_escape(answer_source(audit)), help="the answer source that answered")
-    columns[1].metric("route", md_escape(audit.route))
-    columns[2].metric("outcome", md_escape(prediction.outcome))
-    columns[3].metric("model calls", f"{audit.model_calls:d}")
-    columns[4].metric("tokens", f"{audit.tokens:d}")
-    columns[5].metric("latency", f"{audit.latency_s:.3f} s")
+    st.markdown(f"**Answered by** {md_code(answer_source(audit))}")
+    columns = st.columns(5)
+    columns[0].metric("route", md_escape(audit.route))
+    columns[1].metric("outcome", md_escape(prediction.outcome))
+    columns[2].metric("model calls", f"{audit.model_calls:d}")
+    columns[3].metric("tokens", f"{audit.tokens:d}")
+    columns[4].metric("latency", f"{audit.latency_s:.3f} s")
     for note in audit.notes:
         st.text(f"note: {note}")
     render_records(audit, key=f"sim_turn_{turn.index}")
