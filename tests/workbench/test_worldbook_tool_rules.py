@@ -104,9 +104,26 @@ def test_a_stepped_write_shows_its_record_diff_and_source(empty_root: Path) -> N
                   if str(m.value).startswith("**Answered by**"))
     assert source in ("record_write", "state:record_write")  # Audit.source where the harness records it, else the route
     assert any(str(m.value).startswith(f"**Record** `{key}` · ") and "field change" in str(m.value) for m in at.markdown)
-    diff = _table(at, "change")
+    diff = _table(at, "before")
     assert "/shipping_address/line1" in set(diff["path"])
     row = diff.set_index("path").loc["/shipping_address/line1"]
     assert json.loads(row["after"]) == call.arguments["line1"] and json.loads(row["before"]) != call.arguments["line1"]
     turns = _table(at, "source")
     assert list(turns["source"]) == [source] and list(turns["records"]) == [key]
+
+
+def test_the_side_by_side_audit_shows_the_record_a_write_changed(empty_root: Path) -> None:
+    toolshop_workspace(empty_root)
+    episode, index = write_episode("modify_order_address")
+    order = episode.turns[index].action.arguments["order_id"]
+    at = open_page(SIMULATE)
+    no_exception(at.radio(key="sim_view").set_value("Side by side").run())
+    assert at.selectbox(key="sbs_dataset").value == DATASET  # the worldbook's source dataset
+    no_exception(at.selectbox(key="sbs_episode").set_value(episode.id).run())
+    no_exception(at.multiselect(key="sbs_methods").set_value(["harness"]).run())
+    for _ in range(index + 1):  # teacher-forced up to the write: the harness saw the real reads before it
+        no_exception(at.button(key="sbs_step").click().run())
+    assert any(shown(e.label).startswith("Audit: state:record_write") for e in at.expander)
+    assert any(str(m.value).startswith(f"**Record** `order_id={order}` · ") for m in at.markdown)
+    diff = _table(at, "before")
+    assert "/shipping_address/line1" in set(diff["path"])
