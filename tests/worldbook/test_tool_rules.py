@@ -36,7 +36,7 @@ def _ev(episode: str, index: int, tool: str, arguments: dict[str, Any], observat
 
 
 def _rules(evidence: list[Evidence]) -> dict[str, ToolRule]:
-    return {rule.tool: rule for rule in learn_tool_rules(evidence)}
+    return {rule.tool: rule for rule in learn_tool_rules(evidence) if rule.kind == "write"}  # look-ups apart
 
 
 def _change(rule: ToolRule, path: str) -> FieldChange:

@@ -221,6 +221,8 @@ def run_tools(args: argparse.Namespace) -> int:
         answer = r.response.kind if r.response else "-"
         print(f"{r.id:<32} {r.kind:<12} {r.status.value:<10} support {r.support:<4} select {selector:<24} "
               f"answers {answer}  turns {', '.join(r.provenance.supporting[:3]) or '-'}")
+        if r.kind != "write":  # a look-up: what it tests or matches, and the text it answers with
+            print(f"    {r.description}" + (f"  -> {r.template!r}" if r.template else ""))
         for change in r.changes:
             operand = change.argument or change.source or ("" if change.value is None else repr(change.value))
             print(f"    {change.path:<24} {change.op:<10} {str(operand)[:40]:<40} {change.status.value:<10} "

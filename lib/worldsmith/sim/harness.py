@@ -39,6 +39,7 @@ from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import ROUTE_NAMES, choose_route
 from worldsmith.sim.scope import ScopeTracker
 from worldsmith.sim.shell_state import ShellTracker
+from worldsmith.sim.sources import tool_sources
 from worldsmith.sim.sources.records import RecordTracker
 from worldsmith.sim.suffixes import SuffixConditions
 from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, TurnCounter
@@ -133,6 +134,7 @@ class Harness(WorldModelBase):
         self.scope = ScopeTracker(evidence, place_of=self.places.place_of, carriers=self.inventory.carriers)
         self.counter = TurnCounter(evidence)
         self.suffixes = SuffixConditions(evidence)
+        self.queries, self.preconditions = tool_sources(book if config.knowledge else None)
         self.routes = book.routes if config.knowledge else None
         if not config.knowledge:
             self.name = "harness-no-book"  # the registered name (sim.factory)
@@ -180,6 +182,8 @@ class Harness(WorldModelBase):
         self.inventory.reset(self.initial_observation)
         self.view_edits.reset(self.initial_observation)
         self.suffixes.reset()
+        self.queries.reset(self.initial_observation)
+        self.preconditions.reset(self.initial_observation)
         for item in self.history:
             self._observe_item(item.action, item.observation)
 
@@ -201,6 +205,8 @@ class Harness(WorldModelBase):
         self.inventory.observe(name, arguments, observation)
         self.view_edits.observe(name, arguments, observation)
         self.suffixes.observe(line, observation)
+        self.queries.observe(name, arguments, observation)
+        self.preconditions.observe(name, arguments, observation)
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
@@ -219,7 +225,8 @@ class Harness(WorldModelBase):
                 "records": self.record_source.snapshot(),
                 "fields": self.fields.snapshot(), "shell": self.shell.snapshot(),
                 "scope": self.scope.snapshot(), "carried": self.inventory.snapshot(),
-                "trailing lines": self.suffixes.snapshot()}
+                "trailing lines": self.suffixes.snapshot(), "queries": self.queries.snapshot(),
+                "preconditions": self.preconditions.snapshot()}
 
     # ------------------------------------------------------------------ predict
     def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
@@ -241,6 +248,8 @@ class Harness(WorldModelBase):
             else:
                 notes.append(f"rule {rule.id} applies but its template needs state not known yet")
         if self.config.use_memory and self.config.knowledge:
+            out += self.preconditions.propose(name, arguments, line)
+            out += self.queries.propose(name, arguments, line)
             out += self.entities.propose(name, arguments)
             out += self.record_source.propose(name, arguments, line)
             out += self.fields.propose(name, arguments)

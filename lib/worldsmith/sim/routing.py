@@ -29,16 +29,21 @@ if TYPE_CHECKING:
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "learn_routes"]
 
 # Sources in the order they are preferred when their held-out records tie (or there is no record).
-PRIORITY = ("rule", "shell", "record_write", "record_read", "entity", "fields", "scope", "inventory", "place_memory",
-            "map", "place_view", "place_form", "memory_state", "memory", "scope_form", "record_store",
-            "aligned_evidence", "place_evidence")
+PRIORITY = ("precondition", "precondition_enum", "rule", "shell", "record_write", "record_read", "entity", "query",
+            "query_empty", "fields", "scope", "inventory", "place_memory", "map", "place_view", "place_form",
+            "memory_state", "memory", "scope_form", "record_store", "aligned_evidence", "place_evidence")
 # Sources a harness trusts without a held-out record (an older book, or a source never seen answering).
-_TRUSTED_UNMEASURED = frozenset({"rule", "shell", "entity", "place_memory", "map", "memory", "record_write", "record_read"})
+_TRUSTED_UNMEASURED = frozenset({"precondition", "query", "rule", "shell", "entity", "place_memory", "map", "memory",
+                                 "record_write", "record_read"})
 # Sources whose worth depends on the action (a place's view answers `look`, not `unlock`): never judged by their
 # pooled record, only by the action's own. (`scope`, a refusal of things not in view, is one answer the whole
 # environment gives: an action too rare to have its own record is judged by the pooled one.)
 _PER_ACTION_ONLY = frozenset({"place_view", "place_form", "place_evidence", "aligned_evidence", "scope_form",
-                              "inventory", "fields"})
+                              "inventory", "fields", "precondition", "precondition_enum", "query",
+                              "query_empty"})
+# Sources that answer only where held out they won more turns than they lost against nearest evidence (ties are
+# not enough: an argument value the construction episodes never showed may be valid in a held-out task).
+_MUST_WIN = frozenset({"precondition_enum"})
 # The audit route each source is reported under.
 ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
                "memory_state": "state:memory",
@@ -46,7 +51,9 @@ ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity
                "place_evidence": "evidence:place", "aligned_evidence": "evidence:aligned",
                "place_form": "state:place_form", "scope": "state:scope", "scope_form": "state:scope_form",
                "inventory": "state:inventory", "fields": "state:fields", "record_write": "state:record_write",
-               "record_read": "state:record_read", "record_store": "evidence:record_store"}
+               "record_read": "state:record_read", "record_store": "evidence:record_store",
+               "precondition": "state:precondition", "precondition_enum": "state:precondition_enum",
+               "query": "state:query", "query_empty": "state:query_empty"}
 
 
 def _rank(source: str) -> int:
@@ -69,7 +76,7 @@ def choose_route(table: RouteTable | None, action: str,
             if proposal.source in _TRUSTED_UNMEASURED:
                 accepted.append((-1.0, _rank(proposal.source), proposal))
             continue
-        if stats.not_worse_than_nearest:
+        if stats.not_worse_than_nearest and (proposal.source not in _MUST_WIN or stats.wins > stats.losses):
             accepted.append((stats.accuracy, _rank(proposal.source), proposal))
         else:
             notes.append(f"{proposal.key} not used: held out it won {stats.wins} and lost {stats.losses} turns "

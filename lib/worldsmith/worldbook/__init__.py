@@ -44,6 +44,9 @@ from worldsmith.worldbook.index import (
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
 from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.worldbook.lookup import RecordStore
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import (
     NAMESPACES,
     ActionSchema,
@@ -71,8 +74,10 @@ from worldsmith.worldbook.model_stages import (
     model_notes,
     model_rules,
 )
+from worldsmith.worldbook.preconditions import learn_preconditions
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
+from worldsmith.worldbook.queries import learn_queries
 from worldsmith.worldbook.records import EntityStore, StoredRecord, iter_records, learn_selectors, own_records
 from worldsmith.worldbook.replay import (
     ReplayReport,
@@ -117,6 +122,9 @@ __all__ = [
     "ActionSchema",
     "ActionSpec",
     "ArgumentSpec",
+    "Precondition",
+    "QueryRule",
+    "RecordStore",
     "BuildConfig",
     "BuildResult",
     "Condition",
@@ -208,6 +216,9 @@ __all__ = [
     "learn_selectors",
     "learn_termination",
     "learn_tool_rules",
+    "learn_lookup_rules",
+    "learn_preconditions",
+    "learn_queries",
     "match_template",
     "mixed_environment_warning",
     "model_extract",

@@ -277,8 +277,10 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
         lambda: pick_demonstrations(evidence, rules, config.demonstrations_per_action))
     termination: Termination | None = stage(8, "termination", [evidence_key], TypeAdapter(Termination | None),
                                              lambda: learn_termination(evidence))
-    tool_rules: list[ToolRule] = stage(8, "tools", [evidence_key], TypeAdapter(list[ToolRule]),
-                                       lambda: learn_tool_rules(evidence, config))
+    families = {e.id: trajectory_family(e) for e in episodes}  # look-ups judge the store's completeness by task
+    tool_rules: list[ToolRule] = stage(8, "tools", [evidence_key, sorted(families.items())],
+                                       TypeAdapter(list[ToolRule]),
+                                       lambda: learn_tool_rules(evidence, config, families=families))
 
     def routes_stage() -> RouteTable | None:
         from worldsmith.sim.routing import learn_routes  # the harness replays held-out folds: sim sits above

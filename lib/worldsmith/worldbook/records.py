@@ -24,6 +24,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
@@ -82,8 +83,13 @@ def dump_layout(value: Any, layout: Layout) -> str:
     return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
 
 
+@lru_cache(maxsize=65536)
+def _id_name(key: str) -> bool:
+    return bool(ID_KEY.search(key))
+
+
 def _identifier(key: Any, item: Any) -> bool:
-    return isinstance(item, str | int) and not isinstance(item, bool) and bool(ID_KEY.search(str(key)))
+    return isinstance(item, str | int) and not isinstance(item, bool) and _id_name(str(key))
 
 
 def iter_records(value: Any) -> Iterable[tuple[str, Any, dict[str, Any]]]:

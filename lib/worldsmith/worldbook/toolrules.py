@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import RuleProvenance, RuleStatus, _check_turns
 
 __all__ = [
@@ -153,6 +154,9 @@ class ToolRule(BaseModel):
     counterexamples: list[str] = Field(default_factory=list)
     provenance: RuleProvenance = Field(default_factory=RuleProvenance)
     description: str = ""
+    query: QueryRule | None = Field(default=None, description="For query / empty: the look-up (worldbook.queries).")
+    precondition: Precondition | None = Field(default=None, description="For precondition: the test "
+                                              "(worldbook.preconditions).")
 
     @field_validator("counterexamples")
     @classmethod
@@ -163,6 +167,10 @@ class ToolRule(BaseModel):
     def _write_shape(self) -> ToolRule:
         if self.kind == "write" and (self.selector is None or self.response is None):
             raise ValueError("a write rule names its selector and its response")
+        if self.kind in ("query", "empty") and self.query is None:
+            raise ValueError(f"a {self.kind} rule holds its look-up (query)")
+        if self.kind == "precondition" and self.precondition is None:
+            raise ValueError("a precondition rule holds its test (precondition)")
         return self
 
     @property

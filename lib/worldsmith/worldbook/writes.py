@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.records import (
     EntityStore,
@@ -356,7 +357,8 @@ class _Learner:
             arguments = arguments_of(item)
             value = parse_json(item.observation)
             selector = self.selectors.get(item.action)
-            showing = {record_key(k, i) for k, i, _ in own_records(value)} if value is not None else set()
+            shown = list(own_records(value)) if value is not None else []
+            showing = {record_key(k, i) for k, i, _ in shown}
             named = {str(v) for v in arguments.values() if isinstance(v, str | int)}
             for rkey in [k for k in pending if k[1] in named and not (k in showing and self._reads(item, pending[k]))]:
                 del pending[rkey]  # another write named the record: its next read is not this one's effect
@@ -371,16 +373,15 @@ class _Learner:
                             pending[alias] = (item.action, arguments, before, item.turn_id, item.observation)
                     else:
                         wrote = (rkey, after)
-            if value is not None:
-                for key, ident, record in own_records(value):
-                    rkey = record_key(key, ident)
-                    if rkey in pending and self._reads(item, pending[rkey]):
-                        tool, args, before, turn, text = pending[rkey]
-                        for other in [k for k, v in pending.items() if v[3] == turn]:
-                            del pending[other]
-                        self.tools[tool].deferred.append((turn, text, before, record, args))
-                    records.pop(rkey, None)
-                    records[rkey] = record
+            for key, ident, record in shown:
+                rkey = record_key(key, ident)
+                if rkey in pending and self._reads(item, pending[rkey]):
+                    tool, args, before, turn, text = pending[rkey]
+                    for other in [k for k, v in pending.items() if v[3] == turn]:
+                        del pending[other]
+                    self.tools[tool].deferred.append((turn, text, before, record, args))
+                records.pop(rkey, None)
+                records[rkey] = record
             if wrote is not None:
                 records.pop(wrote[0], None)
                 records[wrote[0]] = wrote[1]
@@ -541,7 +542,7 @@ def _writes(learner: _Learner) -> set[str]:
 
 
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
-                     store: EntityStore | None = None) -> list[ToolRule]:
+                     store: EntityStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
     `WriteConfig` (anything else, e.g. the build's config, means the defaults). Three linear passes: every
     selecting tool's relations against the episodes alone (which tools write), the entity store from the other
@@ -553,7 +554,7 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
         store = EntityStore.from_evidence(evidence, readers)
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
-    return learner.rules()
+    return learner.rules() + learn_lookup_rules(evidence, readers=readers, families=families)  # look-ups
 
 
 def learn_writes(evidence: Sequence[Evidence],

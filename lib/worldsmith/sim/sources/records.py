@@ -50,6 +50,15 @@ def _record_entry(key: RecordKey, before: Any, after: Any) -> dict[str, Any]:
     return {"key": f"{key[0]}={key[1]}", "before": before, "after": after}
 
 
+def _merge_order(order: list[str], keys: Sequence[str]) -> None:
+    """Add an answer's keys to a tool's key order: a key not seen before goes after the key before it."""
+    previous: str | None = None
+    for key in keys:
+        if key not in order:
+            order.insert(order.index(previous) + 1 if previous is not None else 0, key)
+        previous = key
+
+
 class RecordTracker:
     """Records of one episode, the book's write rules and the entity store (see the module doc)."""
 
@@ -62,7 +71,8 @@ class RecordTracker:
         self.aliases = aliases(self.selectors)
         self.store = EntityStore.from_evidence(evidence, {e.action for e in evidence} - set(self.writes))
         self.layouts: dict[str, Layout] = {}
-        self.reads: set[str] = set()  # tools whose answer is the selected record, whole
+        self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
+        self.orders: dict[str, list[str]] = {}  # read tool -> the keys its answers show, in their order
         self._learn_reads(evidence)
         self.reset()
 
@@ -79,7 +89,9 @@ class RecordTracker:
             if value is None or selector[0] not in arguments:
                 continue
             answered[item.action] += 1
-            whole[item.action] += top_record(value, arguments[selector[0]]) is not None
+            if top_record(value, arguments[selector[0]]) is not None:
+                whole[item.action] += 1
+                _merge_order(self.orders.setdefault(item.action, []), list(value))
             layout = json_layout(item.observation)
             if layout is not None:
                 layouts[item.action][layout] += 1
@@ -179,7 +191,10 @@ class RecordTracker:
         if selected is None or layout is None:
             return []
         rkey, record, where = selected
-        text = dump_layout(record, layout)
+        shown = {k: record[k] for k in self.orders.get(name, ()) if k in record}  # the fields this tool shows
+        if not shown:
+            return []
+        text = dump_layout(shown, layout)
         entry = [_record_entry(rkey, None, record)]
         if where == "store":
             return [Proposal("record_store", text, records=entry, notes=[
