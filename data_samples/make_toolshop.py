@@ -2,6 +2,7 @@
 
     .venv/bin/python data_samples/make_toolshop.py                 # the three sample files (a few seconds)
     .venv/bin/python data_samples/make_toolshop.py --bench 1000    # also: episodes per CPU-second, 2 workers
+    .venv/bin/python data_samples/make_toolshop.py --no-samples --conversations 5000 --conversations-out big.jsonl
 
 * toolshop/expert.jsonl: expert episodes of 30 tasks of database 0 (with ground-truth state),
   exactly as `worldsmith collect toolshop --tasks ...` records them;
@@ -61,14 +62,17 @@ def make_samples(root: Path) -> dict[str, int]:
         counts[EXPERT_FILE] = _collect(workspace, "toolshop", root / EXPERT_FILE)
         counts[PROBING_FILE] = _collect(workspace, "toolshop-probing", root / PROBING_FILE, policy="probing",
                                         record_state=False)
-    records = conversations(CONVERSATIONS, db=0, seed=0, toolless_rate=TOOLLESS_RATE)
-    target = root / CONVERSATIONS_FILE
+    counts[CONVERSATIONS_FILE] = write_conversations(root / CONVERSATIONS_FILE, CONVERSATIONS)
+    return counts
+
+
+def write_conversations(target: Path, count: int, *, db: int = 0, seed: int = 0) -> int:
+    records = conversations(count, db=db, seed=seed, toolless_rate=TOOLLESS_RATE)
     temporary = target.with_suffix(".tmp")
     temporary.write_text("".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records),
                          encoding="utf-8")
     temporary.replace(target)
-    counts[CONVERSATIONS_FILE] = len(records)
-    return counts
+    return len(records)
 
 
 def _cpu_seconds() -> float:
@@ -94,13 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=HERE, help="the data_samples folder to write into")
     parser.add_argument("--bench", type=int, metavar="EPISODES", help="also time a collection of this many episodes")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--no-samples", action="store_true", help="only the benchmark")
+    parser.add_argument("--no-samples", action="store_true", help="leave the sample files alone")
+    parser.add_argument("--conversations", type=int, metavar="N", help="also write N transcripts (db 0, seed 0)")
+    parser.add_argument("--conversations-out", type=Path, default=Path("toolshop_conversations.openai.jsonl"))
     options = parser.parse_args(argv)
     if not options.no_samples:
         for name, count in make_samples(options.out).items():
             size = (options.out / name).stat().st_size
             print(f"{name}: {count} {'conversations' if name.endswith('openai.jsonl') else 'episodes'}, "
                   f"{size / 1024:.0f} KB")
+    if options.conversations:
+        written = write_conversations(options.conversations_out, options.conversations)
+        print(f"{options.conversations_out}: {written} conversations")
     if options.bench:
         for policy in ("expert", "probing"):
             print(json.dumps(bench(options.bench, options.workers, policy)))

@@ -118,7 +118,12 @@ def test_a_write_changes_state_a_reread_shows_it_and_the_next_episode_starts_fre
     assert json.loads(env.step(f"get_order(order_id='{order_id}')").observation.text) == after
     assert env.step(f"get_order_status('{order_id}')").observation.text == \
         f'{{"order_id":"{order_id}","status":"cancelled"}}'
-    assert env.state()["changed"]["orders"][order_id]["status"] == "cancelled"
+    state = env.state()
+    assert state["changed"]["orders"][order_id]["status"] == "cancelled"
+    state["changed"]["orders"][order_id]["status"] = "tampered"
+    state["user"]["email"] = "tampered"
+    assert env.state()["changed"]["orders"][order_id]["status"] == "cancelled"  # a copy, not the store's records
+    assert "tampered" not in json.dumps(env.state())
     again = env.step(Action(name="cancel_order", arguments={"order_id": order_id, "reason": "no longer needed"}))
     assert again.observation.text == "Error: non-pending order cannot be cancelled" and again.info["error"] is True
     env.reset(task)
@@ -220,6 +225,8 @@ def test_tools_have_openai_schemas() -> None:
         function = schema["function"]
         assert schema["type"] == "function" and function["description"]
         assert set(function["parameters"]["required"]) <= set(function["parameters"]["properties"])
+    schemas[0]["function"]["parameters"]["properties"].clear()
+    assert tool_schemas()[0]["function"]["parameters"]["properties"]  # a copy each time
 
 
 # --------------------------------------------------------------------------------------------

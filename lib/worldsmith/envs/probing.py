@@ -28,6 +28,13 @@ the curious policy does); a step's success by its info's `error` where the envir
 else by the answer's text. Each step draws one component with a seeded RNG (weights are the
 constructor's keyword arguments); one with nothing to offer is skipped and the rest renormalised.
 The episode ends when the expert has nothing left (or at the caller's step cap).
+
+On BFCL: a hand-over is the expert's `respond` between user turns, so every turn gets its probes;
+the tool list grows with held-out functions. Names that are not reads (`cd`, `mkdir`, `post_tweet`)
+count as writes, so `cd` is followed by `ls()` or `pwd()`; BFCL's answers name files under keys such
+as `current_directory_content` that match no parameter, so existing values come mostly from earlier
+calls' arguments, and missing ones (`no_such_quux`) give `No such file or directory` answers. A one-
+shot write again (`mv`, `rm`, `rmdir`) fails; most BFCL writes are not one-shot and are not repeated.
 """
 
 from __future__ import annotations

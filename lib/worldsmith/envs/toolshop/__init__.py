@@ -6,6 +6,7 @@ OpenAI schemas (reads, queries by attribute, writes answering with the updated r
 in several styles), 20,000 distinct customer goals per seed and an expert that reaches them.
 """
 
+from worldsmith.envs.toolshop.conversations import conversation, conversations
 from worldsmith.envs.toolshop.db import BaseDB, Store, base_db
 from worldsmith.envs.toolshop.env import TASKS_PER_DB, ToolshopEnv, parse_task_id
 from worldsmith.envs.toolshop.tasks import RESPOND, Task, TaskSpec, resolve, task_book
@@ -22,6 +23,8 @@ __all__ = [
     "Tool",
     "ToolshopEnv",
     "base_db",
+    "conversation",
+    "conversations",
     "is_error_text",
     "parse_task_id",
     "resolve",

@@ -1,10 +1,11 @@
 """Scripted agent transcripts of toolshop tasks, as OpenAI chat conversations (what a real agent log looks like).
 
 One conversation per task: a system prompt (the shop's policy), the customer's message, then for
-each expert call an `assistant` message with one `tool_calls` entry (sometimes with a short
-remark in `content`, as agents do) and the `tool` message answering it (`tool_call_id`, the tool's
-real answer from the environment), and the agent's reply. Some customers then say thanks and get
-a last word. A share of conversations (`toolless_rate`) have no tool call at all: the customer
+each expert call an `assistant` message with a `tool_calls` entry (sometimes with a short remark in
+`content`, as agents do; two reads that need nothing from each other are sometimes sent together
+in one message) and the `tool` message answering it (`tool_call_id`, the tool's real answer from
+the environment), and the agent's reply. Before some writes the agent asks the customer to
+confirm and they do; some customers say thanks at the end and get a last word. A share of conversations (`toolless_rate`) have no tool call at all: the customer
 asks about the shop's policies and the agent answers from the system prompt. The result is what
 `worldsmith ingest` reads as the `openai` format; the tool definitions sit under `tools`.
 """
@@ -20,6 +21,7 @@ from worldsmith.envs.policies import ExpertPolicy
 from worldsmith.envs.recorder import record_episode
 from worldsmith.envs.toolshop.env import TASKS_PER_DB, ToolshopEnv
 from worldsmith.envs.toolshop.tools import tool_schemas
+from worldsmith.traces.model import Turn
 
 __all__ = ["FAQ", "SYSTEM_PROMPT", "conversation", "conversations", "toolless_conversation"]
 
@@ -48,9 +50,31 @@ FAQ: tuple[tuple[tuple[str, ...], str], ...] = (
     (("What do I need to give you so you can find my account?", "How do you look up my account?"),
      "Your email address is enough, or your first name, last name and zip code."),
 )
+CONFIRM_RATE = 0.3  # writes the agent confirms with the customer first
 _REMARKS = ("Let me look that up.", "One moment, please.", "I'll check that for you.", "Sure, let me see.")
 _THANKS = (("Thanks a lot!", "You're welcome! Is there anything else I can help you with?"),
            ("Great, thank you.", "Happy to help. Have a nice day!"))
+
+
+def _values(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _values(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _values(item)]
+    return [str(value)]
+
+
+def _parallel(first: Turn, second: Turn, known: str) -> bool:
+    """Whether an agent could have sent both reads at once: the second needs nothing the first answered."""
+    if first.info.get("write") or second.info.get("write"):
+        return False
+    return all(value in known or value not in first.observation.text for value in _values(second.action.arguments))
+
+
+def _arguments_words(arguments: Any) -> str:
+    if not isinstance(arguments, dict):
+        return str(arguments)
+    return ", ".join(f"{key}={value!r}" for key, value in arguments.items())
 
 
 def _call_id(rng: random.Random) -> str:
@@ -63,14 +87,23 @@ def conversation(env: ToolshopEnv, task: str, *, seed: int = 0) -> dict[str, Any
     episode = record_episode(env, ExpertPolicy(), task, max_steps=40, record_state=False)
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_PROMPT},
                                       {"role": "user", "content": episode.task or ""}]
-    for turn in episode.turns:
-        call_id = _call_id(rng)
-        messages.append({
-            "role": "assistant", "content": rng.choice(_REMARKS) if rng.random() < 0.25 else None,
-            "tool_calls": [{"id": call_id, "type": "function", "function": {
-                "name": turn.action.name, "arguments": orjson.dumps(turn.action.arguments).decode()}}],
-        })
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": turn.observation.text})
+    known = episode.task or ""  # what the agent had read before the current call
+    turns = list(episode.turns)
+    while turns:
+        group = [turns.pop(0)]
+        if turns and _parallel(group[0], turns[0], known) and rng.random() < 0.5:
+            group.append(turns.pop(0))
+        if group[0].info.get("write") and rng.random() < CONFIRM_RATE:
+            messages += [{"role": "assistant", "content": f"To confirm, I will call {group[0].action.name} with "
+                                                         f"{_arguments_words(group[0].action.arguments)}. Shall I go ahead?"},
+                         {"role": "user", "content": rng.choice(("Yes, please.", "Yes, go ahead.", "Correct, do it."))}]
+        calls = [{"id": _call_id(rng), "type": "function", "function": {
+            "name": turn.action.name, "arguments": orjson.dumps(turn.action.arguments).decode()}} for turn in group]
+        messages.append({"role": "assistant", "content": rng.choice(_REMARKS) if rng.random() < 0.25 else None,
+                         "tool_calls": calls})
+        for call, turn in zip(calls, group, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": turn.observation.text})
+            known += "\n" + turn.observation.text
     reply = next((event.content for event in reversed(episode.final_context) if event.role == "assistant"), "")
     messages.append({"role": "assistant", "content": reply})
     if rng.random() < 0.3:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from worldsmith.envs.base import EnvBase, EnvError, Step, UnknownTaskError
 from worldsmith.envs.bfcl import _call_from_action
 from worldsmith.envs.toolshop.db import Store, base_db
@@ -86,18 +88,16 @@ class ToolshopEnv(EnvBase):
         if call.name == RESPOND:
             text = call.kwargs.get("text", call.args[0] if call.args else "")
             return self._reply(episode, text if isinstance(text, str) else str(text))
+        tool = TOOLS.get(call.name)
+        names = list(tool.properties) if tool is not None else []
+        arguments: dict[str, Any] = {}
         if call.problem is not None:
             observation = f"Error: {call.problem}"
-            arguments: dict[str, Any] = {}
-        else:
-            tool = TOOLS.get(call.name)
-            names = list(tool.properties) if tool is not None else []
-            if len(call.args) > len(names):
-                observation, arguments = f"Error: {call.name} takes at most {len(names)} arguments", {}
-            else:
-                arguments = {**dict(zip(names, call.args, strict=False)), **call.kwargs}
-                observation = run_tool(episode.store, call.name, arguments)
-        tool = TOOLS.get(call.name)
+        elif len(call.args) > len(names) and tool is not None:
+            observation = f"Error: {call.name} takes at most {len(names)} arguments"
+        else:  # positional arguments in the schema's order
+            arguments = {**dict(zip(names, call.args, strict=False)), **call.kwargs}
+            observation = run_tool(episode.store, call.name, arguments)
         error = is_error_text(observation)
         write = tool is not None and tool.writes
         episode.calls.append(Seen(call.name, arguments, observation, error, write))
@@ -113,8 +113,10 @@ class ToolshopEnv(EnvBase):
         episode = self._episode
         if episode is None:
             return None
-        return {"db": episode.task.spec.db, "user": episode.store.get("users", episode.task.spec.user_id),
-                "changed": episode.store.snapshot()}
+        state = {"db": episode.task.spec.db, "user": episode.store.get("users", episode.task.spec.user_id),
+                 "changed": episode.store.snapshot()}
+        copied: dict[str, Any] = orjson.loads(orjson.dumps(state))  # a snapshot: later writes must not show in it
+        return copied
 
     def close(self) -> None:
         self._episode = None

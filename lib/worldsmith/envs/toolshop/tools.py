@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from worldsmith.envs.toolshop.db import Store
 
 __all__ = ["CANCEL_REASONS", "TOOLS", "Tool", "ToolError", "is_error_text", "run_tool", "tool_schemas"]
@@ -494,8 +496,9 @@ TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
 
 
 def tool_schemas() -> list[dict[str, Any]]:
-    """Every tool as an OpenAI function definition (a fresh copy)."""
-    return [tool.schema() for tool in TOOLS.values()]
+    """Every tool as an OpenAI function definition (a fresh copy: callers may change it)."""
+    schemas: list[dict[str, Any]] = orjson.loads(orjson.dumps([tool.schema() for tool in TOOLS.values()]))
+    return schemas
 
 
 def _type_problem(name: str, value: Any, schema: dict[str, Any]) -> str | None:
