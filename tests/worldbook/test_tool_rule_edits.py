@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import lookup_api
 import tool_api
 from worldsmith.worldbook import (
     FieldChange,
@@ -18,6 +19,7 @@ from worldsmith.worldbook import (
     apply_changes,
     learn_tool_rules,
 )
+from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.tool_rule_edits import change_status_op, drop_change_op, template_op, tool_rule_status_op
 from worldsmith.worldbook.tool_rule_text import describe_change, describe_tool_rule
 
@@ -25,6 +27,12 @@ from worldsmith.worldbook.tool_rule_text import describe_change, describe_tool_r
 @pytest.fixture(scope="module")
 def learned() -> dict[str, ToolRule]:
     return {rule.tool: rule for rule in learn_tool_rules(tool_api.evidence())}
+
+
+@pytest.fixture(scope="module")
+def lookups() -> dict[str, ToolRule]:
+    """Query, empty and precondition rules learned from a shop log (`worldbook.lookup_rules`)."""
+    return {rule.id: rule for rule in learn_lookup_rules(lookup_api.cancel_log().items)}
 
 
 def test_a_learned_write_reads_as_its_selector_changes_and_answer(learned: dict[str, ToolRule]) -> None:
@@ -37,7 +45,7 @@ def test_a_learned_write_reads_as_its_selector_changes_and_answer(learned: dict[
     assert describe_tool_rule(learned["return_items"]).endswith('; answers "Return requested."')
 
 
-def test_changes_other_kinds_and_unsupported_parts_are_named() -> None:
+def test_changes_and_their_unsupported_parts_are_named() -> None:
     assert describe_change(FieldChange(path="balance", op="sub", argument="amount", status=RuleStatus.SUPPORTED)) \
         == "subtracts amount from balance"
     assert describe_change(FieldChange(path="refund", op="sum", argument="item_ids", source="items.price")) \
@@ -47,16 +55,19 @@ def test_changes_other_kinds_and_unsupported_parts_are_named() -> None:
         FieldChange(path="country", op="field", source="address.country", status=RuleStatus.SUPPORTED),
         FieldChange(path="kind", op="set", value="home", status=RuleStatus.SUPPORTED)])
     assert describe_change(built) == 'builds address from city, with country from address.country, kind="home"'
-    refusal = ToolRule(id="precondition:cancel_order:1", tool="cancel_order", kind="precondition",
-                       template="Error: order {arg.order_id} is not pending", description="status != pending")
-    assert describe_tool_rule(refusal) == \
-        'cancel_order (precondition): status != pending → "Error: order {arg.order_id} is not pending"'
 
 
-def test_each_edit_is_a_new_version_and_undo_restores_it(tmp_path: Path, learned: dict[str, ToolRule]) -> None:
+def test_lookup_rules_read_as_their_description_and_answer(lookups: dict[str, ToolRule]) -> None:
+    assert describe_tool_rule(lookups["precondition:cancel_pending_order:2"]) == (
+        "cancel_pending_order (precondition): order_id's status not in ['pending'] → "
+        '"Error: non-pending order cannot be cancelled"')
+    assert describe_tool_rule(lookups["empty:find_user_id_by_email"]).endswith('→ "Error: user not found"')
+
+
+def test_each_edit_is_a_new_version_and_undo_restores_it(tmp_path: Path, learned: dict[str, ToolRule],
+                                                        lookups: dict[str, ToolRule]) -> None:
     store = WorldbookStore(tmp_path / "worldbooks")
-    refusal = ToolRule(id="precondition:cancel_order:1", tool="cancel_order", kind="precondition",
-                       template="Error: not pending")
+    refusal = lookups["precondition:cancel_pending_order:2"]
     first = store.save(Worldbook(name="shop", tool_rules=[*learned.values(), refusal])).version
     cancel = learned["cancel_order"]
 
@@ -76,20 +87,24 @@ def test_each_edit_is_a_new_version_and_undo_restores_it(tmp_path: Path, learned
     after = apply_changes(dropped, order, {"order_id": "#W1000", "reason": "no longer needed"})
     assert after is not None and after["status"] == "pending" and after["cancel_reason"] == "no longer needed"
     book = patched(template_op(refusal, "Error: order {arg.order_id} cannot be cancelled"), "wording")
-    assert next(r for r in book.tool_rules if r.kind == "precondition").template.startswith("Error: order {arg")
+    worded = next(r for r in book.tool_rules if r.id == refusal.id)
+    assert worded.template == "Error: order {arg.order_id} cannot be cancelled"
+    assert worded.precondition is not None and worded.precondition.template == worded.template  # what executes
+    assert worded.precondition.test == "not_in_values" and worded.status == refusal.status
     assert len(store.history("shop")) == 5
     store.undo("shop", author="test")
-    assert next(r for r in store.load("shop").tool_rules if r.kind == "precondition").template == "Error: not pending"
+    assert next(r for r in store.load("shop").tool_rules if r.id == refusal.id) == refusal
     assert next(r for r in store.load("shop", first).tool_rules if r.id == cancel.id) == cancel  # versions stay
 
 
-def test_edits_that_do_not_fit_the_rule_are_refused(learned: dict[str, ToolRule]) -> None:
+def test_edits_that_do_not_fit_the_rule_are_refused(learned: dict[str, ToolRule],
+                                                   lookups: dict[str, ToolRule]) -> None:
     cancel = learned["cancel_order"]
     with pytest.raises(ValueError, match="changes no field 'shipping'.*it changes cancel_reason"):
         drop_change_op(cancel, "shipping")
     with pytest.raises(ValueError, match="a write rule has no template"):
         template_op(cancel, "Cancelled.")
-    empty = ToolRule(id="empty:search", tool="search", kind="empty", template="[]")
+    empty = lookups["empty:find_user_id_by_email"]
     with pytest.raises(ValueError, match="the template is empty"):
         template_op(empty, "  ")
     with pytest.raises(ValueError, match="is a empty rule: it has no field changes"):

@@ -17,13 +17,19 @@ from workbench.traces.timeline import changes_frame
 from worldsmith.sim import Audit
 from worldsmith.traces.json_diff import json_changes
 
-__all__ = ["answer_source", "record_rows", "render_records"]
+__all__ = ["answer_source", "record_name", "record_rows", "render_records"]
 
 
 def answer_source(audit: Audit) -> str:
     """The answer source that answered (`audit.source`, where the simulator records it), else the route."""
     source = getattr(audit, "source", None)
     return str(source) if source else audit.route
+
+
+def record_name(record: dict[str, Any]) -> str:
+    """`order_id=#W1` for the key as the record source writes it (a string) or as a [kind, id] pair."""
+    key = record.get("key", "?")
+    return "=".join(str(part) for part in key) if isinstance(key, (list, tuple)) else str(key)
 
 
 def record_rows(record: dict[str, Any]) -> list[dict[str, str]]:
@@ -38,15 +44,12 @@ def render_records(audit: Audit, *, key: str) -> None:
     """Each record the answer read or changed: its key, the fields changed (a table) and the record after."""
     for number, record in enumerate(audit.records):
         before, after = record.get("before"), record.get("after")
-        name = md_code(record.get("key", "?"))
-        if before is None:
-            st.markdown(f"**Record** {name} · read")
+        name = md_code(record_name(record))
+        if before is None or before == after:
+            st.markdown(f"**Record** {name} · {'read' if before is None else 'unchanged'}")
         else:
             rows = record_rows(record)
             st.markdown(f"**Record** {name} · {len(rows):d} field change{'' if len(rows) == 1 else 's'}")
-            if rows:
-                st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_record_{number}")
-            else:
-                st.caption("no field changed")
+            st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_record_{number}")
         if after is not None:
             st.json(after, expanded=False)

@@ -24,13 +24,16 @@ def tool_rule_status_op(rule: ToolRule, status: RuleStatus | str) -> PatchOp:
 
 
 def template_op(rule: ToolRule, template: str) -> PatchOp:
-    """A precondition's or empty result's answer text replaced."""
+    """A precondition's or empty result's answer text replaced ({arg.x} slots the argument x)."""
     if rule.kind not in TEMPLATED_KINDS:
         raise ValueError(f"tool rule {rule.id!r}: a {rule.kind} rule has no template to edit "
                          f"(only {', '.join(TEMPLATED_KINDS)})")
     if not template.strip():
         raise ValueError(f"tool rule {rule.id!r}: the template is empty")
-    return PatchOp(op="update_tool_rule", id=rule.id, fields={"template": template})
+    fields: dict[str, object] = {"template": template}
+    if rule.precondition is not None:  # the precondition source answers with its spec's text: edit both alike
+        fields["precondition"] = {**rule.precondition.model_dump(mode="json"), "template": template}
+    return PatchOp(op="update_tool_rule", id=rule.id, fields=fields)
 
 
 def _changes_index(rule: ToolRule, path: str) -> int:

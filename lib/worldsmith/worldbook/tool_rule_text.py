@@ -101,7 +101,7 @@ def describe_tool_rule(rule: ToolRule) -> str:
         return f"{rule.tool} " + "; ".join(parts) if parts else f"{rule.tool} changes nothing"
     line = f"{rule.tool} ({rule.kind})"
     if rule.description:
-        line += f": {_short(rule.description, 120)}"
+        line += f": {_short(rule.description, 160)}"
     if rule.template:
         line += f" → {_short(json.dumps(rule.template, ensure_ascii=False))}"
     return line
