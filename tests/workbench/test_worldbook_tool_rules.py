@@ -127,3 +127,24 @@ def test_the_side_by_side_audit_shows_the_record_a_write_changed(empty_root: Pat
     assert any(str(m.value).startswith(f"**Record** `order_id={order}` · ") for m in at.markdown)
     diff = _table(at, "before")
     assert "/shipping_address/line1" in set(diff["path"])
+
+
+def test_a_preconditions_template_is_edited_from_its_card(empty_root: Path) -> None:
+    import lookup_api
+    from worldsmith.worldbook import Worldbook
+    from worldsmith.worldbook.lookup_rules import learn_lookup_rules
+
+    store = WorldbookStore(empty_root / "worldbooks")
+    store.save(Worldbook(name="lookups", tool_rules=learn_lookup_rules(lookup_api.cancel_log().items)))
+    rule_id = "precondition:cancel_pending_order:2"
+    at = open_page(WORLDBOOK)
+    no_exception(at.multiselect(key="wb_t_kind").set_value(["precondition"]).run())
+    assert set(_table(at, "summary")["kind"]) == {"precondition"}
+    no_exception(at.selectbox(key="wb_tool_rule").set_value(rule_id).run())
+    at.text_area(key=f"wb_ttemplate:{rule_id}").input("Error: order {arg.order_id} is no longer pending")
+    no_exception(at.button[[b.label for b in at.button].index("Save the template")].click().run())
+    assert any("template saved" in shown(s.value) for s in at.success)
+    edited = next(r for r in store.load("lookups").tool_rules if r.id == rule_id)
+    assert edited.template == "Error: order {arg.order_id} is no longer pending"
+    assert edited.precondition is not None and edited.precondition.template == edited.template
+    assert store.info("lookups", store.head("lookups")).message == f"{rule_id}: template edited"
