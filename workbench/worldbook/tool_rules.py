@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common.text import md_code, md_escape
-from workbench.worldbook.rule_card import render_turn_links
+from workbench.worldbook.rule_card import render_rule_evidence
 from workbench.worldbook.state import submit_patch
 from worldsmith.worldbook import FieldChange, PatchOp, RuleStatus, ToolRule, Worldbook, WorldbookStore
 from worldsmith.worldbook.tool_rule_edits import (
@@ -142,7 +142,8 @@ def _changes_editor(store: WorldbookStore, name: str, version: str, rule: ToolRu
     change = next(c for c in rule.changes if c.path == path)
     statuses = [s.value for s in RuleStatus]
     status = middle.selectbox("Its status", statuses, index=statuses.index(change.status.value),
-                              key=f"wb_tchange_status:{rule.id}:{path}")
+                              key=f"wb_tchange_status:{rule.id}:{path}",
+                              help="the verdict on this change; the rule's own status decides whether it executes")
     if right.button("Set", key="wb_tchange_set", disabled=status == change.status.value):
         _save(store, name, version, _edit_op(change_status_op, rule, path, status),
               f"{rule.id}: change {path}: {status}", f"{md_code(rule.id)}: the change of {md_code(path)} is {md_escape(status)}")
@@ -168,14 +169,7 @@ def _card(store: WorldbookStore, name: str, version: str, rule: ToolRule, datase
     if extra:
         with st.expander("Selector, response, conditions and template", icon=":material/data_object:"):
             st.json(extra, expanded=True)
-    columns = st.columns(3)
-    provenance = rule.provenance
-    for column, label, turns, total in zip(
-            columns, ("Supporting turns", "Contradicting turns", "Counterexamples"),
-            (provenance.supporting, provenance.contradicting, rule.counterexamples),
-            (provenance.count("supporting"), provenance.count("contradicting"), None), strict=True):
-        with column:
-            render_turn_links(label, turns, dataset, total=total)
+    render_rule_evidence(rule, dataset)
     st.divider()
     _status_editor(store, name, version, rule)
     if rule.kind in TEMPLATED_KINDS:
