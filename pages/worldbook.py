@@ -1,6 +1,7 @@
 """Worldbook: read the rules a simulator runs on, follow their evidence, edit them, go back.
 
-Every change (a rule's fields, conditions and effects, its status, a new rule, a note) is one
+Every change (a rule's fields, conditions and effects, its status, a new rule, a note, a tool rule's status,
+template or field changes) is one
 patch on the version shown, saved as a new immutable version with its parent recorded; if
 someone else changed the same rule or note meanwhile, the change is refused and the page says
 so. Provenance and counterexample links open the exact turns in Traces; a rule can be replayed
@@ -38,6 +39,7 @@ from workbench.worldbook.state import (
     shown_version,
     take_notices,
 )
+from workbench.worldbook.tool_rules import render_tool_rules
 from workbench.worldbook.tools import render_package, render_search
 from workbench.worldbook.url import remember_place, restore_place
 from workbench.worldbook.version_compare import render_version_compare
@@ -90,8 +92,9 @@ with st.container(border=True):  # the loop: every edit's held-out delta, on the
 
 render_serve_panel(book, name, version if version != head else None, root)
 
-rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
-    ["Rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"])
+rules_tab, tool_rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
+    ["Rules", "Tool rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"],
+    key="wb_tab", on_change="rerun")  # tracked, so a saved edit (a rerun with a notice above) stays on its tab
 
 with rules_tab:
     rules = select_rules(book.rules, render_rule_filters(book.rules))
@@ -125,6 +128,9 @@ with rules_tab:
             render_pending_save(store, name, version, source_dataset)
     with st.expander("Add a rule", icon=":material/add:"):
         render_add_rule_form(store, name, version, book)
+
+with tool_rules_tab:  # what tool-API calls do to the records they select (writes, queries, preconditions)
+    render_tool_rules(store, name, version, book, source_dataset)
 
 with routes_tab:
     render_route_table(book)

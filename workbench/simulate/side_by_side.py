@@ -21,6 +21,7 @@ from workbench.common import data
 from workbench.common.links import rule_query, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
+from workbench.simulate.records import answer_source, render_records
 from workbench.traces.timeline import render_json_changes, show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
@@ -199,13 +200,16 @@ def _state_panel(changes: list[StateChange], state_after: dict[str, Any] | None,
             st.json(state_after, expanded=False)
 
 
-def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: str) -> None:
+def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: str, key: str) -> None:
     audit = step.audit
     if audit is None:
         return
-    with st.expander(f"Audit: {md_escape(audit.route)}"):
-        st.caption(f"outcome {md_code(step.outcome)} · {audit.model_calls:d} model calls · "
-                   f"{audit.tokens:d} tokens · {audit.latency_s:.3f} s")
+    source = answer_source(audit)
+    with st.expander(f"Audit: {md_escape(audit.route)}" + (f" · source {md_escape(source)}" if source != audit.route
+                                                           else "")):
+        st.caption(f"answered by {md_code(source)} · outcome {md_code(step.outcome)} · {audit.model_calls:d} model "
+                   f"calls · {audit.tokens:d} tokens · {audit.latency_s:.3f} s")
+        render_records(audit, key=key)
         for rule_id in audit.rules:
             try:
                 rule = book.rule(rule_id)
@@ -274,7 +278,7 @@ def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | 
     else:
         st.caption("no real observation to score against")
     _state_panel(step.changes, step.state_after, f"sbs_{name}_{index}")
-    _audit_panel(step, book, dataset, root)
+    _audit_panel(step, book, dataset, root, f"sbs_audit_{name}_{index}")
 
 
 def _controls(runner: SideBySide) -> None:

@@ -10,25 +10,33 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from workbench.common.text import md_escape
+from workbench.common.text import md_code, md_escape
+from workbench.simulate.records import answer_source, record_name, render_records
 from worldsmith.sim import Session, SessionTurn, action_line
+
+TURN_COLUMNS = ["turn", "action", "observation", "outcome", "source", "route", "records", "model calls", "tokens"]
 
 
 def turns_frame(session: Session) -> pd.DataFrame:
-    """One row per committed turn: action, observation, outcome, route, cost."""
+    """One row per committed turn: action, observation, outcome, the source that answered, route, the records it
+    read or changed, cost."""
     rows = [{"turn": t.index, "action": action_line(t.action), "observation": t.prediction.observation,
-             "outcome": t.prediction.outcome, "route": t.prediction.audit.route,
+             "outcome": t.prediction.outcome, "source": answer_source(t.prediction.audit),
+             "route": t.prediction.audit.route,
+             "records": ", ".join(record_name(r) for r in t.prediction.audit.records),
              "model calls": t.prediction.audit.model_calls, "tokens": t.prediction.audit.tokens}
             for t in session.turns()]
-    return pd.DataFrame(rows, columns=["turn", "action", "observation", "outcome", "route", "model calls", "tokens"])
+    return pd.DataFrame(rows, columns=TURN_COLUMNS)
 
 
 def render_turn(turn: SessionTurn) -> None:
-    """The observation a turn committed, and how it was made (route, cost, notes, retrieved items, effects)."""
+    """The observation a turn committed, and how it was made (the source that answered, route, cost, notes, the
+    records it read or changed with their field diff, retrieved items, effects)."""
     prediction, audit = turn.prediction, turn.prediction.audit
     st.markdown(f"**Turn {turn.index:d}** · revision {turn.revision:d}")
     st.code(f"> {action_line(turn.action)}", language=None, wrap_lines=True)
     st.code(prediction.observation or "(empty observation)", language=None, wrap_lines=True)
+    st.markdown(f"**Answered by** {md_code(answer_source(audit))}")
     columns = st.columns(5)
     columns[0].metric("route", md_escape(audit.route))
     columns[1].metric("outcome", md_escape(prediction.outcome))
@@ -37,6 +45,7 @@ def render_turn(turn: SessionTurn) -> None:
     columns[4].metric("latency", f"{audit.latency_s:.3f} s")
     for note in audit.notes:
         st.text(f"note: {note}")
+    render_records(audit, key=f"sim_turn_{turn.index}")
     details: dict[str, Any] = {"rules": audit.rules, "retrieved": audit.retrieved, "tool_calls": audit.tool_calls,
                                "effects": [e.model_dump(mode="json") for e in prediction.effects],
                                "conflicts": audit.conflicts, "rejected_effects": audit.rejected_effects}

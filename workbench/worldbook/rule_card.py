@@ -17,7 +17,7 @@ from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.traces.timeline import show_text
 from worldsmith.traces.model import Turn
-from worldsmith.worldbook import Rule
+from worldsmith.worldbook import Rule, ToolRule
 
 __all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links", "render_turn_preview"]
 
@@ -74,8 +74,9 @@ def render_rule_header(rule: Rule) -> None:
                 f"support {rule.support:d} · confidence {rule.confidence:.2f}")
 
 
-def render_rule_evidence(rule: Rule, dataset: str | None) -> None:
-    """Supporting, contradicting and counterexample turns in three columns of Traces links."""
+def render_rule_evidence(rule: Rule | ToolRule, dataset: str | None) -> None:
+    """Supporting, contradicting and counterexample turns (of a rule or a tool rule) in three columns of Traces
+    links."""
     columns = st.columns(3)
     provenance = rule.provenance
     for column, label, turns, total in zip(

@@ -1,6 +1,6 @@
 """The Worldbook page's place in the browser history: what Back returns to.
 
-The worldbook, the open rule and the filters are bound to query parameters (`bind="query-params"`),
+The worldbook, the open rule and the filters (of rules and of tool rules) are bound to query parameters (`bind="query-params"`),
 so a URL such as `worldbook?wb_rule=take.r1&wb_f_action=take` reopens them. One gap remains:
 following an `st.page_link` with query parameters (an evidence turn into Traces) makes Streamlit
 push the target's parameters onto the *current* path before it switches pages, so the first Back
@@ -16,7 +16,7 @@ from streamlit.errors import StreamlitAPIException
 __all__ = ["FOREIGN_PARAMS", "WORLDBOOK_KEYS", "remember_place", "restore_place"]
 
 WORLDBOOK_KEYS = ("wb_name", "wb_f_status", "wb_f_action", "wb_f_search", "wb_f_min_confidence", "wb_f_min_support",
-                  "wb_f_sort", "wb_rule")
+                  "wb_f_sort", "wb_rule", "wb_t_kind", "wb_t_status", "wb_t_tool", "wb_tool_rule")
 FOREIGN_PARAMS = ("dataset", "turn", "episode")  # the Traces links' parameters (workbench.common.links)
 _REMEMBERED = "wb_place"
 

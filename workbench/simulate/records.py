@@ -1,0 +1,55 @@
+"""What a prediction read or changed in the tool-API records, and which source answered: for failure analysis.
+
+A write answered from the records (`sim.sources.records`) keeps the record before and after the learned
+changes in `Audit.records`; shown here as the record and a field-level JSON diff (path, before, after), so
+a wrong answer can be traced to the field a rule got wrong. No expanders: the side-by-side view draws this
+inside its audit expander. Record values are untrusted: they reach the page as dataframes and st.json only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from workbench.common.text import md_code
+from workbench.traces.timeline import changes_frame
+from worldsmith.sim import Audit
+from worldsmith.traces.json_diff import json_changes
+
+__all__ = ["answer_source", "record_name", "record_rows", "render_records"]
+
+
+def answer_source(audit: Audit) -> str:
+    """The answer source that answered (`audit.source`, where the simulator records it), else the route."""
+    source = getattr(audit, "source", None)
+    return str(source) if source else audit.route
+
+
+def record_name(record: dict[str, Any]) -> str:
+    """`order_id=#W1` for the key as the record source writes it (a string) or as a [kind, id] pair."""
+    key = record.get("key", "?")
+    return "=".join(str(part) for part in key) if isinstance(key, (list, tuple)) else str(key)
+
+
+def record_rows(record: dict[str, Any]) -> list[dict[str, str]]:
+    """The field-level diff of one `Audit.records` entry: a row per path added, removed or changed."""
+    before, after = record.get("before"), record.get("after")
+    if before is None or after is None:
+        return []
+    return changes_frame(json_changes(before, after))
+
+
+def render_records(audit: Audit, *, key: str) -> None:
+    """Each record the answer read or changed: its key, the fields changed (a table) and the record after."""
+    for number, record in enumerate(audit.records):
+        before, after = record.get("before"), record.get("after")
+        name = md_code(record_name(record))
+        if before is None or before == after:
+            st.markdown(f"**Record** {name} · {'read' if before is None else 'unchanged'}")
+        else:
+            rows = record_rows(record)
+            st.markdown(f"**Record** {name} · {len(rows):d} field change{'' if len(rows) == 1 else 's'}")
+            st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_record_{number}")
+        if after is not None:
+            st.json(after, expanded=False)
