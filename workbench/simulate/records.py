@@ -21,9 +21,9 @@ __all__ = ["answer_source", "record_name", "record_rows", "render_records"]
 
 
 def answer_source(audit: Audit) -> str:
-    """The answer source that answered (`audit.source`, where the simulator records it), else the route."""
-    source = getattr(audit, "source", None)
-    return str(source) if source else audit.route
+    """The answer source that answered (`audit.source`), else the route (a prediction recorded before sources
+    were named, or one no source answered)."""
+    return audit.source or audit.route
 
 
 def record_name(record: dict[str, Any]) -> str:
