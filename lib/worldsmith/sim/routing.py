@@ -38,7 +38,7 @@ _TRUSTED_UNMEASURED = frozenset({"rule", "shell", "entity", "place_memory", "map
 # pooled record, only by the action's own. (`scope`, a refusal of things not in view, is one answer the whole
 # environment gives: an action too rare to have its own record is judged by the pooled one.)
 _PER_ACTION_ONLY = frozenset({"place_view", "place_form", "place_evidence", "aligned_evidence", "scope_form",
-                              "inventory", "fields"})
+                              "inventory", "fields", "record_read", "record_store"})
 # The audit route each source is reported under.
 ROUTE_NAMES = {"rule": "fast_path", "memory": "fallback:episode_memory", "entity": "state:entity", "shell": "state:shell",
                "memory_state": "state:memory",
