@@ -5,6 +5,7 @@ and on BFCL's real TradingBot backend."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,26 @@ def test_bfcl_recorded_cancel_is_learned_and_answers_the_real_backend() -> None:
     assert prediction.observation == real[3][2], prediction.audit
     assert prediction.audit.route == "state:record_read"
     assert prediction.audit.records and prediction.audit.records[0]["after"]["symbol"] == "NVDA"
+
+
+def test_no_read_from_a_record_a_call_of_unknown_effect_named_since() -> None:
+    evidence = []
+    for e in range(4):
+        order = {"order_id": f"o{e}", "note": "-"}
+        evidence += [_ev_text(f"e{e}", 0, "get_order", {"order_id": f"o{e}"}, json.dumps(order)),
+                     _ev_text(f"e{e}", 1, "scribble", {"order_id": f"o{e}"}, "ok"),
+                     _ev_text(f"e{e}", 2, "get_order", {"order_id": f"o{e}"}, json.dumps({**order, "note": f"x{e * 7}"}))]
+    tracker = RecordTracker(evidence, learn_tool_rules(evidence))
+    assert "scribble" in tracker.effectful and not tracker.executable
+    tracker.reset()
+    tracker.observe("get_order", {"order_id": "o9"}, json.dumps({"order_id": "o9", "note": "-"}))
+    assert [p.source for p in tracker.propose("get_order", {"order_id": "o9"})] == ["record_read"]
+    tracker.observe("scribble", {"order_id": "o9"}, "ok")
+    assert tracker.propose("get_order", {"order_id": "o9"}) == []
+
+
+def _ev_text(episode: str, index: int, tool: str, arguments: dict, observation: str) -> Any:
+    from worldsmith.worldbook.model import Evidence
+
+    return Evidence(turn_id=f"{episode}#{index}", action=tool, arguments=arguments,
+                    action_text=f"{tool}({json.dumps(arguments)})", observation=observation)

@@ -71,7 +71,7 @@ def test_the_routing_tables_are_derived_from_the_registry_and_keep_their_values(
                                            "entity", "place_memory", "map", "memory"}
     assert routing._PER_ACTION_ONLY == {"place_view", "place_form", "place_evidence", "aligned_evidence",
                                         "scope_form", "inventory", "fields", "precondition", "precondition_enum",
-                                        "query", "query_empty"}
+                                        "query", "query_empty", "record_read", "record_store"}
     assert routing.ROUTE_NAMES["rule"] == "fast_path" and routing.ROUTE_NAMES["memory"] == "fallback:episode_memory"
     assert routing.ROUTE_NAMES["place_evidence"] == "evidence:place" and routing.ROUTE_NAMES["map"] == "state:map"
     specs = source_specs()

@@ -68,8 +68,9 @@ def parse_json(text: str) -> Any:
 
 def json_layout(text: str) -> Layout | None:
     """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None."""
-    value = parse_json(text)
-    if value is None:
+    try:
+        value = json.loads(text)
+    except ValueError:
         return None
     for separators in ((", ", ": "), (",", ":"), (",", ": ")):
         for ascii_only in (False, True):

@@ -51,13 +51,31 @@ def _record_entry(key: RecordKey, before: Any, after: Any) -> dict[str, Any]:
     return {"key": f"{key[0]}={key[1]}", "before": before, "after": after}
 
 
-def _merge_order(order: list[str], keys: Sequence[str]) -> None:
-    """Add an answer's keys to a tool's key order: a key not seen before goes after the key before it."""
-    previous: str | None = None
-    for key in keys:
-        if key not in order:
-            order.insert(order.index(previous) + 1 if previous is not None else 0, key)
-        previous = key
+def _effectful(evidence: Sequence[Evidence], known: set[str]) -> set[str]:
+    """Tools (besides `known` ones) that changed what they named: a record they named was shown differently after
+    their call than before it, on at least half the times they named a record shown before (one pass)."""
+    from worldsmith.worldbook.induce import group_by_episode
+
+    named: Counter[str] = Counter()
+    blamed: Counter[str] = Counter()
+    for items in group_by_episode(evidence).values():
+        last: dict[str, Any] = {}  # id -> its record as last shown
+        since: dict[str, set[str]] = defaultdict(set)  # id -> tools that named it since it was last shown
+        for item in items:
+            value = parse_json(item.observation)
+            for _, ident, record in own_records(value) if value is not None else ():
+                ident = str(ident)
+                if ident in last and since.get(ident):
+                    changed = any(last[ident][k] != record[k] for k in last[ident].keys() & record.keys())
+                    for tool in since.pop(ident):
+                        named[tool] += 1
+                        blamed[tool] += changed
+                last[ident] = record
+            if item.action not in known:
+                for argument in arguments_of(item).values():
+                    if isinstance(argument, str | int) and not isinstance(argument, bool) and str(argument) in last:
+                        since[str(argument)].add(item.action)
+    return {tool for tool, count in named.items() if blamed[tool] * 2 >= count and blamed[tool] > 0}
 
 
 class RecordTracker:
@@ -73,12 +91,14 @@ class RecordTracker:
         self.store = EntityStore.from_evidence(evidence, {e.action for e in evidence} - set(self.writes))
         self.layouts: dict[str, Layout] = {}
         self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
-        self.orders: dict[str, list[str]] = {}  # read tool -> the keys its answers show, in their order
+        self.shows: dict[str, frozenset[str]] = {}  # read tool -> the keys it always shows (a projection: a status)
         self._learn_reads(evidence)
+        self.effectful = _effectful(evidence, self.reads | self.executable)
         self.reset()
 
     def _learn_reads(self, evidence: Sequence[Evidence]) -> None:
         layouts: dict[str, Counter[Layout]] = defaultdict(Counter)
+        keysets: dict[str, Counter[frozenset[str]]] = defaultdict(Counter)
         whole: Counter[str] = Counter()
         answered: Counter[str] = Counter()
         for item in evidence:
@@ -92,17 +112,22 @@ class RecordTracker:
             answered[item.action] += 1
             if top_record(value, arguments[selector[0]]) is not None:
                 whole[item.action] += 1
-                _merge_order(self.orders.setdefault(item.action, []), list(value))
+                keysets[item.action][frozenset(value)] += 1
             layout = json_layout(item.observation)
             if layout is not None:
                 layouts[item.action][layout] += 1
         self.layouts = {tool: counts.most_common(1)[0][0] for tool, counts in layouts.items()}
         self.reads = {tool for tool, count in whole.items() if count >= _WHOLE_SHARE * answered[tool]}
+        for tool, counts in keysets.items():
+            keys, count = counts.most_common(1)[0]
+            if count >= _WHOLE_SHARE * sum(counts.values()):
+                self.shows[tool] = keys
 
     # ------------------------------------------------------------------ episode state
     def reset(self, opening: str = "") -> None:
         self.records: dict[RecordKey, dict[str, Any]] = {}  # the order of updates: the last is the newest
         self.changed: set[RecordKey] = set()  # records a write changed in ways its answer did not show
+        self.stale: set[str] = set()  # ids a call of an unknown effect named since their record was last shown
 
     def _keys(self, tool: str, ident: Any) -> list[RecordKey]:
         argument, key = self.selectors[tool]
@@ -132,12 +157,16 @@ class RecordTracker:
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         value = parse_json(observation)
+        if name in self.effectful:  # a call of unknown effect that changed what it named in the evidence
+            self.stale.update(str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool))
         updated = self._written(name, arguments, observation, value) if name in self.writes else None
         if value is not None:
             for key, ident, record in own_records(value):
                 self._put(record_key(key, ident), copy.deepcopy(record))
                 self.changed.discard(record_key(key, ident))
+                self.stale.discard(str(ident))
         if updated is not None:
+            self.stale.discard(updated[0][1])
             self._put(updated[0], updated[1])
             if updated[2]:
                 self.changed.add(updated[0])
@@ -192,9 +221,12 @@ class RecordTracker:
         if selected is None or layout is None:
             return []
         rkey, record, where = selected
-        shown = {k: record[k] for k in self.orders.get(name, ()) if k in record}  # the fields this tool shows
-        if not shown:
+        if rkey[1] in self.stale:
+            return []  # a call whose effect the book does not know named it since: as shown may be as it was
+        keys = self.shows.get(name)
+        if keys is not None and not keys <= record.keys():
             return []
+        shown = {k: v for k, v in record.items() if keys is None or k in keys}  # in the record's order
         text = dump_layout(shown, layout)
         entry = [_record_entry(rkey, None, record)]
         if where == "store":
@@ -210,8 +242,8 @@ class RecordTracker:
 
 
 @answer_source("records", snapshot_key="records", answers=(
-        Answer("record_write", rank=25, trusted=True), Answer("record_read", rank=27, trusted=True),
-        Answer("record_store", route="evidence:record_store", rank=135)))
+        Answer("record_write", rank=25, trusted=True), Answer("record_read", rank=27, trusted=True, per_action=True),
+        Answer("record_store", route="evidence:record_store", rank=135, per_action=True)))
 def _records(context: SourceContext) -> AnswerSource:
     """Tool-API records: writes answered with their learned changes, reads of changed or known records."""
     return TrackerSource(RecordTracker(context.evidence, context.book.tool_rules if context.config.knowledge else ()),
