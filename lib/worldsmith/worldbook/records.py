@@ -305,15 +305,15 @@ class StoredRecord:
                 del self.fields[name]
 
 
-def _merge(index: dict[RecordKey, StoredRecord], key: RecordKey, record: Mapping[str, Any], episode: str,
-           turn_id: str, family: str) -> StoredRecord | None:
-    """Merge a sighting into an index; the new entry when the key was not there."""
-    stored = index.get(key)
+def _merge(index: dict[Any, StoredRecord], at: Any, key: RecordKey, record: Mapping[str, Any], episode: str,
+           turn_id: str, family: str) -> bool:
+    """Merge a sighting into an index (at `at`); whether it is a new entry."""
+    stored = index.get(at)
     if stored is not None:
         stored.merge(record, episode, turn_id, family)
-        return None
-    stored = index[key] = StoredRecord(key, dict(record), episodes=[episode], turns=[turn_id], families={family})
-    return stored
+        return False
+    index[at] = StoredRecord(key, dict(record), episodes=[episode], turns=[turn_id], families={family})
+    return True
 
 
 class RecordStore:
@@ -326,7 +326,6 @@ class RecordStore:
     def __init__(self) -> None:
         self.records: dict[RecordKey, StoredRecord] = {}
         self.by_ident: dict[str, list[RecordKey]] = defaultdict(list)  # id value as text -> its record keys
-        self.entities: dict[RecordKey, StoredRecord] = {}
         self.by_kind: dict[str, dict[str, StoredRecord]] = {}  # kind -> id -> entity, in first-seen order
 
     @classmethod
@@ -351,14 +350,12 @@ class RecordStore:
     def _observe(self, value: Any, arguments: Mapping[str, Any], touched: set[str], episode: str, turn_id: str,
                  family: str) -> None:
         for key, ident, record in own_records(value):
-            if str(ident) not in touched and _merge(self.records, record_key(key, ident), record, episode, turn_id,
-                                                    family):
-                self.by_ident[str(ident)].append(record_key(key, ident))
+            rkey = record_key(key, ident)
+            if rkey[1] not in touched and _merge(self.records, rkey, rkey, record, episode, turn_id, family):
+                self.by_ident[rkey[1]].append(rkey)
         for kind, text, record in entity_records(value, arguments):
             if text not in touched:
-                added = _merge(self.entities, (kind, text), record, episode, turn_id, family)
-                if added is not None:
-                    self.by_kind.setdefault(kind, {})[text] = added
+                _merge(self.by_kind.setdefault(kind, {}), text, (kind, text), record, episode, turn_id, family)
 
     # ------------------------------------------------------------------ by own identifier (writes, reads)
     def get(self, key: str, ident: Any, *, stable_only: bool = True) -> dict[str, Any] | None:
@@ -380,7 +377,7 @@ class RecordStore:
     def summary(self) -> dict[str, Any]:
         return {"records": len(self.records), "stable": sum(r.stable for r in self.records.values()),
                 "id_keys": dict(Counter(k for k, _ in self.records).most_common()),
-                "entities": len(self.entities), "kinds": {k: len(v) for k, v in self.by_kind.items()}}
+                "entities": sum(map(len, self.by_kind.values())), "kinds": {k: len(v) for k, v in self.by_kind.items()}}
 
     # ------------------------------------------------------------------ by entity kind (queries, preconditions)
     def entity(self, kind: str, ident: Any) -> dict[str, Any] | None:
