@@ -14,7 +14,7 @@ from worldsmith.sim import build_simulator_book
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.sources.records import RecordTracker
 from worldsmith.traces.model import Action, Episode, Observation, Turn
-from worldsmith.worldbook import Worldbook, learn_tool_rules
+from worldsmith.worldbook import RecordStore, Worldbook, learn_tool_rules
 
 
 def _book(episodes: int = 30) -> Worldbook:
@@ -52,6 +52,22 @@ def test_read_after_a_text_answered_write_shows_the_change() -> None:
     shown = json.loads(prediction.observation)
     assert shown["status"] == "return requested" and shown["return_items"] == [order["items"][0]]
     assert prediction.audit.route == "state:record_read"
+
+
+def test_records_and_lookups_share_one_store_built_once_per_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    book = _book()
+    built: list[RecordStore] = []
+    original = RecordStore.from_evidence.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[RecordStore], *args: Any, **kwargs: Any) -> RecordStore:
+        built.append(original(cls, *args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(RecordStore, "from_evidence", classmethod(counting))
+    harness = Harness(book)
+    lookups = harness.source("lookups")
+    assert len(built) == 1 and harness.source("records").tracker.store is built[0]
+    assert lookups.queries.view.store is built[0] is lookups.preconditions.view.store
 
 
 def test_first_read_from_the_store_and_a_refused_write_changes_nothing() -> None:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from lookup_api import USERS, cancel_log, shop_log
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, id_shape
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.preconditions import learn_preconditions
 from worldsmith.worldbook.queries import learn_queries, render_answer, run_query
+from worldsmith.worldbook.records import EpisodeRecords, RecordStore, id_shape
 
 
 def test_store_keys_records_by_own_id_and_by_the_selecting_argument() -> None:
     store = RecordStore.from_evidence(shop_log().items)
-    assert store.get("user_id", "ann_lee_1")["email"] == "ann@x.com"
-    assert store.get("order_id", "#W1002")["status"] == "delivered"
-    assert store.get("id", "gift_card_3")["balance"] == 0
+    assert store.entity("user_id", "ann_lee_1")["email"] == "ann@x.com"
+    assert store.entity("order_id", "#W1002")["status"] == "delivered"
+    assert store.entity("id", "gift_card_3")["balance"] == 0
     assert store.coverage("order_id", ["#W1001", "#W1002"]) == 1.0
     assert id_shape("#W1001") == "#x" and id_shape("ann_lee_1") == "x_x_x" == id_shape("cu_9a_8")
 

@@ -11,10 +11,11 @@ from pydantic import ValidationError
 
 import tool_api
 from worldsmith.worldbook import (
-    EntityStore,
+    EpisodeRecords,
     FieldChange,
     Patch,
     PatchOp,
+    RecordStore,
     RuleStatus,
     ToolRule,
     Worldbook,
@@ -67,7 +68,7 @@ def test_store_keeps_initial_versions_and_marks_disagreeing_fields_unstable() ->
         _ev("b", 1, "get_user", {"user_id": "u2"}, {"user_id": "u2", "name": "Bo", "tier": "gold"}),
         _ev("c", 0, "get_user", {"user_id": "u2"}, {"user_id": "u2", "name": "Bo", "tier": "silver"}),
     ]
-    store = EntityStore.from_evidence(evidence, readers={"get_user"})
+    store = RecordStore.from_evidence(evidence, readers={"get_user"})
     assert store.get("user_id", "u1") == {"user_id": "u1", "name": "Ann", "balance": 10}  # not the paid 6
     assert store.records[("user_id", "u1")].episodes == ["a", "b"]
     assert store.get("user_id", "u2") is None  # tier differs across episodes
@@ -80,9 +81,28 @@ def test_store_skips_sightings_after_a_write_named_the_record() -> None:
     evidence = [_ev("a", 0, "pay", {"user_id": "u1", "amount": 4}, "ok"),
                 _ev("a", 1, "get_user", {"user_id": "u1"}, {"user_id": "u1", "balance": 6}),
                 _ev("b", 0, "get_user", {"user_id": "u1"}, {"user_id": "u1", "balance": 10})]
-    store = EntityStore.from_evidence(evidence, readers={"get_user"})
+    store = RecordStore.from_evidence(evidence, readers={"get_user"})
     assert store.get("user_id", "u1") == {"user_id": "u1", "balance": 10}
     assert store.records[("user_id", "u1")].episodes == ["b"]
+
+
+def test_one_pass_reads_an_answer_by_own_identifier_and_by_entity_kind() -> None:
+    """A `name` first is the record's own identifier for writes, an attribute for look-ups; a whole answer with
+    no id of its own is the entity its id-like argument selected (look-ups only); both keep families."""
+    evidence = [
+        _ev("a", 0, "get_tag", {"tag_id": "t1"}, {"name": "red", "tag_id": "t1"}),
+        _ev("a", 1, "get_profile", {"user_id": "u1"}, {"email": "a@x", "zip": "1"}),
+        _ev("b", 0, "get_tag", {"tag_id": "t1"}, {"name": "red", "tag_id": "t1"}),
+    ]
+    store = RecordStore.from_evidence(evidence, readers={"get_tag", "get_profile"}, families={"a": "f", "b": "g"})
+    assert store.get("name", "red") == {"name": "red", "tag_id": "t1"} and store.get("tag_id", "t1") is None
+    assert store.entity("tag_id", "t1") == {"name": "red", "tag_id": "t1"} and store.entity("name", "red") is None
+    assert store.entity("user_id", "u1") == {"email": "a@x", "zip": "1"} and store.keys_for("u1") == []
+    assert store.coverage("tag_id", ["t1"]) == 1.0 and store.coverage("user_id", ["u1"]) == 0.0
+    assert store.records[("name", "red")].families == {"f", "g"}
+    view = EpisodeRecords(store)
+    view.observe({"tag_id": "t2"}, json.dumps({"name": "blue", "tag_id": "t2"}))
+    assert [ident for ident, _ in view.all("tag_id")] == ["t1", "t2"]
 
 
 # ------------------------------------------------------------------------------------------------ relations

@@ -45,7 +45,6 @@ from worldsmith.worldbook.index import (
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
 from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
-from worldsmith.worldbook.lookup import RecordStore
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import (
@@ -80,7 +79,14 @@ from worldsmith.worldbook.preconditions import learn_preconditions
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.queries import learn_queries
-from worldsmith.worldbook.records import EntityStore, StoredRecord, iter_records, learn_selectors, own_records
+from worldsmith.worldbook.records import (
+    EpisodeRecords,
+    RecordStore,
+    StoredRecord,
+    iter_records,
+    learn_selectors,
+    own_records,
+)
 from worldsmith.worldbook.replay import (
     MatchMemo,
     ReplayReport,
@@ -140,7 +146,7 @@ __all__ = [
     "Effect",
     "EffectError",
     "Embedder",
-    "EntityStore",
+    "EpisodeRecords",
     "Evidence",
     "EvidenceRegression",
     "Extraction",

@@ -2,8 +2,8 @@
 
     rules = learn_lookup_rules(evidence, readers=readers)   # kinds query, empty, precondition
 
-One learn function per family over one record store (`worldbook.lookup.RecordStore`), each linear in the
-evidence: `query_rules` (an id or list found by matching arguments against record attributes,
+One learn function per family over one record store (`worldbook.records.RecordStore`, its entity reading),
+each linear in the evidence: `query_rules` (an id or list found by matching arguments against record attributes,
 `worldbook.queries`), `empty_rules` (the answer when nothing matches, from the same replay) and
 `precondition_rules` (learned error templates, `worldbook.preconditions`). Status, support and provenance are
 the learners'; a person curates them like any rule (`worldsmith book tools BOOK --kind query`).
@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from worldsmith.worldbook.lookup import RecordStore
 from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.preconditions import COMPLETE, learn_preconditions
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, learn_queries
+from worldsmith.worldbook.records import RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "query_rules"]
@@ -56,7 +56,7 @@ def empty_rules(queries: Sequence[QueryRule], store: RecordStore) -> list[ToolRu
     for q in queries:
         if q.empty is None:
             continue
-        coverage = store.coverage(q.kind, list(store.kinds.get(q.kind, {})))
+        coverage = store.coverage(q.kind, list(store.of_kind(q.kind)))
         ok = q.status == RuleStatus.SUPPORTED and q.empty_support >= MIN_SUPPORT \
             and q.empty_contradicting <= MAX_CONTRADICTION * q.empty_support and coverage >= COMPLETE
         out.append(ToolRule(id=_id("empty", q.action), tool=q.action, kind="empty", query=q, template=q.empty,

@@ -4,7 +4,8 @@
 enough": for a tool whose evidence holds both successes and a recurring error text, `learn_preconditions` looks
 for a test that holds on every call answered with that error and on no successful call, over the records the
 call's arguments select (at the time of the call: the entity store laid under what the episode showed so far,
-`worldbook.lookup`), one hop further (an order's `user_id` selects the user), and the arguments themselves:
+`worldbook.records.EpisodeRecords`), one hop further (an order's `user_id` selects the user), and the
+arguments themselves:
 
 - `unknown`: the selecting argument names no known record of its kind. Only where the store is complete for
   that kind (most ids that successful calls selected were shown by more than one episode, so an unseen id is
@@ -29,11 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, at_path, id_shape, leaves, selects_entities
+from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
-from worldsmith.worldbook.records import arguments_of, parse_json
+from worldsmith.worldbook.records import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_json
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 
@@ -72,7 +73,7 @@ def selections(arguments: Mapping[str, Any], view: EpisodeRecords, selects: Mapp
         record = view.get(kind, value)
         out[(name, None)] = (kind, record)
         for field, inner in (record or {}).items():
-            if field != kind and _scalar(inner) and field in view.store.kinds:
+            if field != kind and _scalar(inner) and view.store.has_kind(field):
                 out[(name, field)] = (field, view.get(field, inner))
     return out
 
@@ -256,7 +257,7 @@ def _score(rule: Precondition, calls: Sequence[_Call], store: RecordStore) -> Pr
 
 def _complete(kind: str, argument: str, calls: Sequence[_Call], store: RecordStore) -> bool:
     ids = [c.arguments[argument] for c in calls if c.template is None and _scalar(c.arguments.get(argument))
-           and store.get(kind, c.arguments[argument]) is not None]
+           and store.entity(kind, c.arguments[argument]) is not None]
     return store.coverage(kind, ids) >= COMPLETE
 
 

@@ -2,9 +2,9 @@
 
 `find_user_id_by_email(email)` answers `sara_doe_496`: the user record whose `email` equals the argument.
 `learn_queries` finds, per tool, the answer's form (a bare id, a JSON string, a field of a small object, a list
-of ids or records), the kind of record the answered ids belong to in the entity store (`worldbook.lookup`), and
-for each argument the attribute path it is compared with (`first_name` -> `name.first_name`, `zip` ->
-`address.zip`) and how (`exact`; `ci`, case-insensitive, only where some answer needed it; `contains`). The rule
+of ids or records), the kind of record the answered ids belong to in the entity store
+(`worldbook.records.RecordStore`), and for each argument the attribute path it is compared with (`first_name`
+-> `name.first_name`, `zip` -> `address.zip`) and how (`exact`; `ci`, case-insensitive, only where some answer needed it; `contains`). The rule
 is then replayed over every call of the tool: it is supported when it reproduces at least `MIN_SUPPORT`
 answers for different arguments and contradicts at most `MAX_CONTRADICTION` of those it could check (an attribute
 that matched once by chance makes no supported rule). A list's order is the one the evidence shows (first seen,
@@ -20,10 +20,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore, at_path, leaves, selects_entities
+from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus
-from worldsmith.worldbook.records import Layout, dump_layout, parse_json
+from worldsmith.worldbook.records import EpisodeRecords, Layout, RecordStore, dump_layout, parse_json
 from worldsmith.worldbook.records import json_layout as layout_of
 
 __all__ = [
@@ -125,8 +125,8 @@ class QueryIndex:
         self.rule = rule
         self.indexed = [m for m in rule.matches if m.mode != "contains"]
         self.by_value: list[dict[str, list[str]]] = [defaultdict(list) for _ in self.indexed]
-        self.order = {ident: at for at, ident in enumerate(store.kinds.get(rule.kind, {}))}
-        for ident, record in store.kinds.get(rule.kind, {}).items():
+        self.order = {ident: at for at, ident in enumerate(store.of_kind(rule.kind))}
+        for ident, record in store.of_kind(rule.kind).items():
             for match, index in zip(self.indexed, self.by_value, strict=True):
                 for value in _values(at_path(record, match.path)):
                     index[_key(value, match.mode)].append(ident)
@@ -224,7 +224,7 @@ def _vote(item: Evidence, store: RecordStore, shapes: Counter[_Shape], present: 
         for kind in kinds:
             shape = (form, key, kind)
             shapes[shape] += 1
-            records = [store.get(kind, ident) for ident in ids]
+            records = [store.entity(kind, ident) for ident in ids]
             for name, value in arguments.items():
                 present[(shape, name)] += 1
                 common: dict[tuple[str, ...], Mode] | None = None
@@ -290,7 +290,7 @@ def _count_layout(rule: QueryRule, observation: str, layouts: Counter[Layout], f
 def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], store: RecordStore) -> QueryRule:
     """Score what the rule found on every call of its tool (with the episode's records at the time): support,
     contradictions (answers whose records the store knows, found otherwise), list order and the empty response."""
-    known = store.kinds.get(rule.kind, {})
+    known = store.of_kind(rule.kind)
     layouts: Counter[Layout] = Counter()
     wrappers: Counter[str] = Counter()
     orders: Counter[str] = Counter()

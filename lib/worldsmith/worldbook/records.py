@@ -1,9 +1,11 @@
-"""JSON tool results as records, the argument that selects a record, and the cross-episode entity store.
+"""JSON tool results as records, the argument that selects a record, and the cross-episode record store.
 
     for key, ident, record in iter_records(json.loads(observation)): ...   # every identified object, any depth
     selectors = learn_selectors(evidence)          # {tool: (argument, id key)}: get_order(order_id) -> order_id
-    store = EntityStore.from_evidence(evidence)    # each record's initial version, merged across episodes
+    store = RecordStore.from_evidence(evidence)    # each record's initial version, merged across episodes
     store.get("order_id", "#W123")                 # its stable fields (None when no episode showed it)
+    store.entity("user_id", "u1"); store.of_kind("order_id")   # what query and precondition rules look up
+    view = EpisodeRecords(store)                   # one episode's latest versions laid over the store
 
 A *record* is a JSON object holding an identifier field (`_ID_KEY`: `id`, `*_id`, `*_number`, `name`, ...),
 keyed by (id key, id value as text). A tool's *selector* is the argument whose value equals the id of the
@@ -13,8 +15,16 @@ call reads or acts on.
 The store holds, per record, its *initial* version in each construction episode: the first sighting, by a
 tool that never changed a record it showed (a reader), before any call of another tool named the record's
 id in its arguments (a write may have changed it since). Fields on which episodes' initial versions disagree
-are *unstable* (the record differs per episode: another task's world) and left out. One pass over the
-evidence with dict indexes: linear in the number of turns.
+are *unstable* (the record differs per episode: another task's world) and left out; each record keeps the
+episodes and trajectory families (tasks) that showed it. One pass over the evidence with dict indexes: linear
+in the number of turns. It is built once per book build (write and look-up rules) and once per harness
+(shared by the `records` and `lookups` sources).
+
+An answer is read two ways into the one store, because writes and look-ups name a record differently: by its
+own identifier (`own_records`: the first identifier field, where a `name` identifies too) for write rules and
+record reads, and by *entity kind* (`entity_records`: `id` / `*_id` only, a name being an attribute a query
+matches; a whole answer that names no id of its own keyed by the argument that selected it) for queries and
+preconditions.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -32,11 +42,14 @@ from worldsmith.worldbook.model import Evidence
 
 __all__ = [
     "ID_KEY",
-    "EntityStore",
+    "EpisodeRecords",
     "Layout",
+    "RecordStore",
     "StoredRecord",
     "arguments_of",
     "dump_layout",
+    "entity_records",
+    "id_shape",
     "iter_records",
     "own_records",
     "json_layout",
@@ -221,67 +234,131 @@ def learn_readers(evidence: Sequence[Evidence]) -> set[str]:
     return {tool for tool in shown if changed[tool] <= READER_CHANGE_SHARE * (changed[tool] + same[tool])}
 
 
+# Keys that name an entity's own identifier for look-ups (a name or a code is an attribute a query matches).
+_OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
+
+
+def _entity_id(record: Mapping[str, Any]) -> str | None:
+    """The key of an entity's own identifier: `id` if it has one, else the first `*_id` key."""
+    if "id" in record and _scalar(record["id"]):
+        return "id"
+    return next((key for key, value in record.items() if _OWN_ID.search(key) and _scalar(value)), None)
+
+
+def entity_records(value: Any, arguments: Mapping[str, Any] | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(kind, id, record) for every entity at any depth of a tool result, the look-ups' reading: the kind is the
+    key of its `_OWN_ID` identifier (stricter than `ID_KEY`), and a whole result that names no id of its own is
+    keyed by the call's one id-like argument (`get_user_details(user_id=...)` -> kind `user_id`)."""
+    arguments = arguments or {}
+    top = value if isinstance(value, dict) else None
+    if top is not None and len(top) >= 2 and _entity_id(top) is None:  # one field: a message, not a record
+        ids = [(name, given) for name, given in arguments.items() if _OWN_ID.search(name) and _scalar(given)]
+        if len(ids) == 1:
+            yield ids[0][0], str(ids[0][1]), top
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            key = _entity_id(node)
+            if key is not None:
+                yield key, str(node[key]), node
+            stack.extend(item for item in reversed(list(node.values())) if isinstance(item, dict | list))
+        elif isinstance(node, list):
+            stack.extend(item for item in reversed(node) if isinstance(item, dict | list))
+
+
+def id_shape(value: Any) -> str:
+    """An id's form: each run of letters and digits as `x`, the other characters kept (`#O50174` -> `#x`,
+    `cu_9228d2` -> `x_x`): coarse on purpose, so hex or numeric ids of one kind share their form."""
+    return re.sub(r"[A-Za-z0-9]+", "x", str(value))
+
+
 @dataclass
 class StoredRecord:
     """One record's initial version merged over the episodes that showed it."""
 
-    key: RecordKey
+    key: RecordKey  # (kind: the id key, id value as text)
     fields: dict[str, Any]  # the stable fields, in the key order of the first sighting
     unstable: set[str] = field(default_factory=set)  # fields whose initial versions disagree across episodes
     episodes: list[str] = field(default_factory=list)  # the episodes that showed an initial version
     turns: list[str] = field(default_factory=list)  # the first sighting's turn id per episode
+    families: set[str] = field(default_factory=set)  # the trajectory families (tasks) of those episodes
 
     @property
     def stable(self) -> bool:
         """Every field agrees across the episodes that showed the record."""
         return not self.unstable
 
+    def merge(self, record: Mapping[str, Any], episode: str, turn_id: str, family: str) -> None:
+        """Another episode's initial version: fields it adds are kept, fields that disagree become unstable."""
+        if episode in self.episodes:
+            return
+        self.episodes.append(episode)
+        self.turns.append(turn_id)
+        self.families.add(family)
+        for name, value in record.items():  # a field one sighting lacks is not a disagreement (another projection)
+            if name in self.unstable:
+                continue
+            if name not in self.fields:
+                self.fields[name] = value
+            elif self.fields[name] != value:
+                self.unstable.add(name)
+                del self.fields[name]
 
-class EntityStore:
-    """Records' initial versions from construction evidence, merged across episodes (see the module doc)."""
+
+def _merge(index: dict[Any, StoredRecord], at: Any, key: RecordKey, record: Mapping[str, Any], episode: str,
+           turn_id: str, family: str) -> bool:
+    """Merge a sighting into an index (at `at`); whether it is a new entry."""
+    stored = index.get(at)
+    if stored is not None:
+        stored.merge(record, episode, turn_id, family)
+        return False
+    index[at] = StoredRecord(key, dict(record), episodes=[episode], turns=[turn_id], families={family})
+    return True
+
+
+class RecordStore:
+    """Records' initial versions from construction evidence, merged across episodes (see the module doc), under
+    two readings of each answer, both built in the one pass: by *own identifier* (`own_records`: the first
+    identifier field, a name too), what write rules and record reads select (`get`, `keys_for`); and by *entity
+    kind* (`entity_records`: `id` / `*_id`, or the argument that selected a whole answer), what queries and
+    preconditions look up (`entity`, `of_kind`, `coverage`), in first-seen order per kind."""
 
     def __init__(self) -> None:
         self.records: dict[RecordKey, StoredRecord] = {}
         self.by_ident: dict[str, list[RecordKey]] = defaultdict(list)  # id value as text -> its record keys
+        self.by_kind: dict[str, dict[str, StoredRecord]] = {}  # kind -> id -> entity, in first-seen order
 
     @classmethod
-    def from_evidence(cls, evidence: Sequence[Evidence], readers: set[str] | None = None) -> EntityStore:
+    def from_evidence(cls, evidence: Sequence[Evidence], readers: set[str] | None = None,
+                      families: Mapping[str, str] | None = None) -> RecordStore:
+        """`readers`: the tools whose answers are record versions (learned when not given); `families`: episode id
+        -> trajectory family (task), so `coverage` counts tasks, not recordings (each episode its own without)."""
         store = cls()
         readers = learn_readers(evidence) if readers is None else readers
         for episode, items in group_by_episode(evidence).items():
+            family = (families or {}).get(episode, episode)
             touched: set[str] = set()  # ids another tool's arguments named earlier in the episode
-            seen: set[RecordKey] = set()
             for item in items:
+                arguments = arguments_of(item)
                 value = parse_json(item.observation) if item.action in readers else None
                 if value is not None:
-                    for key, ident, record in own_records(value):
-                        rkey = record_key(key, ident)
-                        if rkey not in seen and str(ident) not in touched:
-                            store._merge(rkey, record, episode, item.turn_id)
-                        seen.add(rkey)
+                    store._observe(value, arguments, touched, episode, item.turn_id, family)
                 if item.action not in readers:
-                    touched.update(str(v) for v in arguments_of(item).values() if _scalar(v))
+                    touched.update(str(v) for v in arguments.values() if _scalar(v))
         return store
 
-    def _merge(self, key: RecordKey, record: Mapping[str, Any], episode: str, turn_id: str) -> None:
-        stored = self.records.get(key)
-        if stored is None:
-            self.records[key] = StoredRecord(key, dict(record), episodes=[episode], turns=[turn_id])
-            self.by_ident[key[1]].append(key)
-            return
-        if episode in stored.episodes:
-            return
-        stored.episodes.append(episode)
-        stored.turns.append(turn_id)
-        for name, value in record.items():  # a field one sighting lacks is not a disagreement (another projection)
-            if name in stored.unstable:
-                continue
-            if name not in stored.fields:
-                stored.fields[name] = value
-            elif stored.fields[name] != value:
-                stored.unstable.add(name)
-                del stored.fields[name]
+    def _observe(self, value: Any, arguments: Mapping[str, Any], touched: set[str], episode: str, turn_id: str,
+                 family: str) -> None:
+        for key, ident, record in own_records(value):
+            rkey = record_key(key, ident)
+            if rkey[1] not in touched and _merge(self.records, rkey, rkey, record, episode, turn_id, family):
+                self.by_ident[rkey[1]].append(rkey)
+        for kind, text, record in entity_records(value, arguments):
+            if text not in touched:
+                _merge(self.by_kind.setdefault(kind, {}), text, (kind, text), record, episode, turn_id, family)
 
+    # ------------------------------------------------------------------ by own identifier (writes, reads)
     def get(self, key: str, ident: Any, *, stable_only: bool = True) -> dict[str, Any] | None:
         """The record's stable fields (a copy); None when no episode showed it, or (with `stable_only`) when some
         of its fields differ across episodes."""
@@ -300,4 +377,69 @@ class EntityStore:
 
     def summary(self) -> dict[str, Any]:
         return {"records": len(self.records), "stable": sum(r.stable for r in self.records.values()),
-                "id_keys": dict(Counter(k for k, _ in self.records).most_common())}
+                "id_keys": dict(Counter(k for k, _ in self.records).most_common()),
+                "entities": sum(map(len, self.by_kind.values())), "kinds": {k: len(v) for k, v in self.by_kind.items()}}
+
+    # ------------------------------------------------------------------ by entity kind (queries, preconditions)
+    def entity(self, kind: str, ident: Any) -> dict[str, Any] | None:
+        """The entity's merged fields (stable ones; the store's own dict, not a copy), None when none showed it."""
+        stored = self.by_kind.get(kind, {}).get(str(ident))
+        return stored.fields if stored is not None else None
+
+    def of_kind(self, kind: str) -> dict[str, dict[str, Any]]:
+        """id -> fields of every entity of a kind, in first-seen order."""
+        return {ident: stored.fields for ident, stored in self.by_kind.get(kind, {}).items()}
+
+    def has_kind(self, kind: str) -> bool:
+        return kind in self.by_kind
+
+    def kinds_of(self, ident: Any) -> list[str]:
+        return [kind for kind, entities in self.by_kind.items() if str(ident) in entities]
+
+    def coverage(self, kind: str, idents: Sequence[Any]) -> float:
+        """The share of these ids (selected by successful calls) that more than one trajectory family (task)
+        showed: near 1 when every task meets the same records (the store is complete for the kind: an unknown id
+        is likely absent), low when each task has its own (a held-out task's records are unknown, not absent)."""
+        if not idents:
+            return 0.0
+        known = self.by_kind.get(kind, {})
+        shared = sum(len(known[str(i)].families) >= 2 for i in idents if str(i) in known)
+        return shared / len(idents)
+
+    def shapes(self, kind: str) -> set[str]:
+        return {id_shape(ident) for ident in self.by_kind.get(kind, {})}
+
+
+class EpisodeRecords:
+    """The store's entities with one episode's observed ones (latest versions, newly seen ones after) laid over."""
+
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+        self.reset()
+
+    def reset(self) -> None:
+        self.seen: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def observe(self, arguments: Mapping[str, Any], observation: str) -> list[tuple[str, str, dict[str, Any]]]:
+        value = parse_json(observation)
+        if value is None:
+            return []
+        found = list(entity_records(value, arguments))
+        for kind, ident, record in found:
+            self.seen.setdefault(kind, {})[ident] = record
+        return found
+
+    def get(self, kind: str, ident: Any) -> dict[str, Any] | None:
+        found = self.seen.get(kind, {}).get(str(ident))
+        return found if found is not None else self.store.entity(kind, ident)
+
+    def known(self, kind: str, ident: Any) -> bool:
+        return self.get(kind, ident) is not None
+
+    def all(self, kind: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every entity of a kind, store order first, then the episode's new ones; latest versions."""
+        seen = self.seen.get(kind, {})
+        base = self.store.by_kind.get(kind, {})
+        out = [(ident, seen.get(ident, stored.fields)) for ident, stored in base.items()]
+        out += [(ident, record) for ident, record in seen.items() if ident not in base]
+        return out

@@ -11,7 +11,7 @@ changed a field the record had (a first pass over the episodes alone tells; the 
     shows, when no other write named it in between), and
 (b) the call's own answer: the whole record (`record`) or some of its fields (`fields`), compared with the
     record as the episode last showed it or, where the episode has not, its initial version in the entity
-    store (`records.EntityStore`: what other construction episodes showed).
+    store (`records.RecordStore`: what other construction episodes showed).
 
 Per tool and field, every relation that explains the new value is counted (`FieldChange.op`: copy an
 argument, add / subtract it, append an entry built from arguments, constants and prior fields, remove or
@@ -37,8 +37,8 @@ from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.records import (
-    EntityStore,
     Layout,
+    RecordStore,
     arguments_of,
     dump_layout,
     json_layout,
@@ -307,7 +307,7 @@ class _Learner:
     """One pass over the evidence counting each selecting tool's relations (see the module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str] | None,
-                 store: EntityStore, selectors: Mapping[str, tuple[str, str]]) -> None:
+                 store: RecordStore, selectors: Mapping[str, tuple[str, str]]) -> None:
         self.config = config
         self.selectors = dict(selectors)
         self.aliases = aliases(self.selectors)
@@ -542,26 +542,27 @@ def _writes(learner: _Learner) -> set[str]:
 
 
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
-                     store: EntityStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
+                     store: RecordStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
     `WriteConfig` (anything else, e.g. the build's config, means the defaults). Three linear passes: every
     selecting tool's relations against the episodes alone (which tools write), the entity store from the other
-    tools' answers, then the writes' relations against episodes and store."""
+    tools' answers (`store`, built here when not given), then the writes' relations against episodes and store;
+    the look-up rules learn over the same store."""
     settings = config if isinstance(config, WriteConfig) else WriteConfig()
     selectors, writes = learn_writes(evidence, settings)
     readers = {item.action for item in evidence} - writes
     if store is None:
-        store = EntityStore.from_evidence(evidence, readers)
+        store = RecordStore.from_evidence(evidence, readers, families)
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
-    return learner.rules() + learn_lookup_rules(evidence, readers=readers, families=families)  # look-ups
+    return learner.rules() + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
 
 
 def learn_writes(evidence: Sequence[Evidence],
                  config: WriteConfig = WriteConfig()) -> tuple[dict[str, tuple[str, str]], set[str]]:
     """(selectors, the tools that write): every selecting tool's relations counted against the episodes alone."""
     selectors = learn_selectors(evidence)
-    probe = _Learner(evidence, config, readers=None, store=EntityStore(), selectors=selectors)
+    probe = _Learner(evidence, config, readers=None, store=RecordStore(), selectors=selectors)
     probe.run(evidence)
     return selectors, _writes(probe)
 

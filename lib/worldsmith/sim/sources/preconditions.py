@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Proposal
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
 from worldsmith.worldbook.lookup_specs import Precondition
 from worldsmith.worldbook.preconditions import check, failure_text, selections
+from worldsmith.worldbook.records import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["PreconditionSource"]

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Proposal
-from worldsmith.worldbook.lookup import EpisodeRecords, RecordStore
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
+from worldsmith.worldbook.records import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["QuerySource"]

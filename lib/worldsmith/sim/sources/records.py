@@ -11,6 +11,9 @@ as records by `worldbook.records.own_records`) and applies the book's supported 
 - `record_store`: the first read of a record other construction episodes showed (all its fields stable
   across them), from the entity store.
 
+The entity store (`worldbook.records.RecordStore`, `record_store`) is built once per harness here and shared
+with the `lookups` source (`sim.sources.tools`), which declares `requires=("records",)`.
+
 Each proposal carries the records it read or changed (`Proposal.records`: key, before, after), which the
 prediction's audit keeps. Like every tracker it proposes; the route table decides per tool.
 """
@@ -26,8 +29,8 @@ from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceCo
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.records import (
-    EntityStore,
     Layout,
+    RecordStore,
     arguments_of,
     dump_layout,
     json_layout,
@@ -40,7 +43,7 @@ from worldsmith.worldbook.records import (
 from worldsmith.worldbook.toolrules import ToolRule
 from worldsmith.worldbook.writes import aliases, apply_changes, render_response
 
-__all__ = ["RECORD_SOURCES", "RecordTracker"]
+__all__ = ["RECORD_SOURCES", "RecordTracker", "record_store"]
 
 RECORD_SOURCES = ("record_write", "record_read", "record_store")
 RecordKey = tuple[str, str]
@@ -78,17 +81,26 @@ def _effectful(evidence: Sequence[Evidence], known: set[str]) -> set[str]:
     return {tool for tool, count in named.items() if blamed[tool] * 2 >= count and blamed[tool] > 0}
 
 
+def record_store(evidence: Sequence[Evidence], tool_rules: Sequence[ToolRule] = ()) -> RecordStore:
+    """The record store of a book's evidence: the tools that write, as its write rules name them, show no initial
+    versions (every other tool's answers are versions: as the build's tools stage took them)."""
+    writes = {rule.tool for rule in tool_rules if rule.kind == "write"}
+    return RecordStore.from_evidence(evidence, {item.action for item in evidence} - writes)
+
+
 class RecordTracker:
     """Records of one episode, the book's write rules and the entity store (see the module doc)."""
 
-    def __init__(self, evidence: Sequence[Evidence] = (), tool_rules: Sequence[ToolRule] = ()) -> None:
+    def __init__(self, evidence: Sequence[Evidence] = (), tool_rules: Sequence[ToolRule] = (),
+                 store: RecordStore | None = None) -> None:
+        """`store`: the record store of `evidence` (`record_store`), built here when not given."""
         self.writes = {rule.tool: rule for rule in tool_rules if rule.kind == "write" and rule.selector is not None}
         self.executable = {tool for tool, rule in self.writes.items() if rule.executable}
         self.selectors = learn_selectors(evidence)
         self.selectors.update({tool: (r.selector.argument, r.selector.key) for tool, r in self.writes.items()
                                if r.selector is not None})
         self.aliases = aliases(self.selectors)
-        self.store = EntityStore.from_evidence(evidence, {e.action for e in evidence} - set(self.writes))
+        self.store = store if store is not None else record_store(evidence, tool_rules)
         self.layouts: dict[str, Layout] = {}
         self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
         self.shows: dict[str, frozenset[str]] = {}  # read tool -> the keys it always shows (a projection: a status)

@@ -1,5 +1,6 @@
-"""The look-up sources of a harness over one record store: `query` / `query_empty` and `precondition` /
-`precondition_enum`, registered together as the `lookups` source (they share the store, built once)."""
+"""The look-up sources of a harness over the record store: `query` / `query_empty` and `precondition` /
+`precondition_enum`, registered together as the `lookups` source. The store is the `records` source's (built
+once per harness: `sim.sources.records.record_store`), reached through `requires=("records",)`."""
 
 from __future__ import annotations
 
@@ -8,25 +9,25 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
 from worldsmith.sim.sources.preconditions import PreconditionSource
 from worldsmith.sim.sources.queries import QuerySource
+from worldsmith.sim.sources.records import record_store
 from worldsmith.sim.sources.registry import answer_source
-from worldsmith.worldbook.lookup import RecordStore
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Worldbook
+from worldsmith.worldbook.records import RecordStore
 
 __all__ = ["LOOKUP_KINDS", "LookupSource", "tool_sources"]
 
 LOOKUP_KINDS = frozenset({"query", "empty", "precondition"})
 
 
-def tool_sources(book: Worldbook | None) -> tuple[QuerySource, PreconditionSource]:
+def tool_sources(book: Worldbook | None, store: RecordStore | None = None) -> tuple[QuerySource, PreconditionSource]:
     """The query and precondition sources of a book's look-up tool rules (as curated: only supported ones
-    answer), over the record store of its evidence (the tools that write, as its write rules name them, show
-    no initial versions); a book built before these rules learns them here."""
+    answer), over `store`: the record store of its evidence (`record_store`, built here when not given); a book
+    built before these rules learns them here."""
     evidence = book.evidence if book is not None else []
-    writes = {r.tool for r in book.tool_rules if r.kind == "write"} if book is not None else set()
-    readers = {item.action for item in evidence} - writes if writes else None  # as the tools stage took them
-    store = RecordStore.from_evidence(evidence, readers)
-    rules = [r for r in book.tool_rules if r.kind in LOOKUP_KINDS] if book is not None else []
+    tool_rules = book.tool_rules if book is not None else []
+    store = store if store is not None else record_store(evidence, tool_rules)
+    rules = [r for r in tool_rules if r.kind in LOOKUP_KINDS]
     if not rules and evidence:
         rules = learn_lookup_rules(evidence, store=store)
     return QuerySource(rules, store), PreconditionSource(rules, store)
@@ -35,8 +36,10 @@ def tool_sources(book: Worldbook | None) -> tuple[QuerySource, PreconditionSourc
 class LookupSource:
     """Queries and preconditions over one record store: a precondition that holds answers before any query."""
 
-    def __init__(self, context: SourceContext) -> None:
-        self.queries, self.preconditions = tool_sources(context.book if context.config.knowledge else None)
+    def __init__(self, context: SourceContext, store: RecordStore | None = None) -> None:
+        """`store`: the harness's record store (the `records` source's), built from the book when not given."""
+        book = context.book if context.config.knowledge else None
+        self.queries, self.preconditions = tool_sources(book, store if book is not None else None)
         self.gate = context.tracking
 
     def reset(self, opening: str) -> None:
@@ -61,7 +64,8 @@ class LookupSource:
         Answer("precondition", rank=-2, trusted=True, per_action=True),
         Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
         Answer("query", rank=32, trusted=True, per_action=True),
-        Answer("query_empty", rank=33, per_action=True)))
+        Answer("query_empty", rank=33, per_action=True)), requires=("records",))
 def _lookups(context: SourceContext) -> AnswerSource:
-    """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors."""
-    return LookupSource(context)
+    """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors (over the record store
+    the `records` source built)."""
+    return LookupSource(context, context.source("records").tracker.store)
