@@ -15,12 +15,12 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, top_record
 
-__all__ = ["EntitySource", "EntityTracker", "json_layout"]
+__all__ = ["EntityTracker", "json_layout"]
 
 # The JSON record primitives live in `worldbook.records` (the builder's write learning and the entity store read
 # results the same way); the names below are the ones this module has always used.
@@ -83,7 +83,7 @@ class EntityTracker:
             if count >= 2 and count * 2 > sum(seen_changes.values()):
                 self.sets[action] = json.loads(text)
 
-    def reset(self) -> None:
+    def reset(self, opening: str = "") -> None:
         self.records: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _selected(self, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,7 +99,7 @@ class EntityTracker:
         for key, ident, record in _records(value):
             self.records[(key, str(ident))] = record
 
-    def propose(self, name: str, arguments: dict[str, Any]) -> list[Proposal]:
+    def propose(self, name: str, arguments: dict[str, Any], line: str = "") -> list[Proposal]:
         record = self._selected(name, arguments)
         layout = self.layout.get(name)
         if record is None or layout is None:
@@ -130,27 +130,7 @@ def _arguments(item: Evidence) -> dict[str, Any]:
     return item.arguments if isinstance(item.arguments, dict) else {}
 
 
-class EntitySource:
-    """The `entities` source: an `EntityTracker` on the book's evidence (answers while episode state is tracked)."""
-
-    def __init__(self, context: SourceContext) -> None:
-        self.tracker = EntityTracker(context.evidence)
-        self.gate = context.tracking
-
-    def reset(self, opening: str) -> None:
-        self.tracker.reset()
-
-    def observe(self, step: Step, observation: str) -> None:
-        self.tracker.observe(step.name, step.arguments, observation)
-
-    def propose(self, step: Step) -> list[Proposal]:
-        return self.tracker.propose(step.name, step.arguments) if self.gate else []
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.tracker.snapshot()
-
-
 @answer_source("entities", snapshot_key="entities", answers=(Answer("entity", rank=30, trusted=True),))
 def _entities(context: SourceContext) -> AnswerSource:
     """Entity records from JSON tool results."""
-    return EntitySource(context)
+    return TrackerSource(EntityTracker(context.evidence), gate=context.tracking)

@@ -25,12 +25,12 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
 from worldsmith.sim.sources.entities import json_layout
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 
-__all__ = ["MIN_SUPPORT", "SHARE", "FieldSource", "FieldTracker", "Relation"]
+__all__ = ["MIN_SUPPORT", "SHARE", "FieldTracker", "Relation"]
 
 MIN_SUPPORT = 2
 SHARE = 0.8
@@ -133,7 +133,7 @@ class FieldTracker:
         self.keys = {action: list(counts.most_common(1)[0][0]) for action, counts in keys.items()}
         self.layout = {action: counts.most_common(1)[0][0] for action, counts in layouts.items()}
 
-    def reset(self) -> None:
+    def reset(self, opening: str = "") -> None:
         self.last: dict[str, Any] = {}
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
@@ -161,7 +161,7 @@ class FieldTracker:
             return [*last, given] if kind == "append" else [item for item in last if item != given]
         return _UNSEEN
 
-    def propose(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
         keys, layout = self.keys.get(name), self.layout.get(name)
         if not keys or layout is None or not any(self.relations.get((name, k), ("",))[0] in _WRITES for k in keys):
             return []  # no field the call changes: a read, which episode memory and the entity records answer
@@ -176,27 +176,7 @@ class FieldTracker:
         return {"fields": sorted(self.last)}
 
 
-class FieldSource:
-    """The `fields` source: a `FieldTracker` on the book's evidence (answers while episode state is tracked)."""
-
-    def __init__(self, context: SourceContext) -> None:
-        self.tracker = FieldTracker(context.evidence)
-        self.gate = context.tracking
-
-    def reset(self, opening: str) -> None:
-        self.tracker.reset()
-
-    def observe(self, step: Step, observation: str) -> None:
-        self.tracker.observe(step.name, step.arguments, observation)
-
-    def propose(self, step: Step) -> list[Proposal]:
-        return self.tracker.propose(step.name, step.arguments) if self.gate else []
-
-    def snapshot(self) -> dict[str, Any]:
-        return self.tracker.snapshot()
-
-
 @answer_source("fields", snapshot_key="fields", answers=(Answer("fields", rank=40, per_action=True),))
 def _fields(context: SourceContext) -> AnswerSource:
     """JSON writes as arithmetic on the episode's last values."""
-    return FieldSource(context)
+    return TrackerSource(FieldTracker(context.evidence), gate=context.tracking)
