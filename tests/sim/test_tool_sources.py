@@ -104,8 +104,8 @@ def test_recorded_toolshop_queries_answer_held_out_tasks_as_the_real_api() -> No
     the real answers wherever the source gives one."""
     from benchmarks.fidelity import _read, split_by_family
 
-    episodes = [e for name in ("toolshop.jsonl", "toolshop_probing.jsonl")
-                for e in _read(str(ROOT / "data_samples" / "collected" / name))]
+    episodes = [e for name in ("expert.jsonl", "probing.jsonl")
+                for e in _read(str(ROOT / "data_samples" / "toolshop" / name))]
     construction, evaluation = split_by_family(episodes, 0.75)
     harness = Harness(build_worldbook(construction, name="toolshop", config=BuildConfig()).book)
     rules = {rule.id: rule for rule in harness.book.tool_rules}
