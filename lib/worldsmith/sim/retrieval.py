@@ -89,11 +89,12 @@ class EvidenceScorer:
     def actions(self) -> frozenset[str]:
         return self._actions
 
-    def search(self, query: str, k: int | None = 5, *, action: str | None = None) -> list[ScoredEvidence]:
-        """The `k` items nearest `query` (all when None; only those of `action` when given)."""
+    def rank(self, query: str, action: str | None = None) -> list[tuple[int, float, int]]:
+        """(position, score, extra) of every item (of `action` when given), unsorted: what `search` ranks, for a
+        caller with its own order that needs only the first few items built."""
         wanted = [(token, count, self._idf.get(token, 0.0)) for token, count in Counter(tokens(query)).items()]
         positions = range(len(self.evidence)) if action is None else self._by_action.get(action, [])
-        scored = []
+        out = []
         for position in positions:
             doc = self._docs[position]
             overlap = 0.0  # summed in the query's word order, as the score always was
@@ -103,6 +104,11 @@ class EvidenceScorer:
                 if have:
                     overlap += min(count, have) * weight
                     shared += have
-            scored.append((position, ScoredEvidence(self.evidence[position], overlap, self._sizes[position] - shared)))
-        scored.sort(key=lambda entry: (-entry[1].score, entry[1].extra, entry[0]))
-        return [hit for _, hit in (scored if k is None else scored[:k])]
+            out.append((position, overlap, self._sizes[position] - shared))
+        return out
+
+    def search(self, query: str, k: int | None = 5, *, action: str | None = None) -> list[ScoredEvidence]:
+        """The `k` items nearest `query` (all when None; only those of `action` when given)."""
+        ranked = sorted(self.rank(query, action), key=lambda entry: (-entry[1], entry[2], entry[0]))
+        return [ScoredEvidence(self.evidence[position], score, extra)
+                for position, score, extra in (ranked if k is None else ranked[:k])]
