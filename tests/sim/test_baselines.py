@@ -178,6 +178,25 @@ def test_evidence_scorer_prefers_shared_rare_words() -> None:
     assert EvidenceScorer(items).search("go to bed 1", 5, action="take") == []
 
 
+def test_evidence_scorer_search_by_action_is_the_full_ranking_filtered() -> None:
+    """The per-action index reads only the action's items: the same hits, scores and order as ranking every item
+    and keeping that action's."""
+    from worldsmith.worldbook import Evidence
+
+    rows = [("go", "go to desk 1"), ("take", "take mug 1 from desk 1"), ("go", "go to bed 1 1"),
+            ("take", "take key from bed 1"), ("go", "go to desk 2"), ("open", "open drawer 1")]
+    items = [Evidence(turn_id=f"e#{i}", action=action, action_text=text, observation=text)
+             for i, (action, text) in enumerate(rows)]
+    scorer = EvidenceScorer(items)
+    assert scorer.actions() == {"go", "take", "open"}
+    for query in ("go to desk 1", "take key from desk 1", "bed 1 1 1", "nothing shared"):
+        everything = scorer.search(query, None)
+        assert [hit.id for hit in everything] and all(hit.extra >= 0 for hit in everything)
+        for action in ("go", "take", "open", "look"):
+            assert scorer.search(query, None, action=action) == [h for h in everything if h.evidence.action == action]
+    assert [hit.extra for hit in scorer.search("go to bed 1", None, action="go")] == [0, 1, 2]  # words the query lacks
+
+
 # ------------------------------------------------------------------ model baselines on scripted replies
 
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
 from worldsmith.sim.prompts import BOOK_SECTION, RAG_SECTION, parse_observation, render_worldbook, simulator_messages
-from worldsmith.sim.retrieval import EvidenceScorer, action_arguments
+from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.templates import make_template, render_template
@@ -76,6 +76,11 @@ class NearestEvidence(WorldModelBase):
             self._support[(item.action, template)] += 1
             if item.outcome == "failure":
                 failures.setdefault(item.observation, set()).add(item.action)
+        # per position (a repeated turn id reads its last item's, as the dicts above keep): the ranking's keys
+        self._template_at = [self._templates[item.turn_id] for item in self.scorer.evidence]
+        self._roles_at = [self._roles[item.turn_id] for item in self.scorer.evidence]
+        self._support_at = [self._support[(item.action, template)]
+                            for item, template in zip(self.scorer.evidence, self._template_at, strict=True)]
         generic = sorted((-len(actions), text) for text, actions in failures.items() if len(actions) >= 2)
         self.generic_failure: str | None = generic[0][1] if generic else None
 
@@ -102,25 +107,29 @@ class NearestEvidence(WorldModelBase):
 
     def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
         name = self._canonical(action.name)
-        hits = self.scorer.search(_query(action), None, action=name)
         arguments = action_arguments(action)
         shape = frozenset(arguments) if self.same_shape_first else None
-        hits.sort(key=lambda hit: (shape is not None and self._roles[hit.id] != shape, -round(hit.score, 6),
-                                   -self._support[(name, self._templates[hit.id])], hit.extra))
-        audit = Audit(route=self.route, source="nearest_evidence", retrieved=[hit.to_json() for hit in hits[: self.k]],
+        roles, support = self._roles_at, self._support_at
+        # the scorer's order (score, fewer extra words, earlier), then same shape, rounded score, common template
+        ranked = sorted(self.scorer.rank(_query(action), name), key=lambda hit: (
+            shape is not None and roles[hit[0]] != shape, -round(hit[1], 6), -support[hit[0]], hit[2], -hit[1],
+            hit[0]))
+        evidence = self.scorer.evidence
+        hits = [ScoredEvidence(evidence[position], score, extra) for position, score, extra in ranked[: self.k]]
+        audit = Audit(route=self.route, source="nearest_evidence", retrieved=[hit.to_json() for hit in hits],
                       notes=list(notes))
-        if not hits:
+        if not ranked:
             audit.notes.append(f"no evidence for action {action.name!r}")
             if self.generic_failure is None:
                 return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
             audit.notes.append("answered with the failure text several actions share")
             return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
-        for hit in hits:
-            rendered = render_template(self._templates[hit.id], arguments)
+        for position, _, _ in ranked:
+            rendered = render_template(self._template_at[position], arguments)
             if rendered is not None:
-                audit.notes.append(f"adapted {hit.id} to the current arguments")
-                return Prediction(observation=rendered, outcome=_outcome(hit.evidence), audit=audit)
-        best = hits[0].evidence
+                audit.notes.append(f"adapted {evidence[position].turn_id} to the current arguments")
+                return Prediction(observation=rendered, outcome=_outcome(evidence[position]), audit=audit)
+        best = evidence[ranked[0][0]]
         audit.notes.append(f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim")
         return Prediction(observation=best.observation, outcome=_outcome(best), audit=audit)
 

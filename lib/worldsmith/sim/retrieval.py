@@ -65,7 +65,8 @@ class EvidenceScorer:
 
     `search(query, k, action=...)` keeps to one action name when asked. Equal overlaps go to the
     item with fewer words the query lacks, then to the earlier item, so results are the same on
-    every run.
+    every run. The items are indexed by action name, so a search for one action reads only its items
+    (the harness asks one per turn: a scan of all evidence each time made replay quadratic).
     """
 
     def __init__(self, evidence: Sequence[Evidence], *, with_observation: bool = False) -> None:
@@ -74,24 +75,40 @@ class EvidenceScorer:
         for item in self.evidence:
             text = item.action_text + (" " + item.observation if with_observation else "")
             self._docs.append(Counter(tokens(f"{item.action} {text}")))
+        self._sizes = [sum(doc.values()) for doc in self._docs]  # each item's word count: `extra` by subtraction
+        self._by_action: dict[str, list[int]] = {}
+        for position, item in enumerate(self.evidence):
+            self._by_action.setdefault(item.action, []).append(position)
+        self._actions = frozenset(self._by_action)
         frequency: Counter[str] = Counter()
         for doc in self._docs:
             frequency.update(doc.keys())
         total = max(len(self._docs), 1)
         self._idf = {token: math.log(1.0 + total / count) for token, count in frequency.items()}
 
-    def actions(self) -> set[str]:
-        return {item.action for item in self.evidence}
+    def actions(self) -> frozenset[str]:
+        return self._actions
+
+    def rank(self, query: str, action: str | None = None) -> list[tuple[int, float, int]]:
+        """(position, score, extra) of every item (of `action` when given), unsorted: what `search` ranks, for a
+        caller with its own order that needs only the first few items built."""
+        wanted = [(token, count, self._idf.get(token, 0.0)) for token, count in Counter(tokens(query)).items()]
+        positions = range(len(self.evidence)) if action is None else self._by_action.get(action, [])
+        out = []
+        for position in positions:
+            doc = self._docs[position]
+            overlap = 0.0  # summed in the query's word order, as the score always was
+            shared = 0
+            for token, count, weight in wanted:
+                have = doc.get(token)
+                if have:
+                    overlap += min(count, have) * weight
+                    shared += have
+            out.append((position, overlap, self._sizes[position] - shared))
+        return out
 
     def search(self, query: str, k: int | None = 5, *, action: str | None = None) -> list[ScoredEvidence]:
         """The `k` items nearest `query` (all when None; only those of `action` when given)."""
-        wanted = Counter(tokens(query))
-        scored = []
-        for position, (item, doc) in enumerate(zip(self.evidence, self._docs, strict=True)):
-            if action is not None and item.action != action:
-                continue
-            overlap = sum(min(count, doc[token]) * self._idf.get(token, 0.0) for token, count in wanted.items())
-            extra = sum(count for token, count in doc.items() if token not in wanted)
-            scored.append((position, ScoredEvidence(item, overlap, extra)))
-        scored.sort(key=lambda entry: (-entry[1].score, entry[1].extra, entry[0]))
-        return [hit for _, hit in (scored if k is None else scored[:k])]
+        ranked = sorted(self.rank(query, action), key=lambda entry: (-entry[1], entry[2], entry[0]))
+        return [ScoredEvidence(self.evidence[position], score, extra)
+                for position, score, extra in (ranked if k is None else ranked[:k])]

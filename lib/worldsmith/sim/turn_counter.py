@@ -32,6 +32,8 @@ class TurnCounter:
             for position, item in enumerate(items, 1):
                 for line in item.observation.split("\n"):
                     numbers = _NUMBER.findall(line)
+                    if not numbers:  # a line without a number counts nothing
+                        continue
                     form = _NUMBER.sub("#", line.strip())
                     for index, number in enumerate(numbers):
                         seen[(form, index)] += 1
