@@ -19,15 +19,14 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from worldsmith.sim import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode, read_traces  # noqa: E402
 from worldsmith.traces.report import TraceFormatError  # noqa: E402
-from worldsmith.worldbook.build import BuildConfig, build_worldbook  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples"
@@ -44,20 +43,19 @@ def read_episodes(path: Path) -> list[Episode]:
     return [item for item in read_traces([path]) if isinstance(item, Episode)]
 
 
-def book_json(episodes: list[Episode], name: str, config: BuildConfig) -> dict[str, Any]:
-    book = build_worldbook(episodes, name=name, config=config).book.model_dump(mode="json")
+def book_json(episodes: list[Episode], name: str, route_folds: int) -> dict[str, Any]:
+    book = build_simulator_book(episodes, name=name, route_folds=route_folds).book.model_dump(mode="json")
     return {key: book.get(key) for key in _BOOK_FIELDS}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--route-folds", type=int, default=None)
+    parser.add_argument("--route-folds", type=int, default=5)
     parser.add_argument("--only", nargs="*", default=None, help="sample file stems to build (default: all)")
     parser.add_argument("--extra", nargs="*", type=Path, default=[], help="more episode files (native JSONL)")
     parser.add_argument("--extra-sizes", nargs="*", type=int, default=[100])
     args = parser.parse_args(argv)
-    config = BuildConfig() if args.route_folds is None else replace(BuildConfig(), route_folds=args.route_folds)
     args.out.mkdir(parents=True, exist_ok=True)
     builds: list[tuple[str, Path, int | None]] = [
         (path.name.rsplit(".", 1)[0], path, None) for path in sample_paths()
@@ -73,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path.name}: skipped (no episodes)", file=sys.stderr)
             continue
         started = time.process_time()
-        digest = book_json(episodes, name, config)
+        digest = book_json(episodes, name, args.route_folds)
         (args.out / f"{name}.json").write_text(json.dumps(digest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"{name}: {len(episodes)} episodes, {len(digest['rules'])} rules, "
               f"{time.process_time() - started:.1f} cpu s", flush=True)

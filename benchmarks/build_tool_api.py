@@ -5,7 +5,7 @@
         [--profile SIZE] [--out benchmarks/results/build_tool_api.json]
 
 The episodes (native JSONL, e.g. BFCL recordings from `worldsmith collect bfcl` + `worldsmith export`) are pooled in a
-stable order (sorted by a hash of the id), the first N written to `--prefix-dir`, and built with `build_worldbook` (no validation, no stage
+stable order (sorted by a hash of the id), the first N written to `--prefix-dir`, and built with `build_simulator_book` (no validation, no stage
 cache) at each size, with each `--route-folds` value (0: no route table; 5: the default). Every build runs in its own
 process with `PYTHONPATH` set to the `--code` library, the codes interleaved within each repeat, and reports its CPU
 seconds (`time.process_time`). Printed: the median of the repeats per code, size and folds, the log-log slope between
@@ -54,12 +54,10 @@ def write_prefixes(paths: list[Path], sizes: list[int], folder: Path) -> dict[in
 def build_once(paths: list[Path], size: int, folds: int, profile: bool) -> dict[str, Any]:
     """One build in this process: its CPU seconds and rule count (and, asked, the profile's top rows)."""
     import time
-    from dataclasses import replace
 
-    from worldsmith.worldbook.build import BuildConfig, build_worldbook
+    from worldsmith.sim import build_simulator_book
 
     episodes = load_episodes(paths, size)
-    config = replace(BuildConfig(), route_folds=folds)
     profiler = None
     if profile:
         import cProfile
@@ -67,7 +65,7 @@ def build_once(paths: list[Path], size: int, folds: int, profile: bool) -> dict[
         profiler = cProfile.Profile()
         profiler.enable()
     started = time.process_time()
-    result = build_worldbook(episodes, name="bench", config=config)
+    result = build_simulator_book(episodes, name="bench", route_folds=folds)
     cpu = time.process_time() - started
     out: dict[str, Any] = {"cpu_s": round(cpu, 3), "rules": len(result.book.rules),
                            "turns": sum(len(e.turns) for e in episodes)}
