@@ -40,15 +40,15 @@ class LookupSource:
         """`store`: the harness's record store (the `records` source's), built from the book when not given."""
         book = context.book if context.config.knowledge else None
         self.queries, self.preconditions = tool_sources(book, store if book is not None else None)
+        # One episode overlay for both: their reset and observe only keep that view, so it is kept once.
+        self.preconditions.view = self.queries.view
         self.gate = context.tracking
 
     def reset(self, opening: str) -> None:
         self.queries.reset(opening)
-        self.preconditions.reset(opening)
 
     def observe(self, step: Step, observation: str) -> None:
         self.queries.observe(step.name, step.arguments, observation)
-        self.preconditions.observe(step.name, step.arguments, observation)
 
     def propose(self, step: Step) -> list[Proposal]:
         if not self.gate:
