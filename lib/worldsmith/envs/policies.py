@@ -11,7 +11,7 @@ import posixpath
 import random
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import orjson
@@ -230,6 +230,17 @@ def _shell_reads(command: str) -> list[str]:
     return [f"cat {_sh(target)}", listing]
 
 
+def weighted_order(rng: random.Random, weights: Mapping[str, float]) -> Iterator[str]:
+    """The names of positive weight, drawn by weight without replacement: a mixing policy tries its choices in
+    this order until one gives an action."""
+    available = {name: weight for name, weight in weights.items() if weight > 0}
+    while available:
+        names = list(available)
+        choice = rng.choices(names, weights=[available[n] for n in names])[0]
+        yield choice
+        del available[choice]
+
+
 class CuriousPolicy:
     """Explores like a curious player: revisits places, re-reads what changed, tries what fails.
 
@@ -294,16 +305,12 @@ class CuriousPolicy:
             raise RuntimeError("reset() the policy before act()")
         if self._queue:  # the way back of a round trip
             return self._took(self._queue.pop(0), "revisit")
-        available = {name: weight for name, weight in self.weights.items() if weight > 0}
-        while available:
-            names = list(available)
-            choice = self._rng.choices(names, weights=[available[n] for n in names])[0]
+        for choice in weighted_order(self._rng, self.weights):
             action = getattr(self, f"_{choice}")()
             if action is not None:
                 return self._took(action, choice)
             if choice == "expert" and len(self.choices) >= self.min_steps:
                 return None
-            del available[choice]
         return None
 
     def _took(self, action: Action, choice: str) -> Action:

@@ -46,7 +46,12 @@ from typing import Any
 import orjson
 
 from worldsmith.envs.base import Env, as_action
-from worldsmith.envs.policies import _CALL_READS, _call, _name_words  # the curious policy's call vocabulary
+from worldsmith.envs.policies import (  # the curious policy's call vocabulary and choice order
+    _CALL_READS,
+    _call,
+    _name_words,
+    weighted_order,
+)
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["ProbingPolicy"]
@@ -125,18 +130,15 @@ class ProbingPolicy:
         self._learn_tools(info)
         if self._last is not None:
             self._answered(self._last, observation.text, info)
-        available = {name: weight for name, weight in self.weights.items() if weight > 0}
-        if self._pending_write is not None and "reread" in available:
-            available["reread"] *= 3  # look at what a write changed while it is fresh
-        while available:
-            names = list(available)
-            choice = self._rng.choices(names, weights=[available[n] for n in names])[0]
+        weights = dict(self.weights)
+        if self._pending_write is not None and weights.get("reread", 0) > 0:
+            weights["reread"] *= 3  # look at what a write changed while it is fresh
+        for choice in weighted_order(self._rng, weights):
             action = getattr(self, f"_{choice}")()
             if action is not None:
                 return self._took(action, choice)
             if choice == "expert" and self._expert_next() is None:
                 return None  # the expert has nothing left
-            del available[choice]
         held = self._expert_next()  # no probe to offer: the expert's hand-over after all
         return self._took(held, "expert") if held is not None else None
 
