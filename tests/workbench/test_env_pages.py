@@ -123,3 +123,20 @@ def test_collect_and_play_pages_on_a_real_environment(empty_root: Path) -> None:
     no_exception(next(b for b in at.button if b.label == "Send").click().run())
     codes = "\n".join(str(c.value) for c in at.code)
     assert '"current_directory_content"' in codes
+
+
+def test_collect_page_filters_an_environment_of_many_tasks(empty_root: Path) -> None:
+    """toolshop lists 20,000 tasks: the picker offers a filtered thousand, and a filtered id can be collected."""
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("toolshop").run()
+    assert len(at.multiselect(key="co_tasks_pick").options) == 1000
+    at.text_input(key="co_tasks_filter").set_value("task=1999").run()
+    options = at.multiselect(key="co_tasks_pick").options
+    assert options and len(options) <= 11 and all("task=1999" in option for option in options)
+    at.multiselect(key="co_tasks_pick").set_value(["db=0:task=19990"])
+    at.number_input(key="co_episodes").set_value(0)
+    at.number_input(key="co_workers").set_value(1)
+    at.text_input(key="co_dataset").set_value("one_shop")
+    no_exception(at.button(key="co_run").click().run())
+    episode = next(Workspace(empty_root).dataset("one_shop").iter_episodes())
+    assert episode.source.pointer == "/db=0:task=19990" and episode.turns

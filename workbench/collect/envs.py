@@ -38,16 +38,30 @@ def render_env_picker(key: str) -> str | None:
     return name
 
 
+TASK_OPTIONS_SHOWN = 1000  # a browser select of 20,000 options (toolshop's tasks) is slow to send and to scroll
+
+
+def shown_tasks(tasks: list[str], needle: str) -> list[str]:
+    """The first `TASK_OPTIONS_SHOWN` task ids containing `needle` (any case)."""
+    needle = needle.strip().lower()
+    return [task for task in tasks if needle in task.lower()][:TASK_OPTIONS_SHOWN]
+
+
 def render_task_picker(env: str, key: str, *, multiple: bool) -> list[str]:
     """Tasks from the environment's list, plus ids typed by hand (e.g. a TextWorld generator spec)."""
     tasks, error = cached_tasks(env)
     if error:
         st.warning(f"Could not list the tasks of {md_code(env)}: {md_escape(error)}", icon=":material/warning:")
+    known = len(tasks)
+    if known > TASK_OPTIONS_SHOWN:
+        needle = st.text_input(f"Filter the {known:,} tasks", key=f"{key}_filter",
+                               help=f"The pickers list at most {TASK_OPTIONS_SHOWN:,} tasks: those whose id contains this")
+        tasks = shown_tasks(tasks, needle)
     if multiple:
-        chosen = st.multiselect(f"Tasks ({len(tasks)} known; none chosen = all)", tasks, key=f"{key}_pick",
+        chosen = st.multiselect(f"Tasks ({known:,} known; none chosen = all)", tasks, key=f"{key}_pick",
                                 max_selections=500)
     else:
-        picked = st.selectbox(f"Task ({len(tasks)} known)", tasks, key=f"{key}_pick", index=0 if tasks else None)
+        picked = st.selectbox(f"Task ({known:,} known)", tasks, key=f"{key}_pick", index=0 if tasks else None)
         chosen = [picked] if picked else []
     typed = st.text_input("…or task ids, one per line or comma-separated", key=f"{key}_typed",
                           help="Any id the environment accepts, including ones not in its list")
