@@ -5,6 +5,9 @@ small hand-made episodes and on real toolshop calls run in-process."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 from worldsmith.envs.toolshop import Store, base_db, run_tool
@@ -137,3 +140,46 @@ def test_real_toolshop_card_writes_change_the_user_a_later_read_shows() -> None:
                 [proposal] = [p for p in tracker.propose(name, arguments) if p.source.startswith("record_")]
                 assert proposal.observation == answer
             tracker.observe(name, arguments, answer)
+
+
+def test_an_indented_layout_round_trips_and_a_created_record_is_read_back_in_it() -> None:
+    from worldsmith.worldbook.records import dump_layout, json_layout
+
+    ticket = {"ticket_id": "T-1", "subject": "late", "status": "open", "messages": []}
+    for text in (json.dumps(ticket, indent=2), json.dumps(ticket, indent=4, ensure_ascii=False)):
+        layout = json_layout(text)
+        assert layout is not None and dump_layout(ticket, layout) == text
+
+    def ticket_of(index: int) -> dict[str, Any]:
+        return {"ticket_id": f"T-{index}", "user_id": f"u{index}", "subject": f"about {index}", "status": "open"}
+
+    evidence = []
+    for e in range(4):  # a ticket opened (answered compactly), then read (answered indented)
+        opened = ticket_of(e)
+        evidence += [_ev(f"e{e}", 0, "open_ticket", {"user_id": f"u{e}", "subject": opened["subject"]}, opened),
+                     _ev(f"e{e}", 1, "get_ticket", {"ticket_id": opened["ticket_id"]}, json.dumps(opened, indent=2))]
+    tracker = RecordTracker(evidence, learn_tool_rules(evidence))
+    tracker.reset()
+    opened = ticket_of(9)  # held out: the id the answer reveals names the new record
+    tracker.observe("open_ticket", {"user_id": "u9", "subject": opened["subject"]}, json.dumps(opened))
+    [proposal] = tracker.propose("get_ticket", {"ticket_id": "T-9"})
+    assert proposal.observation == json.dumps(opened, indent=2)
+
+
+def test_an_effect_rule_reads_as_one_line_and_lists_in_the_cli(tmp_path: Any) -> None:
+    from worldsmith.worldbook import Worldbook, WorldbookStore
+    from worldsmith.worldbook.tool_rule_text import describe_tool_rule
+
+    rules = _effects(_shop(4))
+    line = describe_tool_rule(rules["place_order"])
+    assert line.startswith("place_order selects user by user_id") and "appends the answer's id to orders" in line
+    assert "removes the card_id items from cards" in describe_tool_rule(rules["remove_card"])
+    assert "sets the answer's records in cards" in describe_tool_rule(rules["add_card"])
+    WorldbookStore(tmp_path / "worldbooks").save(Worldbook(name="shop", tool_rules=list(rules.values())))
+    result = subprocess.run([sys.executable, "-m", "worldsmith", "book", "tools", "shop", "--kind", "effect", "--json"],
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "WORLDSMITH_WORKSPACE": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    listed = json.loads(result.stdout)["tool_rules"]
+    assert {r["id"] for r in listed} == {"effect:add_card:user_id", "effect:remove_card:user_id",
+                                         "effect:place_order:user_id"}
