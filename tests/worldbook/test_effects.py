@@ -78,9 +78,28 @@ def test_effects_apply_to_a_held_out_record_with_the_answer() -> None:
     assert added is not None and list(added["cards"]) == ["c7a", "c7z"]
     removed = apply_changes(rules["remove_card"], added, {"user_id": "u7", "card_id": "c7a"})
     assert removed is not None and list(removed["cards"]) == ["c7z"]
+    assert apply_changes(rules["remove_card"], removed, {"user_id": "u7", "card_id": "c7a"}) is None  # gone already
     placed = apply_changes(rules["place_order"], removed, {"user_id": "u7"}, {"order_id": "#O5", "user_id": "u7"})
     assert placed is not None and placed["orders"] == ["#O1", "#O5"]
     assert apply_changes(rules["place_order"], removed, {"user_id": "u7"}) is None  # no answer: not computable
+
+
+def test_a_write_answered_with_the_whole_record_shows_an_earlier_calls_effect() -> None:
+    evidence = []
+    for e in range(4):  # add a card, then rename the user: the rename's answer is the next sighting of the user
+        uid, first, new = f"u{e}", _card(f"c{e}a", f"{e:04d}"), _card(f"c{e}b", f"{e + 5000:04d}")
+        user = _user(e, {first["id"]: first}, [])
+        both = {**user, "cards": {first["id"]: first, new["id"]: new}}
+        evidence += [_ev(f"e{e}", 0, "get_user", {"user_id": uid}, user),
+                     _ev(f"e{e}", 1, "rename", {"user_id": uid, "name": f"renamed {e}"}, {**user, "name": f"renamed {e}"}),
+                     _ev(f"e{e}", 2, "add_card", {"user_id": uid, "last4": new["last4"]}, [first, new]),
+                     _ev(f"e{e}", 3, "rename", {"user_id": uid, "name": f"again {e}"}, {**both, "name": f"again {e}"})]
+    rules = {(rule.kind, rule.tool): rule for rule in learn_tool_rules(evidence)}
+    assert {c.path: c.op for c in rules[("write", "rename")].changes}["name"] == "copy"
+    effect = rules[("effect", "add_card")]
+    assert effect.executable and {c.path: c.op for c in effect.changes}["cards"] == "upsert"
+    assert "name" not in {c.path for c in effect.changes}  # the rename's own change is not the card's effect
+    assert rules[("write", "rename")].executable  # learned again with the card's effect applied: cards kept
 
 
 def test_answer_forms_slot_argument_values_and_key_json_by_its_keys() -> None:

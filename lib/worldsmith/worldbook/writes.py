@@ -387,8 +387,13 @@ class _Learner:
     """One pass over the evidence counting each selecting tool's relations (see the module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str] | None,
-                 store: RecordStore, selectors: Mapping[str, tuple[str, str]]) -> None:
+                 store: RecordStore, selectors: Mapping[str, tuple[str, str]],
+                 effects: Sequence[ToolRule] = ()) -> None:
         self.config = config
+        self.effects: dict[str, list[ToolRule]] = defaultdict(list)  # executable effect rules, applied as calls go
+        for rule in effects:
+            if rule.executable and rule.selector is not None:
+                self.effects[rule.tool].append(rule)
         self.selectors = dict(selectors)
         self.aliases = aliases(self.selectors)
         self.readers = readers
@@ -465,6 +470,21 @@ class _Learner:
             if wrote is not None:
                 records.pop(wrote[0], None)
                 records[wrote[0]] = wrote[1]
+            for rule in self.effects.get(item.action, ()):
+                self._affect(records, rule, item, arguments, value)
+
+    def _affect(self, records: dict[RecordKey, dict[str, Any]], rule: ToolRule, item: Evidence,
+                arguments: Mapping[str, Any], value: Any) -> None:
+        """An effect rule's changes to the record its argument names (the records then are as the call left them)."""
+        assert rule.selector is not None
+        given = arguments.get(rule.selector.argument)
+        if given is None or {"answer_form": answer_form(item.observation, arguments)} not in rule.conditions:
+            return
+        found = self._before(records, rule.selector.argument, rule.selector.key, str(given))
+        after = apply_changes(rule, found[1], arguments, value) if found is not None else None
+        if found is not None and after is not None:
+            records.pop(found[0], None)
+            records[found[0]] = after
 
     def _answered(self, item: Evidence, arguments: dict[str, Any], value: Any,
                   before: dict[str, Any]) -> dict[str, Any] | None:
@@ -631,14 +651,18 @@ _Sighting = tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any], Any]
 
 class _Effects(_Learner):
     """Effects on *other* records than a write's own: per (tool, argument), the record the argument names (the
-    episode's last version, else the store's) before the call against the next read of it, when no other call
-    named it in between, counted on the answer forms after which the record changed on at least half the turns
+    episode's last version, else the store's) before the call against the next read of it (a reader's answer, or
+    the whole-record answer of a write, but for the fields that write changes itself), when no other call named it
+    in between, counted on the answer forms after which the record changed on at least half the turns
     (the forms of success; the relations may read the call's JSON answer: `upsert`, append its id)."""
 
     def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str], store: RecordStore,
-                 selectors: Mapping[str, tuple[str, str]], writes: set[str]) -> None:
+                 selectors: Mapping[str, tuple[str, str]], writes: Sequence[ToolRule]) -> None:
         super().__init__(evidence, config, readers=readers, store=store, selectors=selectors)
-        self.own = {tool: self.selectors[tool][0] for tool in writes if tool in self.selectors}  # a write rule's own
+        self.own = {rule.tool: rule.selector.argument for rule in writes if rule.selector is not None}
+        # writes answered with the whole record: a sighting of it too, but for the fields they change themselves
+        self.showing = {rule.tool: {path_keys(c.path)[0] for c in rule.changes if c.op != "keep"} for rule in writes
+                        if rule.response is not None and rule.response.kind == "record"}
         self.sightings: dict[tuple[str, str], list[_Sighting]] = defaultdict(list)
         self.id_keys: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
 
@@ -671,9 +695,12 @@ class _Effects(_Learner):
             for key, ident, record in own_records(value) if value is not None else ():
                 rkey = record_key(key, ident)
                 waiting = pending.pop(rkey, None)
-                if waiting is not None and item.action in (self.readers or ()) and item.action != waiting[0]:
+                if waiting is not None and item.action != waiting[0] and (
+                        item.action in (self.readers or ()) or item.action in self.showing):
                     tool, argument, turn, form, before, args, answer = waiting
-                    self.sightings[(tool, argument)].append((turn, form, before, record, args, answer))
+                    own = self.showing.get(item.action, set())
+                    seen = {k: v for k, v in record.items() if k not in own}
+                    self.sightings[(tool, argument)].append((turn, form, before, seen, args, answer))
                     self.id_keys[(tool, argument)][rkey[0]] += 1
                 records[rkey], order[rkey] = record, step
                 by_ident[rkey[1]].add(rkey)
@@ -737,10 +764,11 @@ class _Effects(_Learner):
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
                      store: RecordStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
-    `WriteConfig` (anything else, e.g. the build's config, means the defaults). Three linear passes: every
-    selecting tool's relations against the episodes alone (which tools write), the entity store from the other
-    tools' answers (`store`, built here when not given), then the writes' relations against episodes and store;
-    the look-up rules learn over the same store."""
+    `WriteConfig` (anything else, e.g. the build's config, means the defaults). Linear passes: every selecting
+    tool's relations against the episodes alone (which tools write), the entity store from the other tools'
+    answers (`store`, built here when not given), the writes' relations against episodes and store, the effects
+    on other records (`_Effects`), and where some effect executes the writes' relations again with the records as
+    the effects left them; the look-up rules learn over the same store."""
     settings = config if isinstance(config, WriteConfig) else WriteConfig()
     selectors, writes = learn_writes(evidence, settings)
     readers = {item.action for item in evidence} - writes
@@ -749,10 +777,14 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
     rules = learner.rules()
-    effects = _Effects(evidence, settings, readers=readers, store=store, selectors=selectors,
-                       writes={rule.tool for rule in rules})
+    effects = _Effects(evidence, settings, readers=readers, store=store, selectors=selectors, writes=rules)
     effects.run(evidence)
-    return rules + effects.rules() + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
+    effect_rules = effects.rules()
+    if any(rule.executable for rule in effect_rules):  # the writes again, their records as the effects left them
+        learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors, effects=effect_rules)
+        learner.run(evidence)
+        rules = learner.rules()
+    return rules + effect_rules + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
 
 
 def learn_writes(evidence: Sequence[Evidence],
@@ -806,11 +838,11 @@ def _value(change: FieldChange, before: Mapping[str, Any], current: Any, argumen
             given is not _ABSENT else _ABSENT
     if op == "sorted_arg":
         return sorted(given) if isinstance(given, list) else _ABSENT
-    if op == "remove" and isinstance(current, dict) and given is not _ABSENT:
-        return _without(current, given)
-    if op == "remove":
-        return [x for x in current if not _named(x, given)] if isinstance(current, list) and given is not _ABSENT \
+    if op == "remove":  # nothing to remove: the call is refused (learned removals always removed something)
+        kept: Any = _without(current, given) if isinstance(current, dict) and given is not _ABSENT else \
+            [x for x in current if not _named(x, given)] if isinstance(current, list) and given is not _ABSENT \
             else _ABSENT
+        return _ABSENT if kept is _ABSENT or len(kept) == len(current) else kept
     if op == "move":
         source = _get(before, path_keys(change.source or ""))
         return [copy.deepcopy(x) for x in source if _named(x, given)] if isinstance(source, list) and \
