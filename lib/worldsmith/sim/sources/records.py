@@ -2,7 +2,10 @@
 
 `RecordTracker` keeps, per episode, the last version of every record the episode showed (JSON answers read
 as records by `worldbook.records.own_records`) and applies the book's supported write rules
-(`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects. It proposes:
+(`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects, and its supported effect
+rules to the record another argument names, as it observes each call (a card the answer shows set in the user's
+payment methods, the new order's id appended to the user's orders; only after answers of the forms the rule acts
+on: a refusal changes nothing). It proposes:
 
 - `record_write`: a write answered from the selected record (the episode's last version, else its initial
   version in the cross-episode entity store) with the learned changes applied, in the tool's own layout;
