@@ -157,6 +157,17 @@ def test_a_turn_counter_learned_from_evidence_prints_this_episodes_count() -> No
     assert counter.fix("Time passes.", 9) == "Time passes."
 
 
+def test_a_number_seen_only_at_one_position_is_no_turn_counter() -> None:
+    from worldsmith.sim.trackers import TurnCounter
+
+    record = '{"user_id": "u1", "address": {"line1": "1 Elm St", "line2": ""}}'  # two recordings of one task
+    evidence = [item for episode in ("a-expert", "a-probing") for item in _evidence(
+        episode, [("find user", "u1"), ("get user", record)])]
+    counter = TurnCounter(evidence)
+    assert counter.counters == {}
+    assert counter.fix(record, 3) == record
+
+
 def test_a_form_naming_the_current_place_is_learned_and_filled_with_where_the_agent_is() -> None:
     def arrive(place: str) -> str:
         return f"You arrive at loc 3. On the {place}, you see nothing."

@@ -21,7 +21,7 @@ import streamlit as st
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.rule_card import render_rule_evidence
 from workbench.worldbook.state import submit_patch
-from worldsmith.worldbook import FieldChange, PatchOp, RuleStatus, ToolRule, Worldbook, WorldbookStore
+from worldsmith.worldbook import TOOL_RULE_KINDS, FieldChange, PatchOp, RuleStatus, ToolRule, Worldbook, WorldbookStore
 from worldsmith.worldbook.tool_rule_edits import (
     TEMPLATED_KINDS,
     change_status_op,
@@ -35,7 +35,7 @@ __all__ = ["KINDS", "TOOL_RULE_KEY", "ToolRuleFilter", "changes_frame", "render_
            "tool_rules_frame"]
 
 TOOL_RULE_KEY = "wb_tool_rule"  # the open tool rule (?wb_tool_rule=...); the filters are wb_t_kind/status/tool
-KINDS = ("write", "query", "precondition", "empty")
+KINDS = TOOL_RULE_KINDS
 _URL: Literal["query-params"] = "query-params"
 _CARD_FIELDS = {"id", "tool", "kind", "changes", "status", "support", "counterexamples", "provenance", "description"}
 

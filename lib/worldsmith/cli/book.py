@@ -13,6 +13,7 @@ from worldsmith.cli.book_propose import register_propose
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
 from worldsmith.worldbook import (
+    TOOL_RULE_KINDS,
     Patch,
     PatchOp,
     RuleStatus,
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tools = actions.add_parser("tools", help="tool-API rules (writes, queries, ...) with status and provenance")
     tools.add_argument("book")
     tools.add_argument("--version")
-    tools.add_argument("--kind", choices=["write", "query", "precondition", "empty"])
+    tools.add_argument("--kind", choices=list(TOOL_RULE_KINDS))
     tools.add_argument("--status", choices=[s.value for s in RuleStatus])
     tools.add_argument("--tool", help="only this tool's rules")
     add_common(tools)
@@ -221,7 +222,7 @@ def run_tools(args: argparse.Namespace) -> int:
         answer = r.response.kind if r.response else "-"
         print(f"{r.id:<32} {r.kind:<12} {r.status.value:<10} support {r.support:<4} select {selector:<24} "
               f"answers {answer}  turns {', '.join(r.provenance.supporting[:3]) or '-'}")
-        if r.kind != "write":  # a look-up: what it tests or matches, and the text it answers with
+        if r.kind not in ("write", "effect"):  # a look-up: what it tests or matches, and the text it answers with
             print(f"    {r.description}" + (f"  -> {r.template!r}" if r.template else ""))
         for change in r.changes:
             operand = change.argument or change.source or ("" if change.value is None else repr(change.value))

@@ -120,7 +120,7 @@ from worldsmith.worldbook.templates import (
     text_arguments,
 )
 from worldsmith.worldbook.termination import Termination, TerminationFeature, learn_termination, predicts_done
-from worldsmith.worldbook.toolrules import FieldChange, ResponseSpec, Selector, ToolRule
+from worldsmith.worldbook.toolrules import TOOL_RULE_KINDS, FieldChange, ResponseSpec, Selector, ToolRule
 from worldsmith.worldbook.writes import WriteConfig, apply_changes, learn_tool_rules, render_response
 
 __all__ = [
@@ -189,6 +189,7 @@ __all__ = [
     "TemplateConfig",
     "Termination",
     "TerminationFeature",
+    "TOOL_RULE_KINDS",
     "ToolRule",
     "Trace2EnvError",
     "TurnCheck",

@@ -79,8 +79,12 @@ def parse_json(text: str) -> Any:
         return None
 
 
+_INDENTS = (2, 4)  # indented layouts tried: an item separator ",\n" + spaces says each item on its own line
+
+
 def json_layout(text: str) -> Layout | None:
-    """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None."""
+    """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None. An indented text's
+    item separator is ",\n" and the indent's spaces (`json.dumps(indent=2)`: ",\n  ")."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -89,11 +93,18 @@ def json_layout(text: str) -> Layout | None:
         for ascii_only in (False, True):
             if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
                 return separators[0], separators[1], ascii_only
+    if "\n" in text:
+        for indent in _INDENTS:
+            for ascii_only in (False, True):
+                if json.dumps(value, indent=indent, ensure_ascii=ascii_only) == text.strip():
+                    return ",\n" + " " * indent, ": ", ascii_only
     return None
 
 
 def dump_layout(value: Any, layout: Layout) -> str:
     """`value` as JSON in a tool's own layout."""
+    if layout[0].startswith(",\n"):
+        return json.dumps(value, indent=len(layout[0]) - 2, separators=(",", layout[1]), ensure_ascii=layout[2])
     return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
 
 

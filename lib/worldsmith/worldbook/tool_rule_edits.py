@@ -37,7 +37,7 @@ def template_op(rule: ToolRule, template: str) -> PatchOp:
 
 
 def _changes_index(rule: ToolRule, path: str) -> int:
-    if rule.kind != "write":
+    if rule.kind not in ("write", "effect"):
         raise ValueError(f"tool rule {rule.id!r} is a {rule.kind} rule: it has no field changes")
     for index, change in enumerate(rule.changes):
         if change.path == path:

@@ -48,7 +48,9 @@ def describe_change(change: FieldChange) -> str:
         "sub": lambda: f"subtracts {change.argument} from {path}",
         "sum": lambda: f"sums {change.source} over {change.argument} → {path}",
         "append": lambda: (f"appends {change.argument} to {path}" if change.argument
-                           else f"appends {path} entry ({_keys(change.fields)})"),
+                           else f"appends {path} entry ({_keys(change.fields)})" if change.fields
+                           else f"appends the answer's id to {path}"),
+        "upsert": lambda: f"sets the answer's records in {path}",
         "remove": lambda: f"removes the {change.argument} items from {path}",
         "move": lambda: f"moves the {change.argument} items of {change.source} → {path}",
         "sorted_arg": lambda: f"sets {path} to {change.argument}, sorted",
@@ -91,13 +93,16 @@ def _is_identity(change: FieldChange, selector: Selector | None) -> bool:
 
 
 def describe_tool_rule(rule: ToolRule) -> str:
-    """The rule in one line: for a write its selector, changes and answer; for the other kinds (queries,
+    """The rule in one line: for a write (an effect) its selector, changes and answer (the answers it acts after);
+    for the other kinds (queries,
     preconditions, empty results) the learner's description and the text the rule answers with."""
-    if rule.kind == "write":
+    if rule.kind in ("write", "effect"):
         parts = [describe_selector(rule.selector)] if rule.selector is not None else []
         parts += [describe_change(c) for c in rule.changes if not _is_identity(c, rule.selector)]
         if rule.response is not None:
             parts.append(describe_response(rule.response))
+        parts += [f"after answers like {_short(json.dumps(c['answer_form'], ensure_ascii=False))}"
+                  for c in rule.conditions if "answer_form" in c]
         return f"{rule.tool} " + "; ".join(parts) if parts else f"{rule.tool} changes nothing"
     line = f"{rule.tool} ({rule.kind})"
     if rule.description:

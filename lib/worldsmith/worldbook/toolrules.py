@@ -7,6 +7,11 @@ A `ToolRule` belongs to one tool (`cancel_pending_order`) and one kind:
   set to "cancelled", `cancel_reason` copied from the argument `reason`, a refund appended to
   `payment_history`) and how the call answers (`response`: the updated record in the tool's own JSON layout,
   some of its fields, or a fixed text);
+- `effect` (also `worldbook.writes`): what a call does to *another* record than the one it answers with or
+  selects, the one an argument names (`add_card(user_id)` inserts the card its answer shows into the user's
+  `payment_methods`, `remove_payment_method(user_id, payment_method_id)` deletes that entry, `place_order(user_id)`
+  appends the new order's id to the user's `orders`): `selector` names that record, `changes` its field changes
+  (they may read the call's answer), `conditions` the answer forms on which it acts (a refusal changes nothing);
 - `query`, `precondition`, `empty` (helper kinds built on the same model: an id found by matching arguments
   against records, a learned error text, an empty result).
 
@@ -31,18 +36,23 @@ __all__ = [
     "ResponseKind",
     "ResponseSpec",
     "Selector",
+    "ANSWER",
+    "TOOL_RULE_KINDS",
     "ToolRule",
     "ToolRuleKind",
 ]
 
 _STRICT = ConfigDict(extra="forbid")
-ToolRuleKind = Literal["write", "query", "precondition", "empty"]
+ToolRuleKind = Literal["write", "effect", "query", "precondition", "empty"]
+TOOL_RULE_KINDS: tuple[str, ...] = ("write", "effect", "query", "precondition", "empty")
 ResponseKind = Literal["record", "fields", "text"]
 # How a field's new value comes (`FieldChange.op`), in the order the learner prefers them when several explain
 # the same values (an argument copied says more than a constant that happened to equal it).
-CHANGE_OPS = ("copy", "add", "sub", "sum", "append", "remove", "move", "sorted_arg", "object", "keep", "field", "set")
-ChangeOp = Literal["copy", "add", "sub", "sum", "append", "remove", "move", "sorted_arg", "object", "keep", "field",
-                   "set"]
+CHANGE_OPS = ("copy", "add", "sub", "sum", "append", "remove", "move", "upsert", "sorted_arg", "object", "keep", "field",
+              "set")
+ChangeOp = Literal["copy", "add", "sub", "sum", "append", "remove", "move", "upsert", "sorted_arg", "object", "keep",
+                   "field", "set"]
+ANSWER = "answer"  # the `source` of a change that reads the call's answer (append its record's id)
 _PATH = re.compile(r"(?:[^.\[\]\\]+|\[(?:\\.|[^\[\]\\])*\])(?:\.[^.\[\]\\]+|\[(?:\\.|[^\[\]\\])*\])*", re.DOTALL)
 
 
@@ -56,8 +66,12 @@ class FieldChange(BaseModel):
       the items of `items`; a refund of the returned items);
     - `object`: a new object, each of its keys built by one of `fields` (an address from address1, city, zip);
     - `append`: the list with one entry added: the argument `argument`'s value, else an object built by
-      `fields` (a payment-history line: a constant type, the amount from a prior field, a method argument);
-    - `remove`: the list without the items the argument `argument` names (an item, or its id / a list of ids);
+      `fields` (a payment-history line: a constant type, the amount from a prior field, a method argument),
+      else (`source` "answer") the id of the record the call answered with (a new order's id);
+    - `remove`: the list without the items the argument `argument` names (an item, or its id / a list of ids),
+      or the object without the entries it names (by key, or by the id their value holds);
+    - `upsert`: the object with the records the call's answer shows set under their ids (a new card added, a
+      gift card's new balance), other entries kept;
     - `move`: the items of the list at `source` that `argument` names (items moved to a return list);
     - `sorted_arg`: the argument `argument`'s list, sorted.
     """
@@ -90,8 +104,8 @@ class FieldChange(BaseModel):
             raise ValueError(f"a {self.op!r} change names the record path it reads (source)")
         if self.op == "object" and not self.fields:
             raise ValueError("an 'object' change says how each of its keys is built (fields)")
-        if self.op == "append" and not self.argument and not self.fields:
-            raise ValueError("an 'append' change names its entry: an argument, or fields to build it")
+        if self.op == "append" and not self.argument and not self.fields and self.source != ANSWER:
+            raise ValueError("an 'append' change names its entry: an argument, fields to build it, or the answer")
         if self.support > self.checked:
             raise ValueError(f"support {self.support} exceeds the {self.checked} turns checked")
         return self
@@ -113,7 +127,7 @@ class ResponseSpec(BaseModel):
     - `record`: the record after the changes, its keys in the record's order (new keys where `keys` puts them);
     - `fields`: an object of `keys` in that order, each the updated record's field, or (for a key the record
       does not have) built by the change in `fields` of that path (an `order_id` copied from the argument);
-    - `text`: the constant `text`.
+    - `text`: the constant `text`, its `{arg.name}` slots filled from the arguments (`Ticket {arg.ticket_id} closed.`).
     """
 
     model_config = _STRICT
@@ -167,6 +181,8 @@ class ToolRule(BaseModel):
     def _write_shape(self) -> ToolRule:
         if self.kind == "write" and (self.selector is None or self.response is None):
             raise ValueError("a write rule names its selector and its response")
+        if self.kind == "effect" and (self.selector is None or not self.changes):
+            raise ValueError("an effect rule names the record it changes (selector) and its changes")
         if self.kind in ("query", "empty") and self.query is None:
             raise ValueError(f"a {self.kind} rule holds its look-up (query)")
         if self.kind == "precondition" and self.precondition is None:

@@ -47,13 +47,23 @@ from worldsmith.worldbook.records import (
     parse_json,
     record_key,
 )
-from worldsmith.worldbook.toolrules import CHANGE_OPS, FieldChange, ResponseKind, ResponseSpec, Selector, ToolRule
+from worldsmith.worldbook.toolrules import (
+    ANSWER,
+    CHANGE_OPS,
+    FieldChange,
+    ResponseKind,
+    ResponseSpec,
+    Selector,
+    ToolRule,
+)
 
 __all__ = [
     "MIN_SUPPORT",
     "SHARE",
     "WriteConfig",
+    "answer_form",
     "apply_changes",
+    "fill_slots",
     "aliases",
     "learn_tool_rules",
     "learn_writes",
@@ -122,6 +132,33 @@ def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+# ------------------------------------------------------------------------------------------------ answer forms
+_MIN_SLOT = 3  # an argument value shorter than this is not slotted into an answer's form (it would match anywhere)
+_SLOT = re.compile(r"\{arg\.([^{}]+)\}")
+
+
+def answer_form(observation: str, arguments: Mapping[str, Any]) -> str:
+    """The form of an answer an effect rule acts on: `json:list`, `json:` and an object's keys, else the text with
+    the arguments' values as `{arg.name}` slots (`Payment method {arg.payment_method_id} removed.`): a refusal
+    (an error text, an error object) has another form than the success it refuses."""
+    value = parse_json(observation)
+    if isinstance(value, list):
+        return "json:list"
+    if isinstance(value, dict):
+        return "json:" + ",".join(sorted(value))
+    text = observation
+    for name, given in sorted(arguments.items(), key=lambda kv: -len(str(kv[1]))):
+        if isinstance(given, str | int) and not isinstance(given, bool) and len(str(given)) >= _MIN_SLOT:
+            text = text.replace(str(given), "{arg." + name + "}")
+    return text
+
+
+def fill_slots(form: str, arguments: Mapping[str, Any]) -> str | None:
+    """A text form with its `{arg.name}` slots filled from the arguments (None when one names no argument)."""
+    missing = [name for name in _SLOT.findall(form) if name not in arguments]
+    return None if missing else _SLOT.sub(lambda m: str(arguments[m.group(1)]), form)
+
+
 # ------------------------------------------------------------------------------------------------ relations
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
@@ -174,6 +211,41 @@ def _total(items: Sequence[Any], key: str) -> float:
     return round(sum(x[key] for x in items if isinstance(x, dict) and _number(x.get(key))), 6)
 
 
+def _answer_id(answer: Any) -> Any:
+    """The id of the record a call answered with (its first identifier field), `_ABSENT` for other answers."""
+    if not isinstance(answer, dict):
+        return _ABSENT
+    own = next(iter(own_records(answer)), None)
+    return own[1] if own is not None and own[2] is answer else _ABSENT
+
+
+def _upserted(prior: Mapping[str, Any], answer: Any) -> dict[str, Any] | None:
+    """An object of records (`{id: record}`) with the records the answer shows set under their ids: those keyed like
+    its entries (None when the answer shows none)."""
+    keys = {own[0] for value in prior.values() if (own := next(iter(own_records(value)), None)) is not None}
+    entries = {str(ident): record for key, ident, record in own_records(answer) if not keys or key in keys}
+    if not entries:
+        return None
+    return {**copy.deepcopy(dict(prior)), **copy.deepcopy(entries)}
+
+
+def _without(prior: Mapping[str, Any], argument: Any) -> dict[str, Any]:
+    """An object without the entries an argument names (by key, or by the id their value holds)."""
+    names = {str(n) for n in (argument if isinstance(argument, list) else [argument])}
+    return {k: v for k, v in prior.items() if k not in names and not _named(v, argument)}
+
+
+def _dict_relations(new: dict[str, Any], prior: Any, arguments: Mapping[str, Any], answer: Any) -> set[Candidate]:
+    """How an object of records changes: entries an argument names removed, the answer's records upserted."""
+    if not isinstance(prior, dict) or new == prior:
+        return set()
+    found: set[Candidate] = {("remove", name) for name, argument in arguments.items()
+                             if len(new) < len(prior) and new == _without(prior, argument)}
+    if answer is not _ABSENT and _upserted(prior, answer) == new:
+        found.add(("upsert",))
+    return found
+
+
 def _list_relations(new: list[Any], prior: Any, before: Mapping[str, Any], name: str,
                     argument: Any) -> set[Candidate]:
     """How a list field's new value comes from one argument: sorted, items removed, items moved from a list."""
@@ -194,10 +266,14 @@ def _list_relations(new: list[Any], prior: Any, before: Mapping[str, Any], name:
 
 
 def _explain(new: Any, prior: Any, before: Mapping[str, Any], leaves: Mapping[str, list[str]],
-             arguments: Mapping[str, Any]) -> tuple[set[Candidate], dict[tuple[str, str], set[Candidate]]]:
+             arguments: Mapping[str, Any],
+             answer: Any = _ABSENT) -> tuple[set[Candidate], dict[tuple[str, str], set[Candidate]]]:
     """Every relation explaining `new` (a field's value after the call), and for objects / appended entries the
-    relations explaining each of their keys ((shape, key) -> candidates)."""
+    relations explaining each of their keys ((shape, key) -> candidates). `answer`: the call's JSON answer, where
+    the relations may read it (effects on another record: `_Effects`)."""
     found = _sources(new, before, leaves, arguments)
+    if isinstance(new, dict):
+        found |= _dict_relations(new, prior, arguments, answer)
     parts: dict[tuple[str, str], set[Candidate]] = {}
     if prior is not _ABSENT and new == prior:
         found.add(("keep",))
@@ -212,6 +288,8 @@ def _explain(new: Any, prior: Any, before: Mapping[str, Any], leaves: Mapping[st
     if isinstance(new, list) and isinstance(prior, list) and len(new) == len(prior) + 1 and new[:-1] == prior:
         entry = new[-1]
         found |= {("append", "arg", a) for a, v in arguments.items() if v == entry}
+        if answer is not _ABSENT and _answer_id(answer) == entry:
+            found.add(("append", "answer"))
         if isinstance(entry, dict) and entry:
             shape = ",".join(entry)
             found.add(("append", "obj", shape))
@@ -239,7 +317,9 @@ def _change(path: str, candidate: Candidate, parts: list[FieldChange], support: 
         data["value"] = json.loads(candidate[1])
     elif op == "append" and candidate[1] == "arg":
         data["argument"] = candidate[2]
-    if op in ("object", "append") and candidate[1:2] != ("arg",):
+    elif op == "append" and candidate[1] == ANSWER:
+        data["source"] = ANSWER
+    if op == "object" or (op == "append" and candidate[1] == "obj"):
         data["fields"] = parts
     return FieldChange.model_validate(data)
 
@@ -262,7 +342,7 @@ class _Tool:
     turns: list[str] = field(default_factory=list)  # write turns whose record before the call was known
     kinds: Counter[ResponseKind] = field(default_factory=Counter)  # response kinds
     orders: Counter[tuple[str, ...]] = field(default_factory=Counter)  # JSON answers' key orders
-    texts: Counter[str] = field(default_factory=Counter)
+    texts: Counter[str] = field(default_factory=Counter)  # text answers' forms (`answer_form`: arguments slotted)
     layouts: Counter[Layout] = field(default_factory=Counter)
     changes: dict[str, _Field] = field(default_factory=lambda: defaultdict(_Field))  # record path -> counts
     answer: dict[str, _Field] = field(default_factory=lambda: defaultdict(_Field))  # answer-only keys -> counts
@@ -278,8 +358,8 @@ class _Tool:
 
 
 def _count(target: _Field, turn: str, new: Any, prior: Any, before: Mapping[str, Any],
-           leaves: Mapping[str, list[str]], arguments: Mapping[str, Any]) -> None:
-    found, parts = _explain(new, prior, before, leaves, arguments)
+           leaves: Mapping[str, list[str]], arguments: Mapping[str, Any], answer: Any = _ABSENT) -> None:
+    found, parts = _explain(new, prior, before, leaves, arguments, answer)
     target.checked.append(turn)
     target.new_key += prior is _ABSENT
     target.changed += prior is not _ABSENT and new != prior
@@ -307,8 +387,13 @@ class _Learner:
     """One pass over the evidence counting each selecting tool's relations (see the module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str] | None,
-                 store: RecordStore, selectors: Mapping[str, tuple[str, str]]) -> None:
+                 store: RecordStore, selectors: Mapping[str, tuple[str, str]],
+                 effects: Sequence[ToolRule] = ()) -> None:
         self.config = config
+        self.effects: dict[str, list[ToolRule]] = defaultdict(list)  # executable effect rules, applied as calls go
+        for rule in effects:
+            if rule.executable and rule.selector is not None:
+                self.effects[rule.tool].append(rule)
         self.selectors = dict(selectors)
         self.aliases = aliases(self.selectors)
         self.readers = readers
@@ -346,7 +431,7 @@ class _Learner:
             if tool.kinds and tool.main_kind()[0] == "text":
                 success = tool.texts.most_common(1)[0][0]
                 for turn, text, before, after, arguments in tool.deferred:
-                    if text == success:
+                    if answer_form(text, arguments) == success:
                         self._changes(tool, turn, before, after, arguments)
             tool.deferred.clear()
 
@@ -385,6 +470,21 @@ class _Learner:
             if wrote is not None:
                 records.pop(wrote[0], None)
                 records[wrote[0]] = wrote[1]
+            for rule in self.effects.get(item.action, ()):
+                self._affect(records, rule, item, arguments, value)
+
+    def _affect(self, records: dict[RecordKey, dict[str, Any]], rule: ToolRule, item: Evidence,
+                arguments: Mapping[str, Any], value: Any) -> None:
+        """An effect rule's changes to the record its argument names (the records then are as the call left them)."""
+        assert rule.selector is not None
+        given = arguments.get(rule.selector.argument)
+        if given is None or {"answer_form": answer_form(item.observation, arguments)} not in rule.conditions:
+            return
+        found = self._before(records, rule.selector.argument, rule.selector.key, str(given))
+        after = apply_changes(rule, found[1], arguments, value) if found is not None else None
+        if found is not None and after is not None:
+            records.pop(found[0], None)
+            records[found[0]] = after
 
     def _answered(self, item: Evidence, arguments: dict[str, Any], value: Any,
                   before: dict[str, Any]) -> dict[str, Any] | None:
@@ -393,7 +493,7 @@ class _Learner:
         tool.turns.append(item.turn_id)
         if not isinstance(value, dict):
             tool.kinds["text"] += 1
-            tool.texts[item.observation] += 1
+            tool.texts[answer_form(item.observation, arguments)] += 1
             return None
         layout = json_layout(item.observation)
         if layout is not None:
@@ -443,14 +543,15 @@ class _Learner:
         if candidate == ("keep",) and everywhere:
             return None
         parts = self._parts(counts, candidate)
-        if parts is None or (not parts and candidate[0] in ("object", "append") and candidate[1:2] != ("arg",)):
+        if parts is None or (not parts and candidate[0] in ("object", "append") and
+                             candidate[1:2] not in (("arg",), (ANSWER,))):
             candidate = max((c for c in held if c[0] == "set"), key=lambda c: (len(held[c]), c[1]))
             parts, status = [], RuleStatus.CONFLICTED
         return _change(path, candidate, parts, len(held[candidate]), checked, status)
 
     def _parts(self, counts: _Field, chosen: Candidate) -> list[FieldChange] | None:
         """How each key of an object / appended entry is built (None when some key has no relation at all)."""
-        if chosen[0] not in ("object", "append") or chosen[1:2] == ("arg",):
+        if chosen[0] not in ("object", "append") or chosen[1:2] in (("arg",), (ANSWER,)):
             return []
         shape = f"{chosen[0]}:{chosen[-1]}"
         total = counts.shapes[shape] // max(1, len(chosen[-1].split(",")))
@@ -520,6 +621,8 @@ def _candidate(change: FieldChange) -> Candidate:
     if change.op == "set":
         return ("set", _key(change.value))
     if change.op == "append":
+        if change.source == ANSWER and not change.argument and not change.fields:
+            return ("append", ANSWER)
         return ("append", "arg", change.argument) if change.argument else \
             ("append", "obj", ",".join(p.path for p in change.fields))
     if change.op == "object":
@@ -541,13 +644,131 @@ def _writes(learner: _Learner) -> set[str]:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ effects
+# (turn, answer form, record before, record the next read showed, arguments, JSON answer)
+_Sighting = tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any], Any]
+
+
+class _Effects(_Learner):
+    """Effects on *other* records than a write's own: per (tool, argument), the record the argument names (the
+    episode's last version, else the store's) before the call against the next read of it (a reader's answer, or
+    the whole-record answer of a write, but for the fields that write changes itself), when no other call named it
+    in between, counted on the answer forms after which the record changed on at least half the turns
+    (the forms of success; the relations may read the call's JSON answer: `upsert`, append its id)."""
+
+    def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str], store: RecordStore,
+                 selectors: Mapping[str, tuple[str, str]], writes: Sequence[ToolRule]) -> None:
+        super().__init__(evidence, config, readers=readers, store=store, selectors=selectors)
+        self.own = {rule.tool: rule.selector.argument for rule in writes if rule.selector is not None}
+        # writes answered with the whole record: a sighting of it too, but for the fields they change themselves
+        self.showing = {rule.tool: {path_keys(c.path)[0] for c in rule.changes if c.op != "keep"} for rule in writes
+                        if rule.response is not None and rule.response.kind == "record"}
+        self.sightings: dict[tuple[str, str], list[_Sighting]] = defaultdict(list)
+        self.id_keys: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+
+    def run(self, evidence: Sequence[Evidence]) -> None:
+        for items in group_by_episode(evidence).values():
+            self._episode(items)
+
+    def _named(self, records: Mapping[RecordKey, dict[str, Any]], order: Mapping[RecordKey, int],
+               ident: str) -> tuple[RecordKey, dict[str, Any]] | None:
+        """The record an argument value names: the episode's latest version under any id key, else the store's."""
+        found = [k for k in self.store.keys_for(ident) if k not in records] + [k for k in order if k[1] == ident]
+        shown = [k for k in found if k in records]
+        if shown:
+            best = max(shown, key=order.__getitem__)
+            return best, records[best]
+        for rkey in found:
+            record = self.store.get(*rkey)
+            if record is not None:
+                return rkey, record
+        return None
+
+    def _episode(self, items: Sequence[Evidence]) -> None:
+        records: dict[RecordKey, dict[str, Any]] = {}
+        order: dict[RecordKey, int] = {}  # record key -> when it was last shown
+        by_ident: dict[str, set[RecordKey]] = defaultdict(set)
+        pending: dict[RecordKey, tuple[str, str, str, str, dict[str, Any], dict[str, Any], Any]] = {}
+        for step, item in enumerate(items):
+            arguments = arguments_of(item)
+            value = parse_json(item.observation)
+            for key, ident, record in own_records(value) if value is not None else ():
+                rkey = record_key(key, ident)
+                waiting = pending.pop(rkey, None)
+                if waiting is not None and item.action != waiting[0] and (
+                        item.action in (self.readers or ()) or item.action in self.showing):
+                    tool, argument, turn, form, before, args, answer = waiting
+                    own = self.showing.get(item.action, set())
+                    seen = {k: v for k, v in record.items() if k not in own}
+                    self.sightings[(tool, argument)].append((turn, form, before, seen, args, answer))
+                    self.id_keys[(tool, argument)][rkey[0]] += 1
+                records[rkey], order[rkey] = record, step
+                by_ident[rkey[1]].add(rkey)
+            named = {str(v): name for name, v in arguments.items() if isinstance(v, str | int) and not isinstance(v, bool)}
+            for rkey in [k for k in pending if k[1] in named]:
+                del pending[rkey]  # another call named it: its next read is not the earlier call's effect
+            form = answer_form(item.observation, arguments)
+            for ident, name in named.items():
+                if self.own.get(item.action) == name:
+                    continue  # the write rule's own record
+                found = self._named(records, {k: order[k] for k in by_ident.get(ident, ())}, ident)
+                if found is not None:
+                    pending[found[0]] = (item.action, name, item.turn_id, form, found[1], arguments,
+                                         value if value is not None else _ABSENT)
+
+    def rules(self) -> list[ToolRule]:
+        out = []
+        for (tool, argument), sightings in sorted(self.sightings.items()):
+            rule = self._effect(tool, argument, sightings)
+            if rule is not None:
+                out.append(rule)
+        return out
+
+    def _effect(self, tool: str, argument: str, sightings: Sequence[_Sighting]) -> ToolRule | None:
+        forms = Counter(s[1] for s in sightings)
+        changed = Counter(form for _, form, before, after, _, _ in sightings
+                          if any(before.get(k, _ABSENT) != v for k, v in after.items()))
+        acting = sorted(f for f, n in changed.items() if n >= self.config.min_support and 2 * n >= forms[f])
+        if not acting:
+            return None
+        counts: dict[str, _Field] = defaultdict(_Field)
+        turns = []
+        for turn, form, before, after, arguments, answer in sightings:
+            if form in acting:
+                turns.append(turn)
+                leaves = _leaves(before)
+                for key, new in after.items():
+                    _count(counts[path_of([key])], turn, new, before.get(key, _ABSENT), before, leaves, arguments,
+                           answer)
+        changes = [c for path, fc in sorted(counts.items()) if (c := self._decide(path, fc))]
+        supported = [c for c in changes if c.status == RuleStatus.SUPPORTED
+                     and counts[c.path].changed >= self.config.min_support]
+        if not supported:
+            return None
+        failed = sorted({t for c in changes for t in set(counts[c.path].checked) -
+                         set(counts[c.path].held.get(_candidate(c), ()))})
+        supporting = [t for t in turns if t not in set(failed)]
+        fine = all(c.status == RuleStatus.SUPPORTED for c in changes) and len(supporting) >= self.config.min_support
+        key = self.id_keys[(tool, argument)].most_common(1)[0][0]
+        return ToolRule(
+            id=f"effect:{tool}:{argument}", tool=tool, kind="effect", selector=Selector(argument=argument, key=key),
+            changes=changes, conditions=[{"answer_form": form} for form in acting],
+            status=RuleStatus.SUPPORTED if fine else RuleStatus.TENTATIVE, support=len(supporting),
+            counterexamples=failed[: self.config.provenance_cap],
+            provenance=RuleProvenance.capped(supporting, failed, cap=self.config.provenance_cap),
+            description=f"{tool}({argument}) changes the record whose {key} is the argument, after answers of the "
+                        f"form{'s' if len(acting) > 1 else ''} {', '.join(repr(f) for f in acting)}; "
+                        + "; ".join(f"{c.path}: {c.op}" for c in changes))
+
+
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
                      store: RecordStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
-    `WriteConfig` (anything else, e.g. the build's config, means the defaults). Three linear passes: every
-    selecting tool's relations against the episodes alone (which tools write), the entity store from the other
-    tools' answers (`store`, built here when not given), then the writes' relations against episodes and store;
-    the look-up rules learn over the same store."""
+    `WriteConfig` (anything else, e.g. the build's config, means the defaults). Linear passes: every selecting
+    tool's relations against the episodes alone (which tools write), the entity store from the other tools'
+    answers (`store`, built here when not given), the writes' relations against episodes and store, the effects
+    on other records (`_Effects`), and where some effect executes the writes' relations again with the records as
+    the effects left them; the look-up rules learn over the same store."""
     settings = config if isinstance(config, WriteConfig) else WriteConfig()
     selectors, writes = learn_writes(evidence, settings)
     readers = {item.action for item in evidence} - writes
@@ -555,7 +776,15 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
         store = RecordStore.from_evidence(evidence, readers, families)
     learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
     learner.run(evidence)
-    return learner.rules() + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
+    rules = learner.rules()
+    effects = _Effects(evidence, settings, readers=readers, store=store, selectors=selectors, writes=rules)
+    effects.run(evidence)
+    effect_rules = effects.rules()
+    if any(rule.executable for rule in effect_rules):  # the writes again, their records as the effects left them
+        learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors, effects=effect_rules)
+        learner.run(evidence)
+        rules = learner.rules()
+    return rules + effect_rules + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
 
 
 def learn_writes(evidence: Sequence[Evidence],
@@ -572,8 +801,22 @@ def _copied(value: Any) -> Any:
     return value if value is _ABSENT else copy.deepcopy(value)
 
 
-def _value(change: FieldChange, before: Mapping[str, Any], current: Any, arguments: Mapping[str, Any]) -> Any:
-    """A change's new value (`_ABSENT` when the arguments or the record do not give it)."""
+def _from_answer(change: FieldChange, current: Any, answer: Any) -> Any:
+    """An effect's value read from the call's answer: the object with its records upserted, the list with its id."""
+    if answer is _ABSENT:
+        return _ABSENT
+    if change.op == "upsert":
+        merged = _upserted(current, answer) if isinstance(current, dict) else None
+        return _ABSENT if merged is None else merged
+    ident = _answer_id(answer)
+    return _ABSENT if ident is _ABSENT or not isinstance(current, list) else [*current, ident]
+
+
+def _value(change: FieldChange, before: Mapping[str, Any], current: Any, arguments: Mapping[str, Any],
+           answer: Any = _ABSENT) -> Any:
+    """A change's new value (`_ABSENT` when the arguments, the record or the answer do not give it)."""
+    if change.op == "upsert" or (change.op == "append" and change.source == ANSWER):
+        return _from_answer(change, current, answer)
     given = arguments.get(change.argument, _ABSENT) if change.argument else _ABSENT
     op = change.op
     if op == "set":
@@ -595,9 +838,11 @@ def _value(change: FieldChange, before: Mapping[str, Any], current: Any, argumen
             given is not _ABSENT else _ABSENT
     if op == "sorted_arg":
         return sorted(given) if isinstance(given, list) else _ABSENT
-    if op == "remove":
-        return [x for x in current if not _named(x, given)] if isinstance(current, list) and given is not _ABSENT \
+    if op == "remove":  # nothing to remove: the call is refused (learned removals always removed something)
+        kept: Any = _without(current, given) if isinstance(current, dict) and given is not _ABSENT else \
+            [x for x in current if not _named(x, given)] if isinstance(current, list) and given is not _ABSENT \
             else _ABSENT
+        return _ABSENT if kept is _ABSENT or len(kept) == len(current) else kept
     if op == "move":
         source = _get(before, path_keys(change.source or ""))
         return [copy.deepcopy(x) for x in source if _named(x, given)] if isinstance(source, list) and \
@@ -611,13 +856,15 @@ def _value(change: FieldChange, before: Mapping[str, Any], current: Any, argumen
     return [*current, built] if isinstance(current, list) else _ABSENT  # append
 
 
-def apply_changes(rule: ToolRule, before: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The record after the call: `before` with the rule's changes (None when one cannot be computed here)."""
+def apply_changes(rule: ToolRule, before: Mapping[str, Any], arguments: Mapping[str, Any],
+                  answer: Any = None) -> dict[str, Any] | None:
+    """The record after the call: `before` with the rule's changes (None when one cannot be computed here).
+    `answer`: the call's JSON answer, which effect rules' changes may read (None: not known)."""
     after = copy.deepcopy(dict(before))
     for change in rule.changes:
         keys = path_keys(change.path)
         current = _get(before, keys)
-        new = _value(change, before, current, arguments)
+        new = _value(change, before, current, arguments, _ABSENT if answer is None else answer)
         if new is _ABSENT:
             return None
         target = after
@@ -636,7 +883,7 @@ def render_response(rule: ToolRule, before: Mapping[str, Any], after: Mapping[st
     if response is None:
         return None
     if response.kind == "text":
-        return response.text
+        return fill_slots(response.text or "", arguments)
     layout = (response.item_separator, response.key_separator, response.ensure_ascii)
     if response.kind == "record":
         order = [k for k in response.keys if k in after] + [k for k in after if k not in response.keys]

@@ -2,7 +2,10 @@
 
 `RecordTracker` keeps, per episode, the last version of every record the episode showed (JSON answers read
 as records by `worldbook.records.own_records`) and applies the book's supported write rules
-(`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects. It proposes:
+(`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects, and its supported effect
+rules to the record another argument names, as it observes each call (a card the answer shows set in the user's
+payment methods, the new order's id appended to the user's orders; only after answers of the forms the rule acts
+on: a refusal changes nothing). It proposes:
 
 - `record_write`: a write answered from the selected record (the episode's last version, else its initial
   version in the cross-episode entity store) with the learned changes applied, in the tool's own layout;
@@ -41,7 +44,7 @@ from worldsmith.worldbook.records import (
     top_record,
 )
 from worldsmith.worldbook.toolrules import ToolRule
-from worldsmith.worldbook.writes import aliases, apply_changes, render_response
+from worldsmith.worldbook.writes import aliases, answer_form, apply_changes, render_response
 
 __all__ = ["RECORD_SOURCES", "RecordTracker", "record_store"]
 
@@ -96,6 +99,10 @@ class RecordTracker:
         """`store`: the record store of `evidence` (`record_store`), built here when not given."""
         self.writes = {rule.tool: rule for rule in tool_rules if rule.kind == "write" and rule.selector is not None}
         self.executable = {tool for tool, rule in self.writes.items() if rule.executable}
+        self.effects: dict[str, list[ToolRule]] = defaultdict(list)  # tool -> its executable effect rules
+        for rule in tool_rules:
+            if rule.kind == "effect" and rule.executable and rule.selector is not None:
+                self.effects[rule.tool].append(rule)
         self.selectors = learn_selectors(evidence)
         self.selectors.update({tool: (r.selector.argument, r.selector.key) for tool, r in self.writes.items()
                                if r.selector is not None})
@@ -182,6 +189,26 @@ class RecordTracker:
             self._put(updated[0], updated[1])
             if updated[2]:
                 self.changed.add(updated[0])
+        for rule in self.effects.get(name, ()):
+            self._affected(rule, arguments, observation, value)
+
+    def _affected(self, rule: ToolRule, arguments: Mapping[str, Any], observation: str, value: Any) -> None:
+        """An effect rule's changes to the record its argument names, when the answer has a form it acts on (the
+        record is then as the rule says, not stale)."""
+        assert rule.selector is not None
+        given = arguments.get(rule.selector.argument)
+        if given is None or {"answer_form": answer_form(observation, arguments)} not in rule.conditions:
+            return
+        keys = [record_key(rule.selector.key, given), *(k for k in self.store.keys_for(given)
+                                                         if k[0] != rule.selector.key)]
+        rkey = next((k for k in keys if k in self.records), None)
+        before = self.records[rkey] if rkey is not None else self.store.get(*keys[0])
+        after = apply_changes(rule, before, arguments, value) if before is not None else None
+        if after is not None:
+            rkey = rkey or keys[0]
+            self._put(rkey, after)
+            self.changed.add(rkey)
+            self.stale.discard(rkey[1])
 
     def _written(self, name: str, arguments: Mapping[str, Any], observation: str,
                  value: Any) -> tuple[RecordKey, dict[str, Any], bool] | None:
@@ -199,7 +226,8 @@ class RecordTracker:
             known = {k: v for k, v in value.items() if k in before}
             after = apply_changes(rule, before, arguments) if rule.executable else None
             return rkey, {**(after if after is not None else before), **known}, after is not None
-        if rule.executable and rule.response.kind == "text" and observation == rule.response.text:
+        if rule.executable and rule.response.kind == "text" and \
+                answer_form(observation, arguments) == rule.response.text:
             after = apply_changes(rule, before, arguments)
             return (rkey, after, True) if after is not None else None
         return None
