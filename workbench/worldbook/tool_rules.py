@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import pandas as pd
 import streamlit as st
@@ -30,12 +30,13 @@ from worldsmith.worldbook.tool_rule_edits import (
     tool_rule_status_op,
 )
 from worldsmith.worldbook.tool_rule_text import describe_change, describe_tool_rule
+from worldsmith.worldbook.toolrules import ToolRuleKind
 
 __all__ = ["KINDS", "TOOL_RULE_KEY", "ToolRuleFilter", "changes_frame", "render_tool_rules", "select_tool_rules",
            "tool_rules_frame"]
 
 TOOL_RULE_KEY = "wb_tool_rule"  # the open tool rule (?wb_tool_rule=...); the filters are wb_t_kind/status/tool
-KINDS = ("write", "query", "precondition", "empty")
+KINDS: tuple[str, ...] = get_args(ToolRuleKind)  # write, query, precondition, empty, projection
 _URL: Literal["query-params"] = "query-params"
 _CARD_FIELDS = {"id", "tool", "kind", "changes", "status", "support", "counterexamples", "provenance", "description"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from pydantic import ValidationError
@@ -24,6 +24,7 @@ from worldsmith.worldbook import (
 )
 from worldsmith.worldbook.index import SEARCH_KINDS, WorldbookIndex, index_folder
 from worldsmith.worldbook.interop import export_version, import_into_store
+from worldsmith.worldbook.toolrules import ToolRuleKind
 
 
 def store_from(args: argparse.Namespace) -> WorldbookStore:
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tools = actions.add_parser("tools", help="tool-API rules (writes, queries, ...) with status and provenance")
     tools.add_argument("book")
     tools.add_argument("--version")
-    tools.add_argument("--kind", choices=["write", "query", "precondition", "empty"])
+    tools.add_argument("--kind", choices=list(get_args(ToolRuleKind)))
     tools.add_argument("--status", choices=[s.value for s in RuleStatus])
     tools.add_argument("--tool", help="only this tool's rules")
     add_common(tools)

@@ -7,8 +7,8 @@ A `ToolRule` belongs to one tool (`cancel_pending_order`) and one kind:
   set to "cancelled", `cancel_reason` copied from the argument `reason`, a refund appended to
   `payment_history`) and how the call answers (`response`: the updated record in the tool's own JSON layout,
   some of its fields, or a fixed text);
-- `query`, `precondition`, `empty` (helper kinds built on the same model: an id found by matching arguments
-  against records, a learned error text, an empty result).
+- `query`, `precondition`, `empty`, `projection` (helper kinds built on the same model: an id found by matching
+  arguments against records, a learned error text, an empty result, a part of the selected record).
 
 Each rule and each change carries its status (only supported rules execute), support, the turns that
 contradict it and provenance (turn ids), like `Rule`. Paths into a record are dotted keys (`address.city`);
@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
+from worldsmith.worldbook.lookup_specs import Precondition, Projection, QueryRule
 from worldsmith.worldbook.model import RuleProvenance, RuleStatus, _check_turns
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid")
-ToolRuleKind = Literal["write", "query", "precondition", "empty"]
+ToolRuleKind = Literal["write", "query", "precondition", "empty", "projection"]
 ResponseKind = Literal["record", "fields", "text"]
 # How a field's new value comes (`FieldChange.op`), in the order the learner prefers them when several explain
 # the same values (an argument copied says more than a constant that happened to equal it).
@@ -157,6 +157,8 @@ class ToolRule(BaseModel):
     query: QueryRule | None = Field(default=None, description="For query / empty: the look-up (worldbook.queries).")
     precondition: Precondition | None = Field(default=None, description="For precondition: the test "
                                               "(worldbook.preconditions).")
+    projection: Projection | None = Field(default=None, description="For projection: the part of the selected "
+                                          "record answered (worldbook.projections).")
 
     @field_validator("counterexamples")
     @classmethod
@@ -171,6 +173,8 @@ class ToolRule(BaseModel):
             raise ValueError(f"a {self.kind} rule holds its look-up (query)")
         if self.kind == "precondition" and self.precondition is None:
             raise ValueError("a precondition rule holds its test (precondition)")
+        if self.kind == "projection" and self.projection is None:
+            raise ValueError("a projection rule holds what it answers (projection)")
         return self
 
     @property
