@@ -9,6 +9,7 @@ from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.projections import learn_projections, render_projection
 from worldsmith.worldbook.records import RecordStore
+from worldsmith.worldbook.tool_rule_text import describe_tool_rule
 
 WALLETS = {
     "ac_1": {"w_11": {"id": "w_11", "kind": "coin", "amount": 3}, "w_12": {"id": "w_12", "kind": "bill", "amount": 9}},
@@ -119,3 +120,4 @@ def test_projection_rules_are_tool_rules_with_status_and_provenance() -> None:
     assert rule.id == "projection:list_wallets" and rule.executable and rule.projection is not None
     assert rule.provenance.supporting[:1] == ["ep1#0"] and rule.support == 6
     assert "values of its wallets" in rule.description
+    assert describe_tool_rule(rule).startswith("list_wallets (projection): the account_id record named by account_id")
