@@ -1,11 +1,13 @@
 """Query, empty-result and precondition rules as `ToolRule`s: what the build's `tools` stage adds to the writes.
 
-    rules = learn_lookup_rules(evidence, readers=readers)   # kinds query, empty, precondition
+    rules = learn_lookup_rules(evidence, readers=readers)   # kinds query, empty, precondition, projection
 
 One learn function per family over one record store (`worldbook.records.RecordStore`, its entity reading),
 each linear in the evidence: `query_rules` (an id or list found by matching arguments against record attributes,
 `worldbook.queries`), `empty_rules` (the answer when nothing matches, from the same replay) and
-`precondition_rules` (learned error templates, `worldbook.preconditions`). Status, support and provenance are
+`precondition_rules` (learned error templates, `worldbook.preconditions`) and `projection_rules` (a part of the
+record an argument selects: a field, an object's values or keys, a filtered list of child ids,
+`worldbook.projections`). Status, support and provenance are
 the learners'; a person curates them like any rule (`worldsmith book tools BOOK --kind query`).
 """
 
@@ -14,14 +16,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
+from worldsmith.worldbook.lookup_specs import Precondition, Projection, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.preconditions import COMPLETE, learn_preconditions
+from worldsmith.worldbook.projections import learn_projections
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, learn_queries
-from worldsmith.worldbook.records import RecordStore
+from worldsmith.worldbook.records import RecordStore, learn_readers
 from worldsmith.worldbook.toolrules import ToolRule
 
-__all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "query_rules"]
+__all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "projection_rules", "query_rules"]
 
 
 def _id(*parts: str) -> str:
@@ -82,12 +85,24 @@ def precondition_rules(preconditions: Sequence[Precondition]) -> list[ToolRule]:
     return out
 
 
+def projection_rules(projections: Sequence[Projection]) -> list[ToolRule]:
+    """Kind `projection`: the part of the record the selecting argument names, in the tool's layout."""
+    return [ToolRule(id=_id("projection", p.action), tool=p.action, kind="projection", projection=p,
+                     status=p.status, support=p.support, counterexamples=list(p.contradicting_turns),
+                     provenance=_provenance(p.supporting_turns, p.contradicting_turns, p.support, p.contradicting),
+                     description=p.describe())
+            for p in projections]
+
+
 def learn_lookup_rules(evidence: Sequence[Evidence], *, readers: set[str] | None = None,
                        families: Mapping[str, str] | None = None, store: RecordStore | None = None) -> list[ToolRule]:
-    """Every query, empty and precondition rule of the evidence (`readers`: the tools whose answers are record
-    versions, as the write learner found them, learned here when not given; `families`: episode id -> trajectory
+    """Every query, empty, precondition and projection rule of the evidence (`readers`: the tools whose answers are
+    record versions, as the write learner found them, learned here when not given; `families`: episode id -> trajectory
     family, so "the store is complete for a kind" means other tasks met the same records, not another recording
     of the same task)."""
+    readers = learn_readers(evidence) if readers is None else readers
     store = store if store is not None else RecordStore.from_evidence(evidence, readers, families)
     queries = learn_queries(evidence, store)
-    return query_rules(queries) + empty_rules(queries, store) + precondition_rules(learn_preconditions(evidence, store))
+    return query_rules(queries) + empty_rules(queries, store) + \
+        precondition_rules(learn_preconditions(evidence, store)) + \
+        projection_rules(learn_projections(evidence, store, readers))

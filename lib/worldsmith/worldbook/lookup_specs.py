@@ -1,5 +1,5 @@
-"""The look-up rules' data (a query's matches and answer form; a precondition's test), held in `ToolRule.query` /
-`ToolRule.precondition`: pydantic models with no dependency on the learners (`worldbook.queries`,
+"""The look-up rules' data (a query's matches and answer form; a precondition's test; a projection read), held in
+`ToolRule.query` / `ToolRule.precondition` / `ToolRule.projection`: pydantic models with no dependency on the learners (`worldbook.queries`,
 `worldbook.preconditions`), so the tool-rule model can hold them."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.worldbook.model import RuleStatus
 
-__all__ = ["Form", "Match", "Mode", "Precondition", "QueryRule", "Test"]
+__all__ = ["Form", "Match", "Mode", "Precondition", "Projection", "QueryRule", "Shape", "Test"]
 
 Mode = Literal["exact", "ci", "contains"]
 Form = Literal["bare", "json", "field", "field_list", "list", "records"]
+Shape = Literal["value", "values", "keys", "members"]
 Test = Literal["unknown", "invalid_form", "arg_not_in", "not_member", "not_in_values", "less_than"]
 
 
@@ -82,3 +83,45 @@ class Precondition(BaseModel):
                 "not_member": f"{self.other} not among {subject}'s {field}",
                 "not_in_values": f"{subject}'s {field} not in {self.values}",
                 "less_than": f"{subject}'s {field} < {self.other}"}[self.test]
+
+
+class Projection(BaseModel):
+    """A read answered with a part of the record an argument selects (`worldbook.projections`): the record whose
+    id key `key` equals the argument `argument`, its field at `path`, and how that field is shown (`shape`):
+
+    - `value`: the field as it is (a list or an object);
+    - `values`: an object field's values as a list (each item cut to `fields` when the tool shows fewer keys);
+    - `keys`: an object field's keys as a list;
+    - `members`: a list field of child ids, kept in the parent's order, each child (the record whose id key is
+      `child`) kept when its fields match the `filters` arguments the call gives (a call naming an unknown child
+      is not answered)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str
+    argument: str = Field(description="The argument whose value is the selected record's id.")
+    key: str = Field(description="The selected record's id key (its own identifier field).")
+    path: list[str] = Field(description="The record's field the answer shows.")
+    shape: Shape
+    fields: list[str] | None = Field(default=None, description="`values`: the keys of each item shown.")
+    child: str | None = Field(default=None, description="`members`: the child records' id key.")
+    filters: list[Match] = Field(default_factory=list, description="`members`: arguments compared with child fields.")
+    layout: tuple[str, str, bool] | None = None
+    unsure_after: list[str] = Field(default_factory=list, description="Tools that change the record in ways the "
+                                    "evidence does not tell: after one names it, it is not answered from until shown.")
+    status: RuleStatus = RuleStatus.TENTATIVE
+    support: int = 0
+    contradicting: int = 0
+    supporting_turns: list[str] = Field(default_factory=list)
+    contradicting_turns: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        field = ".".join(self.path)
+        shown = {"value": f"its {field}", "values": f"the values of its {field}", "keys": f"the keys of its {field}",
+                 "members": f"the {self.child} ids of its {field}"}[self.shape]
+        if self.fields:
+            shown += f" ({', '.join(self.fields)})"
+        if self.filters:
+            shown += " whose " + ", ".join(f"{'.'.join(m.path)} ~ {m.argument} ({m.mode})" for m in self.filters)
+        after = f"; unknown after {', '.join(self.unsure_after)}" if self.unsure_after else ""
+        return f"the {self.key} record named by {self.argument}: {shown}{after}"

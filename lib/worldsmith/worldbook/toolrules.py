@@ -12,8 +12,8 @@ A `ToolRule` belongs to one tool (`cancel_pending_order`) and one kind:
   `payment_methods`, `remove_payment_method(user_id, payment_method_id)` deletes that entry, `place_order(user_id)`
   appends the new order's id to the user's `orders`): `selector` names that record, `changes` its field changes
   (they may read the call's answer), `conditions` the answer forms on which it acts (a refusal changes nothing);
-- `query`, `precondition`, `empty` (helper kinds built on the same model: an id found by matching arguments
-  against records, a learned error text, an empty result).
+- `query`, `precondition`, `empty`, `projection` (helper kinds built on the same model: an id found by matching
+  arguments against records, a learned error text, an empty result, a part of the selected record).
 
 Each rule and each change carries its status (only supported rules execute), support, the turns that
 contradict it and provenance (turn ids), like `Rule`. Paths into a record are dotted keys (`address.city`);
@@ -23,11 +23,11 @@ a key holding a dot or a bracket is written in brackets as state paths are (`esc
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
+from worldsmith.worldbook.lookup_specs import Precondition, Projection, QueryRule
 from worldsmith.worldbook.model import RuleProvenance, RuleStatus, _check_turns
 
 __all__ = [
@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid")
-ToolRuleKind = Literal["write", "effect", "query", "precondition", "empty"]
-TOOL_RULE_KINDS: tuple[str, ...] = ("write", "effect", "query", "precondition", "empty")
+ToolRuleKind = Literal["write", "effect", "query", "precondition", "empty", "projection"]
+TOOL_RULE_KINDS: tuple[str, ...] = get_args(ToolRuleKind)
 ResponseKind = Literal["record", "fields", "text"]
 # How a field's new value comes (`FieldChange.op`), in the order the learner prefers them when several explain
 # the same values (an argument copied says more than a constant that happened to equal it).
@@ -171,6 +171,8 @@ class ToolRule(BaseModel):
     query: QueryRule | None = Field(default=None, description="For query / empty: the look-up (worldbook.queries).")
     precondition: Precondition | None = Field(default=None, description="For precondition: the test "
                                               "(worldbook.preconditions).")
+    projection: Projection | None = Field(default=None, description="For projection: the part of the selected "
+                                          "record answered (worldbook.projections).")
 
     @field_validator("counterexamples")
     @classmethod
@@ -187,6 +189,8 @@ class ToolRule(BaseModel):
             raise ValueError(f"a {self.kind} rule holds its look-up (query)")
         if self.kind == "precondition" and self.precondition is None:
             raise ValueError("a precondition rule holds its test (precondition)")
+        if self.kind == "projection" and self.projection is None:
+            raise ValueError("a projection rule holds what it answers (projection)")
         return self
 
     @property

@@ -22,7 +22,7 @@ runs only when routing chose nothing and no rule rendered (the agent route); a `
 answers when everything else gave nothing (nearest evidence). A source with no answers (`hooks`)
 only watches the episode for the harness's post-processing (view edits, trailing lines).
 
-Ranks of the built-in answers (lower is preferred on a tie): rule 10, shell 20, entity 30, fields 40,
+Ranks of the built-in answers (lower is preferred on a tie): rule 10, shell 20, projection 28, entity 30, fields 40,
 scope 50, inventory 60, place_memory 70, map 80, place_view 90, place_form 100, memory_state 110,
 memory 120, scope_form 130, aligned_evidence 140, place_evidence 150.
 
