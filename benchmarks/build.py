@@ -7,7 +7,8 @@
 Every build is `sim.build_simulator_book` (the book's stages and the route table; no validation, no stage cache) in
 its own process (`python benchmarks/build.py --child FILE SIZE FOLDS`), which reads the first SIZE trajectories of
 FILE, builds, and reports its CPU seconds (`time.process_time` around the build), its peak RSS
-(`getrusage(RUSAGE_SELF).ru_maxrss`, the episodes read included) and the CPU seconds of every stage (taken at the
+(`getrusage(RUSAGE_SELF).ru_maxrss`; the episodes are streamed into the build, as `build_dataset` reads a
+workspace) and the CPU seconds of every stage (taken at the
 pipeline's `StageProgress` events). The parent prints, per environment and size, the median of the repeats, each
 stage's share of the build, and the log-log slope of CPU seconds between consecutive sizes (1.0 is linear); a size
 whose linear extrapolation from the last one would exceed `--budget-s` is skipped and listed.
@@ -164,9 +165,11 @@ def child(path: Path, size: int, folds: int) -> dict[str, Any]:
     from worldsmith.traces import Episode
     from worldsmith.worldbook.pipeline import StageProgress
 
-    with path.open(encoding="utf-8") as handle:
-        episodes = [Episode.model_validate_json(line) for line, _ in zip(handle, range(size), strict=False)]
-    rss_read = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    def episodes() -> Iterator[Episode]:  # a stream, as `build_dataset` reads a workspace: the build keeps its views
+        with path.open(encoding="utf-8") as handle:
+            for line, _ in zip(handle, range(size), strict=False):
+                yield Episode.model_validate_json(line)
+
     stage_cpu: dict[str, float] = {}
     started_at: dict[str, float] = {}
 
@@ -177,12 +180,14 @@ def child(path: Path, size: int, folds: int) -> dict[str, Any]:
             stage_cpu[event.stage] = round(time.process_time() - started_at[event.stage], 4)
 
     cpu = time.process_time()
-    result = build_simulator_book(episodes, name=f"bench-{size}", route_folds=folds, progress=progress)
+    result = build_simulator_book(episodes(), name=f"bench-{size}", route_folds=folds, progress=progress)
     cpu = time.process_time() - cpu
     report = result.report()
-    return {"trajectories": len(episodes), "turns": sum(len(e.turns) for e in episodes), "cpu_s": round(cpu, 3),
+    assert result.artifacts is not None
+    built = result.artifacts["episodes"]
+    return {"trajectories": len(built), "turns": sum(len(e.turns) for e in built), "cpu_s": round(cpu, 3),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "rss_after_read_mb": round(rss_read / 1024, 1), "stage_cpu_s": stage_cpu, "rules": report["rules"],
+            "stage_cpu_s": stage_cpu, "rules": report["rules"],
             "statuses": report["statuses"], "tool_rules": len(result.book.tool_rules)}
 
 

@@ -61,6 +61,7 @@ class BookStage:
     output_type: Any
     compute: Callable[[Artifacts, BuildContext], Any]
     options: dict[str, Any] = field(default_factory=dict)
+    transient: bool = False  # the output is not kept in memory once made when no later stage reads it
 
     def settings(self) -> dict[str, Any]:
         return dict(self.options)
@@ -227,7 +228,7 @@ def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
 
 BOOK_STAGES: tuple[BookStage, ...] = (
     BookStage("align", ("episodes",), "evidence", list[Evidence], _align),
-    BookStage("extract", ("evidence",), "extractions", list[Extraction], _extract),
+    BookStage("extract", ("evidence",), "extractions", list[Extraction], _extract, transient=True),
     BookStage("rules", ("evidence",), "rules", CandidateRules, _rules),
     BookStage("review", ("evidence", "rules"), "reviewed", list[Rule], _review),
     BookStage("schema", ("evidence", "reviewed"), "schema", tuple[ActionSchema, StateSchema], _schema),

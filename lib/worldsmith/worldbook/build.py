@@ -46,6 +46,7 @@ __all__ = [
     "StageProgress",
     "build_dataset",
     "build_worldbook",
+    "builder_view",
     "mixed_environment_warning",
     "cross_fit",
     "deterministic_extract",
@@ -96,6 +97,14 @@ class BuildResult:
                 "excluded": dict(self.excluded)}
 
 
+def builder_view(episode: Episode) -> Episode:
+    """What the book's stages read of an episode: no ground-truth state and no reset info (a tool API's function
+    schemas, ~70% of a toolshop episode's bytes, which no stage reads). Passed a stream of episodes, the build
+    keeps only these views, so a large dataset is not held twice."""
+    view = episode.without_state()
+    return view.model_copy(update={"initial_info": {}}) if view.initial_info else view
+
+
 def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConfig = BuildConfig(),
                     validation: Iterable[Episode] | None = None, cache_dir: str | Path | None = None,
                     workspace_root: str | Path | None = None, env_id: str | None = None,
@@ -103,7 +112,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     """Build a worldbook from trajectories (ground-truth state is never read) by running `stages` in order, and
     validate it on `validation` trajectories when given. A simulator's book adds `sim`'s route stage
     (`sim.build_simulator_book`). Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
-    episodes, excluded = exclude_dialogue_only(episode.without_state() for episode in episodes)
+    episodes, excluded = exclude_dialogue_only(builder_view(episode) for episode in episodes)
     context = BuildContext(config=config, name=name, env_id=env_id, workspace_root=workspace_root)
     artifacts = Artifacts()
     artifacts.put("episodes", episodes, digest([(e.id, e.content_hash()) for e in episodes]))
@@ -112,7 +121,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     result = BuildResult(book=artifacts["book"], timings={run.stage: run.seconds for run in runs},
                          stage_reports=context.reports, artifacts=artifacts, excluded=excluded)
     if validation is not None:
-        held_out, held_excluded = exclude_dialogue_only(episode.without_state() for episode in validation)
+        held_out, held_excluded = exclude_dialogue_only(builder_view(episode) for episode in validation)
         result.excluded = add_exclusions(excluded, held_excluded)
         result.leakage = leakage_check(episodes, held_out)
         result.validation = validate(result.book, held_out)
@@ -283,7 +292,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     read_excluded: list[dict[str, int]] = []
 
     def chosen(part: str | None) -> list[Episode]:
-        kept, left_out = exclude_dialogue_only(e for e in source.iter_episodes(part)
+        kept, left_out = exclude_dialogue_only(builder_view(e) for e in source.iter_episodes(part)
                                                if env is None or (e.env_id or "").split("/")[0] == env)
         read_excluded.append(left_out)
         return kept

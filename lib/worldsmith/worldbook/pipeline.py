@@ -8,6 +8,10 @@ build's cache folder (`StageCache`), and a rerun or a resumed build reads it bac
 `StageProgress` event when it starts and when it ends (with its seconds and whether the cache answered): the CLI,
 the Build page and the build report read stage names and timings from those events and from `StageRun`.
 
+A stage marked `transient` (an attribute; the extract stage) has its output cached, fingerprinted and reported like
+any other, but not held in memory once made when no later stage reads it: on a large build its records would
+otherwise stay resident to the end.
+
 A new stage is one object: `with_stage(BOOK_STAGES, MyStage(), before="compile")` (how `sim` adds its route
 table). The book's own stages are `worldbook.book_stages.BOOK_STAGES`.
 """
@@ -86,6 +90,10 @@ class Artifacts:
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
+
+    def release(self, name: str) -> None:
+        """Forget a value no later stage reads (its fingerprint stays: what it was is still known)."""
+        self.values.pop(name, None)
 
 
 @runtime_checkable
@@ -202,6 +210,8 @@ def run_stages(stages: Sequence[Stage], artifacts: Artifacts, context: BuildCont
                progress: ProgressCallback | None = None) -> list[StageRun]:
     """Run the stages in order over `artifacts` (the inputs already in it), each cached by its fingerprint."""
     _check_inputs(stages, artifacts.values)
+    read_later = [{name.rstrip("?") for later in stages[index + 1:] for name in later.inputs}
+                  for index in range(len(stages))]
     config_json = context.config.to_json()
     runs: list[StageRun] = []
     total = len(stages)
@@ -219,6 +229,8 @@ def run_stages(stages: Sequence[Stage], artifacts: Artifacts, context: BuildCont
             context.report(stage.name)["cached"] = cached
         fingerprint = digest(key) if adapter is not None else digest(key, "uncached")
         artifacts.put(stage.output, value, fingerprint)
+        if getattr(stage, "transient", False) and stage.output not in read_later[index]:
+            artifacts.release(stage.output)
         runs.append(StageRun(stage.name, seconds, cached))
         if progress:
             progress(StageProgress(stage.name, index, total, "finished", seconds, cached))
