@@ -90,3 +90,32 @@ def test_route_folds_zero_builds_without_the_route_stage(workspace: Path, capsys
                    "--workspace", str(workspace))
     assert list(out["timings_s"]) == list(STAGES)
     assert WorldbookStore(workspace / "worldbooks").load("plain").routes is None
+
+
+def test_update_adds_a_dataset_equals_a_full_build_on_the_union_and_extracts_only_the_new(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    first, rest = tmp_path / "first.jsonl", tmp_path / "rest.jsonl"
+    first.write_text("".join(lines[:-3]), encoding="utf-8")
+    rest.write_text("".join(lines[-3:]), encoding="utf-8")
+    ws = Workspace(tmp_path / "ws")
+    ws.ingest([first], "old")
+    ws.ingest([rest], "new")
+    ws.ingest([first, rest], "all")
+    common = ["--route-folds", "2", "--workspace", str(ws.root)]
+    run_json(capsys, "build", "--dataset", "old", "--out", "alf", *common)
+    updated = run_json(capsys, "build", "--dataset", "new", "--update", "alf", *common)
+    full = run_json(capsys, "build", "--dataset", "all", "--out", "full", *common)
+    assert updated["parent"] and updated["episodes"] == full["episodes"] == len(lines)
+    extract = updated["stages"]["extract"]
+    assert (extract["episodes_computed"], extract["episodes_cached"]) == (3, len(lines) - 3)  # old ones not redone
+    assert full["stages"]["extract"]["episodes_computed"] == len(lines)
+    store = WorldbookStore(ws.root / "worldbooks")
+    book, rebuilt = store.load("alf", updated["version"]), store.load("full", full["version"])
+    assert book.model_copy(update={"name": "full"}) == rebuilt  # content equal to a full rebuild on the union
+    assert [s["dataset"] for s in store.info("alf", updated["version"]).sources] == ["old", "new"]
+    with pytest.raises(SystemExit):  # --out and --update are one choice
+        main(["build", "--dataset", "new", "--out", "x", "--update", "alf", "--workspace", str(ws.root)])
+    capsys.readouterr()
+    assert main(["build", "--dataset", "new", "--update", "nope", "--workspace", str(ws.root)]) != 0
+    assert "no worldbook 'nope' to update" in capsys.readouterr().err

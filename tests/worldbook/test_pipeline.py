@@ -74,3 +74,17 @@ def test_a_stage_list_that_cannot_run_is_refused_before_any_stage_runs() -> None
     early = with_stage(BOOK_STAGES[1:], CountActions())  # nothing makes `evidence` any more
     with pytest.raises(ValueError, match="'extract' reads evidence, which no earlier stage makes"):
         build_worldbook(sample_episodes("bfcl"), name="bfcl", stages=early)
+
+
+def test_a_transient_output_no_later_stage_reads_is_not_kept_but_stays_known(tmp_path: Path) -> None:
+    episodes = sample_episodes("bfcl")
+    built = build_worldbook(episodes, name="bfcl", cache_dir=tmp_path)
+    assert built.artifacts is not None
+    assert "extractions" not in built.artifacts.values and "extractions" in built.artifacts.fingerprints
+    assert built.stage_reports["extract"]["facts"] > 0  # reported (and cached) as any stage
+    assert list(tmp_path.glob("extract-*.json"))
+    reads_it = with_stage(BOOK_STAGES, BookStage("facts", ("extractions",), "fact_count", int,
+                                                 lambda a, _c: sum(len(x.facts) for x in a["extractions"])),
+                          before="compile")
+    kept = build_worldbook(episodes, name="bfcl", stages=reads_it).artifacts
+    assert kept is not None and kept["fact_count"] == built.stage_reports["extract"]["facts"]

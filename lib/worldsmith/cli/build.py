@@ -26,7 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--env", help="only this environment's episodes (e.g. alfworld) of a mixed dataset")
     parser.add_argument("--llm", metavar="SPEC", help="model spec for the model-backed stages")
     parser.add_argument("--folds", type=int, default=0, help="cross-fit: K folds by trajectory family")
-    parser.add_argument("--out", required=True, metavar="BOOK", help="worldbook name to save")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", metavar="BOOK", help="worldbook name to save")
+    target.add_argument("--update", metavar="BOOK",
+                        help="add --dataset's trajectories to BOOK: a new version built on the union of its sources "
+                             "and this dataset (only the new episodes are extracted again)")
     parser.add_argument("--min-support", type=int, default=BuildConfig.min_support)
     parser.add_argument("--min-confirmations", type=int, default=BuildConfig.min_confirmations)
     parser.add_argument("--route-folds", type=int, default=5, metavar="K",
@@ -65,7 +69,8 @@ def run_build(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     config = BuildConfig(llm=args.llm, min_support=args.min_support, min_confirmations=args.min_confirmations)
     try:
-        outcome = build_dataset(workspace, args.dataset, out=args.out, split=args.split,
+        outcome = build_dataset(workspace, args.dataset, out=args.update or args.out, update=bool(args.update),
+                                split=args.split,
                                 validate_split=args.validate_split, env=args.env, folds=args.folds, config=config,
                                 message=args.message, progress=_progress(as_json),
                                 stages=simulator_stages(args.route_folds))
@@ -75,7 +80,7 @@ def run_build(args: argparse.Namespace) -> int:
         emit_json(outcome.to_json())
         return EXIT_OK
     result, report = outcome.result, outcome.result.report()
-    print(f"built {args.out} {outcome.version}: {len(result.book.rules)} rules "
+    print(f"{'updated' if args.update else 'built'} {args.update or args.out} {outcome.version}: {len(result.book.rules)} rules "
           f"({', '.join(f'{n} {s}' for s, n in sorted(report['statuses'].items()))}) from {outcome.episodes} "
           f"trajectories, {len(result.book.evidence)} transitions"
           + (f" ({report['excluded']['dialogue_only']} dialogue-only episodes left out)"

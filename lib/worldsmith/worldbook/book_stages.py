@@ -61,6 +61,7 @@ class BookStage:
     output_type: Any
     compute: Callable[[Artifacts, BuildContext], Any]
     options: dict[str, Any] = field(default_factory=dict)
+    transient: bool = False  # the output is not kept in memory once made when no later stage reads it
 
     def settings(self) -> dict[str, Any]:
         return dict(self.options)
@@ -133,11 +134,20 @@ def _model(context: BuildContext, stage: str) -> tuple[Any, Any] | None:
 
 
 def _align(artifacts: Artifacts, _context: BuildContext) -> list[Evidence]:
-    return evidence_from_episodes(artifacts["episodes"])
+    return evidence_from_episodes(artifacts["episodes"])  # cheaper to redo than to read back per episode
 
 
 def _extract(artifacts: Artifacts, context: BuildContext) -> list[Extraction]:
-    extractions = deterministic_extract(artifacts["evidence"])
+    """Per episode (the evidence holds one transition per turn, episode after episode): an update extracts only the
+    new episodes."""
+    episodes, evidence = artifacts["episodes"], artifacts["evidence"]
+    starts = [0]
+    for episode in episodes:
+        starts.append(starts[-1] + len(episode.turns))
+    if starts[-1] != len(evidence):
+        raise ValueError(f"the evidence has {len(evidence)} transitions, the episodes {starts[-1]} turns")
+    extractions = context.per_episode("extract", episodes, Extraction,
+                                      lambda index, _episode: deterministic_extract(evidence[starts[index]:starts[index + 1]]))
     context.report("extract")["facts"] = sum(len(x.facts) for x in extractions)
     return extractions
 
@@ -227,7 +237,7 @@ def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
 
 BOOK_STAGES: tuple[BookStage, ...] = (
     BookStage("align", ("episodes",), "evidence", list[Evidence], _align),
-    BookStage("extract", ("evidence",), "extractions", list[Extraction], _extract),
+    BookStage("extract", ("evidence",), "extractions", list[Extraction], _extract, transient=True),
     BookStage("rules", ("evidence",), "rules", CandidateRules, _rules),
     BookStage("review", ("evidence", "rules"), "reviewed", list[Rule], _review),
     BookStage("schema", ("evidence", "reviewed"), "schema", tuple[ActionSchema, StateSchema], _schema),

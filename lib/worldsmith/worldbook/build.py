@@ -46,6 +46,7 @@ __all__ = [
     "StageProgress",
     "build_dataset",
     "build_worldbook",
+    "builder_view",
     "mixed_environment_warning",
     "cross_fit",
     "deterministic_extract",
@@ -96,6 +97,14 @@ class BuildResult:
                 "excluded": dict(self.excluded)}
 
 
+def builder_view(episode: Episode) -> Episode:
+    """What the book's stages read of an episode: no ground-truth state and no reset info (a tool API's function
+    schemas, ~70% of a toolshop episode's bytes, which no stage reads). Passed a stream of episodes, the build
+    keeps only these views, so a large dataset is not held twice."""
+    view = episode.without_state()
+    return view.model_copy(update={"initial_info": {}}) if view.initial_info else view
+
+
 def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConfig = BuildConfig(),
                     validation: Iterable[Episode] | None = None, cache_dir: str | Path | None = None,
                     workspace_root: str | Path | None = None, env_id: str | None = None,
@@ -103,16 +112,18 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     """Build a worldbook from trajectories (ground-truth state is never read) by running `stages` in order, and
     validate it on `validation` trajectories when given. A simulator's book adds `sim`'s route stage
     (`sim.build_simulator_book`). Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
-    episodes, excluded = exclude_dialogue_only(episode.without_state() for episode in episodes)
-    context = BuildContext(config=config, name=name, env_id=env_id, workspace_root=workspace_root)
+    episodes, excluded = exclude_dialogue_only(builder_view(episode) for episode in episodes)
+    hashes = [episode.content_hash() for episode in episodes]
+    context = BuildContext(config=config, name=name, env_id=env_id, workspace_root=workspace_root,
+                           episode_hashes=hashes)
     artifacts = Artifacts()
-    artifacts.put("episodes", episodes, digest([(e.id, e.content_hash()) for e in episodes]))
+    artifacts.put("episodes", episodes, digest([(e.id, h) for e, h in zip(episodes, hashes, strict=True)]))
     runs = run_stages(stages, artifacts, context, cache=StageCache(Path(cache_dir) if cache_dir is not None else None),
                       progress=progress)
     result = BuildResult(book=artifacts["book"], timings={run.stage: run.seconds for run in runs},
                          stage_reports=context.reports, artifacts=artifacts, excluded=excluded)
     if validation is not None:
-        held_out, held_excluded = exclude_dialogue_only(episode.without_state() for episode in validation)
+        held_out, held_excluded = exclude_dialogue_only(builder_view(episode) for episode in validation)
         result.excluded = add_exclusions(excluded, held_excluded)
         result.leakage = leakage_check(episodes, held_out)
         result.validation = validate(result.book, held_out)
@@ -268,35 +279,60 @@ def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
             "choose one (--env / Environment)")
 
 
+def _update_sources(store: Any, out: str, new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sources a `--update` of `out` reads: those its HEAD was built from, then `new` (unless already one)."""
+    if out not in store.names():
+        raise ValueError(f"no worldbook {out!r} to update (build it first with --out {out})")
+    earlier = [{"dataset": s["dataset"], "split": s.get("split"), "env": s.get("env")}
+               for s in store.info(out, store.head(out)).sources if s.get("dataset")]
+    if not earlier:
+        raise ValueError(f"worldbook {out!r} records no dataset it was built from: rebuild it with --out")
+    return earlier + ([new] if new not in earlier else [])
+
+
 def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None = None,
                   validate_split: str | None = None, env: str | None = None, folds: int = 0,
                   config: BuildConfig = BuildConfig(), message: str = "", author: str = "worldsmith build",
-                  progress: ProgressCallback | None = None, stages: Sequence[Stage] = BOOK_STAGES) -> BuildOutcome:
+                  progress: ProgressCallback | None = None, stages: Sequence[Stage] = BOOK_STAGES,
+                  update: bool = False) -> BuildOutcome:
     """Build a worldbook from a workspace dataset (optionally one environment's episodes, e.g. `alfworld`) with
     `stages` (the CLI and the Build page pass `sim.SIMULATOR_STAGES`: the route table too), validate it on the
     held-out split (default with `split`: validation, else test) and/or by cross-fitting, and save it as a new
-    version of `out` (HEAD is its parent)."""
+    version of `out` (HEAD is its parent).
+
+    `update`: add this dataset's episodes to the book `out`: the new version is built on the union of the sources its
+    HEAD was built from and this one (an episode id read twice counts once, first source first), which equals a
+    full build on that union; the book's stage cache keeps each episode's extraction, so only the new episodes are
+    extracted, and the pooled stages (induction, review, tool rules, routes) run again on the union."""
     from worldsmith.worldbook.store import WorldbookStore, check_book_name
 
     check_book_name(out)  # before any work: a bad name is refused, nothing written
-    source = workspace.dataset(dataset)
+    store = WorldbookStore(workspace.root / "worldbooks")
+    wanted: dict[str, Any] = {"dataset": dataset, "split": split, "env": env}
+    sources = _update_sources(store, out, wanted) if update else [wanted]
     read_excluded: list[dict[str, int]] = []
 
-    def chosen(part: str | None) -> list[Episode]:
-        kept, left_out = exclude_dialogue_only(e for e in source.iter_episodes(part)
-                                               if env is None or (e.env_id or "").split("/")[0] == env)
+    def chosen(name: str, part: str | None, only: str | None) -> list[Episode]:
+        kept, left_out = exclude_dialogue_only(builder_view(e) for e in workspace.dataset(name).iter_episodes(part)
+                                               if only is None or (e.env_id or "").split("/")[0] == only)
         read_excluded.append(left_out)
         return kept
 
-    episodes = chosen(split)
+    episodes: list[Episode] = []
+    seen: set[str] = set()
+    for source in sources:
+        read = [e for e in chosen(source["dataset"], source["split"], source["env"]) if e.id not in seen]
+        seen.update(e.id for e in read)
+        source["episodes"] = len(read)
+        episodes += read
     if not episodes:
         where = (f" in split {split!r}" if split else "") + (f" of environment {env!r}" if env else "")
         dialogue = read_excluded[0]["dialogue_only"]
         raise ValueError(f"dataset {dataset!r} has no episodes{' with tool turns' if dialogue else ''}{where}"
                          + (f" ({dialogue} dialogue-only episodes are left out)" if dialogue else ""))
     warnings = [w for w in [mixed_environment_warning(episodes)] if w]
-    held_split = validate_split or _default_validation_split(source.splits(), split)
-    held_out = chosen(held_split) if held_split else None
+    held_split = validate_split or _default_validation_split(workspace.dataset(dataset).splits(), split)
+    held_out = chosen(dataset, held_split, env) if held_split else None
     cache_dir = workspace.root / "runs" / "build" / out / "cache"
     crossed = None
     if folds:
@@ -305,17 +341,17 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     result = build_worldbook(episodes, name=out, config=config, validation=held_out, cache_dir=cache_dir,
                              workspace_root=workspace.root, progress=progress, stages=stages)
     result.excluded = add_exclusions(result.excluded, *read_excluded)
-    store = WorldbookStore(workspace.root / "worldbooks")
     parent = store.head(out) if out in store.names() else None
     validation = result.validation.to_json() if result.validation else (crossed or {}).get("pooled")
+    described = f"{dataset}" + (f" ({split})" if split else "") + (f", {env}" if env else "")
     info = store.save(
         result.book, parent=parent, author=author,
-        message=message or f"built from {dataset}" + (f" ({split})" if split else "") + (f", {env}" if env else ""),
+        message=message or (f"updated with {described}" if update else f"built from {described}"),
         build={"builder": "model" if config.llm else "deterministic", "config": config.to_json(),
                "stages": {stage.name: stage.settings() for stage in stages}, "timings_s": result.timings,
-               "folds": folds},
-        sources=[{"dataset": dataset, "split": split, "env": env, "episodes": len(episodes),
-                  "validation_split": held_split}],
+               "folds": folds, "update": update},
+        sources=[{**source, "validation_split": held_split if index == len(sources) - 1 else None}
+                 for index, source in enumerate(sources)],
         validation={"status": "validated" if validation else "not validated",
                     **({"totals": validation["totals"], "common_actions": validation["common_actions"]}
                        if validation else {}),

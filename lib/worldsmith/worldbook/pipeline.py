@@ -8,6 +8,10 @@ build's cache folder (`StageCache`), and a rerun or a resumed build reads it bac
 `StageProgress` event when it starts and when it ends (with its seconds and whether the cache answered): the CLI,
 the Build page and the build report read stage names and timings from those events and from `StageRun`.
 
+A stage marked `transient` (an attribute; the extract stage) has its output cached, fingerprinted and reported like
+any other, but not held in memory once made when no later stage reads it: on a large build its records would
+otherwise stay resident to the end.
+
 A new stage is one object: `with_stage(BOOK_STAGES, MyStage(), before="compile")` (how `sim` adds its route
 table). The book's own stages are `worldbook.book_stages.BOOK_STAGES`.
 """
@@ -87,6 +91,10 @@ class Artifacts:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
+    def release(self, name: str) -> None:
+        """Forget a value no later stage reads (its fingerprint stays: what it was is still known)."""
+        self.values.pop(name, None)
+
 
 @runtime_checkable
 class Stage(Protocol):
@@ -123,13 +131,38 @@ class BuildContext:
     workspace_root: str | Path | None = None
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     shared: dict[str, Any] = field(default_factory=dict)  # lazily opened resources (the model), keyed by name
+    cache: StageCache | None = None  # where `per_episode` keeps each episode's part
+    episode_hashes: Sequence[str] = ()  # the content hash of each episode of the `episodes` artifact, in order
 
     def report(self, stage: str) -> dict[str, Any]:
         return self.reports.setdefault(stage, {})
 
+    def per_episode(self, stage: str, episodes: Sequence[Any], item_type: Any,
+                    compute: Callable[[int, Any], list[Any]]) -> list[Any]:
+        """`compute(index, episode)` for every episode, concatenated in order. With a stage cache, each episode's
+        part is stored by the stage, code version, config, the episode's id and its content, so a build that adds
+        episodes to an earlier one (`worldsmith build --update`) computes only the new episodes' parts; the stage
+        report counts `episodes_computed` and `episodes_cached`."""
+        cache = self.cache or StageCache(None)
+        adapter = _adapter(list[item_type])
+        assert adapter is not None
+        hashes = self.episode_hashes if len(self.episode_hashes) == len(episodes) else [
+            episode.content_hash() for episode in episodes]
+        base = digest(stage, CODE_VERSION, self.config.to_json())
+        out: list[Any] = []
+        cached_count = 0
+        for index, (episode, content) in enumerate(zip(episodes, hashes, strict=True)):
+            part, cached = cache.part(stage, digest(base, episode.id, content), adapter,
+                                      partial(compute, index, episode))
+            out += part
+            cached_count += cached
+        self.report(stage).update(episodes_computed=len(episodes) - cached_count, episodes_cached=cached_count)
+        return out
+
 
 class StageCache:
-    """Stage outputs as JSON files named by stage and fingerprint (atomic writes; a damaged file is recomputed)."""
+    """Stage outputs as JSON files named by stage and fingerprint (atomic writes; a damaged file is recomputed), and
+    per-episode parts of a stage under `<stage>.episodes/` named by the episode's key."""
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
@@ -140,15 +173,25 @@ class StageCache:
             compute: Callable[[], Any]) -> tuple[Any, bool]:
         if self.folder is None or adapter is None:
             return compute(), False
-        path = self.folder / f"{stage}-{key}.json"
-        if path.exists():
-            try:
-                return adapter.validate_json(path.read_bytes()), True
-            except ValueError:
-                path.unlink()  # a damaged cache entry is recomputed, never trusted
-        value = compute()
-        atomic_write_bytes(path, adapter.dump_json(value))
-        return value, False
+        return _cached(self.folder / f"{stage}-{key}.json", adapter, compute)
+
+    def part(self, stage: str, key: str, adapter: TypeAdapter[Any], compute: Callable[[], Any]) -> tuple[Any, bool]:
+        """One episode's part of a per-episode stage (`BuildContext.per_episode`)."""
+        if self.folder is None:
+            return compute(), False
+        return _cached(self.folder / f"{stage}.episodes" / key[:2] / f"{key}.json", adapter, compute)
+
+
+def _cached(path: Path, adapter: TypeAdapter[Any], compute: Callable[[], Any]) -> tuple[Any, bool]:
+    if path.exists():
+        try:
+            return adapter.validate_json(path.read_bytes()), True
+        except ValueError:
+            path.unlink()  # a damaged cache entry is recomputed, never trusted
+    value = compute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, adapter.dump_json(value))
+    return value, False
 
 
 @dataclass(frozen=True)
@@ -202,6 +245,9 @@ def run_stages(stages: Sequence[Stage], artifacts: Artifacts, context: BuildCont
                progress: ProgressCallback | None = None) -> list[StageRun]:
     """Run the stages in order over `artifacts` (the inputs already in it), each cached by its fingerprint."""
     _check_inputs(stages, artifacts.values)
+    context.cache = context.cache or cache
+    read_later = [{name.rstrip("?") for later in stages[index + 1:] for name in later.inputs}
+                  for index in range(len(stages))]
     config_json = context.config.to_json()
     runs: list[StageRun] = []
     total = len(stages)
@@ -219,6 +265,8 @@ def run_stages(stages: Sequence[Stage], artifacts: Artifacts, context: BuildCont
             context.report(stage.name)["cached"] = cached
         fingerprint = digest(key) if adapter is not None else digest(key, "uncached")
         artifacts.put(stage.output, value, fingerprint)
+        if getattr(stage, "transient", False) and stage.output not in read_later[index]:
+            artifacts.release(stage.output)
         runs.append(StageRun(stage.name, seconds, cached))
         if progress:
             progress(StageProgress(stage.name, index, total, "finished", seconds, cached))
