@@ -86,6 +86,24 @@ def test_a_rule_shadowed_in_review_is_checked_once_it_would_answer_alone() -> No
     assert len(reviewed["refused"].counterexamples) == 4
 
 
+def test_every_one_of_many_shadowed_constant_forms_is_checked() -> None:
+    """Five products' records, each a constant form with the id slotted: each is chosen in turn as the one before
+    it is demoted, and none may stay supported unchecked (a round cap once left the fourth answering every id)."""
+    names = ["Boots", "Clock", "Mat", "Lamp", "Kettle"]
+
+    def get(index: int, product: int) -> Evidence:
+        return Evidence(turn_id=f"e{index}#0", action="get_product", arguments={"product_id": f"P-{product}{index}"},
+                        action_text=f"get_product(P-{product}{index})",
+                        observation=f'{{"product_id": "P-{product}{index}", "name": "{names[product]}"}}')
+
+    evidence = [get(10 * product + i, product) for product in range(5) for i in range(3)]
+    rules = [Rule(id=f"r{product}", action="get_product", support=3,
+                  template=f'{{{{"product_id": "{{arg.product_id}}", "name": "{names[product]}"}}}}')
+             for product in range(5)]
+    reviewed = review_rules(rules, evidence)
+    assert [rule.status for rule in reviewed] == [RuleStatus.CONFLICTED] * 5
+
+
 def test_an_inventory_never_shown_before_a_take_starts_empty() -> None:
     [take] = _take_rules({f"game{i}": [(f"take {fruit}", f"You take the {fruit}."),
                                        ("inventory", f"You are carrying: a {fruit}.")]

@@ -301,8 +301,13 @@ class StoredRecord:
         return not self.unstable
 
     def merge(self, record: Mapping[str, Any], episode: str, turn_id: str, family: str) -> None:
-        """Another episode's initial version: fields it adds are kept, fields that disagree become unstable."""
+        """Another episode's initial version: fields it adds are kept, fields that disagree become unstable. A later
+        sighting in the same episode only adds the fields the earlier ones lacked (a search shows a product's name,
+        the read after it the whole record): no call that names it came between (the store's `touched` guard)."""
         if episode in self.episodes:
+            for name, value in record.items():
+                if name not in self.fields and name not in self.unstable:
+                    self.fields[name] = value
             return
         self.episodes.append(episode)
         self.turns.append(turn_id)

@@ -448,8 +448,10 @@ def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewCo
             formats: Mapping[str, ListFormat] | None, memo: MatchMemo) -> list[Rule]:
     """Replay the supported rules alone: one that a stronger rule shadowed in review (never chosen, so never
     contradicted) is chosen once that rule is demoted, and must hold there too (two constant forms of one
-    action, neither conditioned: the weaker would otherwise answer every turn unchecked)."""
-    for _ in range(3):
+    action, neither conditioned: the weaker would otherwise answer every turn unchecked). Repeated until no rule is
+    demoted: each round can expose the next of several constant forms (one entity's record each), and a round cap
+    would leave the next one supported unchecked. Each round demotes a rule, so it ends."""
+    for _ in range(len(reviewed) + 1):
         report = replay_evidence(reviewed, evidence, formats=formats, memo=memo)
         chosen: Counter[str] = Counter()
         against: dict[str, list[str]] = defaultdict(list)

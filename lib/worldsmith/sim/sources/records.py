@@ -164,8 +164,11 @@ class RecordTracker:
             order = {k: i for i, k in enumerate(self.records)}
             best = keys[0] if keys[0] in self.records and tool not in self.writes else max(found, key=order.__getitem__)
             return best, self.records[best], "episode"
+        # A read that shows known fields only needs those stable (a search's `from_price` may vary across episodes
+        # while the product's own fields do not); a write or a whole-record read needs every field stable.
+        partial = tool not in self.writes and self.shows.get(tool) is not None
         for rkey in keys:
-            stored = self.store.get(*rkey)
+            stored = self.store.get(*rkey, stable_only=not partial)
             if stored is not None:
                 return rkey, stored, "store"
         return None
@@ -260,12 +263,17 @@ class RecordTracker:
         layout = self.layouts.get(name)
         if selected is None or layout is None:
             return []
-        rkey, record, where = selected
+        rkey, found, where = selected
+        record: dict[str, Any] | None = found
         if rkey[1] in self.stale:
             return []  # a call whose effect the book does not know named it since: as shown may be as it was
         keys = self.shows.get(name)
-        if keys is not None and not keys <= record.keys():
+        completed = False
+        if keys is not None and not keys <= found.keys() and where == "episode":
+            record, completed = self._completed(rkey, found, keys), True
+        if keys is not None and (record is None or not keys <= record.keys()):
             return []
+        assert record is not None
         shown = {k: v for k, v in record.items() if keys is None or k in keys}  # in the record's order
         text = dump_layout(shown, layout)
         entry = [_record_entry(rkey, None, record)]
@@ -273,7 +281,18 @@ class RecordTracker:
             return [Proposal("record_store", text, records=entry, notes=[
                 f"{rkey[0]}={rkey[1]!r} as other construction episodes first showed it (every field stable)"])]
         why = "as a write changed it since it was shown" if rkey in self.changed else "as this episode last showed it"
+        if completed:
+            why += ", the fields it did not show as other construction episodes first showed them"
         return [Proposal("record_read", text, records=entry, notes=[f"{rkey[0]}={rkey[1]!r} {why}"])]
+
+    def _completed(self, rkey: RecordKey, record: dict[str, Any], keys: frozenset[str]) -> dict[str, Any] | None:
+        """The episode's version of a record that showed only part of it (a search listing a product's name and
+        price) with the fields it lacks from the store's initial version, in the store's field order; None when a
+        write changed it in ways not shown, or the store lacks a field (unknown, or unstable across episodes)."""
+        stored = self.store.get(*rkey, stable_only=False)
+        if rkey in self.changed or stored is None or not keys <= record.keys() | stored.keys():
+            return None
+        return {**{k: record.get(k, v) for k, v in stored.items()}, **record}
 
     def snapshot(self) -> dict[str, Any]:
         return {"records": sorted(f"{k}={v}" for k, v in self.records), "changed": sorted(f"{k}={v}" for k, v in
