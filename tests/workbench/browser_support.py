@@ -7,6 +7,7 @@ workspace it needs; the `browser` and `page` fixtures in conftest drive whicheve
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from workbench_support import APP, REPO
@@ -76,3 +78,27 @@ def streamlit_server(workspace: Path, log: Path, env: dict[str, str]) -> Iterato
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=15)
+
+
+def widget_class(key: str) -> str:
+    """The CSS class Streamlit gives the element of widget `key`."""
+    return ".st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
+
+
+def choose_option(page: Any, key: str, option: str, tries: int = 3) -> None:
+    """Pick `option` in the select box with widget key `key`: typed into its search first, since the open list
+    renders only the options that fit its height; opened again when a rerun of the page closed it meanwhile."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator(widget_class(key)).get_by_role("combobox")
+    for attempt in range(tries):
+        box.click()
+        box.fill("")
+        box.press_sequentially(option)
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=WAIT_MS // tries)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")

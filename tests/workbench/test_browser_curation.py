@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import WAIT_MS, require_browser, streamlit_server
+from browser_support import WAIT_MS, choose_option, require_browser, streamlit_server
 from workbench_support import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -131,12 +131,6 @@ def test_a_chat_episode_reads_as_a_transcript(page, server: dict, tmp_path: Path
     page.screenshot(path=str(tmp_path / "transcript.png"), full_page=True)
 
 
-def _choose(page, key: str, option: str) -> None:
-    """Pick `option` in the select box with widget key `key`."""
-    page.locator(f".st-key-{key}").get_by_role("combobox").click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
 def test_start_a_simulation_from_a_recorded_episode(page, server: dict, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -145,8 +139,8 @@ def test_start_a_simulation_from_a_recorded_episode(page, server: dict, tmp_path
     episode = next(Workspace(server["workspace"]).dataset("alf").iter_episodes())
     page.goto(f"{server['url']}/simulate")
     expect(page.get_by_role("heading", name="Simulate")).to_be_visible()
-    _choose(page, "sim_ep_dataset", "alf")
-    _choose(page, "sim_ep_episode", episode.id)
+    choose_option(page, "sim_ep_dataset", "alf")
+    choose_option(page, "sim_ep_episode", episode.id)
     button = page.locator(".st-key-sim_from_episode button")
     expect(button).to_be_enabled()
     button.click()

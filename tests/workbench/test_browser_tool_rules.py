@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import require_browser, streamlit_server
+from browser_support import choose_option, require_browser, streamlit_server, widget_class
 from toolshop_support import BOOK, DATASET, toolshop_workspace, write_episode
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -27,16 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         yield {"url": url, "workspace": root, "log": log, "book": book}
 
 
-def _key(key: str) -> str:
-    """The CSS class Streamlit gives the element of widget `key`."""
-    return ".st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key)
-
-
-def _choose(page, key: str, option: str) -> None:
-    page.locator(_key(key)).get_by_role("combobox").click()
-    page.get_by_role("option", name=option, exact=True).click()
-
-
 def test_change_a_tool_rules_status_with_a_reason(page, server: dict, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -49,12 +39,12 @@ def test_change_a_tool_rules_status_with_a_reason(page, server: dict, tmp_path: 
     expect(page.get_by_role("heading", name="Worldbook")).to_be_visible()
     page.get_by_role("tab", name="Tool rules").click()
     expect(page.get_by_text(f"of {len(server['book'].tool_rules)} tool rules")).to_be_visible()
-    _choose(page, "wb_tool_rule", rule.id)
+    choose_option(page, "wb_tool_rule", rule.id)
     expect(page.get_by_role("heading", name=rule.id)).to_be_visible()
     expect(page.get_by_text("cancel_order selects order by order_id; copies reason → cancel_reason")).to_be_visible()
-    button = page.locator(_key("wb_tset_conflicted")).get_by_role("button")
+    button = page.locator(widget_class("wb_tset_conflicted")).get_by_role("button")
     expect(button).to_be_disabled()  # a reason first
-    reason = page.locator(_key(f"wb_tstatus_reason:{rule.id}")).locator("input")
+    reason = page.locator(widget_class(f"wb_tstatus_reason:{rule.id}")).locator("input")
     reason.fill("refund method differs on gift cards")
     reason.press("Enter")
     expect(button).to_be_enabled()
@@ -78,13 +68,13 @@ def test_step_a_write_and_see_the_record_diff_and_the_source(page, server: dict,
     call = episode.turns[index].action
     page.goto(f"{server['url']}/simulate")
     expect(page.get_by_role("heading", name="Simulate")).to_be_visible()
-    _choose(page, "sim_ep_dataset", DATASET)
-    _choose(page, "sim_ep_episode", episode.id)
-    start = page.locator(_key("sim_from_episode")).get_by_role("button")
+    choose_option(page, "sim_ep_dataset", DATASET)
+    choose_option(page, "sim_ep_episode", episode.id)
+    start = page.locator(widget_class("sim_from_episode")).get_by_role("button")
     expect(start).to_be_enabled()
     start.click()
     expect(page.get_by_text("created, opening as episode")).to_be_visible()
-    action = page.locator(_key("sim_action")).locator("input")
+    action = page.locator(widget_class("sim_action")).locator("input")
     action.fill(json.dumps({"name": call.name, "arguments": call.arguments}))
     page.get_by_role("button", name="Step").click()
     order = call.arguments["order_id"]
