@@ -105,3 +105,14 @@ def test_uploads_are_sanitised_and_limited(workspace: Workspace) -> None:
     assert workspace.save_upload("../../etc/pass wd.jsonl", b"{}") != path
     with pytest.raises(ValueError, match="over the limit"):
         workspace.save_upload("big.jsonl", b"x" * 11, limit=10)
+
+
+def test_missing_text_reads_as_none_not_nan(workspace: Workspace, ledger_file: Path, awb_file: Path) -> None:
+    """A text column with some NULLs: DuckDB alone hands pandas NaN (a float) for them; the dataset gives None."""
+    workspace.ingest([ledger_file, awb_file], "mixed")
+    dataset = workspace.dataset("mixed")
+    envs = dict(zip(*(dataset.list_episodes()[c] for c in ("episode_id", "env_id")), strict=True))
+    assert None in envs.values() and any(isinstance(env, str) for env in envs.values())
+    assert all(env is None or isinstance(env, str) for env in envs.values()), envs
+    queried = dataset.query("SELECT env_id FROM episodes ORDER BY episode_id")["env_id"].tolist()
+    assert sorted(queried, key=str) == sorted(envs.values(), key=str)

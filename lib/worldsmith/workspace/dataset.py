@@ -54,6 +54,19 @@ def dataset_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _nulls_as_none(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with the missing values of its text, list and struct columns as None instead of NaN (pandas 3's
+    `str` dtype marks a missing string NaN; such a column becomes `object` where it has one)."""
+    for column in frame.columns:
+        values = frame[column]
+        if values.dtype.kind != "O":  # object and str columns; numbers, booleans and times keep their NaN / NaT
+            continue
+        missing = values.isna()
+        if missing.any():
+            frame[column] = values.astype(object).where(~missing, None)
+    return frame
+
+
 class DatasetNotFound(LookupError):
     pass
 
@@ -194,8 +207,12 @@ class Dataset:
         return conn
 
     def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
-        """Run SQL over the views `episodes` and `turns`; returns a DataFrame."""
-        return self.connect().execute(sql, params or []).df()
+        """Run SQL over the views `episodes` and `turns`; returns a DataFrame.
+
+        A NULL in a text column reads as None, never NaN: DuckDB hands pandas NaN (a float) for the NULLs of a
+        text column (pandas 3's `str` dtype), so callers would see a float where they expect a string.
+        """
+        return _nulls_as_none(self.connect().execute(sql, params or []).df())
 
     # ---------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
