@@ -10,7 +10,7 @@ import streamlit as st
 
 from workbench.common import data, state
 from workbench.common.text import md_code
-from workbench.traces.dataset_tools import render_export_form, render_split_form
+from workbench.traces.dataset_tools import render_export_form, render_relabel_form, render_split_form
 from workbench.traces.datasets import find_turn_dataset, render_dataset_picker
 from workbench.traces.episodes import render_episode_picker, render_episode_table, render_filters
 from workbench.traces.import_report import render_import_history
@@ -48,10 +48,12 @@ with st.expander("Import history of this dataset", icon=":material/history:"):
     render_import_history(data.dataset_reports(root, name, revision), root=root, key="tr_history")
 
 environments, splits = data.dataset_facets(root, name, revision)
-with st.expander("Splits and export", icon=":material/call_split:"):
-    split_tab, export_tab = st.tabs(["Assign splits", "Export"])
+with st.expander("Splits, environment and export", icon=":material/call_split:"):
+    split_tab, env_tab, export_tab = st.tabs(["Assign splits", "Relabel environment", "Export"])
     with split_tab:
         render_split_form(workspace, name)
+    with env_tab:
+        render_relabel_form(workspace, name, environments, data.book_environments(root))
     with export_tab:
         render_export_form(workspace, name, splits)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,26 @@ def split_by_family(episodes: list[Any], every: int = 4) -> tuple[list[Any], lis
     return ([e for e in episodes if trajectory_family(e) not in held],
             [e for e in episodes if trajectory_family(e) in held])
 
+
+TOOLSHOP_CONVERSATIONS = Path(__file__).resolve().parents[1] / "data_samples" / "toolshop" / "conversations.openai.jsonl"
+
+
+def _called(record: dict[str, Any]) -> set[str]:
+    return {call["function"]["name"] for message in record["messages"] for call in message.get("tool_calls") or []}
+
+
+def toolshop_files(folder: Path, *, declared: bool = True) -> tuple[Path, Path]:
+    """The toolshop transcripts without their env id, as a train file (the conversations that place an order or
+    cancel one) and a test file (the rest): one API, two different sets of called tools."""
+    rows = [json.loads(line) for line in TOOLSHOP_CONVERSATIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        row.pop("env_id")
+        if not declared:
+            row.pop("tools")
+    train = [r for r in rows if _called(r) & {"place_order", "cancel_order"}]
+    test = [r for r in rows if r not in train and _called(r)]
+    assert set().union(*map(_called, train)) != set().union(*map(_called, test))
+    paths = folder / "train.openai.jsonl", folder / "test.openai.jsonl"
+    for path, part in zip(paths, (train, test), strict=True):
+        path.write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    return paths

@@ -132,3 +132,26 @@ def display_path(path: str | None, root: str | Path | None = None) -> str:
         except (ValueError, OSError):
             pass
     return str(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _book_env(root: str, name: str, version: str) -> str | None:
+    from worldsmith.worldbook import WorldbookStore
+
+    return WorldbookStore(Path(root) / "worldbooks").load(name, version).env_id  # versions are immutable
+
+
+def book_environments(root: str) -> list[str]:
+    """The environment ids the workspace's worldbooks (their head versions) simulate, sorted, each once."""
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    store = WorldbookStore(Path(root) / "worldbooks")
+    envs: set[str] = set()
+    for name in store.names():
+        try:
+            env = _book_env(root, name, store.head(name))
+        except (WorldbookError, OSError, ValueError):
+            continue
+        if env:
+            envs.add(env)
+    return sorted(envs)

@@ -1,4 +1,5 @@
-"""Split assignment and export of the current dataset (the same library calls as `worldsmith split|export`)."""
+"""Split assignment, environment relabelling and export of the current dataset (the same library calls as
+`worldsmith split`, `worldsmith traces relabel` and `worldsmith export`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from workbench.common.text import md_code, md_escape
 from worldsmith.workspace import Workspace
 
 EXPORT_FORMATS = ["jsonl", "openai", "trace2env"]
+UNNAMED = "(no environment)"
 
 
 def render_split_form(workspace: Workspace, name: str) -> None:
@@ -33,6 +35,39 @@ def render_split_form(workspace: Workspace, name: str) -> None:
     if result and result.get("dataset") == name:
         rows = [{"split": split, **counts} for split, counts in result["splits"].items()]
         st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+
+def render_relabel_form(workspace: Workspace, name: str, environments: list[str], book_envs: list[str]) -> None:
+    """Give the dataset's episodes (all, or those of the chosen environments) another environment id: e.g. a train
+    and a test file of one API imported under two derived ids, or a worldbook's own id (`book_envs`)."""
+    st.caption("Worldbooks are built and evaluated per environment id. Two files of one API imported under two "
+               "ids (derived from the tools each happens to call) can be joined here.")
+    with st.form("rl_form", border=False):
+        left, right = st.columns(2)
+        chosen = left.multiselect("Episodes of", [*environments, UNNAMED], key="rl_from",
+                                  placeholder="every episode", help="leave empty to relabel every episode")
+        env = right.text_input("New environment id", key="rl_env",
+                               placeholder=book_envs[0] if book_envs else "e.g. toolshop",
+                               help="worldbooks in this workspace simulate: " + (", ".join(book_envs) or "none yet"))
+        submitted = st.form_submit_button("Relabel", icon=":material/label:")
+    if submitted:
+        only = [None if e == UNNAMED else e for e in chosen] or None
+        try:
+            result = workspace.relabel(name, env, only=only)
+        except ValueError as error:
+            st.error(md_escape(error), icon=":material/error:")
+            return
+        st.session_state["rl_result"] = result.model_dump()
+        st.rerun()  # the environment filter above was drawn before the relabel
+    result = st.session_state.get("rl_result")
+    if result and result.get("dataset") == name:
+        if result["episodes"]:
+            was = ", ".join(f"{md_code(env or UNNAMED)}: {n:d}" for env, n in result["before"].items())
+            st.success(f"{result['episodes']:d} episodes now have environment {md_code(result['env'])} (were {was}).",
+                       icon=":material/label:")
+        else:
+            st.info(f"Every chosen episode already has environment {md_code(result['env'])}: nothing changed.",
+                    icon=":material/info:")
 
 
 def render_export_form(workspace: Workspace, name: str, splits: list[str]) -> None:

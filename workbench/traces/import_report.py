@@ -84,7 +84,8 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
                 "rejected": f.get("rejected", 0),
                 "duplicates": f.get("duplicates", 0),
                 "empty (not stored)": f.get("empty", 0),
-                "environment (from tools)": f.get("derived_env") or "",
+                "environment (derived)": (f"{f['derived_env']} (from {f.get('derived_from') or 'tools'})"
+                                          if f.get("derived_env") else ""),
                 "error": f.get("error") or "",
             }
             for f in r["files"]

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
                 + (f", {file.dialogue_only} dialogue only (no tool call)" if file.dialogue_only else "")
                 + (f", {file.empty} empty (nothing kept)" if file.empty else "")
                 + (f", {file.renamed} ids suffixed on collision" if file.renamed else "")
-                + (f"; environment {file.derived_env} (from its tools)" if file.derived_env else "")
+                + (f"; environment {file.derived_env} (from its {file.derived_from or 'tools'})"
+                   if file.derived_env else "")
             )
             print(f"{file.path} [{file.format or '?'}]: {status}")
         for item in report.rejects[:20]:

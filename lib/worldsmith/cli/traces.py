@@ -1,4 +1,4 @@
-"""`worldsmith traces list|show|diff|schema|formats` and `worldsmith datasets`."""
+"""`worldsmith traces list|show|diff|relabel|schema|formats` and `worldsmith datasets`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DIALOGUE_ONLY = "dialogue only"  # how a listing or a view marks an episode with
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     traces = subparsers.add_parser("traces", help="browse episodes; the native JSON Schema; known formats")
-    commands = traces.add_subparsers(dest="traces_command", required=True, metavar="{list,show,schema,formats}")
+    commands = traces.add_subparsers(dest="traces_command", required=True, metavar="{list,show,diff,relabel,schema,formats}")
 
     listing = commands.add_parser("list", help="list episodes of a dataset (paged, filtered)")
     listing.add_argument("--dataset", required=True)
@@ -51,6 +51,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("--dataset", required=True)
     add_common(diff)
     diff.set_defaults(handler=run_diff)
+
+    relabel = commands.add_parser(
+        "relabel", help="give a dataset's episodes another environment id",
+        description="Set the environment id of a dataset's episodes (all, or those of --from environments): "
+                    "e.g. a train file and a test file of one API imported under two derived ids. Worldbooks are "
+                    "built and evaluated per environment, so a book built on ID then matches these episodes.")
+    relabel.add_argument("dataset")
+    relabel.add_argument("--env", required=True, metavar="ID", help="the environment id to give")
+    relabel.add_argument("--from", dest="from_envs", action="append", metavar="ENV",
+                         help="only episodes of this environment (repeatable); default: every episode")
+    relabel.add_argument("--from-unnamed", action="store_true",
+                         help="only (or also, with --from) the episodes that name no environment")
+    add_common(relabel)
+    relabel.set_defaults(handler=run_relabel)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the native format")
     schema.add_argument("--out", help="write it to this file instead of stdout")
@@ -128,6 +142,26 @@ def run_diff(args: argparse.Namespace) -> int:
         values = {"added": f"{_compact(change.after)}", "removed": f"{_compact(change.before)}",
                   "changed": f"{_compact(change.before)} -> {_compact(change.after)}"}[change.kind]
         print(f"  {change.kind:<8} {change.path or '/'}: {values}")
+    return EXIT_OK
+
+
+def run_relabel(args: argparse.Namespace) -> int:
+    only: list[str | None] | None = None
+    if args.from_envs or args.from_unnamed:
+        only = [*(args.from_envs or []), *([None] if args.from_unnamed else [])]
+    try:
+        result = workspace_from(args).relabel(args.dataset, args.env, only=only)
+    except ValueError as error:
+        raise CommandError(str(error), EXIT_USAGE) from None
+    if getattr(args, "json", False):
+        emit_json(result.model_dump(mode="json"))
+        return EXIT_OK
+    if not result.episodes:
+        print(f"{result.dataset}: every chosen episode already has environment {result.env}; nothing changed")
+        return EXIT_OK
+    was = ", ".join(f"{env or '(none)'}: {n}" for env, n in result.before.items())
+    print(f"{result.dataset}: {result.episodes} episodes now have environment {result.env} (were {was}); "
+          f"revision {result.revision}")
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from worldsmith.evals.bootstrap import bootstrap_mean
+from worldsmith.evals.envmatch import match_episodes
 from worldsmith.evals.inputs import in_env, leak_free
 from worldsmith.evals.metrics import metric_scores
 from worldsmith.evals.protocols import Scorer, next_obs_records
@@ -232,7 +233,18 @@ def _leak_checked(book: Worldbook, episodes: list[Episode]) -> dict[str, Any]:
 def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> dict[str, Any]:
     """The leakage report of `heldout` against `book` (LeakageError, ValueError as `heldout_delta` raises them):
     what a page or the CLI checks once when the set is chosen, before any edit."""
-    episodes, _ = load_heldout(heldout, workspace)
+    try:
+        episodes, _ = load_heldout(heldout, workspace)
+    except ValueError:
+        if heldout.env:  # no episode of the book's environment: say whether another one is its API, and the fix
+            wanted = set(heldout.episodes or ())
+            candidates = (e for e in workspace.dataset(heldout.dataset).iter_episodes(heldout.split)
+                          if not wanted or e.id in wanted)
+            problem = match_episodes(book.model_copy(update={"env_id": heldout.env}), candidates,
+                                     heldout.dataset).problem()
+            if problem is not None:
+                raise ValueError(problem) from None
+        raise
     return _leak_checked(book, episodes)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from worldsmith.evals.config import EvalConfig
+from worldsmith.evals.envmatch import env_matches, match_episodes
 from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.sim.route_learning import build_simulator_book
@@ -36,8 +37,8 @@ def digest(value: Any) -> str:
 
 
 def in_env(episodes: Iterable[Episode], env: str | None) -> list[Episode]:
-    return [e for e in episodes if not env or (e.env_id or "").split("/")[0] == env or
-            (e.env_id or "").startswith(env)]
+    """The episodes of environment `env` (all when empty): the same id, family or prefix (`envmatch.env_matches`)."""
+    return [e for e in episodes if env_matches(e.env_id, env)]
 
 
 def _select(episodes: Sequence[Episode], config: EvalConfig) -> list[Episode]:
@@ -123,7 +124,15 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
         sources = store.info(config.book, version).sources
     else:
         version = config.book_version or "inline-" + digest(book.model_dump(mode="json"))[:12]
-    chosen, leakage = leak_free(book, _select(pool, config), construction, config.drop_leaked)
+    try:
+        selected = _select(pool, config)
+    except ValueError:
+        problem = match_episodes(book.model_copy(update={"env_id": config.env}), pool, config.dataset).problem() \
+            if config.env else None
+        if problem is None:
+            raise
+        raise ValueError(problem) from None
+    chosen, leakage = leak_free(book, selected, construction, config.drop_leaked)
     if construction is not None:
         candidates: Iterable[Episode] = construction
     else:  # streamed: only the ids and families of the evidence episodes are kept

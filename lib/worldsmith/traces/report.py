@@ -61,6 +61,8 @@ class FileReport(BaseModel):
     empty: int = Field(default=0, description="Records with nothing to keep (no turn, no message, no task): "
                        "rejected, not stored.")
     derived_env: str | None = Field(default=None, description="The environment id given to episodes that named none.")
+    derived_from: str | None = Field(default=None, description="What `derived_env` was derived from: 'declared "
+                                     "tools' (the logs' tool schemas) or 'called tools' (the tools the file calls).")
     error: str | None = Field(default=None, description="Why the whole file was rejected.")
     bytes: int = 0
 
@@ -127,6 +129,7 @@ class ImportReport(BaseModel):
                     "renamed": f.renamed,
                     "empty": f.empty,
                     "derived_env": f.derived_env,
+                    "derived_from": f.derived_from,
                     "error": f.error,
                 }
                 for f in self.files

@@ -2,7 +2,8 @@
 
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
-from worldsmith.workspace.ingest import IngestProgress, ingest_files, tool_set_env_id
+from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
+from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
 
@@ -12,14 +13,18 @@ __all__ = [
     "DatasetNotFound",
     "EpisodeFilter",
     "IngestProgress",
+    "RelabelResult",
     "Workspace",
     "assign_splits",
+    "check_env_id",
+    "declared_tool_names",
     "default_workspace_root",
     "expand_paths",
     "ingest_files",
     "tool_set_env_id",
     "is_trace_candidate",
     "parse_ratios",
+    "relabel_env",
     "sanitize_filename",
     "validate_dataset_name",
 ]

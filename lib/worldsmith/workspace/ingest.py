@@ -35,9 +35,10 @@ from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
-__all__ = ["IngestProgress", "ingest_files", "tool_set_env_id"]
+__all__ = ["IngestProgress", "declared_tool_names", "ingest_files", "tool_set_env_id"]
 
 _ENV_ID = EPISODE_COLUMNS.index("env_id")
+_METADATA = EPISODE_COLUMNS.index("metadata")
 # What a turnless episode may still hold worth keeping: its messages, its task, what the environment first showed.
 _DIALOGUE = tuple(EPISODE_COLUMNS.index(name) for name in ("final_context", "task", "initial_observation"))
 _CHAT_FORMATS = frozenset({"openai"})  # chat logs rarely name their environment: their tool set does
@@ -71,6 +72,30 @@ def tool_set_env_id(tool_names: Iterable[str]) -> str:
         return f"tools-{joined}"
     digest = hashlib.blake2b("\x1f".join(names).encode(), digest_size=4).hexdigest()
     return f"tools-{joined[:40].rstrip('-')}-{len(names)}-{digest}"
+
+
+def declared_tool_names(metadata: Any) -> list[str]:
+    """The names of the tools a chat log declares (sorted, unique): its OpenAI `tools` list (`{"type": "function",
+    "function": {"name": ...}}`, or bare `{"name": ...}` schemas) and legacy `functions` list, as the importer
+    keeps them in the episode's metadata (a dict, or its JSON text). Empty when it declares none."""
+    if isinstance(metadata, (str, bytes)):
+        try:
+            metadata = orjson.loads(metadata)
+        except orjson.JSONDecodeError:
+            return []
+    if not isinstance(metadata, dict):
+        return []
+    names: set[str] = set()
+    for key in ("tools", "functions"):
+        schemas = metadata.get(key)
+        for schema in schemas if isinstance(schemas, list) else []:
+            if not isinstance(schema, dict):
+                continue
+            inner = schema.get("function")
+            name = (inner if isinstance(inner, dict) else schema).get("name")
+            if isinstance(name, str) and name:
+                names.add(name)
+    return sorted(names)
 
 
 def _new_ingest_id() -> str:
@@ -117,7 +142,10 @@ def ingest_files(
     """Import `paths` into dataset `dataset` under `workspace_root`; returns the report.
 
     Episodes that name no environment get `env`; chat logs' (OpenAI messages) else one derived from their
-    file's tool set (`tool_set_env_id`, reported as the file's `derived_env`): a worldbook is built per environment.
+    file's tool set (`tool_set_env_id`, reported as the file's `derived_env` with `derived_from`): the tools the
+    logs declare (their `tools` schemas) when they carry them, so a train file and a test file of one API get
+    one id whichever tools each happens to call; else the tools the file calls. A worldbook is built per
+    environment; `Dataset.relabel_env` renames one afterwards.
 
     Never raises on bad input: unreadable files and bad records are reported and quarantined.
     Raises ValueError only for a bad dataset name or unknown `format` (usage errors).
@@ -216,6 +244,7 @@ class _Ingest:
     def _stage_rows(self, importer: Importer, path: Path, file_report: FileReport, done: int) -> None:
         file_envless: list[str] = []
         tools: set[str] = set()
+        declared: set[str] = set()
         for item in _guarded(_read_rows(importer, path), file_report):
             if isinstance(item, Reject):
                 self.reject(file_report, item)
@@ -232,10 +261,12 @@ class _Ingest:
                 if item.episode[_ENV_ID] is None and importer.name in _CHAT_FORMATS:
                     file_envless.append(stored)
                     tools.update(turn[2] for turn in item.turns)
+                    declared.update(declared_tool_names(item.episode[_METADATA]))
             if self.progress is not None and file_report.episodes % self.progress_every == 0:
                 self.emit(str(path), done)
         if file_envless:
-            file_report.derived_env = tool_set_env_id(tools)
+            file_report.derived_from = "declared tools" if declared else "called tools"
+            file_report.derived_env = tool_set_env_id(declared or tools)
             self.envless.update(dict.fromkeys(file_envless, file_report.derived_env))
 
     def commit(self) -> None:

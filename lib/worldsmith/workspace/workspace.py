@@ -23,6 +23,7 @@ from worldsmith.util.paths import default_workspace_root
 from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
+from worldsmith.workspace.relabel import RelabelResult, relabel_env
 from worldsmith.workspace.splits import assign_splits
 
 __all__ = ["DEFAULT_UPLOAD_LIMIT", "Workspace", "default_workspace_root", "sanitize_filename"]
@@ -90,6 +91,11 @@ class Workspace:
 
     def split(self, dataset: str, ratios: dict[str, float] | None = None, *, seed: int = 0) -> dict[str, Any]:
         return assign_splits(self.dataset(dataset), ratios, seed=seed)
+
+    def relabel(self, dataset: str, env: str, *, only: Iterable[str | None] | None = None) -> RelabelResult:
+        """Give `dataset`'s episodes (all, or those of the environments in `only`; None: those naming none) the
+        environment id `env` (`relabel.relabel_env`)."""
+        return relabel_env(self.dataset(dataset), env, only=only)
 
     def export(self, dataset: str, format: str, out: str | Path, *, split: str | None = None) -> int:
         return export_episodes(self.dataset(dataset).iter_episodes(split=split), format, Path(out))
