@@ -4,6 +4,8 @@ The numbers are chosen so every view has something to show and tests can count: 
 on every turn except 'look' turns of odd episodes; nearest is wrong on every 'take' and 'open'
 turn. Intervals are mean ± 0.05 (clipped): the page must show what the report says, not recompute it.
 With `novelty`, the 'open' turn (2) is novel in every episode; without it the run is one made before the flag.
+With `why`, records name their answer source (harness: 'rule', but the rule-less 'look' turns: the
+'nearest_evidence' fallback) and flag 'look' as an unseen action; without it the run predates both columns.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ NOVEL_TURN = 2
 
 
 def make_records(run: str, methods: list[str], protocol: str = "next-obs", judge: bool = False,
-                 novelty: bool = False) -> pd.DataFrame:
+                 novelty: bool = False, why: bool = False) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for method in methods:
         for e, episode in enumerate(EPISODES):
@@ -61,6 +63,13 @@ def make_records(run: str, methods: list[str], protocol: str = "next-obs", judge
                     **({"novel": turn == NOVEL_TURN, "novel_values": ["drawer 1"] if turn == NOVEL_TURN else []}
                        if novelty else {}),
                 })
+                if why:
+                    look = action == "look"
+                    harness = method == "harness"
+                    rows[-1].update(
+                        source=("nearest_evidence" if look else "rule") if harness else "nearest",
+                        route="fallback:nearest_evidence" if harness and look else rows[-1]["route"],
+                        unseen_action=look)
     return pd.DataFrame(rows)
 
 
@@ -84,11 +93,11 @@ def _block(records: pd.DataFrame, metrics: list[str]) -> dict[str, Any]:
 
 
 def write_run(root: Path, run: str, methods: list[str], *, protocol: str = "next-obs", judge: bool = False,
-              dataset: str = "samples", book: str = "alfworld", novelty: bool = False) -> Path:
+              dataset: str = "samples", book: str = "alfworld", novelty: bool = False, why: bool = False) -> Path:
     """A complete run folder under `<root>/runs/eval/<run>` (config, records, report, progress)."""
     folder = root / "runs" / "eval" / run
     folder.mkdir(parents=True, exist_ok=True)
-    records = make_records(run, methods, protocol, judge, novelty)
+    records = make_records(run, methods, protocol, judge, novelty, why)
     records.to_parquet(folder / "records.parquet", index=False)
     metrics = ["exact_match", "edit_similarity", "token_f1"] + (["judge_total"] if judge else [])
     if novelty:

@@ -114,10 +114,22 @@ def test_error_groups_by_action_and_by_rule() -> None:
     assert by_action.loc["look", "wrong"] == 2 and by_action.loc["look", "records"] == 4
     assert by_action.loc["go", "error_rate"] == 0.0
     by_rule = tables.error_groups(records, "exact_match", 1.0, "rule").set_index("rule")
-    assert by_rule.loc["(no rule)", "wrong"] == 2 and by_rule.loc["put.in", "records"] == 4
-    assert by_rule["records"].sum() == 20
+    assert by_rule.loc["(no rule: fast_path)", "wrong"] == 2 and by_rule.loc["put.in", "records"] == 4
+    assert by_rule["records"].sum() == 20 and by_rule["share_of_misses"].sum() == 1.0
     with pytest.raises(ValueError, match="group by"):
         tables.error_groups(records, "exact_match", 1.0, "episode")
+
+
+def test_errors_by_source_and_flag_say_why_it_missed() -> None:
+    records = make_records("r", ["harness"], why=True)
+    by_source = tables.error_groups(records, "exact_match", 1.0, "source").set_index("source")
+    assert by_source.loc["nearest_evidence", "wrong"] == 2 and by_source.loc["rule", "wrong"] == 0
+    assert by_source.loc["nearest_evidence", "share_of_misses"] == 1.0
+    by_rule = tables.error_groups(records, "exact_match", 1.0, "rule").set_index("rule")
+    assert "(no rule)" not in by_rule.index and by_rule.loc["(no rule: nearest_evidence)", "wrong"] == 2
+    by_flag = tables.error_groups(records, "exact_match", 1.0, "flag").set_index("flag")
+    assert by_flag.loc["unseen_action", "wrong"] == 2 and by_flag.loc["fallback", "records"] == 4
+    assert by_flag.loc["none", "wrong"] == 0
 
 
 def test_heatmap_by_action_and_step() -> None:

@@ -133,7 +133,8 @@ def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) ->
 
     no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
     rules = group_table(at, "rule")
-    assert rules.loc["(no rule)", "wrong"] == 2 and rules.loc["take.from", "wrong"] == 0
+    assert rules.loc["(no rule: fast_path)", "wrong"] == 2 and rules.loc["take.from", "wrong"] == 0
+    assert any("grouped by route instead" in str(c.value) for c in at.caption)  # a run made before sources
     heat = next(f for f in figures(at) if f["layout"]["title"]["text"].endswith("by action × step"))
     assert heat["data"][0]["y"][0] in {"go", "take", "open", "put", "look"}
 
@@ -147,6 +148,26 @@ def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) ->
     assert {c.label.split(" · ")[2] for c in clusters} == {"take ×4", "open ×4"}
     examples = {code.value for code in at.code}
     assert "Nothing happens." in examples
+
+
+def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) -> None:
+    write_run(empty_root, "why-w", ["harness", "nearest"], why=True)
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("why-w").run())
+    no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
+    sources = group_table(at, "source")
+    assert sources.loc["nearest_evidence", "wrong"] == 2 and sources.loc["rule", "wrong"] == 0
+    assert sources.loc["nearest_evidence", "share_of_misses"] == 1.0
+    rules = group_table(at, "rule")
+    assert "(no rule)" not in rules.index and rules.loc["(no rule: nearest_evidence)", "wrong"] == 2
+    flags = group_table(at, "flag")
+    assert flags.loc["unseen_action", "wrong"] == 2 and flags.loc["fallback", "wrong"] == 2
+    assert any("1 action never appears in the construction data: look" in shown(w.value) for w in at.warning)
+    causes = next(shown(m.value) for m in at.markdown if "Biggest causes" in str(m.value))
+    assert "By source**: answered by nearest_evidence: 100% of misses (2 of 4 wrong)" in causes
+    assert "1 action never in the construction data: 100% of misses (2)" in causes
+    wrong = next(df.value for df in at.dataframe if {"unseen_action", "source"} <= set(df.value.columns))
+    assert list(wrong["source"]) == ["nearest_evidence"] * 2 and wrong["unseen_action"].all()
 
 
 def test_compare_two_runs(two_runs: Path) -> None:

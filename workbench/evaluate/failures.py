@@ -1,4 +1,7 @@
-"""The Failures tab: where a method goes wrong, by action, by rule, by step, by kind of error, and when it drifts.
+"""The Failures tab: where a method goes wrong and why: by action, by the answer source that answered, by rule
+(a miss no rule answered counts under its source), by flag (unseen action, novel observation, fallback,
+error), by step, by kind of error, and when it drifts. Each breakdown says its biggest cause in one
+sentence (`worldsmith.evals.misses`, as `worldsmith eval misses` prints it).
 
 "Wrong" is a record whose chosen metric is below a threshold (by default: not the best score,
 e.g. not an exact match). Clustering embeds the wrong predictions with MiniLM, so it runs on a
@@ -17,6 +20,7 @@ from workbench.evaluate.clusters import Cluster, cluster_errors, cluster_rules
 from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
+from worldsmith.evals import misses
 from worldsmith.evals.report_model import EvalReport
 
 __all__ = ["CLUSTERS", "render_failures"]
@@ -27,8 +31,8 @@ _TOP = {"judge_total": 100.0}
 
 def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
     shown = frame.drop(columns=[c for c in ("distance",) if c in frame.columns])
-    columns = [c for c in ("episode_id", "turn", "action", "reference", "prediction", "rules", "route", "error")
-               if c in shown.columns]
+    columns = [c for c in ("episode_id", "turn", "action", "unseen_action", "reference", "prediction", "source",
+                           "rules", "route", "error") if c in shown.columns]
     shown = shown[columns + [c for c in tables.METRIC_COLUMNS if c in shown.columns]].copy()
     shown.insert(0, "open", [turn_link(dataset, turn_id(e, t)) for e, t in zip(shown["episode_id"], shown["turn"],
                                                                                  strict=True)])
@@ -65,13 +69,39 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     wrong = mine[tables.wrong_mask(mine, metric, threshold)]
     st.caption(f"{len(wrong)} of {int(mine[metric].notna().sum())} scored predictions of {md_code(method)} are wrong.")
 
-    by_action, by_rule = st.columns(2)
+    unseen = misses.unseen_actions(mine, action_of=tables.action_kind)
+    if unseen:
+        st.warning(f"{len(unseen):d} action{'s never appear' if len(unseen) != 1 else ' never appears'} in the "
+                   "construction data: "
+                   f"{md_escape(', '.join(unseen[:12]))}{' …' if len(unseen) > 12 else ''}. Nothing taught the "
+                   "book their answers.", icon=":material/new_releases:")
+    has_source = "source" in mine.columns and mine["source"].notna().any()
+    if not has_source:
+        st.caption("This run was recorded before records named their answer source: grouped by route instead.")
+    groups = {by: tables.error_groups(mine, metric, threshold, by) for by in misses.GROUPINGS}
+    causes = [f"**{label}**: {md_escape(cause)}" for by, label in
+              (("source", "By source"), ("flag", "By flag"), ("action", "By action"), ("rule", "By rule"))
+              if (cause := misses.biggest_cause(groups[by], by, unseen))]
+    if causes:
+        st.markdown("Biggest causes of the misses\n\n" + "\n".join(f"- {line}" for line in causes))
+    by_action, by_source = st.columns(2)
     with by_action:
         st.markdown("**Errors by action**")
-        st.dataframe(tables.error_groups(mine, metric, threshold, "action"), hide_index=True, key="ev_fx_by_action")
+        st.dataframe(groups["action"], hide_index=True, key="ev_fx_by_action")
+    with by_source:
+        st.markdown("**Errors by source** (what answered: the answer source, else the route)")
+        st.dataframe(groups["source"], hide_index=True, key="ev_fx_by_source")
+    by_rule, by_flag = st.columns(2)
     with by_rule:
-        st.markdown("**Errors by rule** (rules the prediction used)")
-        st.dataframe(tables.error_groups(mine, metric, threshold, "rule"), hide_index=True, key="ev_fx_by_rule")
+        st.markdown("**Errors by rule** (rules the prediction used; else the source that answered)")
+        st.dataframe(groups["rule"], hide_index=True, key="ev_fx_by_rule")
+    with by_flag:
+        st.markdown("**Errors by flag** (unseen action, novel observation, fallback, error)")
+        st.dataframe(groups["flag"], hide_index=True, key="ev_fx_by_flag")
+    if not wrong.empty:
+        with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:"):
+            st.dataframe(_linked(wrong, dataset), hide_index=True, key="ev_fx_wrong",
+                         column_config={"open": st.column_config.LinkColumn("traces", display_text="open")})
 
     table = tables.heatmap_frame(mine, metric)
     if not table.empty:

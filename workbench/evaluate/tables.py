@@ -7,13 +7,12 @@ a group of records), it is computed here and labelled as what it is.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from worldsmith.evals import misses
 from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 
@@ -45,7 +44,6 @@ METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judg
 NOVELTY_METRICS = ["exact_match_knowable", "novel_share"]  # report-only: from the records' `novel` flag
 JUDGE_DIMENSIONS = ["judge_format", "judge_factuality", "judge_consistency", "judge_realism", "judge_quality"]
 KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
-_CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
 
 
 def format_interval(cell: MetricCell | None, digits: int = 3) -> str:
@@ -237,53 +235,19 @@ def win_lose_frame(records: pd.DataFrame, winner: str, loser: str, metric: str, 
 
 def action_kind(action: Any) -> str:
     """The action's name: a JSON object's `name`, a call's function, else the first word ('go to desk 1' -> 'go')."""
-    text = str(action or "").strip()
-    if not text:
-        return "(empty)"
-    if text.startswith("{"):
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict):
-            for key in ("name", "tool", "function", "action"):
-                if isinstance(value.get(key), str):
-                    return value[key]
-    match = _CALL.match(text)
-    if match:
-        return match.group(1)
-    return text.split()[0].lower()
+    return misses.action_name(action)
 
 
 def wrong_mask(records: pd.DataFrame, metric: str, threshold: float) -> pd.Series:
     """Scored records whose `metric` is below `threshold` (exact_match < 1 means 'not exactly right')."""
-    values = records[metric] if metric in records.columns else pd.Series(np.nan, index=records.index)
-    return values.notna() & (values < threshold)
+    return misses.wrong_mask(records, metric, threshold)
 
 
 def error_groups(records: pd.DataFrame, metric: str, threshold: float, by: str) -> pd.DataFrame:
-    """Errors per action name (`by='action'`) or per rule the prediction used (`by='rule'`).
-
-    A prediction that used several rules counts for each of them; one that used none is '(no rule)'.
-    """
-    columns = [by, "records", "wrong", "error_rate", f"mean_{metric}"]
-    scored = records[records[metric].notna()] if metric in records.columns else records.iloc[0:0]
-    if scored.empty:
-        return pd.DataFrame(columns=columns)
-    frame = pd.DataFrame({"wrong": wrong_mask(scored, metric, threshold).to_numpy(),
-                          "score": scored[metric].to_numpy(float)})
-    if by == "action":
-        frame[by] = scored["action"].map(action_kind).to_numpy()
-    elif by == "rule":
-        rules = scored["rules"] if "rules" in scored.columns else pd.Series([[]] * len(scored))
-        frame[by] = [list(r) if len(r) else ["(no rule)"] for r in rules]
-        frame = frame.explode(by)
-    else:
-        raise ValueError(f"group by 'action' or 'rule', not {by!r}")
-    grouped = frame.groupby(by).agg(records=("wrong", "size"), wrong=("wrong", "sum"), score=("score", "mean"))
-    grouped["error_rate"] = grouped["wrong"] / grouped["records"]
-    grouped = grouped.rename(columns={"score": f"mean_{metric}"}).reset_index()
-    return grouped.sort_values(["wrong", "records"], ascending=False)[columns].reset_index(drop=True)
+    """Errors per action name (`by='action'`), per answer source ('source'), per rule the prediction used ('rule':
+    one that used several counts for each; one no rule answered under '(no rule: <source>)') or per flag ('flag':
+    unseen action, novel, fallback, error), as `worldsmith.evals.misses.miss_groups` counts them."""
+    return misses.miss_groups(records, metric, threshold, by, action_of=action_kind)
 
 
 def heatmap_frame(records: pd.DataFrame, metric: str, max_steps: int = 40) -> pd.DataFrame:

@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.protocols import PROTOCOLS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
-from worldsmith.evals.runstore import RunFolder
+from worldsmith.evals.runstore import RunFolder, RunStore
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
 
@@ -97,6 +97,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     curve.add_argument("--out", required=True, metavar="NAME", help="curve name (runs NAME-n<n>)")
     add_common(curve)
     curve.set_defaults(handler=run_curve_command)
+
+    misses = commands.add_parser(
+        "misses", help="why a run's predictions missed: errors by action, answer source, rule and flag",
+        description="Read a finished (or running) evaluation run's records and group its wrong predictions by "
+                    "action, by the answer source that answered, by rule (a miss no rule answered counts under its "
+                    "source) and by flag (unseen action, novel observation, fallback, error), each with its biggest "
+                    "cause in one sentence.")
+    misses.add_argument("run", help="run name (folder under <workspace>/runs/eval/)")
+    misses.add_argument("--method", help="one method (default: each method of the run)")
+    misses.add_argument("--metric", default="exact_match", help="the metric a miss is judged on (default exact_match)")
+    misses.add_argument("--threshold", type=float, default=1.0,
+                        help="a prediction is wrong when the metric is below this (default 1.0)")
+    misses.add_argument("--top", type=int, default=8, help="rows shown per breakdown in text output (default 8)")
+    add_common(misses)
+    misses.set_defaults(handler=run_misses_command)
 
     awb = commands.add_parser("awb", help="predict AgentWorldBench rows with a world model and score them")
     awb.add_argument("--book", required=True)
@@ -254,4 +269,32 @@ def run_awb_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     metrics = ", ".join(f"{k} {v:.3f}" for k, v in scores["metrics"].items() if v is not None)
     print(f"{count} rows predicted with {args.method} -> {args.out}; {metrics}")
+    return EXIT_OK
+
+
+def run_misses_command(args: argparse.Namespace) -> int:
+    from worldsmith.evals.misses import GROUPINGS, why_missed
+
+    run = RunStore(workspace_from(args).root).run(args.run)
+    records = run.read_records()
+    if records.empty:
+        raise CommandError(f"run {args.run!r} has no records (yet) under {run.path}")
+    if args.metric not in records.columns:
+        raise CommandError(f"no metric {args.metric!r} in the run's records", EXIT_USAGE)
+    methods = [args.method] if args.method else sorted(records["method"].dropna().unique())
+    results = [why_missed(records, args.metric, args.threshold, method=method) for method in methods]
+    if getattr(args, "json", False):
+        emit_json({"run": args.run, "methods": results})
+        return EXIT_OK
+    for result in results:
+        print(f"{result['method']}: {result['misses']} of {result['scored']} predictions below "
+              f"{result['metric']} {result['threshold']:g}")
+        if result["unseen_actions"]:
+            print(f"  unseen actions (never in the construction data): {', '.join(result['unseen_actions'])}")
+        for by in GROUPINGS:
+            if result["causes"][by]:
+                print(f"  by {by}: {result['causes'][by]}")
+            for row in result["by"][by][: args.top]:
+                print(f"    {str(row[by])[:50]:<50} {row['wrong']:>5} of {row['records']:<5} "
+                      f"({row['share_of_misses']:.0%} of misses)")
     return EXIT_OK

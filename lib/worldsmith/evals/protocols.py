@@ -168,6 +168,7 @@ def _turn_record(scorer: Scorer, episode: Episode, turn: int, prediction: Predic
         "turn": turn, "action": action_line(recorded.action), "reference": reference, "prediction": text,
         **metric_scores(text, reference), **scorer.judged(episode, turn, reference, text),
         "route": prediction.audit.route if prediction is not None else "error",
+        "source": (prediction.audit.source or prediction.audit.route) if prediction is not None else "error",
         "rules": list(prediction.audit.rules) if prediction is not None else [],
         **scorer.usage(prediction),
         "diverged": None, "outcome": prediction.outcome if prediction is not None else "unknown",

@@ -26,17 +26,20 @@ JUDGE_COLUMNS = ("judge_total", "judge_format", "judge_factuality", "judge_consi
                  "judge_quality")
 # name -> arrow type, in the contract's order; the W2R columns and `error` come last. `novel` (null: unknown, as
 # in runs made before it) says the observation shows values the episode's prefix and the book never showed; `fold`
-# is the fold (1-based) of a cross-fitted run, null otherwise.
+# is the fold (1-based) of a cross-fitted run, null otherwise. `source` is the answer source that answered
+# (`Audit.source`, else the route; null in runs made before it); `unseen_action` says the turn's action (tool) never
+# appears in the book's construction data (null: unknown, or a W2R row).
 _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("run", pa.string()), ("protocol", pa.string()), ("method", pa.string()), ("env_id", pa.string()),
     ("episode_id", pa.string()), ("family", pa.string()), ("task_seen", pa.bool_()), ("turn", pa.int64()),
     ("action", pa.string()), ("reference", pa.string()), ("prediction", pa.string()),
     ("exact_match", pa.float64()), ("edit_similarity", pa.float64()), ("token_f1", pa.float64()),
     ("json_f1", pa.float64()), *[(name, pa.float64()) for name in JUDGE_COLUMNS],
-    ("route", pa.string()), ("rules", pa.list_(pa.string())), ("model_calls", pa.int64()),
+    ("route", pa.string()), ("source", pa.string()), ("rules", pa.list_(pa.string())), ("model_calls", pa.int64()),
     ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("latency_s", pa.float64()),
     ("cost_usd", pa.float64()), ("diverged", pa.bool_()), ("outcome", pa.string()), ("done_pred", pa.bool_()),
-    ("done_real", pa.bool_()), ("novel", pa.bool_()), ("novel_values", pa.list_(pa.string())), ("fold", pa.int64()),
+    ("done_real", pa.bool_()), ("novel", pa.bool_()), ("novel_values", pa.list_(pa.string())),
+    ("unseen_action", pa.bool_()), ("fold", pa.int64()),
     ("policy", pa.string()), ("real_success", pa.bool_()), ("w2r_success", pa.bool_()), ("sim_steps", pa.int64()),
     ("error", pa.string()),
 ]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from worldsmith.envs.base import Env
+from worldsmith.evals.envmatch import construction_actions
 from worldsmith.evals.judge import Judge, open_judge
 from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
 from worldsmith.evals.protocols import (
@@ -85,6 +86,7 @@ class UnitComputer:
         self.policies = _Policies(config, root)
         self.real_cache: dict[str, RealOutcome] = {}
         self.novel: dict[str, list[list[str]]] = {}  # per episode: each turn's novel values (the same for every method)
+        self.seen_actions: dict[int | None, set[str]] = {}  # per fold: the actions of the book's construction data
 
     def _model(self, part: PartView, method: str) -> Any:
         key = (part.fold, method)
@@ -120,6 +122,9 @@ class UnitComputer:
             if episode.id not in self.novel:
                 self.novel[episode.id] = part.novelty.episode(episode, config.max_turns)
             _mark_novelty(records, self.novel[episode.id])
+            if part.fold not in self.seen_actions:
+                self.seen_actions[part.fold] = construction_actions(part.book)
+            _mark_unseen_actions(records, episode, self.seen_actions[part.fold])
         family = trajectory_family(episode)
         for record in records:
             record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
@@ -235,6 +240,14 @@ class _Policies:
         closer = getattr(getattr(self._shared, "llm", None), "close", None)
         if callable(closer):
             closer()
+
+
+def _mark_unseen_actions(records: list[dict[str, Any]], episode: Episode, seen: set[str]) -> None:
+    """Each turn's record says whether its action (tool) never appears in the book's construction data."""
+    for record in records:
+        turn = record["turn"]
+        record["unseen_action"] = episode.turns[turn].action.name not in seen if 0 <= turn < len(episode.turns) \
+            else None
 
 
 def _mark_novelty(records: list[dict[str, Any]], novel: list[list[str]]) -> None:
