@@ -16,6 +16,7 @@ from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.compare import render_compare
 from workbench.evaluate.failures import render_failures
+from workbench.evaluate.jobs import list_jobs
 from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices
 from workbench.evaluate.records import render_records
 from workbench.evaluate.results import render_results
@@ -57,7 +58,10 @@ if runs:
     chosen = st.selectbox("Run", list(by_name), format_func=lambda name: _label(by_name[name]), key="ev_run")
 else:
     chosen = None
-    st.info("No evaluation runs in this workspace yet: launch one below or run `worldsmith eval`.",
+    failed = next((job for job in list_jobs(root) if job.state == "failed"), None)
+    st.info("No evaluation runs in this workspace yet: "
+            + (f"the launch of {md_code(failed.run)} failed (its error is above); correct it under Launch and try "
+               "again." if failed is not None else "launch one below or run `worldsmith eval`."),
             icon=":material/info:")
 if st.session_state.get("ev_shown_run") != chosen:
     for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(RUN_SCOPED)]:

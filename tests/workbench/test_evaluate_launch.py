@@ -133,4 +133,33 @@ def test_a_bad_spec_is_refused_in_the_form_and_a_failed_run_shows_its_error(eval
     at = no_exception(at.run())
     shown = [str(e.value) for e in at.error]
     assert any("Run `broken` failed" in e and "nosuch" in e for e in shown), shown
+    # no full bar over "No evaluation runs yet": a run that failed before any unit shows its error, not "done"
+    assert not [bar.proto.text for bar in at.get("progress") if "broken" in bar.proto.text]
+    assert any("launch of `broken` failed" in str(i.value) for i in at.info)
     assert not at.expander or all("background" not in e.label.lower() for e in at.expander)  # not tucked away
+
+
+def test_the_environment_follows_the_chosen_worldbook_and_dataset(empty_root: Path, tmp_path: Path) -> None:
+    """Never a fixed "alfworld": the environment comes from the pair chosen, by id or by the actions it calls."""
+    from toolshop_support import toolshop_workspace
+
+    from helpers import toolshop_files
+    from worldsmith import Workspace
+
+    toolshop_workspace(empty_root)  # dataset `shop` (env toolshop) and worldbook `shop` built on it
+    workspace = Workspace(empty_root)
+    assert workspace.ingest([REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"], "alfworld").committed
+    report = workspace.ingest(list(toolshop_files(tmp_path, declared=False)), "chats")  # two derived ids
+    at = open_page()
+    assert at.selectbox(key="ev_new_book").value == "shop" and at.selectbox(key="ev_new_dataset").value == "shop"
+    assert at.text_input(key="ev_new_env").value == "toolshop" and not at.warning
+
+    no_exception(at.selectbox(key="ev_new_dataset").set_value("alfworld").run())
+    assert at.text_input(key="ev_new_env").value == ""  # every environment: none of them is the book's
+    assert any("None of them calls the book's actions" in str(w.value) for w in at.warning)
+
+    no_exception(at.selectbox(key="ev_new_dataset").set_value("chats").run())
+    envs = {f.derived_env for f in report.files}
+    assert at.text_input(key="ev_new_env").value in envs  # the same API under another id
+    warning = next(str(w.value) for w in at.warning)
+    assert "relabel chats" in warning and "Relabel it" in warning

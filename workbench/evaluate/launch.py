@@ -17,10 +17,11 @@ from workbench.common import data
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from worldsmith.evals.envmatch import EnvMatch
 from worldsmith.evals.runstore import RunFileError, RunStore
 
-__all__ = ["PROTOCOLS", "available_methods", "held_out_defaults", "render_jobs", "render_launch_form",
-           "spec_problem", "workspace_choices"]
+__all__ = ["PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "matched_env", "render_jobs",
+           "render_launch_form", "spec_problem", "workspace_choices"]
 
 PROTOCOLS = ["next-obs", "drift", "w2r"]
 POLICIES = ["expert", "random", "llm"]
@@ -34,34 +35,75 @@ def available_methods() -> list[str]:
     return world_model_names()
 
 
-def held_out_defaults(root: Path, book: str | None, datasets: list[str]) -> dict[str, str]:
-    """Where `book` can be evaluated honestly: its source dataset, a split it was not built from, its environment.
+def held_out_defaults(root: Path, book: str | None, datasets: list[str], dataset: str | None = None) -> dict[str, str]:
+    """Where `book` can be evaluated honestly: its source dataset (unless `dataset` is chosen), a split it was not
+    built from, and the environment of the chosen dataset that is the book's.
 
-    From the book's recorded sources (`worldsmith build` writes them): a book built from split
-    `train` is evaluated on `test` (else `validation`) of the same dataset; nothing is guessed for
-    a book built from a whole dataset.
+    From the book's recorded sources (`worldsmith build` writes them): a book built from split `train` is
+    evaluated on `test` (else `validation`) of the same dataset. The environment is the one the source recorded
+    when the dataset is the book's source, else the dataset's environment that is the book's by id or, failing
+    that, by the actions it calls (`worldsmith.evals.envmatch`); none (every environment) when nothing fits.
     """
     from worldsmith.worldbook import WorldbookError, WorldbookStore
 
     if not book:
-        return {}
+        return {"dataset": dataset} if dataset else {}
     try:
         store = WorldbookStore(root / "worldbooks")
         sources = store.info(book, store.head(book)).sources
     except (WorldbookError, KeyError, OSError, ValueError):
+        return {"dataset": dataset} if dataset else {}
+    source = next((s for s in sources if isinstance(s, dict) and s.get("dataset") in datasets
+                   and (dataset is None or s.get("dataset") == dataset)), None)
+    out = {"dataset": dataset or (str(source["dataset"]) if source is not None else "")}
+    if not out["dataset"]:
         return {}
-    source = next((s for s in sources if isinstance(s, dict) and s.get("dataset") in datasets), None)
-    if source is None:
-        return {}
-    out = {"dataset": str(source["dataset"])}
-    if source.get("env"):
+    if source is not None and source.get("env"):
         out["env"] = str(source["env"])
-    opened = data.open_dataset(str(root), out["dataset"]) if source.get("split") else None
+    else:
+        env = matched_env(root, book, out["dataset"])
+        if env:
+            out["env"] = env
+    opened = data.open_dataset(str(root), out["dataset"]) if source is not None and source.get("split") else None
     splits = opened.splits() if opened is not None else []
-    held = next((s for s in ("test", "validation") if s in splits and s != source.get("split")), None)
+    held = next((s for s in ("test", "validation") if s in splits and s != source.get("split")), None) \
+        if source is not None else None
     if held is not None:
         out["split"] = held
     return out
+
+
+def matched_env(root: Path, book: str, dataset: str) -> str | None:
+    """The environment of `dataset` to evaluate `book` on (`EnvMatch.suggested_env`), None for every one."""
+    match = env_match(root, book, dataset)
+    return match.suggested_env if match is not None else None
+
+
+def env_match(root: Path, book: str, dataset: str) -> EnvMatch | None:
+    """`book` (its head) against `dataset`'s environments, cached per book version and dataset revision."""
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    opened = data.open_dataset(str(root), dataset)
+    if opened is None:
+        return None
+    try:
+        version = WorldbookStore(root / "worldbooks").head(book)
+    except (WorldbookError, OSError, ValueError):
+        return None
+    return _env_match(str(root), book, version, dataset, opened.revision)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _env_match(root: str, book: str, version: str, dataset: str, revision: int) -> EnvMatch | None:
+    from worldsmith.evals.envmatch import match_dataset
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    opened = data.open_dataset(root, dataset)
+    try:
+        loaded = WorldbookStore(Path(root) / "worldbooks").load(book, version)
+    except (WorldbookError, OSError, ValueError):
+        return None
+    return match_dataset(loaded, opened) if opened is not None else None
 
 
 def spec_problem(spec: str, root: Path) -> str | None:
@@ -84,12 +126,26 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         st.info("Launching a run needs a dataset to evaluate on (and a worldbook from `worldsmith build`, or "
                 "cross-fitting with folds).", icon=":material/info:")
         return
-    defaults = held_out_defaults(root, books[0] if books else None, datasets)
-    for field, key in (("split", "ev_new_split"), ("env", "ev_new_env")):
-        if field in defaults and key not in st.session_state:
-            st.session_state[key] = defaults[field]
     methods = available_methods()
     default = [m for m in ("harness", "nearest") if m in methods] or methods[:1]
+    # Worldbook and dataset sit outside the form: choosing one reruns the page, so the split and environment
+    # below follow the pair chosen (not the first book's), and a hand-typed value is kept until the pair changes.
+    left, right = st.columns(2)
+    if "ev_new_dataset" not in st.session_state:
+        first = held_out_defaults(root, books[0] if books else None, datasets)
+        st.session_state["ev_new_dataset"] = first.get("dataset") or datasets[0]
+    book = left.selectbox("Worldbook", books, index=0 if books else None, key="ev_new_book",
+                          help="Not read when cross-fitting (folds >= 2): each fold builds its own book.")
+    dataset = right.selectbox("Dataset", datasets, key="ev_new_dataset")
+    defaults = held_out_defaults(root, book, datasets, dataset)
+    if st.session_state.get("ev_new_defaults_for") != (book, dataset):
+        st.session_state["ev_new_defaults_for"] = (book, dataset)
+        st.session_state["ev_new_split"] = defaults.get("split", "")
+        st.session_state["ev_new_env"] = defaults.get("env", "")
+    match = env_match(root, book, dataset) if book and dataset else None
+    problem = match.problem() if match is not None else None
+    if problem:
+        st.warning(md_escape(problem), icon=":material/link_off:")
     with st.form("ev_launch"):
         left, right = st.columns(2)
         run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
@@ -97,17 +153,19 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                                help="next-obs: real history, one predicted observation per turn; drift: only the "
                                     "start, then the whole action sequence; w2r: a policy acts in the simulator and "
                                     "its actions are replayed in the real environment")
-        left, middle, right = st.columns(3)
-        book = left.selectbox("Worldbook", books, index=0 if books else None, key="ev_new_book",
-                              help="Not read when cross-fitting (folds >= 2): each fold builds its own book.")
-        dataset = middle.selectbox("Dataset", datasets, key="ev_new_dataset",
-                                   index=datasets.index(defaults["dataset"]) if "dataset" in defaults else 0)
-        split = right.text_input("Split (optional)", key="ev_new_split", placeholder="e.g. test",
-                                 help="Held-out episodes only: the book must not have been built from them "
-                                      "(the run refuses leaked evaluation targets).")
+        left, right = st.columns(2)
+        split = left.text_input("Split (optional)", key="ev_new_split", placeholder="every split",
+                                help="Held-out episodes only: the book must not have been built from them "
+                                     "(the run refuses leaked evaluation targets).")
+        envs = ", ".join(fit.label for fit in match.environments) if match is not None else ""
+        env = right.text_input("Environment (optional)", key="ev_new_env", placeholder="every environment",
+                               help="Only episodes of this environment id (or family / prefix)"
+                                    + (f"; the dataset holds {envs}" if envs else "")
+                                    + (f"; the worldbook simulates {match.book_env}" if match and match.book_env
+                                       else ""))
         chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods")
         left, middle, right, last = st.columns(4)
-        env = left.text_input("Environment (optional)", key="ev_new_env", placeholder="e.g. alfworld")
+        left.caption(f"worldbook {md_code(book or '(none)')} · dataset {md_code(dataset)}")
         max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
         max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
         policy = last.selectbox("W2R policy", POLICIES, key="ev_new_policy")
@@ -167,9 +225,11 @@ def _render_job(root: Path, job: JobStatus) -> None:
     label = f"{md_code(job.run)} · {md_escape(job.state)}"
     if done is not None and total:
         st.progress(min(1.0, done / total), text=f"{label} · {int(done)}/{int(total)}")
-    else:
-        st.progress(1.0 if job.state != "running" else 0.0, text=f"{label} · starting" if job.state == "running"
-                    else label)
+    elif job.state == "running":
+        st.progress(0.0, text=f"{label} · starting")
+    elif job.state == "finished":
+        st.progress(1.0, text=label)
+    # a run that failed before any unit shows no bar (a full one would read as done): its error below says why
     if problem:
         st.caption(md_escape(problem))
     if job.state == "failed":
