@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from helpers import toolshop_files
@@ -69,3 +70,22 @@ def test_held_out_and_evaluation_refusals_say_why_and_how_to_fix(split_shop: tup
         run_eval(config, workspace=workspace, book=book("toolshop"))
     workspace.relabel("shop", train_env, only=[test_env])  # the fix: now the held-out set is the book's
     check_heldout(book(train_env), HeldOut(dataset="shop", episodes=test_ids[:3], env=train_env), workspace)
+
+
+def test_book_match_on_the_command_line(split_shop: tuple[Workspace, str, str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from worldsmith.cli.main import main
+    from worldsmith.worldbook import WorldbookStore
+
+    workspace, train_env, test_env = split_shop
+    store = WorldbookStore(workspace.root / "worldbooks")
+    store.save(book(train_env))
+    root = ["--workspace", str(workspace.root)]
+    assert main(["book", "match", "shop", "--dataset", "shop", *root, "--json"]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert out["suggested_env"] == train_env and out["problem"] is None
+    assert {fit["env"] for fit in out["environments"]} == {train_env, test_env}
+    store.save(book("toolshop"), parent=store.head("shop"))
+    assert main(["book", "match", "shop", "--dataset", "shop", *root]) == 1
+    text = capsys.readouterr().out
+    assert "of turns known" in text and "worldsmith traces relabel shop --env toolshop" in text

@@ -45,6 +45,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(show)
     show.set_defaults(handler=run_show)
 
+    match = actions.add_parser(
+        "match", help="which of a dataset's environments the worldbook simulates, by the actions they share",
+        description="Compare the actions the worldbook knows with each environment of a dataset: the share of its "
+                    "turns whose action the book knows. When none has the book's environment id, say which one is "
+                    "the same API and how to relabel it (exit 1), or that none is.")
+    match.add_argument("book")
+    match.add_argument("--dataset", required=True)
+    match.add_argument("--version")
+    add_common(match)
+    match.set_defaults(handler=run_match)
+
     rules = actions.add_parser("rules", help="every rule with its status and provenance")
     rules.add_argument("book")
     rules.add_argument("--version")
@@ -167,6 +178,27 @@ def run_list(args: argparse.Namespace) -> int:
         for row in rows:
             print(f"{row['name']}  {row['head']}")
     return EXIT_OK
+
+
+def run_match(args: argparse.Namespace) -> int:
+    from worldsmith.evals.envmatch import match_dataset
+
+    store = store_from(args)
+    book = store.load(args.book, args.version or store.head(args.book))
+    matched = match_dataset(book, workspace_from(args).dataset(args.dataset))
+    problem = matched.problem()
+    if _json(args):
+        emit_json({**matched.model_dump(mode="json"), "suggested_env": matched.suggested_env, "problem": problem})
+    else:
+        print(f"{book.name} simulates {book.env_id or 'any environment'} ({len(matched.book_actions)} actions); "
+              f"dataset {args.dataset}:")
+        for fit in matched.environments:
+            own = " (the book's)" if fit in matched.own and book.env_id else ""
+            print(f"  {fit.label:<48} {fit.episodes:>6} episodes  {fit.share:>4.0%} of turns known{own}"
+                  + (f"; new actions: {', '.join(fit.unknown[:6])}" if fit.unknown else ""))
+        if problem:
+            print(problem)
+    return EXIT_OK if problem is None else 1
 
 
 def run_show(args: argparse.Namespace) -> int:
