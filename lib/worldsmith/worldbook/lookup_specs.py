@@ -94,7 +94,8 @@ class Projection(BaseModel):
     - `keys`: an object field's keys as a list;
     - `members`: a list field of child ids, kept in the parent's order, each child (the record whose id key is
       `child`) kept when its fields match the `filters` arguments the call gives (a call naming an unknown child
-      is not answered)."""
+      is not answered, unless a filter's value is one no record of the child's kind could hold:
+      `projections.FieldValues`)."""
 
     model_config = ConfigDict(extra="forbid")
 

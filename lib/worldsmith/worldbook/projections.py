@@ -41,10 +41,12 @@ from worldsmith.worldbook.records import (
     record_key,
 )
 
-__all__ = ["ChildLookup", "answered_ids", "learn_projections", "project", "render_projection"]
+__all__ = ["ChildLookup", "FieldValues", "Unmatchable", "answered_ids", "learn_projections", "project",
+           "render_projection"]
 
 RecordKey = tuple[str, str]
 ChildLookup = Callable[[str, str], "dict[str, Any] | None"]  # (id key, id) -> the child record, None: unknown
+Unmatchable = Callable[[str, Match, Any], bool]  # (child id key, filter, argument value) -> no such record can match
 _PROVENANCE = 20
 _DEFAULT_LAYOUT: Layout = (", ", ": ", False)
 
@@ -55,9 +57,10 @@ def _scalar(value: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------- answering
 def project(rule: Projection, record: Mapping[str, Any], child_of: ChildLookup,
-            arguments: Mapping[str, Any]) -> Any:
+            arguments: Mapping[str, Any], unmatchable: Unmatchable | None = None) -> Any:
     """The part of `record` the rule answers (a list or an object), or None when the record lacks it or a child
-    a filter tests is unknown."""
+    a filter tests is unknown, unless `unmatchable` says no record of the child's kind can match a filter's
+    argument (a status no record ever had): that child is left out unseen."""
     leaf = at_path(record, rule.path)
     if rule.shape == "value":
         return leaf if isinstance(leaf, list | dict) else None
@@ -83,6 +86,8 @@ def project(rule: Projection, record: Mapping[str, Any], child_of: ChildLookup,
     for ident in leaf:
         child = child_of(rule.child, str(ident))
         if child is None:
+            if unmatchable is not None and any(unmatchable(rule.child, m, arguments[m.argument]) for m in given):
+                continue
             return None
         if all(matches(at_path(child, m.path), arguments[m.argument], m.mode) for m in given):
             kept.append(ident)
@@ -90,10 +95,44 @@ def project(rule: Projection, record: Mapping[str, Any], child_of: ChildLookup,
 
 
 def render_projection(rule: Projection, record: Mapping[str, Any], child_of: ChildLookup,
-                      arguments: Mapping[str, Any]) -> str | None:
+                      arguments: Mapping[str, Any], unmatchable: Unmatchable | None = None) -> str | None:
     """The tool's answer, in its JSON layout; None when the rule cannot tell it (`project`)."""
-    value = project(rule, record, child_of, arguments)
+    value = project(rule, record, child_of, arguments, unmatchable)
     return None if value is None else dump_layout(value, rule.layout or _DEFAULT_LAYOUT)
+
+
+class FieldValues:
+    """The values a field of a kind of record takes, over every version of every record the evidence showed, and
+    whether that set looks closed: no value held by one record only (Good-Turing: the chance that the next record
+    holds a value never seen is the share of values seen once, here none). A filter argument outside a closed set
+    matches no record of that kind, seen or not (`unmatchable`); an open set (names, ids) tells nothing."""
+
+    def __init__(self, evidence: Sequence[Evidence]) -> None:
+        self.evidence = evidence
+        self._values: dict[tuple[str, tuple[str, ...]], dict[Any, set[str]] | None] = {}
+
+    def values(self, key: str, path: Sequence[str]) -> dict[Any, set[str]] | None:
+        """value -> the ids of the records that held it, for a closed set; None for an open or empty one."""
+        cache = (key, tuple(path))
+        if cache not in self._values:
+            held: dict[Any, set[str]] = defaultdict(set)
+            for item in self.evidence:
+                answer = parse_json(item.observation)
+                for own, ident, record in own_records(answer) if answer is not None else ():
+                    value = at_path(record, list(path)) if own == key else None
+                    if _scalar(value):
+                        held[value].add(str(ident))
+            closed = bool(held) and all(len(ids) > 1 for ids in held.values())
+            self._values[cache] = dict(held) if closed else None
+        return self._values[cache]
+
+    def unmatchable(self, key: str, match: Match, given: Any, also: Iterator[Any] | Sequence[Any] = ()) -> bool:
+        """Whether no record of kind `key` can match `given` on the filter's field: the field's values are a closed
+        set and none of them (nor of `also`, values this episode's records hold) matches."""
+        values = self.values(key, match.path)
+        if values is None or not _scalar(given):
+            return False
+        return not any(matches(value, given, match.mode) for value in [*values, *also])
 
 
 # ------------------------------------------------------------------------------------------- evidence

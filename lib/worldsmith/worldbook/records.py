@@ -55,6 +55,7 @@ __all__ = [
     "json_layout",
     "learn_readers",
     "learn_selectors",
+    "learn_unchanging",
     "parse_json",
     "record_key",
     "top_record",
@@ -243,6 +244,42 @@ def learn_readers(evidence: Sequence[Evidence]) -> set[str]:
                     (changed if differs else same)[item.action] += 1
                 last[record_key(key, ident)] = record
     return {tool for tool in shown if changed[tool] <= READER_CHANGE_SHARE * (changed[tool] + same[tool])}
+
+
+def learn_unchanging(evidence: Sequence[Evidence], min_support: int = 2,
+                     readers: set[str] | None = None) -> set[tuple[str, str]]:
+    """(tool, argument) pairs whose call leaves the record the argument names as the episode last showed it (its own
+    answer included): on at least `min_support` calls the record was shown again with no other tool naming it in
+    between, and never with a field changed. A card named as the source of a top-up is shown the same after it:
+    it stays known; a payment's target is not. A change with two tools' calls in between blames neither (a read
+    between a write and the next read is not blamed for the write's change), nor credits them when none; nor does
+    a change a call that is not a reader (`learn_readers`, when not given) shows in its own answer."""
+    readers = learn_readers(evidence) if readers is None else readers
+    named: Counter[tuple[str, str]] = Counter()
+    changed: Counter[tuple[str, str]] = Counter()
+    for items in group_by_episode(evidence).values():
+        last: dict[str, dict[str, Any]] = {}  # id as text -> its record as last shown
+        since: dict[str, set[tuple[str, str]]] = defaultdict(set)  # id -> (tool, argument) naming it since
+        for item in items:
+            value = parse_json(item.observation)
+            shown = set()
+            for _, ident, record in own_records(value) if value is not None else ():
+                ident = str(ident)
+                shown.add(ident)
+                pairs = since.pop(ident, None)
+                if pairs and item.action not in readers:
+                    pairs |= {(item.action, k) for k, v in arguments_of(item).items() if _scalar(v) and str(v) == ident}
+                if pairs and len({tool for tool, _ in pairs}) == 1:
+                    before = last[ident]
+                    differs = any(before[k] != record[k] for k in before.keys() & record.keys())
+                    for pair in pairs:
+                        named[pair] += 1
+                        changed[pair] += differs
+                last[ident] = record
+            for name, argument in arguments_of(item).items():  # what its answer showed is as the call left it
+                if _scalar(argument) and str(argument) in last and str(argument) not in shown:
+                    since[str(argument)].add((item.action, name))
+    return {pair for pair, count in named.items() if count >= min_support and not changed[pair]}
 
 
 # Keys that name an entity's own identifier for look-ups (a name or a code is an attribute a query matches).
