@@ -57,9 +57,13 @@ def _record_entry(key: RecordKey, before: Any, after: Any) -> dict[str, Any]:
     return {"key": f"{key[0]}={key[1]}", "before": before, "after": after}
 
 
-def _effectful(evidence: Sequence[Evidence], known: set[str]) -> set[str]:
+def _effectful(evidence: Sequence[Evidence], known: set[str], reads: set[str] = frozenset()) -> set[str]:
     """Tools (besides `known` ones) that changed what they named: a record they named was shown differently after
-    their call than before it, on at least half the times they named a record shown before (one pass)."""
+    their call than before it, on at least half the times they alone named a record shown before (one pass). A
+    change is laid to a call only when no other call named the record, or a record nested in it (a card inside its
+    user), in between: a read between a write and the next read of the record is not blamed for the write's change
+    (nor is a write, for a read's), nor for what the next call, not one of the `reads`, shows in its own answer.
+    What a call's own answer showed is as the call left it."""
     from worldsmith.worldbook.induce import group_by_episode
 
     named: Counter[str] = Counter()
@@ -69,19 +73,42 @@ def _effectful(evidence: Sequence[Evidence], known: set[str]) -> set[str]:
         since: dict[str, set[str]] = defaultdict(set)  # id -> tools that named it since it was last shown
         for item in items:
             value = parse_json(item.observation)
-            for _, ident, record in own_records(value) if value is not None else ():
-                ident = str(ident)
-                if ident in last and since.get(ident):
-                    changed = any(last[ident][k] != record[k] for k in last[ident].keys() & record.keys())
-                    for tool in since.pop(ident):
-                        named[tool] += 1
-                        blamed[tool] += changed
+            found = [(str(ident), record) for _, ident, record in own_records(value)] if value is not None else []
+            callers = {ident: _named_since(since, last.get(ident)) | since.get(ident, set()) for ident, _ in found}
+            if item.action not in reads:  # a call that is not a read may have changed what its own answer shows
+                for ident in {str(v) for v in arguments_of(item).values() if isinstance(v, str | int)} & callers.keys():
+                    callers[ident].add(item.action)
+            for ident, record in found:
+                tools = callers[ident]
+                if ident in last and len(tools) == 1 and not tools <= known:
+                    tool = next(iter(tools))
+                    named[tool] += 1
+                    blamed[tool] += any(last[ident][k] != record[k] for k in last[ident].keys() & record.keys())
                 last[ident] = record
-            if item.action not in known:
-                for argument in arguments_of(item).values():
-                    if isinstance(argument, str | int) and not isinstance(argument, bool) and str(argument) in last:
-                        since[str(argument)].add(item.action)
+            for ident, _ in found:
+                since.pop(ident, None)
+            shown = {ident for ident, _ in found}
+            for argument in arguments_of(item).values():
+                if isinstance(argument, str | int) and not isinstance(argument, bool) and str(argument) in last \
+                        and str(argument) not in shown:
+                    since[str(argument)].add(item.action)
     return {tool for tool, count in named.items() if blamed[tool] * 2 >= count and blamed[tool] > 0}
+
+
+def _named_since(since: Mapping[str, set[str]], record: Any) -> set[str]:
+    """The tools that named a record nested in `record` (as last shown) since it was shown."""
+    if not since or record is None:
+        return set()
+    return {tool for _, inner, _ in own_records(record) for tool in since.get(str(inner), ())}
+
+
+def _own_top(value: Any, argument: Any) -> bool:
+    """Whether the whole answer is the record the argument names by its own identifier (its first one): an order
+    answered by `place_order(user_id)` names the user, but is not the user's record."""
+    if top_record(value, argument) is None:
+        return False
+    own = next(iter(own_records(value)), None)
+    return own is not None and own[2] is value and str(own[1]) == str(argument)
 
 
 def record_store(evidence: Sequence[Evidence], tool_rules: Sequence[ToolRule] = ()) -> RecordStore:
@@ -112,7 +139,7 @@ class RecordTracker:
         self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
         self.shows: dict[str, frozenset[str]] = {}  # read tool -> the keys it always shows (a projection: a status)
         self._learn_reads(evidence)
-        self.effectful = _effectful(evidence, self.reads | self.executable)
+        self.effectful = _effectful(evidence, self.reads | self.executable, self.reads)
         self.reset()
 
     def _learn_reads(self, evidence: Sequence[Evidence]) -> None:
@@ -129,7 +156,7 @@ class RecordTracker:
             if value is None or selector[0] not in arguments:
                 continue
             answered[item.action] += 1
-            if top_record(value, arguments[selector[0]]) is not None:
+            if _own_top(value, arguments[selector[0]]):
                 whole[item.action] += 1
                 keysets[item.action][frozenset(value)] += 1
             layout = json_layout(item.observation)
