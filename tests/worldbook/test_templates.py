@@ -100,3 +100,19 @@ def test_a_slot_that_cannot_be_filled_is_never_rendered() -> None:
     assert render("{world.balance} left", {}, {"world": {}}) is None
     assert render("{world.x[MA(20)]} and {arg.}", {}, {"world": {"x": {"MA(20)": 1}}}) is None  # malformed slots
     assert render("{{world.balance}} is a word, {so is this}", {}, {}) == "{world.balance} is a word, {so is this}"
+
+
+def test_evidence_of_a_structured_call_keeps_its_arguments_as_the_harness_line() -> None:
+    """A tool call recorded without raw text reads as the line the harness keys a pending step by, so the same
+    call in the evidence and in a live episode has one key; a recorded text stays as it was."""
+    from worldsmith.traces.actions import action_line
+    from worldsmith.traces.model import Action, Episode, Observation, Turn
+
+    calls = [Action(name="get_item", arguments={"item_id": "it_1"}),
+             Action(name="get_item", arguments={"item_id": "it_2"}),
+             Action(name="go", arguments={"text": "north"}, raw="go north")]
+    episode = Episode(id="e", initial_observation=Observation(text=""), turns=[
+        Turn(index=i, action=a, observation=Observation(text=f"answer {i}")) for i, a in enumerate(calls)])
+    texts = [item.action_text for item in evidence_from_episodes([episode])]
+    assert texts == [action_line(a) for a in calls]
+    assert texts[0] != texts[1] and "it_1" in texts[0] and texts[2] == "go north"

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Episode
 from worldsmith.worldbook.engine import escape_braces, render
 from worldsmith.worldbook.facts import whole_word_spans
@@ -76,11 +77,14 @@ def observation_outcome(observation: str) -> str:
 
 
 def evidence_from_episodes(episodes: Iterable[Episode]) -> list[Evidence]:
-    """Every turn as a verbatim transition (hand-over context stays out: it is not the environment's answer)."""
+    """Every turn as a verbatim transition (hand-over context stays out: it is not the environment's answer). The
+    action text is the line the harness keys a pending step by (`action_line`): the recorded text, else the name
+    and the JSON arguments, so a structured call without raw text is not reduced to its tool's name (evidence-keyed
+    sources and nearest evidence would then see no argument)."""
     out: list[Evidence] = []
     for episode in episodes:
         for turn in episode.turns:
-            text = turn.action.raw if turn.action.raw is not None else turn.action.name
+            text = action_line(turn.action)
             out.append(Evidence(
                 turn_id=turn.id or f"{episode.id}#{turn.index}", action=turn.action.name,
                 arguments=_arguments(turn.action.arguments), action_text=text, observation=turn.observation.text,
