@@ -97,3 +97,26 @@ def test_plain_run_name_trims_and_raises_the_callers_error() -> None:
     assert plain_run_name("  run-1 ") == "run-1"
     with pytest.raises(KeyError, match="run name"):
         plain_run_name("../x", KeyError)
+
+
+class _ReapedElsewhere:
+    """A child whose reaper thread has waited on it but not yet stored the code: `poll` still says None."""
+
+    def __init__(self, code: int) -> None:
+        self.code, self.waited = code, False
+
+    def poll(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.waited = True
+        return self.code
+
+
+def test_an_exit_code_is_not_lost_while_the_reaper_stores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = 2**22 + 12345  # above the default pid_max: no such process
+    assert process_start_time(gone) is None
+    child = _ReapedElsewhere(3)
+    monkeypatch.setitem(jobs._CHILDREN, gone, child)
+    assert child_returncode(gone) == 3 and child.waited
+    assert not alive(gone, time.time())

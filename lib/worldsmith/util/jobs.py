@@ -33,6 +33,7 @@ JobState = Literal["running", "finished", "failed", "ended"]  # ended: gone, its
 
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}  # started by this process: their exit codes, once reaped
 _SAME_PROCESS_S = 1.0  # a process start time read back within this of the recorded one is the same process
+_REAP_WAIT_S = 5.0  # how long an ended child's exit code may take to be stored by its reaper thread
 
 
 def plain_run_name(name: str, error: type[Exception] = ValueError) -> str:
@@ -54,9 +55,20 @@ def start_detached(command: Sequence[str], *, workspace: str | Path, stdout: Pat
 
 
 def child_returncode(pid: int) -> int | None:
-    """The exit code of a job this process started and that has ended (None: still running, or not ours)."""
+    """The exit code of a job this process started and that has ended (None: still running, or not ours).
+
+    A child already reaped by its reaper thread, which has not yet stored the code, is waited for briefly: `poll`
+    says None in that window, and the job would read as ended without an exit code."""
     child = _CHILDREN.get(pid)
-    return child.poll() if child is not None else None
+    if child is None:
+        return None
+    code = child.poll()
+    if code is None and process_start_time(pid) is None:
+        try:
+            code = child.wait(timeout=_REAP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return None
+    return code
 
 
 def alive(pid: int, started: float) -> bool:
