@@ -83,7 +83,7 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
               (("source", "By source"), ("flag", "By flag"), ("action", "By action"), ("rule", "By rule"))
               if (cause := misses.biggest_cause(groups[by], by, unseen))]
     if causes:
-        st.markdown("Biggest causes of the misses\n\n" + "\n".join(f"- {line}" for line in causes))
+        st.markdown("Biggest causes of the misses\n\n" + "\n".join("- " + line for line in causes))
     by_action, by_source = st.columns(2)
     with by_action:
         st.markdown("**Errors by action**")
