@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.sources.scope import Refusal, ScopeTracker, _Answer, _general_refusals, _refusals, _Row, _usual_form
 from worldsmith.sim.trackers import PlaceTracker
+from worldsmith.traces import Action
 from worldsmith.worldbook import Evidence
 
 UNSEEN = "You can't see any such thing."
@@ -144,3 +146,39 @@ def test_the_usual_form_is_the_plurality_of_the_answers_that_are_no_refusal() ->
     assert _usual_form(answers + unseen, set()) == "You can't see the {object}."
     assert _usual_form(answers[:1] + unseen[:1], set()) is None  # once each: no plurality
     assert _usual_form([_Answer("Done.", {"object": "apple"})] * 3, set()) is None  # the thing not shown
+
+
+def _account_api() -> list[Evidence]:
+    """Episodes of a tool API: a user found by email, then their ticket list (often empty); unknown ids refused."""
+    evidence: list[Evidence] = []
+    for n, user in enumerate(["u_ada", "u_bob", "u_cyd", "u_dee", "u_eve"]):
+        turns = [("find_user", {"email": f"{user}@x.org"}, user),
+                 ("list_tickets", {"user_id": user}, "[]" if n % 2 else f'[{{"ticket": "T-{n}"}}]'),
+                 ("list_tickets", {"user_id": f"u_x{n}"}, f"Error: user u_x{n} not found")]
+        evidence += [Evidence(turn_id=f"e{n}#{i}", action=name, arguments=arguments,
+                              action_text=f"{name}({arguments})", observation=answer)
+                     for i, (name, arguments, answer) in enumerate(turns)]
+    return evidence
+
+
+def test_a_refusal_of_a_thing_the_episode_showed_exists_is_contradicted() -> None:
+    """"user X not found" is the refusal of an id never shown; once an answer that refused nothing showed X, the
+    fallback must not adapt another episode's refusal to X (an answer echoing X in a refusal does not count)."""
+    evidence = _account_api()
+    tracker = ScopeTracker(evidence, place_of=PlaceTracker(evidence).place_of)
+    assert [r.observation for r in tracker.refusals["list_tickets"]] == ["Error: user {user_id} not found"]
+    tracker.reset()
+    tracker.observe("list_tickets", {"user_id": "u_zed"}, "Error: user u_zed not found")
+    assert tracker.contradicted("list_tickets", {"user_id": "u_zed"}) == set()  # only a refusal named it
+    tracker.observe("find_user", {"email": "fay@x.org"}, "u_fay")
+    assert tracker.contradicted("list_tickets", {"user_id": "u_fay"}) == {"Error: user u_fay not found"}
+    assert tracker.contradicted("list_tickets", {"user_id": "u_gus"}) == set()  # never shown: may not exist
+
+    nearest = NearestEvidence(evidence, same_shape_first=True)
+    action = Action(name="list_tickets", arguments={"user_id": "u_fay"})
+    assert nearest.nearest(action).observation == "Error: user u_fay not found"  # the nearest: a refused id
+    passed = nearest.nearest(action, avoid=tracker.contradicted("list_tickets", {"user_id": "u_fay"}))
+    assert passed.observation == "[]" and passed.outcome != "failure"
+    assert nearest.nearest(action, avoid={"[]", "Error: user u_fay not found", '[{"ticket": "T-0"}]',
+                                          '[{"ticket": "T-2"}]', '[{"ticket": "T-4"}]'}).observation \
+        == "Error: user u_fay not found"  # every candidate contradicted: the nearest after all

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
@@ -98,14 +98,15 @@ class NearestEvidence(WorldModelBase):
         """Whether the book's learned termination says this observation ends the episode (False without one)."""
         return self.book is not None and predicts_done(self.book.termination, self._canonical(action_name), observation)
 
-    def nearest(self, action: Action, *, notes: Sequence[str] = ()) -> Prediction:
+    def nearest(self, action: Action, *, notes: Sequence[str] = (), avoid: Collection[str] = ()) -> Prediction:
         """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit, and `done`
-        follows the book's learned termination."""
-        prediction = self._nearest(action, notes)
+        follows the book's learned termination. An adapted answer in `avoid` (one the episode contradicts) is
+        passed over for the next candidate, unless every candidate gives one."""
+        prediction = self._nearest(action, notes, avoid)
         prediction.done = self.ends(action.name, prediction.observation)
         return prediction
 
-    def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
+    def _nearest(self, action: Action, notes: Sequence[str], avoid: Collection[str] = ()) -> Prediction:
         name = self._canonical(action.name)
         arguments = action_arguments(action)
         shape = frozenset(arguments) if self.same_shape_first else None
@@ -124,11 +125,20 @@ class NearestEvidence(WorldModelBase):
                 return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
             audit.notes.append("answered with the failure text several actions share")
             return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
+        passed: tuple[int, str] | None = None  # the first adapted answer `avoid` holds
         for position, _, _ in ranked:
             rendered = render_template(self._template_at[position], arguments)
+            if rendered is not None and rendered in avoid:
+                passed = passed or (position, rendered)
+                continue
             if rendered is not None:
+                if passed is not None:
+                    audit.notes.append(f"passed over {evidence[passed[0]].turn_id}: this episode contradicts it")
                 audit.notes.append(f"adapted {evidence[position].turn_id} to the current arguments")
                 return Prediction(observation=rendered, outcome=_outcome(evidence[position]), audit=audit)
+        if passed is not None:
+            audit.notes.append(f"adapted {evidence[passed[0]].turn_id} to the current arguments")
+            return Prediction(observation=passed[1], outcome=_outcome(evidence[passed[0]]), audit=audit)
         best = evidence[ranked[0][0]]
         audit.notes.append(f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim")
         return Prediction(observation=best.observation, outcome=_outcome(best), audit=audit)

@@ -259,9 +259,39 @@ class ScopeTracker:
 
     def reset(self, opening: str = "") -> None:
         self.scope = _Scope(self.place_of, set(), opening, self.carriers, self.placeless)
+        self.affirmed: list[str] = [opening.lower()] if opening else []  # the episode's answers that refused nothing
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.scope.observe(name, arguments, observation)
+        if observation not in self._refused_texts(name, arguments):
+            self.affirmed.append(observation.lower())
+
+    def _refused_texts(self, name: str, arguments: Mapping[str, Any]) -> set[str]:
+        """The action's learned refusals (its own, else the general ones) with these arguments slotted."""
+        found = self.refusals.get(name) or list(self.general.values())
+        return {text for refusal in found for text in [_fill(refusal.observation, arguments)] if text is not None}
+
+    def contradicted(self, name: str, arguments: Mapping[str, Any]) -> set[str]:
+        """The action's episode-level refusals (a thing unknown anywhere) that this episode contradicts now: every
+        thing the refusal names (its slots; all the action names when it has none) is in view and was named by an
+        answer that refused nothing. Why: an answer adapted from another episode's refusal ("user X not found")
+        is wrong once the episode showed X exists; the fallback should not give it."""
+        found = phrases(arguments)
+        if not found or not self.scope.located:
+            return set()
+        own = [r for r in self.refusals.get(name, []) if r.level == "episode"]
+        general = self.general.get("episode")
+        refusals = own or ([general] if general is not None and "episode" not in self.measured.get(name, set())
+                           else [])
+        out: set[str] = set()
+        for refusal in refusals:
+            slots = [key for key in found if "{" + key + "}" in refusal.observation] or list(found)
+            named = [found[key] for key in slots]
+            if all(self.scope.holds("here", p) and any(names(p, text) for text in self.affirmed) for p in named):
+                text = _fill(refusal.observation, arguments)
+                if text is not None:
+                    out.add(text)
+        return out
 
     def propose(self, name: str, arguments: Mapping[str, Any], *, carried_known: bool = True) -> list[Proposal]:
         """`carried_known`: whether what the agent carries is known (an inventory was shown, or episodes start
