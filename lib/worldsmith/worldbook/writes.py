@@ -687,7 +687,9 @@ class _Effects(_Learner):
     def _episode(self, items: Sequence[Evidence]) -> None:
         records: dict[RecordKey, dict[str, Any]] = {}
         order: dict[RecordKey, int] = {}  # record key -> when it was last shown
-        by_ident: dict[str, set[RecordKey]] = defaultdict(set)
+        # first-seen order (a dict, not a set): records shown under two keys at one step tie in `_named`, and a
+        # set's order would make the learned effects depend on the hash seed
+        by_ident: dict[str, dict[RecordKey, None]] = defaultdict(dict)
         pending: dict[RecordKey, tuple[str, str, str, str, dict[str, Any], dict[str, Any], Any]] = {}
         for step, item in enumerate(items):
             arguments = arguments_of(item)
@@ -703,7 +705,7 @@ class _Effects(_Learner):
                     self.sightings[(tool, argument)].append((turn, form, before, seen, args, answer))
                     self.id_keys[(tool, argument)][rkey[0]] += 1
                 records[rkey], order[rkey] = record, step
-                by_ident[rkey[1]].add(rkey)
+                by_ident[rkey[1]][rkey] = None
             named = {str(v): name for name, v in arguments.items() if isinstance(v, str | int) and not isinstance(v, bool)}
             for rkey in [k for k in pending if k[1] in named]:
                 del pending[rkey]  # another call named it: its next read is not the earlier call's effect
