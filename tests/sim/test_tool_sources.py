@@ -33,10 +33,10 @@ def _order(order_id: str, status: str | None = None) -> dict[str, object]:
     return {"order_id": order_id, "status": status or ORDERS[order_id], "total": 10}
 
 
-def _episodes() -> list[Episode]:
+def _episodes(repeats: int = 2) -> list[Episode]:
     out = []
     for index, ((user_id, user), order_id) in enumerate(zip(USERS.items(), ORDERS, strict=True)):
-        for repeat in range(2):
+        for repeat in range(repeats):
             calls: list[tuple[str, dict[str, object], object]] = [
                 ("find_user_id_by_email", {"email": user["email"]}, user_id),
                 ("get_user_details", {"user_id": user_id}, user),
@@ -47,7 +47,7 @@ def _episodes() -> list[Episode]:
             calls.append(("cancel_pending_order", {"order_id": order_id},
                           "Error: non-pending order cannot be cancelled"))
             calls.append(("find_user_id_by_email", {"email": f"nobody{index}{repeat}@y.org"}, "Error: user not found"))
-            out.append(_episode(2 * index + repeat, calls))
+            out.append(_episode(repeats * index + repeat, calls))
     return out
 
 
@@ -68,6 +68,20 @@ def test_a_query_tool_is_answered_from_the_store_and_an_unmatched_one_empty() ->
     proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
     assert [(p.source, p.observation) for p in proposals if p.source.startswith("query")] == [
         ("query_empty", "Error: user not found")]  # judged by the route table only: a store may miss real users
+
+
+def test_a_tentative_empty_answer_of_a_supported_query_is_proposed_for_the_route_table() -> None:
+    """Each user met by one recording only: "no user matches" may be an unseen real user, so the empty rule stays
+    tentative; it is still proposed (never trusted unmeasured), so the route table can judge it per tool."""
+    harness = Harness(build_worldbook(_episodes(repeats=1), name="shop", config=BuildConfig()).book)
+    rules = {(rule.kind, rule.tool): rule for rule in harness.book.tool_rules}
+    assert rules[("query", "find_user_id_by_email")].executable
+    assert not rules[("empty", "find_user_id_by_email")].executable
+    harness.start(_episode(99, []))
+    action = Action(name="find_user_id_by_email", arguments={"email": "zed@q.net"})
+    proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
+    assert [(p.source, p.observation) for p in proposals if p.source.startswith("query")] == [
+        ("query_empty", "Error: user not found")]
 
 
 def test_a_precondition_answers_before_the_write_once_the_episode_shows_the_state() -> None:
@@ -122,3 +136,35 @@ def test_recorded_toolshop_queries_answer_held_out_tasks_as_the_real_api() -> No
                          if p.source == "query"]
             harness.observe(turn.action, turn.observation.text)
     assert len(answered) >= 3 and all(said == real for said, real in answered)
+
+
+def _orders_world() -> list[Episode]:
+    """Per task: read a user, their order, list their orders by user; a made-up user is refused by both tools."""
+    out = []
+    for index in range(8):
+        user, order, ghost = f"u{index}x", f"#W{index}0", f"zz{index}q"
+        out.append(_episode(index, [
+            ("get_user", {"user_id": user}, {"user_id": user, "name": f"name {index}"}),
+            ("get_order", {"order_id": order}, {"order_id": order, "user_id": user, "status": "pending"}),
+            ("search_orders", {"user_id": user}, [order]),
+            ("search_orders", {"user_id": ghost}, f"Error: user {ghost} not found"),
+            ("get_user", {"user_id": ghost}, f"Error: user {ghost} not found"),
+        ]))
+    return out
+
+
+def test_an_empty_answer_worded_as_the_refusal_of_a_user_the_episode_showed_is_not_proposed() -> None:
+    """"nothing matches" learned as "user X not found" (the made-up users' answer) is wrong once the episode showed
+    X exists: the store just lacks X's orders; a user never shown still gets it."""
+    harness = Harness(build_worldbook(_orders_world(), name="orders", config=BuildConfig()).book)
+    empty = next(r for r in harness.book.tool_rules if r.kind == "empty" and r.tool == "search_orders")
+    assert empty.template == "Error: user {arg.user_id} not found"
+    harness.start(_episode(99, [("get_user", {"user_id": "u77x"}, {"user_id": "u77x", "name": "name 77"})]))
+
+    def empties(user: str) -> list[str]:
+        action = Action(name="search_orders", arguments={"user_id": user})
+        proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
+        return [p.observation for p in proposals if p.source == "query_empty"]
+
+    assert empties("u77x") == []
+    assert empties("zz77q") == ["Error: user zz77q not found"]

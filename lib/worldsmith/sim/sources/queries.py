@@ -13,11 +13,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Proposal
+from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
 from worldsmith.worldbook.records import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["QuerySource"]
+
+
+def _judged(rule: ToolRule) -> bool:
+    """Whether an empty answer is proposed: a supported one, or a tentative one of a supported query (its store
+    may lack the entity: `query_empty` is never trusted unmeasured, so the route table's held-out record per tool
+    decides whether "nothing matches" beats nearest evidence)."""
+    return rule.executable or (rule.status == RuleStatus.TENTATIVE and rule.query is not None
+                               and rule.query.status == RuleStatus.SUPPORTED)
 
 
 class QuerySource:
@@ -26,7 +35,7 @@ class QuerySource:
     def __init__(self, rules: Sequence[ToolRule], store: RecordStore) -> None:
         """From the executable tool rules of kind `query` (answers) and `empty` (their no-match text)."""
         self.rules = {r.tool: r.query for r in rules if r.kind == "query" and r.executable and r.query is not None}
-        self.empties = {r.tool: r for r in rules if r.kind == "empty" and r.executable and r.query is not None}
+        self.empties = {r.tool: r for r in rules if r.kind == "empty" and r.query is not None and _judged(r)}
         self.indexes = {tool: QueryIndex(rule, store) for tool, rule in self.rules.items()}
         self.indexes |= {tool: QueryIndex(rule.query, store) for tool, rule in self.empties.items()
                          if tool not in self.rules and rule.query is not None}

@@ -11,6 +11,7 @@ from worldsmith.sim.sources.preconditions import PreconditionSource
 from worldsmith.sim.sources.queries import QuerySource
 from worldsmith.sim.sources.records import record_store
 from worldsmith.sim.sources.registry import answer_source
+from worldsmith.sim.sources.scope import ScopeSource
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.records import RecordStore
@@ -22,7 +23,7 @@ LOOKUP_KINDS = frozenset({"query", "empty", "precondition"})
 
 def tool_sources(book: Worldbook | None, store: RecordStore | None = None) -> tuple[QuerySource, PreconditionSource]:
     """The query and precondition sources of a book's look-up tool rules (as curated: only supported ones
-    answer), over `store`: the record store of its evidence (`record_store`, built here when not given); a book
+    answer, and the tentative empty answers of supported queries, for the route table to judge), over `store`: the record store of its evidence (`record_store`, built here when not given); a book
     built before these rules learns them here."""
     evidence = book.evidence if book is not None else []
     tool_rules = book.tool_rules if book is not None else []
@@ -36,8 +37,11 @@ def tool_sources(book: Worldbook | None, store: RecordStore | None = None) -> tu
 class LookupSource:
     """Queries and preconditions over one record store: a precondition that holds answers before any query."""
 
-    def __init__(self, context: SourceContext, store: RecordStore | None = None) -> None:
-        """`store`: the harness's record store (the `records` source's), built from the book when not given."""
+    def __init__(self, context: SourceContext, store: RecordStore | None = None,
+                 scope: ScopeSource | None = None) -> None:
+        """`store`: the harness's record store (the `records` source's), built from the book when not given;
+        `scope`: its refusals the episode contradicts are no empty answer (`ScopeTracker.contradicted`)."""
+        self.scope = scope
         book = context.book if context.config.knowledge else None
         self.queries, self.preconditions = tool_sources(book, store if book is not None else None)
         # One episode overlay for both: their reset and observe only keep that view, so it is kept once.
@@ -53,8 +57,13 @@ class LookupSource:
     def propose(self, step: Step) -> list[Proposal]:
         if not self.gate:
             return []
-        return [*self.preconditions.propose(step.name, step.arguments, step.line),
-                *self.queries.propose(step.name, step.arguments, step.line)]
+        found = [*self.preconditions.propose(step.name, step.arguments, step.line),
+                 *self.queries.propose(step.name, step.arguments, step.line)]
+        if self.scope is None or not any(p.source == "query_empty" for p in found):
+            return found
+        # "nothing matches" worded as a refusal of a thing this episode showed exists: the store lacks it
+        contradicted = self.scope.tracker.contradicted(step.name, step.arguments)
+        return [p for p in found if p.source != "query_empty" or p.observation not in contradicted]
 
     def snapshot(self) -> dict[str, Any]:
         return {"queries": self.queries.snapshot(), "preconditions": self.preconditions.snapshot()}
@@ -64,8 +73,8 @@ class LookupSource:
         Answer("precondition", rank=-2, trusted=True, per_action=True),
         Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
         Answer("query", rank=32, trusted=True, per_action=True),
-        Answer("query_empty", rank=33, per_action=True)), requires=("records",))
+        Answer("query_empty", rank=33, per_action=True)), requires=("records", "scope"))
 def _lookups(context: SourceContext) -> AnswerSource:
     """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors (over the record store
     the `records` source built)."""
-    return LookupSource(context, context.source("records").tracker.store)
+    return LookupSource(context, context.source("records").tracker.store, context.source("scope"))
