@@ -12,7 +12,7 @@ from worldsmith.sim.sources.base import Step
 from worldsmith.sim.sources.projections import ProjectionSource
 from worldsmith.sim.sources.records import RecordTracker, _effectful
 from worldsmith.traces.model import Action
-from worldsmith.worldbook.lookup_specs import Match, Projection
+from worldsmith.worldbook.lookup_specs import Match, Precondition, Projection
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.projections import FieldValues
 from worldsmith.worldbook.toolrules import FieldChange, Selector, ToolRule
@@ -176,3 +176,22 @@ def test_a_change_is_laid_to_the_one_call_that_named_the_record_since_it_was_sho
     shown = ("open_wallet", {"account_id": "ac_1"}, _account("ac_1", [_wallet("w_1", 5), _wallet("w_2", 0)]))
     log = _evidence([[("get_account", {"account_id": "ac_1"}, _account("ac_1", [_wallet("w_1", 5)])), look, shown]] * 2)
     assert _effectful(log, known={"get_account"}, reads={"get_account"}) == set()
+
+
+def test_a_call_refused_with_its_learned_precondition_error_leaves_its_record_known() -> None:
+    """Preconditions are checked before effects: a call answered with one of its tool's learned precondition
+    errors changed nothing (an unlearned error text still makes the record unsure, as above)."""
+    template = "Error: wallet {arg.from_id} is empty"
+    refusal = ToolRule(id="precondition:pay:1", tool="pay", kind="precondition", status=SUPPORTED, support=5,
+                       template=template, precondition=Precondition(
+                           action="pay", test="less_than", argument="from_id", path=["amount"], other="amount",
+                           template=template, status=SUPPORTED, support=5))
+    evidence = _evidence([[("get_account", {"account_id": "ac_1"}, ACCOUNT)],
+                          [("get_account", {"account_id": "ac_9"}, _account("ac_9", []))]])
+    source = ProjectionSource(_rules(), RecordTracker(evidence, _rules()), refusals=[*_rules(), refusal])
+    source.tracker.reset(), source.reset()
+    _observe(source, "get_account", {"account_id": "ac_1"}, ACCOUNT)
+    _observe(source, "pay", {"from_id": "w_1", "amount": 3}, "Error: wallet w_1 is empty")
+    assert _answer(source, "list_wallets", {"account_id": "ac_1"}) == json.dumps(list(ACCOUNT["wallets"].values()))
+    _observe(source, "pay", {"from_id": "w_1", "amount": 3}, "Error: wallet w_1 is frozen")  # not learned
+    assert _answer(source, "list_wallets", {"account_id": "ac_1"}) is None

@@ -6,12 +6,14 @@ their records match filter arguments). The record, and each child a filter tests
 (`sim.sources.records.RecordTracker`): the episode's newest version (write rules applied), else its initial
 version in the entity store. A record is not answered from while a call of unknown effect named it since it was
 shown (the tracker's `effectful` tools but the reads), a write whose rule does not execute did, or a tool the
-rule found its answers go wrong after (`Projection.unsure_after`); a child that is not known leaves the
+rule found its answers go wrong after (`Projection.unsure_after`), unless it was answered with one of its
+learned precondition errors (refused before any effect); a child that is not known leaves the
 call to the other sources.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +22,7 @@ from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_rules import projection_rules
 from worldsmith.worldbook.projections import FieldValues, answered_ids, learn_projections, render_projection
-from worldsmith.worldbook.queries import MIN_SUPPORT
+from worldsmith.worldbook.queries import MIN_SUPPORT, fill_slots
 from worldsmith.worldbook.records import learn_unchanging, own_records, parse_json, record_key
 from worldsmith.worldbook.toolrules import ToolRule
 from worldsmith.worldbook.writes import answer_form
@@ -36,11 +38,13 @@ class ProjectionSource:
     """Answers of supported projection rules over the record tracker's records (module doc)."""
 
     def __init__(self, rules: Sequence[ToolRule], tracker: Any, *, gate: bool = True,
-                 unchanging: set[tuple[str, str]] | None = None, values: FieldValues | None = None) -> None:
+                 unchanging: set[tuple[str, str]] | None = None, values: FieldValues | None = None,
+                 refusals: Sequence[ToolRule] = ()) -> None:
         """`tracker`: the `records` source's `RecordTracker` (its records, store, stale ids and write rules);
         `unchanging`: (tool, argument) pairs the evidence showed leave what they name as it was
         (`worldbook.records.learn_unchanging`): such an argument makes nothing unsure; `values`: the field values
-        of the evidence's records, which tell a filter no unknown child can match."""
+        of the evidence's records, which tell a filter no unknown child can match; `refusals`: the precondition
+        rules, whose errors a call answers when it was refused before any effect (it makes nothing unsure)."""
         self.rules = {r.tool: r for r in rules if r.kind == "projection" and r.executable and r.projection}
         self.tracker = tracker
         self.gate = gate
@@ -52,6 +56,10 @@ class ProjectionSource:
             self.unsure_tools |= set(spec.unsure_after)
         self.unchanging = unchanging if unchanging is not None else set()
         self.values = values
+        self.refusals: dict[str, list[str]] = defaultdict(list)  # tool -> its learned precondition errors
+        for rule in refusals:
+            if rule.kind == "precondition" and rule.executable and rule.template:
+                self.refusals[rule.tool].append(rule.template)
         self.reset()
 
     def _kept(self, step: Step, observation: str) -> set[str]:
@@ -71,8 +79,14 @@ class ProjectionSource:
     def reset(self, opening: str = "") -> None:
         self.unsure: set[str] = set()  # ids such a call named since the episode last showed them
 
+    def _refused(self, step: Step, observation: str) -> bool:
+        """Whether the answer is one of the tool's learned precondition errors: checked before effects, a refused
+        call changed nothing."""
+        text = observation.strip()
+        return any(fill_slots(template, step.arguments) == text for template in self.refusals.get(step.name, ()))
+
     def observe(self, step: Step, observation: str) -> None:
-        if step.name in self.unsure_tools:
+        if step.name in self.unsure_tools and not self._refused(step, observation):
             kept = self._kept(step, observation)
             self.unsure.update(str(v) for k, v in step.arguments.items() if _scalar(v) and k not in kept
                                and (step.name, k) not in self.unchanging)
@@ -154,4 +168,5 @@ def _projections(context: SourceContext) -> AnswerSource:
     rules = _rules(context, tracker.store) if context.config.knowledge else []
     unchanging = learn_unchanging(context.evidence, MIN_SUPPORT) if rules else set()
     values = FieldValues(context.evidence) if rules else None
-    return ProjectionSource(rules, tracker, gate=context.tracking, unchanging=unchanging, values=values)
+    return ProjectionSource(rules, tracker, gate=context.tracking, unchanging=unchanging, values=values,
+                            refusals=context.book.tool_rules if rules else ())
