@@ -82,6 +82,10 @@ def test_a_tentative_empty_answer_of_a_supported_query_is_proposed_for_the_route
     proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
     assert [(p.source, p.observation) for p in proposals if p.source.startswith("query")] == [
         ("query_empty", "Error: user not found")]
+    # the episode answered this very call with a user: "nothing matches" is only the store's gap
+    harness.start(_episode(98, [("find_user_id_by_email", {"email": "zed@q.net"}, "zed_9")]))
+    proposals, _ = harness.proposals(action, action.name, dict(action.arguments))
+    assert not [p for p in proposals if p.source == "query_empty"]
 
 
 def test_a_precondition_answers_before_the_write_once_the_episode_shows_the_state() -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from worldsmith.sim.sources.base import Proposal
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
@@ -19,6 +21,11 @@ from worldsmith.worldbook.records import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["QuerySource"]
+
+
+def _call(name: str, arguments: Mapping[str, Any]) -> str:
+    """One call as a key: the tool and its arguments, sorted."""
+    return name + " " + orjson.dumps(dict(arguments), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
 
 def _judged(rule: ToolRule) -> bool:
@@ -44,9 +51,12 @@ class QuerySource:
 
     def reset(self, opening: str = "") -> None:
         self.view.reset()
+        self.answered: dict[str, str] = {}  # call key -> this episode's latest answer to that query call
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.view.observe(arguments, observation)
+        if name in self.indexes:
+            self.answered[_call(name, arguments)] = observation
 
     def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
         empty = self.empties.get(name)
@@ -67,6 +77,9 @@ class QuerySource:
         text = fill_slots(empty.template, arguments) if empty is not None else None
         if text is None:
             return []
+        earlier = self.answered.get(_call(name, arguments))
+        if earlier is not None and earlier.strip() != text.strip():
+            return []  # this episode answered the same call with a match: "nothing matches" is the store's gap
         return [Proposal("query_empty", text, rule=empty.id if empty else None,
                          notes=[f"no known {rule.kind} record has {compared}"])]
 
