@@ -1,4 +1,5 @@
-"""Episode memory as an answer source (`memory`): what this same action line got earlier in the episode.
+"""Episode memory as an answer source (`memory`): what this same action line (or, for a structured call, the same
+tool and arguments) got earlier in the episode.
 
 It answers `memory` (the earlier observation verbatim) and `memory_state` (that observation re-rendered from the
 rule form it fits, whatever the rule's status, with the state as it is now: a revisit shows what changed since,
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.engine import match_template, render
@@ -17,6 +20,15 @@ from worldsmith.worldbook.facts import ListFormat
 from worldsmith.worldbook.model import Rule
 
 __all__ = ["EpisodeMemory"]
+
+
+def _call(step: Step) -> str | None:
+    """A structured call's key apart from its recorded text (the same tool and arguments, logged once with a raw
+    line and once without, are one action); None for an action given as text only."""
+    if not step.action.arguments:
+        return None
+    return "\x00call " + step.name + " " + orjson.dumps(dict(step.arguments), option=orjson.OPT_SORT_KEYS
+                                                       | orjson.OPT_NON_STR_KEYS).decode()
 
 
 class EpisodeMemory:
@@ -34,9 +46,15 @@ class EpisodeMemory:
 
     def observe(self, step: Step, observation: str) -> None:
         self.lines[step.line] = observation
+        call = _call(step)
+        if call is not None:
+            self.lines[call] = observation
 
     def propose(self, step: Step) -> list[Proposal]:
         remembered = self.lines.get(step.line) if self.gate else None
+        if remembered is None and self.gate:
+            call = _call(step)
+            remembered = self.lines.get(call) if call is not None else None
         if remembered is None:
             return []
         out = [Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"])]
