@@ -197,6 +197,27 @@ def test_evidence_scorer_search_by_action_is_the_full_ranking_filtered() -> None
     assert [hit.extra for hit in scorer.search("go to bed 1", None, action="go")] == [0, 1, 2]  # words the query lacks
 
 
+@pytest.mark.parametrize("same_shape_first", [False, True])
+def test_nearest_evidence_grouped_ranking_is_the_full_sort(same_shape_first: bool, alfworld: list[Episode],
+                                                          bfcl: list[Episode]) -> None:
+    """The lazy ranking (items with the same words and shape scored once, groups merged) orders every item exactly
+    as sorting all of them by the documented key did: same positions, scores and extra words, in the same order."""
+    from worldsmith.sim.baselines import _query
+    from worldsmith.sim.retrieval import action_arguments
+
+    for episodes, env in ((alfworld, "alfworld"), (bfcl, "bfcl")):
+        model = NearestEvidence(book_from(episodes, env), same_shape_first=same_shape_first)
+        roles, support = model._roles_at, model._support_at
+        for turn in [t for e in episodes for t in e.turns][::3]:
+            action = turn.action
+            shape = frozenset(action_arguments(action)) if same_shape_first else None
+            full = sorted(model.scorer.rank(_query(action), action.name), key=lambda hit: (
+                shape is not None and roles[hit[0]] != shape, -round(hit[1], 6), -support[hit[0]], hit[2], -hit[1],
+                hit[0]))
+            assert list(model._ranked(_query(action), action.name, shape)) == full
+        assert list(model._ranked("anything", "no-such-action", None)) == []
+
+
 # ------------------------------------------------------------------ model baselines on scripted replies
 
 

@@ -13,9 +13,11 @@ with an empty observation and outcome `unknown`: a clear outcome, never an excep
 
 from __future__ import annotations
 
+import heapq
 import inspect
+import itertools
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
@@ -41,6 +43,24 @@ def _outcome(evidence: Evidence) -> str:
 def _query(action: Action) -> str:
     values = [str(v) for v in action_arguments(action).values() if isinstance(v, (str, int, float))]
     return " ".join([action_line(action), *values])
+
+
+class _Group:
+    """Items of one action with the same words and shape (argument names): they score alike for any query."""
+
+    __slots__ = ("members", "ordered", "roles")
+
+    def __init__(self, roles: frozenset[str], ordered: list[tuple[int, int]]) -> None:
+        self.roles = roles
+        self.ordered = ordered  # (-support, position), ascending: the members' order within the group
+        self.members = [position for _, position in ordered]
+
+
+def _members(group: _Group, level: tuple[bool, float], score: float,
+             extra: int) -> Iterator[tuple[tuple[Any, ...], int, float, int]]:
+    """A group's members as (the ranking's key, position, score, extra), in the ranking's order."""
+    for negative_support, position in group.ordered:
+        yield (*level, negative_support, extra, -score, position), position, score, extra
 
 
 class NearestEvidence(WorldModelBase):
@@ -81,6 +101,7 @@ class NearestEvidence(WorldModelBase):
         self._roles_at = [self._roles[item.turn_id] for item in self.scorer.evidence]
         self._support_at = [self._support[(item.action, template)]
                             for item, template in zip(self.scorer.evidence, self._template_at, strict=True)]
+        self._groups: dict[str, list[_Group]] = {}  # per action, built on its first look-up
         generic = sorted((-len(actions), text) for text, actions in failures.items() if len(actions) >= 2)
         self.generic_failure: str | None = generic[0][1] if generic else None
 
@@ -98,25 +119,21 @@ class NearestEvidence(WorldModelBase):
         """Whether the book's learned termination says this observation ends the episode (False without one)."""
         return self.book is not None and predicts_done(self.book.termination, self._canonical(action_name), observation)
 
-    def nearest(self, action: Action, *, notes: Sequence[str] = (), avoid: Collection[str] = ()) -> Prediction:
+    def nearest(self, action: Action, *, notes: Sequence[str] = ()) -> Prediction:
         """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit, and `done`
-        follows the book's learned termination. An adapted answer in `avoid` (one the episode contradicts) is
-        passed over for the next candidate, unless every candidate gives one."""
-        prediction = self._nearest(action, notes, avoid)
+        follows the book's learned termination."""
+        prediction = self._nearest(action, notes)
         prediction.done = self.ends(action.name, prediction.observation)
         return prediction
 
-    def _nearest(self, action: Action, notes: Sequence[str], avoid: Collection[str] = ()) -> Prediction:
+    def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
         name = self._canonical(action.name)
         arguments = action_arguments(action)
         shape = frozenset(arguments) if self.same_shape_first else None
-        roles, support = self._roles_at, self._support_at
-        # the scorer's order (score, fewer extra words, earlier), then same shape, rounded score, common template
-        ranked = sorted(self.scorer.rank(_query(action), name), key=lambda hit: (
-            shape is not None and roles[hit[0]] != shape, -round(hit[1], 6), -support[hit[0]], hit[2], -hit[1],
-            hit[0]))
+        ordered = self._ranked(_query(action), name, shape)
+        ranked = list(itertools.islice(ordered, self.k))
         evidence = self.scorer.evidence
-        hits = [ScoredEvidence(evidence[position], score, extra) for position, score, extra in ranked[: self.k]]
+        hits = [ScoredEvidence(evidence[position], score, extra) for position, score, extra in ranked]
         audit = Audit(route=self.route, source="nearest_evidence", retrieved=[hit.to_json() for hit in hits],
                       notes=list(notes))
         if not ranked:
@@ -125,23 +142,43 @@ class NearestEvidence(WorldModelBase):
                 return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
             audit.notes.append("answered with the failure text several actions share")
             return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
-        passed: tuple[int, str] | None = None  # the first adapted answer `avoid` holds
-        for position, _, _ in ranked:
+        for position, _, _ in itertools.chain(ranked, ordered):
             rendered = render_template(self._template_at[position], arguments)
-            if rendered is not None and rendered in avoid:
-                passed = passed or (position, rendered)
-                continue
             if rendered is not None:
-                if passed is not None:
-                    audit.notes.append(f"passed over {evidence[passed[0]].turn_id}: this episode contradicts it")
                 audit.notes.append(f"adapted {evidence[position].turn_id} to the current arguments")
                 return Prediction(observation=rendered, outcome=_outcome(evidence[position]), audit=audit)
-        if passed is not None:
-            audit.notes.append(f"adapted {evidence[passed[0]].turn_id} to the current arguments")
-            return Prediction(observation=passed[1], outcome=_outcome(evidence[passed[0]]), audit=audit)
         best = evidence[ranked[0][0]]
         audit.notes.append(f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim")
         return Prediction(observation=best.observation, outcome=_outcome(best), audit=audit)
+
+    def _ranked(self, query: str, name: str, shape: frozenset[str] | None) -> Iterator[tuple[int, float, int]]:
+        """`name`'s items as (position, score, extra), nearest first: same shape (when `shape`), rounded score, more
+        of the action's turns sharing the template, fewer extra words, score, earlier. Items with the same words
+        and shape score alike, so each such group is scored once and the groups' members (each group already in
+        order) are merged lazily: a look-up costs the number of distinct items, not of all items, and stops
+        at the first item whose template fits (the full sort of every item made the cross-fit quadratic)."""
+        terms = self.scorer.terms(query)
+        streams = []
+        for group in self._action_groups(name):
+            score, extra = self.scorer.overlap(terms, group.members[0])
+            streams.append(_members(group, (shape is not None and group.roles != shape, -round(score, 6)),
+                                    score, extra))
+        for _, position, score, extra in heapq.merge(*streams):
+            yield position, score, extra
+
+    def _action_groups(self, name: str) -> list[_Group]:
+        """`name`'s items grouped by their words and shape, each group's members by (more support, earlier)."""
+        groups = self._groups.get(name)
+        if groups is None:
+            members: dict[tuple[Any, ...], list[int]] = {}
+            for position in self.scorer.positions(name):
+                words = tuple(sorted(self.scorer.words(position).items()))
+                members.setdefault((words, self._roles_at[position]), []).append(position)
+            support = self._support_at
+            groups = self._groups[name] = [
+                _Group(roles, [(-support[p], p) for p in sorted(positions, key=lambda p: (-support[p], p))])
+                for (_, roles), positions in members.items()]
+        return groups
 
 
 class _ModelBaseline(WorldModelBase):

@@ -89,6 +89,31 @@ class EvidenceScorer:
     def actions(self) -> frozenset[str]:
         return self._actions
 
+    def terms(self, query: str) -> list[tuple[str, int, float]]:
+        """The query's words as `rank` weighs them: (word, count, weight), in the query's word order."""
+        return [(token, count, self._idf.get(token, 0.0)) for token, count in Counter(tokens(query)).items()]
+
+    def positions(self, action: str) -> list[int]:
+        """The positions of `action`'s items, in evidence order."""
+        return self._by_action.get(action, [])
+
+    def words(self, position: int) -> Counter[str]:
+        """The words of the item at `position` (the scorer's own counter: read it, do not edit it)."""
+        return self._docs[position]
+
+    def overlap(self, terms: Sequence[tuple[str, int, float]], position: int) -> tuple[float, int]:
+        """(score, extra) of one item for `terms` (`terms(query)`), summed exactly as `rank` sums them: items with
+        equal words score equally, so a caller may score one item for all of them."""
+        doc = self._docs[position]
+        overlap = 0.0
+        shared = 0
+        for token, count, weight in terms:
+            have = doc.get(token)
+            if have:
+                overlap += min(count, have) * weight
+                shared += have
+        return overlap, self._sizes[position] - shared
+
     def rank(self, query: str, action: str | None = None) -> list[tuple[int, float, int]]:
         """(position, score, extra) of every item (of `action` when given), unsorted: what `search` ranks, for a
         caller with its own order that needs only the first few items built."""
