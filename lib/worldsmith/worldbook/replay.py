@@ -87,7 +87,11 @@ def select_rule(rules: Sequence[Rule], arguments: Mapping[str, Any], state: Mapp
     Two rules of equal rank whose conditions both hold and whose templates differ are a recorded
     conflict: the first by support is used and the others are named in `conflicts`.
     """
-    ranked = sorted(rules, key=_order)
+    return _select(sorted(rules, key=_order), arguments, state)
+
+
+def _select(ranked: Sequence[Rule], arguments: Mapping[str, Any], state: Mapping[str, Any]) -> Selection:
+    """`select_rule` on rules already in `_order` (a replay sorts each action's rules once, not every turn)."""
     verdicts = [(rule, check_conditions(rule.conditions, arguments, state)) for rule in ranked]
     for index, (rule, verdict) in enumerate(verdicts):
         if verdict is None:
@@ -124,9 +128,9 @@ class MatchMemo:
 
     A review replays the same evidence several rounds against rules whose templates stay put (narrowing adds
     conditions, settling changes statuses), and a replay matches a turn against the chosen rule and again while
-    reading it back: with a memo each (turn, template) is matched once. Turns are held by identity, so a memo is
-    for one evidence list. Matched values are shared (strings and lists, which state takes whole and never edits);
-    facts come back copied where they are dicts or lists (a JSON result's object is edited in place once in state).
+    reading it back: with a memo each (turn, template) is matched once. Turns are held by identity, so a memo serves
+    the evidence objects it saw (and any subset of them: cross-fit folds share one). Matched values are shared
+    (strings and lists, which state takes whole and never edits); facts come back copied where they are dicts or lists (a JSON result's object is edited in place once in state).
     """
 
     def __init__(self) -> None:
@@ -158,10 +162,20 @@ def observe_turn(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any]
     The fitting rule's effects apply first; what the observation shows then overwrites them, so an
     observed output always wins over a rule.
     """
+    return _observe(sorted(rules, key=_observe_order), item, state, formats, memo)
+
+
+def _observe_order(rule: Rule) -> tuple[bool, int, int, int, str]:
+    return (not rule.executable, *_order(rule))
+
+
+def _observe(rules: Sequence[Rule], item: Evidence, state: Mapping[str, Any],
+             formats: Mapping[str, ListFormat] | None, memo: MatchMemo | None) -> tuple[dict[str, Any], Rule | None]:
+    """`observe_turn` on rules already in `_observe_order` (a replay sorts each action's rules once)."""
     arguments = _arguments(item)
     fitting: Rule | None = None
     shown: dict[tuple[str, ...], Any] = {}
-    for rule in sorted(rules, key=lambda r: (not r.executable, *_order(r))):
+    for rule in rules:
         values = (memo.match(rule.template, item) if memo is not None
                   else match_template(rule.template, item.observation, arguments))
         if values is not None:
@@ -268,18 +282,22 @@ def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
     by_action: dict[str, list[Rule]] = defaultdict(list)
     for rule in rules:
         by_action[rule.action].append(rule)
+    # each action's rules in the orders selection and read-back use, sorted once (sorting is stable: the same
+    # order as sorting them every turn)
+    choosing = {action: sorted((r for r in group if r.executable or not executable_only), key=_order)
+                for action, group in by_action.items()}
+    reading = {action: sorted(group, key=_observe_order) for action, group in by_action.items()}
     results: list[TurnResult] = []
     for episode in _group(evidence):
         state: dict[str, Any] = {}
         for item in episode:
             arguments = _arguments(item)
-            candidates = [r for r in by_action.get(item.action, []) if r.executable or not executable_only]
-            selection = select_rule(candidates, arguments, state)
+            selection = _select(choosing.get(item.action, []), arguments, state)
             rendered = None
             if selection.rule is not None:
                 rendered = render(selection.rule.template, arguments, state, formats)
             fits = selection.rule is not None and memo.match(selection.rule.template, item) is not None
-            state, fitting = observe_turn(by_action.get(item.action, []), item, state, formats, memo=memo)
+            state, fitting = _observe(reading.get(item.action, []), item, state, formats, memo)
             explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
             results.append(TurnResult(
                 turn_id=item.turn_id, action=item.action, route=selection.route,
@@ -411,7 +429,7 @@ def _key_constant_records(rules: Sequence[Rule], evidence: Sequence[Evidence],
 
 
 def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig = ReviewConfig(),
-                 *, formats: Mapping[str, ListFormat] | None = None) -> list[Rule]:
+                 *, formats: Mapping[str, ListFormat] | None = None, memo: MatchMemo | None = None) -> list[Rule]:
     """Statuses, support, confidence, counterexamples and provenance from replaying all evidence.
 
     A rule is supported when enough turns fit its template and no turn where it was chosen
@@ -420,10 +438,13 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
     is demoted, a contrast is looked for: when at least `min_contrast` counterexamples share an
     argument value no supporting turn has, the rule is narrowed by `arg != value` and reviewed again.
     A constant answer seen for one entity only is first keyed by that entity's argument.
+
+    `memo`: template matches of these turns worked out before (a turn's match against a template does not depend on
+    the other turns or the rules: cross-fit folds review subsets of one evidence list with one memo).
     """
     by_turn = {item.turn_id: item for item in evidence}
     rules = _key_constant_records(rules, evidence, by_turn)
-    memo = MatchMemo()  # every round replays the same turns against the same templates
+    memo = memo if memo is not None else MatchMemo()  # every round replays the same turns against the same templates
     for _ in range(3):  # a few rounds of narrowing at most
         reviewed = _review_once(rules, evidence, config, formats, memo)
         narrowed = False
