@@ -218,6 +218,25 @@ def test_nearest_evidence_grouped_ranking_is_the_full_sort(same_shape_first: boo
         assert list(model._ranked("anything", "no-such-action", None)) == []
 
 
+def test_nearest_evidence_remembers_a_look_up_but_not_its_audit(bfcl: list[Episode]) -> None:
+    """A repeated look-up is answered from memory: the same prediction, in a new audit a caller may edit."""
+    model = NearestEvidence(evidence_from_episodes(bfcl))
+    model.start("user request")
+    action = Action(name="cd", arguments={"folder": "pictures"})
+    first = model.predict(action)
+    first.audit.notes.append("edited by a caller")
+    first.audit.retrieved[0]["score"] = -1
+    again = model.predict(action)
+    fresh = NearestEvidence(evidence_from_episodes(bfcl))
+    fresh.start("user request")
+    def seen(prediction: Prediction) -> dict[str, Any]:
+        return prediction.model_dump(exclude={"audit": {"latency_s"}})
+
+    assert seen(again) == seen(fresh.predict(action)) and len(model._answers) == 1
+    assert seen(model.predict(Action(name="cd", arguments={"folder": "docs"}))) != seen(again)
+    assert len(model._answers) == 2
+
+
 # ------------------------------------------------------------------ model baselines on scripted replies
 
 

@@ -45,6 +45,9 @@ def _query(action: Action) -> str:
     return " ".join([action_line(action), *values])
 
 
+_MAX_ANSWERS = 100_000  # look-ups a NearestEvidence remembers
+
+
 class _Group:
     """Items of one action with the same words and shape (argument names): they score alike for any query."""
 
@@ -102,6 +105,7 @@ class NearestEvidence(WorldModelBase):
         self._support_at = [self._support[(item.action, template)]
                             for item, template in zip(self.scorer.evidence, self._template_at, strict=True)]
         self._groups: dict[str, list[_Group]] = {}  # per action, built on its first look-up
+        self._answers: dict[tuple[Any, ...], tuple[str, str, list[dict[str, Any]], list[str]]] = {}
         generic = sorted((-len(actions), text) for text, actions in failures.items() if len(actions) >= 2)
         self.generic_failure: str | None = generic[0][1] if generic else None
 
@@ -130,26 +134,39 @@ class NearestEvidence(WorldModelBase):
         name = self._canonical(action.name)
         arguments = action_arguments(action)
         shape = frozenset(arguments) if self.same_shape_first else None
-        ordered = self._ranked(_query(action), name, shape)
+        query = _query(action)
+        # the answer depends on nothing but these (a replay asks the same look-up again and again: worked out once)
+        key = (action.name, name, query, shape, repr(arguments))
+        found = self._answers.get(key)
+        if found is None:
+            if len(self._answers) >= _MAX_ANSWERS:  # a long session's look-ups: start over rather than grow
+                self._answers.clear()
+            found = self._answers[key] = self._answer(action.name, name, query, shape, arguments)
+        observation, outcome, retrieved, added = found
+        audit = Audit(route=self.route, source="nearest_evidence", retrieved=[dict(hit) for hit in retrieved],
+                      notes=[*notes, *added])
+        return Prediction(observation=observation, outcome=outcome, audit=audit)
+
+    def _answer(self, given: str, name: str, query: str, shape: frozenset[str] | None,
+                arguments: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]], list[str]]:
+        """(observation, outcome, the hits retrieved, the audit's notes) of one look-up."""
+        ordered = self._ranked(query, name, shape)
         ranked = list(itertools.islice(ordered, self.k))
         evidence = self.scorer.evidence
-        hits = [ScoredEvidence(evidence[position], score, extra) for position, score, extra in ranked]
-        audit = Audit(route=self.route, source="nearest_evidence", retrieved=[hit.to_json() for hit in hits],
-                      notes=list(notes))
+        retrieved = [ScoredEvidence(evidence[position], score, extra).to_json() for position, score, extra in ranked]
         if not ranked:
-            audit.notes.append(f"no evidence for action {action.name!r}")
             if self.generic_failure is None:
-                return Prediction(observation="", outcome="failure:unknown_action", audit=audit)
-            audit.notes.append("answered with the failure text several actions share")
-            return Prediction(observation=self.generic_failure, outcome="failure:unknown_action", audit=audit)
+                return "", "failure:unknown_action", retrieved, [f"no evidence for action {given!r}"]
+            return self.generic_failure, "failure:unknown_action", retrieved, [
+                f"no evidence for action {given!r}", "answered with the failure text several actions share"]
         for position, _, _ in itertools.chain(ranked, ordered):
             rendered = render_template(self._template_at[position], arguments)
             if rendered is not None:
-                audit.notes.append(f"adapted {evidence[position].turn_id} to the current arguments")
-                return Prediction(observation=rendered, outcome=_outcome(evidence[position]), audit=audit)
+                return rendered, _outcome(evidence[position]), retrieved, [
+                    f"adapted {evidence[position].turn_id} to the current arguments"]
         best = evidence[ranked[0][0]]
-        audit.notes.append(f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim")
-        return Prediction(observation=best.observation, outcome=_outcome(best), audit=audit)
+        return best.observation, _outcome(best), retrieved, [
+            f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim"]
 
     def _ranked(self, query: str, name: str, shape: frozenset[str] | None) -> Iterator[tuple[int, float, int]]:
         """`name`'s items as (position, score, extra), nearest first: same shape (when `shape`), rounded score, more
