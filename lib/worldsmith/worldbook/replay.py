@@ -49,6 +49,7 @@ from worldsmith.worldbook.model import (
 
 __all__ = [
     "MatchMemo",
+    "ReplayCache",
     "ReplayReport",
     "ReviewConfig",
     "RuleReplay",
@@ -274,10 +275,11 @@ def _group(evidence: Iterable[Evidence]) -> list[list[Evidence]]:
 
 def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
                     formats: Mapping[str, ListFormat] | None = None, executable_only: bool = True,
-                    memo: MatchMemo | None = None) -> ReplayReport:
+                    memo: MatchMemo | None = None, cache: ReplayCache | None = None) -> ReplayReport:
     """Predict every turn from its observed prefix with the rules, and compare with what was observed.
 
-    `memo` carries the template matches over from an earlier replay of the same evidence (`review_rules`)."""
+    `memo` carries the template matches over from an earlier replay of the same evidence (`review_rules`);
+    `cache` the episodes' results of earlier replays, reused where they cannot differ (`ReplayCache`)."""
     memo = memo if memo is not None else MatchMemo()
     by_action: dict[str, list[Rule]] = defaultdict(list)
     for rule in rules:
@@ -287,25 +289,124 @@ def replay_evidence(rules: Sequence[Rule], evidence: Iterable[Evidence], *,
     choosing = {action: sorted((r for r in group if r.executable or not executable_only), key=_order)
                 for action, group in by_action.items()}
     reading = {action: sorted(group, key=_observe_order) for action, group in by_action.items()}
+    keys = cache.action_keys(choosing, reading, formats) if cache is not None else {}
     results: list[TurnResult] = []
     for episode in _group(evidence):
-        state: dict[str, Any] = {}
-        for item in episode:
-            arguments = _arguments(item)
-            selection = _select(choosing.get(item.action, []), arguments, state)
-            rendered = None
-            if selection.rule is not None:
-                rendered = render(selection.rule.template, arguments, state, formats)
-            fits = selection.rule is not None and memo.match(selection.rule.template, item) is not None
-            state, fitting = _observe(reading.get(item.action, []), item, state, formats, memo)
-            explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
-            results.append(TurnResult(
-                turn_id=item.turn_id, action=item.action, route=selection.route,
-                rule=selection.rule.id if selection.rule else None, rendered=rendered, observed=item.observation,
-                exact=rendered == item.observation, fits=fits, explained_by=explained,
-                conflicts=list(selection.conflicts),
-            ))
+        if cache is None:
+            results += _replay_episode(episode, choosing, reading, formats, executable_only, memo)
+            continue
+        found = cache.get(episode, keys, executable_only)
+        if found is None:
+            found = _replay_episode(episode, choosing, reading, formats, executable_only, memo)
+            cache.put(episode, keys, executable_only, found)
+        results += found
     return ReplayReport(results)
+
+
+def _replay_episode(episode: Sequence[Evidence], choosing: Mapping[str, Sequence[Rule]],
+                    reading: Mapping[str, Sequence[Rule]], formats: Mapping[str, ListFormat] | None,
+                    executable_only: bool, memo: MatchMemo) -> list[TurnResult]:
+    """One episode's turns replayed from an empty state (episodes never share state: each is replayed alone)."""
+    results: list[TurnResult] = []
+    state: dict[str, Any] = {}
+    for item in episode:
+        arguments = _arguments(item)
+        selection = _select(choosing.get(item.action, []), arguments, state)
+        rendered = None
+        if selection.rule is not None:
+            rendered = render(selection.rule.template, arguments, state, formats)
+        fits = selection.rule is not None and memo.match(selection.rule.template, item) is not None
+        state, fitting = _observe(reading.get(item.action, []), item, state, formats, memo)
+        explained = fitting.id if fitting is not None and (fitting.executable or not executable_only) else None
+        results.append(TurnResult(
+            turn_id=item.turn_id, action=item.action, route=selection.route,
+            rule=selection.rule.id if selection.rule else None, rendered=rendered, observed=item.observation,
+            exact=rendered == item.observation, fits=fits, explained_by=explained,
+            conflicts=list(selection.conflicts),
+        ))
+    return results
+
+
+def _rule_key(rule: Rule) -> tuple[Any, ...]:
+    """Everything of a rule one replay reads, but its support (which only orders rules: the orders are keyed)."""
+    return (rule.id, rule.action, rule.template, rule.outcome, rule.priority, rule.executable,
+            tuple(effect.model_dump_json() for effect in rule.effects),
+            tuple(condition.model_dump_json() for condition in rule.conditions))
+
+
+def _dense_ranks(keys: Sequence[Any]) -> tuple[int, ...]:
+    """Each key's rank among the distinct keys: the order and the ties, without the keys."""
+    distinct = {key: rank for rank, key in enumerate(sorted(set(keys)))}
+    return tuple(distinct[key] for key in keys)
+
+
+class ReplayCache:
+    """Episodes' replay results kept for later replays of the same episodes, reused only where they cannot differ.
+
+    An episode is replayed from an empty state, so its turns' results depend on nothing but its own turns, the
+    list formats and, for each action it takes, that action's rules: their order for selection and for read-back,
+    the ties among them that decide an assumed choice, and what of each rule a replay reads (`_rule_key`: all but
+    the support, which only orders them). That is the key: a settling round that demoted one action's rule replays
+    only the episodes that take the action, and a cross-fit fold whose rules for an episode's actions are the
+    same as another fold's (the same candidates, in the same order) reuses that fold's results. `per_episode`
+    bounds the results kept per episode (the most recently used). For one evidence list (episodes are known by
+    their first turn id and length) and one `MatchMemo`'s values: a replay's results never depend on the memo, only
+    its speed."""
+
+    def __init__(self, per_episode: int = 4) -> None:
+        self.per_episode = per_episode
+        self.hits = 0
+        self.misses = 0
+        self._ids: dict[tuple[Any, ...], int] = {}  # an action's replay key, interned
+        self._rules: dict[int, tuple[Rule, tuple[Any, ...]]] = {}  # rule object -> (it, its key)
+        self._actions: dict[tuple[str, int], tuple[str, ...]] = {}  # an episode's actions
+        self._results: dict[tuple[str, int], dict[tuple[Any, ...], list[TurnResult]]] = {}
+
+    def _key(self, rule: Rule) -> tuple[Any, ...]:
+        entry = self._rules.get(id(rule))
+        if entry is None or entry[0] is not rule:
+            entry = self._rules[id(rule)] = (rule, _rule_key(rule))
+        return entry[1]
+
+    def action_keys(self, choosing: Mapping[str, Sequence[Rule]], reading: Mapping[str, Sequence[Rule]],
+                    formats: Mapping[str, ListFormat] | None) -> dict[str, int]:
+        """Per action, an id that two replays share only when they replay the action's turns alike."""
+        shown = tuple(sorted((path, fmt.model_dump_json()) for path, fmt in (formats or {}).items()))
+        out = {}
+        for action, rules in reading.items():
+            chosen = choosing.get(action, [])
+            key = (shown, tuple(self._key(r) for r in chosen), tuple(self._key(r) for r in rules),
+                   _dense_ranks([(r.support, r.priority, r.id) for r in chosen]))
+            out[action] = self._ids.setdefault(key, len(self._ids))
+        return out
+
+    def _entry(self, episode: Sequence[Evidence], keys: Mapping[str, int],
+               executable_only: bool) -> tuple[tuple[str, int], tuple[Any, ...]]:
+        name = (episode[0].turn_id, len(episode))
+        actions = self._actions.get(name)
+        if actions is None:
+            actions = self._actions[name] = tuple(sorted({item.action for item in episode}))
+        return name, (executable_only, *(keys.get(action, -1) for action in actions))
+
+    def get(self, episode: Sequence[Evidence], keys: Mapping[str, int],
+            executable_only: bool) -> list[TurnResult] | None:
+        name, key = self._entry(episode, keys, executable_only)
+        kept = self._results.get(name)
+        found = kept.pop(key, None) if kept is not None else None
+        if found is None:
+            self.misses += 1
+            return None
+        kept[key] = found  # most recently used last  # type: ignore[index]
+        self.hits += 1
+        return found
+
+    def put(self, episode: Sequence[Evidence], keys: Mapping[str, int], executable_only: bool,
+            results: list[TurnResult]) -> None:
+        name, key = self._entry(episode, keys, executable_only)
+        kept = self._results.setdefault(name, {})
+        kept[key] = results
+        while len(kept) > self.per_episode:
+            del kept[next(iter(kept))]
 
 
 @dataclass(frozen=True)
@@ -429,7 +530,8 @@ def _key_constant_records(rules: Sequence[Rule], evidence: Sequence[Evidence],
 
 
 def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig = ReviewConfig(),
-                 *, formats: Mapping[str, ListFormat] | None = None, memo: MatchMemo | None = None) -> list[Rule]:
+                 *, formats: Mapping[str, ListFormat] | None = None, memo: MatchMemo | None = None,
+                 cache: ReplayCache | None = None) -> list[Rule]:
     """Statuses, support, confidence, counterexamples and provenance from replaying all evidence.
 
     A rule is supported when enough turns fit its template and no turn where it was chosen
@@ -440,13 +542,16 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
     A constant answer seen for one entity only is first keyed by that entity's argument.
 
     `memo`: template matches of these turns worked out before (a turn's match against a template does not depend on
-    the other turns or the rules: cross-fit folds review subsets of one evidence list with one memo).
+    the other turns or the rules: cross-fit folds review subsets of one evidence list with one memo); `cache`:
+    episodes' replay results of earlier reviews of that list (`ReplayCache`; one is made for this review when
+    none is given: a settling round replays only the episodes whose actions' rules it changed).
     """
     by_turn = {item.turn_id: item for item in evidence}
     rules = _key_constant_records(rules, evidence, by_turn)
     memo = memo if memo is not None else MatchMemo()  # every round replays the same turns against the same templates
+    cache = cache if cache is not None else ReplayCache()
     for _ in range(3):  # a few rounds of narrowing at most
-        reviewed = _review_once(rules, evidence, config, formats, memo)
+        reviewed = _review_once(rules, evidence, config, formats, memo, cache)
         narrowed = False
         for index, rule in enumerate(reviewed):
             if rule.status != RuleStatus.CONFLICTED:
@@ -461,19 +566,20 @@ def review_rules(rules: Sequence[Rule], evidence: Sequence[Evidence], config: Re
                                     "turns)").lstrip("; ")})
                 narrowed = True
         if not narrowed:
-            return _settle(reviewed, evidence, config, formats, memo)
-    return _settle(_review_once(rules, evidence, config, formats, memo), evidence, config, formats, memo)
+            return _settle(reviewed, evidence, config, formats, memo, cache)
+    return _settle(_review_once(rules, evidence, config, formats, memo, cache), evidence, config, formats, memo,
+                   cache)
 
 
 def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
-            formats: Mapping[str, ListFormat] | None, memo: MatchMemo) -> list[Rule]:
+            formats: Mapping[str, ListFormat] | None, memo: MatchMemo, cache: ReplayCache) -> list[Rule]:
     """Replay the supported rules alone: one that a stronger rule shadowed in review (never chosen, so never
     contradicted) is chosen once that rule is demoted, and must hold there too (two constant forms of one
     action, neither conditioned: the weaker would otherwise answer every turn unchecked). Repeated until no rule is
     demoted: each round can expose the next of several constant forms (one entity's record each), and a round cap
     would leave the next one supported unchecked. Each round demotes a rule, so it ends."""
     for _ in range(len(reviewed) + 1):
-        report = replay_evidence(reviewed, evidence, formats=formats, memo=memo)
+        report = replay_evidence(reviewed, evidence, formats=formats, memo=memo, cache=cache)
         chosen: Counter[str] = Counter()
         against: dict[str, list[str]] = defaultdict(list)
         for turn in report.turns:
@@ -499,10 +605,10 @@ def _settle(reviewed: list[Rule], evidence: Sequence[Evidence], config: ReviewCo
 
 
 def _review_once(rules: Sequence[Rule], evidence: Sequence[Evidence], config: ReviewConfig,
-                 formats: Mapping[str, ListFormat] | None, memo: MatchMemo) -> list[Rule]:
+                 formats: Mapping[str, ListFormat] | None, memo: MatchMemo, cache: ReplayCache) -> list[Rule]:
     trial = [r.model_copy(update={"status": RuleStatus.SUPPORTED}) if r.status != RuleStatus.DEPRECATED else r
              for r in rules]
-    report = replay_evidence(trial, evidence, formats=formats, memo=memo)
+    report = replay_evidence(trial, evidence, formats=formats, memo=memo, cache=cache)
     per_action_turns: dict[str, int] = defaultdict(int)
     fitting: dict[str, list[str]] = defaultdict(list)
     chosen: dict[str, int] = defaultdict(int)
