@@ -49,6 +49,7 @@ from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
 from worldsmith.worldbook.replay import list_formats, observe_turn
+from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import predicts_done
 
 __all__ = ["Harness", "HarnessConfig", "schema_problems"]
@@ -106,7 +107,10 @@ class Harness(WorldModelBase):
 
     name = "harness"
 
-    def __init__(self, book: Worldbook, *, llm: LLM | None = None, config: HarnessConfig = HarnessConfig()) -> None:
+    def __init__(self, book: Worldbook, *, llm: LLM | None = None, config: HarnessConfig = HarnessConfig(),
+                 summaries: EpisodeSummaries | None = None) -> None:
+        """`summaries`: per-episode pieces of an evidence list the book's evidence is a subset of (the cross-fit
+        folds' harnesses share them: what a tracker learns from each episode is learned once)."""
         super().__init__()
         self.book = book
         self.llm = llm
@@ -123,7 +127,8 @@ class Harness(WorldModelBase):
         self.counter = TurnCounter(evidence)
         self.specs: dict[str, SourceSpec] = source_specs()
         self.sources: dict[str, AnswerSource] = build_sources(
-            SourceContext(book, evidence, config, self, self.rules, self.all_rules, self.formats))
+            SourceContext(book, evidence, config, self, self.rules, self.all_rules, self.formats,
+                          summaries=summaries))
         self.answers: dict[str, Answer] = {a.name: a for spec in self.specs.values() for a in spec.answers}
         self._stages: dict[str, list[tuple[SourceSpec, AnswerSource]]] = {}
         for source_name, spec in self.specs.items():

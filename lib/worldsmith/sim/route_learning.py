@@ -47,6 +47,7 @@ from worldsmith.worldbook.pipeline import Artifacts, BuildContext, ProgressCallb
 from worldsmith.worldbook.replay import MatchMemo, ReplayCache, review_rules
 from worldsmith.worldbook.routing import RouteTable
 from worldsmith.worldbook.schema import induce_action_schema, induce_state_schema
+from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import learn_termination
 from worldsmith.worldbook.writes import learn_tool_rules
 
@@ -111,12 +112,15 @@ def _fold_candidates(candidates: InducedRules, kept_turns: set[str]) -> list[Rul
 
 def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episodes: set[str],
               config: BuildConfig, families: Mapping[str, str] | None = None, *,
-              memo: MatchMemo | None = None, cache: ReplayCache | None = None) -> Worldbook:
+              memo: MatchMemo | None = None, cache: ReplayCache | None = None,
+              summaries: EpisodeSummaries | None = None) -> Worldbook:
     """The book a fold's harness runs on: the kept episodes' evidence, the candidates they formed re-reviewed on
     that evidence, the schemas, termination and tool rules it shows (see the module docstring for what stays
     out); `families`: each episode's trajectory family, for the look-up rules; `memo`: template matches of
     `evidence`'s turns shared by the folds (a turn's match against a template is the same in every fold); `cache`:
-    episodes' replay results shared by the folds (reused only where the fold's rules replay an episode alike)."""
+    episodes' replay results shared by the folds (reused only where the fold's rules replay an episode alike);
+    `summaries`: per-episode pieces of `evidence` (`worldbook.summaries`) the tool rules combine over the kept
+    episodes."""
     kept = [item for item in evidence if episode_of(item.turn_id) in kept_episodes]
     rules = review_rules(_fold_candidates(candidates, {item.turn_id for item in kept}), kept, review_config(config),
                          formats={"*": learn_list_format(item.observation for item in kept)}, memo=memo,
@@ -124,7 +128,7 @@ def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episo
     return Worldbook(name="routes", action_schema=induce_action_schema(kept),
                      state_schema=induce_state_schema(kept, rules), rules=rules, evidence=kept,
                      termination=learn_termination(kept),
-                     tool_rules=learn_tool_rules(kept, config, families=families)).canonical()
+                     tool_rules=learn_tool_rules(kept, config, families=families, summaries=summaries)).canonical()
 
 
 def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], candidates: InducedRules,
@@ -139,11 +143,12 @@ def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], cand
     table = RouteTable(folds=folds)
     memo = MatchMemo()  # what each turn shows and which templates it fits: the same in every fold that keeps it
     cache = ReplayCache()  # an episode's replay under the same rules for its actions: the same in every fold
+    summaries = EpisodeSummaries()  # what each episode adds to a tracker or learner, combined over a fold's kept
     for fold in range(folds):
         held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
         kept = {e.id for e in episodes if assignment[trajectory_family(e)] != fold}
-        _replay_fold(table, Harness(fold_book(evidence, candidates, kept, config, families, memo=memo,
-                                                          cache=cache)), held)
+        book = fold_book(evidence, candidates, kept, config, families, memo=memo, cache=cache, summaries=summaries)
+        _replay_fold(table, Harness(book, summaries=summaries), held)
     return table
 
 

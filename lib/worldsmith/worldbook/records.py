@@ -39,6 +39,7 @@ from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.summaries import EpisodeSummaries, summarized
 
 __all__ = [
     "ID_KEY",
@@ -186,30 +187,50 @@ def _answer_votes(value: Any, arguments: Mapping[str, Any]) -> set[tuple[str, st
     return {(name, key) for name, text in scalars.items() for key in inner.get(text, ())}
 
 
-def learn_selectors(evidence: Sequence[Evidence]) -> dict[str, tuple[str, str]]:
+_Votes = dict[str, Counter[tuple[str, str]]]
+
+
+def _selector_votes(items: Sequence[Evidence]) -> tuple[_Votes, Counter[str], _Votes]:
+    """One episode's selector votes: (per tool, its answers' votes), (per tool, its JSON answers to calls with
+    arguments), (per tool, votes from records the episode showed before the call): what `learn_selectors` adds up."""
+    votes: _Votes = defaultdict(Counter)
+    turns: Counter[str] = Counter()
+    earlier: _Votes = defaultdict(Counter)  # votes from records shown before the call
+    shown: dict[str, set[str]] = defaultdict(set)  # id value as text -> id keys the episode showed it under
+    for item in items:
+        arguments = arguments_of(item)
+        for name, argument in arguments.items():
+            if _scalar(argument):
+                for key in shown.get(str(argument), ()):
+                    earlier[item.action][(name, key)] += 1
+        value = parse_json(item.observation)
+        if value is None:
+            continue
+        for key, ident, _ in own_records(value):
+            shown[str(ident)].add(key)
+        if arguments:
+            turns[item.action] += 1
+            votes[item.action].update(_answer_votes(value, arguments))
+    return dict(votes), turns, dict(earlier)
+
+
+def learn_selectors(evidence: Sequence[Evidence], *,
+                    summaries: EpisodeSummaries | None = None) -> dict[str, tuple[str, str]]:
     """Per tool, (argument, id key) when the argument's value is the id of a record its results show (the whole
     result, else one at any depth: a write answered with `{"order_id": ..., "status": ...}` or a wrapper), on at
     least `MIN_SELECTOR_SHARE` of the tool's JSON answers. A tool whose answers show no record (a write answered
-    "Return requested.") selects by the argument whose value is the id of a record the episode showed before."""
-    votes: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+    "Return requested.") selects by the argument whose value is the id of a record the episode showed before.
+    The votes are counted per episode and added up (`summaries`: those counts reused, see `worldbook.summaries`)."""
+    votes: _Votes = defaultdict(Counter)
     turns: Counter[str] = Counter()
-    earlier: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)  # votes from records shown before the call
-    for items in group_by_episode(evidence).values():
-        shown: dict[str, set[str]] = defaultdict(set)  # id value as text -> id keys the episode showed it under
-        for item in items:
-            arguments = arguments_of(item)
-            for name, argument in arguments.items():
-                if _scalar(argument):
-                    for key in shown.get(str(argument), ()):
-                        earlier[item.action][(name, key)] += 1
-            value = parse_json(item.observation)
-            if value is None:
-                continue
-            for key, ident, _ in own_records(value):
-                shown[str(ident)].add(key)
-            if arguments:
-                turns[item.action] += 1
-                votes[item.action].update(_answer_votes(value, arguments))
+    earlier: _Votes = defaultdict(Counter)
+    for episode_votes, episode_turns, episode_earlier in summarized(
+            "selectors", list(group_by_episode(evidence).values()), _selector_votes, summaries):
+        for tool, counts in episode_votes.items():
+            votes[tool].update(counts)
+        turns.update(episode_turns)
+        for tool, counts in episode_earlier.items():
+            earlier[tool].update(counts)
     out: dict[str, tuple[str, str]] = {}
     for tool, counts in votes.items():
         if not counts:

@@ -47,6 +47,7 @@ from worldsmith.worldbook.records import (
     parse_json,
     record_key,
 )
+from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.toolrules import (
     ANSWER,
     CHANGE_OPS,
@@ -764,15 +765,17 @@ class _Effects(_Learner):
 
 
 def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = None, *,
-                     store: RecordStore | None = None, families: Mapping[str, str] | None = None) -> list[ToolRule]:
+                     store: RecordStore | None = None, families: Mapping[str, str] | None = None,
+                     summaries: EpisodeSummaries | None = None) -> list[ToolRule]:
     """Write rules for every tool whose calls change the record they select (see the module doc). `config` is a
     `WriteConfig` (anything else, e.g. the build's config, means the defaults). Linear passes: every selecting
     tool's relations against the episodes alone (which tools write), the entity store from the other tools'
     answers (`store`, built here when not given), the writes' relations against episodes and store, the effects
     on other records (`_Effects`), and where some effect executes the writes' relations again with the records as
-    the effects left them; the look-up rules learn over the same store."""
+    the effects left them; the look-up rules learn over the same store. `summaries`: per-episode pieces of an
+    evidence list `evidence` is a subset of (`worldbook.summaries`; the cross-fit folds share them)."""
     settings = config if isinstance(config, WriteConfig) else WriteConfig()
-    selectors, writes = learn_writes(evidence, settings)
+    selectors, writes = learn_writes(evidence, settings, summaries=summaries)
     readers = {item.action for item in evidence} - writes
     if store is None:
         store = RecordStore.from_evidence(evidence, readers, families)
@@ -789,10 +792,10 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
     return rules + effect_rules + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
 
 
-def learn_writes(evidence: Sequence[Evidence],
-                 config: WriteConfig = WriteConfig()) -> tuple[dict[str, tuple[str, str]], set[str]]:
+def learn_writes(evidence: Sequence[Evidence], config: WriteConfig = WriteConfig(), *,
+                 summaries: EpisodeSummaries | None = None) -> tuple[dict[str, tuple[str, str]], set[str]]:
     """(selectors, the tools that write): every selecting tool's relations counted against the episodes alone."""
-    selectors = learn_selectors(evidence)
+    selectors = learn_selectors(evidence, summaries=summaries)
     probe = _Learner(evidence, config, readers=None, store=RecordStore(), selectors=selectors)
     probe.run(evidence)
     return selectors, _writes(probe)

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_ch
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.facts import ListFormat
 from worldsmith.worldbook.model import Evidence, Rule, Worldbook
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 if TYPE_CHECKING:
     from worldsmith.sim.base import Audit
@@ -177,6 +178,9 @@ class SourceContext:
     formats: Mapping[str, ListFormat]  # list formats by state path prefix (`worldbook.replay.list_formats`)
     requires: tuple[str, ...] = ()
     built: Mapping[str, AnswerSource] = field(default_factory=dict)
+    # per-episode pieces of an evidence list `evidence` is a subset of (`worldbook.summaries`): a tracker learned
+    # from a fold's evidence combines its kept episodes' pieces instead of reading every episode again
+    summaries: EpisodeSummaries | None = None
 
     def source(self, name: str) -> Any:
         """A source this one depends on (declared in `requires`: built before it)."""

@@ -43,6 +43,7 @@ from worldsmith.worldbook.records import (
     record_key,
     top_record,
 )
+from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.toolrules import ToolRule
 from worldsmith.worldbook.writes import aliases, answer_form, apply_changes, render_response
 
@@ -122,15 +123,16 @@ class RecordTracker:
     """Records of one episode, the book's write rules and the entity store (see the module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence] = (), tool_rules: Sequence[ToolRule] = (),
-                 store: RecordStore | None = None) -> None:
-        """`store`: the record store of `evidence` (`record_store`), built here when not given."""
+                 store: RecordStore | None = None, *, summaries: EpisodeSummaries | None = None) -> None:
+        """`store`: the record store of `evidence` (`record_store`), built here when not given; `summaries`:
+        per-episode pieces of an evidence list `evidence` is a subset of (`worldbook.summaries`)."""
         self.writes = {rule.tool: rule for rule in tool_rules if rule.kind == "write" and rule.selector is not None}
         self.executable = {tool for tool, rule in self.writes.items() if rule.executable}
         self.effects: dict[str, list[ToolRule]] = defaultdict(list)  # tool -> its executable effect rules
         for rule in tool_rules:
             if rule.kind == "effect" and rule.executable and rule.selector is not None:
                 self.effects[rule.tool].append(rule)
-        self.selectors = learn_selectors(evidence)
+        self.selectors = learn_selectors(evidence, summaries=summaries)
         self.selectors.update({tool: (r.selector.argument, r.selector.key) for tool, r in self.writes.items()
                                if r.selector is not None})
         self.aliases = aliases(self.selectors)
@@ -332,5 +334,5 @@ class RecordTracker:
         Answer("record_store", route="evidence:record_store", rank=135, per_action=True)))
 def _records(context: SourceContext) -> AnswerSource:
     """Tool-API records: writes answered with their learned changes, reads of changed or known records."""
-    return TrackerSource(RecordTracker(context.evidence, context.book.tool_rules if context.config.knowledge else ()),
-                         gate=context.tracking)
+    return TrackerSource(RecordTracker(context.evidence, context.book.tool_rules if context.config.knowledge else (),
+                                       summaries=context.summaries), gate=context.tracking)

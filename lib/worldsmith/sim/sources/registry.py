@@ -133,6 +133,6 @@ def build_sources(template: SourceContext) -> dict[str, AnswerSource]:
     built: dict[str, AnswerSource] = {}
     for spec in build_order(specs):
         context = SourceContext(template.book, template.evidence, template.config, template.harness, template.rules,
-                                template.all_rules, template.formats, spec.requires, built)
+                                template.all_rules, template.formats, spec.requires, built, template.summaries)
         built[spec.name] = spec.factory(context)
     return {name: built[name] for name in specs}

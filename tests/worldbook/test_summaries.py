@@ -1,0 +1,115 @@
+"""Per-episode summaries combined over subsets (`worldbook.summaries`): what a learner combines from its episodes'
+pieces equals what it learns from those episodes afresh, whichever other episodes' pieces the summaries hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from worldsmith.traces import Episode
+from worldsmith.worldbook import build_worldbook
+from worldsmith.worldbook.induce import episode_of
+from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.records import learn_selectors
+from worldsmith.worldbook.summaries import EpisodeSummaries, summarized
+from worldsmith.worldbook.writes import learn_tool_rules
+
+SAMPLES = Path(__file__).resolve().parents[2] / "data_samples" / "toolshop"
+
+
+def _toolshop_evidence() -> list[Evidence]:
+    episodes = [Episode.model_validate({k: v for k, v in json.loads(line).items() if k != "format"})
+                for name in ("expert.jsonl", "probing.jsonl") for line in (SAMPLES / name).read_text().splitlines()
+                if line.strip()]
+    artifacts = build_worldbook(episodes, name="toolshop").artifacts
+    assert artifacts is not None
+    return artifacts["evidence"]
+
+
+def _subsets(evidence: list[Evidence]) -> list[list[Evidence]]:
+    """Three folds' kept evidence (every third episode held out), as the route stage takes them."""
+    episodes = sorted({episode_of(item.turn_id) for item in evidence})
+    return [[item for item in evidence if episodes.index(episode_of(item.turn_id)) % 3 != fold] for fold in range(3)]
+
+
+def _dumped(rules: list[Any]) -> list[dict[str, Any]]:
+    return [rule.model_dump(mode="json") for rule in rules]
+
+
+def test_an_episode_is_summarized_once_and_known_by_identity() -> None:
+    items = [Evidence(turn_id=f"e#{i}", action="look", action_text="look", observation=f"{i}") for i in range(3)]
+    calls: list[int] = []
+
+    def count(episode: Any) -> int:
+        calls.append(len(episode))
+        return len(episode)
+
+    summaries = EpisodeSummaries()
+    assert summaries.of("n", items, count) == 3 and summaries.of("n", items, count) == 3 and calls == [3]
+    assert summaries.of("other", items, count) == 3 and calls == [3, 3]  # each kind its own
+    copies = [item.model_copy() for item in items]  # equal turns of another evidence list: not the same episode
+    assert summaries.of("n", copies, count) == 3 and calls == [3, 3, 3] and summaries.computed == 3
+    assert summarized("n", [items, []], count, None) == [3] and summarized("n", [items], count, summaries) == [3]
+
+
+def _one_pass_selectors(evidence: list[Evidence]) -> dict[str, tuple[str, str]]:
+    """`learn_selectors` as one pass over the evidence counted it before it was split into episode pieces."""
+    from collections import Counter, defaultdict
+
+    from worldsmith.worldbook.induce import group_by_episode
+    from worldsmith.worldbook.records import (
+        MIN_SELECTOR_SHARE,
+        _answer_votes,
+        _scalar,
+        arguments_of,
+        own_records,
+        parse_json,
+    )
+
+    votes: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+    turns: Counter[str] = Counter()
+    earlier: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+    for items in group_by_episode(evidence).values():
+        shown: dict[str, set[str]] = defaultdict(set)
+        for item in items:
+            arguments = arguments_of(item)
+            for name, argument in arguments.items():
+                if _scalar(argument):
+                    for key in shown.get(str(argument), ()):
+                        earlier[item.action][(name, key)] += 1
+            value = parse_json(item.observation)
+            if value is None:
+                continue
+            for key, ident, _ in own_records(value):
+                shown[str(ident)].add(key)
+            if arguments:
+                turns[item.action] += 1
+                votes[item.action].update(_answer_votes(value, arguments))
+    out: dict[str, tuple[str, str]] = {}
+    for tool, counts in votes.items():
+        if counts:
+            pair, count = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+            if count >= max(1, MIN_SELECTOR_SHARE * turns[tool]):
+                out[tool] = pair
+    for tool, counts in earlier.items():
+        if tool not in out and tool not in turns and counts:
+            out[tool] = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    return out
+
+
+def test_selectors_combined_from_pieces_equal_one_pass_over_the_kept_episodes() -> None:
+    evidence = _toolshop_evidence()
+    summaries = EpisodeSummaries()
+    assert list(learn_selectors(evidence, summaries=summaries).items()) == list(_one_pass_selectors(evidence).items())
+    for kept in _subsets(evidence):  # the summaries hold every episode's piece, the held-out ones' included
+        combined = learn_selectors(kept, summaries=summaries)
+        assert list(combined.items()) == list(_one_pass_selectors(kept).items()) == list(learn_selectors(kept).items())
+    assert summaries.computed == len({episode_of(item.turn_id) for item in evidence})
+
+
+def test_tool_rules_with_shared_summaries_equal_tool_rules_learned_afresh() -> None:
+    evidence = _toolshop_evidence()
+    summaries = EpisodeSummaries()
+    for kept in _subsets(evidence):
+        assert _dumped(learn_tool_rules(kept, summaries=summaries)) == _dumped(learn_tool_rules(kept))
