@@ -59,13 +59,6 @@ class _Group:
         self.members = [position for _, position in ordered]
 
 
-def _members(group: _Group, level: tuple[bool, float], score: float,
-             extra: int) -> Iterator[tuple[tuple[Any, ...], int, float, int]]:
-    """A group's members as (the ranking's key, position, score, extra), in the ranking's order."""
-    for negative_support, position in group.ordered:
-        yield (*level, negative_support, extra, -score, position), position, score, extra
-
-
 class NearestEvidence(WorldModelBase):
     """The lexically nearest evidence of the same action, adapted to the current arguments (no model).
 
@@ -174,14 +167,25 @@ class NearestEvidence(WorldModelBase):
         and shape score alike, so each such group is scored once and the groups' members (each group already in
         order) are merged lazily: a look-up costs the number of distinct items, not of all items, and stops
         at the first item whose template fits (the full sort of every item made the cross-fit quadratic)."""
-        terms = self.scorer.terms(query)
-        streams = []
-        for group in self._action_groups(name):
-            score, extra = self.scorer.overlap(terms, group.members[0])
-            streams.append(_members(group, (shape is not None and group.roles != shape, -round(score, 6)),
-                                    score, extra))
-        for _, position, score, extra in heapq.merge(*streams):
-            yield position, score, extra
+        groups = self._action_groups(name)
+        scores = self.scorer.overlaps(self.scorer.terms(query), [group.members[0] for group in groups])
+        # a heap of each group's next member: (the ranking's key, group, member's index, score, extra)
+        heap = []
+        for index, (group, (score, extra)) in enumerate(zip(groups, scores, strict=True)):
+            negative_support, position = group.ordered[0]
+            heap.append(((shape is not None and group.roles != shape, -round(score, 6), negative_support, extra, -score,
+                          position), index, 0, score, extra))
+        heapq.heapify(heap)
+        while heap:
+            key, index, at, score, extra = heap[0]
+            yield key[-1], score, extra
+            ordered = groups[index].ordered
+            if at + 1 < len(ordered):
+                negative_support, position = ordered[at + 1]
+                heapq.heapreplace(heap, ((key[0], key[1], negative_support, extra, -score, position), index, at + 1,
+                                         score, extra))
+            else:
+                heapq.heappop(heap)
 
     def _action_groups(self, name: str) -> list[_Group]:
         """`name`'s items grouped by their words and shape, each group's members by (more support, earlier)."""

@@ -101,18 +101,22 @@ class EvidenceScorer:
         """The words of the item at `position` (the scorer's own counter: read it, do not edit it)."""
         return self._docs[position]
 
-    def overlap(self, terms: Sequence[tuple[str, int, float]], position: int) -> tuple[float, int]:
-        """(score, extra) of one item for `terms` (`terms(query)`), summed exactly as `rank` sums them: items with
-        equal words score equally, so a caller may score one item for all of them."""
-        doc = self._docs[position]
-        overlap = 0.0
-        shared = 0
-        for token, count, weight in terms:
-            have = doc.get(token)
-            if have:
-                overlap += min(count, have) * weight
-                shared += have
-        return overlap, self._sizes[position] - shared
+    def overlaps(self, terms: Sequence[tuple[str, int, float]], positions: Sequence[int]) -> list[tuple[float, int]]:
+        """(score, extra) of each of these items for `terms` (`terms(query)`), summed exactly as `rank` sums them:
+        items with equal words score equally, so a caller may score one item for all of them."""
+        docs, sizes = self._docs, self._sizes
+        out = []
+        for position in positions:
+            doc = docs[position]
+            overlap = 0.0
+            shared = 0
+            for token, count, weight in terms:
+                have = doc.get(token)
+                if have:
+                    overlap += min(count, have) * weight
+                    shared += have
+            out.append((overlap, sizes[position] - shared))
+        return out
 
     def rank(self, query: str, action: str | None = None) -> list[tuple[int, float, int]]:
         """(position, score, extra) of every item (of `action` when given), unsorted: what `search` ranks, for a
