@@ -93,7 +93,9 @@ def select_rule(rules: Sequence[Rule], arguments: Mapping[str, Any], state: Mapp
 
 def _select(ranked: Sequence[Rule], arguments: Mapping[str, Any], state: Mapping[str, Any]) -> Selection:
     """`select_rule` on rules already in `_order` (a replay sorts each action's rules once, not every turn)."""
-    verdicts = [(rule, check_conditions(rule.conditions, arguments, state)) for rule in ranked]
+    # a rule without conditions always holds (`check_conditions([])` is True): most rules have none
+    verdicts = [(rule, check_conditions(rule.conditions, arguments, state) if rule.conditions else True)
+                for rule in ranked]
     for index, (rule, verdict) in enumerate(verdicts):
         if verdict is None:
             open_rules = [other for other, v in verdicts if v is not False]
