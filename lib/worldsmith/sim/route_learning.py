@@ -21,6 +21,12 @@ How a fold's book is kept free of the held-out fold (`fold_book`):
   showed); the list format is learned from kept observations;
 - the action schema, state schema and termination are induced from the kept evidence and the fold's reviewed rules.
 
+Work shared across the folds, none of which lets a held-out episode reach a fold: a `MatchMemo` (what a turn's
+observation shows and which templates it fits: a function of that turn alone), a `ReplayCache` (an episode's replay
+results, reused only for the same episode under rules its replay reads alike: a function of that episode and the
+fold's own rules), and `EpisodeSummaries` (what each episode adds to a learner, e.g. its selector votes, combined
+over the fold's kept episodes only, in evidence order: equal to learning on the kept episodes alone).
+
 What the held-out fold can still shape is a kept candidate's text: the words of its template (two observations
 merged into one template with a free slot), its conditions and its effects (votes and confirmations counted over
 all trajectories), as for any rule of the final book. Supports, statuses and every tracker the fold's harness
