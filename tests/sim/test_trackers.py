@@ -186,3 +186,50 @@ def test_without_evidence_of_going_back_the_compass_opposite_is_the_way_back() -
     tracker.reset(KITCHEN)
     tracker.observe("go", "go north", PANTRY)
     assert {p.source: p.observation for p in tracker.propose("go", "go south")}["map"] == KITCHEN
+
+
+def _counters_by_sets(evidence: list[Evidence]) -> dict[str, tuple[int, int]]:
+    """The turn counter as it was learned before its odd numbers were skipped: every (form, number)'s offsets and
+    positions as sets, then the forms with one offset in 0..2 at two positions at least."""
+    import re
+    from collections import defaultdict
+
+    from worldsmith.worldbook.induce import group_by_episode
+
+    number = re.compile(r"\d+")
+    offsets: dict[tuple[str, int], set[int]] = defaultdict(set)
+    positions: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for items in group_by_episode(evidence).values():
+        for position, item in enumerate(items, 1):
+            for line in item.observation.split("\n"):
+                numbers = number.findall(line)
+                if numbers:
+                    form = number.sub("#", line.strip())
+                    for index, found in enumerate(numbers):
+                        positions[(form, index)].add(position)
+                        offsets[(form, index)].add(int(found) - position)
+    counters: dict[str, tuple[int, int]] = {}
+    for (form, index), found in offsets.items():
+        if len(found) == 1 and len(positions[(form, index)]) >= 2:
+            offset = found.pop()
+            if 0 <= offset <= 2 and form not in counters:
+                counters[form] = (index, offset)
+    return counters
+
+
+def test_turn_counter_skipping_odd_numbers_learns_what_the_sets_learned() -> None:
+    from helpers import sample_episodes
+    from worldsmith.sim.turn_counter import TurnCounter
+    from worldsmith.worldbook import evidence_from_episodes
+
+    learned = 0
+    for name in ("textworld", "textworld_curious", "bfcl_curious", "alfworld_curious", "scienceworld", "shell"):
+        evidence = evidence_from_episodes(sample_episodes(name))
+        counters = TurnCounter(evidence).counters
+        assert list(counters.items()) == list(_counters_by_sets(evidence).items()), name
+        learned += len(counters)
+    assert learned  # some sample prints its turn count
+    made = [Evidence(turn_id=f"e{e}#{i}", action="look", action_text="look", observation=text)
+            for e in range(2) for i, text in enumerate(["Score 0 in 1 turns.\nid 77", "Score 3 in 2 turns.\nid 78",
+                                                        "Score 3 in 3 turns.\nid 5"])]
+    assert TurnCounter(made).counters == _counters_by_sets(made) == {"Score # in # turns.": (1, 0)}

@@ -7,14 +7,15 @@ gets this episode's count there: the harness applies it to every recalled answer
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from worldsmith.worldbook.model import Evidence
 
 __all__ = ["TurnCounter"]
 
 _NUMBER = re.compile(r"\d+")
+_ODD: Any = ["odd"]  # a (form, number) whose offsets disagree or leave 0..2: never a counter
 
 
 class TurnCounter:
@@ -27,8 +28,10 @@ class TurnCounter:
     def __init__(self, evidence: Sequence[Evidence] = ()) -> None:
         from worldsmith.worldbook.induce import group_by_episode
 
-        offsets: dict[tuple[str, int], set[int]] = defaultdict(set)
-        positions: dict[tuple[str, int], set[int]] = defaultdict(set)
+        # per (line form, which number): the one offset from the position it has had so far, in 0..2, and the
+        # positions it was seen at; `_ODD` once it had another offset or one out of range (it never counts then,
+        # so its later sightings are skipped: most numbers, ids and prices, are odd at once)
+        slots: dict[tuple[str, int], list[Any]] = {}
         for items in group_by_episode(evidence).values():
             for position, item in enumerate(items, 1):
                 for line in item.observation.split("\n"):
@@ -37,14 +40,20 @@ class TurnCounter:
                         continue
                     form = _NUMBER.sub("#", line.strip())
                     for index, number in enumerate(numbers):
-                        positions[(form, index)].add(position)
-                        offsets[(form, index)].add(int(number) - position)
+                        seen = slots.get((form, index))
+                        if seen is _ODD:
+                            continue
+                        offset = int(number) - position
+                        if seen is None:
+                            slots[(form, index)] = [offset, {position}] if 0 <= offset <= 2 else _ODD
+                        elif seen[0] != offset:
+                            slots[(form, index)] = _ODD
+                        else:
+                            seen[1].add(position)
         self.counters: dict[str, tuple[int, int]] = {}  # line form -> (which number, offset from the position)
-        for (form, index), found in offsets.items():
-            if len(found) == 1 and len(positions[(form, index)]) >= 2:  # seen at one position only: counts nothing
-                offset = found.pop()
-                if 0 <= offset <= 2 and form not in self.counters:
-                    self.counters[form] = (index, offset)
+        for (form, index), seen in slots.items():  # first-seen order: the first counting number of a form wins
+            if seen is not _ODD and len(seen[1]) >= 2 and form not in self.counters:  # one position: counts nothing
+                self.counters[form] = (index, seen[0])
 
     def fix(self, observation: str, turn: int) -> str:
         """`observation` with every learned counter set for `turn` (the 1-based position of the answered turn)."""
