@@ -113,3 +113,27 @@ def test_tool_rules_with_shared_summaries_equal_tool_rules_learned_afresh() -> N
     summaries = EpisodeSummaries()
     for kept in _subsets(evidence):
         assert _dumped(learn_tool_rules(kept, summaries=summaries)) == _dumped(learn_tool_rules(kept))
+
+
+def test_list_formats_from_shared_per_text_pieces_equal_formats_read_afresh() -> None:
+    """`learn_list_format` reading each observation's lists once (`written_lists`, kept in the summaries) learns what
+    reading them in place learned, for every subset, whichever other observations the summaries hold."""
+    from helpers import sample_episodes
+    from worldsmith.worldbook import evidence_from_episodes
+    from worldsmith.worldbook.facts import find_lists, learn_list_format, parse_list_items
+
+    def read_in_place(observations: list[str]) -> list[tuple[list[str], dict[str, str]]]:
+        return [parsed for text in observations for found in find_lists(text)
+                if (parsed := parse_list_items(found.text)) is not None]
+
+    summaries = EpisodeSummaries()
+    for name in ("alfworld_curious", "textworld_curious", "scienceworld"):
+        observations = [item.observation for item in evidence_from_episodes(sample_episodes(name))]
+        for subset in (observations, observations[::2], observations[1::3]):
+            shared = learn_list_format(subset, summaries=summaries)
+            assert shared == learn_list_format(subset)
+        from worldsmith.worldbook.facts import written_lists
+
+        assert [(list(items), dict(seps)) for text in observations for items, seps in written_lists(text)] == \
+            read_in_place(observations)
+    assert summaries.computed > 0

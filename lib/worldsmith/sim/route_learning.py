@@ -129,7 +129,7 @@ def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episo
     episodes."""
     kept = [item for item in evidence if episode_of(item.turn_id) in kept_episodes]
     rules = review_rules(_fold_candidates(candidates, {item.turn_id for item in kept}), kept, review_config(config),
-                         formats={"*": learn_list_format(item.observation for item in kept)}, memo=memo,
+                         formats={"*": learn_list_format((item.observation for item in kept), summaries=summaries)}, memo=memo,
                          cache=cache)
     return Worldbook(name="routes", action_schema=induce_action_schema(kept),
                      state_schema=induce_state_schema(kept, rules), rules=rules, evidence=kept,

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from worldsmith.worldbook.model import ListFormat
 from worldsmith.worldbook.stages import Fact
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = [
     "CONTENTS",
@@ -220,8 +221,24 @@ def _learn_order(lists: list[list[str]], min_lists: int = 5) -> str:
     return "insertion"
 
 
-def learn_list_format(observations: Iterable[str]) -> ListFormat:
-    """The most common way these observations write lists (defaults where they show none)."""
+_WrittenList = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
+
+
+def written_lists(observation: str) -> tuple[_WrittenList, ...]:
+    """The lists an observation writes, parsed: (items, the separators seen) each, left to right (what
+    `learn_list_format` counts of one observation)."""
+    out = []
+    for found in find_lists(observation):
+        parsed = parse_list_items(found.text)
+        if parsed is not None:
+            out.append((tuple(parsed[0]), tuple(parsed[1].items())))
+    return tuple(out)
+
+
+def learn_list_format(observations: Iterable[str], *, summaries: EpisodeSummaries | None = None) -> ListFormat:
+    """The most common way these observations write lists (defaults where they show none). `summaries`: each
+    observation's lists read once (`written_lists`) for every learner that is given them (the cross-fit folds learn
+    formats from the same observations several times each)."""
     separators: Counter[str] = Counter()
     last: Counter[str] = Counter()
     pair: Counter[str] = Counter()
@@ -229,11 +246,10 @@ def learn_list_format(observations: Iterable[str]) -> ListFormat:
     a_before_vowel = an_before_vowel = 0
     seen_lists: list[list[str]] = []
     for observation in observations:
-        for found in find_lists(observation):
-            parsed = parse_list_items(found.text)
-            if parsed is None:
-                continue
-            items, seps = parsed
+        shown = written_lists(observation) if summaries is None else \
+            summaries.of_text("lists", observation, written_lists)
+        for written, separators_seen in shown:
+            items, seps = list(written), dict(separators_seen)
             seen_lists.append(items)
             if "empty" in seps:
                 empty[seps["empty"]] += 1

@@ -32,7 +32,17 @@ class EpisodeSummaries:
 
     def __init__(self) -> None:
         self._kept: dict[tuple[str, str, int], tuple[Evidence, Any]] = {}
+        self._texts: dict[tuple[str, str], Any] = {}
         self.computed = 0  # summaries worked out (the rest were reused)
+
+    def of_text(self, kind: str, text: str, summarize: Callable[[str], T]) -> T:
+        """The `kind` summary of one observation text (what a learner reads from it alone), `summarize(text)` the
+        first time: the folds' learners read the same observations (a fold's kept ones are among them)."""
+        key = (kind, text)
+        if key not in self._texts:
+            self._texts[key] = summarize(text)
+            self.computed += 1
+        return self._texts[key]
 
     def of(self, kind: str, items: Sequence[Evidence], summarize: Callable[[Sequence[Evidence]], T]) -> T:
         """The `kind` summary of one episode's evidence (in turn order), `summarize(items)` the first time."""

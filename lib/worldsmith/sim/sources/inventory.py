@@ -29,6 +29,7 @@ from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceCo
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.facts import find_lists, learn_list_format, render_list
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["COMMON_ANSWERS", "Carriers", "InventorySource", "InventoryTracker", "full_name", "learn_carriers", "names",
            "phrases"]
@@ -185,14 +186,18 @@ class _Writing:
 class InventoryTracker:
     """The carried list of an episode and the inventory's answer (see module doc)."""
 
-    def __init__(self, evidence: Sequence[Evidence] = (), *, place_of: Callable[[str], str | None]) -> None:
+    def __init__(self, evidence: Sequence[Evidence] = (), *, place_of: Callable[[str], str | None],
+                 summaries: EpisodeSummaries | None = None) -> None:
+        """`summaries`: observations' lists read once for every learner given them (`worldbook.summaries`)."""
         from worldsmith.worldbook.induce import group_by_episode
 
         episodes = list(group_by_episode(evidence).values())
         self.carriers = learn_carriers(episodes, place_of)
-        self.format = learn_list_format(item.observation for items in episodes for item in items
-                                        if item.action in self.carriers.inventories and not item.arguments)
-        article = learn_list_format(item.observation for items in episodes for item in items).article
+        self.format = learn_list_format((item.observation for items in episodes for item in items
+                                         if item.action in self.carriers.inventories and not item.arguments),
+                                        summaries=summaries)
+        article = learn_list_format((item.observation for items in episodes for item in items),
+                                    summaries=summaries).article
         self.format = self.format.model_copy(update={"article": article})  # every list shows the articles
         self.forms: dict[str, str] = {}  # inventory action -> its sentence around the list
         self.empty: dict[str, str] = {}  # inventory action -> its answer when nothing is carried
@@ -299,7 +304,8 @@ class InventorySource:
     """The `inventory` source: an `InventoryTracker` reading places through the `places` source."""
 
     def __init__(self, context: SourceContext) -> None:
-        self.tracker = InventoryTracker(context.evidence, place_of=context.source("places").tracker.place_of)
+        self.tracker = InventoryTracker(context.evidence, place_of=context.source("places").tracker.place_of,
+                                        summaries=context.summaries)
         self.gate = context.tracking
 
     def reset(self, opening: str) -> None:

@@ -61,11 +61,15 @@ def _view(observation: str, header: re.Match[str]) -> str:
     return observation[observation.rfind("\n", 0, header.start()) + 1:]
 
 
+_MAX_HEADERS = 200_000  # observations a PlaceTracker remembers its header match for
+
+
 class PlaceTracker:
     """Where the agent is, the map learned from moves, and what each place looked like (see module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence] = (), *, patterns: Sequence[str] = DEFAULT_PLACE_PATTERNS) -> None:
         self.patterns = [re.compile(p) for p in patterns]
+        self._headers: dict[str, re.Match[str] | None] = {}
         self.inverse: dict[str, str] = {}  # move line -> the move line that undoes it (learned from evidence)
         self.book_views: dict[tuple[str, str], str] = {}  # (place, action line) -> most common observation
         self._learn(evidence)
@@ -83,11 +87,15 @@ class PlaceTracker:
         return (place, _view(observation, header)) if header is not None and place is not None else None
 
     def _header(self, observation: str) -> re.Match[str] | None:
-        for pattern in self.patterns:
-            found = pattern.search(observation)
-            if found:
-                return found
-        return None
+        """The first place pattern's match in the observation (remembered per text: the other trackers ask for
+        every evidence observation while they learn, several times each)."""
+        if observation in self._headers:
+            return self._headers[observation]
+        found = next((match for pattern in self.patterns if (match := pattern.search(observation))), None)
+        if len(self._headers) >= _MAX_HEADERS:  # a long session's observations: start over rather than grow
+            self._headers.clear()
+        self._headers[observation] = found
+        return found
 
     def _learn(self, evidence: Sequence[Evidence]) -> None:
         from worldsmith.worldbook.induce import group_by_episode

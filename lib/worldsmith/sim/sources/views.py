@@ -27,6 +27,7 @@ from worldsmith.sim.sources.inventory import Carriers, full_name, names, phrases
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.facts import learn_list_format, parse_list_items, render_list
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["Edit", "ViewEditSource", "ViewEdits"]
 
@@ -146,12 +147,13 @@ class ViewEdits:
     """Learned edits per action shape, and one episode's places (see module doc)."""
 
     def __init__(self, evidence: Sequence[Evidence] = (), *, view_of: Callable[[str], tuple[str, str] | None],
-                 carriers: Carriers | None = None, joins_front: bool | None = None) -> None:
+                 carriers: Carriers | None = None, joins_front: bool | None = None,
+                 summaries: EpisodeSummaries | None = None) -> None:
         """`joins_front`: where things join lists elsewhere in this environment (an inventory), for when no
-        place's list grew in the evidence."""
+        place's list grew in the evidence; `summaries`: observations' lists read once (`worldbook.summaries`)."""
         self.view_of = view_of
         self.edits: dict[str, Edit] = {}
-        self.format = learn_list_format(item.observation for item in evidence)
+        self.format = learn_list_format((item.observation for item in evidence), summaries=summaries)
         self.front = joins_front  # whether a thing joins a place's closing list at its front (None: unknown)
         self._learn(evidence)
         if carriers is not None:
@@ -290,7 +292,7 @@ class ViewEditSource:
         places = context.source("places").tracker
         inventory = context.source("inventory").tracker
         self.tracker = ViewEdits(context.evidence, view_of=places.view_of, carriers=inventory.carriers,
-                                 joins_front=next(iter(inventory.front.values()), None))
+                                 joins_front=next(iter(inventory.front.values()), None), summaries=context.summaries)
 
     def reset(self, opening: str) -> None:
         self.tracker.reset(opening)
