@@ -137,3 +137,13 @@ def test_list_formats_from_shared_per_text_pieces_equal_formats_read_afresh() ->
         assert [(list(items), dict(seps)) for text in observations for items, seps in written_lists(text)] == \
             read_in_place(observations)
     assert summaries.computed > 0
+
+
+def test_a_layout_is_read_once_per_text_and_is_the_layout() -> None:
+    from worldsmith.worldbook.records import json_layout, layout_of
+
+    summaries = EpisodeSummaries()
+    texts = ['{"a": 1, "b": [1, 2]}', '{"a":1}', "plain text", '{\n  "a": 1\n}', '{"a": 1, "b": [1, 2]}']
+    assert [layout_of(text, summaries) for text in texts] == [json_layout(text) for text in texts] == \
+        [layout_of(text) for text in texts]
+    assert summaries.computed == 4  # the repeated text read once

@@ -60,6 +60,7 @@ __all__ = [
     "parse_json",
     "record_key",
     "top_record",
+    "layout_of",
 ]
 
 ID_KEY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
@@ -101,6 +102,12 @@ def json_layout(text: str) -> Layout | None:
                 if json.dumps(value, indent=indent, ensure_ascii=ascii_only) == text.strip():
                     return ",\n" + " " * indent, ": ", ascii_only
     return None
+
+
+def layout_of(text: str, summaries: EpisodeSummaries | None = None) -> Layout | None:
+    """`json_layout(text)`, read once per text into `summaries` when given (the cross-fit folds' learners and
+    trackers ask it of the same observations)."""
+    return json_layout(text) if summaries is None else summaries.of_text("json_layout", text, json_layout)
 
 
 def dump_layout(value: Any, layout: Layout) -> str:

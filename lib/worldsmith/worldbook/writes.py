@@ -41,7 +41,7 @@ from worldsmith.worldbook.records import (
     RecordStore,
     arguments_of,
     dump_layout,
-    json_layout,
+    layout_of,
     learn_selectors,
     own_records,
     parse_json,
@@ -389,8 +389,9 @@ class _Learner:
 
     def __init__(self, evidence: Sequence[Evidence], config: WriteConfig, *, readers: set[str] | None,
                  store: RecordStore, selectors: Mapping[str, tuple[str, str]],
-                 effects: Sequence[ToolRule] = ()) -> None:
+                 effects: Sequence[ToolRule] = (), summaries: EpisodeSummaries | None = None) -> None:
         self.config = config
+        self.summaries = summaries  # observations' layouts read once (`worldbook.summaries`)
         self.effects: dict[str, list[ToolRule]] = defaultdict(list)  # executable effect rules, applied as calls go
         for rule in effects:
             if rule.executable and rule.selector is not None:
@@ -496,7 +497,7 @@ class _Learner:
             tool.kinds["text"] += 1
             tool.texts[answer_form(item.observation, arguments)] += 1
             return None
-        layout = json_layout(item.observation)
+        layout = layout_of(item.observation, self.summaries)
         if layout is not None:
             tool.layouts[layout] += 1
         tool.orders[tuple(value)] += 1
@@ -779,14 +780,15 @@ def learn_tool_rules(evidence: Sequence[Evidence], config: WriteConfig | Any = N
     readers = {item.action for item in evidence} - writes
     if store is None:
         store = RecordStore.from_evidence(evidence, readers, families)
-    learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors)
+    learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors, summaries=summaries)
     learner.run(evidence)
     rules = learner.rules()
     effects = _Effects(evidence, settings, readers=readers, store=store, selectors=selectors, writes=rules)
     effects.run(evidence)
     effect_rules = effects.rules()
     if any(rule.executable for rule in effect_rules):  # the writes again, their records as the effects left them
-        learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors, effects=effect_rules)
+        learner = _Learner(evidence, settings, readers=readers, store=store, selectors=selectors, effects=effect_rules,
+                           summaries=summaries)
         learner.run(evidence)
         rules = learner.rules()
     return rules + effect_rules + learn_lookup_rules(evidence, readers=readers, families=families, store=store)
@@ -796,7 +798,7 @@ def learn_writes(evidence: Sequence[Evidence], config: WriteConfig = WriteConfig
                  summaries: EpisodeSummaries | None = None) -> tuple[dict[str, tuple[str, str]], set[str]]:
     """(selectors, the tools that write): every selecting tool's relations counted against the episodes alone."""
     selectors = learn_selectors(evidence, summaries=summaries)
-    probe = _Learner(evidence, config, readers=None, store=RecordStore(), selectors=selectors)
+    probe = _Learner(evidence, config, readers=None, store=RecordStore(), selectors=selectors, summaries=summaries)
     probe.run(evidence)
     return selectors, _writes(probe)
 

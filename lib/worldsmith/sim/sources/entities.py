@@ -18,7 +18,8 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, top_record
+from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, layout_of, top_record
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["EntityTracker", "json_layout"]
 
@@ -37,7 +38,9 @@ class EntityTracker:
     they set to the same value every time (`sets`: `cancel_reservation` -> `{"status": "cancelled"}`).
     """
 
-    def __init__(self, evidence: Sequence[Evidence] = ()) -> None:
+    def __init__(self, evidence: Sequence[Evidence] = (), *, summaries: EpisodeSummaries | None = None) -> None:
+        """`summaries`: observations' layouts read once (`worldbook.summaries`)."""
+        self.summaries = summaries
         self.selector: dict[str, tuple[str, str]] = {}  # action -> (argument, id key) its result record is keyed by
         self.layout: dict[str, tuple[str, str, bool]] = {}  # action -> how its results are serialized
         self.sets: dict[str, dict[str, Any]] = {}  # action -> fields it sets on the record it answers with
@@ -54,7 +57,7 @@ class EntityTracker:
             value = _json(item.observation)
             if value is None:
                 continue
-            layout = json_layout(item.observation)
+            layout = layout_of(item.observation, self.summaries)
             if layout is not None:
                 layouts[item.action][layout] += 1
             turns[item.action] += 1
@@ -133,4 +136,4 @@ def _arguments(item: Evidence) -> dict[str, Any]:
 @answer_source("entities", snapshot_key="entities", answers=(Answer("entity", rank=30, trusted=True),))
 def _entities(context: SourceContext) -> AnswerSource:
     """Entity records from JSON tool results."""
-    return TrackerSource(EntityTracker(context.evidence), gate=context.tracking)
+    return TrackerSource(EntityTracker(context.evidence, summaries=context.summaries), gate=context.tracking)

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
-from worldsmith.sim.sources.entities import json_layout
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.records import layout_of
+from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["MIN_SUPPORT", "SHARE", "FieldTracker", "Relation"]
 
@@ -81,7 +82,9 @@ def _answer(text: str) -> dict[str, Any] | None:
 class FieldTracker:
     """Learned field relations per action, and the last value of every field in one episode (see module doc)."""
 
-    def __init__(self, evidence: Sequence[Evidence] = ()) -> None:
+    def __init__(self, evidence: Sequence[Evidence] = (), *, summaries: EpisodeSummaries | None = None) -> None:
+        """`summaries`: observations' layouts read once (`worldbook.summaries`)."""
+        self.summaries = summaries
         self.relations: dict[tuple[str, str], Relation] = {}  # (action, field) -> how its answered value comes
         self.consts: dict[tuple[str, str], Any] = {}
         self.keys: dict[str, list[str]] = {}  # action -> its usual answer's keys, in order
@@ -106,7 +109,7 @@ class FieldTracker:
                     continue
                 arguments = item.arguments if isinstance(item.arguments, dict) else {}
                 keys[item.action][tuple(answer)] += 1
-                layout = json_layout(item.observation)
+                layout = layout_of(item.observation, self.summaries)
                 if layout is not None:
                     layouts[item.action][layout] += 1
                 for field, value in answer.items():
@@ -179,4 +182,4 @@ class FieldTracker:
 @answer_source("fields", snapshot_key="fields", answers=(Answer("fields", rank=40, per_action=True),))
 def _fields(context: SourceContext) -> AnswerSource:
     """JSON writes as arithmetic on the episode's last values."""
-    return TrackerSource(FieldTracker(context.evidence), gate=context.tracking)
+    return TrackerSource(FieldTracker(context.evidence, summaries=context.summaries), gate=context.tracking)

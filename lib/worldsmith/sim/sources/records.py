@@ -36,7 +36,7 @@ from worldsmith.worldbook.records import (
     RecordStore,
     arguments_of,
     dump_layout,
-    json_layout,
+    layout_of,
     learn_selectors,
     own_records,
     parse_json,
@@ -132,6 +132,7 @@ class RecordTracker:
         for rule in tool_rules:
             if rule.kind == "effect" and rule.executable and rule.selector is not None:
                 self.effects[rule.tool].append(rule)
+        self.summaries = summaries
         self.selectors = learn_selectors(evidence, summaries=summaries)
         self.selectors.update({tool: (r.selector.argument, r.selector.key) for tool, r in self.writes.items()
                                if r.selector is not None})
@@ -161,7 +162,7 @@ class RecordTracker:
             if _own_top(value, arguments[selector[0]]):
                 whole[item.action] += 1
                 keysets[item.action][frozenset(value)] += 1
-            layout = json_layout(item.observation)
+            layout = layout_of(item.observation, self.summaries)
             if layout is not None:
                 layouts[item.action][layout] += 1
         self.layouts = {tool: counts.most_common(1)[0][0] for tool, counts in layouts.items()}
