@@ -17,7 +17,7 @@ import heapq
 import inspect
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
@@ -116,32 +116,33 @@ class NearestEvidence(WorldModelBase):
         """Whether the book's learned termination says this observation ends the episode (False without one)."""
         return self.book is not None and predicts_done(self.book.termination, self._canonical(action_name), observation)
 
-    def nearest(self, action: Action, *, notes: Sequence[str] = ()) -> Prediction:
+    def nearest(self, action: Action, *, notes: Sequence[str] = (), avoid: Collection[str] = ()) -> Prediction:
         """The prediction for `action` (also the model baselines' fallback); `notes` go into its audit, and `done`
-        follows the book's learned termination."""
-        prediction = self._nearest(action, notes)
+        follows the book's learned termination. An adapted answer in `avoid` (one the episode contradicts) is
+        passed over for the next candidate, unless every candidate gives one."""
+        prediction = self._nearest(action, notes, frozenset(avoid))
         prediction.done = self.ends(action.name, prediction.observation)
         return prediction
 
-    def _nearest(self, action: Action, notes: Sequence[str]) -> Prediction:
+    def _nearest(self, action: Action, notes: Sequence[str], avoid: frozenset[str] = frozenset()) -> Prediction:
         name = self._canonical(action.name)
         arguments = action_arguments(action)
         shape = frozenset(arguments) if self.same_shape_first else None
         query = _query(action)
         # the answer depends on nothing but these (a replay asks the same look-up again and again: worked out once)
-        key = (action.name, name, query, shape, repr(arguments))
+        key = (action.name, name, query, shape, repr(arguments), avoid)
         found = self._answers.get(key)
         if found is None:
             if len(self._answers) >= _MAX_ANSWERS:  # a long session's look-ups: start over rather than grow
                 self._answers.clear()
-            found = self._answers[key] = self._answer(action.name, name, query, shape, arguments)
+            found = self._answers[key] = self._answer(action.name, name, query, shape, arguments, avoid)
         observation, outcome, retrieved, added = found
         audit = Audit(route=self.route, source="nearest_evidence", retrieved=[dict(hit) for hit in retrieved],
                       notes=[*notes, *added])
         return Prediction(observation=observation, outcome=outcome, audit=audit)
 
-    def _answer(self, given: str, name: str, query: str, shape: frozenset[str] | None,
-                arguments: dict[str, Any]) -> tuple[str, str, list[dict[str, Any]], list[str]]:
+    def _answer(self, given: str, name: str, query: str, shape: frozenset[str] | None, arguments: dict[str, Any],
+                avoid: frozenset[str] = frozenset()) -> tuple[str, str, list[dict[str, Any]], list[str]]:
         """(observation, outcome, the hits retrieved, the audit's notes) of one look-up."""
         ordered = self._ranked(query, name, shape)
         ranked = list(itertools.islice(ordered, self.k))
@@ -152,11 +153,20 @@ class NearestEvidence(WorldModelBase):
                 return "", "failure:unknown_action", retrieved, [f"no evidence for action {given!r}"]
             return self.generic_failure, "failure:unknown_action", retrieved, [
                 f"no evidence for action {given!r}", "answered with the failure text several actions share"]
+        passed: tuple[int, str] | None = None  # the first adapted answer `avoid` holds
         for position, _, _ in itertools.chain(ranked, ordered):
             rendered = render_template(self._template_at[position], arguments)
+            if rendered is not None and rendered in avoid:
+                passed = passed or (position, rendered)
+                continue
             if rendered is not None:
+                skipped = [] if passed is None else [
+                    f"passed over {evidence[passed[0]].turn_id}: this episode contradicts it"]
                 return rendered, _outcome(evidence[position]), retrieved, [
-                    f"adapted {evidence[position].turn_id} to the current arguments"]
+                    *skipped, f"adapted {evidence[position].turn_id} to the current arguments"]
+        if passed is not None:
+            return passed[1], _outcome(evidence[passed[0]]), retrieved, [
+                f"adapted {evidence[passed[0]].turn_id} to the current arguments"]
         best = evidence[ranked[0][0]]
         return best.observation, _outcome(best), retrieved, [
             f"no template of the nearest evidence fits these arguments: {best.turn_id} verbatim"]
