@@ -235,7 +235,7 @@ def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: s
         for note in audit.notes:
             st.text(f"note: {note}")
         rest = {"tool_calls": audit.tool_calls, "conflicts": audit.conflicts,
-                "rejected_effects": audit.rejected_effects}
+                "rejected_effects": audit.rejected_effects, "prompt_fit": audit.prompt_fit}
         shown = {key: value for key, value in rest.items() if value}
         if shown:
             st.json(shown, expanded=False)

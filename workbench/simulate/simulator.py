@@ -48,7 +48,8 @@ def render_turn(turn: SessionTurn) -> None:
     render_records(audit, key=f"sim_turn_{turn.index}")
     details: dict[str, Any] = {"rules": audit.rules, "retrieved": audit.retrieved, "tool_calls": audit.tool_calls,
                                "effects": [e.model_dump(mode="json") for e in prediction.effects],
-                               "conflicts": audit.conflicts, "rejected_effects": audit.rejected_effects}
+                               "conflicts": audit.conflicts, "rejected_effects": audit.rejected_effects,
+                               "prompt_fit": audit.prompt_fit}
     shown = {key: value for key, value in details.items() if value}
     if shown:
         with st.expander("Audit details"):

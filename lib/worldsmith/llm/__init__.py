@@ -20,6 +20,7 @@ from worldsmith.llm.base import (
     TransientLLMError,
     check_messages,
 )
+from worldsmith.llm.budget import PromptBudget, context_window, prompt_budget
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog, CallRecord
 from worldsmith.llm.registry import BackendSpec, backend, backends, register_backend
@@ -48,6 +49,7 @@ __all__ = [
     "LLMError",
     "Message",
     "ModelSpec",
+    "PromptBudget",
     "RefusalError",
     "ResponseCache",
     "StructuredOutputError",
@@ -58,6 +60,7 @@ __all__ = [
     "chat_structured",
     "check_messages",
     "configured_models",
+    "context_window",
     "default_model_spec",
     "extract_json",
     "load_config",
@@ -65,6 +68,7 @@ __all__ = [
     "new_run_id",
     "open_llm",
     "parse_spec",
+    "prompt_budget",
     "register_backend",
     "resolve_spec",
 ]

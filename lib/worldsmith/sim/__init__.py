@@ -28,7 +28,14 @@ from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher,
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.oracle import RealEnvOracle
-from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.prompts import (
+    PromptContext,
+    PromptFit,
+    fit_simulator_messages,
+    parse_observation,
+    render_worldbook,
+    simulator_messages,
+)
 from worldsmith.sim.registry import (
     UnknownWorldModelError,
     WorldModelSpec,
@@ -175,6 +182,8 @@ __all__ = [
     "NearestEvidence",
     "NothingToCommitError",
     "Prediction",
+    "PromptContext",
+    "PromptFit",
     "RealEnvOracle",
     "ScoredEvidence",
     "Searcher",
@@ -194,6 +203,7 @@ __all__ = [
     "action_line",
     "episode_prefix",
     "find_sessions",
+    "fit_simulator_messages",
     "fork_directory",
     "new_session_name",
     "session_name",

@@ -59,6 +59,9 @@ class Audit(BaseModel):
     rejected_effects: list[dict[str, Any]] = Field(default_factory=list)
     records: list[dict[str, Any]] = Field(
         default_factory=list, description="Tool-API records the answer read or changed: {key, before, after}.")
+    prompt_fit: dict[str, Any] | None = Field(
+        default=None, description="A prompted model's fit to its context window (`sim.prompts.PromptFit`): the "
+        "tokens sent and allowed, and the history steps, context items and task characters cut; None: no prompt.")
 
 
 class Prediction(BaseModel):

@@ -6,7 +6,10 @@
 - `TraceRAG`: the same, plus the top-k recorded transitions retrieved for the action.
 - `WorldbookPrompting`: the same, plus the worldbook rendered into the prompt.
 
-A model baseline whose call fails or whose reply is empty answers through nearest evidence when
+The model baselines fit their prompt to the model's context window (the oldest history and the
+least useful context cut first, what was cut in the audit's `prompt_fit` and notes), so a long
+log never overflows it. A model baseline whose call fails, whose prompt cannot fit even so, or
+whose reply is empty answers through nearest evidence when
 it was given evidence (route `fallback:nearest_evidence`, the reason in the audit notes), else
 with an empty observation and outcome `unknown`: a clear outcome, never an exception.
 """
@@ -21,8 +24,17 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
+from worldsmith.llm.budget import PromptBudget, prompt_budget
 from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
-from worldsmith.sim.prompts import BOOK_SECTION, RAG_SECTION, parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.prompts import (
+    BOOK_SECTION,
+    RAG_SECTION,
+    PromptContext,
+    PromptFit,
+    fit_simulator_messages,
+    parse_observation,
+    render_worldbook,
+)
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Evidence, Worldbook
@@ -213,10 +225,17 @@ class NearestEvidence(WorldModelBase):
 
 
 class _ModelBaseline(WorldModelBase):
-    """Prompt a model with the history (and a subclass's context); its reply is the observation."""
+    """Prompt a model with the history (and a subclass's context); its reply is the observation.
+
+    The prompt is fitted to the model's context window (`context_tokens` overrides what the backend
+    says; a backend that says nothing gets only the character budgets): the oldest history and the
+    least useful context go first, never the current action, and the audit's `prompt_fit` and notes
+    say what was cut. A prompt that cannot fit is not sent: the prediction falls back, saying why.
+    """
 
     def __init__(self, llm: LLM, *, evidence: Worldbook | Sequence[Evidence] | None = None, max_tokens: int = 256,
-                 temperature: float = 0.0, history_chars: int = 6000, item_chars: int = 1500) -> None:
+                 temperature: float = 0.0, history_chars: int = 6000, item_chars: int = 1500,
+                 context_tokens: int | None = None) -> None:
         super().__init__()
         self.llm = llm
         self.fallback = NearestEvidence(evidence) if evidence is not None and _evidence_of(evidence) else None
@@ -224,41 +243,76 @@ class _ModelBaseline(WorldModelBase):
         self.temperature = temperature
         self.history_chars = history_chars
         self.item_chars = item_chars
+        self.context_tokens = context_tokens
+        self._budget: PromptBudget | None = None
+        self._budget_read = False
+
+    @property
+    def budget(self) -> PromptBudget | None:
+        """The prompt's token budget (read from the model once), None when its window is unknown."""
+        if not self._budget_read:
+            self._budget = prompt_budget(self.llm, reply_tokens=self.max_tokens, window=self.context_tokens)
+            self._budget_read = True
+        return self._budget
+
+    def prompt_context(self, action: Action) -> tuple[PromptContext, list[dict[str, Any]]]:
+        """Extra system-message items for this action, most useful first, and one retrieved item per
+        context item when they are retrieved (for the audit)."""
+        return PromptContext(), []
 
     def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
-        """Extra system-message text for this action, and the items it was built from (for the audit)."""
-        return "", []
+        """Extra system-message text for this action (all of it), and the items it was built from."""
+        section, retrieved = self.prompt_context(action)
+        return section.render(), retrieved
+
+    def fitted(self, action: Action) -> tuple[list[Message], list[dict[str, Any]], PromptFit]:
+        """The conversation for `action` fitted to the budget, the retrieved items it shows, and what was cut."""
+        section, retrieved = self.prompt_context(action)
+        messages, fit = fit_simulator_messages(
+            env=self.env_id, task=self.task, initial_observation=self.initial_observation, history=self.history,
+            action=action_line(action), context=section, history_chars=self.history_chars,
+            item_chars=self.item_chars, budget=self.budget,
+        )
+        if retrieved and len(retrieved) == len(section.items):
+            retrieved = retrieved[: len(section.items) - fit.context_cut]
+        return messages, retrieved, fit
 
     def messages(self, action: Action) -> tuple[list[Message], list[dict[str, Any]]]:
         """The conversation for `action` and the items retrieved for it."""
-        context, retrieved = self.context(action)
-        messages = simulator_messages(
-            env=self.env_id, task=self.task, initial_observation=self.initial_observation, history=self.history,
-            action=action_line(action), context=context, history_chars=self.history_chars,
-            item_chars=self.item_chars,
-        )
+        messages, retrieved, _ = self.fitted(action)
         return messages, retrieved
 
     def _predict(self, action: Action) -> Prediction:
-        messages, retrieved = self.messages(action)
+        messages, retrieved, fit = self.fitted(action)
+        fit_json = fit.to_json() if fit.limit is not None else None
+        if not fit.fits:
+            prediction = self._fall_back(action, retrieved, fit.summary(), None, calls=0)
+            prediction.audit.prompt_fit = fit_json
+            return prediction
         try:
             [completion, *_] = self.llm.chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
         except LLMError as error:
-            return self._fall_back(action, retrieved, f"model call failed: {type(error).__name__}: {error}", None)
+            prediction = self._fall_back(action, retrieved, f"model call failed: {type(error).__name__}: {error}", None)
+            prediction.audit.prompt_fit = fit_json
+            return prediction
+        cut = [fit.summary()] if fit.cut else []
         observation = parse_observation(completion.text)
         if not observation:
-            return self._fall_back(action, retrieved, "the model's reply holds no observation", completion)
+            prediction = self._fall_back(action, retrieved, "the model's reply holds no observation", completion)
+            prediction.audit.notes[1:1] = cut
+            prediction.audit.prompt_fit = fit_json
+            return prediction
         audit = Audit(route="model", source="model", retrieved=retrieved, model_calls=1,
-                      tokens=completion.total_tokens,
-                      notes=["served from the response cache"] if completion.cached else [])
+                      tokens=completion.total_tokens, prompt_fit=fit_json,
+                      notes=cut + (["served from the response cache"] if completion.cached else []))
         if completion.finish_reason == "length":
             audit.notes.append(f"the reply was cut at max_tokens={self.max_tokens}")
         done = self.fallback is not None and self.fallback.ends(action.name, observation)
         return Prediction(observation=observation, outcome="unknown", done=done, audit=audit)
 
     def _fall_back(self, action: Action, retrieved: list[dict[str, Any]], reason: str,
-                   completion: Completion | None) -> Prediction:
-        calls, tokens = (1, completion.total_tokens) if completion is not None else (1, 0)
+                   completion: Completion | None, *, calls: int = 1) -> Prediction:
+        tokens = completion.total_tokens if completion is not None else 0
         if self.fallback is not None:
             prediction = self.fallback.nearest(action, notes=[reason])
             prediction.audit.model_calls, prediction.audit.tokens = calls, tokens
@@ -319,7 +373,7 @@ class TraceRAG(_ModelBaseline):
             out.append((item_id, text, float(score) if isinstance(score, (int, float)) else None))
         return out
 
-    def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
+    def prompt_context(self, action: Action) -> tuple[PromptContext, list[dict[str, Any]]]:
         hits = self._search(_query(action))
         blocks, retrieved, used = [], [], 0
         for item_id, text, score in hits:
@@ -328,7 +382,8 @@ class TraceRAG(_ModelBaseline):
             blocks.append(text)
             retrieved.append({"id": item_id, "score": None if score is None else round(score, 4)})
             used += len(text) + 2
-        return (RAG_SECTION.format(examples="\n\n".join(blocks)) if blocks else ""), retrieved
+        return PromptContext(template=RAG_SECTION.replace("{examples}", "{items}"), items=tuple(blocks),
+                             unit="retrieved transitions"), retrieved
 
 
 class WorldbookPrompting(_ModelBaseline):
@@ -342,5 +397,7 @@ class WorldbookPrompting(_ModelBaseline):
         self.book = book
         self.rendered = render_worldbook(book, max_chars=book_chars)
 
-    def context(self, action: Action) -> tuple[str, list[dict[str, Any]]]:
-        return BOOK_SECTION.format(book=self.rendered), []
+    def prompt_context(self, action: Action) -> tuple[PromptContext, list[dict[str, Any]]]:
+        lines = tuple(self.rendered.splitlines())
+        return PromptContext(template=BOOK_SECTION.replace("{book}", "{items}"), items=lines, joiner="\n",
+                             unit="worldbook lines", left_out="({count} more lines left out)"), []

@@ -47,7 +47,7 @@ __all__ = ["REAL", "MethodStatus", "MethodStep", "SideBySide", "StateChange", "S
 REAL = "real"  # the column of the recorded observations; no method may take this name
 Mode = Literal["teacher", "open_loop"]
 MethodStatus = Literal["ok", "fallback", "error"]
-_MODEL_FAILED = ("model call failed", "the model's reply holds no observation")
+_MODEL_FAILED = ("model call failed", "the model's reply holds no observation", "does not fit the model's window")
 _ABSENT: Any = object()
 
 
