@@ -84,3 +84,17 @@ def test_eval_misses_on_the_command_line(run_records, capsys: pytest.CaptureFixt
     text = capsys.readouterr().out
     assert "unseen actions (never in the construction data)" in text and "by source: answered by" in text
     assert main(["eval", "misses", "nope", "--workspace", str(root)]) != 0
+
+
+def test_shared_cause_names_what_answered_the_flags_and_empty_predictions() -> None:
+    from worldsmith.evals.misses import shared_cause
+
+    frame = pd.DataFrame({
+        "action": ["get_user {}", "get_user {}", "refund {}"], "prediction": ["", None, "x"],
+        "source": ["nearest_evidence", "nearest_evidence", "rule"], "route": ["fallback:nearest_evidence"] * 3,
+        "unseen_action": [True, True, False], "novel": [False, False, True], "error": [None, None, None],
+    })
+    assert shared_cause(frame) == ("answered by nearest_evidence: 2 of 3; action never in the construction data: "
+                                   "2 of 3 (get_user); observation shows values nothing before it showed: 1 of 3; "
+                                   "empty prediction: 2 of 3")
+    assert shared_cause(frame.iloc[0:0]) == ""

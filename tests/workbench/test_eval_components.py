@@ -291,6 +291,7 @@ def test_clusters_of_wrong_predictions_on_minilm() -> None:
     assert {c.example for c in clusters} == {"Nothing happens.",
                                             "You open the drawer 2. The drawer 2 is open. In it, you see a pen 1."}
     assert {c.top_actions[0] for c in clusters} == {("take", 4), ("open", 4)}
+    assert {c.cause for c in clusters} == {"answered by nearest: 4 of 4"}  # what they share
     assert len(cluster_errors(wrong, k=8)) == 2  # k never exceeds the distinct texts
     assert cluster_errors(wrong.iloc[0:0]) == []
 

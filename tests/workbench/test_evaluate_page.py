@@ -148,6 +148,11 @@ def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) ->
     assert {c.label.split(" · ")[2] for c in clusters} == {"take ×4", "open ×4"}
     examples = {code.value for code in at.code}
     assert "Nothing happens." in examples
+    causes = [str(m.value) for m in at.markdown if "Shared cause" in str(m.value)]
+    assert len(causes) == 2 and all("answered by nearest: 4 of 4" in shown(c) for c in causes)
+    member = next(df.value for df in at.dataframe if "simulate" in df.value.columns and len(df.value) == 4)
+    assert all(url.startswith("simulate?dataset=samples&episode=") and url.endswith("&book=alfworld&method=nearest")
+               for url in member["simulate"])
 
 
 def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) -> None:
@@ -279,3 +284,20 @@ def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.Monke
     assert len(launched) == 1 and "--ray=ray://head:10001" in launched[0]
     args = build_parser().parse_args(launched[0][3:])  # what the CLI makes of it
     assert (args.ray, args.workers) == ("ray://head:10001", 2)
+
+
+def test_a_wrong_prediction_says_why_and_opens_simulate_at_its_turn(empty_root: Path) -> None:
+    write_run(empty_root, "why-w", ["harness", "nearest"], why=True)
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("why-w").run())
+    no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
+    wrong = next(df.value for df in at.dataframe if "simulate" in df.value.columns)
+    assert list(wrong["simulate"]) == [f"simulate?dataset=samples&episode={e}&turn=4&book=alfworld&method=harness"
+                                       for e in ("ep-1", "ep-3")]
+    no_exception(at.selectbox(key="ev_fx_open_").set_value(1).run())
+    assert any("Why: answered by nearest_evidence: 1 of 1; action never in the construction data: 1 of 1 (look)"
+               in shown(c.value) for c in at.caption), [c.value for c in at.caption if "Why" in str(c.value)]
+    links = [link.proto for link in at.get("page_link")]
+    simulate = next(link for link in links if "audit open" in link.label)
+    assert "turn 4" in simulate.label and "audit" in simulate.label
+    assert "episode=ep-3" in simulate.query_string and "method=harness" in simulate.query_string

@@ -86,3 +86,25 @@ def test_a_patch_that_breaks_a_held_out_turn_or_lowers_a_metric_is_marked() -> N
                          after="b", target="a")
     assert lowers_fidelity(delta(-0.1, []), "use") and lowers_fidelity(delta(0.0, [broken]), "use")
     assert not lowers_fidelity(delta(0.2, []), "use") and not lowers_fidelity(None, "use")
+
+
+def _ruleless_cluster_script() -> None:
+    import pandas as pd
+
+    from workbench.evaluate.clusters import Cluster
+    from workbench.evaluate.failures import _no_rule_reason
+    from workbench.worldbook.rule_proposals import render_cluster_proposals
+
+    records = pd.DataFrame({"action": ["refund_order {}"] * 2, "prediction": ["", ""],
+                            "source": ["nearest_evidence"] * 2, "unseen_action": [True, True]})
+    cluster = Cluster(label=0, size=2, top_actions=[("refund_order", 2)], example="", records=records)
+    render_cluster_proposals("alfworld", [], key="ev_fx_prop_1", actions=["refund_order"],
+                             reason=_no_rule_reason(cluster))
+
+
+def test_a_cluster_no_rule_is_behind_says_why_and_what_fixes_it(heldout_root: Path) -> None:
+    at = no_exception(AppTest.from_function(_ruleless_cluster_script, default_timeout=60).run())
+    [caption] = [str(c.value) for c in at.caption]
+    assert "no rule to propose a fix for" in caption
+    assert "refund\\_order never appears in the book's construction data" in caption
+    assert "build the book from logs that call it" in caption

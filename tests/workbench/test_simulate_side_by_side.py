@@ -165,6 +165,15 @@ def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.Monke
     assert at.selectbox(key="sbs_episode").value == target.id
     assert any("3 steps" in str(c.value) for c in at.caption), [c.value for c in at.caption]
 
+    # with a method (what a wrong prediction on the Evaluate page links): that method alone, its audit open
+    at.query_params.update({"method": "nearest", "turn": "1"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.multiselect(key="sbs_methods").value == ["nearest"]
+    assert any("2 steps" in str(c.value) for c in at.caption), [c.value for c in at.caption]
+    [audit] = [e for e in at.expander if e.label.startswith("Audit:")]
+    assert audit.proto.expanded and "nearest" in audit.label
+
 
 def test_a_failed_model_is_labelled_a_fallback_and_a_leaked_episode_is_named(
         alfworld_workspace: tuple[Path, Episode]) -> None:

@@ -32,11 +32,15 @@ def rule_query(book: str, rule_id: str) -> dict[str, str]:
     return {"book": book, "rule": rule_id}
 
 
-def simulate_query(dataset: str, episode_id: str, turn: int, book: str | None = None) -> dict[str, str]:
-    """Query parameters that open the Simulate page's side-by-side view on an episode at a turn."""
+def simulate_query(dataset: str, episode_id: str, turn: int, book: str | None = None, *,
+                   method: str | None = None) -> dict[str, str]:
+    """Query parameters that open the Simulate page's side-by-side view on an episode at a turn; with `method`, that
+    world model is the one stepped and its audit is shown open."""
     params = {"dataset": dataset, "episode": episode_id, "turn": str(int(turn))}
     if book:
         params["book"] = book
+    if method:
+        params["method"] = method
     return params
 
 

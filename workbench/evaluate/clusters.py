@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.evaluate.tables import action_kind
+from worldsmith.evals.misses import shared_cause
 
 __all__ = ["Cluster", "Embedder", "cluster_errors", "cluster_rules"]
 
@@ -25,13 +26,15 @@ class Embedder(Protocol):
 
 @dataclass(frozen=True)
 class Cluster:
-    """One group of wrong predictions: its size, most common actions, the most central example, its rows."""
+    """One group of wrong predictions: its size, most common actions, the most central example, its rows, and what
+    they share (`worldsmith.evals.misses.shared_cause`: what answered them, their flags, empty predictions)."""
 
     label: int
     size: int
     top_actions: list[tuple[str, int]]
     example: str
     records: pd.DataFrame
+    cause: str = ""
 
 
 def cluster_errors(wrong: pd.DataFrame, k: int = 4, *, embedder: Embedder | None = None,
@@ -65,7 +68,8 @@ def cluster_errors(wrong: pd.DataFrame, k: int = 4, *, embedder: Embedder | None
         rows = rows.sort_values("distance")
         actions = rows["action"].map(action_kind).value_counts().head(3)
         clusters.append(Cluster(label=label, size=len(members), top_actions=list(actions.items()),
-                                example=texts[members[int(np.argmin(distances[members]))]], records=rows))
+                                example=texts[members[int(np.argmin(distances[members]))]], records=rows,
+                                cause=shared_cause(rows, action_of=action_kind)))
     return sorted(clusters, key=lambda c: (-c.size, c.label))
 
 

@@ -10,10 +10,14 @@ button press and its result is kept per (run, method, metric, threshold, k) in s
 
 from __future__ import annotations
 
+import json
+from urllib.parse import quote, urlencode
+
 import pandas as pd
 import streamlit as st
 
-from workbench.common.links import turn_link
+from workbench.common.links import simulate_query, turn_link, turn_page_link
+from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
 from workbench.evaluate.clusters import Cluster, cluster_errors, cluster_rules
@@ -29,25 +33,97 @@ CLUSTERS = "ev_clusters"  # {key: list[Cluster]}
 _TOP = {"judge_total": 100.0}
 
 
-def _linked(frame: pd.DataFrame, dataset: str | None) -> pd.DataFrame:
+def _simulate_url(dataset: str | None, episode_id: str, turn: int, book: str | None, method: str) -> str | None:
+    if not dataset or int(turn) < 0:
+        return None
+    return "simulate?" + urlencode(simulate_query(dataset, str(episode_id), int(turn), book, method=method),
+                                   quote_via=quote, safe="")
+
+
+def _linked(frame: pd.DataFrame, dataset: str | None, book: str | None = None) -> pd.DataFrame:
     shown = frame.drop(columns=[c for c in ("distance",) if c in frame.columns])
     columns = [c for c in ("episode_id", "turn", "action", "unseen_action", "reference", "prediction", "source",
                            "rules", "route", "error") if c in shown.columns]
+    methods = list(shown["method"]) if "method" in shown.columns else [""] * len(shown)
     shown = shown[columns + [c for c in tables.METRIC_COLUMNS if c in shown.columns]].copy()
+    shown.insert(0, "simulate", [_simulate_url(dataset, e, t, book, m) for e, t, m in
+                                 zip(shown["episode_id"], shown["turn"], methods, strict=True)])
     shown.insert(0, "open", [turn_link(dataset, turn_id(e, t)) for e, t in zip(shown["episode_id"], shown["turn"],
                                                                                  strict=True)])
     return shown
 
 
+LINKS = {"open": st.column_config.LinkColumn("traces", display_text="open"),
+         "simulate": st.column_config.LinkColumn("simulate", display_text="step it",
+                                                 help="Simulate, side by side at this turn, the method's audit open")}
+
+
+def _pretty(text: object) -> str:
+    """A JSON observation indented (as predictions are shown), other text as it is."""
+    value = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
+    if value.lstrip()[:1] in ("{", "["):
+        try:
+            return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+        except ValueError:
+            return value
+    return value
+
+
+def _render_selected(row: pd.Series, dataset: str | None, book: str | None, metric: str) -> None:
+    """One wrong prediction: its action, the real and the predicted observation, what answered it and why it is
+    flagged, and the link that opens it in Simulate at its turn with the method's audit open."""
+    method, turn = str(row.get("method") or ""), int(row["turn"])
+    st.markdown(f"**Turn {turn:d}** of episode {md_code(row['episode_id'])} · {md_code(method)} · "
+                f"{md_escape(metric)} {float(row[metric]):.3f}")
+    st.code(f"> {row['action']}", language=None, wrap_lines=True)
+    real, predicted = st.columns(2)
+    real.markdown("**real observation**")
+    real.code(_pretty(row.get("reference")) or "(empty)", language=None, wrap_lines=True)
+    predicted.markdown(f"**{md_escape(method)}**")
+    predicted.code(_pretty(row.get("prediction")) or "(empty: the method answered nothing)", language=None,
+                   wrap_lines=True)
+    cause = misses.shared_cause(row.to_frame().T, action_of=tables.action_kind)
+    if cause:
+        st.caption(f"Why: {md_escape(cause)}")
+    if dataset and turn >= 0:
+        st.page_link(page_file("simulate"), label=f"Step it in Simulate at turn {turn:d} ({md_escape(method)}'s audit "
+                     "open)", icon=":material/model_training:",
+                     query_params=simulate_query(dataset, str(row["episode_id"]), turn, book, method=method))
+    turn_page_link(dataset, turn_id(row["episode_id"], turn), label="Open this turn in Traces",
+                   icon=":material/open_in_new:")
+
+
 def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str | None) -> None:
     actions = ", ".join(f"{md_escape(name)} ×{count:d}" for name, count in cluster.top_actions)
     with st.expander(f"Cluster {index + 1:d} · {cluster.size:d} wrong predictions · {actions}"):
-        st.caption("The most central prediction of the cluster:")
-        st.code(cluster.example, language=None, wrap_lines=True)
-        st.dataframe(_linked(cluster.records, dataset), hide_index=True, key=f"ev_fx_cluster_{index}",
-                     column_config={"open": st.column_config.LinkColumn("traces", display_text="open")})
+        if cluster.cause:
+            st.markdown(f"**Shared cause**: {md_escape(cluster.cause)}")
+        if cluster.example.strip():
+            st.caption("The most central prediction of the cluster:")
+            st.code(_pretty(cluster.example), language=None, wrap_lines=True)
+        else:
+            st.caption("The most central prediction of the cluster is empty: the method answered nothing there "
+                       "(see what answered it above).")
+        st.dataframe(_linked(cluster.records, dataset, book), hide_index=True, key=f"ev_fx_cluster_{index}",
+                     column_config=LINKS)
         render_cluster_proposals(book, cluster_rules(cluster.records), key=f"ev_fx_prop_{index}",
-                                 actions=[name for name, _ in cluster.top_actions])
+                                 actions=[name for name, _ in cluster.top_actions],
+                                 reason=_no_rule_reason(cluster))
+
+
+def _no_rule_reason(cluster: Cluster) -> str:
+    """Why no rule is behind a cluster, and what would fix it, for the 'nothing to propose' line."""
+    records = cluster.records
+    unseen = misses.unseen_actions(records, action_of=tables.action_kind)
+    sources = misses.answered_by(records).value_counts()
+    source = str(sources.index[0]) if not sources.empty else misses.UNKNOWN
+    if unseen:
+        return (f"{', '.join(unseen[:4])} never appear{'s' if len(unseen) == 1 else ''} in the book's construction "
+                "data, so no rule could be learned: build the book from logs that call "
+                f"{'it' if len(unseen) == 1 else 'them'}, or write a rule on the Worldbook page")
+    return (f"these predictions were answered by {source}, not by a rule, and the book has no rule for "
+            f"{', '.join(name for name, _ in cluster.top_actions) or 'these actions'}: write one on the Worldbook "
+            "page, or rebuild with more of their turns")
 
 
 def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
@@ -98,10 +174,23 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     with by_flag:
         st.markdown("**Errors by flag** (unseen action, novel observation, fallback, error)")
         st.dataframe(groups["flag"], hide_index=True, key="ev_fx_by_flag")
+    book = report.config.get("book") if report is not None else None
     if not wrong.empty:
-        with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:"):
-            st.dataframe(_linked(wrong, dataset), hide_index=True, key="ev_fx_wrong",
-                         column_config={"open": st.column_config.LinkColumn("traces", display_text="open")})
+        with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:", expanded=True):
+            st.caption("Click a row (or choose it below) to see why it missed and open it in Simulate at its turn; "
+                       "'step it' opens Simulate directly.")
+            listed = wrong.reset_index(drop=True)
+            table = st.dataframe(_linked(listed, dataset, book), hide_index=True, key="ev_fx_wrong",
+                                 column_config=LINKS, on_select="rerun", selection_mode="single-row")
+            picked = list(getattr(getattr(table, "selection", None), "rows", None) or [])
+            labels = {i: f"{row.episode_id} · turn {int(row.turn):d} · {str(row.action)[:80]}"
+                      for i, row in enumerate(listed.itertuples())}
+            chosen = st.selectbox("Wrong prediction", list(labels), format_func=labels.get,
+                                  index=picked[0] if picked else None, key=f"ev_fx_open_{picked[0] if picked else ''}",
+                                  placeholder="choose one to see why it missed")
+            if chosen is not None:
+                with st.container(border=True):
+                    _render_selected(listed.iloc[int(chosen)], dataset, book, metric)
 
     table = tables.heatmap_frame(mine, metric)
     if not table.empty:
@@ -122,7 +211,7 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
         for message in take_notices():  # a proposal applied under a cluster
             st.success(message, icon=":material/check_circle:")
         for index, cluster in enumerate(clusters):
-            _render_cluster(index, cluster, dataset, report.config.get("book") if report is not None else None)
+            _render_cluster(index, cluster, dataset, book)
 
     divergence = tables.divergence_frame(report, records)
     if not divergence.empty:

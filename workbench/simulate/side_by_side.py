@@ -109,20 +109,28 @@ def _act(what: str) -> None:
 
 # ------------------------------------------------------------------ links
 GOTO = "sbs_goto"
+AUDIT_OPEN = "sbs_audit_open"  # the method whose audit a link asked to see open
 
 
 def apply_simulate_link(books: list[str]) -> None:
-    """Follow a link `simulate?dataset=D&episode=E&turn=T[&book=B]` once: the side-by-side view on that episode,
-    stepped (teacher-forced) up to turn T."""
+    """Follow a link `simulate?dataset=D&episode=E&turn=T[&book=B][&method=M]` once: the side-by-side view on that
+    episode, stepped (teacher-forced) up to turn T; with M (a world model), M is the method stepped and its audit
+    is open."""
     params = st.query_params
     episode, dataset = params.get("episode"), params.get("dataset")
-    link = (params.get("book"), dataset, episode, params.get("turn"))
+    link = (params.get("book"), dataset, episode, params.get("turn"), params.get("method"))
     if not episode or not dataset or st.session_state.get("sbs_linked") == link:
         return
     st.session_state["sbs_linked"] = link
     st.session_state["sim_view"] = "Side by side"
     if link[0] in books:
         st.session_state["sbs_book"] = link[0]
+    method = link[4]
+    if method and method in world_model_names():  # the method the link is about: stepped alone, its audit open
+        st.session_state["sbs_methods"] = [method]
+        st.session_state[AUDIT_OPEN] = method
+    else:
+        st.session_state.pop(AUDIT_OPEN, None)
     st.session_state["sbs_dataset"] = dataset
     st.session_state["sbs_search"] = episode
     st.session_state["sbs_episode"] = episode
@@ -200,13 +208,14 @@ def _state_panel(changes: list[StateChange], state_after: dict[str, Any] | None,
             st.json(state_after, expanded=False)
 
 
-def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: str, key: str) -> None:
+def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: str, key: str, *,
+                 expanded: bool = False) -> None:
     audit = step.audit
     if audit is None:
         return
     source = answer_source(audit)
     with st.expander(f"Audit: {md_escape(audit.route)}" + (f" · source {md_escape(source)}" if source != audit.route
-                                                           else "")):
+                                                           else ""), expanded=expanded):
         st.caption(f"answered by {md_code(source)} · outcome {md_code(step.outcome)} · {audit.model_calls:d} model "
                    f"calls · {audit.tokens:d} tokens · {audit.latency_s:.3f} s")
         render_records(audit, key=key)
@@ -278,7 +287,8 @@ def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | 
     else:
         st.caption("no real observation to score against")
     _state_panel(step.changes, step.state_after, f"sbs_{name}_{index}")
-    _audit_panel(step, book, dataset, root, f"sbs_audit_{name}_{index}")
+    _audit_panel(step, book, dataset, root, f"sbs_audit_{name}_{index}",
+                 expanded=st.session_state.get(AUDIT_OPEN) == name)
 
 
 def _controls(runner: SideBySide) -> None:

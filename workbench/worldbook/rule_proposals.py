@@ -112,9 +112,10 @@ def cluster_rule_choices(book: Worldbook, used: list[tuple[str, int]], actions: 
 
 
 def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, key: str,
-                             actions: list[str] | None = None) -> None:
+                             actions: list[str] | None = None, reason: str | None = None) -> None:
     """Under a failure cluster: pick a rule behind it (used by its predictions, or of its actions), and propose
-    fixes for it on the book's current version (the run may have used an older one; the caption says which)."""
+    fixes for it on the book's current version (the run may have used an older one; the caption says which).
+    `reason` says why no rule is behind the cluster and what would fix it, when none is."""
     from workbench.common import data
 
     root = Path(data.workspace_root())
@@ -124,7 +125,8 @@ def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, 
         return
     choices = cluster_rule_choices(store.load(book), rules, actions or [])
     if not choices:
-        st.caption("No rule of the worldbook is behind these predictions: nothing to propose a fix for.")
+        st.caption("No rule of the worldbook is behind these predictions, so there is no rule to propose a fix for"
+                   + (f": {md_escape(reason)}." if reason else "."))
         return
     rule_id = st.selectbox("Propose fixes for a rule behind this cluster", list(choices), key=f"{key}_rule",
                            format_func=lambda rule: f"{rule} ({choices[rule]})")

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FLAGS", "GROUPINGS", "action_name", "answered_by", "biggest_cause", "miss_flags", "miss_groups", "unseen_actions",
-           "why_missed", "wrong_mask"]
+__all__ = ["FLAGS", "GROUPINGS", "action_name", "answered_by", "biggest_cause", "miss_flags", "miss_groups",
+           "shared_cause", "unseen_actions", "why_missed", "wrong_mask"]
 
 GROUPINGS = ("action", "source", "rule", "flag")
 FLAGS = {  # in the order a tie is broken: causes before consequences
@@ -162,6 +162,35 @@ def biggest_cause(groups: pd.DataFrame, by: str, unseen: Sequence[str] | None = 
         return f"{what}: {share:.0%} of misses ({wrong})"
     label = {"action": "action", "source": "answered by", "rule": "rule"}[by]
     return f"{label} {name}: {share:.0%} of misses ({wrong} of {int(top['records'])} wrong)"
+
+
+def shared_cause(wrong: pd.DataFrame, *, action_of: Callable[[Any], str] = action_name) -> str:
+    """What a group of wrong predictions (a failure cluster) has in common, in one sentence: what answered most of
+    them, the flags they carry (unseen action, error, novel observation, fallback) and how many are empty; "" for
+    no rows. E.g. "answered by nearest_evidence: 9 of 10; action never in the construction data: 6 of 10
+    (get_user, refund); empty prediction: 2 of 10"."""
+    if wrong.empty:
+        return ""
+    total = len(wrong)
+    parts: list[str] = []
+    sources = answered_by(wrong).value_counts()
+    if not sources.empty:
+        top, count = str(sources.index[0]), int(sources.iloc[0])
+        parts.append(f"answered by {top}: {count} of {total}" if top != UNKNOWN else f"answer source unknown: {count}"
+                     f" of {total}")
+    flags = miss_flags(wrong)
+    for name in FLAGS:
+        if name in flags.columns and name != "fallback" and (count := int(flags[name].sum())):
+            text = f"{FLAGS[name]}: {count} of {total}"
+            if name == "unseen_action":
+                unseen = unseen_actions(wrong, action_of=action_of)
+                text += f" ({', '.join(unseen[:4])}{', …' if len(unseen) > 4 else ''})" if unseen else ""
+            parts.append(text)
+    predictions = wrong["prediction"] if "prediction" in wrong.columns else pd.Series("", index=wrong.index)
+    empty = sum(1 for value in predictions if not _text(value) or not str(value).strip())
+    if empty:
+        parts.append(f"empty prediction: {empty} of {total}")
+    return "; ".join(parts)
 
 
 def why_missed(records: pd.DataFrame, metric: str = "exact_match", threshold: float = 1.0, *,
