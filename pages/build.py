@@ -2,25 +2,22 @@
 
 The deterministic builder runs by default (seconds); a model spec runs the rules and notes stages on
 a model too (every call cached and logged), and the report compares the two implementations. The stages are the
-simulator's pipeline (`sim.simulator_stages`: the book's stages and the route table): each one's progress and
-seconds show while it runs.
+simulator's pipeline (`sim.simulator_stages`: the book's stages and the route table). The build runs as a
+background job (`worldsmith build --progress`, `workbench.worldbook.build_jobs`): leave the page and come back, its
+progress across the folds and the final build, with an estimate of the time left, is still here.
 """
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_escape
-from workbench.worldbook.build_report import render_build_report
-from worldsmith.sim import simulator_stages
-from worldsmith.worldbook.build import BuildConfig, build_dataset
-from worldsmith.worldbook.pipeline import StageProgress
+from workbench.worldbook.build_jobs import render_build_jobs, start_build
+from worldsmith.worldbook.jobs import BuildLaunch
 
 root = data.workspace_root()
-workspace = data.current_workspace()
 st.title("Build a worldbook", anchor=False)
 
 datasets = data.list_datasets(root)
@@ -41,12 +38,19 @@ if len(environments) > 1:
                f"({md_escape(', '.join(environments))}): a worldbook describes one, choose it below.",
                icon=":material/warning:")
 
+# The name follows the dataset's environment until someone types another one (then it is theirs to keep).
+default_name = environments[0] if len(environments) == 1 else "worldbook"
+previous_default = st.session_state.get("build_out_default")
+if previous_default != default_name:
+    if st.session_state.get("build_out") in (None, "", previous_default):
+        st.session_state["build_out"] = default_name
+    st.session_state["build_out_default"] = default_name
+
 with st.form("build_form"):
     left, right = st.columns(2)
     env = left.selectbox("Environment", ["(all)", *environments], key="build_env",
                          help="a worldbook describes one environment: pick it in a mixed dataset")
-    out = right.text_input("Worldbook name", value=(environments[0] if len(environments) == 1 else "worldbook"),
-                           key="build_out")
+    out = right.text_input("Worldbook name", key="build_out")
     left, middle, right = st.columns(3)
     split = left.selectbox("Build from split", ["(all)", *splits], key="build_split")
     held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
@@ -61,31 +65,9 @@ with st.form("build_form"):
     submitted = st.form_submit_button("Build", icon=":material/construction:")
 
 if submitted:
-    bar = st.progress(0.0, text="starting")
-    table = st.empty()
-    finished: list[dict[str, object]] = []
+    start_build(root, BuildLaunch(
+        out=out.strip(), dataset=dataset_name, split=None if split == "(all)" else split,
+        validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
+        folds=int(folds), route_folds=int(route_folds), llm=spec.strip() or None, author="workbench"))
 
-    def show(event: StageProgress) -> None:
-        if event.state == "finished":
-            finished.append({"stage": event.stage, "seconds": event.seconds, "cached": event.cached})
-            table.dataframe(pd.DataFrame(finished), hide_index=True)
-        label = "done" if event.state == "done" else f"{event.stage} ({event.state})"
-        bar.progress(event.fraction, text=md_escape(label))
-
-    try:
-        outcome = build_dataset(
-            workspace, dataset_name, out=out.strip(), split=None if split == "(all)" else split,
-            validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
-            folds=int(folds), config=BuildConfig(llm=spec.strip() or None), author="workbench", progress=show,
-            stages=simulator_stages(int(route_folds)))
-    except (ValueError, OSError) as error:
-        bar.empty()
-        table.empty()
-        st.error(f"Build failed: {md_escape(error)}", icon=":material/error:")
-    else:
-        bar.progress(1.0, text="done")
-        table.empty()  # the report below lists every stage's seconds
-        st.session_state["build_last"] = outcome.to_json()
-
-if st.session_state.get("build_last"):
-    render_build_report(st.session_state["build_last"])
+render_build_jobs(root)

@@ -13,6 +13,7 @@ from workbench.common.bootstrap import ensure_samples
 from workbench.common.data import workspace_root
 from workbench.common.paths import PAGE_FILES
 from workbench.common.text import md_escape
+from workbench.worldbook.build_jobs import render_running_builds_sidebar
 
 st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
 
@@ -35,4 +36,6 @@ pages = [
     # The default page is served at the root only; /home (a natural guess, and old links) opens Home too.
     st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", visibility="hidden"),
 ]
-st.navigation(pages).run()
+navigation = st.navigation(pages)
+render_running_builds_sidebar(workspace_root())  # a build in the background is visible from every page
+navigation.run()

@@ -1,7 +1,12 @@
-"""The Build page under AppTest: build from a dataset with cross-fitting, see the report, find the new version."""
+"""The Build page under AppTest: build from a dataset with cross-fitting, see the report, find the new version.
+
+A build runs as a background job: the tests click Build, wait for the job, and rerun the page (as a person coming
+back to it would).
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -24,6 +29,24 @@ def open_page() -> AppTest:
     return no_exception(at.switch_page(str(PAGE)).run())
 
 
+def wait_for_build(at: AppTest, root: Path, book: str) -> AppTest:
+    """Rerun the page once the background build of `book` has ended."""
+    from worldsmith.worldbook.jobs import build_status
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = build_status(root, book)
+        if status is not None and status.state != "running":
+            return no_exception(at.run())
+        time.sleep(0.2)
+    raise AssertionError(f"the build of {book} still runs after 300 s")
+
+
+def build(at: AppTest, root: Path, book: str) -> AppTest:
+    no_exception(at.button[0].click().run())
+    return wait_for_build(at, root, book)
+
+
 def test_no_dataset_says_what_to_do(empty_root: Path) -> None:
     at = open_page()
     assert any("No datasets yet" in str(i.value) for i in at.info)
@@ -39,13 +62,15 @@ def test_environment_and_split_follow_the_chosen_dataset_and_a_mix_warns(empty_r
     at = open_page()
     no_exception(at.selectbox(key="build_dataset").set_value("alf").run())
     assert at.selectbox(key="build_env").options == ["(all)", "alfworld"]
+    assert at.text_input(key="build_out").value == "alfworld"
     assert at.selectbox(key="build_split").options == ["(all)", "test", "train"]
     assert not at.warning
     no_exception(at.selectbox(key="build_dataset").set_value("mixed").run())
     assert at.selectbox(key="build_env").options == ["(all)", "alfworld", "textworld"]
     assert at.selectbox(key="build_split").options == ["(all)"]
+    assert at.text_input(key="build_out").value == "worldbook", "the name follows the dataset, not the last one's env"
     assert any("mixes 2 environments" in str(w.value) for w in at.warning)
-    no_exception(at.button[0].click().run())
+    build(at, empty_root, "worldbook")
     assert any("Built with a warning" in str(w.value) and "mix 2 environments" in str(w.value) for w in at.warning)
 
 
@@ -55,6 +80,13 @@ def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_roo
     assert at.selectbox(key="build_env").options == ["(all)", "alfworld"]
     at.text_input(key="build_out").input("kitchen")
     no_exception(at.button[0].click().run())
+    # leave for another page and come back: the build went on in the background, and the page shows it
+    no_exception(at.switch_page(str(REPO / "pages" / "traces.py")).run())
+    no_exception(at.switch_page(str(PAGE)).run())
+    assert (any("**Building `kitchen`** in the background" in str(m.value) for m in at.markdown)
+            or any("Saved `kitchen`" in str(s.value) for s in at.success)), (
+        [e.value for e in at.error], [m.value for m in at.markdown])
+    wait_for_build(at, empty_root, "kitchen")
     store = WorldbookStore(empty_root / "worldbooks")
     assert store.names() == ["kitchen"]
     info = store.info("kitchen", store.head("kitchen"))
@@ -68,13 +100,27 @@ def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_roo
     assert store.load("kitchen").routes is not None
 
 
+def test_a_typed_name_is_kept_when_the_dataset_changes(empty_root: Path) -> None:
+    workspace = Workspace(empty_root)
+    workspace.ingest([SAMPLE], "alf")
+    workspace.ingest([SAMPLE, SAMPLE.parent / "textworld.jsonl"], "mixed")
+    at = open_page()
+    no_exception(at.selectbox(key="build_dataset").set_value("alf").run())
+    at.text_input(key="build_out").input("kitchen")
+    at.number_input(key="build_route_folds").set_value(0)
+    at.number_input(key="build_folds").set_value(0)
+    build(at, empty_root, "kitchen")  # a name is the form's once it is submitted
+    no_exception(at.selectbox(key="build_dataset").set_value("mixed").run())
+    assert at.text_input(key="build_out").value == "kitchen"
+
+
 def test_route_table_folds_zero_builds_the_book_without_routes(empty_root: Path) -> None:
     Workspace(empty_root).ingest([SAMPLE], "alf")
     at = open_page()
     at.text_input(key="build_out").input("plain")
     at.number_input(key="build_route_folds").set_value(0)
     at.number_input(key="build_folds").set_value(0)
-    no_exception(at.button[0].click().run())
+    build(at, empty_root, "plain")
     assert WorldbookStore(empty_root / "worldbooks").load("plain").routes is None
     stages = next(df.value for df in at.dataframe if "seconds" in df.value.columns)
     assert list(stages["stage"]) == list(STAGES)

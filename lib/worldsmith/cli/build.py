@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
+
+import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.sim.route_learning import simulator_stages
@@ -36,16 +39,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--route-folds", type=int, default=5, metavar="K",
                         help="cross-fitting folds of the route table (default 5; 0: no table, rules answer first)")
     parser.add_argument("--message", default="")
+    parser.add_argument("--author", default="worldsmith build", help="who the saved version names as its author")
+    parser.add_argument("--progress", metavar="FILE",
+                        help="append each stage event to FILE as a JSON line (what a background build's page reads)")
     add_common(parser)
     parser.set_defaults(handler=run_build)
 
 
-def _progress(quiet: bool) -> Any:
-    if quiet:
+def _progress(quiet: bool, path: str | None = None) -> Any:
+    if quiet and path is None:
         return None
 
     def show(event: StageProgress) -> None:
-        if event.state == "finished":
+        if path is not None:  # one line per event, appended whole: a reader never sees half an event
+            with open(path, "ab") as out:
+                out.write(orjson.dumps({**event.to_json(), "t": time.time()}) + b"\n")
+        if not quiet and event.state == "finished":
             print(f"  [{event.index + 1}/{event.total}] {event.stage} {event.seconds:.2f}s"
                   + (" (cached)" if event.cached else ""), file=sys.stderr, flush=True)
     return show
@@ -72,7 +81,8 @@ def run_build(args: argparse.Namespace) -> int:
         outcome = build_dataset(workspace, args.dataset, out=args.update or args.out, update=bool(args.update),
                                 split=args.split,
                                 validate_split=args.validate_split, env=args.env, folds=args.folds, config=config,
-                                message=args.message, progress=_progress(as_json),
+                                message=args.message, author=args.author,
+                                progress=_progress(as_json, args.progress),
                                 stages=simulator_stages(args.route_folds))
     except ValueError as error:
         raise CommandError(str(error)) from None
