@@ -98,7 +98,31 @@ def test_any_two_versions_compare_word_by_word(empty_root: Path) -> None:
         store.patch(BOOK, Patch(base=store.head(BOOK), message=words, ops=[PatchOp(
             op="update_rule", id=rule_id, fields={"template": template.replace("You arrive", words, 1)})]))
     at = open_page()
-    no_exception(at.selectbox(key="wb_cmp_old").set_value(first).run())
+    no_exception(_picker(at, "Old version").set_value(first).run())
     text = "\n".join(str(m.value) for m in at.markdown)
     assert ":red-background[~~arrive~~]" in text and ":green-background[stroll]" in text
     assert "walk" not in text  # the middle version is skipped: first against the version shown
+
+    # after an undo (a new version shown) the pickers start again from that version and its parent
+    no_exception(at.button(key="wb_undo").click().run())
+    head = store.head(BOOK)
+    assert _picker(at, "New version").value == head
+    assert _picker(at, "Old version").value == store.info(BOOK, head).parent
+
+
+def test_a_status_only_edit_is_a_change_not_zero_templates() -> None:
+    from workbench.worldbook.version_compare import other_rule_changes
+    from worldsmith.worldbook import Rule, RuleStatus, Worldbook, diff_worldbooks
+
+    rule = Rule(id="go.r1", action="go", template="You arrive at {arg.target}.", status=RuleStatus.SUPPORTED)
+    before = Worldbook(name="b", rules=[rule])
+    after = Worldbook(name="b", rules=[rule.model_copy(update={"status": RuleStatus.DEPRECATED, "priority": 2})])
+    assert other_rule_changes(diff_worldbooks(before, after), set()) == [
+        {"rule": "go.r1", "field": "priority", "before": "0", "after": "2"},
+        {"rule": "go.r1", "field": "status", "before": "supported", "after": "deprecated"}]
+    moved = Worldbook(name="b", rules=[rule.model_copy(update={"template": "You reach {arg.target}."})])
+    assert other_rule_changes(diff_worldbooks(before, moved), {"go.r1"}) == []  # shown word by word instead
+
+
+def _picker(at, label: str):
+    return next(box for box in at.selectbox if box.label == label)
