@@ -30,9 +30,14 @@ def render_dataset_cards(root: str) -> None:
                 metrics[0].metric("Episodes", f"{stats['episodes']:,}")
                 metrics[1].metric("Turns", f"{stats['turns']:,}")
                 metrics[2].metric("Envs", f"{stats['environments']:,}", help="Distinct environments")
-                successes = stats["successes"]
-                rate = f"{successes / stats['episodes']:.0%}" if stats["episodes"] else "—"
-                st.caption(f"{successes:,} successful episodes ({rate}) · revision {stats['revision']:d}")
+                successes, recorded = stats["successes"], stats.get("with_outcome", stats["episodes"])
+                if recorded:
+                    rate = f"{successes / recorded:.0%}"
+                    of = "" if recorded == stats["episodes"] else f" of {recorded:,} that record an outcome"
+                    outcome = f"{successes:,} successful episodes{of} ({rate})"
+                else:
+                    outcome = "no outcome recorded"
+                st.caption(f"{outcome} · revision {stats['revision']:d}")
                 st.page_link(page_file("traces"), label="Browse in Traces", icon=":material/timeline:",
                              query_params={"dataset": name})
     st.caption(f"Links into the Traces page can be shared: `{TRACES_URL_PATH}?dataset=<name>&turn=<episode_id>%23<index>`.")

@@ -10,6 +10,16 @@ from workbench.common.text import md_code
 from worldsmith.workspace import Dataset
 
 
+def successes_text(stats: dict) -> str:
+    """The Successes figure: the count, "of N recorded" when only some episodes record an outcome, and "—" when
+    none does (0 would claim every episode failed)."""
+    recorded = stats.get("with_outcome", stats["episodes"])
+    if not recorded:
+        return "—"
+    text = f"{stats['successes']:,}"
+    return text if recorded == stats["episodes"] else f"{text} of {recorded:,} recorded"
+
+
 def datasets_frame(root: str, datasets: list[str]) -> pd.DataFrame:
     """Name and size of every dataset (cached per dataset revision)."""
     rows = []
@@ -20,7 +30,7 @@ def datasets_frame(root: str, datasets: list[str]) -> pd.DataFrame:
         stats = data.dataset_stats(root, name, dataset.revision)
         rows.append({"dataset": name, "episodes": stats["episodes"], "turns": stats["turns"],
                      "dialogue_only": stats["dialogue_only"], "environments": stats["environments"],
-                     "successes": stats["successes"],
+                     "successes": stats["successes"] if stats.get("with_outcome", 1) else None,
                      "revision": stats["revision"]})
     return pd.DataFrame(rows)
 
@@ -55,7 +65,9 @@ def render_dataset_picker(root: str, datasets: list[str]) -> Dataset | None:
         metrics[2].metric("Dialogue only", f"{stats['dialogue_only']:,}",
                           help="Episodes without a tool call (messages only), counted in Episodes.")
         metrics[3].metric("Environments", f"{stats['environments']:,}")
-        metrics[4].metric("Successes", f"{stats['successes']:,}")
+        metrics[4].metric("Successes", successes_text(stats),
+                          help="Episodes whose log records success (or a reward above 0); '—' when none records "
+                               "an outcome at all.")
     if len(datasets) > 1:
         with st.expander(f"All datasets ({len(datasets)})", icon=":material/dataset:"):
             st.dataframe(datasets_frame(root, datasets), hide_index=True, width="stretch")

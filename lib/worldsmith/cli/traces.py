@@ -249,5 +249,8 @@ def run_datasets(args: argparse.Namespace) -> int:
             print(f"no datasets in {workspace.root}")
         for item in stats:
             dialogue = f" ({item['dialogue_only']} dialogue only)" if item["dialogue_only"] else ""
-            print(f"{item['name']:<24} {item['episodes']:>8} episodes {item['turns']:>10} turns{dialogue}")
+            outcome = (f"; {item['successes']} successes" + (f" of {item['with_outcome']} recorded"
+                                                              if item["with_outcome"] != item["episodes"] else "")
+                       if item["with_outcome"] else "; no outcome recorded")
+            print(f"{item['name']:<24} {item['episodes']:>8} episodes {item['turns']:>10} turns{dialogue}{outcome}")
     return EXIT_OK

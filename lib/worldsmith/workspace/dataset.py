@@ -216,12 +216,16 @@ class Dataset:
 
     # ---------------------------------------------------------------- reading
     def stats(self) -> dict[str, Any]:
+        """Counts: episodes, turns, environments, dialogue-only episodes, successes (the recorded success flag,
+        else reward > 0) and `with_outcome`, the episodes that record either at all: a log that records no
+        outcome has 0 successes because nothing says, not because every episode failed."""
         row = _aggregate(self.connect(),  # splits change none of these: skip joining them in
                          "SELECT count(*), coalesce(sum(n_turns), 0), count(DISTINCT env_id), "
                          "count(*) FILTER (WHERE success OR (success IS NULL AND reward > 0)), "
-                         "count(*) FILTER (WHERE n_turns = 0) FROM raw_episodes", [])
+                         "count(*) FILTER (WHERE n_turns = 0), "
+                         "count(*) FILTER (WHERE success IS NOT NULL OR reward IS NOT NULL) FROM raw_episodes", [])
         return {"name": self.name, "episodes": row[0], "turns": int(row[1]), "environments": row[2],
-                "successes": row[3], "dialogue_only": row[4], "revision": self.revision}
+                "successes": row[3], "dialogue_only": row[4], "with_outcome": row[5], "revision": self.revision}
 
     def environments(self) -> list[str]:
         rows = self.connect().execute("SELECT DISTINCT env_id FROM raw_episodes WHERE env_id IS NOT NULL ORDER BY 1")
