@@ -189,7 +189,14 @@ def test_counterexamples_link_to_traces(empty_root: Path) -> None:
     at = open_rule()
     links = [str(link.proto.page) + "?" + str(link.proto.query_string) for link in at.get("page_link")]
     assert any("turn=ep-3%234" in link and "dataset=samples" in link for link in links), links
-    assert any("Counterexamples" in str(m.value) for m in at.markdown)
+    assert any("Other counterexamples" in str(m.value) for m in at.markdown)
+
+
+def test_a_counterexample_that_contradicts_is_listed_once() -> None:
+    from workbench.worldbook.rule_card import counterexamples_apart
+
+    assert counterexamples_apart(["ep-2#0", "ep-3#4", "ep-3#4"], ["ep-2#0", "ep-5#1"]) == ["ep-3#4"]
+    assert counterexamples_apart(["ep-2#0"], ["ep-2#0"]) == []
 
 
 def test_add_rule_and_notes(empty_root: Path) -> None:

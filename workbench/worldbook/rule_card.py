@@ -1,7 +1,8 @@
 """A rule's header and its evidence: supporting, contradicting and counterexample turns, each a link into Traces.
 
-Counterexamples are listed apart from the contradicting provenance: they are the turns a person
-(or the checker) marked as cases the rule gets wrong, which is what to look at before promoting it.
+Counterexamples are the turns a person (or the checker) marked as cases the rule gets wrong, which is what to look
+at before promoting it. Most are contradicting turns too: those are listed once, under Contradicting (a caption
+says how many), and "Other counterexamples" holds the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from workbench.traces.timeline import show_text
 from worldsmith.traces.model import Turn
 from worldsmith.worldbook import Rule, ToolRule
 
-__all__ = ["LINK_LIMIT", "render_rule_evidence", "render_rule_header", "render_turn_links", "render_turn_preview"]
+__all__ = ["LINK_LIMIT", "counterexamples_apart", "render_rule_evidence", "render_rule_header", "render_turn_links", "render_turn_preview"]
 
 LINK_LIMIT = 20
 
@@ -79,9 +80,22 @@ def render_rule_evidence(rule: Rule | ToolRule, dataset: str | None) -> None:
     links."""
     columns = st.columns(3)
     provenance = rule.provenance
+    contradicting = set(provenance.contradicting)
+    extra = counterexamples_apart(rule.counterexamples, provenance.contradicting)
     for column, label, turns, total in zip(
-            columns, ("Supporting turns", "Contradicting turns", "Counterexamples"),
-            (provenance.supporting, provenance.contradicting, rule.counterexamples),
+            columns, ("Supporting turns", "Contradicting turns", "Other counterexamples"),
+            (provenance.supporting, provenance.contradicting, extra),
             (provenance.count("supporting"), provenance.count("contradicting"), None), strict=True):
         with column:
             render_turn_links(label, turns, dataset, total=total)
+            if turns is extra:
+                shared = len({t for t in rule.counterexamples if t in contradicting})
+                if shared:
+                    st.caption(f"{shared:d} counterexample{'s are' if shared != 1 else ' is'} among the contradicting "
+                               "turns, listed there only.")
+
+
+def counterexamples_apart(counterexamples: Sequence[str], contradicting: Sequence[str]) -> list[str]:
+    """The counterexamples not already listed as contradicting turns (each turn shown once on the card)."""
+    shown = set(contradicting)
+    return [turn for turn in dict.fromkeys(counterexamples) if turn not in shown]
