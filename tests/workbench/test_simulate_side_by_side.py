@@ -220,3 +220,23 @@ def test_json_results_are_diffed_as_json_beside_the_real_one() -> None:
     assert dict(zip(table["path"], table["change"], strict=True)) == {"/balance": "changed", "/vip": "added"}
     assert '"balance": 7' in at.code[0].value
     assert any("You see a pen&#46;" in str(m.value) for m in at.markdown)  # text against JSON: the text view
+
+
+def _real_columns() -> None:
+    from workbench.simulate.side_by_side import _real_column
+    from worldsmith.sim.sidebyside import StepView
+    from worldsmith.traces import Action
+
+    common = {"recorded": True, "teacher_forced": True, "methods": {}}
+    _real_column(StepView(index=0, action=Action(name="get_user"), action_text="get_user",
+                          real='{"balance": 10, "items": ["pen"]}', **common), None)
+    _real_column(StepView(index=1, action=Action(name="look"), action_text="look", real="You see a pen.", **common),
+                 None)
+
+
+def test_a_json_real_observation_is_indented_like_the_predictions() -> None:
+    at = AppTest.from_function(_real_columns, default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    [code] = at.code
+    assert code.language == "json" and '{\n  "balance": 10,' in code.value
+    assert any("You see a pen&#46;" in str(m.value) for m in at.markdown)  # text stays the text view

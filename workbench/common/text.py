@@ -30,3 +30,19 @@ def md_code(text: Any) -> str:
     fence = "`" * (longest + 1)
     pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
     return f"{fence}{pad}{body}{pad}{fence}"
+
+
+def pretty_text(text: Any) -> str:
+    """An observation for st.code: a JSON object or array indented (so a real result and a prediction read
+    alike), other text as it is; None / NaN as ""."""
+    import json
+
+    if text is None or (isinstance(text, float) and text != text):
+        return ""
+    value = str(text)
+    if value.lstrip()[:1] in ("{", "["):
+        try:
+            return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
+        except ValueError:
+            return value
+    return value

@@ -10,7 +10,6 @@ button press and its result is kept per (run, method, metric, threshold, k) in s
 
 from __future__ import annotations
 
-import json
 from urllib.parse import quote, urlencode
 
 import pandas as pd
@@ -18,7 +17,7 @@ import streamlit as st
 
 from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
-from workbench.common.text import md_code, md_escape
+from workbench.common.text import md_code, md_escape, pretty_text
 from workbench.evaluate import charts, tables
 from workbench.evaluate.clusters import Cluster, cluster_errors, cluster_rules
 from workbench.evaluate.records import turn_id
@@ -58,17 +57,6 @@ LINKS = {"open": st.column_config.LinkColumn("traces", display_text="open"),
                                                  help="Simulate, side by side at this turn, the method's audit open")}
 
 
-def _pretty(text: object) -> str:
-    """A JSON observation indented (as predictions are shown), other text as it is."""
-    value = "" if text is None or (isinstance(text, float) and pd.isna(text)) else str(text)
-    if value.lstrip()[:1] in ("{", "["):
-        try:
-            return json.dumps(json.loads(value), indent=2, ensure_ascii=False)
-        except ValueError:
-            return value
-    return value
-
-
 def _render_selected(row: pd.Series, dataset: str | None, book: str | None, metric: str) -> None:
     """One wrong prediction: its action, the real and the predicted observation, what answered it and why it is
     flagged, and the link that opens it in Simulate at its turn with the method's audit open."""
@@ -78,9 +66,9 @@ def _render_selected(row: pd.Series, dataset: str | None, book: str | None, metr
     st.code(f"> {row['action']}", language=None, wrap_lines=True)
     real, predicted = st.columns(2)
     real.markdown("**real observation**")
-    real.code(_pretty(row.get("reference")) or "(empty)", language=None, wrap_lines=True)
+    real.code(pretty_text(row.get("reference")) or "(empty)", language=None, wrap_lines=True)
     predicted.markdown(f"**{md_escape(method)}**")
-    predicted.code(_pretty(row.get("prediction")) or "(empty: the method answered nothing)", language=None,
+    predicted.code(pretty_text(row.get("prediction")) or "(empty: the method answered nothing)", language=None,
                    wrap_lines=True)
     cause = misses.shared_cause(row.to_frame().T, action_of=tables.action_kind)
     if cause:
@@ -100,7 +88,7 @@ def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str
             st.markdown(f"**Shared cause**: {md_escape(cluster.cause)}")
         if cluster.example.strip():
             st.caption("The most central prediction of the cluster:")
-            st.code(_pretty(cluster.example), language=None, wrap_lines=True)
+            st.code(pretty_text(cluster.example), language=None, wrap_lines=True)
         else:
             st.caption("The most central prediction of the cluster is empty: the method answered nothing there "
                        "(see what answered it above).")
@@ -155,11 +143,11 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     if not has_source:
         st.caption("This run was recorded before records named their answer source: grouped by route instead.")
     groups = {by: tables.error_groups(mine, metric, threshold, by) for by in misses.GROUPINGS}
-    causes = [f"**{label}**: {md_escape(cause)}" for by, label in
+    causes = [f"- **{md_escape(label)}**: {md_escape(cause)}" for by, label in
               (("source", "By source"), ("flag", "By flag"), ("action", "By action"), ("rule", "By rule"))
               if (cause := misses.biggest_cause(groups[by], by, unseen))]
     if causes:
-        st.markdown("Biggest causes of the misses\n\n" + "\n".join("- " + line for line in causes))
+        st.markdown("Biggest causes of the misses\n\n" + "\n".join(causes))
     by_action, by_source = st.columns(2)
     with by_action:
         st.markdown("**Errors by action**")

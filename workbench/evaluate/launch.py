@@ -157,7 +157,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         split = left.text_input("Split (optional)", key="ev_new_split", placeholder="every split",
                                 help="Held-out episodes only: the book must not have been built from them "
                                      "(the run refuses leaked evaluation targets).")
-        envs = ", ".join(md_escape(fit.label) for fit in match.environments) if match is not None else ""
+        envs = md_escape(", ".join(fit.label for fit in match.environments)) if match is not None else ""
         env = right.text_input("Environment (optional)", key="ev_new_env", placeholder="every environment",
                                help="Only episodes of this environment id (or family / prefix)"
                                     + (f"; the dataset holds {envs}" if envs else "")

@@ -12,7 +12,7 @@ import streamlit as st
 
 from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
-from workbench.common.text import md_code, md_escape
+from workbench.common.text import md_code, md_escape, pretty_text
 from workbench.evaluate.tables import METRIC_COLUMNS, win_lose_frame
 
 __all__ = ["render_record", "render_records", "turn_id"]
@@ -30,10 +30,10 @@ def render_record(row: pd.Series, winner: str, loser: str, metric: str, dataset:
     st.code(f"> {row['action']}", language=None, wrap_lines=True)
     columns = st.columns(3)
     columns[0].markdown("**real observation**")
-    columns[0].code(str(row["reference"]), language=None, wrap_lines=True)
+    columns[0].code(pretty_text(row["reference"]), language=None, wrap_lines=True)
     for column, method in zip(columns[1:], (winner, loser), strict=True):
         column.markdown(f"**{md_escape(method)}** · {md_escape(metric)} {row[f'{metric}_{method}']:.3f}")
-        column.code(str(row[f"prediction_{method}"]), language=None, wrap_lines=True)
+        column.code(pretty_text(row[f"prediction_{method}"]), language=None, wrap_lines=True)
     turn_page_link(dataset, turn_id(row["episode_id"], row["turn"]), label="Open this turn in Traces",
                    icon=":material/open_in_new:")
     if dataset and int(row["turn"]) >= 0:

@@ -27,7 +27,7 @@ from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
 from worldsmith.sim.registry import needs_llm, world_model_names
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, default_methods
-from worldsmith.traces.json_diff import json_text_changes
+from worldsmith.traces.json_diff import json_text_changes, parse_json_text
 from worldsmith.workspace import EpisodeFilter
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
@@ -255,7 +255,10 @@ def _real_column(view: StepView, episode: Any) -> None:
     if view.real is None:
         st.caption("typed action: no real observation")
         return
-    st.markdown(text_html(view.real), unsafe_allow_html=True)
+    if parse_json_text(view.real) is not None:  # JSON: indented as the methods' JSON results are
+        show_text(view.real)
+    else:
+        st.markdown(text_html(view.real), unsafe_allow_html=True)
     st.caption("recorded observation")
     if episode is not None and any(turn.state is not None for turn in episode.turns):
         _state_panel(view.real_changes, episode.turns[view.index].state, f"sbs_real_{view.index}")

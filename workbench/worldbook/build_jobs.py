@@ -116,5 +116,5 @@ def render_running_builds_sidebar(root: str | Path) -> None:
     except OSError:
         return
     for status in running:
-        st.sidebar.page_link(page_file("build"), label=f"Building {status.book}: {status.fraction:.0%}",
+        st.sidebar.page_link(page_file("build"), label=f"Building {md_escape(status.book)}: {status.fraction:.0%}",
                              icon=":material/construction:")
