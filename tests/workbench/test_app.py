@@ -367,10 +367,21 @@ def test_rejects_and_quarantine_are_reported(empty_root: Path, tmp_path: Path, o
     assert len(rejects) == 1
     assert list(rejects[0].columns) == ["source", "line", "pointer", "reason"]
     assert 2 in list(rejects[0]["line"])
+    why = next(str(m.value) for m in at.markdown if str(m.value).startswith("Why, in full"))
+    assert "1 × invalid JSON" in shown(why), why  # each reason whole, not cut by a table cell
     assert [b.key for b in at.get("download_button")] == ["tr_last_report_quarantine"]
     assert Workspace(empty_root).list_datasets() == []
     at.button(key="tr_dismiss_report").click().run()
     assert not at.session_state["tr_last_report"]
+
+
+def test_reject_reasons_are_grouped_by_their_wording() -> None:
+    from workbench.traces.import_report import reason_counts
+
+    rejects = [{"reason": "tool call 'f' has no result (id 'a')"}, {"reason": "invalid JSON: line 1 column 2"},
+               {"reason": "tool call 'g' has no result (id 'b')"}, {}]
+    assert reason_counts(rejects) == [("tool call 'f' has no result (id 'a')", 2),
+                                      ("invalid JSON: line 1 column 2", 1), ("(no reason given)", 1)]
 
 
 def test_import_report_component_renders_stored_reports(populated: Path) -> None:

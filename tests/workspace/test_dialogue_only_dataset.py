@@ -116,7 +116,9 @@ def test_a_record_with_nothing_in_it_is_still_rejected(workspace: Workspace, tmp
     report = workspace.ingest([path], "odd")
     assert report.episodes == 1 and report.dialogue_only == 1 and report.files[0].empty == 2
     reasons = [r["reason"] for r in report.rejects]
-    assert reasons[0].startswith("episode 'nothing' has no turns") and "no messages to keep" in reasons[0]
+    assert reasons[0].startswith("no tool call in this conversation") and "(episode 'nothing')" in reasons[0]
+    assert any(reason.startswith("nothing left to import: 1 tool call or result was rejected (see that row)")
+               and "'unanswered'" in reason for reason in reasons)  # its only call, rejected: the plain cause
     assert sum("has no result" in reason for reason in reasons) == 2  # the unanswered calls, quarantined as before
     asked = workspace.dataset("odd").episode("asked")  # the call was rejected; the user's message is kept
     assert asked.dialogue_only and [c.content for c in asked.final_context] == ["help"]

@@ -67,8 +67,7 @@ def test_zero_turn_conversations_are_kept_as_dialogue_only_and_counted(workspace
     assert summary["episodes"] == 2 and summary["dialogue_only"] == 1 and summary["files"][0]["dialogue_only"] == 1
     assert summary["empty"] == 1 and summary["rejected"] == 1  # a conversation without any message: nothing to keep
     assert [r["reason"] for r in report.rejects] == [
-        "episode 'nothing' has no turns (every turn was rejected, or none was recorded) and no messages to keep as "
-        "a dialogue"]
+        "no tool call in this conversation, and no message text to keep as a dialogue (episode 'nothing')"]
     chat_only = workspace.dataset("other").episode("chat-only")
     assert chat_only.dialogue_only and chat_only.env_id == "tools-get_user"  # the environment of its file
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,19 @@ def report_headline(report: dict[str, Any]) -> str:
     return text
 
 
+_VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+")
+
+
+def reason_counts(rejects: list[dict]) -> list[tuple[str, int]]:
+    """The rejects' reasons grouped by their wording (quoted ids and numbers set aside), each shown by its first
+    example, the commonest first: the table cuts long reasons, this list does not."""
+    groups: dict[str, list[str]] = {}
+    for item in rejects:
+        reason = str(item.get("reason") or "(no reason given)")
+        groups.setdefault(_VARYING.sub("…", reason), []).append(reason)
+    return sorted(((examples[0], len(examples)) for examples in groups.values()), key=lambda pair: -pair[1])
+
+
 def render_import_report(report: dict[str, Any], *, root: str | None = None, key: str = "report") -> None:
     """Draw one import report (from ImportReport.summary() or a stored report)."""
     r = normalize_report(report)
@@ -96,6 +110,8 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
         shown = len(r["rejects"])
         label = f"**Rejects** ({shown} shown" + (", more in the quarantine file)" if r.get("rejects_truncated") else ")")
         st.markdown(label)
+        why = [f"- {count:d} × {md_escape(reason)}" for reason, count in reason_counts(r["rejects"])[:8]]
+        st.markdown("Why, in full (the commonest first; ids and numbers vary within a line):\n\n" + "\n".join(why))
         rejects = pd.DataFrame([
             {
                 "source": display_path(item.get("source"), root),

@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -245,13 +246,15 @@ class _Ingest:
         file_envless: list[str] = []
         tools: set[str] = set()
         declared: set[str] = set()
+        rejected_at: Counter[tuple[str, int | None]] = Counter()  # rejects per source record: its parts'
         for item in _guarded(_read_rows(importer, path), file_report):
             if isinstance(item, Reject):
+                rejected_at[(item.source, item.line)] += 1
                 self.reject(file_report, item)
                 continue
             if not item.turns and not any(item.episode[column] for column in _DIALOGUE):  # nothing at all to keep
                 file_report.empty += 1
-                self.reject(file_report, _empty(item, path))
+                self.reject(file_report, _empty(item, path, rejected_at))
                 continue
             if item.episode[_ENV_ID] is None and self.env:
                 item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1:]), item.turns)
@@ -322,14 +325,22 @@ def _read_rows(importer: Importer, path: Path) -> Iterator[EpisodeRows | Reject]
         yield item if isinstance(item, Reject) else episode_to_rows(item)
 
 
-def _empty(rows: EpisodeRows, path: Path) -> Reject:
-    """The reject of an episode left with nothing (no turn, no message, no task), where its source says it was."""
+def _empty(rows: EpisodeRows, path: Path, rejected_at: Counter[tuple[str, int | None]] | None = None) -> Reject:
+    """The reject of an episode left with nothing (no turn, no message, no task), where its source says it was, its
+    reason in plain words: no tool call at all, or how many of its parts were rejected (their rows say why)."""
     source = dict(zip(EPISODE_COLUMNS, rows.episode, strict=True))
     line = source.get("source_line")
-    return Reject(source=str(source.get("source_path") or path), line=int(line) if isinstance(line, int) else None,
-                  pointer=source.get("source_pointer"),
-                  reason=f"episode {rows.id!r} has no turns (every turn was rejected, or none was recorded) "
-                         "and no messages to keep as a dialogue")
+    where = str(source.get("source_path") or path)
+    line = int(line) if isinstance(line, int) else None
+    parts = (rejected_at or Counter())[(where, line)] if line is not None else 0
+    if parts:
+        reason = (f"nothing left to import: {parts} tool call{'s or results were' if parts != 1 else ' or result was'} "
+                  f"rejected (see {'those rows' if parts != 1 else 'that row'}) and the conversation has no message "
+                  f"text to keep as a dialogue (episode {rows.id!r})")
+    else:
+        reason = (f"no tool call in this conversation, and no message text to keep as a dialogue "
+                  f"(episode {rows.id!r})")
+    return Reject(source=where, line=line, pointer=source.get("source_pointer"), reason=reason)
 
 
 def _set_environments(episodes_path: Path, envs: dict[str, str]) -> None:
