@@ -459,3 +459,32 @@ def test_the_import_headline_flags_dialogue_only_and_empty_records_and_suffixed_
     plain = report_headline({"dataset": "d", "committed": True, "files": [  # an old report: no dialogue_only count
         {"path": "a.jsonl", "episodes": 3, "turns": 5, "rejected": 0, "duplicates": 0}]})
     assert "empty" not in plain and "dialogue" not in plain
+
+
+def test_results_are_diffed_only_against_the_same_tool_and_entity() -> None:
+    from workbench.traces.timeline import comparable
+    from worldsmith.traces import Action, Observation, Turn
+
+    def turn(index: int, tool: str, data: dict) -> Turn:
+        return Turn(id=f"e#{index}", index=index, action=Action(name=tool),
+                    observation=Observation(text=json.dumps(data), data=data))
+
+    order = turn(0, "get_order", {"order_id": "o1", "status": "pending"})
+    assert comparable(order, turn(2, "get_order", {"order_id": "o1", "status": "cancelled"}))
+    assert not comparable(order, turn(1, "get_user", {"user_id": "u1", "name": "Ann"}))  # an order is not a user
+    assert not comparable(order, turn(3, "get_order", {"order_id": "o2", "status": "pending"}))  # nor another order
+
+
+def _long_system_prompt() -> None:
+    from workbench.traces.timeline import render_messages
+    from worldsmith.traces import ContextEvent
+
+    render_messages([ContextEvent(role="system", content="You are a support agent. " * 100),
+                     ContextEvent(role="user", content="hi")])
+
+
+def test_a_long_system_prompt_is_folded() -> None:
+    at = no_exception(AppTest.from_function(_long_system_prompt, default_timeout=TIMEOUT).run())
+    [folded] = [e for e in at.expander if e.label.startswith("System prompt")]
+    assert "2,500 characters" in folded.label and not folded.proto.expanded
+    assert "hi" in [str(t.value) for t in at.text]

@@ -158,15 +158,23 @@ def render_context(events: list[ContextEvent], *, expanded: bool = False, label:
                 st.caption(f"Showing the first {MAX_CHARS:,} of {len(event.content):,} characters.")
 
 
+LONG_SYSTEM = 600  # characters: a longer system message is folded into an expander
+
+
 def render_messages(events: list[ContextEvent]) -> None:
-    """Context events as chat messages, in order (the transcript view); their text is shown as plain text."""
+    """Context events as chat messages, in order (the transcript view); their text is shown as plain text, a long
+    system prompt folded."""
     for event in events:
         role = event.role if event.role in _AVATARS else "other"
         with st.chat_message(role, avatar=_AVATARS.get(event.role, ":material/chat:")):
             who = event.role + (f" ({event.name})" if event.name else "")
             st.caption(md_escape(who))
             body, clipped = _clip(event.content)
-            st.text(body if body else "(empty)")
+            if event.role == "system" and len(event.content) > LONG_SYSTEM:  # folded: it comes before every episode
+                with st.expander(f"System prompt · {len(event.content):,} characters", icon=":material/settings:"):
+                    st.text(body)
+            else:
+                st.text(body if body else "(empty)")
             if clipped:
                 st.caption(f"Showing the first {MAX_CHARS:,} of {len(event.content):,} characters.")
 
@@ -193,6 +201,26 @@ def render_json_changes(changes: list[JsonChange], *, label: str, key: str) -> N
             st.caption("The same JSON.")
 
 
+def _ids(value: Any) -> dict[str, Any]:
+    """The identifying fields of a JSON result: `id` and every `*_id` holding a string or a number."""
+    if not isinstance(value, dict):
+        return {}
+    return {key: item for key, item in value.items()
+            if (key == "id" or key.endswith("_id")) and isinstance(item, (str, int)) and not isinstance(item, bool)}
+
+
+def comparable(previous: Turn, turn: Turn) -> bool:
+    """Whether `turn`'s JSON result is worth diffing against `previous`'s: the same tool, and not two different
+    entities (an `id` / `*_id` field both results have, with different values): an order is not compared with a
+    user, nor one order with another."""
+    before, after = previous.observation.data, turn.observation.data
+    if before is None or after is None or previous.action.name != turn.action.name:
+        return False
+    old, new = _ids(before), _ids(after)
+    shared = old.keys() & new.keys()
+    return not shared or all(old[key] == new[key] for key in shared)
+
+
 def _raw_differs(turn: Turn) -> bool:
     raw = turn.action.raw
     if raw is None or not raw.strip():
@@ -206,7 +234,8 @@ def _raw_differs(turn: Turn) -> bool:
 def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool, transcript: bool = False,
                 previous: Turn | None = None) -> None:
     """One turn; in the transcript its messages come first, as chat messages, then the tool call and result.
-    `previous` is the turn before it: when both results are JSON, what changed is shown."""
+    `previous` is the last earlier turn of the same tool: when both results are JSON and of the same entity
+    (`comparable`), what changed is shown."""
     key = LINKED_KEY if linked else f"turn-{turn.index}"
     if transcript:
         render_messages(turn.context)
@@ -246,7 +275,7 @@ def render_turn(turn: Turn, *, dataset: str, root: str, linked: bool, transcript
         with right:
             show_text(turn.observation.text, data_value=turn.observation.data,
                       label="Tool result" if transcript else "Observation")
-        if previous is not None and turn.observation.data is not None and previous.observation.data is not None:
+        if previous is not None and comparable(previous, turn):
             render_json_changes(json_changes(previous.observation.data, turn.observation.data),
                                 label=f"Changes since turn {previous.index:d}'s result", key=f"tr_changes_{turn.id}")
         if turn.done is not None:
@@ -302,11 +331,13 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
             note = st.columns([5, 1], vertical_alignment="center")
             note[0].caption(f"Linked turn {md_code(linked)} is not on this page.")
             note[1].button("Go to it", key="tr_goto_linked", on_click=state.link_turn, args=(linked,))
-        before: list[Turn | None] = (data.turn_page(root, dataset, revision, episode.id, 1, offset - 1, search or None)
-                                     if offset else [])
-        for previous, turn in zip([(before or [None])[-1], *turns[:-1]], turns, strict=True):
+        before = (data.turn_page(root, dataset, revision, episode.id, min(offset, 50), max(offset - 50, 0),
+                                 search or None) if offset else [])
+        last: dict[str, Turn] = {t.action.name: t for t in before}  # the last result of each tool before this page
+        for turn in turns:
             render_turn(turn, dataset=dataset, root=root, linked=turn.id == linked, transcript=transcript,
-                        previous=previous)
+                        previous=last.get(turn.action.name))
+            last[turn.action.name] = turn
     if episode.final_context and (total == 0 or offset + size >= total):
         if transcript:
             st.caption("After the last result" if n_turns else "Messages")
