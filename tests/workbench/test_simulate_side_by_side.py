@@ -7,6 +7,7 @@ and direct prompting on the bundled tiny model.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,30 @@ def test_a_json_real_observation_is_indented_like_the_predictions() -> None:
     [code] = at.code
     assert code.language == "json" and '{\n  "balance": 10,' in code.value
     assert any("You see a pen&#46;" in str(m.value) for m in at.markdown)  # text stays the text view
+
+
+def test_state_changes_show_every_value_in_full() -> None:
+    from workbench.simulate.side_by_side import changes_frame
+    from worldsmith.sim.sidebyside import StateChange
+
+    address = {"street": "9874 Maple Blvd", "city": "Omaha", "state": "NE", "zip": "68119", "note": "x" * 200}
+    frame = changes_frame([StateChange(path="/orders/o1/address", kind="changed", before={"city": "Lincoln"},
+                                       after=address),
+                           StateChange(path="/tickets", kind="changed", before=[], after=["t1"], added=["t1"])])
+    rows = frame.to_dict("records")
+    assert rows[0]["after"] == json.dumps(address) and rows[0]["before"] == '{"city": "Lincoln"}'
+    assert rows[1]["after"] == "+t1" and rows[1]["change"] == "changed"
+
+
+def _long_state_change() -> None:
+    from workbench.simulate.side_by_side import _state_panel
+    from worldsmith.sim.sidebyside import StateChange
+
+    _state_panel([StateChange(path="/note", kind="changed", before="short", after="a long note " * 10)], None, "t")
+
+
+def test_a_value_a_cell_would_cut_is_shown_whole() -> None:
+    at = AppTest.from_function(_long_state_change, default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    [code] = at.code
+    assert code.value == "/note\nbefore: short\nafter:  " + ("a long note " * 10)

@@ -123,9 +123,9 @@ def test_the_side_by_side_audit_shows_the_record_a_write_changed(empty_root: Pat
     no_exception(at.multiselect(key="sbs_methods").set_value(["harness"]).run())
     for _ in range(index + 1):  # teacher-forced up to the write: the harness saw the real reads before it
         no_exception(at.button(key="sbs_step").click().run())
-    assert any(shown(e.label).startswith("Audit: state:record_write") for e in at.expander)
+    audit = next(e for e in at.expander if shown(e.label).startswith("Audit: state:record_write"))
     assert any(str(m.value).startswith(f"**Record** `order_id={order}` · ") for m in at.markdown)
-    diff = _table(at, "before")
+    diff = audit.dataframe[0].value  # the record's field diff (the state panel has its own table)
     assert "/shipping_address/line1" in set(diff["path"])
 
 

@@ -3,7 +3,7 @@
 A write answered from the records (`sim.sources.records`) keeps the record before and after the learned
 changes in `Audit.records`; shown here as the record and a field-level JSON diff (path, before, after), so
 a wrong answer can be traced to the field a rule got wrong. No expanders: the side-by-side view draws this
-inside its audit expander. Record values are untrusted: they reach the page as dataframes and st.json only.
+inside its audit expander. Record values are untrusted: they reach the page as dataframes, st.code and st.json only.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from workbench.traces.timeline import changes_frame
 from worldsmith.sim import Audit
 from worldsmith.traces.json_diff import json_changes
 
-__all__ = ["answer_source", "record_name", "record_rows", "render_records"]
+__all__ = ["LONG_VALUE", "answer_source", "record_name", "record_rows", "render_records", "show_long_values"]
 
 
 def answer_source(audit: Audit) -> str:
@@ -40,6 +40,18 @@ def record_rows(record: dict[str, Any]) -> list[dict[str, str]]:
     return changes_frame(json_changes(before, after))
 
 
+LONG_VALUE = 60  # characters: a value longer than this is cut in a table cell, so it is also shown whole below
+
+
+def show_long_values(rows: list[dict[str, Any]]) -> None:
+    """The rows of a change table whose before or after value a table cell would cut, in full (plain text)."""
+    for row in rows:
+        before, after = str(row.get("before") or ""), str(row.get("after") or "")
+        if len(before) > LONG_VALUE or len(after) > LONG_VALUE:
+            st.code(f"{row.get('path')}\nbefore: {before or '(none)'}\nafter:  {after or '(none)'}", language=None,
+                    wrap_lines=True)
+
+
 def render_records(audit: Audit, *, key: str) -> None:
     """Each record the answer read or changed: its key, the fields changed (a table) and the record after."""
     for number, record in enumerate(audit.records):
@@ -51,5 +63,6 @@ def render_records(audit: Audit, *, key: str) -> None:
             rows = record_rows(record)
             st.markdown(f"**Record** {name} · {len(rows):d} field change{'' if len(rows) == 1 else 's'}")
             st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_record_{number}")
+            show_long_values(rows)  # what a cell would cut, whole
         if after is not None:
             st.json(after, expanded=False)

@@ -11,6 +11,7 @@ the worldbook's evidence is named as leaked above the columns.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from workbench.common import data
 from workbench.common.links import rule_query, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
-from workbench.simulate.records import answer_source, render_records
+from workbench.simulate.records import answer_source, render_records, show_long_values
 from workbench.traces.timeline import render_json_changes, show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
@@ -32,7 +33,7 @@ from worldsmith.workspace import EpisodeFilter
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
 __all__ = [
-    "apply_simulate_link","NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
+    "apply_simulate_link", "changes_frame", "NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
 
 RUNNER = "sbs_runner"  # (config key, SideBySide)
 ERROR = "sbs_error"
@@ -185,23 +186,31 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
     return episode, None, name
 
 
-def _changes_frame(changes: list[StateChange]) -> pd.DataFrame:
-    def what(change: StateChange) -> str:
-        if change.added or change.removed:
-            return " ".join([*(f"+{v}" for v in change.added), *(f"-{v}" for v in change.removed)])
-        if change.kind == "added":
-            return f"= {change.after}"
-        if change.kind == "removed":
-            return f"removed (was {change.before})"
-        return f"{change.before} -> {change.after}"
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
-    return pd.DataFrame([{"path": c.path, "change": what(c)} for c in changes], columns=["path", "change"])
+
+def changes_frame(changes: list[StateChange]) -> pd.DataFrame:
+    """One row per state path changed: the kind of change, and the values before and after in full (JSON text; a
+    list's items added and removed)."""
+    rows = []
+    for change in changes:
+        if change.added or change.removed:
+            before = " ".join(f"-{_value(v)}" for v in change.removed)
+            after = " ".join(f"+{_value(v)}" for v in change.added)
+        else:
+            before = "" if change.kind == "added" else _value(change.before)
+            after = "" if change.kind == "removed" else _value(change.after)
+        rows.append({"path": change.path, "change": change.kind, "before": before, "after": after})
+    return pd.DataFrame(rows, columns=["path", "change", "before", "after"])
 
 
 def _state_panel(changes: list[StateChange], state_after: dict[str, Any] | None, key: str) -> None:
     with st.expander(f"State: {len(changes)} change{'s' if len(changes) != 1 else ''}"):
         if changes:
-            st.dataframe(_changes_frame(changes), hide_index=True, key=f"{key}_changes")
+            frame = changes_frame(changes)
+            st.dataframe(frame, hide_index=True, key=f"{key}_changes")
+            show_long_values(frame.to_dict("records"))
         else:
             st.caption("nothing changed")
         if state_after:
