@@ -46,7 +46,7 @@ if previous_default != default_name:
         st.session_state["build_out"] = default_name
     st.session_state["build_out_default"] = default_name
 
-with st.form("build_form"):
+with st.form("build_form", enter_to_submit=False):  # Enter then Build would launch it twice
     left, right = st.columns(2)
     env = left.selectbox("Environment", ["(all)", *environments], key="build_env",
                          help="a worldbook describes one environment: pick it in a mixed dataset")

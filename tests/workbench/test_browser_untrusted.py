@@ -131,7 +131,8 @@ def test_build_report(visit: Visit) -> None:
     name.fill("xssbuild")
     name.press("Enter")
     page.get_by_role("button", name="Build").click()
-    expect(page.get_by_text("Cross-fitting, 3 folds")).to_be_visible()
+    # the build runs in the background: its page follows it and shows the report once it ends
+    expect(page.get_by_text("Validation by cross-fitting, 3 folds")).to_be_visible(timeout=120_000)
     visit.assert_inert()
     _shows(page, "act")
 

@@ -80,6 +80,8 @@ def _watch(root: str, book: str) -> None:
     if status.state != "running":
         st.rerun()  # the whole page shows how it ended
     _show_running(status)
+    st.button("Refresh", key=f"build_job_refresh_{book}", icon=":material/refresh:", type="tertiary",
+              help="The progress refreshes every second by itself; this reads it again now.")
 
 
 def render_build_jobs(root: str | Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -36,6 +37,22 @@ def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
                         columns=["episode", "why"])
 
 
+def flat_frame(value: Any, prefix: str = "") -> pd.DataFrame:
+    """A nested JSON object as a two-column table (dotted field, value as text), instead of a JSON tree."""
+    rows: list[dict[str, str]] = []
+
+    def walk(item: Any, path: str) -> None:
+        if isinstance(item, dict) and item:
+            for key, child in item.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        else:
+            rows.append({"field": path or "(value)", "value": item if isinstance(item, str) else
+                         json.dumps(item, ensure_ascii=False, default=str)})
+
+    walk(value, prefix)
+    return pd.DataFrame(rows, columns=["field", "value"])
+
+
 def _validation(title: str, report: dict[str, Any]) -> None:
     totals, common = report["totals"], report["common_actions"]
     st.markdown(f"**{md_escape(title)}**")
@@ -60,7 +77,10 @@ def render_build_report(outcome: dict[str, Any]) -> None:
     st.page_link(page_file("worldbook"), label="Open it on the Worldbook page", icon=":material/menu_book:")
     for warning in outcome.get("warnings") or []:
         st.warning(f"Built with a warning: {md_escape(warning)}", icon=":material/warning:")
-    st.write({status: count for status, count in sorted(outcome["statuses"].items())})
+    statuses = sorted(outcome["statuses"].items())
+    if statuses:  # the rule counts by status, as figures rather than a JSON tree
+        for column, (status, count) in zip(st.columns(len(statuses)), statuses, strict=True):
+            column.metric(f"{md_escape(status)} rules", md_escape(count))
     if outcome.get("validation"):
         leakage = outcome.get("leakage") or {}
         st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
@@ -74,7 +94,10 @@ def render_build_report(outcome: dict[str, Any]) -> None:
         _validation("Replay on held-out trajectories", outcome["validation"])
     if outcome.get("cross_fit"):
         crossed = outcome["cross_fit"]
-        _validation(f"Cross-fitting, {crossed['folds']} folds by trajectory family (pooled)", crossed["pooled"])
+        _validation(f"Validation by cross-fitting, {crossed['folds']} folds by trajectory family (pooled)",
+                    crossed["pooled"])
+        st.caption("These folds validate the book. The route table measures which source to trust with its own "
+                   "folds (the Route-table folds setting), shown on the Worldbook page's Routes tab.")
     if not outcome.get("validation") and not outcome.get("cross_fit"):
         st.info("Not validated: choose a held-out split or cross-fitting folds.", icon=":material/info:")
     with st.expander("Stages"):
@@ -88,4 +111,4 @@ def render_build_report(outcome: dict[str, Any]) -> None:
             compared = outcome["stages"].get(stage, {}).get("compared_with_deterministic")
             if compared:
                 st.markdown(f"**{md_escape(stage)}: model against deterministic**")
-                st.json(compared, expanded=False)
+                st.dataframe(flat_frame(compared), hide_index=True)
