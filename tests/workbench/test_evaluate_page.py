@@ -87,6 +87,8 @@ def test_lists_runs_and_shows_the_leaderboard_with_intervals(two_runs: Path) -> 
     assert point["y"] == ["harness vs nearest"] and point["x"] == pytest.approx([0.3])
     judge = [f for f in figures(at) if "Judge score" in f["layout"]["title"]["text"]]
     assert judge and {trace["name"] for trace in judge[0]["data"]} == {"harness", "nearest"}
+    config = frame_with(at, "field").set_index("field")["value"]  # a table, not a JSON tree
+    assert config["config.book"] == "alfworld" and config["config.dataset"] == "samples"
 
     no_exception(at.radio(key="ev_scope").set_value("unseen tasks").run())
     unseen = frame_with(at, "exact_match").set_index("method")
@@ -184,7 +186,8 @@ def test_compare_two_runs(two_runs: Path) -> None:
     assert row["run A"] == "0.900 [0.850, 0.950]" and row["run B"] == "0.900 [0.850, 0.950]"
     assert row["B − A"] == pytest.approx(0.0)
     assert table[table["metric"] == "judge_total"]["run B"].eq("").all()  # only run A was judged
-    differences = frame_with(at, "field").set_index("field")
+    differences = next(df.value for df in at.dataframe if "run A" in df.value.columns and "field" in df.value.columns
+                       ).set_index("field")
     assert differences.loc["protocol", "run A"] == "next-obs" and differences.loc["protocol", "run B"] == "drift"
 
 

@@ -66,3 +66,12 @@ def test_templates_compare_word_by_word(book: Worldbook) -> None:
     assert changes[book.rules[-1].id].kind == "removed"
     assert {c.rule_id: c.kind for c in template_changes(new, book)}[book.rules[-1].id] == "added"
     assert template_changes(book, book) == []
+
+
+def test_a_summary_says_when_support_counts_more_turns_than_are_kept() -> None:
+    from worldsmith.worldbook.guard import EvidenceRegression
+
+    regression = EvidenceRegression("go.r1", checked=50, matched_before=50, matched_after=40, support=60)
+    assert regression.summary() == ("go.r1: 50/50 → 40/50 supporting turns match (the 50 supporting turns the book "
+                                    "keeps; its support counts 60)")
+    assert "support counts" not in EvidenceRegression("go.r1", 50, 50, 40, support=50).summary()

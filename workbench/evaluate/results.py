@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
 from worldsmith.evals.report_model import EvalReport, ScopeBlock
@@ -138,8 +139,8 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
 
     with st.expander("Configuration, seeds and leakage check"):
         written = report.to_json()
-        st.json({"config": written.get("config"), "seeds": written.get("seeds"), "leakage": written.get("leakage")},
-                expanded=False)
+        st.dataframe(flat_frame({"config": written.get("config"), "seeds": written.get("seeds"),
+                                 "leakage": written.get("leakage")}), hide_index=True, key="ev_config")
     markdown = RunFolder(run).markdown_path
     if markdown.is_file():
         st.download_button("Download report.md", markdown.read_bytes(), file_name=f"{run.name}.md",

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from workbench.common.paths import page_file
+from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 
 
@@ -35,22 +35,6 @@ def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
         why.setdefault(copy, []).append(f"a copy of {original} (the same actions and observations)")
     return pd.DataFrame([{"episode": episode, "why": "; ".join(reasons)} for episode, reasons in why.items()],
                         columns=["episode", "why"])
-
-
-def flat_frame(value: Any, prefix: str = "") -> pd.DataFrame:
-    """A nested JSON object as a two-column table (dotted field, value as text), instead of a JSON tree."""
-    rows: list[dict[str, str]] = []
-
-    def walk(item: Any, path: str) -> None:
-        if isinstance(item, dict) and item:
-            for key, child in item.items():
-                walk(child, f"{path}.{key}" if path else str(key))
-        else:
-            rows.append({"field": path or "(value)", "value": item if isinstance(item, str) else
-                         json.dumps(item, ensure_ascii=False, default=str)})
-
-    walk(value, prefix)
-    return pd.DataFrame(rows, columns=["field", "value"])
 
 
 def _validation(title: str, report: dict[str, Any]) -> None:

@@ -31,11 +31,16 @@ class EvidenceRegression:
     matched_after: int
     broken: list[str] = field(default_factory=list)  # turn ids matched before, not after
     promoted: bool = False  # the edit makes the rule supported
+    support: int = 0  # the rule's support: more than `checked` when the book keeps only some supporting turns
 
     def summary(self) -> str:
+        """One line; when the rule's support counts more turns than the book keeps (and so replays), it says so, so
+        "50/50" beside a support of 60 is not read as a contradiction."""
         what = "promoted to supported, yet " if self.promoted else ""
+        kept = (f" (the {self.checked} supporting turns the book keeps; its support counts {self.support})"
+                if self.support > self.checked else "")
         return (f"{self.rule_id}: {what}{self.matched_before}/{self.checked} → {self.matched_after}/{self.checked} "
-                f"supporting turns match")
+                f"supporting turns match{kept}")
 
 
 def _supporting(replay: RuleReplay, rule: Rule) -> dict[str, bool]:
@@ -63,5 +68,5 @@ def evidence_regressions(book: Worldbook, ops: list[PatchOp]) -> list[EvidenceRe
         if matched_after < matched_before:
             broken = [t for t, ok in now.items() if not ok and (promoted or then.get(t))]
             out.append(EvidenceRegression(rule_id, len(now), sum(then.values()) if then else matched_after,
-                                          matched_after, broken, promoted))
+                                          matched_after, broken, promoted, support=after.support))
     return out
