@@ -11,9 +11,9 @@ import streamlit as st
 
 from workbench.common.bootstrap import ensure_samples
 from workbench.common.data import workspace_root
+from workbench.common.jobs import render_running_jobs_sidebar
 from workbench.common.paths import PAGE_FILES
 from workbench.common.text import md_escape
-from workbench.worldbook.build_jobs import render_running_builds_sidebar
 
 st.set_page_config(page_title="worldsmith", page_icon="🌍", layout="wide")
 
@@ -37,5 +37,5 @@ pages = [
     st.Page(PAGE_FILES["home"], title="Home", icon=":material/home:", url_path="home", visibility="hidden"),
 ]
 navigation = st.navigation(pages)
-render_running_builds_sidebar(workspace_root())  # a build in the background is visible from every page
+render_running_jobs_sidebar(workspace_root())  # builds and evaluations in the background, from every page
 navigation.run()

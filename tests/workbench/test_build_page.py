@@ -161,3 +161,21 @@ def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
     assert why[episodes[0].id].startswith("the same episode id is in the construction episodes; ")
     assert why["copied-run"] == f"a copy of {episodes[1].id} (the same actions and observations)"
     assert episodes[2].id not in why
+
+
+def test_a_running_build_is_linked_from_every_page(empty_root: Path) -> None:
+    import sys
+
+    from worldsmith.util.jobs import stop
+    from worldsmith.worldbook.jobs import build_jobs
+
+    job = build_jobs(empty_root).start("shop", [sys.executable, "-c", "import time; time.sleep(60)"],
+                                       workspace=empty_root)
+    try:
+        at = no_exception(AppTest.from_file(str(APP), default_timeout=120).run())
+        labels = [link.label for link in at.sidebar.get("page_link")]
+        assert "Building shop: 0%" in labels, labels
+        at = no_exception(at.switch_page(str(REPO / "pages" / "traces.py")).run())
+        assert "Building shop: 0%" in [link.label for link in at.sidebar.get("page_link")]
+    finally:
+        stop(job, grace_s=1.0)

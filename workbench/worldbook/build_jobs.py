@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.build_report import render_build_report
 from worldsmith.worldbook.jobs import (
@@ -25,8 +24,7 @@ from worldsmith.worldbook.jobs import (
     list_builds,
 )
 
-__all__ = ["BUILD_JOB", "BUILD_LAST", "progress_text", "render_build_jobs", "render_running_builds_sidebar",
-           "start_build"]
+__all__ = ["BUILD_JOB", "BUILD_LAST", "progress_text", "render_build_jobs", "start_build"]
 
 BUILD_JOB = "build_job"  # the book whose build this session launched
 BUILD_LAST = "build_last"  # (book, job start time, the outcome JSON) of this session's last finished build
@@ -109,14 +107,3 @@ def render_build_jobs(root: str | Path) -> None:
     last = st.session_state.get(BUILD_LAST)
     if last:
         render_build_report(last[2])
-
-
-def render_running_builds_sidebar(root: str | Path) -> None:
-    """A line per running build in the sidebar of every page, linking to the Build page."""
-    try:
-        running = [s for s in list_builds(root) if s.state == "running"]
-    except OSError:
-        return
-    for status in running:
-        st.sidebar.page_link(page_file("build"), label=f"Building {md_escape(status.book)}: {status.fraction:.0%}",
-                             icon=":material/construction:")
