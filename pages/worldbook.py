@@ -54,8 +54,12 @@ if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
 restore_place(names)  # Back from a Traces link lands on an entry without the page's parameters
-# A link such as worldbook?book=alfworld&rule=take.r1 opens that rule (once per link, then the widgets rule).
+# A link such as worldbook?book=alfworld&rule=take.r1 opens that rule; once followed, its parameters give way to the
+# page's own (wb_name, wb_rule: bound to the URL), so the history entry says the book shown and Back returns to it,
+# and following the same link again later opens it again.
 linked = (st.query_params.get("book"), st.query_params.get("rule"))
+if linked[0] is None:
+    st.session_state.pop("wb_linked", None)
 follow_link = linked[0] in names and st.session_state.get("wb_linked") != linked
 if follow_link:
     st.session_state["wb_linked"] = linked
@@ -70,6 +74,10 @@ except WorldbookError as error:
     st.stop()
 if follow_link and linked[1] and any(rule.id == linked[1] for rule in book.rules):
     st.session_state["wb_rule"] = linked[1]
+if follow_link:
+    for key in ("book", "rule"):  # the bound widgets carry them from here on
+        if key in st.query_params:
+            del st.query_params[key]
 info = store.info(name, version)
 source_dataset = next((s.get("dataset") for s in info.sources if isinstance(s, dict) and s.get("dataset")), None)
 st.caption(f"{md_code(name)} · version {md_code(version)} (parent {md_code(info.parent)}) · "

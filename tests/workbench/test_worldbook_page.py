@@ -138,3 +138,22 @@ def test_back_onto_a_traces_links_entry_restores_the_remembered_place(empty_root
     assert "dataset" not in at.query_params and "turn" not in at.query_params
     assert at.selectbox(key="wb_rule").value == rule_id
     assert at.multiselect(key="wb_f_action").value == ["take"]
+
+
+def test_a_followed_rule_link_gives_way_to_the_pages_own_parameters(empty_root: Path) -> None:
+    """worldbook?book=B&rule=R opens B; the URL then says wb_name=B (what Back returns to), not the link; the same
+    link followed again after choosing another book opens B again."""
+    store = WorldbookStore(empty_root / "worldbooks")
+    for name in ("alpha", "beta"):
+        rule = Rule(id=f"{name}.r1", action="go", template="You go.", status=RuleStatus.SUPPORTED, support=2)
+        store.save(Worldbook(name=name, rules=[rule]))
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run())
+    at.query_params.update({"book": "beta", "rule": "beta.r1"})
+    no_exception(at.switch_page(str(PAGE)).run())
+    assert at.selectbox(key="wb_name").value == "beta" and at.selectbox(key="wb_rule").value == "beta.r1"
+    assert "book" not in at.query_params and "rule" not in at.query_params
+    no_exception(at.selectbox(key="wb_name").set_value("alpha").run())
+    assert at.selectbox(key="wb_name").value == "alpha"  # the widget rules once the link is followed
+    at.query_params.update({"book": "beta", "rule": "beta.r1"})  # the same link, followed again
+    no_exception(at.run())
+    assert at.selectbox(key="wb_name").value == "beta"
