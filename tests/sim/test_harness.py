@@ -192,3 +192,34 @@ def test_harness_in_a_persistent_session(alfworld_split: tuple[Worldbook, list[E
     reopened.attach(again)
     assert again.state == state and len(reopened) == 3
     reopened.close()
+
+
+class Windowed(Scripted):
+    """A scripted model with a small context window (the budget estimates its tokens from characters)."""
+
+    context_window = 0
+
+
+def test_agent_route_drops_the_oldest_tool_exchanges_to_fit_the_window(
+        alfworld_split: tuple[Worldbook, list[Episode]]) -> None:
+    from worldsmith.llm.budget import estimate_tokens, prompt_budget
+
+    book, held = alfworld_split
+    episode, action = _first_visit(book, held)
+    replies = ['{"tool": "search", "args": {"query": "go to"}}'] * 5 + [orjson.dumps(
+        {"tool": "submit", "args": {"observation": "You arrive.", "outcome": "success"}}).decode()]
+    probe = Scripted(['{"tool": "submit", "args": {"observation": "x", "outcome": "success"}}'])
+    first = Harness(book, llm=probe, config=HarnessConfig(max_tool_steps=6, max_tokens=32))
+    first.start(opening(episode, 0))
+    first.predict(action)
+    llm = Windowed(replies)
+    llm.context_window = estimate_tokens(probe.seen[0]) + 32 + 250  # the brief, the action and a few exchanges
+    harness = Harness(book, llm=llm, config=HarnessConfig(max_tool_steps=6, max_tokens=32))
+    harness.start(opening(episode, 0))
+    prediction = harness.predict(action)
+    limit = prompt_budget(llm, reply_tokens=32).limit
+    assert all(estimate_tokens(messages) <= limit for messages in llm.seen)  # never sent over the window
+    fit = prediction.audit.prompt_fit
+    assert fit is not None and fit["exchanges_dropped"] > 0 and fit["fits"]
+    assert any("earlier tool exchanges dropped to fit" in note for note in prediction.audit.notes)
+    assert all(messages[1]["content"].startswith("Action: ") for messages in llm.seen)  # the action always stays

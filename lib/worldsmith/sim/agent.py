@@ -18,6 +18,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsmith.llm.base import LLMError, Message
+from worldsmith.llm.budget import PromptBudget, prompt_budget
 from worldsmith.llm.structured import extract_json
 from worldsmith.sim.base import Audit, action_line
 from worldsmith.sim.retrieval import EvidenceScorer
@@ -160,7 +161,18 @@ def _known_items(harness: Harness) -> set[str]:
 
 
 def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, Any], audit: Audit) -> Submission | None:
-    """Run the bounded tool loop; the audit records the route, calls, tokens and tool calls either way."""
+    """Run the bounded tool loop; the audit records the route, calls, tokens and tool calls either way.
+
+    Each call's conversation is fitted to the model's context window (`llm.budget`, when the backend says it):
+    the oldest tool exchanges are dropped first, never the brief or the action; `Audit.prompt_fit` and a note
+    say how many; a conversation that cannot fit is not sent (the harness falls back, saying why)."""
+    submission = _tool_loop(harness, action, name, arguments, audit)
+    _note_dropped(audit)
+    return submission
+
+
+def _tool_loop(harness: Harness, action: Action, name: str, arguments: dict[str, Any],
+               audit: Audit) -> Submission | None:
     assert harness.llm is not None
     budget = harness.config.max_tool_steps
     audit.route = "agent"
@@ -171,7 +183,14 @@ def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, 
     ]
     if budget == 0:  # single-shot: no tools, submit at once
         messages[-1]["content"] = f"Action: {action_line(action)}\nSubmit now (JSON, tool \"submit\"):"
+    window = prompt_budget(harness.llm, reply_tokens=harness.config.max_tokens)
     for step in range(budget + 2):  # the budget, then a forced submission and one repair
+        if window is not None and not _fit(messages, window, audit):
+            fit = audit.prompt_fit or {}
+            audit.notes.append(f"agent: the prompt does not fit the model's window ({fit.get('tokens')} tokens > "
+                               f"{window.limit} allowed of {window.window}) even with the earlier tool exchanges "
+                               "dropped and the brief cut")
+            return None
         try:
             [completion, *_] = harness.llm.chat(messages, max_tokens=harness.config.max_tokens, temperature=0.0)
         except LLMError as error:
@@ -211,3 +230,46 @@ def run_agent(harness: Harness, action: Action, name: str, arguments: dict[str, 
         messages.append({"role": "user", "content": reply})
     audit.notes.append("agent: no valid submission within the budget")
     return None
+
+
+def _fit(messages: list[Message], window: PromptBudget, audit: Audit) -> bool:
+    """Fit the tool loop's conversation to `window` in place: the oldest tool exchanges go first, then the brief's
+    end; the action stays. `audit.prompt_fit` keeps the counts across the loop's calls; False if it cannot fit."""
+    fit = audit.prompt_fit or {}
+    dropped, cut = int(fit.get("exchanges_dropped") or 0), int(fit.get("brief_chars_cut") or 0)
+    while len(messages) > 3 and window.count(messages) > window.limit:
+        del messages[2:4]
+        dropped += 1
+    if window.count(messages) > window.limit:
+        cut += _shorten_system(messages, lambda: window.count(messages) <= window.limit)
+    tokens = window.count(messages)
+    audit.prompt_fit = {**window.to_json(), "tokens": tokens, "exchanges_dropped": dropped, "brief_chars_cut": cut,
+                        "fits": tokens <= window.limit}
+    return tokens <= window.limit
+
+
+def _shorten_system(messages: list[Message], fits: Callable[[], bool], floor: int = 200) -> int:
+    """Cut the system message's end (the brief: task, history, formats, rules, notes) to the longest length that
+    `fits`, never under `floor` characters; the characters cut."""
+    full = messages[0]["content"]
+    low, high = min(floor, len(full)), len(full)
+    while low < high:
+        middle = (low + high + 1) // 2
+        messages[0]["content"] = clip(full, middle)
+        if fits():
+            low = middle
+        else:
+            high = middle - 1
+    messages[0]["content"] = clip(full, low)
+    return len(full) - len(messages[0]["content"])
+
+
+def _note_dropped(audit: Audit) -> None:
+    """Say in the notes what the window made the agent's prompt lose (once, at the end)."""
+    fit = audit.prompt_fit or {}
+    dropped, cut = fit.get("exchanges_dropped") or 0, fit.get("brief_chars_cut") or 0
+    if dropped:
+        audit.notes.append(f"agent: {dropped} earlier tool exchange{'s' if dropped != 1 else ''} dropped to fit the "
+                           "model's window")
+    if cut:
+        audit.notes.append(f"agent: the brief's last {cut} characters cut to fit the model's window")
