@@ -108,3 +108,17 @@ def toolshop_files(folder: Path, *, declared: bool = True) -> tuple[Path, Path]:
     for path, part in zip(paths, (train, test), strict=True):
         path.write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
     return paths
+
+
+def tool_log(episodes: list[list[tuple[str, dict[str, Any], Any]]]) -> list[Any]:
+    """Evidence of tool calls, episode `ep<n>` after episode: each call (tool, arguments, answer), a non-text
+    answer written as JSON."""
+    from worldsmith.worldbook.model import Evidence
+
+    out = []
+    for number, calls in enumerate(episodes):
+        for index, (tool, arguments, answer) in enumerate(calls):
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+            out.append(Evidence(turn_id=f"ep{number}#{index}", action=tool, action_text=f"{tool}({arguments})",
+                                observation=text, arguments=arguments))
+    return out

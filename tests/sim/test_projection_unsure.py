@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from helpers import tool_log
 from worldsmith.sim.sources.base import Step
 from worldsmith.sim.sources.projections import ProjectionSource
 from worldsmith.sim.sources.records import RecordTracker, _effectful
@@ -31,15 +32,6 @@ def _account(ident: str, wallets: list[dict[str, Any]], trips: list[str] = ()) -
 ACCOUNT = _account("ac_1", [_wallet("w_1", 5), _wallet("w_2", 7)], ["tr_1", "tr_2"])
 
 
-def _evidence(episodes: list[list[tuple[str, dict[str, Any], Any]]]) -> list[Evidence]:
-    out = []
-    for number, calls in enumerate(episodes):
-        for index, (tool, arguments, answer) in enumerate(calls):
-            text = answer if isinstance(answer, str) else json.dumps(answer)
-            out.append(Evidence(turn_id=f"ep{number}#{index}", action=tool, action_text=f"{tool}({arguments})",
-                                observation=text, arguments=arguments))
-    return out
-
 
 def _rules() -> list[ToolRule]:
     wallets = Projection(action="list_wallets", argument="account_id", key="account_id", path=["wallets"],
@@ -59,7 +51,7 @@ def _rules() -> list[ToolRule]:
 
 def _source(unchanging: set[tuple[str, str]] = frozenset(), values: FieldValues | None = None) -> ProjectionSource:
     # the evidence teaches the tracker that `get_account` selects an account by `account_id`
-    evidence = _evidence([[("get_account", {"account_id": "ac_1"}, ACCOUNT)],
+    evidence = tool_log([[("get_account", {"account_id": "ac_1"}, ACCOUNT)],
                           [("get_account", {"account_id": "ac_9"}, _account("ac_9", []))]])
     tracker = RecordTracker(evidence, _rules())
     return ProjectionSource(_rules(), tracker, unchanging=set(unchanging), values=values)
@@ -142,7 +134,7 @@ def test_a_record_whose_nested_record_was_shown_since_in_another_version_is_not_
 
 def test_a_filter_value_no_trip_holds_answers_an_empty_list_though_the_trips_are_unknown() -> None:
     states = ["booked", "done", "booked", "done"]
-    values = FieldValues(_evidence([[("get_trip", {"trip_id": f"tr_{i + 5}"},
+    values = FieldValues(tool_log([[("get_trip", {"trip_id": f"tr_{i + 5}"},
                                       {"trip_id": f"tr_{i + 5}", "state": s})] for i, s in enumerate(states)]))
     source = _source(values=values)
     source.tracker.reset(), source.reset()
@@ -160,7 +152,7 @@ def _change_log(between: list[tuple[str, dict[str, Any], Any]]) -> list[Evidence
     before = _account("ac_1", [_wallet("w_1", 5)])
     after = _account("ac_1", [_wallet("w_1", 5), _wallet("w_2", 0)])
     calls = [("get_account", {"account_id": "ac_1"}, before), *between, ("get_account", {"account_id": "ac_1"}, after)]
-    return _evidence([calls, calls])
+    return tool_log([calls, calls])
 
 
 def test_a_change_is_laid_to_the_one_call_that_named_the_record_since_it_was_shown() -> None:
@@ -174,7 +166,7 @@ def test_a_change_is_laid_to_the_one_call_that_named_the_record_since_it_was_sho
     assert _effectful(_change_log([look, nested]), known={"get_account"}, reads={"get_account"}) == set()
     # a write whose own answer shows the changed account shares the blame with the look before it
     shown = ("open_wallet", {"account_id": "ac_1"}, _account("ac_1", [_wallet("w_1", 5), _wallet("w_2", 0)]))
-    log = _evidence([[("get_account", {"account_id": "ac_1"}, _account("ac_1", [_wallet("w_1", 5)])), look, shown]] * 2)
+    log = tool_log([[("get_account", {"account_id": "ac_1"}, _account("ac_1", [_wallet("w_1", 5)])), look, shown]] * 2)
     assert _effectful(log, known={"get_account"}, reads={"get_account"}) == set()
 
 
@@ -186,7 +178,7 @@ def test_a_call_refused_with_its_learned_precondition_error_leaves_its_record_kn
                        template=template, precondition=Precondition(
                            action="pay", test="less_than", argument="from_id", path=["amount"], other="amount",
                            template=template, status=SUPPORTED, support=5))
-    evidence = _evidence([[("get_account", {"account_id": "ac_1"}, ACCOUNT)],
+    evidence = tool_log([[("get_account", {"account_id": "ac_1"}, ACCOUNT)],
                           [("get_account", {"account_id": "ac_9"}, _account("ac_9", []))]])
     source = ProjectionSource(_rules(), RecordTracker(evidence, _rules()), refusals=[*_rules(), refusal])
     source.tracker.reset(), source.reset()

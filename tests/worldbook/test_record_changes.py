@@ -3,23 +3,13 @@ learned from hand-made evidence of a small API: accounts holding wallets and tri
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from helpers import tool_log
 from worldsmith.worldbook.lookup_specs import Match, Projection
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.projections import FieldValues, project, render_projection
 from worldsmith.worldbook.records import learn_unchanging
-
-
-def _log(episodes: list[list[tuple[str, dict[str, Any], Any]]]) -> list[Evidence]:
-    out = []
-    for number, calls in enumerate(episodes):
-        for index, (tool, arguments, answer) in enumerate(calls):
-            text = answer if isinstance(answer, str) else json.dumps(answer)
-            out.append(Evidence(turn_id=f"ep{number}#{index}", action=tool, action_text=f"{tool}({arguments})",
-                                observation=text, arguments=arguments))
-    return out
 
 
 def _wallet(ident: str, amount: int) -> dict[str, Any]:
@@ -36,7 +26,7 @@ def _pay_episode(source: str, target: str, before: int, after: int) -> list[tupl
 
 
 def test_an_argument_whose_record_is_shown_the_same_after_the_call_is_unchanging() -> None:
-    evidence = _log([_pay_episode("w_1", "w_2", 5, 15), _pay_episode("w_3", "w_4", 1, 11)])
+    evidence = tool_log([_pay_episode("w_1", "w_2", 5, 15), _pay_episode("w_3", "w_4", 1, 11)])
     unchanging = learn_unchanging(evidence, readers={"get_wallet"})
     assert ("pay", "from_id") in unchanging  # the source wallet was shown unchanged after both payments
     assert ("pay", "to_id") not in unchanging  # the target changed
@@ -44,7 +34,7 @@ def test_an_argument_whose_record_is_shown_the_same_after_the_call_is_unchanging
 
 
 def test_one_sighting_is_not_enough_and_a_change_with_another_call_in_between_blames_neither() -> None:
-    one = _log([_pay_episode("w_1", "w_2", 5, 15)])
+    one = tool_log([_pay_episode("w_1", "w_2", 5, 15)])
     assert ("pay", "from_id") not in learn_unchanging(one, readers={"get_wallet"})  # once is not `min_support`
     assert ("pay", "from_id") in learn_unchanging(one, min_support=1, readers={"get_wallet"})
     # were the next call not a read, it could have changed what its own answer shows: no credit
@@ -55,7 +45,7 @@ def test_one_sighting_is_not_enough_and_a_change_with_another_call_in_between_bl
              ("pay", {"from_id": "w_1", "to_id": "w_2"}, "Paid."),
              ("audit", {"wallet_id": "w_2"}, "ok"),
              ("get_wallet", {"wallet_id": "w_2"}, _wallet("w_2", 15))]
-    unchanging = learn_unchanging(_log([mixed, mixed]), readers={"get_wallet"})
+    unchanging = learn_unchanging(tool_log([mixed, mixed]), readers={"get_wallet"})
     assert ("audit", "wallet_id") not in unchanging and ("pay", "to_id") not in unchanging
 
 
@@ -64,7 +54,7 @@ TRIP_STATES = ["booked", "done", "booked", "done", "cancelled", "cancelled"]
 
 def _trips_evidence() -> list[Evidence]:
     """Six trips shown, each state held by two trips or more (a closed set), each with a unique code (open)."""
-    return _log([[("get_trip", {"trip_id": f"tr_{i}"}, {"trip_id": f"tr_{i}", "state": state, "code": f"C{i}"})]
+    return tool_log([[("get_trip", {"trip_id": f"tr_{i}"}, {"trip_id": f"tr_{i}", "state": state, "code": f"C{i}"})]
                  for i, state in enumerate(TRIP_STATES)])
 
 
