@@ -395,10 +395,10 @@ class ReplayCache:
         name, key = self._entry(episode, keys, executable_only)
         kept = self._results.get(name)
         found = kept.pop(key, None) if kept is not None else None
-        if found is None:
+        if kept is None or found is None:
             self.misses += 1
             return None
-        kept[key] = found  # most recently used last  # type: ignore[index]
+        kept[key] = found  # most recently used last
         self.hits += 1
         return found
 

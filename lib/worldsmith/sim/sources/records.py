@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
@@ -58,7 +58,7 @@ def _record_entry(key: RecordKey, before: Any, after: Any) -> dict[str, Any]:
     return {"key": f"{key[0]}={key[1]}", "before": before, "after": after}
 
 
-def _effectful(evidence: Sequence[Evidence], known: set[str], reads: set[str] = frozenset()) -> set[str]:
+def _effectful(evidence: Sequence[Evidence], known: set[str], reads: Collection[str] = frozenset()) -> set[str]:
     """Tools (besides `known` ones) that changed what they named: a record they named was shown differently after
     their call than before it, on at least half the times they alone named a record shown before (one pass). A
     change is laid to a call only when no other call named the record, or a record nested in it (a card inside its
