@@ -89,3 +89,19 @@ def test_book_match_on_the_command_line(split_shop: tuple[Workspace, str, str],
     assert main(["book", "match", "shop", "--dataset", "shop", *root]) == 1
     text = capsys.readouterr().out
     assert "of turns known" in text and "worldsmith traces relabel shop --env toolshop" in text
+
+
+def test_an_empty_selection_is_no_environment_mismatch(split_shop: tuple[Workspace, str, str]) -> None:
+    """A split or filter that selects nothing is reported as itself, not as a dataset of another environment."""
+    from worldsmith.evals.envmatch import match_episodes
+
+    workspace, train_env, test_env = split_shop
+    other = match_episodes(book(train_env), workspace.dataset("shop").iter_episodes(), "shop")
+    assert other.mismatch() is None  # its own environment is there
+    elsewhere = match_episodes(book("airline", TOOLS), workspace.dataset("shop").iter_episodes(), "shop")
+    assert elsewhere.mismatch() == elsewhere.problem() is not None  # only other environments: name the fix
+    empty = match_episodes(book(train_env), iter(()), "shop")
+    assert empty.problem() is not None and empty.mismatch() is None
+    with pytest.raises(ValueError, match="split 'nosuch'"):
+        run_eval(EvalConfig(name="empty", book="shop", dataset="shop", split="nosuch", env=train_env, methods=["nearest"]),
+                 workspace=workspace, book=book(train_env))

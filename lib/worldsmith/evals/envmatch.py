@@ -78,6 +78,11 @@ class EnvMatch(BaseModel):
     book_actions: list[str]
     environments: list[EnvironmentFit]
 
+    def mismatch(self) -> str | None:
+        """`problem()` where the selection holds episodes with turns, of other environments only; None where it holds
+        none at all (then the empty selection itself, a split or filter, is the cause to report)."""
+        return self.problem() if any(fit.episodes for fit in self.environments) else None
+
     @property
     def own(self) -> list[EnvironmentFit]:
         """The dataset's environments that are the book's by id (all of them for a book of no environment)."""

@@ -241,7 +241,7 @@ def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> di
             candidates = (e for e in workspace.dataset(heldout.dataset).iter_episodes(heldout.split)
                           if not wanted or e.id in wanted)
             problem = match_episodes(book.model_copy(update={"env_id": heldout.env}), candidates,
-                                     heldout.dataset).problem()
+                                     heldout.dataset).mismatch()
             if problem is not None:
                 raise ValueError(problem) from None
         raise

@@ -127,7 +127,7 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
     try:
         selected = _select(pool, config)
     except ValueError:
-        problem = match_episodes(book.model_copy(update={"env_id": config.env}), pool, config.dataset).problem() \
+        problem = match_episodes(book.model_copy(update={"env_id": config.env}), pool, config.dataset).mismatch() \
             if config.env else None
         if problem is None:
             raise
