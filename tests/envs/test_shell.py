@@ -373,3 +373,18 @@ def test_fork_bomb_is_contained() -> None:
     assert output == "alive\n4\n" and not info["timed_out"]  # bwrap, bash, ps, wc: the bomb is gone
     environment.close()
     assert not Path(f"/proc/{init_pid}").exists()
+
+
+def test_descendants_counts_a_process_met_twice_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child whose parent exits during the walk is re-parented to init, where the walk meets it again."""
+    tree = {1: [2, 3], 2: [4], 3: [], 4: []}
+    calls: dict[int, int] = {}
+
+    def children_of(pid: int) -> list[int]:
+        calls[pid] = calls.get(pid, 0) + 1
+        if pid == 1 and calls[pid] == 1:
+            return [2, 3, 4]  # 4 already re-parented to init when init's children are read ...
+        return list(tree.get(pid, []))  # ... and still listed under its old parent 2
+
+    monkeypatch.setattr(shell_processes, "children_of", children_of)
+    assert sorted(shell_processes.descendants(1)) == [2, 3, 4]

@@ -46,10 +46,16 @@ def _all_pids() -> list[int]:
 
 
 def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, each once: the walk is not atomic, and a child whose parent exits meanwhile is
+    re-parented to the sandbox's init, where the walk may meet it a second time."""
     found: list[int] = []
+    seen: set[int] = set()
     queue = children_of(pid)
     while queue:
         child = queue.pop()
+        if child in seen:
+            continue
+        seen.add(child)
         found.append(child)
         queue += children_of(child)
     return found
