@@ -102,7 +102,7 @@ class EvidenceScorer:
         return self._docs[position]
 
     def overlaps(self, terms: Sequence[tuple[str, int, float]], positions: Sequence[int]) -> list[tuple[float, int]]:
-        """(score, extra) of each of these items for `terms` (`terms(query)`), summed exactly as `rank` sums them:
+        """(score, extra) of each of these items for `terms` (`terms(query)`), the one scoring `rank` and `search` use:
         items with equal words score equally, so a caller may score one item for all of them."""
         docs, sizes = self._docs, self._sizes
         out = []
@@ -121,20 +121,9 @@ class EvidenceScorer:
     def rank(self, query: str, action: str | None = None) -> list[tuple[int, float, int]]:
         """(position, score, extra) of every item (of `action` when given), unsorted: what `search` ranks, for a
         caller with its own order that needs only the first few items built."""
-        wanted = [(token, count, self._idf.get(token, 0.0)) for token, count in Counter(tokens(query)).items()]
-        positions = range(len(self.evidence)) if action is None else self._by_action.get(action, [])
-        out = []
-        for position in positions:
-            doc = self._docs[position]
-            overlap = 0.0  # summed in the query's word order, as the score always was
-            shared = 0
-            for token, count, weight in wanted:
-                have = doc.get(token)
-                if have:
-                    overlap += min(count, have) * weight
-                    shared += have
-            out.append((position, overlap, self._sizes[position] - shared))
-        return out
+        positions = range(len(self.evidence)) if action is None else self.positions(action)
+        scores = self.overlaps(self.terms(query), positions)
+        return [(position, score, extra) for position, (score, extra) in zip(positions, scores, strict=True)]
 
     def search(self, query: str, k: int | None = 5, *, action: str | None = None) -> list[ScoredEvidence]:
         """The `k` items nearest `query` (all when None; only those of `action` when given)."""
