@@ -15,6 +15,7 @@ from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_escape
 from workbench.worldbook.build_jobs import render_build_jobs, start_build
+from worldsmith.sim import ROUTE_TURNS
 from worldsmith.worldbook.jobs import BuildLaunch
 
 root = data.workspace_root()
@@ -56,10 +57,15 @@ with st.form("build_form", enter_to_submit=False):  # Enter then Build would lau
     held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
                             help="default when building from a split: validation, else test")
     folds = right.number_input("Cross-fitting folds (0: none)", min_value=0, max_value=10, value=3, key="build_folds")
-    left, right = st.columns([1, 2])
+    left, middle, _ = st.columns(3)
     route_folds = left.number_input("Route-table folds (0: none)", min_value=0, max_value=10, value=5,
                                     key="build_route_folds",
                                     help="cross-fitting folds that measure which answer source to trust per action")
+    route_turns = middle.number_input("Route-table turns (0: all)", min_value=0, value=ROUTE_TURNS, step=500,
+                                      key="build_route_turns",
+                                      help="held-out turns the route table is measured on: past this many, a sample "
+                                           "of trajectory families (and every rare action's) is held out, so the "
+                                           "stage stops growing with the data")
     spec = st.text_input("Model for the rules and notes stages (optional)", key="build_llm",
                          placeholder="tiny:data_samples/models/tiny — empty: the deterministic builder only")
     submitted = st.form_submit_button("Build", icon=":material/construction:")
@@ -68,6 +74,7 @@ if submitted:
     start_build(root, BuildLaunch(
         out=out.strip(), dataset=dataset_name, split=None if split == "(all)" else split,
         validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
-        folds=int(folds), route_folds=int(route_folds), llm=spec.strip() or None, author="workbench"))
+        folds=int(folds), route_folds=int(route_folds), route_turns=int(route_turns), llm=spec.strip() or None,
+        author="workbench"))
 
 render_build_jobs(root)

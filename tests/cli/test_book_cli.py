@@ -86,6 +86,6 @@ def test_routes_lists_the_held_out_route_table_of_a_built_book(tmp_path: Path) -
     take = rows[("take", "rule")]
     assert take["proposed"] > 0 and take["trusted"] == (take["wins"] >= take["losses"])
     assert ("*", "rule") in rows
-    assert "held-out turns over 5 folds" in run("book", "routes", "alf", workspace=tmp_path).stdout
+    assert "held-out turns, 5 cross-fitted folds" in run("book", "routes", "alf", workspace=tmp_path).stdout
     WorldbookStore(tmp_path / "worldbooks").save(Worldbook(name="bare"))
     assert "no route table" in run("book", "routes", "bare", workspace=tmp_path).stdout

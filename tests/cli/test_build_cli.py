@@ -92,6 +92,18 @@ def test_route_folds_zero_builds_without_the_route_stage(workspace: Path, capsys
     assert WorldbookStore(workspace / "worldbooks").load("plain").routes is None
 
 
+def test_route_turns_measures_the_route_table_on_a_sample(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "build", "--dataset", "alf", "--route-turns", "60", "--out", "sampled",
+                   "--workspace", str(workspace))
+    store = WorldbookStore(workspace / "worldbooks")
+    routes = store.load("sampled").routes
+    turns = len(store.load("sampled").evidence)
+    assert out["episodes"] > 5 and routes is not None and 60 <= routes.turns < turns
+    run_json(capsys, "build", "--dataset", "alf", "--route-turns", "0", "--out", "every", "--workspace", str(workspace))
+    every = store.load("every").routes
+    assert every is not None and every.turns == turns and every.folds == 5
+
+
 def test_update_adds_a_dataset_equals_a_full_build_on_the_union_and_extracts_only_the_new(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)

@@ -3,13 +3,22 @@ the held-out fold showed (its evidence, the candidates only it formed, the suppo
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from helpers import sample_episodes
 from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book, fold_book, simulator_stages
+from worldsmith.sim.route_learning import route_fold_assignment, route_sample
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.traces.model import turn_id
-from worldsmith.worldbook import BOOK_STAGES, BuildConfig, build_worldbook, family_folds, trajectory_family
+from worldsmith.worldbook import (
+    BOOK_STAGES,
+    BuildConfig,
+    build_worldbook,
+    families_in_fold_order,
+    family_folds,
+    trajectory_family,
+)
 from worldsmith.worldbook.induce import episode_of
 
 
@@ -76,3 +85,48 @@ def test_the_simulator_book_is_the_book_with_its_route_table() -> None:
     assert simulated.book.model_copy(update={"routes": None}) == book
     assert build_simulator_book(episodes, name="tw", route_folds=0).book == book
     assert simulator_stages(0) == BOOK_STAGES and SIMULATOR_STAGES == simulator_stages(5)
+
+
+def _episode(task: str, actions: list[str]) -> Episode:
+    turns = [Turn(index=i, id=turn_id(task, i), action=Action(name=name, raw=name),
+                  observation=Observation(text=f"{name} done.")) for i, name in enumerate(actions)]
+    return Episode(id=task, env_id="toy", task_id=task, turns=turns)
+
+
+def test_the_route_sample_is_every_family_within_the_budget() -> None:
+    episodes = [_episode(f"t{i}", ["look", "take"]) for i in range(10)]
+    assert route_sample(episodes, max_turns=20) is None and route_sample(episodes, max_turns=None) is None
+    assert route_fold_assignment(episodes, 5, max_turns=20) == family_folds(episodes, 5)
+
+
+def test_past_the_budget_a_prefix_of_fold_order_plus_the_families_of_rare_actions() -> None:
+    episodes = [_episode(f"t{i}", ["look", "take"]) for i in range(100)]
+    episodes += [_episode(f"rare{i}", ["look", "xyzzy"]) for i in range(4)]
+    order = families_in_fold_order(episodes)
+    sample = route_sample(episodes, max_turns=40, min_action_turns=3)
+    assert sample is not None
+    budgeted = [f for f in sample if not f.startswith("rare")]
+    assert len(budgeted) <= 20 and budgeted == [f for f in order if f in set(budgeted)]
+    assert budgeted == [f for f in order if not f.startswith("rare")][: len(budgeted)]
+    assert sum(f.startswith("rare") for f in sample) >= 3  # a rare action is measured on at least 3 turns
+    assert sample == [f for f in order if f in set(sample)]
+
+
+def test_sampled_folds_keep_each_fold_book_at_least_as_large_as_a_full_cross_fit() -> None:
+    episodes = [_episode(f"t{i}", ["look", "take"]) for i in range(100)]
+    few = route_fold_assignment(episodes, 5, max_turns=40)  # 20 of 100 families: one held-out split
+    assert set(few.values()) == {0} and len(few) == 20
+    more = route_fold_assignment(episodes, 5, max_turns=120)  # 60 of 100: 3 folds of 20 (a 5-fold holds out 20)
+    assert set(more.values()) == {0, 1, 2} and len(more) == 60
+    assert max(Counter(more.values()).values()) <= 20
+
+
+def test_a_sampled_route_table_replays_only_the_sample() -> None:
+    episodes = sample_episodes("alfworld_expert")
+    turns = sum(len(e.turns) for e in episodes)
+    full = build_simulator_book(episodes, name="alf", route_turns=None).book
+    assert full.routes is not None and full.routes.turns == turns and full.routes.folds == 5
+    assert build_simulator_book(episodes, name="alf").book == full  # within the default budget: the same book
+    sampled = build_simulator_book(episodes, name="alf", route_turns=turns // 3).book
+    assert sampled.routes is not None and turns // 3 <= sampled.routes.turns < turns
+    assert sampled.model_copy(update={"routes": None}) == full.model_copy(update={"routes": None})

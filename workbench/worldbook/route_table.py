@@ -15,8 +15,8 @@ def render_route_table(book: Worldbook) -> None:
         st.info("This version has no route table (built without route folds): the harness answers with a rule "
                 "first, then episode state and memory, then nearest evidence.", icon=":material/info:")
         return
-    st.caption(f"Measured by the route table's own cross-fitting: {table.folds:d} folds (the build's Route-table folds, "
-               "apart from the folds that validate the book in its build report), "
+    st.caption(f"Measured by the route table's own cross-fitting: {table.measured_by} (the build's Route-table folds "
+               "and turns, apart from the folds that validate the book in its build report), "
                f"{table.turns:d} held-out turns. A source answers an "
                "action only where it lost no more turns to nearest evidence than it won; the pooled rows (action "
                f"`*`) decide for actions with fewer than {table.min_turns:d} measured turns. The `suffix` rows score "

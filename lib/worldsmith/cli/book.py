@@ -274,7 +274,7 @@ def run_routes(args: argparse.Namespace) -> int:
         print(f"{book.name} has no route table (built without the routes stage): rules answer first, then memory, "
               "then nearest evidence")
     else:
-        print(f"{book.name}: {table.turns} held-out turns over {table.folds} folds")
+        print(f"{book.name}: {table.turns} held-out turns, {table.measured_by}")
         for row in rows:
             mark = "trusted" if row["trusted"] else "nearest instead"
             print(f"{row['action']:<20} {row['source']:<18} exact {row['exact']:>4}/{row['proposed']:<4} "

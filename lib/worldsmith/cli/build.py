@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.sim.route_learning import simulator_stages
+from worldsmith.sim.route_learning import ROUTE_TURNS, simulator_stages
 from worldsmith.worldbook.build import BuildConfig, build_dataset
 from worldsmith.worldbook.pipeline import StageProgress
 
@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--min-confirmations", type=int, default=BuildConfig.min_confirmations)
     parser.add_argument("--route-folds", type=int, default=5, metavar="K",
                         help="cross-fitting folds of the route table (default 5; 0: no table, rules answer first)")
+    parser.add_argument("--route-turns", type=int, default=ROUTE_TURNS, metavar="N",
+                        help=f"held-out turns the route table is measured on (default {ROUTE_TURNS}: past this many, "
+                             "a sample of trajectory families and every rare action's is held out; 0: all turns)")
     parser.add_argument("--message", default="")
     parser.add_argument("--author", default="worldsmith build", help="who the saved version names as its author")
     parser.add_argument("--progress", metavar="FILE",
@@ -83,7 +86,7 @@ def run_build(args: argparse.Namespace) -> int:
                                 validate_split=args.validate_split, env=args.env, folds=args.folds, config=config,
                                 message=args.message, author=args.author,
                                 progress=_progress(as_json, args.progress),
-                                stages=simulator_stages(args.route_folds))
+                                stages=simulator_stages(args.route_folds, args.route_turns or None))
     except ValueError as error:
         raise CommandError(str(error)) from None
     if as_json:

@@ -48,11 +48,13 @@ from worldsmith.sim.registry import (
 )
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
 from worldsmith.sim.route_learning import (
+    ROUTE_TURNS,
     SIMULATOR_STAGES,
     RouteStage,
     build_simulator_book,
     fold_book,
     learn_routes,
+    route_sample,
     simulator_stages,
 )
 from worldsmith.sim.routing import choose_route
@@ -138,7 +140,9 @@ __all__ = [
     "ViewEdits",
     "choose_route",
     "learn_routes",
+    "ROUTE_TURNS",
     "RouteStage",
+    "route_sample",
     "SIMULATOR_STAGES",
     "build_simulator_book",
     "fold_book",

@@ -21,6 +21,15 @@ How a fold's book is kept free of the held-out fold (`fold_book`):
   showed); the list format is learned from kept observations;
 - the action schema, state schema and termination are induced from the kept evidence and the fold's reviewed rules.
 
+Past `ROUTE_TURNS` construction turns the table is measured on a sample (`route_sample`): trajectory families in
+the fixed hashed fold order until about `ROUTE_TURNS` turns, plus families of actions the sample holds fewer than
+`MIN_ACTION_TURNS` turns of. The sampled families are dealt over as few folds as keep each fold's book at least as
+large as a full cross-fit's (one held-out split once the sample is at most 1/`folds` of the families); every family
+outside the sample is in every fold's book. Leakage is kept out the same way: a fold's book is `fold_book` over every
+episode but that fold's, so no held-out turn reaches the book that answers it. What changes is only how many turns
+the table counts; the stage's cost then stops growing with the construction beyond one or two fold books
+(`benchmarks/route_sample.py` measures the held-out fidelity of sampled against full tables).
+
 Work shared across the folds, none of which lets a held-out episode reach a fold: a `MatchMemo` (what a turn's
 observation shows and which templates it fits: a function of that turn alone), a `ReplayCache` (an episode's replay
 results, reused only for the same episode under rules its replay reads alike: a function of that episode and the
@@ -35,6 +44,8 @@ consults are the kept folds' own (`tests/sim/test_route_learning.py` fails if he
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +56,14 @@ from worldsmith.sim.harness import Harness
 from worldsmith.sim.scoring import exact_match
 from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.book_stages import BOOK_STAGES, review_config
-from worldsmith.worldbook.build import BuildConfig, BuildResult, build_worldbook, family_folds, trajectory_family
+from worldsmith.worldbook.build import (
+    BuildConfig,
+    BuildResult,
+    build_worldbook,
+    families_in_fold_order,
+    family_folds,
+    trajectory_family,
+)
 from worldsmith.worldbook.facts import learn_list_format
 from worldsmith.worldbook.induce import InducedRules, episode_of
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, Worldbook
@@ -57,18 +75,30 @@ from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import learn_termination
 from worldsmith.worldbook.writes import learn_tool_rules
 
-__all__ = ["SIMULATOR_STAGES", "RouteStage", "build_simulator_book", "fold_book", "learn_routes",
-           "simulator_stages"]
+__all__ = ["MIN_ACTION_TURNS", "ROUTE_TURNS", "SIMULATOR_STAGES", "RouteStage", "build_simulator_book", "fold_book",
+           "learn_routes", "route_fold_assignment", "route_sample", "simulator_stages"]
 
 _MAX_PROVENANCE = 50  # as induction caps a candidate's provenance
+
+
+ROUTE_TURNS = 3_000
+"""Held-out turns a route table is measured on when the construction holds more: enough for a pooled rate within
+about a point (standard error) and for every common action's own row, while the stage's cost stops growing with the
+construction beyond a fold book or two."""
+
+MIN_ACTION_TURNS = 20
+"""Past `ROUTE_TURNS`, a family is still sampled while it calls an action the sample holds fewer turns of than this,
+so a rare action keeps its own row (`RouteTable.min_turns` decides when a row speaks)."""
 
 
 @dataclass(frozen=True)
 class RouteStage:
     """The route-table stage: cross-fits the construction episodes over `folds` trajectory families (fewer
-    families than folds: as many folds as families; under 2: no table)."""
+    families than folds: as many folds as families; under 2: no table), on about `max_turns` held-out turns
+    (`route_sample`; None: every turn)."""
 
     folds: int = 5
+    max_turns: int | None = ROUTE_TURNS
     name: str = "routes"
     inputs: tuple[str, ...] = ("episodes", "evidence", "rules")
     output: str = "routes"
@@ -78,31 +108,70 @@ class RouteStage:
         return RouteTable | None
 
     def settings(self) -> dict[str, Any]:
-        return {"folds": self.folds}
+        return {"folds": self.folds, "max_turns": self.max_turns}
 
     def run(self, artifacts: Artifacts, context: BuildContext) -> RouteTable | None:
         return learn_routes(artifacts["episodes"], artifacts["evidence"], artifacts["rules"].deterministic,
-                            context.config, folds=self.folds)
+                            context.config, folds=self.folds, max_turns=self.max_turns)
 
 
-def simulator_stages(route_folds: int = 5) -> tuple[Stage, ...]:
-    """The book's stages with the route table measured before `compile` (route_folds < 2: the book's alone)."""
+def simulator_stages(route_folds: int = 5, route_turns: int | None = ROUTE_TURNS) -> tuple[Stage, ...]:
+    """The book's stages with the route table measured before `compile` (route_folds < 2: the book's alone;
+    `route_turns`: the held-out turns it is measured on, None: all)."""
     if route_folds < 2:
         return BOOK_STAGES
-    return with_stage(BOOK_STAGES, RouteStage(folds=route_folds), before="compile")
+    return with_stage(BOOK_STAGES, RouteStage(folds=route_folds, max_turns=route_turns), before="compile")
 
 
 SIMULATOR_STAGES = simulator_stages()
 
 
 def build_simulator_book(episodes: Iterable[Episode], *, name: str, config: BuildConfig | None = None,
-                         route_folds: int = 5, validation: Iterable[Episode] | None = None,
+                         route_folds: int = 5, route_turns: int | None = ROUTE_TURNS,
+                         validation: Iterable[Episode] | None = None,
                          cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
                          env_id: str | None = None, progress: ProgressCallback | None = None) -> BuildResult:
-    """A worldbook for simulation: `build_worldbook` with the route table (`route_folds` cross-fitting folds)."""
+    """A worldbook for simulation: `build_worldbook` with the route table (`route_folds` cross-fitting folds over
+    about `route_turns` held-out turns, None: all)."""
     return build_worldbook(episodes, name=name, config=config or BuildConfig(), validation=validation, cache_dir=cache_dir,
                            workspace_root=workspace_root, env_id=env_id, progress=progress,
-                           stages=simulator_stages(route_folds))
+                           stages=simulator_stages(route_folds, route_turns))
+
+
+def route_sample(episodes: Sequence[Episode], max_turns: int | None = ROUTE_TURNS,
+                 min_action_turns: int = MIN_ACTION_TURNS) -> list[str] | None:
+    """The trajectory families a route table is measured on, in fold order; None when that is every family (no
+    limit, or the construction holds at most `max_turns` turns). Families are taken in the hashed fold order while
+    the sample holds fewer than `max_turns` turns, then only those calling an action the sample holds fewer than
+    `min_action_turns` turns of: a prefix of a fixed pseudo-random order, plus what keeps rare actions measured."""
+    if max_turns is None or sum(len(e.turns) for e in episodes) <= max_turns:
+        return None
+    calls: dict[str, Counter[str]] = {}
+    for episode in episodes:
+        calls.setdefault(trajectory_family(episode), Counter()).update(turn.action.name for turn in episode.turns)
+    sampled: list[str] = []
+    held: Counter[str] = Counter()
+    for family in families_in_fold_order(episodes):
+        family_calls = calls[family]
+        if held.total() < max_turns or any(held[action] < min_action_turns for action in family_calls):
+            sampled.append(family)
+            held.update(family_calls)
+    return sampled
+
+
+def route_fold_assignment(episodes: Sequence[Episode], folds: int,
+                          max_turns: int | None = ROUTE_TURNS) -> dict[str, int]:
+    """Each held-out family's fold. Every family, `family_folds`, while the construction is within `max_turns`
+    turns; else the `route_sample` families dealt over as few folds as keep each fold's book at least as large as
+    a `folds`-fold cross-fit's: the families outside the sample are in every fold's book, and a sample of at most
+    1/`folds` of the families is one held-out fold (the table needs every sampled turn held out once, not every
+    family)."""
+    sample = route_sample(episodes, max_turns)
+    if sample is None:
+        return family_folds(episodes, folds)
+    total = len({trajectory_family(e) for e in episodes})
+    count = max(1, math.ceil(folds * len(sample) / total))
+    return {family: index % count for index, family in enumerate(sample)}
 
 
 def _fold_candidates(candidates: InducedRules, kept_turns: set[str]) -> list[Rule]:
@@ -138,21 +207,23 @@ def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episo
 
 
 def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], candidates: InducedRules,
-                 config: BuildConfig, *, folds: int = 5) -> RouteTable | None:
-    """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families):
-    `evidence` and `candidates` are the build's, over all of `episodes`."""
+                 config: BuildConfig, *, folds: int = 5, max_turns: int | None = ROUTE_TURNS) -> RouteTable | None:
+    """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families) on
+    about `max_turns` held-out turns (`route_fold_assignment`): `evidence` and `candidates` are the build's, over all
+    of `episodes`."""
     folds = min(folds, len({trajectory_family(e) for e in episodes}))
     if folds < 2:
         return None
-    assignment = family_folds(episodes, folds)
+    assignment = route_fold_assignment(episodes, folds, max_turns)
+    folds = max(assignment.values()) + 1
     families = {e.id: trajectory_family(e) for e in episodes}
     table = RouteTable(folds=folds)
     memo = MatchMemo()  # what each turn shows and which templates it fits: the same in every fold that keeps it
     cache = ReplayCache()  # an episode's replay under the same rules for its actions: the same in every fold
     summaries = EpisodeSummaries()  # what each episode adds to a tracker or learner, combined over a fold's kept
     for fold in range(folds):
-        held = [e for e in episodes if assignment[trajectory_family(e)] == fold]
-        kept = {e.id for e in episodes if assignment[trajectory_family(e)] != fold}
+        held = [e for e in episodes if assignment.get(families[e.id]) == fold]
+        kept = {e.id for e in episodes if assignment.get(families[e.id]) != fold}
         book = fold_book(evidence, candidates, kept, config, families, memo=memo, cache=cache, summaries=summaries)
         _replay_fold(table, Harness(book, summaries=summaries), held)
     return table

@@ -51,6 +51,7 @@ __all__ = [
     "cross_fit",
     "deterministic_extract",
     "duplicate_trajectories",
+    "families_in_fold_order",
     "family_folds",
     "leakage_check",
     "trajectory_family",
@@ -208,13 +209,17 @@ class CrossFitResult:
                              for f, r, fold in zip(self.families, reports, self.folds, strict=False)]}
 
 
+def families_in_fold_order(episodes: Iterable[Episode]) -> list[str]:
+    """The episodes' trajectory families in the fixed hashed order folds are dealt in."""
+    return sorted({trajectory_family(e) for e in episodes}, key=lambda f: hashlib.sha256(f.encode()).hexdigest())
+
+
 def family_folds(episodes: Sequence[Episode], folds: int) -> dict[str, int]:
     """Each trajectory family's fold (0-based), families dealt in a fixed hashed order: cross-fitted builds and
     cross-fitted evaluation (`worldsmith eval --folds`) split the same episodes the same way."""
     if folds < 2:
         raise ValueError(f"cross-fitting needs at least 2 folds, not {folds}")
-    families = sorted({trajectory_family(e) for e in episodes},
-                      key=lambda f: hashlib.sha256(f.encode()).hexdigest())
+    families = families_in_fold_order(episodes)
     if len(families) < folds:
         raise ValueError(f"{len(families)} trajectory families cannot fill {folds} folds")
     return {family: index % folds for index, family in enumerate(families)}

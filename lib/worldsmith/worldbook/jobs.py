@@ -45,6 +45,7 @@ class BuildLaunch:
     env: str | None = None
     folds: int = 0
     route_folds: int = 5
+    route_turns: int | None = None  # held-out turns of the route table (0: all; None: the CLI's default)
     llm: str | None = None
     update: bool = False
     message: str = ""
@@ -74,7 +75,8 @@ def build_command(launch: BuildLaunch, root: str | Path) -> list[str]:
                "--folds", str(int(c.folds)), "--route-folds", str(int(c.route_folds)), "--author", c.author,
                "--progress", str(progress_path(root, c.out)), "--json"]
     for flag, value in (("--split", c.split), ("--validate-split", c.validate_split), ("--env", c.env),
-                        ("--llm", c.llm), ("--message", c.message)):
+                        ("--llm", c.llm), ("--message", c.message),
+                        ("--route-turns", None if c.route_turns is None else int(c.route_turns))):
         if value not in (None, ""):
             command += [flag, str(value)]
     return command + list(c.extra)

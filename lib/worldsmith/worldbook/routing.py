@@ -55,7 +55,8 @@ class RouteTable(BaseModel):
 
     model_config = _STRICT
 
-    folds: int = Field(default=0, ge=0, description="Cross-fitting folds the table was measured with.")
+    folds: int = Field(default=0, ge=0, description="Cross-fitting folds the table was measured with (1: one "
+                                                    "held-out sample of families, the rest building its book).")
     turns: int = Field(default=0, ge=0, description="Held-out turns replayed.")
     min_turns: int = Field(default=3, ge=1, description="Fewer paired turns than this: the pooled row decides.")
     actions: dict[str, dict[str, RouteStats]] = Field(default_factory=dict)
@@ -63,6 +64,11 @@ class RouteTable(BaseModel):
     duels: dict[str, dict[str, int]] = Field(
         default_factory=dict, description='Per action, "A>B": turns where A and B answered differently and A was exact.')
     pooled_duels: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def measured_by(self) -> str:
+        """How the held-out turns were held out, in words ("5 cross-fitted folds", "one held-out sample")."""
+        return "one held-out sample of families" if self.folds == 1 else f"{self.folds} cross-fitted folds"
 
     def record_duel(self, action: str, winner: str, loser: str) -> None:
         """Two sources answered one turn differently and `winner` was exact."""
