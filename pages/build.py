@@ -61,11 +61,11 @@ with st.form("build_form", enter_to_submit=False):  # Enter then Build would lau
     route_folds = left.number_input("Route-table folds (0: none)", min_value=0, max_value=10, value=5,
                                     key="build_route_folds",
                                     help="cross-fitting folds that measure which answer source to trust per action")
-    route_turns = middle.number_input("Route-table turns (0: all)", min_value=0, value=ROUTE_TURNS, step=500,
+    route_turns = middle.number_input("Route-table turns (0: all)", min_value=0, value=ROUTE_TURNS, step=1000,
                                       key="build_route_turns",
-                                      help="held-out turns the route table is measured on: past this many, a sample "
-                                           "of trajectory families (and every rare action's) is held out, so the "
-                                           "stage stops growing with the data")
+                                      help="the most held-out turns the route table is measured on: past 3,000 "
+                                           "construction turns a sample of 40% of them (within this cap) is held out "
+                                           "by trajectory family, so the stage stops growing with the data")
     spec = st.text_input("Model for the rules and notes stages (optional)", key="build_llm",
                          placeholder="tiny:data_samples/models/tiny — empty: the deterministic builder only")
     submitted = st.form_submit_button("Build", icon=":material/construction:")

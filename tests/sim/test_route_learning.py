@@ -8,7 +8,7 @@ from typing import Any
 
 from helpers import sample_episodes
 from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book, fold_book, simulator_stages
-from worldsmith.sim.route_learning import route_fold_assignment, route_sample
+from worldsmith.sim.route_learning import route_budget, route_fold_assignment, route_sample
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.traces.model import turn_id
 from worldsmith.worldbook import (
@@ -130,3 +130,9 @@ def test_a_sampled_route_table_replays_only_the_sample() -> None:
     sampled = build_simulator_book(episodes, name="alf", route_turns=turns // 3).book
     assert sampled.routes is not None and turns // 3 <= sampled.routes.turns < turns
     assert sampled.model_copy(update={"routes": None}) == full.model_copy(update={"routes": None})
+
+
+def test_the_route_budget_is_a_share_of_the_construction_between_a_floor_and_a_cap() -> None:
+    assert route_budget(2_000) == 3_000 and route_budget(8_000) == 3_200  # the floor, then 40%
+    assert route_budget(25_000) == 10_000 and route_budget(80_000) == 12_000 and route_budget(80_000, None) == 80_000
+    assert route_budget(80_000, 500) == 500

@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--route-folds", type=int, default=5, metavar="K",
                         help="cross-fitting folds of the route table (default 5; 0: no table, rules answer first)")
     parser.add_argument("--route-turns", type=int, default=ROUTE_TURNS, metavar="N",
-                        help=f"held-out turns the route table is measured on (default {ROUTE_TURNS}: past this many, "
-                             "a sample of trajectory families and every rare action's is held out; 0: all turns)")
+                        help=f"the most held-out turns the route table is measured on (default {ROUTE_TURNS}; past "
+                             "3,000 construction turns a sample of 40%% of them, within this cap, is held out by "
+                             "trajectory family; 0: every turn)")
     parser.add_argument("--message", default="")
     parser.add_argument("--author", default="worldsmith build", help="who the saved version names as its author")
     parser.add_argument("--progress", metavar="FILE",
