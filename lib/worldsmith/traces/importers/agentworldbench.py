@@ -30,10 +30,10 @@ from worldsmith.traces.model import (
 __all__ = ["AgentWorldBenchImporter", "parse_step_prompt"]
 
 _ACTION = re.compile(r"\*\*Action:\*\*\s*(?:```[a-zA-Z]*\n(?P<fenced>.*?)\n?```|(?P<plain>.*?)(?:\n\s*\n|$))", re.S)
-_STATE = re.compile(r"\*\*Current State:\*\*\s*(?P<state>.*?)(?=\n\s*\*\*Action:\*\*|$)", re.S)
+_STATE = re.compile(r"\*\*Current State:\*\*\s*")
 _HEADER = re.compile(r"^\s*#+\s*Turn\s+\d+\s*\n?", re.I)
 _OBSERVATION_HEADER = re.compile(r"^\s*\*\*Environment Observation:\*\*\s*\n?", re.I)
-_TAGGED = re.compile(r"<predicted_observation>(?P<body>.*?)</predicted_observation>", re.S)
+_OPEN_TAG, _CLOSE_TAG = "<predicted_observation>", "</predicted_observation>"
 
 
 @dataclass(slots=True)
@@ -50,17 +50,23 @@ def parse_step_prompt(prompt: str) -> StepPrompt:
     if match is None:
         raise ValueError("step prompt has no '**Action:**' section")
     action_text = match.group("fenced") if match.group("fenced") is not None else match.group("plain")
+    # The state runs from its header to the action header (the first one, so none lies between): sliced, not
+    # matched by a lazy pattern with a lookahead, which rescans every newline run (quadratic on a hostile row).
     state_match = _STATE.search(prompt, 0, match.start())
-    state = state_match.group("state").strip() if state_match else None
+    state = prompt[state_match.end() : match.start()].strip() if state_match else None
     before = prompt[: state_match.start() if state_match else match.start()]
     before = _HEADER.sub("", before).strip()
-    return StepPrompt(action_text=action_text.strip(), state=state, before=before, after=prompt[match.end():].strip())
+    return StepPrompt(action_text=action_text.strip(), state=state, before=before, after=prompt[match.end() :].strip())
 
 
 def clean_observation(response: str) -> str:
-    tagged = _TAGGED.search(response)
-    if tagged:
-        return tagged.group("body").strip("\n")
+    """The tagged observation when there is one, else the response without its header. Found with `str.find`:
+    a lazy pattern rescans to the end from every unclosed opening tag (quadratic on a hostile row)."""
+    opened = response.find(_OPEN_TAG)
+    if opened >= 0:
+        closed = response.find(_CLOSE_TAG, opened + len(_OPEN_TAG))
+        if closed >= 0:
+            return response[opened + len(_OPEN_TAG) : closed].strip("\n")
     return _OBSERVATION_HEADER.sub("", response, count=1)
 
 
@@ -148,14 +154,20 @@ class AgentWorldBenchImporter:
                     context.append(ContextEvent(role="environment", content=step.state, name="current_state"))
             if step.after:
                 suffix = step.after
-            turns.append(Turn(
-                index=index,
-                action=action_from_text(step.action_text),
-                observation=Observation(text=clean_observation(response)),
-                context=context,
-                provenance=Provenance(source=source, line=line, pointer=f"/prompt/{index}",
-                                      content_hash=content_digest([prompt, response])[:16]),
-            ))
+            turns.append(
+                Turn(
+                    index=index,
+                    action=action_from_text(step.action_text),
+                    observation=Observation(text=clean_observation(response)),
+                    context=context,
+                    provenance=Provenance(
+                        source=source,
+                        line=line,
+                        pointer=f"/prompt/{index}",
+                        content_hash=content_digest([prompt, response])[:16],
+                    ),
+                )
+            )
         metadata = {k: v for k, v in row.items() if k not in ("prompt", "response", "current_prompt", "turn_idx", "id")}
         metadata["rows_merged"] = best.rows
         if suffix:

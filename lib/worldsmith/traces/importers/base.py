@@ -19,8 +19,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import orjson
 from pydantic import ValidationError
 
+from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject, TraceFormatError
+from worldsmith.util.json_depth import too_deep
 
 __all__ = [
     "HEAD_BYTES",
@@ -101,8 +103,11 @@ class JsonRecord:
 
     def reject(self, source: str, reason: str | None = None) -> Reject:
         return Reject(
-            source=source, reason=reason or self.error or "invalid record", line=self.line,
-            pointer=self.pointer or None, raw=self.raw_text(),
+            source=source,
+            reason=reason or self.error or "invalid record",
+            line=self.line,
+            pointer=self.pointer or None,
+            raw=self.raw_text(),
         )
 
 
@@ -110,13 +115,21 @@ def iter_json_records(path: Path, stream_keys: frozenset[str] = frozenset()) -> 
     """Stream the records of a JSONL file, a JSON array file, or a single JSON document.
 
     In a document that is one object, arrays under `stream_keys` (e.g. `simulations`) stream
-    element by element, so a results file of any size is never loaded whole.
+    element by element, so a results file of any size is never loaded whole. A record nested
+    deeper than `MAX_JSON_DEPTH` (`traces.limits`) comes back as an error: rejected alone.
     """
+    limits = import_limits()
     layout = _json_layout(path)
-    if layout == "jsonl":
-        yield from _iter_jsonl(path)
-    else:
-        yield from _iter_json_document(path, stream_keys)
+    records = (
+        _iter_jsonl(path, limits.max_record_bytes) if layout == "jsonl" else _iter_json_document(path, stream_keys)
+    )
+    for record in records:
+        if record.error is None and too_deep(record.value, limits.max_json_depth):
+            record.error = (
+                f"nested deeper than {limits.max_json_depth} levels (the import limit WORLDSMITH_IMPORT_MAX_JSON_DEPTH)"
+            )
+            record.value = None
+        yield record
 
 
 _WS = re.compile(r"\s*")
@@ -124,28 +137,29 @@ _WS = re.compile(r"\s*")
 
 def _json_layout(path: Path) -> str:
     """'jsonl' or 'document': a file whose first line is a complete JSON value is JSONL."""
+    bound = import_limits().max_record_bytes + 1  # an over-long line is looked at, not read whole
     with open(path, "rb") as handle:
-        first = handle.readline()
+        first = handle.readline(bound)
         stripped = first.strip().lstrip(b"\xef\xbb\xbf")
         while not stripped:
-            first = handle.readline()
+            first = handle.readline(bound)
             if not first:
                 return "document"
             stripped = first.strip()
         first_value = _parse_or_none(stripped)
         if first_value is not None:
-            rest = handle.readline()
+            rest = handle.readline(bound)
             while rest and not rest.strip():
-                rest = handle.readline()
+                rest = handle.readline(bound)
             if not rest and isinstance(first_value, list) and not _is_message_list(first_value):
                 return "document"  # a whole JSON array on one line: its elements are the records
             return "jsonl"
         if stripped[:1] == b"[":
             return "document"
         # The first line is broken: JSONL with a bad first line, or a pretty-printed document?
-        second = handle.readline().strip()
+        second = handle.readline(bound).strip()
         while not second:
-            nxt = handle.readline()
+            nxt = handle.readline(bound)
             if not nxt:
                 return "document"
             second = nxt.strip()
@@ -163,11 +177,24 @@ def _is_message_list(value: list[Any]) -> bool:
     return bool(value) and isinstance(value[0], dict) and "role" in value[0]
 
 
-def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
+def _iter_jsonl(path: Path, max_record_bytes: int) -> Iterator[JsonRecord]:
+    """Line by line; a line over `max_record_bytes` is skipped unread (streamed past) and rejected alone."""
     with open(path, "rb", buffering=_READ_BUFFER) as handle:  # records of many KB: read in big blocks
-        for number, line in enumerate(handle, start=1):
+        number = 0
+        while line := handle.readline(max_record_bytes + 1):
+            number += 1
             if number == 1:
                 line = line.lstrip(b"\xef\xbb\xbf")
+            if len(line) > max_record_bytes and not line.endswith(b"\n"):
+                size = len(line) + _skip_line(handle)
+                yield JsonRecord(
+                    line=number,
+                    pointer="",
+                    raw=line[:_RAW_HEAD],
+                    error=f"record of {size} bytes is over the {max_record_bytes}-byte limit "
+                    "(WORLDSMITH_IMPORT_MAX_RECORD_BYTES)",
+                )
+                continue
             if not line or line.isspace():  # isspace() scans without copying a long line
                 continue
             try:
@@ -177,10 +204,30 @@ def _iter_jsonl(path: Path) -> Iterator[JsonRecord]:
                     orjson.loads(line.rstrip(b"\r\n"))
                 except orjson.JSONDecodeError as bare:
                     error = bare
-                kind = "truncated JSON" if _looks_truncated(str(error)) else "invalid JSON"
+                text = str(error)
+                kind = (
+                    "nested too deeply"
+                    if "recursion" in text.lower() or "depth limit" in text.lower()
+                    else "truncated JSON"
+                    if _looks_truncated(text)
+                    else "invalid JSON"
+                )
                 yield JsonRecord(line=number, pointer="", raw=line, error=f"{kind}: {error}")
                 continue
             yield JsonRecord(line=number, pointer="", raw=line, value=value)
+
+
+_RAW_HEAD = 64 << 10  # what the quarantine keeps of a record too long to read
+
+
+def _skip_line(handle: Any) -> int:
+    """Read past the rest of an over-long line in bounded blocks; the bytes skipped."""
+    skipped = 0
+    while chunk := handle.readline(_READ_BUFFER):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
 
 
 def _looks_truncated(message: str) -> bool:
@@ -236,15 +283,26 @@ def _iter_json_document(path: Path, stream_keys: frozenset[str]) -> Iterator[Jso
         yield from _walk_document(window, stream_keys)
     except UnicodeDecodeError as error:
         yield JsonRecord(
-            line=window.line, pointer="", raw=None,
+            line=window.line,
+            pointer="",
+            raw=None,
             error=f"not UTF-8 text near line {window.line}: {error.reason}; the rest of the file is skipped",
         )
     finally:
         window.close()
 
 
+class _TooDeep(Exception):
+    """A value nested past what the decoder can recurse into; `end` is where it ends (-1: not found)."""
+
+    def __init__(self, end: int) -> None:
+        super().__init__(end)
+        self.end = end
+
+
 def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, int] | str:
-    """Decode one JSON value at the window position, refilling as needed; error text on failure."""
+    """Decode one JSON value at the window position, refilling as needed; error text on failure.
+    Raises `_TooDeep` for a value too deep to decode, having found its end, so the caller can skip it."""
     want = _CHUNK_CHARS
     while True:
         try:
@@ -253,7 +311,7 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
                 return value, end
             continue  # a bare number may go on past the end of the buffer: decode it again, whole
         except RecursionError:
-            return f"invalid JSON: nested too deeply near line {window.line}"
+            raise _TooDeep(_value_end(window)) from None
         except json.JSONDecodeError as error:
             if not window.refill(want):
                 at_end = error.pos >= len(window.buffer.rstrip()) - 1 or error.msg.startswith("Unterminated")
@@ -262,6 +320,45 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
                 line = window.line - lines_before_pos + error.lineno - 1
                 return f"{kind}: {error.msg} (line {line}, column {error.colno})"
             want = max(want * 2, len(window.buffer))
+
+
+def _decode_or_error(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, int] | str:
+    """`_decode_value` where a too-deep value cannot be skipped: it ends the walk with an error."""
+    try:
+        return _decode_value(window, decoder)
+    except _TooDeep:
+        return f"invalid JSON: nested too deeply near line {window.line}"
+
+
+_STRUCTURE = re.compile(r'[\[\]{}"]')
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def _value_end(window: _TextWindow) -> int:
+    """The end of the array or object at the window position (brackets counted, strings skipped), refilling the
+    window as needed; -1 when the file ends first. Linear: used to skip a value too deep to decode."""
+    depth = 0
+    offset = 0  # from window.pos, which a refill may move
+    while True:
+        at = window.pos + offset
+        found = _STRUCTURE.search(window.buffer, at)
+        if found is not None and found.group() == '"':
+            rest = _STRING_REST.match(window.buffer, found.end())
+            if rest is None:  # the string goes on past the buffer: read more and look again
+                if not window.refill():
+                    return -1
+                continue
+            offset = rest.end() - window.pos
+            continue
+        if found is None:
+            offset = len(window.buffer) - window.pos
+            if not window.refill():
+                return -1
+            continue
+        depth += 1 if found.group() in "[{" else -1
+        offset = found.end() - window.pos
+        if depth == 0:
+            return found.end()
 
 
 def _walk_document(window: _TextWindow, stream_keys: frozenset[str]) -> Iterator[JsonRecord]:
@@ -276,7 +373,7 @@ def _walk_document(window: _TextWindow, stream_keys: frozenset[str]) -> Iterator
         complete = yield from _walk_object(window, decoder, stream_keys)
     else:
         start_line = window.line
-        result = _decode_value(window, decoder)
+        result = _decode_or_error(window, decoder)
         if isinstance(result, str):
             yield JsonRecord(line=start_line, pointer="", raw=_tail(window), error=result)
             return
@@ -298,18 +395,38 @@ def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> 
         return True
     while True:
         if window.skip_ws() == "":
-            yield JsonRecord(line=window.line, pointer=f"{prefix}/{index}", raw="",
-                             error="truncated JSON array: missing ']'")
+            yield JsonRecord(
+                line=window.line, pointer=f"{prefix}/{index}", raw="", error="truncated JSON array: missing ']'"
+            )
             return False
         start_line = window.line
-        result = _decode_value(window, decoder)
+        try:
+            result = _decode_value(window, decoder)
+        except _TooDeep as deep:
+            if deep.end < 0:
+                yield JsonRecord(
+                    line=start_line,
+                    pointer=f"{prefix}/{index}",
+                    raw=_tail(window),
+                    error="invalid JSON: nested too deeply, and the value never ends",
+                )
+                return False
+            yield JsonRecord(
+                line=start_line,
+                pointer=f"{prefix}/{index}",
+                raw=window.buffer[window.pos : deep.end],
+                error="nested too deeply to read",
+            )
+            window.advance(deep.end)
+            result = None
         if isinstance(result, str):
             yield JsonRecord(line=start_line, pointer=f"{prefix}/{index}", raw=_tail(window), error=result)
             return False
-        value, end = result
-        raw = window.buffer[window.pos : end]
-        window.advance(end)
-        yield JsonRecord(line=start_line, pointer=f"{prefix}/{index}", raw=raw, value=value)
+        if result is not None:
+            value, end = result
+            raw = window.buffer[window.pos : end]
+            window.advance(end)
+            yield JsonRecord(line=start_line, pointer=f"{prefix}/{index}", raw=raw, value=value)
         index += 1
         separator = window.skip_ws()
         if separator == ",":
@@ -319,18 +436,22 @@ def _walk_array(window: _TextWindow, decoder: json.JSONDecoder, prefix: str) -> 
             window.advance(window.pos + 1)
             return True
         if separator == "":
-            yield JsonRecord(line=window.line, pointer=f"{prefix}/{index}", raw="",
-                             error="truncated JSON array: missing ']'")
+            yield JsonRecord(
+                line=window.line, pointer=f"{prefix}/{index}", raw="", error="truncated JSON array: missing ']'"
+            )
             return False
         yield JsonRecord(
-            line=window.line, pointer=f"{prefix}/{index}", raw=_tail(window),
+            line=window.line,
+            pointer=f"{prefix}/{index}",
+            raw=_tail(window),
             error=f"invalid JSON array: expected ',' or ']' but found {separator!r}; the rest of the file is skipped",
         )
         return False
 
 
-def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: frozenset[str]
-                 ) -> Generator[JsonRecord, None, bool]:
+def _walk_object(
+    window: _TextWindow, decoder: json.JSONDecoder, stream_keys: frozenset[str]
+) -> Generator[JsonRecord, None, bool]:
     """A top-level object: arrays under `stream_keys` stream element by element (pointer
     `/<key>/<i>`); the other members form one last record marked `envelope` (or the whole
     document, when nothing was streamed)."""
@@ -344,10 +465,14 @@ def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: fr
             window.advance(window.pos + 1)
             break
         if char != '"':
-            yield JsonRecord(line=window.line, pointer="", raw=_tail(window),
-                             error=f"invalid JSON object: expected a key but found {char!r}")
+            yield JsonRecord(
+                line=window.line,
+                pointer="",
+                raw=_tail(window),
+                error=f"invalid JSON object: expected a key but found {char!r}",
+            )
             return False
-        key_result = _decode_value(window, decoder)
+        key_result = _decode_or_error(window, decoder)
         if isinstance(key_result, str):
             yield JsonRecord(line=window.line, pointer="", raw=_tail(window), error=key_result)
             return False
@@ -364,7 +489,7 @@ def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: fr
         else:
             window.skip_ws()
             value_line = window.line
-            result = _decode_value(window, decoder)
+            result = _decode_or_error(window, decoder)
             if isinstance(result, str):
                 yield JsonRecord(line=value_line, pointer=f"/{_pointer_token(key)}", raw=_tail(window), error=result)
                 return False
@@ -374,9 +499,12 @@ def _walk_object(window: _TextWindow, decoder: json.JSONDecoder, stream_keys: fr
         if separator == ",":
             window.advance(window.pos + 1)
         elif separator != "}":
-            yield JsonRecord(line=window.line, pointer="", raw=_tail(window),
-                             error="invalid JSON object: expected ',' or '}'" if separator else
-                             "truncated JSON object: missing '}'")
+            yield JsonRecord(
+                line=window.line,
+                pointer="",
+                raw=_tail(window),
+                error="invalid JSON object: expected ',' or '}'" if separator else "truncated JSON object: missing '}'",
+            )
             return False
     yield JsonRecord(line=start_line, pointer="", raw=None, value=members, envelope=streamed)
     return True
