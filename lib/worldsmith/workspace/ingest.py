@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import time
@@ -29,10 +30,12 @@ import pyarrow.parquet as pq
 from worldsmith.traces.files import expand_paths
 from worldsmith.traces.importers import detect_format, get_importer
 from worldsmith.traces.importers.base import Importer
+from worldsmith.traces.limits import import_limits, truncate_raw
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
 from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.util.staging import make_staging, sweep_stale
+from worldsmith.util.processes import process_alive
+from worldsmith.util.staging import MAX_AGE_S, MIN_AGE_S, make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
 from worldsmith.workspace.storage import PartWriter
 
@@ -105,21 +108,30 @@ def _new_ingest_id() -> str:
 
 
 class _Quarantine:
-    """Rejected records, verbatim, one JSON object per line; created on first use."""
+    """Rejected records, verbatim up to `MAX_QUARANTINE_RAW` characters (a longer one is cut and says its
+    length), one JSON object per line; created on first use, in a temp file named for this process until closed."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self._handle: IO[bytes] | None = None
+        self._limit = import_limits().max_quarantine_raw
 
     def write(self, reject: Reject) -> None:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = open(self._tmp, "wb")
-        self._handle.write(orjson.dumps({
-            "source": reject.source, "line": reject.line, "pointer": reject.pointer,
-            "reason": reject.reason, "raw": reject.raw,
-        }, option=orjson.OPT_APPEND_NEWLINE))
+        raw, full_length = truncate_raw(reject.raw, self._limit)
+        entry = {
+            "source": reject.source,
+            "line": reject.line,
+            "pointer": reject.pointer,
+            "reason": reject.reason,
+            "raw": raw,
+        }
+        if full_length is not None:
+            entry["raw_truncated_from"] = full_length
+        self._handle.write(orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE))
 
     def close(self) -> str | None:
         if self._handle is None:
@@ -127,6 +139,29 @@ class _Quarantine:
         self._handle.close()
         os.replace(self._tmp, self.path)
         return str(self.path)
+
+
+_TEMP_OWNER = re.compile(r"\.(\d+)\.tmp$")
+
+
+def _sweep_stale_temps(reports_dir: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the quarantine temp files of killed ingests: the writer's process is gone (and the file older than
+    `MIN_AGE_S`), or the file is older than `MAX_AGE_S` whatever its name says. The ones removed."""
+    if not reports_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    removed = []
+    for path in reports_dir.glob(".*.tmp"):
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        owner = _TEMP_OWNER.search(path.name)
+        gone = owner is None or not process_alive(int(owner.group(1)), mtime)
+        if (gone and now - mtime > MIN_AGE_S) or now - mtime > MAX_AGE_S:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def ingest_files(
@@ -158,8 +193,17 @@ def ingest_files(
     unreadable: list[tuple[Path, str]] = []
     files = expand_paths(paths, unreadable)
     sweep_stale(workspace_root / ".staging")  # a killed ingest's parts
-    run = _Ingest(workspace_root, dataset, files, format=format, strict=strict, progress=progress,
-                  progress_every=progress_every, env=env)
+    _sweep_stale_temps(workspace_root / "reports")  # and its quarantine file
+    run = _Ingest(
+        workspace_root,
+        dataset,
+        files,
+        format=format,
+        strict=strict,
+        progress=progress,
+        progress_every=progress_every,
+        env=env,
+    )
     for folder, why in unreadable:  # reported as an unreadable file is: never skipped in silence
         reason = f"could not list the folder: {why}"
         file_report = FileReport(path=str(folder), error=reason)
@@ -181,13 +225,22 @@ def ingest_files(
 class _Ingest:
     """One ingest: the staged parts, the dedup sets, the report and quarantine, file by file."""
 
-    def __init__(self, workspace_root: Path, dataset: str, files: list[Path], *, format: str | None, strict: bool,
-                 progress: ProgressCallback | None, progress_every: int, env: str | None) -> None:
+    def __init__(
+        self,
+        workspace_root: Path,
+        dataset: str,
+        files: list[Path],
+        *,
+        format: str | None,
+        strict: bool,
+        progress: ProgressCallback | None,
+        progress_every: int,
+        env: str | None,
+    ) -> None:
         self.files, self.format, self.strict, self.env = files, format, strict, env
         self.progress, self.progress_every = progress, progress_every
         self.ingest_id = _new_ingest_id()
         self.reports_dir = workspace_root / "reports"
-        self.staging = make_staging(workspace_root / ".staging")
         self.dataset_path = workspace_root / "datasets" / dataset
         existing = Dataset(self.dataset_path) if (self.dataset_path / "manifest.json").exists() else None
         # Parts whose episodes the dedup below sees (listed first: parts are only ever added); at commit only
@@ -198,8 +251,14 @@ class _Ingest:
         self.report = ImportReport(ingest_id=self.ingest_id, dataset=dataset, strict=strict)
         self.quarantine = _Quarantine(self.reports_dir / f"{self.ingest_id}.quarantine.jsonl")
         self.rejects = RejectLog()
-        self.writer = PartWriter(self.staging / "episodes.parquet", self.staging / "turns.parquet",
-                                 ingest_id=self.ingest_id)
+        self.staging = make_staging(workspace_root / ".staging")  # last: nothing after it fails but the writer
+        try:
+            self.writer = PartWriter(
+                self.staging / "episodes.parquet", self.staging / "turns.parquet", ingest_id=self.ingest_id
+            )
+        except BaseException:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            raise
         self.origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
         self.envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
         self.started = time.perf_counter()
@@ -207,11 +266,18 @@ class _Ingest:
     def emit(self, current: str, done: int) -> None:
         if self.progress is not None:
             report = self.report
-            self.progress(IngestProgress(
-                file=current, files_done=done, files_total=len(self.files), episodes=report.episodes,
-                turns=report.turns, rejected=report.rejected, duplicates=report.duplicates,
-                seconds=time.perf_counter() - self.started,
-            ))
+            self.progress(
+                IngestProgress(
+                    file=current,
+                    files_done=done,
+                    files_total=len(self.files),
+                    episodes=report.episodes,
+                    turns=report.turns,
+                    rejected=report.rejected,
+                    duplicates=report.duplicates,
+                    seconds=time.perf_counter() - self.started,
+                )
+            )
 
     def reject(self, file_report: FileReport, item: Reject) -> None:
         file_report.rejected += 1
@@ -257,7 +323,7 @@ class _Ingest:
                 self.reject(file_report, _empty(item, path, rejected_at))
                 continue
             if item.episode[_ENV_ID] is None and self.env:
-                item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1:]), item.turns)
+                item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1 :]), item.turns)
             stored = _add_episode(item, file_report, self.writer, self.hashes, self.ids)
             if stored is not None:
                 self.origin[stored] = file_report
@@ -280,8 +346,9 @@ class _Ingest:
         self.emit("", len(self.files))
         report = self.report
         commit = self.writer.episodes > 0 and not (self.strict and report.rejected > 0)
-        report.committed = commit and _commit(self.dataset_path, self.staging, self.ingest_id, self.writer, report,
-                                              self.origin, self.checked_parts)
+        report.committed = commit and _commit(
+            self.dataset_path, self.staging, self.ingest_id, self.writer, report, self.origin, self.checked_parts
+        )
 
     def finish(self) -> ImportReport:
         """The report, with its rejects and quarantine file, saved beside the others."""
@@ -334,12 +401,13 @@ def _empty(rows: EpisodeRows, path: Path, rejected_at: Counter[tuple[str, int | 
     line = int(line) if isinstance(line, int) else None
     parts = (rejected_at or Counter())[(where, line)] if line is not None else 0
     if parts:
-        reason = (f"nothing left to import: {parts} tool call{'s or results were' if parts != 1 else ' or result was'} "
-                  f"rejected (see {'those rows' if parts != 1 else 'that row'}) and the conversation has no message "
-                  f"text to keep as a dialogue (episode {rows.id!r})")
+        reason = (
+            f"nothing left to import: {parts} tool call{'s or results were' if parts != 1 else ' or result was'} "
+            f"rejected (see {'those rows' if parts != 1 else 'that row'}) and the conversation has no message "
+            f"text to keep as a dialogue (episode {rows.id!r})"
+        )
     else:
-        reason = (f"no tool call in this conversation, and no message text to keep as a dialogue "
-                  f"(episode {rows.id!r})")
+        reason = f"no tool call in this conversation, and no message text to keep as a dialogue (episode {rows.id!r})"
     return Reject(source=where, line=line, pointer=source.get("source_pointer"), reason=reason)
 
 
@@ -373,8 +441,9 @@ def _add_episode(
     return rows.id
 
 
-def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
-                       origin: dict[str, FileReport], checked_parts: set[str]) -> tuple[int, int]:
+def _against_committed(
+    dataset: Dataset, staging: Path, writer: PartWriter, origin: dict[str, FileReport], checked_parts: set[str]
+) -> tuple[int, int]:
     """Under the dataset's lock: drop the staged episodes another ingest committed meanwhile (same content) and
     rename those whose id it took, as `_add_episode` does against what was committed at the start; count them in
     the file reports. (episodes, turns) left to commit.
@@ -391,8 +460,11 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
     ids = set(committed.column("episode_id").to_pylist())
     rows = pq.read_table(staging / "episodes.parquet", columns=["episode_id", "content_hash"]).to_pylist()
     dropped = {row["episode_id"] for row in rows if row["content_hash"] in hashes}
-    renamed = {row["episode_id"]: f"{row['episode_id']}~{row['content_hash'][:8]}" for row in rows
-               if row["episode_id"] in ids and row["episode_id"] not in dropped}
+    renamed = {
+        row["episode_id"]: f"{row['episode_id']}~{row['content_hash'][:8]}"
+        for row in rows
+        if row["episode_id"] in ids and row["episode_id"] not in dropped
+    }
     if not dropped and not renamed:
         return writer.episodes, writer.turns
     episodes = pq.read_table(staging / "episodes.parquet")
@@ -412,8 +484,11 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
     def rewrite(table: pa.Table) -> pa.Table:
         ids_column = table.column("episode_id").to_pylist()
         keep = pa.array([episode not in dropped for episode in ids_column])
-        table = table.set_column(table.schema.get_field_index("episode_id"), "episode_id",
-                                 pa.array([renamed.get(e, e) for e in ids_column], pa.string()))
+        table = table.set_column(
+            table.schema.get_field_index("episode_id"),
+            "episode_id",
+            pa.array([renamed.get(e, e) for e in ids_column], pa.string()),
+        )
         return table.filter(keep)
 
     episodes, turns = rewrite(episodes), rewrite(turns)
@@ -422,8 +497,15 @@ def _against_committed(dataset: Dataset, staging: Path, writer: PartWriter,
     return episodes.num_rows, turns.num_rows
 
 
-def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWriter, report: ImportReport,
-            origin: dict[str, FileReport], checked_parts: set[str]) -> bool:
+def _commit(
+    dataset_path: Path,
+    staging: Path,
+    ingest_id: str,
+    writer: PartWriter,
+    report: ImportReport,
+    origin: dict[str, FileReport],
+    checked_parts: set[str],
+) -> bool:
     """Move the staged part into the dataset under its lock; False when nothing was left to commit."""
     parts_dir = dataset_path / "parts"
     parts_dir.mkdir(parents=True, exist_ok=True)
@@ -437,14 +519,22 @@ def _commit(dataset_path: Path, staging: Path, ingest_id: str, writer: PartWrite
         os.replace(staging / "episodes.parquet", dataset_path / episodes_name)
         os.replace(staging / "turns.parquet", dataset_path / turns_name)
         manifest = dataset.manifest
-        manifest.setdefault("parts", []).append({
-            "ingest_id": ingest_id, "episodes": episodes_name, "turns": turns_name,
-            "n_episodes": n_episodes, "n_turns": n_turns,
-        })
-        manifest.setdefault("ingests", []).append({
-            "ingest_id": ingest_id, "report": f"../../reports/{ingest_id}.json",
-            "files": [f.path for f in report.files], "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        })
+        manifest.setdefault("parts", []).append(
+            {
+                "ingest_id": ingest_id,
+                "episodes": episodes_name,
+                "turns": turns_name,
+                "n_episodes": n_episodes,
+                "n_turns": n_turns,
+            }
+        )
+        manifest.setdefault("ingests", []).append(
+            {
+                "ingest_id": ingest_id,
+                "report": f"../../reports/{ingest_id}.json",
+                "files": [f.path for f in report.files],
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+        )
         dataset.write_manifest(manifest)
     return True
-

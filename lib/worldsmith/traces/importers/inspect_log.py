@@ -7,16 +7,20 @@ The sample's scores become the reward (the first scorer's value as a float, Insp
 `value_to_float`: C=1, P=0.5, I=0) and success (for C/I values), and go with the target,
 task, model, eval and run ids to the metadata.
 
-`.eval` logs (zip archives) are read sample by sample, so a sample that cannot be read is
-rejected alone (old archives without a sample list are read whole); a `.json` log is read whole
-by Inspect, so a broken one fails as a file.
-`inspect_ai` is imported only when a log is read: the base install works without it.
+`.eval` logs (zip archives) are opened once and read member by member with Python's `zipfile`
+under the caps of `traces.limits`: the member count and the decompressed sizes the directory
+declares are checked before anything is inflated (zipfile never inflates past a declared size),
+a sample over the member cap or nested past the depth cap is rejected alone, unread, and so is
+one that does not parse; only a header that cannot be read fails the file. Samples are then
+validated by Inspect's own models. A `.json` log is read whole by Inspect, so a broken one fails
+as a file. `inspect_ai` is imported only when a log is read: the base install works without it.
 """
 
 from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.importers.base import ReadItem
+from worldsmith.traces.limits import ImportLimits, import_limits, truncate_raw
 from worldsmith.traces.model import (
     Action,
     ContextEvent,
@@ -35,13 +40,17 @@ from worldsmith.traces.model import (
     content_digest,
 )
 from worldsmith.traces.report import Reject, TraceFormatError
+from worldsmith.util.json_depth import too_deep
 
 __all__ = ["InspectLogImporter"]
 
 _MISSING = "reading Inspect AI logs needs the inspect_ai package: pip install 'worldsmith[importers]'"
 _ZIP_MAGIC = b"PK\x03\x04"
-_UNUSED_FIELDS = {"events"}  # the transcript of model calls and state changes: the messages carry the turns
-_BATCH = 64  # samples read per call into Inspect: bounds memory, amortises its per-call event loop
+_UNUSED_FIELDS = ("events", "events_data")  # the transcript of model calls and state changes: messages carry turns
+_HEADER = "header.json"
+_START = "_journal/start.json"
+# What zipfile raises on a damaged, lying or unsupported member: each rejects that member alone.
+_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError, ValueError)
 _JSON_LOG = re.compile(r'"eval"\s*:\s*\{')
 
 
@@ -82,36 +91,56 @@ class InspectLogImporter:
         inspect_log = _inspect_log()
         if inspect_log is None:
             raise TraceFormatError(str(path), _MISSING)
-        source = str(path)
-        is_eval = read_is_archive(path)
-        fmt = "eval" if is_eval else "json"
-        log = _read_log(inspect_log, path, header_only=is_eval, fmt=fmt)
-        if is_eval and log.eval.dataset.sample_ids is None:  # older logs: no sample list to read by
-            log = _read_log(inspect_log, path, header_only=False, fmt=fmt)
-            is_eval = False
-        if not is_eval:
-            for index, sample in enumerate(log.samples or []):
-                base = f"/samples/{index}" if fmt == "json" else f"samples/{sample.id}_epoch_{sample.epoch}.json#"
-                yield from self._sample_items(path, log, sample, base)
+        if read_is_archive(path):
+            yield from self._read_archive(path, import_limits())
             return
-        epochs = log.eval.config.epochs or 1
-        wanted = [(sample_id, epoch) for sample_id in log.eval.dataset.sample_ids for epoch in range(1, epochs + 1)]
-        for start in range(0, len(wanted), _BATCH):
-            for key, sample in _read_samples(inspect_log, path, wanted[start : start + _BATCH]):
-                member = f"samples/{key[0]}_epoch_{key[1]}.json"
-                if isinstance(sample, Exception):
-                    yield Reject(source, f"unreadable sample {key[0]!r} epoch {key[1]}: {type(sample).__name__}: "
-                                 f"{sample}", pointer=member, raw=_member_text(path, member))
+        log = _read_log(inspect_log, path, header_only=False, fmt="json")
+        for index, sample in enumerate(log.samples or []):
+            yield from self._sample_items(path, log, sample, f"/samples/{index}")
+
+    def _read_archive(self, path: Path, limits: ImportLimits) -> Iterator[ReadItem]:
+        """An `.eval` archive, opened once: its header, then each sample it lists (every sample member, for old
+        logs without a list), each read under the caps and rejected alone when it cannot be taken."""
+        try:
+            archive = zipfile.ZipFile(path)
+        except (zipfile.BadZipFile, OSError, ValueError) as error:
+            raise TraceFormatError(
+                str(path), f"not a readable Inspect AI log: {type(error).__name__}: {error}"
+            ) from None
+        with archive:
+            members = _checked_members(path, archive, limits)
+            log = _read_header(path, archive, members, limits)
+            sample_ids = log.eval.dataset.sample_ids
+            if sample_ids is None:  # older logs: no sample list to read by
+                names = [name for name in members if name.startswith("samples/") and name.endswith(".json")]
+            else:
+                epochs = log.eval.config.epochs or 1
+                names = [
+                    f"samples/{sample_id}_epoch_{epoch}.json"
+                    for sample_id in sample_ids
+                    for epoch in range(1, epochs + 1)
+                ]
+            for name in names:
+                info = members.get(name)
+                if info is None:
+                    continue  # listed but never run (a cancelled eval): nothing to import, nothing lost
+                sample = _archive_sample(path, archive, info, limits)
+                if isinstance(sample, Reject):
+                    yield sample
                     continue
-                yield from self._sample_items(path, log, sample, member + "#")
+                yield from self._sample_items(path, log, sample, name + "#")
 
     def _sample_items(self, path: Path, log: Any, sample: Any, base: str) -> Iterator[ReadItem]:
         source = str(path)
         try:
             yield from self._episode(path, log, sample, base)
         except (ValueError, TypeError, AttributeError, KeyError) as error:
-            yield Reject(source, f"invalid sample {sample.id!r} epoch {sample.epoch}: {error}", pointer=base,
-                         raw=_raw_json(sample))
+            yield Reject(
+                source,
+                f"invalid sample {sample.id!r} epoch {sample.epoch}: {error}",
+                pointer=base,
+                raw=_raw_json(sample, import_limits().max_quarantine_raw),
+            )
 
     def _episode(self, path: Path, log: Any, sample: Any, base: str) -> Iterator[ReadItem]:
         source = str(path)
@@ -127,8 +156,12 @@ class InspectLogImporter:
                 if waiting:  # ids may be reused: the earliest unanswered call with this id
                     results[waiting.pop(0)] = message
                 else:
-                    yield Reject(source, f"tool result has no matching call (tool_call_id {message.tool_call_id!r})",
-                                 pointer=f"{pointer}/{position}", raw=_raw_json(message))
+                    yield Reject(
+                        source,
+                        f"tool result has no matching call (tool_call_id {message.tool_call_id!r})",
+                        pointer=f"{pointer}/{position}",
+                        raw=_raw_json(message),
+                    )
                 continue
             context += _context_events(message)
             if task is None and message.role == "user":
@@ -143,8 +176,12 @@ class InspectLogImporter:
             where = f"{pointer}/{position}/tool_calls/{index}"
             result = results.get(number)
             if result is None:
-                yield Reject(source, f"tool call {call.function!r} has no result (id {call.id!r})", pointer=where,
-                             raw=_raw_json(call))
+                yield Reject(
+                    source,
+                    f"tool call {call.function!r} has no result (id {call.id!r})",
+                    pointer=where,
+                    raw=_raw_json(call),
+                )
                 carried += call_context
                 continue
             turns.append(_turn(source, len(turns), call, result, carried + call_context, where))
@@ -152,35 +189,115 @@ class InspectLogImporter:
         yield _sample_episode(self.name, source, log, sample, turns, carried + context, task, base)
 
 
-def _read_samples(
-    inspect_log: Any, path: Path, keys: list[tuple[Any, int]]
-) -> Iterator[tuple[tuple[Any, int], Any]]:
-    """Samples of an archive, a batch at a time (one event loop and zip directory per batch);
-    a batch that fails is read again sample by sample, so a broken sample comes back as its
-    exception and a sample that was never run (a cancelled eval) is left out."""
+def _checked_members(path: Path, archive: zipfile.ZipFile, limits: ImportLimits) -> dict[str, zipfile.ZipInfo]:
+    """The archive's members by name (a re-logged member: its last entry, as Inspect reads it), once the member
+    count and the declared decompressed total are within the caps; else the file is refused, nothing inflated."""
+    infos = archive.infolist()
+    if len(infos) > limits.max_members:
+        raise TraceFormatError(
+            str(path),
+            f"archive has {len(infos)} members, over the cap of {limits.max_members} (WORLDSMITH_IMPORT_MAX_MEMBERS)",
+        )
+    total = sum(info.file_size for info in infos)
+    if total > limits.max_archive_bytes:
+        raise TraceFormatError(
+            str(path),
+            f"archive declares {total} bytes decompressed, over the cap of "
+            f"{limits.max_archive_bytes} (WORLDSMITH_IMPORT_MAX_ARCHIVE_BYTES)",
+        )
+    return {info.filename: info for info in infos}
+
+
+class _MemberError(Exception):
+    """One member that cannot be taken; the message says why."""
+
+
+def _member_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: ImportLimits) -> bytes:
+    """One member, inflated only when its declared size is within the cap (zipfile stops at that size)."""
+    if info.file_size > limits.max_member_bytes:
+        raise _MemberError(
+            f"{info.file_size} bytes decompressed, over the cap of {limits.max_member_bytes} "
+            "(WORLDSMITH_IMPORT_MAX_MEMBER_BYTES); not read"
+        )
     try:
-        samples = inspect_log.read_eval_log_samples_by_id(str(path), keys, resolve_attachments=True, format="eval",
-                                                          exclude_fields=_UNUSED_FIELDS)
-    except Exception:  # noqa: BLE001 - find the sample that broke the batch, below
-        pass
-    else:
-        yield from zip(keys, samples, strict=True)
-        return
-    for sample_id, epoch in keys:
-        try:
-            yield (sample_id, epoch), inspect_log.read_eval_log_sample(
-                str(path), id=sample_id, epoch=epoch, resolve_attachments=True, format="eval",
-                exclude_fields=_UNUSED_FIELDS)
-        except IndexError:
-            continue  # not run: nothing to import, nothing lost
-        except Exception as error:  # noqa: BLE001 - one broken sample must not stop the rest
-            yield (sample_id, epoch), error
+        with archive.open(info) as handle:
+            return handle.read(limits.max_member_bytes + 1)
+    except _MEMBER_ERRORS as error:
+        raise _MemberError(f"damaged member: {type(error).__name__}: {error}") from None
+
+
+def _member_json(data: bytes, limits: ImportLimits) -> Any:
+    """A member's bytes parsed as a JSON object within the depth cap (Inspect's unused fields dropped first)."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise _MemberError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise _MemberError(f"expected a JSON object, found {type(value).__name__}")
+    for field in _UNUSED_FIELDS:
+        value.pop(field, None)
+    if too_deep(value, limits.max_json_depth):
+        raise _MemberError(f"nested deeper than {limits.max_json_depth} levels (WORLDSMITH_IMPORT_MAX_JSON_DEPTH)")
+    return value
+
+
+def _read_header(
+    path: Path, archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], limits: ImportLimits
+) -> Any:
+    """The log's header (`header.json`, or the journal's start of a log still running) under the caps;
+    a header that cannot be taken fails the file, naming the member."""
+    from inspect_ai._util.constants import get_deserializing_context
+    from inspect_ai.log import EvalLog
+    from inspect_ai.log._recorders.eval import LogStart
+
+    name = _HEADER if _HEADER in members else _START if _START in members else None
+    if name is None:
+        raise TraceFormatError(str(path), f"not a readable Inspect AI log: no {_HEADER} or {_START} member")
+    try:
+        value = _member_json(_member_bytes(archive, members[name], limits), limits)
+        if name == _HEADER:
+            return EvalLog.model_validate(value, context=get_deserializing_context())
+        start = LogStart.model_validate(value, context=get_deserializing_context())
+        return EvalLog(version=start.version, eval=start.eval, plan=start.plan, location=str(path))
+    except (_MemberError, ValueError, TypeError) as error:
+        raise TraceFormatError(str(path), f"not a readable Inspect AI log: {name}: {error}") from None
+
+
+def _archive_sample(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limits: ImportLimits) -> Any:
+    """One sample member as Inspect's `EvalSample` (attachments resolved), or the Reject saying why not."""
+    from inspect_ai._util.constants import get_deserializing_context
+    from inspect_ai.log import EvalSample, resolve_sample_attachments
+
+    member = info.filename
+    label = _sample_label(member)
+    data = b""
+    try:
+        data = _member_bytes(archive, info, limits)
+        value = _member_json(data, limits)
+        sample = EvalSample.model_validate(value, context=get_deserializing_context())
+        return resolve_sample_attachments(sample, "full")
+    except (_MemberError, ValueError, TypeError, RecursionError) as error:
+        reason = str(error) if isinstance(error, _MemberError) else f"{type(error).__name__}: {error}"
+        raw, _ = truncate_raw(
+            data[: limits.max_quarantine_raw + 1].decode("utf-8", errors="replace") or None, limits.max_quarantine_raw
+        )
+        return Reject(str(path), f"unreadable sample {label}: {reason}", pointer=member, raw=raw)
+
+
+_MEMBER_NAME = re.compile(r"samples/(?P<id>.*)_epoch_(?P<epoch>\d+)\.json")
+
+
+def _sample_label(member: str) -> str:
+    """`'add' epoch 2` for `samples/add_epoch_2.json` (the member name when it has another shape)."""
+    match = _MEMBER_NAME.fullmatch(member)
+    return f"{match.group('id')!r} epoch {match.group('epoch')}" if match else repr(member)
 
 
 def _read_log(inspect_log: Any, path: Path, *, header_only: bool, fmt: str) -> Any:
     try:
-        return inspect_log.read_eval_log(str(path), header_only=header_only, format=fmt,
-                                         resolve_attachments=not header_only)
+        return inspect_log.read_eval_log(
+            str(path), header_only=header_only, format=fmt, resolve_attachments=not header_only
+        )
     except Exception as error:  # noqa: BLE001 - Inspect raises many kinds on a broken log
         raise TraceFormatError(str(path), f"not a readable Inspect AI log: {type(error).__name__}: {error}") from None
 
@@ -197,6 +314,12 @@ def _context_events(message: Any) -> list[ContextEvent]:
 
 
 def _turn(source: str, index: int, call: Any, result: Any, context: list[ContextEvent], pointer: str) -> Turn:
+    depth = import_limits().max_json_depth
+    if too_deep(call.arguments, depth):  # a `.json` log is parsed by Inspect: its arguments are measured here
+        raise ValueError(
+            f"tool call {call.function!r} arguments are nested deeper than {depth} levels "
+            "(WORLDSMITH_IMPORT_MAX_JSON_DEPTH)"
+        )
     text = result.text
     info: dict[str, Any] = {}
     if result.error is not None:
@@ -205,9 +328,14 @@ def _turn(source: str, index: int, call: Any, result: Any, context: list[Context
     arguments_text = orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS).decode()
     action = Action(name=call.function, arguments=call.arguments, call_id=call.id, parse_error=call.parse_error)
     return Turn(
-        index=index, action=action, observation=Observation(text=text), info=info, context=context,
-        provenance=Provenance(source=source, pointer=pointer,
-                              content_hash=content_digest([call.function, arguments_text, text])[:16]),
+        index=index,
+        action=action,
+        observation=Observation(text=text),
+        info=info,
+        context=context,
+        provenance=Provenance(
+            source=source, pointer=pointer, content_hash=content_digest([call.function, arguments_text, text])[:16]
+        ),
     )
 
 
@@ -225,15 +353,29 @@ def _score_outcome(scores: dict[str, Any] | None) -> tuple[float | None, bool | 
 
 
 def _sample_episode(
-    fmt: str, source: str, log: Any, sample: Any, turns: list[Turn], final: list[ContextEvent], task: str | None,
+    fmt: str,
+    source: str,
+    log: Any,
+    sample: Any,
+    turns: list[Turn],
+    final: list[ContextEvent],
+    task: str | None,
     base: str,
 ) -> Episode:
     spec = log.eval
     reward, success = _score_outcome(sample.scores)
     metadata: dict[str, Any] = {
-        "task": spec.task, "model": spec.model, "eval_id": spec.eval_id, "run_id": spec.run_id,
-        "sample_id": sample.id, "epoch": sample.epoch, "target": sample.target, "log_status": log.status,
-        "scores": {name: score.model_dump(mode="json", exclude_none=True) for name, score in (sample.scores or {}).items()},
+        "task": spec.task,
+        "model": spec.model,
+        "eval_id": spec.eval_id,
+        "run_id": spec.run_id,
+        "sample_id": sample.id,
+        "epoch": sample.epoch,
+        "target": sample.target,
+        "log_status": log.status,
+        "scores": {
+            name: score.model_dump(mode="json", exclude_none=True) for name, score in (sample.scores or {}).items()
+        },
     }
     if sample.metadata:
         metadata["sample_metadata"] = sample.metadata
@@ -241,28 +383,34 @@ def _sample_episode(
         metadata["error"] = sample.error.message
     return Episode(
         id=f"{spec.task}-{sample.id}-e{sample.epoch}-{spec.eval_id[:8]}",
-        env_id=spec.task, task=task, task_id=str(sample.id), turns=turns, final_context=final,
-        reward=reward, success=success, family=f"{spec.task}-{sample.id}", metadata=metadata,
+        env_id=spec.task,
+        task=task,
+        task_id=str(sample.id),
+        turns=turns,
+        final_context=final,
+        reward=reward,
+        success=success,
+        family=f"{spec.task}-{sample.id}",
+        metadata=metadata,
         source=SourceRef(format=fmt, path=source, pointer=base.rstrip("#") or None),
     )
 
 
-def _raw_json(value: Any) -> str:
-    """A message, call (a dataclass) or sample as JSON text, for the quarantine file."""
-    if hasattr(value, "model_dump_json"):
-        return value.model_dump_json()
-    return orjson.dumps(value, default=lambda o: o.model_dump(mode="json") if hasattr(o, "model_dump") else str(o)).decode()
+def _raw_json(value: Any, limit: int | None = None) -> str | None:
+    """A message, call (a dataclass) or sample as JSON text, for the quarantine file (cut to `limit` characters);
+    None when it cannot be written back (nested past what the serialisers take)."""
+    try:
+        if hasattr(value, "model_dump_json"):
+            text = value.model_dump_json()
+        else:
+            text = orjson.dumps(
+                value, default=lambda o: o.model_dump(mode="json") if hasattr(o, "model_dump") else str(o)
+            ).decode()
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return truncate_raw(text, limit)[0] if limit is not None else text
 
 
 def read_is_archive(path: Path) -> bool:
     with open(path, "rb") as handle:
         return handle.read(4) == _ZIP_MAGIC
-
-
-def _member_text(path: Path, member: str) -> str | None:
-    """The stored JSON of one sample, verbatim, for the quarantine file."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return archive.read(member).decode("utf-8", errors="replace")
-    except (KeyError, zipfile.BadZipFile, OSError):
-        return None
