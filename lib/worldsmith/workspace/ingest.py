@@ -32,8 +32,9 @@ from worldsmith.traces.importers import detect_format, get_importer
 from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.limits import import_limits, truncate_raw
 from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
-from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, episode_to_rows
+from worldsmith.traces.rows import EPISODE_COLUMNS, TURN_COLUMNS, EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.json_depth import text_too_deep
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import MAX_AGE_S, MIN_AGE_S, make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
@@ -45,6 +46,11 @@ _ENV_ID = EPISODE_COLUMNS.index("env_id")
 _METADATA = EPISODE_COLUMNS.index("metadata")
 # What a turnless episode may still hold worth keeping: its messages, its task, what the environment first showed.
 _DIALOGUE = tuple(EPISODE_COLUMNS.index(name) for name in ("final_context", "task", "initial_observation"))
+# Columns holding JSON text from outside: each is depth-checked before staging (so `build` never meets a deep value).
+_DEEP_EPISODE = tuple(
+    EPISODE_COLUMNS.index(name) for name in ("initial_observation", "initial_info", "metadata", "initial_state")
+)
+_DEEP_TURN = tuple((TURN_COLUMNS.index(name), name) for name in ("action_arguments", "observation", "info", "state"))
 _CHAT_FORMATS = frozenset({"openai"})  # chat logs rarely name their environment: their tool set does
 
 
@@ -261,6 +267,7 @@ class _Ingest:
             raise
         self.origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
         self.envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
+        self.max_depth = import_limits().max_json_depth
         self.started = time.perf_counter()
 
     def emit(self, current: str, done: int) -> None:
@@ -321,6 +328,10 @@ class _Ingest:
             if not item.turns and not any(item.episode[column] for column in _DIALOGUE):  # nothing at all to keep
                 file_report.empty += 1
                 self.reject(file_report, _empty(item, path, rejected_at))
+                continue
+            deep = _too_deep(item, path, self.max_depth)
+            if deep is not None:
+                self.reject(file_report, deep)
                 continue
             if item.episode[_ENV_ID] is None and self.env:
                 item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1 :]), item.turns)
@@ -409,6 +420,36 @@ def _empty(rows: EpisodeRows, path: Path, rejected_at: Counter[tuple[str, int | 
     else:
         reason = f"no tool call in this conversation, and no message text to keep as a dialogue (episode {rows.id!r})"
     return Reject(source=where, line=line, pointer=source.get("source_pointer"), reason=reason)
+
+
+def _too_deep(rows: EpisodeRows, path: Path, limit: int) -> Reject | None:
+    """The reject of an episode holding JSON text nested deeper than `limit` (the import depth cap; tool arguments
+    and observations arrive as text, so the record's own depth check cannot see them), naming the turn and field."""
+    source = dict(zip(EPISODE_COLUMNS, rows.episode, strict=True))
+    where = str(source.get("source_path") or path)
+    line = source.get("source_line") if isinstance(source.get("source_line"), int) else None
+    problem = next(
+        (EPISODE_COLUMNS[column] for column in _DEEP_EPISODE if text_too_deep(rows.episode[column], limit)), None
+    )
+    if problem is None:
+        problem = next(
+            (
+                f"turn {turn[1]} {name}"
+                for turn in rows.turns
+                for column, name in _DEEP_TURN
+                if text_too_deep(turn[column], limit)
+            ),
+            None,
+        )
+    if problem is None:
+        return None
+    return Reject(
+        source=where,
+        line=line,
+        pointer=source.get("source_pointer"),
+        reason=f"{problem} is nested deeper than {limit} levels (WORLDSMITH_IMPORT_MAX_JSON_DEPTH); "
+        f"episode {rows.id!r} not imported",
+    )
 
 
 def _set_environments(episodes_path: Path, envs: dict[str, str]) -> None:

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
+from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
+from worldsmith.util.json_depth import text_too_deep, too_deep
 from worldsmith.worldbook.book_stages import BOOK_STAGES, deterministic_extract
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.pipeline import (
@@ -51,6 +53,7 @@ __all__ = [
     "cross_fit",
     "deterministic_extract",
     "duplicate_trajectories",
+    "exclude_too_deep",
     "families_in_fold_order",
     "family_folds",
     "leakage_check",
@@ -106,14 +109,44 @@ def builder_view(episode: Episode) -> Episode:
     return view.model_copy(update={"initial_info": {}}) if view.initial_info else view
 
 
+TOO_DEEP = "too_deep"
+
+
+def exclude_too_deep(episodes: Iterable[Episode]) -> tuple[list[Episode], dict[str, int]]:
+    """The episodes within the import depth cap (`traces.limits.MAX_JSON_DEPTH`), and `{"too_deep": n}` for the
+    ones left out: ingest rejects such records, but episodes can come from elsewhere, and one value nested
+    thousands deep must cost its episode, never the build (a RecursionError there loses the whole dataset)."""
+    limit = import_limits().max_json_depth
+    kept: list[Episode] = []
+    left_out = 0
+    for episode in episodes:
+        values = [episode.metadata, episode.initial_info,
+                  *(part for turn in episode.turns for part in (turn.action.arguments, turn.info))]
+        texts = [episode.initial_observation.text if episode.initial_observation else None,
+                 *(turn.observation.text for turn in episode.turns)]
+        if any(too_deep(value, limit) for value in values) or any(text_too_deep(text, limit) for text in texts):
+            left_out += 1
+        else:
+            kept.append(episode)
+    return kept, {TOO_DEEP: left_out}
+
+
+def _buildable(episodes: Iterable[Episode]) -> tuple[list[Episode], dict[str, int]]:
+    """The episodes the stages take (builder views with tool turns, within the depth cap), and the counts left out."""
+    kept, dialogue = exclude_dialogue_only(builder_view(episode) for episode in episodes)
+    kept, deep = exclude_too_deep(kept)
+    return kept, add_exclusions(dialogue, deep)
+
+
 def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConfig = BuildConfig(),
                     validation: Iterable[Episode] | None = None, cache_dir: str | Path | None = None,
                     workspace_root: str | Path | None = None, env_id: str | None = None,
                     progress: ProgressCallback | None = None, stages: Sequence[Stage] = BOOK_STAGES) -> BuildResult:
     """Build a worldbook from trajectories (ground-truth state is never read) by running `stages` in order, and
     validate it on `validation` trajectories when given. A simulator's book adds `sim`'s route stage
-    (`sim.build_simulator_book`). Dialogue-only episodes (no tool turn) are left out, counted in `excluded`."""
-    episodes, excluded = exclude_dialogue_only(builder_view(episode) for episode in episodes)
+    (`sim.build_simulator_book`). Dialogue-only episodes (no tool turn) and ones nested past the depth cap
+    (`exclude_too_deep`) are left out, counted in `excluded`."""
+    episodes, excluded = _buildable(episodes)
     hashes = [episode.content_hash() for episode in episodes]
     context = BuildContext(config=config, name=name, env_id=env_id, workspace_root=workspace_root,
                            episode_hashes=hashes)
@@ -124,7 +157,7 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
     result = BuildResult(book=artifacts["book"], timings={run.stage: run.seconds for run in runs},
                          stage_reports=context.reports, artifacts=artifacts, excluded=excluded)
     if validation is not None:
-        held_out, held_excluded = exclude_dialogue_only(builder_view(episode) for episode in validation)
+        held_out, held_excluded = _buildable(validation)
         result.excluded = add_exclusions(excluded, held_excluded)
         result.leakage = leakage_check(episodes, held_out)
         result.validation = validate(result.book, held_out)
@@ -318,8 +351,8 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     read_excluded: list[dict[str, int]] = []
 
     def chosen(name: str, part: str | None, only: str | None) -> list[Episode]:
-        kept, left_out = exclude_dialogue_only(builder_view(e) for e in workspace.dataset(name).iter_episodes(part)
-                                               if only is None or (e.env_id or "").split("/")[0] == only)
+        kept, left_out = _buildable(e for e in workspace.dataset(name).iter_episodes(part)
+                                    if only is None or (e.env_id or "").split("/")[0] == only)
         read_excluded.append(left_out)
         return kept
 

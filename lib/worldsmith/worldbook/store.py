@@ -44,6 +44,7 @@ __all__ = [
     "WorldbookStore",
     "apply_ops",
     "check_book_name",
+    "check_version_id",
     "diff_worldbooks",
     "iter_rule_turns",
 ]
@@ -119,6 +120,15 @@ def check_book_name(name: str) -> str:
         raise WorldbookError(str(error)) from None
 
 
+def check_version_id(version: str) -> str:
+    """The version id, if it can name a version folder (`v0003-1a2b3c4d5e`: never a path such as `../x`); else a
+    WorldbookError saying what is allowed (a `--version` argument is joined into a path)."""
+    try:
+        return check_name(version, "worldbook version")
+    except InvalidName as error:
+        raise WorldbookError(str(error)) from None
+
+
 class WorldbookStore:
     """The worldbooks of a workspace (`<workspace>/worldbooks`)."""
 
@@ -161,7 +171,7 @@ class WorldbookStore:
 
     # ------------------------------------------------------------------ reading
     def info(self, name: str, version: str) -> VersionInfo:
-        path = self._book_dir(name) / "versions" / version / "manifest.json"
+        path = self._book_dir(name) / "versions" / check_version_id(version) / "manifest.json"
         if not path.is_file():
             raise WorldbookError(f"worldbook {name!r} has no version {version!r}")
         try:
@@ -170,7 +180,7 @@ class WorldbookStore:
             raise WorldbookError(f"{path}: {error}") from None
 
     def load(self, name: str, version: str | None = None) -> Worldbook:
-        version = version or self.head(name)
+        version = check_version_id(version or self.head(name))
         folder = self._book_dir(name) / "versions" / version
         info = self.info(name, version)
         try:
