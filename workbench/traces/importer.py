@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from workbench.common.text import md_escape
 from workbench.traces.import_report import render_import_report
 from worldsmith.traces import IMPORTERS
 from worldsmith.workspace import IngestProgress, Workspace, validate_dataset_name
+from worldsmith.workspace.isolated_ingest import IsolatedIngestError, ingest_isolated
 
 AUTO = "auto-detect"
 DEFAULT_DATASET = "uploads"
@@ -43,12 +45,27 @@ def run_import(
     strict: bool = False,
     env: str | None = None,
 ) -> dict[str, Any]:
-    """Store the uploads inside the workspace and ingest them, drawing a progress bar.
+    """Store the uploads inside the workspace and ingest them in a separate process under a memory limit
+    (`ingest_isolated`: a hostile file can kill that process, never the app), drawing a progress bar; the
+    uploaded files are removed afterwards, whatever happened (rejected records are kept in the quarantine file).
 
-    Returns ImportReport.summary(). Raises ValueError for an oversized upload or a bad name.
+    Returns ImportReport.summary(). Raises ValueError for an oversized upload or a bad name, IsolatedIngestError
+    when the import's process died.
     """
     limit = upload_limit_bytes()
-    paths: list[Path] = [workspace.save_upload(name, data, limit=limit) for name, data in uploads]
+    paths: list[Path] = []
+    try:
+        for name, data in uploads:
+            paths.append(workspace.save_upload(name, data, limit=limit))
+        return _ingest_with_progress(workspace, paths, dataset, format=format, strict=strict, env=env)
+    finally:
+        for path in paths:  # each upload has a folder of its own
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def _ingest_with_progress(
+    workspace: Workspace, paths: list[Path], dataset: str, *, format: str | None, strict: bool, env: str | None
+) -> dict[str, Any]:
     bar = st.progress(0.0, text=f"Importing {len(paths)} file(s) into {md_escape(dataset)}…")
 
     def on_progress(p: IngestProgress) -> None:
@@ -57,12 +74,15 @@ def run_import(
         bar.progress(
             min(max(fraction, 0.0), 1.0),
             text=f"{p.files_done:d}/{p.files_total:d} files · {md_escape(current)} · {p.episodes:d} episodes, "
-                 f"{p.turns:d} turns, {p.rejected:d} rejected, {p.duplicates:d} duplicates · {p.seconds:.1f} s",
+            f"{p.turns:d} turns, {p.rejected:d} rejected, {p.duplicates:d} duplicates · {p.seconds:.1f} s",
         )
 
-    report = workspace.ingest(paths, dataset, format=format, strict=strict, progress=on_progress, env=env)
-    bar.empty()
-    return report.summary()
+    try:
+        return ingest_isolated(
+            workspace.root, paths, dataset, format=format, strict=strict, env=env, progress=on_progress
+        )
+    finally:
+        bar.empty()
 
 
 def render_import_form(workspace: Workspace, *, root: str) -> None:
@@ -78,25 +98,42 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
         help="Files are stored inside the workspace (uploads/) under sanitised names, then imported.",
     )
     cols = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
-    dataset = cols[0].text_input(
-        "Import into dataset", value=DEFAULT_DATASET, key="tr_import_dataset", max_chars=64,
-        help="New or existing dataset; imports add to it (duplicate episodes are skipped).",
-    ).strip()
+    dataset = (
+        cols[0]
+        .text_input(
+            "Import into dataset",
+            value=DEFAULT_DATASET,
+            key="tr_import_dataset",
+            max_chars=64,
+            help="New or existing dataset; imports add to it (duplicate episodes are skipped).",
+        )
+        .strip()
+    )
     fmt = cols[1].selectbox(
-        "Format", [AUTO, *IMPORTERS], key="tr_import_format",
+        "Format",
+        [AUTO, *IMPORTERS],
+        key="tr_import_format",
         help="Leave on auto-detect unless detection picks the wrong importer.",
     )
     strict = cols[2].checkbox(
-        "Strict", key="tr_import_strict", help="Commit nothing if any record is rejected.",
+        "Strict",
+        key="tr_import_strict",
+        help="Commit nothing if any record is rejected.",
     )
     env = st.text_input(
-        "Environment id (optional)", key="tr_import_env", max_chars=128,
+        "Environment id (optional)",
+        key="tr_import_env",
+        max_chars=128,
         placeholder="for episodes that name none; empty: chat logs get one from their tool set",
     ).strip()
     error = dataset_name_error(dataset)
     clicked = cols[3].button(
-        "Import", type="primary", icon=":material/upload:", disabled=not files or error is not None,
-        key="tr_import_button", width="stretch",
+        "Import",
+        type="primary",
+        icon=":material/upload:",
+        disabled=not files or error is not None,
+        key="tr_import_button",
+        width="stretch",
     )
     if error and dataset:
         st.error(md_escape(error))
@@ -104,10 +141,14 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
     if clicked and files and error is None:
         try:
             summary = run_import(
-                workspace, [(f.name, f.getvalue()) for f in files], dataset,
-                format=None if fmt == AUTO else fmt, strict=strict, env=env or None,
+                workspace,
+                [(f.name, f.getvalue()) for f in files],
+                dataset,
+                format=None if fmt == AUTO else fmt,
+                strict=strict,
+                env=env or None,
             )
-        except ValueError as exc:
+        except (ValueError, IsolatedIngestError) as exc:
             st.error(md_escape(exc))
         else:
             st.session_state[state.LAST_REPORT] = summary

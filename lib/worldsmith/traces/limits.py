@@ -10,6 +10,8 @@ so a workspace with genuinely larger logs can raise one without code changes:
 - `MAX_RECORD_BYTES`: one JSONL line; a longer one is skipped while streaming and rejected alone.
 - `MAX_JSON_DEPTH`: nesting of one record; a deeper record is rejected alone, at import and at build alike.
 - `MAX_QUARANTINE_RAW`: characters of a rejected record kept verbatim in the quarantine file.
+- `MAX_PROCESS_BYTES`: the address space of an isolated import's process (`workspace.isolated_ingest`, what the
+  workbench runs), so whatever a file does to the importer, the app that asked survives.
 
 Zip members are read through Python's `zipfile`, which never inflates past the size an entry declares (a lying
 entry fails its CRC check), so checking the declared sizes before reading bounds the work.
@@ -26,6 +28,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_MEMBERS",
     "MAX_MEMBER_BYTES",
+    "MAX_PROCESS_BYTES",
     "MAX_QUARANTINE_RAW",
     "MAX_RECORD_BYTES",
     "ImportLimits",
@@ -39,6 +42,7 @@ MAX_MEMBERS = 200_000
 MAX_RECORD_BYTES = 256 << 20
 MAX_JSON_DEPTH = 64
 MAX_QUARANTINE_RAW = 64 << 10
+MAX_PROCESS_BYTES = 3 << 30
 ENV_PREFIX = "WORLDSMITH_IMPORT_"
 
 
@@ -52,6 +56,7 @@ class ImportLimits:
     max_record_bytes: int = MAX_RECORD_BYTES
     max_json_depth: int = MAX_JSON_DEPTH
     max_quarantine_raw: int = MAX_QUARANTINE_RAW
+    max_process_bytes: int = MAX_PROCESS_BYTES
 
 
 def import_limits() -> ImportLimits:
