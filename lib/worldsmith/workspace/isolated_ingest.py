@@ -87,6 +87,9 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     here = [entry for entry in sys.path if entry]
     env["PYTHONPATH"] = os.pathsep.join([*here, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
+    # Arrow's own allocators reserve large address ranges up front, which an RLIMIT_AS cap turns into failed
+    # allocations of a few bytes; the system allocator reserves what it uses.
+    env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     return env
 
 

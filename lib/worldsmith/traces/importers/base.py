@@ -33,6 +33,7 @@ __all__ = [
     "iter_json_records",
     "read_head",
     "safe_records",
+    "skip_rest_of_line",
     "text_head",
 ]
 
@@ -186,7 +187,7 @@ def _iter_jsonl(path: Path, max_record_bytes: int) -> Iterator[JsonRecord]:
             if number == 1:
                 line = line.lstrip(b"\xef\xbb\xbf")
             if len(line) > max_record_bytes and not line.endswith(b"\n"):
-                size = len(line) + _skip_line(handle)
+                size = len(line) + skip_rest_of_line(handle)
                 yield JsonRecord(
                     line=number,
                     pointer="",
@@ -220,7 +221,7 @@ def _iter_jsonl(path: Path, max_record_bytes: int) -> Iterator[JsonRecord]:
 _RAW_HEAD = 64 << 10  # what the quarantine keeps of a record too long to read
 
 
-def _skip_line(handle: Any) -> int:
+def skip_rest_of_line(handle: Any) -> int:
     """Read past the rest of an over-long line in bounded blocks; the bytes skipped."""
     skipped = 0
     while chunk := handle.readline(_READ_BUFFER):

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worldsmith.traces.actions import action_from_text
-from worldsmith.traces.importers.base import ReadItem
+from worldsmith.traces.importers.base import ReadItem, skip_rest_of_line
+from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import (
     ContextEvent,
     Episode,
@@ -32,10 +33,17 @@ from worldsmith.traces.report import Reject
 
 __all__ = ["RolePrefixedImporter"]
 
-_CONTEXT_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "thought": "reasoning",
-                  "agent": "assistant", "human": "user"}
+_CONTEXT_ROLES = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "thought": "reasoning",
+    "agent": "assistant",
+    "human": "user",
+}
 _ROLES = {"action", "observation", "task", "instruction", "episode", *_CONTEXT_ROLES}
 _PREFIX = re.compile(r"^(?P<role>[A-Za-z]+):(?: |$)")
+_RAW_HEAD = 64 << 10  # what the quarantine keeps of a line too long to read
 
 
 @dataclass(slots=True)
@@ -43,6 +51,10 @@ class _Entry:
     role: str
     text: str
     line: int
+    more: list[str] = field(default_factory=list)  # continuation lines, joined once: `+=` on an attribute copies
+
+    def full_text(self) -> str:
+        return "\n".join([self.text, *self.more]) if self.more else self.text
 
 
 @dataclass(slots=True)
@@ -76,20 +88,36 @@ class RolePrefixedImporter:
         builder = _EpisodeBuilder(episode_id=path.stem, line=1)
         entry: _Entry | None = None
         episodes = 0
-        with open(path, "rb") as handle:  # line by line: a line that is no UTF-8 is rejected, the rest read
-            for number, raw in enumerate(handle, start=1):
+        limit = import_limits().max_record_bytes
+        with open(path, "rb") as handle:  # line by line: a line that is no UTF-8 or too long is rejected, the rest read
+            number = 0
+            while raw := handle.readline(limit + 1):
+                number += 1
+                if len(raw) > limit and not raw.endswith(b"\n"):
+                    size = len(raw) + skip_rest_of_line(handle)
+                    yield Reject(
+                        source,
+                        f"line of {size} bytes is over the {limit}-byte limit (WORLDSMITH_IMPORT_MAX_RECORD_BYTES)",
+                        line=number,
+                        raw=raw[:_RAW_HEAD].decode("utf-8", errors="replace"),
+                    )
+                    continue
                 try:
                     line = raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as error:
-                    yield Reject(source, f"not UTF-8 text ({error.reason} at byte {error.start} of the line)",
-                                 line=number, raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+                    yield Reject(
+                        source,
+                        f"not UTF-8 text ({error.reason} at byte {error.start} of the line)",
+                        line=number,
+                        raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"),
+                    )
                     continue
                 match = _PREFIX.match(line)
                 role = match.group("role").lower() if match else None
                 if match is not None and role in _ROLES:
                     if entry is not None:
                         yield from self._apply(builder, entry, source)
-                    text = line[match.end():]
+                    text = line[match.end() :]
                     if role == "episode":
                         if builder.turns or builder.pending or builder.context:
                             yield from self._finish(builder, source)
@@ -99,22 +127,27 @@ class RolePrefixedImporter:
                         continue
                     entry = _Entry(role=role, text=text, line=number)
                 elif entry is not None:
-                    entry.text += "\n" + line
+                    entry.more.append(line)
                 elif line.strip():
-                    yield Reject(source, "text before the first role prefix (User:/Action:/Observation:)",
-                                 line=number, raw=line)
+                    yield Reject(
+                        source, "text before the first role prefix (User:/Action:/Observation:)", line=number, raw=line
+                    )
         if entry is not None:
             yield from self._apply(builder, entry, source)
         yield from self._finish(builder, source)
 
     def _apply(self, builder: _EpisodeBuilder, entry: _Entry, source: str) -> Iterator[Reject]:
-        text = entry.text.rstrip("\n")
+        text = entry.full_text().rstrip("\n")
         if entry.role in ("task", "instruction"):
             builder.task = text.strip()
         elif entry.role == "action":
             if builder.pending is not None:
-                yield Reject(source, "action has no observation (another action follows)",
-                             line=builder.pending.line, raw=f"Action: {builder.pending.text}")
+                yield Reject(
+                    source,
+                    "action has no observation (another action follows)",
+                    line=builder.pending.line,
+                    raw=f"Action: {builder.pending.text}",
+                )
             builder.pending = _Entry("action", text, entry.line)
         elif entry.role == "observation":
             if builder.pending is None:
@@ -125,26 +158,38 @@ class RolePrefixedImporter:
                 return
             action_entry = builder.pending
             builder.pending = None
-            builder.turns.append(Turn(
-                index=len(builder.turns),
-                action=action_from_text(action_entry.text),
-                observation=Observation(text=text),
-                context=builder.context,
-                provenance=Provenance(source=source, line=action_entry.line,
-                                      content_hash=content_digest([action_entry.text, text])[:16]),
-            ))
+            builder.turns.append(
+                Turn(
+                    index=len(builder.turns),
+                    action=action_from_text(action_entry.text),
+                    observation=Observation(text=text),
+                    context=builder.context,
+                    provenance=Provenance(
+                        source=source,
+                        line=action_entry.line,
+                        content_hash=content_digest([action_entry.text, text])[:16],
+                    ),
+                )
+            )
             builder.context = []
         else:
             builder.context.append(ContextEvent(role=_CONTEXT_ROLES[entry.role], content=text.strip()))
 
     def _finish(self, builder: _EpisodeBuilder, source: str) -> Iterator[ReadItem]:
         if builder.pending is not None:
-            yield Reject(source, "action has no observation (episode ends)", line=builder.pending.line,
-                         raw=f"Action: {builder.pending.text}")
+            yield Reject(
+                source,
+                "action has no observation (episode ends)",
+                line=builder.pending.line,
+                raw=f"Action: {builder.pending.text}",
+            )
         if not builder.turns and builder.initial is None and not builder.context:
             return
         yield Episode(
-            id=builder.episode_id, task=builder.task, initial_observation=builder.initial,
-            turns=builder.turns, final_context=builder.context,
+            id=builder.episode_id,
+            task=builder.task,
+            initial_observation=builder.initial,
+            turns=builder.turns,
+            final_context=builder.context,
             source=SourceRef(format=self.name, path=source, line=builder.line),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["write_zip"]
@@ -18,6 +19,7 @@ _BLOCK = 1 << 24
 _FINAL_EMPTY_BLOCK = b"\x03\x00"
 
 
+@lru_cache(maxsize=4)
 def _zeros(size: int) -> tuple[bytes, int]:
     """Raw deflate of `size` zero bytes (a multiple of 16 MiB is built from one block) and its CRC-32."""
     blocks, rest = divmod(size, _BLOCK)
