@@ -3,7 +3,7 @@
 `write_zip` writes each member as raw deflate. A member given as an int is that many zero bytes, compressed as
 one full-flush block of zeros repeated (a byte-aligned block that refers to nothing before it), so a 2 GiB member
 costs one 16 MiB compression and a CRC pass; sizes and CRCs are the true ones, so a reader that trusts them
-inflates the whole thing. Sizes must stay under 4 GiB (no zip64).
+inflates the whole thing. Sizes must stay under 4 GiB (zip64 only for the member count).
 """
 
 from __future__ import annotations
@@ -74,6 +74,13 @@ def write_zip(path: Path, members: list[tuple[str, bytes | int]]) -> Path:
             offset,
         )
         central += encoded
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(members), len(members), len(central), len(local), 0)
-    path.write_bytes(bytes(local) + bytes(central) + end)
+    count = len(members)
+    zip64 = b""
+    if count > 0xFFFF:  # more entries than the classic end record counts: a zip64 end record and its locator
+        at = len(local) + len(central)
+        zip64 = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, count, count, len(central), len(local))
+        zip64 += struct.pack("<IIQI", 0x07064B50, 0, at, 1)
+        count = 0xFFFF
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(central), len(local), 0)
+    path.write_bytes(bytes(local) + bytes(central) + zip64 + end)
     return path
