@@ -153,3 +153,14 @@ def test_build_leaves_out_a_deep_episode_instead_of_failing() -> None:
     result = build_worldbook([*episodes, episode("deep", {"d": orjson.loads("[" * 900 + "]" * 900)})], name="room")
     assert result.excluded == {"dialogue_only": 0, "too_deep": 1}
     assert {e.id for e in result.artifacts["episodes"]} == {f"e{i}" for i in range(6)}
+
+
+def test_a_json_array_element_over_the_record_cap_stops_the_file_keeping_what_came_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORLDSMITH_IMPORT_MAX_RECORD_BYTES", "3000000")
+    path = tmp_path / "records.json"
+    path.write_text('[{"a": 1}, {"pad": "' + "x" * 5_000_000 + '"}, {"b": 2}]')
+    first, second = list(iter_json_records(path))
+    assert first.value == {"a": 1} and second.pointer == "/1"
+    assert second.error is not None and "over the 3000000-character limit" in second.error

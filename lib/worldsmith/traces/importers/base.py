@@ -244,6 +244,7 @@ class _TextWindow:
         self.pos = 0
         self.eof = False
         self.line = 1  # line number at self.pos
+        self.max_record = import_limits().max_record_bytes  # characters one value may span (bounds the buffer)
 
     def close(self) -> None:
         self._handle.close()
@@ -320,6 +321,11 @@ def _decode_value(window: _TextWindow, decoder: json.JSONDecoder) -> tuple[Any, 
                 lines_before_pos = window.buffer.count("\n", 0, window.pos)
                 line = window.line - lines_before_pos + error.lineno - 1
                 return f"{kind}: {error.msg} (line {line}, column {error.colno})"
+            if len(window.buffer) - window.pos > window.max_record:
+                return (
+                    f"a value over the {window.max_record}-character limit (WORLDSMITH_IMPORT_MAX_RECORD_BYTES) "
+                    f"starts near line {window.line}; the rest of the file is skipped"
+                )
             want = max(want * 2, len(window.buffer))
 
 
