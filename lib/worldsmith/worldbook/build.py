@@ -120,10 +120,15 @@ def exclude_too_deep(episodes: Iterable[Episode]) -> tuple[list[Episode], dict[s
     kept: list[Episode] = []
     left_out = 0
     for episode in episodes:
-        values = [episode.metadata, episode.initial_info,
-                  *(part for turn in episode.turns for part in (turn.action.arguments, turn.info))]
-        texts = [episode.initial_observation.text if episode.initial_observation else None,
-                 *(turn.observation.text for turn in episode.turns)]
+        values = [
+            episode.metadata,
+            episode.initial_info,
+            *(part for turn in episode.turns for part in (turn.action.arguments, turn.info)),
+        ]
+        texts = [
+            episode.initial_observation.text if episode.initial_observation else None,
+            *(turn.observation.text for turn in episode.turns),
+        ]
         if any(too_deep(value, limit) for value in values) or any(text_too_deep(text, limit) for text in texts):
             left_out += 1
         else:
@@ -351,8 +356,11 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     read_excluded: list[dict[str, int]] = []
 
     def chosen(name: str, part: str | None, only: str | None) -> list[Episode]:
-        kept, left_out = _buildable(e for e in workspace.dataset(name).iter_episodes(part)
-                                    if only is None or (e.env_id or "").split("/")[0] == only)
+        kept, left_out = _buildable(
+            e
+            for e in workspace.dataset(name).iter_episodes(part)
+            if only is None or (e.env_id or "").split("/")[0] == only
+        )
         read_excluded.append(left_out)
         return kept
 
