@@ -343,23 +343,29 @@ _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 
 def _value_end(window: _TextWindow) -> int:
     """The end of the array or object at the window position (brackets counted, strings skipped), refilling the
-    window as needed; -1 when the file ends first. Linear: used to skip a value too deep to decode."""
+    window as needed; -1 when the file ends first or the value runs past the record cap. Linear: used to skip a
+    value too deep to decode."""
     depth = 0
     offset = 0  # from window.pos, which a refill may move
+
+    def more() -> bool:  # doubling what is held, so a long string is rescanned a logarithmic number of times
+        held = len(window.buffer) - window.pos
+        return held <= window.max_record and window.refill(max(_CHUNK_CHARS, held))
+
     while True:
         at = window.pos + offset
         found = _STRUCTURE.search(window.buffer, at)
         if found is not None and found.group() == '"':
             rest = _STRING_REST.match(window.buffer, found.end())
             if rest is None:  # the string goes on past the buffer: read more and look again
-                if not window.refill():
+                if not more():
                     return -1
                 continue
             offset = rest.end() - window.pos
             continue
         if found is None:
             offset = len(window.buffer) - window.pos
-            if not window.refill():
+            if not more():
                 return -1
             continue
         depth += 1 if found.group() in "[{" else -1
