@@ -127,8 +127,14 @@ def _inspect_cases(eval_log: Path, tmp: Path) -> dict[str, tuple[str, Path, dict
         kept = [(n, json.dumps(header).encode() if n == "header.json" else c) for n, c in items]
         return kept + [(f"samples/{i}_epoch_1.json", b"{") for i in range(20_000)]
 
+    def epochs_claimed(items: list[Any]) -> list[Any]:
+        header = json.loads(dict(items)["header.json"])
+        header["eval"]["config"]["epochs"] = 10**9  # ids x epochs must never be enumerated
+        return [(n, json.dumps(header).encode() if n == "header.json" else c) for n, c in items]
+
     cases: dict[str, tuple[str, Path, dict[str, str]]] = {}
     variant("base", lambda items: items)
+    variant("epochs-claimed", epochs_claimed)
     variant("sample-bomb", replace("samples/add_epoch_1.json", GIB2))
     variant("header-bomb", replace("header.json", GIB2))
     variant(
@@ -252,6 +258,11 @@ def test_an_eval_sample_bomb_is_rejected_alone_unread(results: dict[str, Any]) -
 def test_an_archive_over_a_cap_is_a_clear_file_error(results: dict[str, Any], variant: str, message: str) -> None:
     summary = held(results[f"inspect-{variant}"])
     assert message in file_error(summary) and not summary["committed"]
+
+
+def test_a_header_claiming_a_billion_epochs_reads_the_samples_there_are(results: dict[str, Any]) -> None:
+    summary = held(results["inspect-epochs-claimed"])
+    assert summary["episodes"] == held(results["inspect-base"])["episodes"] == 4 and summary["rejected"] == 0
 
 
 def test_a_deep_eval_sample_is_rejected_alone(results: dict[str, Any]) -> None:

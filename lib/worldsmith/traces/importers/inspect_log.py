@@ -110,21 +110,8 @@ class InspectLogImporter:
         with archive:
             members = _checked_members(path, archive, limits)
             log = _read_header(path, archive, members, limits)
-            sample_ids = log.eval.dataset.sample_ids
-            if sample_ids is None:  # older logs: no sample list to read by
-                names = [name for name in members if name.startswith("samples/") and name.endswith(".json")]
-            else:
-                epochs = log.eval.config.epochs or 1
-                names = [
-                    f"samples/{sample_id}_epoch_{epoch}.json"
-                    for sample_id in sample_ids
-                    for epoch in range(1, epochs + 1)
-                ]
-            for name in names:
-                info = members.get(name)
-                if info is None:
-                    continue  # listed but never run (a cancelled eval): nothing to import, nothing lost
-                sample = _archive_sample(path, archive, info, limits)
+            for name in _sample_members(log, members):
+                sample = _archive_sample(path, archive, members[name], limits)
                 if isinstance(sample, Reject):
                     yield sample
                     continue
@@ -285,6 +272,27 @@ def _archive_sample(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo,
 
 
 _MEMBER_NAME = re.compile(r"samples/(?P<id>.*)_epoch_(?P<epoch>\d+)\.json")
+
+
+def _sample_members(log: Any, members: dict[str, zipfile.ZipInfo]) -> list[str]:
+    """The sample members to read, in the header's order (sample list, then epoch); every sample member for old
+    logs without a list. Found from the members, never by enumerating ids x epochs: a header may claim any number
+    of epochs, and a sample listed but never run (a cancelled eval) has no member and nothing to import."""
+    names = [name for name in members if name.startswith("samples/") and name.endswith(".json")]
+    sample_ids = log.eval.dataset.sample_ids
+    if sample_ids is None:  # older logs: no sample list to read by
+        return names
+    epochs = log.eval.config.epochs or 1
+    order = {str(sample_id): index for index, sample_id in enumerate(sample_ids)}
+    listed: list[tuple[int, int, str]] = []
+    for name in names:
+        match = _MEMBER_NAME.fullmatch(name)
+        if match is None or match.group("id") not in order or len(match.group("epoch")) > 9:
+            continue
+        epoch = int(match.group("epoch"))
+        if 1 <= epoch <= epochs:
+            listed.append((order[match.group("id")], epoch, name))
+    return [name for _, _, name in sorted(listed)]
 
 
 def _sample_label(member: str) -> str:
