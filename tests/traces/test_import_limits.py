@@ -164,3 +164,15 @@ def test_a_json_array_element_over_the_record_cap_stops_the_file_keeping_what_ca
     first, second = list(iter_json_records(path))
     assert first.value == {"a": 1} and second.pointer == "/1"
     assert second.error is not None and "over the 3000000-character limit" in second.error
+
+
+def test_the_member_count_is_read_from_the_end_record_before_the_directory(tmp_path: Path) -> None:
+    from worldsmith.traces.importers.inspect_log import declared_member_count
+    from zip_bombs import write_zip
+
+    few = write_zip(tmp_path / "few.zip", [("a", b"x"), ("b", b"")])
+    many = write_zip(tmp_path / "many.zip", [(f"m/{i}", b"") for i in range(70_000)])  # past 65,535: zip64
+    assert declared_member_count(few) == 2 and declared_member_count(many) == 70_000
+    not_zip = tmp_path / "plain.txt"
+    not_zip.write_text("no end record here")
+    assert declared_member_count(not_zip) is None

@@ -19,6 +19,7 @@ as a file. `inspect_ai` is imported only when a log is read: the base install wo
 from __future__ import annotations
 
 import re
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -70,6 +71,10 @@ class InspectLogImporter:
         """A `.eval` log is a zip archive holding Inspect's header or journal."""
         if not head.startswith(_ZIP_MAGIC):
             return 0.0
+        count = declared_member_count(path)
+        if count is not None and count > import_limits().max_members:
+            # too many members to list just to sniff: claim a `.eval`, so reading says what is wrong with it
+            return 0.5 if path.suffix.lower() == ".eval" else 0.0
         try:
             with zipfile.ZipFile(path) as archive:
                 names = set(archive.namelist())
@@ -101,6 +106,9 @@ class InspectLogImporter:
     def _read_archive(self, path: Path, limits: ImportLimits) -> Iterator[ReadItem]:
         """An `.eval` archive, opened once: its header, then each sample it lists (every sample member, for old
         logs without a list), each read under the caps and rejected alone when it cannot be taken."""
+        count = declared_member_count(path)
+        if count is not None and count > limits.max_members:  # refused before its directory is parsed
+            raise TraceFormatError(str(path), _too_many(count, limits))
         try:
             archive = zipfile.ZipFile(path)
         except (zipfile.BadZipFile, OSError, ValueError) as error:
@@ -176,15 +184,39 @@ class InspectLogImporter:
         yield _sample_episode(self.name, source, log, sample, turns, carried + context, task, base)
 
 
+def _too_many(count: int, limits: ImportLimits) -> str:
+    return f"archive has {count} members, over the cap of {limits.max_members} (WORLDSMITH_IMPORT_MAX_MEMBERS)"
+
+
+_EOCD, _ZIP64_LOCATOR, _ZIP64_EOCD = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
+
+
+def declared_member_count(path: Path) -> int | None:
+    """The member count a zip's end record declares (its zip64 record's, past 65,535), read from the file's tail
+    without parsing the central directory (which costs memory per member); None when no end record is found."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        tail_size = min(size, 22 + 0xFFFF + 20)  # the end record, its longest comment, the zip64 locator
+        handle.seek(size - tail_size)
+        tail = handle.read(tail_size)
+        at = tail.rfind(_EOCD)
+        if at < 0 or len(tail) - at < 22:
+            return None
+        count: int = struct.unpack_from("<H", tail, at + 10)[0]
+        if count == 0xFFFF and at >= 20 and tail[at - 20 : at - 16] == _ZIP64_LOCATOR:
+            handle.seek(struct.unpack_from("<Q", tail, at - 12)[0])
+            record = handle.read(40)
+            if len(record) == 40 and record[:4] == _ZIP64_EOCD:
+                count = struct.unpack_from("<Q", record, 32)[0]
+        return count
+
+
 def _checked_members(path: Path, archive: zipfile.ZipFile, limits: ImportLimits) -> dict[str, zipfile.ZipInfo]:
     """The archive's members by name (a re-logged member: its last entry, as Inspect reads it), once the member
     count and the declared decompressed total are within the caps; else the file is refused, nothing inflated."""
     infos = archive.infolist()
     if len(infos) > limits.max_members:
-        raise TraceFormatError(
-            str(path),
-            f"archive has {len(infos)} members, over the cap of {limits.max_members} (WORLDSMITH_IMPORT_MAX_MEMBERS)",
-        )
+        raise TraceFormatError(str(path), _too_many(len(infos), limits))
     total = sum(info.file_size for info in infos)
     if total > limits.max_archive_bytes:
         raise TraceFormatError(
