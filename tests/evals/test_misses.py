@@ -80,9 +80,18 @@ def test_eval_misses_on_the_command_line(run_records, capsys: pytest.CaptureFixt
     out = orjson.loads(capsys.readouterr().out)
     assert [m["method"] for m in out["methods"]] == ["harness", "nearest"]
     assert out["methods"][0]["by"]["source"] and out["methods"][0]["unseen_actions"]
+    row = out["methods"][0]["by"]["action"][0]
+    assert row["error_rate_low"] <= row["error_rate"] <= row["error_rate_high"] and row["trajectories"] >= 1
+    [pair] = out["pairs"]
+    assert pair["pair"] == "harness vs nearest" and set(pair["by"]) == {"action", "source", "flag"}
+    for diff in pair["by"]["action"]:
+        assert diff["low"] <= diff["mean_diff"] <= diff["high"]
+        harness = records[(records["method"] == "harness") & (records["action"].map(action_name) == diff["action"])]
+        assert diff["turns"] == len(harness)
     assert main(["eval", "misses", "shop-misses", "--method", "harness", "--workspace", str(root)]) == 0
     text = capsys.readouterr().out
     assert "unseen actions (never in the construction data)" in text and "by source: answered by" in text
+    assert "95% intervals" in text and "harness vs nearest: paired difference" in text
     assert main(["eval", "misses", "nope", "--workspace", str(root)]) != 0
 
 
@@ -98,3 +107,52 @@ def test_shared_cause_names_what_answered_the_flags_and_empty_predictions() -> N
                                    "2 of 3 (get_user); observation shows values nothing before it showed: 1 of 3; "
                                    "empty prediction: 2 of 3")
     assert shared_cause(frame.iloc[0:0]) == ""
+
+
+def _constructed() -> pd.DataFrame:
+    """20 episodes of 4 turns: 'refund' turns wrong in every other episode for both methods (the same turns), 'lookup'
+    turns always right for harness and always wrong for nearest."""
+    rows = []
+    for episode in range(20):
+        for turn in range(4):
+            action = "refund {}" if turn % 2 else "lookup {}"
+            for method in ("harness", "nearest"):
+                wrong = episode % 2 == 0 if action.startswith("refund") else method == "nearest"
+                rows.append({"method": method, "episode_id": f"e{episode}", "turn": turn, "action": action,
+                             "exact_match": 0.0 if wrong else 1.0, "protocol": "next-obs", "env_id": "shop",
+                             "source": "rule" if method == "harness" else "nearest_evidence"})
+    return pd.DataFrame(rows)
+
+
+def test_breakdown_rows_carry_cluster_bootstrap_intervals() -> None:
+    records = _constructed()
+    harness = records[records["method"] == "harness"]
+    rows = miss_groups(harness, "exact_match", 1.0, "action", resamples=2000).set_index("action")
+    refund, lookup = rows.loc["refund"], rows.loc["lookup"]
+    assert refund["error_rate"] == 0.5 and refund["error_rate_low"] < 0.5 < refund["error_rate_high"]
+    assert refund["error_rate_low"] > 0.1 and refund["error_rate_high"] < 0.9 and refund["trajectories"] == 20
+    assert lookup["error_rate_low"] == lookup["error_rate_high"] == 0.0  # never wrong in any resample
+    assert refund["share_low"] == refund["share_high"] == 1.0  # every miss is a refund miss
+    # every miss of a refund sits in half the episodes: resampled by episode the interval is wider than if each
+    # turn were its own episode
+    alone = harness.assign(episode_id=[f"t{i}" for i in range(len(harness))])
+    iid = miss_groups(alone, "exact_match", 1.0, "action", resamples=2000).set_index("action").loc["refund"]
+    assert (refund["error_rate_high"] - refund["error_rate_low"]) >= (iid["error_rate_high"] - iid["error_rate_low"])
+    assert "error_rate_low" not in miss_groups(harness, "exact_match", 1.0, "action").columns
+
+
+def test_paired_differences_per_row_on_the_same_turns() -> None:
+    from worldsmith.evals.misses import differs, paired_miss_differences
+
+    result = paired_miss_differences(_constructed(), "harness", "nearest", resamples=2000)
+    assert result["pair"] == "harness vs nearest" and result["turns"] == 80
+    by_action = {row["action"]: row for row in result["by"]["action"]}
+    lookup, refund = by_action["lookup"], by_action["refund"]
+    assert lookup["mean_diff"] == lookup["low"] == lookup["high"] == -1.0 and differs(lookup)
+    # the same refund turns are wrong for both: paired, every resample's difference is 0 (unpaired it would not be)
+    assert refund["mean_diff"] == refund["low"] == refund["high"] == 0.0 and not differs(refund)
+    assert refund["error_rate_a"] == refund["error_rate_b"] == 0.5
+    by_source = {row["source"]: row for row in result["by"]["source"]}
+    assert set(by_source) == {"rule"} and by_source["rule"]["turns"] == 80  # the rows are harness's sources
+    assert -0.75 < by_source["rule"]["low"] <= by_source["rule"]["mean_diff"] == -0.5 <= by_source["rule"]["high"]
+    assert set(result["by"]) == {"action", "source", "flag"}

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from eval_fixtures import write_run
 from streamlit.testing.v1 import AppTest
@@ -175,6 +176,20 @@ def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) ->
     assert "1 action never in the construction data: 100% of misses (2)" in causes
     wrong = next(df.value for df in at.dataframe if {"unseen_action", "source"} <= set(df.value.columns))
     assert list(wrong["source"]) == ["nearest_evidence"] * 2 and wrong["unseen_action"].all()
+
+    # every breakdown row carries its bootstrap interval; the paired table compares the methods row by row
+    assert (sources["error_rate_low"] <= sources["error_rate"]).all()
+    assert (sources["error_rate"] <= sources["error_rate_high"]).all()
+    assert sources.loc["rule", "error_rate_high"] == 0.0 and sources.loc["nearest_evidence", "share_low"] == 1.0
+    assert any("95% interval" in str(c.value) for c in at.caption)
+    assert at.selectbox(key="ev_fx_pair_with").value == "nearest"
+    paired = next(df.value for df in at.dataframe if "mean_diff" in df.value.columns and "action" in df.value.columns)
+    assert (paired["low"] <= paired["mean_diff"]).all() and (paired["mean_diff"] <= paired["high"]).all()
+    assert list(paired["differs"]) == [bool(lo > 0 or hi < 0) for lo, hi in zip(paired["low"], paired["high"],
+                                                                                  strict=True)]
+    records = pd.read_parquet(empty_root / "runs" / "eval" / "why-w" / "records.parquet")
+    harness = records[(records["method"] == "harness") & (records["turn"] >= 0)]
+    assert paired["turns"].sum() == len(harness)
 
 
 def test_compare_two_runs(two_runs: Path) -> None:

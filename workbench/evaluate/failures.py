@@ -114,6 +114,44 @@ def _no_rule_reason(cluster: Cluster) -> str:
             "page, or rebuild with more of their turns")
 
 
+GROUP_COLUMNS = {
+    "error_rate": st.column_config.NumberColumn("error rate", format="percent"),
+    "error_rate_low": st.column_config.NumberColumn("low", format="percent", help="95% interval of the error rate"),
+    "error_rate_high": st.column_config.NumberColumn("high", format="percent", help="95% interval of the error rate"),
+    "share_of_misses": st.column_config.NumberColumn("share of misses", format="percent"),
+    "share_low": st.column_config.NumberColumn("share low", format="percent"),
+    "share_high": st.column_config.NumberColumn("share high", format="percent"),
+    "trajectories": st.column_config.NumberColumn("episodes", help="episodes resampled for the intervals"),
+}
+PAIR_COLUMNS = {
+    "error_rate_a": st.column_config.NumberColumn("error rate (this)", format="percent"),
+    "error_rate_b": st.column_config.NumberColumn("error rate (other)", format="percent"),
+    "mean_diff": st.column_config.NumberColumn("difference", format="percent"),
+    "low": st.column_config.NumberColumn("low", format="percent", help="95% interval of the paired difference"),
+    "high": st.column_config.NumberColumn("high", format="percent", help="95% interval of the paired difference"),
+    "trajectories": st.column_config.NumberColumn("episodes"),
+}
+
+
+def _render_paired(scored: pd.DataFrame, method: str, others: list[str], metric: str, threshold: float) -> None:
+    """This method's error rate minus another's per row, on the same turns resampled together."""
+    with st.expander(f"Paired: {md_escape(method)} against another method, row by row",
+                     icon=":material/compare_arrows:"):
+        other = st.selectbox("Compare with", others, key="ev_fx_pair_with")
+        result = misses.paired_miss_differences(scored, method, str(other), metric, threshold,
+                                                resamples=misses.DEFAULT_MISS_RESAMPLES, action_of=tables.action_kind)
+        st.caption(f"{md_code(method)} minus {md_code(str(other))} in error rate on the {result['turns']:d} turns both "
+                   f"scored; a row holds the turns {md_code(method)}'s records put in it. Resampled by episode, the "
+                   "same turns of both methods together; \"differs\" when the 95% interval excludes 0.")
+        for by in misses.PAIRED_GROUPINGS:
+            rows = pd.DataFrame(result["by"][by])
+            if rows.empty:
+                continue
+            rows["differs"] = [misses.differs(row) for row in result["by"][by]]
+            st.markdown(f"**By {md_escape(by)}**")
+            st.dataframe(rows, hide_index=True, key=f"ev_fx_pair_{by}", column_config=PAIR_COLUMNS)
+
+
 def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
     """The Failures tab for one run."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
@@ -142,7 +180,8 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     has_source = "source" in mine.columns and mine["source"].notna().any()
     if not has_source:
         st.caption("This run was recorded before records named their answer source: grouped by route instead.")
-    groups = {by: tables.error_groups(mine, metric, threshold, by) for by in misses.GROUPINGS}
+    groups = {by: tables.error_groups(mine, metric, threshold, by, resamples=misses.DEFAULT_MISS_RESAMPLES)
+              for by in misses.GROUPINGS}
     causes = [f"- **{md_escape(label)}**: {md_escape(cause)}" for by, label in
               (("source", "By source"), ("flag", "By flag"), ("action", "By action"), ("rule", "By rule"))
               if (cause := misses.biggest_cause(groups[by], by, unseen))]
@@ -151,17 +190,23 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     by_action, by_source = st.columns(2)
     with by_action:
         st.markdown("**Errors by action**")
-        st.dataframe(groups["action"], hide_index=True, key="ev_fx_by_action")
+        st.dataframe(groups["action"], hide_index=True, key="ev_fx_by_action", column_config=GROUP_COLUMNS)
     with by_source:
         st.markdown("**Errors by source** (what answered: the answer source, else the route)")
-        st.dataframe(groups["source"], hide_index=True, key="ev_fx_by_source")
+        st.dataframe(groups["source"], hide_index=True, key="ev_fx_by_source", column_config=GROUP_COLUMNS)
     by_rule, by_flag = st.columns(2)
     with by_rule:
         st.markdown("**Errors by rule** (rules the prediction used; else the source that answered)")
-        st.dataframe(groups["rule"], hide_index=True, key="ev_fx_by_rule")
+        st.dataframe(groups["rule"], hide_index=True, key="ev_fx_by_rule", column_config=GROUP_COLUMNS)
     with by_flag:
         st.markdown("**Errors by flag** (unseen action, novel observation, fallback, error)")
-        st.dataframe(groups["flag"], hide_index=True, key="ev_fx_by_flag")
+        st.dataframe(groups["flag"], hide_index=True, key="ev_fx_by_flag", column_config=GROUP_COLUMNS)
+    st.caption(f"Low – high: the 95% interval of the error rate and of the share of misses, from "
+               f"{misses.DEFAULT_MISS_RESAMPLES:,} resamples of the episodes (a row's turns of one episode stay "
+               "together).")
+    others = [m for m in sorted(scored["method"].dropna().unique()) if m != method]
+    if others:
+        _render_paired(scored, method, others, metric, threshold)
     book = report.config.get("book") if report is not None else None
     if not wrong.empty:
         with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:", expanded=True):
@@ -171,10 +216,11 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
             table = st.dataframe(_linked(listed, dataset, book), hide_index=True, key="ev_fx_wrong",
                                  column_config=LINKS, on_select="rerun", selection_mode="single-row")
             picked = list(getattr(getattr(table, "selection", None), "rows", None) or [])
-            labels = {i: f"{row.episode_id} · turn {int(row.turn):d} · {str(row.action)[:80]}"
-                      for i, row in enumerate(listed.itertuples())}
-            chosen = st.selectbox("Wrong prediction", list(labels), format_func=labels.get,
-                                  index=picked[0] if picked else None, key=f"ev_fx_open_{picked[0] if picked else ''}",
+            labels: dict[int, str] = {i: f"{row.episode_id} · turn {int(row.turn):d} · {str(row.action)[:80]}"
+                                      for i, row in enumerate(listed.itertuples())}
+            first: int | None = int(picked[0]) if picked else None
+            chosen = st.selectbox("Wrong prediction", list(labels), format_func=lambda i: labels[int(i)],
+                                  index=first, key=f"ev_fx_open_{picked[0] if picked else ''}",
                                   placeholder="choose one to see why it missed")
             if chosen is not None:
                 with st.container(border=True):

@@ -243,11 +243,13 @@ def wrong_mask(records: pd.DataFrame, metric: str, threshold: float) -> pd.Serie
     return misses.wrong_mask(records, metric, threshold)
 
 
-def error_groups(records: pd.DataFrame, metric: str, threshold: float, by: str) -> pd.DataFrame:
+def error_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *,
+                 resamples: int | None = None) -> pd.DataFrame:
     """Errors per action name (`by='action'`), per answer source ('source'), per rule the prediction used ('rule':
     one that used several counts for each; one no rule answered under '(no rule: <source>)') or per flag ('flag':
-    unseen action, novel, fallback, error), as `worldsmith.evals.misses.miss_groups` counts them."""
-    return misses.miss_groups(records, metric, threshold, by, action_of=action_kind)
+    unseen action, novel, fallback, error), as `worldsmith.evals.misses.miss_groups` counts them; with
+    `resamples`, each row's 95% intervals (cluster bootstrap over episodes)."""
+    return misses.miss_groups(records, metric, threshold, by, action_of=action_kind, resamples=resamples)
 
 
 def heatmap_frame(records: pd.DataFrame, metric: str, max_steps: int = 40) -> pd.DataFrame:

@@ -110,6 +110,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     misses.add_argument("--threshold", type=float, default=1.0,
                         help="a prediction is wrong when the metric is below this (default 1.0)")
     misses.add_argument("--top", type=int, default=8, help="rows shown per breakdown in text output (default 8)")
+    misses.add_argument("--resamples", type=int, default=2000,
+                        help="bootstrap resamples (over episodes) per breakdown row's interval; 0: no intervals "
+                             "(default 2000)")
+    misses.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
     add_common(misses)
     misses.set_defaults(handler=run_misses_command)
 
@@ -272,8 +276,12 @@ def run_awb_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bounds(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.0%}, {high:.0%}]"
+
+
 def run_misses_command(args: argparse.Namespace) -> int:
-    from worldsmith.evals.misses import GROUPINGS, why_missed
+    from worldsmith.evals.misses import GROUPINGS, differs, paired_miss_differences, why_missed
 
     run = RunStore(workspace_from(args).root).run(args.run)
     records = run.read_records()
@@ -281,14 +289,22 @@ def run_misses_command(args: argparse.Namespace) -> int:
         raise CommandError(f"run {args.run!r} has no records (yet) under {run.path}")
     if args.metric not in records.columns:
         raise CommandError(f"no metric {args.metric!r} in the run's records", EXIT_USAGE)
-    methods = [args.method] if args.method else sorted(records["method"].dropna().unique())
-    results = [why_missed(records, args.metric, args.threshold, method=method) for method in methods]
+    if args.resamples < 0:
+        raise CommandError(f"--resamples must be 0 or more, not {args.resamples}", EXIT_USAGE)
+    resamples = args.resamples or None
+    every = sorted(records["method"].dropna().unique())
+    methods = [args.method] if args.method else every
+    results = [why_missed(records, args.metric, args.threshold, method=method, resamples=resamples, seed=args.seed)
+               for method in methods]
+    pairs = [paired_miss_differences(records, a, b, args.metric, args.threshold, resamples=resamples, seed=args.seed)
+             for a in methods for b in every if a != b and (args.method or a < b)] if resamples else []
     if getattr(args, "json", False):
-        emit_json({"run": args.run, "methods": results})
+        emit_json({"run": args.run, "methods": results, "pairs": pairs})
         return EXIT_OK
     for result in results:
         print(f"{result['method']}: {result['misses']} of {result['scored']} predictions below "
-              f"{result['metric']} {result['threshold']:g}")
+              f"{result['metric']} {result['threshold']:g}"
+              + (f" (95% intervals: {resamples} resamples over episodes)" if resamples else ""))
         if result["unseen_actions"]:
             print(f"  unseen actions (never in the construction data): {', '.join(result['unseen_actions'])}")
         for by in GROUPINGS:
@@ -296,5 +312,15 @@ def run_misses_command(args: argparse.Namespace) -> int:
                 print(f"  by {by}: {result['causes'][by]}")
             for row in result["by"][by][: args.top]:
                 print(f"    {str(row[by])[:50]:<50} {row['wrong']:>5} of {row['records']:<5} "
-                      f"({row['share_of_misses']:.0%} of misses)")
+                      f"error rate {row['error_rate']:.0%}{_bounds(row.get('error_rate_low'), row.get('error_rate_high'))}"
+                      f" ({row['share_of_misses']:.0%}{_bounds(row.get('share_low'), row.get('share_high'))} of misses)")
+    for pair in pairs:
+        print(f"{pair['pair']}: paired difference in error rate per row ({pair['turns']} turns both scored; "
+              "* = the interval excludes 0)")
+        for by, rows in pair["by"].items():
+            print(f"  by {by}:")
+            for row in rows[: args.top]:
+                print(f"    {str(row[by])[:50]:<50} {row['turns']:>5} turns  {row['error_rate_a']:.0%} vs "
+                      f"{row['error_rate_b']:.0%}  diff {row['mean_diff']:+.0%}{_bounds(row['low'], row['high'])}"
+                      f"{' *' if differs(row) else ''}")
     return EXIT_OK

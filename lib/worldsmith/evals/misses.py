@@ -6,6 +6,10 @@ route) and whether its action was ever in the book's construction data (`unseen_
 A miss that no rule answered is grouped by the source that answered instead, so "errors by rule"
 never lumps most rows under one "(no rule)". `why_missed` gathers the breakdowns and one sentence
 per breakdown naming its biggest cause ("3 actions never in the construction data: 31% of misses").
+
+A breakdown row's error rate and share of misses carry 95% intervals from a cluster bootstrap over episodes
+(`evals.bootstrap`: a small row, or one whose misses sit in a few episodes, gets a wide one), and
+`paired_miss_differences` compares two methods row by row on the same turns, resampled together.
 Runs recorded before `source` / `unseen_action` existed read with those unknown (null).
 """
 
@@ -19,7 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["FLAGS", "GROUPINGS", "action_name", "answered_by", "biggest_cause", "miss_flags", "miss_groups",
+from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, pair_name
+
+__all__ = ["DEFAULT_MISS_RESAMPLES", "FLAGS", "GROUPINGS", "INTERVAL_COLUMNS", "PAIRED_GROUPINGS", "action_name",
+           "answered_by", "biggest_cause", "differs", "miss_flags", "miss_groups", "paired_miss_differences",
            "shared_cause", "unseen_actions", "why_missed", "wrong_mask"]
 
 GROUPINGS = ("action", "source", "rule", "flag")
@@ -30,6 +37,9 @@ FLAGS = {  # in the order a tie is broken: causes before consequences
     "fallback": "answered by a fallback",
     "none": "no flag",
 }
+PAIRED_GROUPINGS = ("action", "source", "flag")
+INTERVAL_COLUMNS = ("error_rate_low", "error_rate_high", "share_low", "share_high", "trajectories")
+DEFAULT_MISS_RESAMPLES = 2_000  # per breakdown row: enough for a 95% percentile interval, cheap on every page load
 UNKNOWN = "(unknown)"
 _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
 
@@ -101,41 +111,140 @@ def _rules(records: pd.DataFrame, sources: pd.Series) -> list[list[str]]:
     return out
 
 
+def _labels(scored: pd.DataFrame, by: str, action_of: Callable[[Any], str]) -> list[list[str]]:
+    """Each record's groups under `by` (one for action and source; one or more for rule and flag)."""
+    if by == "action":
+        actions = scored["action"] if "action" in scored.columns else pd.Series("", index=scored.index)
+        return [[str(name)] for name in actions.map(action_of)]
+    if by == "source":
+        return [[str(name)] for name in answered_by(scored)]
+    if by == "rule":
+        return _rules(scored, answered_by(scored))
+    flags = miss_flags(scored)
+    return [[name for name in flags.columns if row[name]] or ["none"] for _, row in flags.iterrows()]
+
+
 def miss_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *,
-                action_of: Callable[[Any], str] = action_name) -> pd.DataFrame:
+                action_of: Callable[[Any], str] = action_name, resamples: int | None = None,
+                seed: int = 0) -> pd.DataFrame:
     """Errors per group: `by` is 'action' (`action_of` names the recorded action line), 'source' (what
     answered), 'rule' (each rule that fired; a record no rule answered counts under '(no rule: <source>)') or
     'flag' (each flag a record carries, else 'none'). Columns: the group, records, wrong, error_rate, share_of_misses
-    (its wrong over every wrong record) and mean_<metric>; the most wrong first."""
+    (its wrong over every wrong record) and mean_<metric>; the most wrong first.
+
+    With `resamples`, each row also gets 95% intervals from a cluster bootstrap over episodes (`evals.bootstrap`,
+    one record's turns stay together): error_rate_low/high, share_low/high and the trajectories resampled."""
     if by not in GROUPINGS:
         raise ValueError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
     columns = [by, "records", "wrong", "error_rate", "share_of_misses", f"mean_{metric}"]
+    if resamples is not None:
+        columns += list(INTERVAL_COLUMNS)
     scored = records[records[metric].notna()] if metric in records.columns else records.iloc[0:0]
     if scored.empty:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame({"wrong": wrong_mask(scored, metric, threshold).to_numpy(),
                           "score": scored[metric].to_numpy(float)})
-    if by == "action":
-        actions = scored["action"] if "action" in scored.columns else pd.Series("", index=scored.index)
-        frame[by] = actions.map(action_of).to_numpy()
-    elif by == "source":
-        frame[by] = answered_by(scored).to_numpy()
-    elif by == "rule":
-        frame[by] = _rules(scored, answered_by(scored))
-        frame = frame.explode(by)
-    else:
-        flags = miss_flags(scored)
-        frame[by] = [[name for name in flags.columns if row[name]] or ["none"] for _, row in flags.iterrows()]
-        frame = frame.explode(by)
+    frame[by] = _labels(scored, by, action_of)
+    frame = frame.explode(by)
     grouped = frame.groupby(by).agg(records=("wrong", "size"), wrong=("wrong", "sum"), score=("score", "mean"))
     grouped["error_rate"] = grouped["wrong"] / grouped["records"]
     misses = int(wrong_mask(scored, metric, threshold).sum())
     grouped["share_of_misses"] = grouped["wrong"] / misses if misses else 0.0
     grouped = grouped.rename(columns={"score": f"mean_{metric}"}).reset_index()
+    if resamples is not None:
+        bounds = _row_intervals(scored, metric, threshold, by, list(grouped[by]), action_of, resamples, seed)
+        for column in INTERVAL_COLUMNS:
+            grouped[column] = [bounds[name][column] for name in grouped[by]]
     # ties: a flag that is a cause (unseen action, error, novel) before one that is a consequence (fallback)
     grouped["order"] = grouped[by].map(lambda name: list(FLAGS).index(name) if by == "flag" and name in FLAGS else 0)
     return grouped.sort_values(["wrong", "records", "order", by], ascending=[False, False, True, True])[columns] \
         .reset_index(drop=True)
+
+
+def _episodes(scored: pd.DataFrame) -> list[str]:
+    if "episode_id" in scored.columns:
+        return [str(e) for e in scored["episode_id"]]
+    return [str(i) for i in range(len(scored))]  # no episode ids: every record its own cluster
+
+
+def _membership(labels: list[list[str]], name: str) -> np.ndarray:
+    return np.fromiter((name in row for row in labels), dtype=bool, count=len(labels))
+
+
+def _row_intervals(scored: pd.DataFrame, metric: str, threshold: float, by: str, names: Sequence[str],
+                   action_of: Callable[[Any], str], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Per group: the error rate's interval (its records resampled by episode) and the share-of-misses interval
+    (every record resampled by episode: the group's misses over all misses)."""
+    labels = _labels(scored, by, action_of)
+    wrong = wrong_mask(scored, metric, threshold).to_numpy(dtype=float)
+    episodes = np.asarray(_episodes(scored), dtype=object)
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        member = _membership(labels, name)
+        rate = bootstrap_mean(list(episodes[member]), list(wrong[member]), resamples=resamples, seed=seed)
+        share = (bootstrap_ratio(list(episodes), list(wrong * member), list(wrong), resamples=resamples, seed=seed)
+                 if wrong.any() else None)
+        out[name] = {"error_rate_low": _round(rate.low), "error_rate_high": _round(rate.high),
+                     "share_low": _round(share.low) if share else None,
+                     "share_high": _round(share.high) if share else None,
+                     "trajectories": rate.trajectories}
+    return out
+
+
+def _round(value: float) -> float | None:
+    return None if value is None or not np.isfinite(value) else round(float(value), 6)
+
+
+def _pair_key(records: pd.DataFrame) -> list[str]:
+    return [c for c in ("protocol", "env_id", "episode_id", "turn") if c in records.columns]
+
+
+def paired_miss_differences(records: pd.DataFrame, a: str, b: str, metric: str = "exact_match",
+                            threshold: float = 1.0, *, groupings: Sequence[str] = PAIRED_GROUPINGS,
+                            resamples: int = DEFAULT_MISS_RESAMPLES, seed: int = 0,
+                            action_of: Callable[[Any], str] = action_name) -> dict[str, Any]:
+    """Method `a`'s error rate minus method `b`'s, per breakdown row, on the turns both scored, JSON-ready.
+
+    A row holds the turns `a`'s records put in it: for an action, an unseen action or a novel observation these
+    are the same turns for both methods; for a source or a flag such as fallback they are the turns where `a`
+    was answered that way ("where harness fell back, how much worse than nearest?"). The difference is paired: each turn's wrong(a) - wrong(b),
+    resampled by episode so the same turns of both methods are drawn together (`bootstrap_mean`). An interval
+    that excludes 0 says the methods differ on that row beyond resampling noise."""
+    scored = records[records["turn"] >= 0] if "turn" in records.columns else records
+    scored = scored[scored[metric].notna()] if metric in scored.columns else scored.iloc[0:0]
+    keys = _pair_key(scored)
+    left = scored[scored["method"] == a].drop_duplicates(keys).reset_index(drop=True)
+    right = scored[scored["method"] == b].drop_duplicates(keys).reset_index(drop=True)
+    joined = left[keys].reset_index().merge(right[keys].reset_index(), on=keys, suffixes=("_a", "_b"))
+    left, right = left.iloc[joined["index_a"].to_numpy()], right.iloc[joined["index_b"].to_numpy()]
+    wrong_a = wrong_mask(left, metric, threshold).to_numpy(dtype=float)
+    wrong_b = wrong_mask(right, metric, threshold).to_numpy(dtype=float)
+    diff = wrong_a - wrong_b
+    episodes = np.asarray(_episodes(left), dtype=object)
+    out: dict[str, Any] = {"a": a, "b": b, "pair": pair_name(a, b), "metric": metric, "threshold": threshold,
+                           "turns": len(joined), "resamples": resamples, "seed": seed, "by": {}}
+    for by in groupings:
+        if by not in GROUPINGS:
+            raise ValueError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
+        labels = _labels(left, by, action_of)
+        rows: list[dict[str, Any]] = []
+        for name in sorted({name for row in labels for name in row}):
+            member = _membership(labels, name)
+            interval = bootstrap_mean(list(episodes[member]), list(diff[member]), resamples=resamples, seed=seed)
+            rows.append({by: name, "turns": int(member.sum()), "wrong_a": int(wrong_a[member].sum()),
+                         "wrong_b": int(wrong_b[member].sum()), "error_rate_a": _round(wrong_a[member].mean()),
+                         "error_rate_b": _round(wrong_b[member].mean()), "mean_diff": _round(interval.mean),
+                         "low": _round(interval.low), "high": _round(interval.high),
+                         "trajectories": interval.trajectories})
+        rows.sort(key=lambda row: (-abs(row["mean_diff"] or 0.0), -row["turns"], str(row[by])))
+        out["by"][by] = rows
+    return out
+
+
+def differs(row: dict[str, Any]) -> bool:
+    """Whether a paired row's interval excludes 0 (the methods differ there beyond resampling noise)."""
+    low, high = row.get("low"), row.get("high")
+    return low is not None and high is not None and (low > 0 or high < 0)
 
 
 def unseen_actions(records: pd.DataFrame, *, action_of: Callable[[Any], str] = action_name) -> list[str]:
@@ -194,9 +303,10 @@ def shared_cause(wrong: pd.DataFrame, *, action_of: Callable[[Any], str] = actio
 
 
 def why_missed(records: pd.DataFrame, metric: str = "exact_match", threshold: float = 1.0, *,
-               method: str | None = None, action_of: Callable[[Any], str] = action_name) -> dict[str, Any]:
+               method: str | None = None, action_of: Callable[[Any], str] = action_name,
+               resamples: int | None = DEFAULT_MISS_RESAMPLES, seed: int = 0) -> dict[str, Any]:
     """The breakdowns of one method's misses (every method when None), JSON-ready: counts, per grouping its table
-    and biggest cause, and the unseen actions."""
+    (each row with its bootstrap intervals unless `resamples` is None) and biggest cause, and the unseen actions."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records
     if method is not None and "method" in scored.columns:
         scored = scored[scored["method"] == method]
@@ -204,9 +314,9 @@ def why_missed(records: pd.DataFrame, metric: str = "exact_match", threshold: fl
     wrong = wrong_mask(scored, metric, threshold)
     unseen = unseen_actions(scored, action_of=action_of)
     out: dict[str, Any] = {"method": method, "metric": metric, "threshold": threshold, "scored": len(scored),
-                           "misses": int(wrong.sum()), "unseen_actions": unseen, "by": {}, "causes": {}}
+                           "resamples": resamples, "seed": seed, "misses": int(wrong.sum()), "unseen_actions": unseen, "by": {}, "causes": {}}
     for by in GROUPINGS:
-        groups = miss_groups(scored, metric, threshold, by, action_of=action_of)
+        groups = miss_groups(scored, metric, threshold, by, action_of=action_of, resamples=resamples, seed=seed)
         out["by"][by] = groups.to_dict("records")
         out["causes"][by] = biggest_cause(groups, by, unseen)
     return out
