@@ -20,7 +20,14 @@ from worldsmith.llm.base import (
     TransientLLMError,
     check_messages,
 )
-from worldsmith.llm.budget import PromptBudget, context_window, prompt_budget
+from worldsmith.llm.budget import (
+    PromptBudget,
+    PromptPreamble,
+    context_window,
+    prompt_budget,
+    summarize_system,
+    summarize_tools,
+)
 from worldsmith.llm.cache import ResponseCache
 from worldsmith.llm.calllog import CallLog, CallRecord
 from worldsmith.llm.registry import BackendSpec, backend, backends, register_backend
@@ -50,6 +57,7 @@ __all__ = [
     "Message",
     "ModelSpec",
     "PromptBudget",
+    "PromptPreamble",
     "RefusalError",
     "ResponseCache",
     "StructuredOutputError",
@@ -71,4 +79,6 @@ __all__ = [
     "prompt_budget",
     "register_backend",
     "resolve_spec",
+    "summarize_system",
+    "summarize_tools",
 ]

@@ -31,6 +31,7 @@ from worldsmith.sim.oracle import RealEnvOracle
 from worldsmith.sim.prompts import (
     PromptContext,
     PromptFit,
+    episode_preamble,
     fit_simulator_messages,
     parse_observation,
     render_worldbook,
@@ -206,6 +207,7 @@ __all__ = [
     "action_arguments",
     "action_line",
     "episode_prefix",
+    "episode_preamble",
     "find_sessions",
     "fit_simulator_messages",
     "fork_directory",

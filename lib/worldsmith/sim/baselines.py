@@ -24,19 +24,20 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
-from worldsmith.llm.budget import PromptBudget, prompt_budget
+from worldsmith.llm.budget import PromptBudget, PromptPreamble, prompt_budget
 from worldsmith.sim.base import Audit, Prediction, WorldModelBase, action_line
 from worldsmith.sim.prompts import (
     BOOK_SECTION,
     RAG_SECTION,
     PromptContext,
     PromptFit,
+    episode_preamble,
     fit_simulator_messages,
     parse_observation,
     render_worldbook,
 )
 from worldsmith.sim.retrieval import EvidenceScorer, ScoredEvidence, action_arguments
-from worldsmith.traces.model import Action
+from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.templates import make_template, render_template
 from worldsmith.worldbook.termination import predicts_done
@@ -246,6 +247,11 @@ class _ModelBaseline(WorldModelBase):
         self.context_tokens = context_tokens
         self._budget: PromptBudget | None = None
         self._budget_read = False
+        self.preamble = PromptPreamble()
+
+    def start(self, prefix: Episode | str, initial_state: dict[str, Any] | None = None) -> None:
+        super().start(prefix, initial_state)
+        self.preamble = episode_preamble(prefix) if isinstance(prefix, Episode) else PromptPreamble()
 
     @property
     def budget(self) -> PromptBudget | None:
@@ -271,7 +277,7 @@ class _ModelBaseline(WorldModelBase):
         messages, fit = fit_simulator_messages(
             env=self.env_id, task=self.task, initial_observation=self.initial_observation, history=self.history,
             action=action_line(action), context=section, history_chars=self.history_chars,
-            item_chars=self.item_chars, budget=self.budget,
+            item_chars=self.item_chars, budget=self.budget, preamble=self.preamble,
         )
         if retrieved and len(retrieved) == len(section.items):
             retrieved = retrieved[: len(section.items) - fit.context_cut]

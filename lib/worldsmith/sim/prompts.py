@@ -4,9 +4,10 @@ All three prompting baselines share one conversation shape (the one the tiny mod
 on): a system message naming the environment and task, then the history as user = action /
 assistant = observation exchanges, then the new action. They differ only in the extra context
 the system message carries: nothing (direct), retrieved transitions (trace RAG) or the rendered
-worldbook. The history is budgeted by characters, newest steps kept; `fit_simulator_messages`
-also fits the prompt to the model's context window (`llm.budget`), cutting the oldest history and
-the least useful context first and never the current action, and says what it cut (`PromptFit`).
+worldbook, and the system prompt and tool schemas the log declares (`episode_preamble`). The history is
+budgeted by characters, newest steps kept; `fit_simulator_messages` also fits the prompt to the model's
+context window (`llm.budget`): it summarises the system prompt and tool schemas first, then cuts the oldest
+history and the least useful context, never the current action, and says what it did (`PromptFit`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from worldsmith.llm.base import Message
-from worldsmith.llm.budget import PromptBudget
+from worldsmith.llm.budget import PREAMBLE_STEPS, PromptBudget, PromptPreamble
 from worldsmith.sim.base import HistoryItem, action_line
+from worldsmith.traces.model import Episode
 from worldsmith.util.text import clip
 from worldsmith.worldbook.model import Condition, Effect, Worldbook
 
@@ -30,6 +32,7 @@ __all__ = [
     "START",
     "PromptContext",
     "PromptFit",
+    "episode_preamble",
     "fit_simulator_messages",
     "parse_observation",
     "render_worldbook",
@@ -70,8 +73,9 @@ def _exchanges(history: Sequence[HistoryItem], history_chars: int, item_chars: i
 
 
 def _assemble(*, env: str | None, task: str | None, initial: str, exchanges: Sequence[tuple[str, str]], omitted: int,
-              context: str, action: str) -> list[Message]:
-    system = SIMULATOR_SYSTEM.format(env=env or "unknown", task=(task or "").strip() or "(none given)") + context
+              context: str, action: str, preamble: str = "") -> list[Message]:
+    system = SIMULATOR_SYSTEM.format(env=env or "unknown", task=(task or "").strip() or "(none given)")
+    system += (f"\n\n{preamble}" if preamble else "") + context
     if omitted:
         system += OMITTED_NOTE.format(count=omitted)
     messages: list[Message] = [{"role": "system", "content": system}]
@@ -144,11 +148,35 @@ class PromptFit:
     context_cut: int = 0  # context items (the lowest ranked, or the last worldbook lines) cut to fit
     task_chars_cut: int = 0
     fits: bool = True
+    system_prompt_chars: int = 0  # the log's system prompt (0: none declared)
+    system_prompt_level: str = "full"  # how much of it the prompt shows (`llm.budget.SYSTEM_LEVELS`)
+    tools: int = 0  # tool schemas the log declares
+    tools_level: str = "full"  # how much of them the prompt shows (`llm.budget.TOOL_LEVELS`)
+    preamble_chars: int = 0  # the system prompt and tool schemas as rendered in full
+    preamble_chars_shown: int = 0
+
+    @property
+    def summarised(self) -> bool:
+        """Whether the system prompt or the tool schemas were summarised to fit."""
+        return self.preamble_chars_shown < self.preamble_chars
 
     @property
     def cut(self) -> bool:
         """Whether the window made anything go (the character budget alone does not count)."""
-        return bool(self.steps_cut_by_tokens or self.context_cut or self.task_chars_cut)
+        return bool(self.steps_cut_by_tokens or self.context_cut or self.task_chars_cut or self.summarised)
+
+    def summarised_what(self) -> str:
+        """What was summarised, in words ("" when nothing was)."""
+        parts = []
+        if self.tools and self.tools_level != "full":
+            parts.append(f"the {self.tools} tool schemas to " + {"brief": "signatures and first sentences",
+                                                                  "names": "their names",
+                                                                  "none": "nothing"}[self.tools_level])
+        if self.system_prompt_chars and self.system_prompt_level != "full":
+            parts.append("the system prompt to " + {"outline": "its first paragraph and headings",
+                                                    "first": "its opening sentences",
+                                                    "none": "nothing"}[self.system_prompt_level])
+        return " and ".join(parts)
 
     def summary(self) -> str:
         """One sentence for the audit notes."""
@@ -162,6 +190,8 @@ class PromptFit:
         if self.task_chars_cut:
             parts.append(f"{self.task_chars_cut} characters of the task")
         what = ", ".join(parts) if parts else "nothing"
+        if self.summarised:
+            what += f"; summarised {self.summarised_what()}"
         if not self.fits:
             return (f"the prompt does not fit the model's window ({self.tokens} tokens > {self.limit} allowed of "
                     f"{self.window}) even with {what} cut; the current action is never cut")
@@ -184,27 +214,37 @@ def fit_simulator_messages(
     history_chars: int = 6000,
     item_chars: int = 1500,
     budget: PromptBudget | None = None,
+    preamble: PromptPreamble | None = None,
 ) -> tuple[list[Message], PromptFit]:
     """`simulator_messages`, fitted to `budget`'s tokens, and what was cut.
 
-    First the oldest history steps go (down to the newest one), then the context's last items
+    The log's system prompt and tool schemas (`preamble`) are summarised first, a step at a time
+    (`PromptPreamble.steps`), keeping the whole history: the least summarised that fits is sent. When even the
+    most summarised one leaves no room for the history, the oldest history steps go (down to the newest one), then the context's last items
     (the lowest-ranked retrieved transitions, the worldbook's last lines), then the newest step,
     then the task is shortened. The current action is never cut: when even that prompt is too long
     `fits` is False and the caller must not send it. Without a budget only the characters count.
     """
     context = context or PromptContext()
+    preamble = preamble or PromptPreamble()
+    steps = preamble.steps()
+    level = steps[0]
     item_action = clip(action, item_chars)
     exchanges, left = _exchanges(history, history_chars, item_chars)
     initial = clip(initial_observation, min(item_chars, max(left, 200))) if initial_observation.strip() else ""
     by_chars = len(history) - len(exchanges)
     fit = PromptFit(limit=None, window=None, tokens=None, counted=None, steps=len(history),
                     steps_shown=len(exchanges), steps_cut_by_chars=by_chars, steps_cut_by_tokens=0,
-                    context_unit=context.unit, context_items=len(context.items))
+                    context_unit=context.unit, context_items=len(context.items),
+                    system_prompt_chars=len(preamble.system_prompt.strip()), tools=len(preamble.tools),
+                    preamble_chars=len(preamble.render()))
+    fit.preamble_chars_shown = fit.preamble_chars
 
     def build(shown: int, kept: int, task_text: str | None) -> list[Message]:
         chosen = exchanges[len(exchanges) - shown:] if shown else []
         return _assemble(env=env, task=task_text, initial=initial, exchanges=chosen,
-                         omitted=len(history) - len(chosen), context=context.render(kept), action=item_action)
+                         omitted=len(history) - len(chosen), context=context.render(kept), action=item_action,
+                         preamble=preamble.render(*level))
 
     if budget is None:
         return build(len(exchanges), len(context.items), task), fit
@@ -212,6 +252,14 @@ def fit_simulator_messages(
 
     def fits(shown: int, kept: int, task_text: str | None) -> bool:
         return budget.count(build(shown, kept, task_text)) <= budget.limit
+
+    # 0. the system prompt and tool schemas, summarised a step at a time, the whole history kept; when none fits,
+    # the most summarised that still shows something stays while the history goes (dropped only before the task)
+    showing = [step for step in steps if step != PREAMBLE_STEPS[-1]] or steps
+    for step in showing:
+        level = step
+        if fits(len(exchanges), len(context.items), task):
+            break
 
     def most(low: int, high: int, ok: Callable[[int], bool]) -> int:
         """The largest n in [low, high] with ok(n), ok(low) assumed; by bisection (fewer tokenizer calls)."""
@@ -232,14 +280,21 @@ def fit_simulator_messages(
     elif fits(newest, 0, task_text):  # 2. the context's last items
         shown = newest
         kept = most(0, kept, lambda n: fits(shown, n, task_text))
-    else:  # 3. the newest step, 4. the task
+    else:  # 3. the newest step, the system prompt and tool schemas, 4. the task
         kept = 0
         shown = newest if fits(newest, 0, task_text) else 0
+        if not fits(shown, kept, task_text):
+            level = steps[-1]
+            shown = newest if fits(newest, 0, task_text) else 0
         stripped = (task or "").strip()
         for length in (300, 100, 0):
             if len(stripped) > length and not fits(shown, kept, task_text):
                 task_text = clip(stripped, length) if length else None
         fit.task_chars_cut = max(0, len(stripped) - len((task_text or "").strip()))
+    # a level says how much was shown of what the log declares: nothing declared, nothing summarised
+    fit.system_prompt_level = level[0] if fit.system_prompt_chars else "full"
+    fit.tools_level = level[1] if fit.tools else "full"
+    fit.preamble_chars_shown = len(preamble.render(*level))
     messages = build(shown, kept, task_text)
     fit.tokens = budget.count(messages)
     fit.fits = fit.tokens <= budget.limit
@@ -247,6 +302,18 @@ def fit_simulator_messages(
     fit.steps_cut_by_tokens = len(exchanges) - shown
     fit.context_cut = len(context.items) - kept
     return messages, fit
+
+
+def episode_preamble(episode: Episode) -> PromptPreamble:
+    """The system prompt and tool schemas an episode's log declares: its first system message (a turn's context)
+    and the OpenAI `tools` (or legacy `functions`) its metadata keeps; empty when it declares neither."""
+    system = next((event.content for turn in episode.turns for event in turn.context
+                   if event.role == "system" and event.content.strip()), "")
+    tools: list[dict[str, Any]] = []
+    for key in ("tools", "functions"):
+        declared = episode.metadata.get(key)
+        tools += [tool for tool in declared if isinstance(tool, dict)] if isinstance(declared, list) else []
+    return PromptPreamble(system_prompt=system, tools=tuple(tools))
 
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\n(.*?)\n?```", re.DOTALL)
