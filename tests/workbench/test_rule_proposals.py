@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,17 @@ def heldout_root(empty_root: Path) -> Path:
     return build_heldout_workspace(empty_root)
 
 
+def _finished(root: Path, at: AppTest) -> AppTest:
+    """Wait for the workspace's proposal jobs to end, then rerun the page (a browser's fragment would)."""
+    from worldsmith.evals.proposal_jobs import list_proposals
+
+    deadline = time.monotonic() + 300
+    while any(status.state == "running" for status in list_proposals(root)):
+        assert time.monotonic() < deadline, "the proposal job still runs after 300 s"
+        time.sleep(0.2)
+    return no_exception(at.run())
+
+
 def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_version(heldout_root: Path) -> None:
     store = WorldbookStore(heldout_root / "worldbooks")
     first = store.head(BOOK)
@@ -31,6 +43,7 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
     at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run().switch_page(str(PAGE)).run())
     at.selectbox(key="wb_rule").set_value(RULE).run()
     no_exception(at.button(key=f"wb_prop_run_{BOOK}:{first}:{RULE}").click().run())
+    _finished(heldout_root, at)
     shown = [str(m.value) for m in at.markdown]
     assert any("Held-out (`test`" in text and "template fits" in text for text in shown), shown
     assert any(code.value.startswith(f"- {RULE}.") for code in at.code)
@@ -58,6 +71,7 @@ def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: P
         f"{RULE} (used by 3 wrong predictions)", "clean.r1 (a tentative rule of clean)"], \
         "rules of the stored book only: those the predictions used, then those of the cluster's actions"
     no_exception(at.button(key=f"ev_fx_prop_0_run_{BOOK}:{head}:{RULE}").click().run())
+    _finished(heldout_root, at)
     assert any("template fits" in str(m.value) for m in at.markdown)
     no_exception(at.button(key=f"ev_fx_prop_0_apply_{head}_{RULE}_1").click().run())
     assert store.info(BOOK, store.head(BOOK)).parent == head
@@ -108,3 +122,35 @@ def test_a_cluster_no_rule_is_behind_says_why_and_what_fixes_it(heldout_root: Pa
     assert "no rule to propose a fix for" in caption
     assert "refund\\_order never appears in the book's construction data" in caption
     assert "build the book from logs that call it" in caption
+
+
+def test_proposals_run_in_the_background_and_outlive_leaving_the_page(heldout_root: Path) -> None:
+    """Propose, leave for Traces while it runs (the sidebar links back to it), come back: the proposals are there
+    without pressing the button again; the job is the one the library and `worldsmith jobs list` see."""
+    from workbench.common.text import md_escape
+    from worldsmith.cli.main import main
+    from worldsmith.evals.proposal_jobs import ProposalLaunch, list_proposals, proposal_job_name
+
+    store = WorldbookStore(heldout_root / "worldbooks")
+    head = store.head(BOOK)
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run().switch_page(str(PAGE)).run())
+    at.selectbox(key="wb_rule").set_value(RULE).run()
+    no_exception(at.button(key=f"wb_prop_run_{BOOK}:{head}:{RULE}").click().run())
+    at = no_exception(at.run())
+    [status] = list_proposals(heldout_root)  # running now: it ran through the rerun above too
+    assert status.name == proposal_job_name(ProposalLaunch(BOOK, head, RULE)) and status.rule_id == RULE
+    if status.state == "running":  # a Python process starting takes longer than these reruns, but do not rely on it
+        assert at.get("progress"), "the job's progress is shown while it runs"
+        assert at.button(key=f"wb_prop_run_{BOOK}:{head}:{RULE}").disabled, "one job at a time"
+        at = no_exception(at.switch_page(str(REPO / "pages" / "traces.py")).run())
+        labels = [link.label for link in at.sidebar.get("page_link")]
+        assert any(label.startswith(f"Proposing fixes for {md_escape(RULE)}: ") for label in labels), labels
+    at.session_state["wb_proposals"] = {}  # what a new session (a reload) starts from: the job is found again
+    at = _finished(heldout_root, at.switch_page(str(PAGE)))
+    at.selectbox(key="wb_rule").set_value(RULE).run()
+    assert any("template fits" in str(m.value) for m in at.markdown), "shown again without a new press"
+    assert any(code.value.startswith(f"- {RULE}.") for code in at.code)
+    [status] = list_proposals(heldout_root)
+    assert status.state == "finished" and status.fraction == 1.0 and status.report() is not None
+    assert status.report().rule_id == RULE and len(status.report().proposals) >= 1
+    assert main(["jobs", "list", "--workspace", str(heldout_root)]) == 0

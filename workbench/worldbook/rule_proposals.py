@@ -1,9 +1,11 @@
 """Proposed fixes for a rule: each a diff, its effect on the rule's own turns and on held-out turns, and an Apply
 button that saves it as a normal patch (a new version, undoable from History or `worldsmith book undo`).
 
-Proposals are computed on a button press (replaying the book once per candidate takes a moment) and kept per
-(book, version, rule) in session_state, so they stay on screen across reruns and vanish once the version shown
-changes: a proposal made against another version would mislead.
+Proposals are computed on a button press as a background job (`worldsmith.evals.proposal_jobs`: replaying the
+book once per candidate takes a while on real logs), so leaving the page does not lose them: the job is found
+again by its (book, version, rule, split), a fragment shows its progress every second while it runs, and its
+report is kept in session_state once read. They vanish once the version shown changes: a proposal made against
+another version would mislead.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ import streamlit as st
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
 from worldsmith.evals.heldout import HeldOutDelta
-from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
-from worldsmith.workspace import Workspace
+from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line
+from worldsmith.evals.proposal_jobs import (
+    ProposalJobError,
+    ProposalJobStatus,
+    ProposalLaunch,
+    launch_proposal,
+    proposal_job_name,
+    proposal_status,
+)
 from worldsmith.worldbook import Worldbook, WorldbookStore
 from worldsmith.worldbook.proposal_effects import HeldOutEffect
 from worldsmith.worldbook.proposals import Proposal
 
-__all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
+__all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposal_progress_text",
+           "proposals_key", "render_cluster_proposals", "render_rule_proposals"]
 
-PROPOSALS = "wb_proposals"  # {prefix (where shown): {proposals key: ProposalReport}}
+PROPOSALS = "wb_proposals"  # {prefix (where shown): {proposals key: (the job's start time, ProposalReport)}}
 
 
 def proposals_key(book: str, version: str, rule_id: str) -> str:
@@ -70,25 +80,73 @@ def _render_one(store: WorldbookStore, report: ProposalReport, index: int, propo
                          done=f"Applied the {md_escape(proposal.kind)} proposal for {md_code(report.rule_id)}")
 
 
+def _seconds(value: float) -> str:
+    value = max(0.0, float(value))
+    return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
+
+
+def proposal_progress_text(status: ProposalJobStatus) -> str:
+    """One line: what the job does now, the share done, the time taken and the estimate of the time left."""
+    left = f" · about {_seconds(status.remaining_s)} left" if status.remaining_s is not None else ""
+    return f"{status.step or 'starting'} · {status.fraction:.0%} · {_seconds(status.elapsed_s)} elapsed{left}"
+
+
+@st.fragment(run_every=1.0)
+def _watch(root: str, name: str) -> None:
+    status = proposal_status(root, name)
+    if status is None:
+        return
+    if status.state != "running":
+        st.rerun()  # the whole page shows the proposals, or why there are none
+    st.progress(status.fraction, text=md_escape(proposal_progress_text(status)))
+    st.caption("Proposing in the background: you can leave this page; the proposals are here when you come back "
+               "(and in the sidebar while they run).")
+
+
 def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, version: str, rule_id: str, *,
                           prefix: str = "wb_prop", split: str | None = None) -> None:
-    """A button that proposes patches for the rule's failed turns, and each proposal with its Apply button; the
-    held-out effect is measured on `split` of the book's source dataset (the page's chosen held-out split), else on
-    the book's validation split."""
+    """A button that proposes patches for the rule's failed turns (a background job), its progress while it runs,
+    then each proposal with its Apply button; the held-out effect is measured on `split` of the book's source
+    dataset (the page's chosen held-out split), else on the book's validation split."""
     key = proposals_key(book, version, rule_id) + (f":{split}" if split else "")
-    shown: dict[str, ProposalReport] = st.session_state.setdefault(PROPOSALS, {}).setdefault(prefix, {})
+    shown: dict[str, tuple[float, ProposalReport]] = st.session_state.setdefault(PROPOSALS, {}).setdefault(prefix, {})
     for stale in [k for k in shown if k != key]:
         del shown[stale]
-    if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:"):
-        with st.spinner("Learning conditions, templates and splits; replaying each on the evidence and held out"):
-            try:
-                shown[key] = propose_with_effect(Workspace(root), store, book, rule_id, version=version, split=split)
-            except (ValueError, KeyError) as error:
-                st.error(f"No proposals: {md_escape(error)}", icon=":material/error:")
-                return
-    report = shown.get(key)
-    if report is None:
+    launch = ProposalLaunch(book=book, version=version, rule_id=rule_id, split=split)
+    try:
+        name = proposal_job_name(launch)
+    except ProposalJobError as error:
+        st.caption(f"No proposals: {md_escape(error)}")
         return
+    status = proposal_status(root, name)
+    running = status is not None and status.state == "running"
+    if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:",
+                 disabled=running, help="Runs in the background: leaving the page does not stop it."):
+        try:
+            launch_proposal(root, launch)
+        except (ProposalJobError, OSError) as error:
+            st.error(f"No proposals: {md_escape(error)}", icon=":material/error:")
+            return
+        shown.pop(key, None)
+        status = proposal_status(root, name)
+    if status is None:
+        return
+    if status.state == "running":
+        _watch(str(root), name)
+        return
+    if status.state != "finished":
+        st.error(f"No proposals: {md_escape(status.error or 'the job ended')}", icon=":material/error:")
+        return
+    if key not in shown or shown[key][0] != status.started:
+        try:
+            report = status.report()
+        except ValueError as error:
+            st.error(f"No proposals: the job's report is unreadable ({md_escape(error)})", icon=":material/error:")
+            return
+        if report is None:
+            return
+        shown[key] = (status.started, report)
+    report = shown[key][1]
     if report.heldout_note:
         st.caption(md_escape(report.heldout_note))
     if not report.proposals:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import time
+
+import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
+from worldsmith.util.progress import Progress
 from worldsmith.worldbook import WorldbookError, WorldbookStore
 
 
@@ -22,8 +26,22 @@ def register_propose(actions: argparse._SubParsersAction) -> None:
     propose.add_argument("--version", help="default: HEAD")
     propose.add_argument("--apply", type=int, metavar="N", help="apply proposal N (1-based): a new version")
     propose.add_argument("--author", default="cli")
+    propose.add_argument("--progress", metavar="FILE",
+                         help="append each step to FILE as a JSON line (what a background proposal job's page reads; "
+                              "`worldsmith.evals.proposal_jobs` starts such jobs)")
     add_common(propose)
     propose.set_defaults(handler=run_propose)
+
+
+def _progress(path: str | None) -> Progress | None:
+    """Each step appended to `path` as one whole JSON line (a reader never sees half of one)."""
+    if path is None:
+        return None
+
+    def step(done: int, total: int, what: str) -> None:
+        with open(path, "ab") as out:
+            out.write(orjson.dumps({"done": done, "total": total, "what": what, "t": time.time()}) + b"\n")
+    return step
 
 
 def _print(report: ProposalReport) -> None:
@@ -51,7 +69,7 @@ def run_propose(args: argparse.Namespace) -> int:
     store = WorldbookStore(workspace.root / "worldbooks")
     try:
         report = propose_with_effect(workspace, store, args.book, args.rule, version=args.version,
-                                     split=args.against)
+                                     split=args.against, progress=_progress(args.progress))
     except (WorldbookError, KeyError) as error:
         raise CommandError(str(error).strip("\"'")) from None
     if args.apply is None:

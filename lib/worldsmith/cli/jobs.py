@@ -9,6 +9,7 @@ from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.envace.runstore import launch_jobs
+from worldsmith.evals.proposal_jobs import proposal_jobs
 from worldsmith.evals.runstore import RunStore
 from worldsmith.util.jobs import Job, stop
 from worldsmith.worldbook.jobs import build_jobs
@@ -26,20 +27,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     stopping = actions.add_parser("stop", help="stop a running job (SIGTERM, then SIGKILL after --grace seconds)")
     stopping.add_argument("name", help="the job's run name")
-    stopping.add_argument("--kind", help="eval, train, sweep or build: which job, when runs of two kinds share the name")
+    stopping.add_argument("--kind", help="eval, train, sweep, build or propose: which job, when runs of two kinds share the name")
     stopping.add_argument("--grace", type=float, default=10.0, help="seconds to wait before SIGKILL (default 10)")
     add_common(stopping)
     stopping.set_defaults(handler=run_stop)
 
 
 def workspace_jobs(root: str | Path) -> list[Job]:
-    """Every job recorded in the workspace (evaluation runs, training runs, sweeps and builds), most recent first."""
-    found = [job for folder in (RunStore(root).jobs, launch_jobs(root), build_jobs(root)) for job in folder.jobs()]
+    """Every job recorded in the workspace (evaluation runs, training runs, sweeps, builds and rule proposals), most
+    recent first."""
+    folders = (RunStore(root).jobs, launch_jobs(root), build_jobs(root), proposal_jobs(root))
+    found = [job for folder in folders for job in folder.jobs()]
     return sorted(found, key=lambda job: job.started, reverse=True)
 
 
 def find_jobs(root: str | Path, run: str, kind: str | None = None) -> list[Job]:
-    """The jobs recorded for run `run` (of `kind` when given: eval, train, sweep, build), most recent first."""
+    """The jobs recorded for run `run` (of `kind` when given: eval, train, sweep, build, propose), most recent
+    first."""
     return [job for job in workspace_jobs(root) if job.run == run and kind in (None, job.kind)]
 
 

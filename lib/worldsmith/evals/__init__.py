@@ -64,8 +64,17 @@ from worldsmith.evals.metrics import (
     token_f1,
     word_tokens,
 )
+from worldsmith.evals.misses import miss_groups, paired_miss_differences, why_missed
 from worldsmith.evals.novelty import NoveltyIndex, text_values, vocabulary
 from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
+from worldsmith.evals.proposal_jobs import (
+    ProposalJobError,
+    ProposalJobStatus,
+    ProposalLaunch,
+    launch_proposal,
+    list_proposals,
+    proposal_status,
+)
 from worldsmith.evals.protocols import (
     ABLATIONS,
     PROTOCOLS,
@@ -171,4 +180,13 @@ __all__ = [
     "write_records",
     "write_report",
     "write_rows",
+    "miss_groups",
+    "paired_miss_differences",
+    "why_missed",
+    "ProposalJobError",
+    "ProposalJobStatus",
+    "ProposalLaunch",
+    "launch_proposal",
+    "list_proposals",
+    "proposal_status",
 ]

@@ -12,11 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, heldout_delta
+from worldsmith.util.progress import Progress
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, propose_patches
-from worldsmith.worldbook.store import WorldbookStore, apply_ops
+from worldsmith.worldbook.store import Patch, WorldbookStore, apply_ops
 
 __all__ = ["ProposalReport", "fidelity_line", "propose_with_effect"]
 
@@ -38,6 +41,30 @@ class ProposalReport:
     heldout_note: str = ""
     deltas: list[HeldOutDelta | None] = field(default_factory=list)
 
+    @classmethod
+    def from_json(cls, value: Any) -> ProposalReport:
+        """The report `to_json` wrote (a background job's output); ValueError naming the field if it is not one."""
+        if not isinstance(value, dict):
+            raise ValueError("a proposal report is a JSON object")
+        try:
+            items = value["proposals"]
+            proposals = [Proposal(kind=item["kind"], rule_id=str(item["rule"]),
+                                  patch=Patch.model_validate(item["patch"]), explanation=str(item["explanation"]),
+                                  fixes=[str(t) for t in item["fixes"]], matched_before=int(item["matched_before"]),
+                                  failed_before=int(item["failed_before"]), matched_after=int(item["matched_after"]),
+                                  failed_after=int(item["failed_after"]), diff=[str(line) for line in item["diff"]])
+                         for item in items]
+            effects = [None if item.get("heldout") is None else HeldOutEffect(
+                **{k: v for k, v in item["heldout"].items() if k != "exact_delta"}) for item in items]
+            deltas = [None if item.get("heldout_delta") is None else HeldOutDelta.model_validate(item["heldout_delta"])
+                      for item in items]
+            return cls(book=str(value["book"]), version=str(value["version"]), rule_id=str(value["rule"]),
+                       action=str(value["action"]), proposals=proposals, effects=effects,
+                       split=value.get("heldout_split"), heldout_note=str(value.get("heldout_note") or ""),
+                       deltas=deltas if any(d is not None for d in deltas) else [])
+        except (KeyError, TypeError, ValidationError) as error:
+            raise ValueError(f"not a proposal report: {error}") from None
+
     def to_json(self) -> dict[str, Any]:
         deltas = self.deltas or [None] * len(self.proposals)
         return {"book": self.book, "version": self.version, "rule": self.rule_id, "action": self.action,
@@ -50,18 +77,25 @@ class ProposalReport:
 
 
 def propose_with_effect(workspace: Any, store: WorldbookStore, name: str, rule_id: str, *,
-                        version: str | None = None, split: str | None = None) -> ProposalReport:
+                        version: str | None = None, split: str | None = None,
+                        progress: Progress | None = None) -> ProposalReport:
     """`propose_patches` for a stored book's rule, each with its effect on the held-out turns of its action (the
     book's validation split unless `split` names one): the rule's form (`heldout_effect`) and the simulator's
-    fidelity (`heldout_delta`). What the CLI and the workbench show."""
+    fidelity (`heldout_delta`). What the CLI and the workbench show. `progress(done, total, what)` hears each
+    step: proposing, then each proposal's held-out replay (the slow part, once per proposal)."""
     version = version or store.head(name)
     book = store.load(name, version)
     rule = book.rule(rule_id)
+    tell = progress or (lambda done, total, what: None)
+    tell(0, 1, "proposing patches")
     proposals = propose_patches(book, rule_id, version=version)
+    total = 1 + len(proposals)
+    tell(1, total, f"{len(proposals)} proposals; measuring their held-out effect")
     none: list[Any] = [None] * len(proposals)
     try:
         heldout, used = heldout_evidence(workspace, store, name, version, split)
     except (ValueError, KeyError) as error:
+        tell(total, total, "done")
         return ProposalReport(name, version, rule_id, rule.action, proposals, none, None,
                               f"no held-out effect: {error}", none)
     afters = [apply_ops(book, proposal.patch.ops) for proposal in proposals]
@@ -70,9 +104,12 @@ def propose_with_effect(workspace: Any, store: WorldbookStore, name: str, rule_i
     chosen = HeldOut(dataset=source["dataset"], split=used, env=source.get("env"),
                      episodes=tuple(sorted({episode_of(item.turn_id) for item in heldout})))
     try:
-        deltas: list[HeldOutDelta | None] = [heldout_delta(book, after, chosen, workspace, action=rule.action)
-                                             for after in afters]
+        deltas: list[HeldOutDelta | None] = []
+        for index, after in enumerate(afters, start=1):
+            deltas.append(heldout_delta(book, after, chosen, workspace, action=rule.action))
+            tell(1 + index, total, f"proposal {index} of {len(afters)} replayed on the held-out turns")
     except ValueError as error:  # LeakageError included
+        tell(total, total, "done")
         return ProposalReport(name, version, rule_id, rule.action, proposals, effects, used,
                               f"no simulator fidelity delta: {error}", none)
     return ProposalReport(name, version, rule_id, rule.action, proposals, effects, used, "", deltas)
