@@ -90,3 +90,22 @@ def test_entries_count_their_trajectories_and_small_samples_are_marked() -> None
     many = bootstrap_mean([f"e{i}" for i in range(SMALL_SAMPLE)], [1.0] * SMALL_SAMPLE, resamples=50)
     assert many.trajectories == SMALL_SAMPLE and small_sample_note(many.to_json()) == ""
     assert small_sample_note(None) == small_sample_note({"n": 4}) == ""  # old reports say nothing: no mark
+
+
+def test_many_ratios_on_one_set_of_draws_match_each_ratio_alone() -> None:
+    from worldsmith.evals.bootstrap import bootstrap_ratios
+
+    rng = np.random.default_rng(3)
+    clusters = [f"e{i // 4}" for i in range(80)]
+    member = (rng.random(80) < 0.5).astype(float)
+    wrong = (rng.random(80) < 0.3).astype(float)
+    columns = [(wrong * member, member), (wrong * member, wrong), (wrong, np.ones(80))]
+    together = bootstrap_ratios(clusters, columns, resamples=500, seed=7)
+    for interval, (top, bottom) in zip(together, columns, strict=True):
+        alone = bootstrap_ratio(clusters, top, bottom, resamples=500, seed=7)
+        assert (interval.mean, interval.low, interval.high) == (alone.mean, alone.low, alone.high)
+    assert together[0].trajectories == len({c for c, m in zip(clusters, member, strict=True) if m})
+    assert together[2].trajectories == 20 and together[0].n == int(member.sum())
+    with pytest.raises(ValueError, match="as long as the clusters"):
+        bootstrap_ratios(clusters, [(wrong[:10], member)])
+    assert bootstrap_ratios(clusters, []) == []

@@ -29,6 +29,7 @@ __all__ = [
     "Interval",
     "bootstrap_mean",
     "bootstrap_ratio",
+    "bootstrap_ratios",
     "cluster_sums",
     "pair_name",
     "small_sample_note",
@@ -131,6 +132,35 @@ def bootstrap_ratio(clusters: Sequence[Any], numerator: Sequence[float], denomin
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
     return _interval(point, stats, len(numerator), confidence, len(top))
+
+
+Column = Sequence[float] | np.ndarray  # one value per record
+
+
+def bootstrap_ratios(clusters: Sequence[Any], ratios: Sequence[tuple[Column, Column]], *,
+                     resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                     confidence: float = DEFAULT_CONFIDENCE) -> list[Interval]:
+    """`bootstrap_ratio` for many (numerator, denominator) columns over the same records, on one set of cluster
+    draws: the breakdown rows of one table (a row's share = its indicator times the value, over its indicator)
+    cost one resampling, not one each. `trajectories` counts the clusters where the denominator is not 0."""
+    if not ratios:
+        return []
+    if any(len(top) != len(clusters) or len(bottom) != len(clusters) for top, bottom in ratios):
+        raise ValueError("bootstrap_ratios needs every column as long as the clusters")
+    codes, uniques = pd.factorize(pd.Series(list(clusters), dtype=object), sort=False)  # cluster_sums' order
+    columns = [np.bincount(codes, weights=np.asarray(values, dtype=float), minlength=len(uniques))
+               for top, bottom in ratios for values in (top, bottom)]
+    totals = _resampled_sums(columns, resamples, np.random.default_rng(seed))
+    out = []
+    for index in range(len(ratios)):
+        top, bottom = columns[2 * index], columns[2 * index + 1]
+        a, b = totals[2 * index], totals[2 * index + 1]
+        point = float(top.sum() / bottom.sum()) if bottom.sum() else float("nan")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stats = np.where(b > 0, a / np.where(b > 0, b, 1.0), np.nan)
+        out.append(_interval(point, stats, int(np.count_nonzero(np.asarray(ratios[index][1], dtype=float))),
+                             confidence, int(np.count_nonzero(bottom))))
+    return out
 
 
 def _clean(value: float) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, pair_name
+from worldsmith.evals.bootstrap import bootstrap_ratios, pair_name
 
 __all__ = ["DEFAULT_MISS_RESAMPLES", "FLAGS", "GROUPINGS", "INTERVAL_COLUMNS", "PAIRED_GROUPINGS", "action_name",
            "answered_by", "biggest_cause", "differs", "miss_flags", "miss_groups", "paired_miss_differences",
@@ -121,7 +121,8 @@ def _labels(scored: pd.DataFrame, by: str, action_of: Callable[[Any], str]) -> l
     if by == "rule":
         return _rules(scored, answered_by(scored))
     flags = miss_flags(scored)
-    return [[name for name in flags.columns if row[name]] or ["none"] for _, row in flags.iterrows()]
+    names = list(flags.columns)
+    return [[name for name, on in zip(names, row, strict=True) if on] or ["none"] for row in flags.to_numpy(bool)]
 
 
 def miss_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *,
@@ -144,7 +145,8 @@ def miss_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame({"wrong": wrong_mask(scored, metric, threshold).to_numpy(),
                           "score": scored[metric].to_numpy(float)})
-    frame[by] = _labels(scored, by, action_of)
+    labels = _labels(scored, by, action_of)
+    frame[by] = labels
     frame = frame.explode(by)
     grouped = frame.groupby(by).agg(records=("wrong", "size"), wrong=("wrong", "sum"), score=("score", "mean"))
     grouped["error_rate"] = grouped["wrong"] / grouped["records"]
@@ -152,7 +154,7 @@ def miss_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *
     grouped["share_of_misses"] = grouped["wrong"] / misses if misses else 0.0
     grouped = grouped.rename(columns={"score": f"mean_{metric}"}).reset_index()
     if resamples is not None:
-        bounds = _row_intervals(scored, metric, threshold, by, list(grouped[by]), action_of, resamples, seed)
+        bounds = _row_intervals(scored, metric, threshold, labels, list(grouped[by]), resamples, seed)
         for column in INTERVAL_COLUMNS:
             grouped[column] = [bounds[name][column] for name in grouped[by]]
     # ties: a flag that is a cause (unseen action, error, novel) before one that is a consequence (fallback)
@@ -171,22 +173,20 @@ def _membership(labels: list[list[str]], name: str) -> np.ndarray:
     return np.fromiter((name in row for row in labels), dtype=bool, count=len(labels))
 
 
-def _row_intervals(scored: pd.DataFrame, metric: str, threshold: float, by: str, names: Sequence[str],
-                   action_of: Callable[[Any], str], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
-    """Per group: the error rate's interval (its records resampled by episode) and the share-of-misses interval
-    (every record resampled by episode: the group's misses over all misses)."""
-    labels = _labels(scored, by, action_of)
+def _row_intervals(scored: pd.DataFrame, metric: str, threshold: float, labels: list[list[str]],
+                   names: Sequence[str], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Per group: the error rate's interval (its wrong records over its records) and the share-of-misses interval
+    (its wrong records over all wrong records), every record resampled by episode, all rows on the same draws."""
     wrong = wrong_mask(scored, metric, threshold).to_numpy(dtype=float)
-    episodes = np.asarray(_episodes(scored), dtype=object)
+    members = {name: _membership(labels, name).astype(float) for name in names}
+    ratios = [pair for name in names for pair in ((wrong * members[name], members[name]),
+                                                  (wrong * members[name], wrong))]
+    intervals = bootstrap_ratios(_episodes(scored), ratios, resamples=resamples, seed=seed)
     out: dict[str, dict[str, Any]] = {}
-    for name in names:
-        member = _membership(labels, name)
-        rate = bootstrap_mean(list(episodes[member]), list(wrong[member]), resamples=resamples, seed=seed)
-        share = (bootstrap_ratio(list(episodes), list(wrong * member), list(wrong), resamples=resamples, seed=seed)
-                 if wrong.any() else None)
+    for index, name in enumerate(names):
+        rate, share = intervals[2 * index], intervals[2 * index + 1]
         out[name] = {"error_rate_low": _round(rate.low), "error_rate_high": _round(rate.high),
-                     "share_low": _round(share.low) if share else None,
-                     "share_high": _round(share.high) if share else None,
+                     "share_low": _round(share.low), "share_high": _round(share.high),
                      "trajectories": rate.trajectories}
     return out
 
@@ -208,7 +208,8 @@ def paired_miss_differences(records: pd.DataFrame, a: str, b: str, metric: str =
     A row holds the turns `a`'s records put in it: for an action, an unseen action or a novel observation these
     are the same turns for both methods; for a source or a flag such as fallback they are the turns where `a`
     was answered that way ("where harness fell back, how much worse than nearest?"). The difference is paired: each turn's wrong(a) - wrong(b),
-    resampled by episode so the same turns of both methods are drawn together (`bootstrap_mean`). An interval
+    resampled by episode so the same turns of both methods are drawn together (`bootstrap_ratios`: the row's
+    summed differences over its turns, every row on the same draws). An interval
     that excludes 0 says the methods differ on that row beyond resampling noise."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records
     scored = scored[scored[metric].notna()] if metric in scored.columns else scored.iloc[0:0]
@@ -227,10 +228,12 @@ def paired_miss_differences(records: pd.DataFrame, a: str, b: str, metric: str =
         if by not in GROUPINGS:
             raise ValueError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
         labels = _labels(left, by, action_of)
+        names = sorted({name for row in labels for name in row})
+        members = [_membership(labels, name) for name in names]
+        intervals = bootstrap_ratios(list(episodes), [(diff * member, member.astype(float)) for member in members],
+                                     resamples=resamples, seed=seed)
         rows: list[dict[str, Any]] = []
-        for name in sorted({name for row in labels for name in row}):
-            member = _membership(labels, name)
-            interval = bootstrap_mean(list(episodes[member]), list(diff[member]), resamples=resamples, seed=seed)
+        for name, member, interval in zip(names, members, intervals, strict=True):
             rows.append({by: name, "turns": int(member.sum()), "wrong_a": int(wrong_a[member].sum()),
                          "wrong_b": int(wrong_b[member].sum()), "error_rate_a": _round(wrong_a[member].mean()),
                          "error_rate_b": _round(wrong_b[member].mean()), "mean_diff": _round(interval.mean),
