@@ -10,6 +10,8 @@ button press and its result is kept per (run, method, metric, threshold, k) in s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 from urllib.parse import quote, urlencode
 
 import pandas as pd
@@ -26,9 +28,22 @@ from workbench.worldbook.state import take_notices
 from worldsmith.evals import misses
 from worldsmith.evals.report_model import EvalReport
 
-__all__ = ["CLUSTERS", "render_failures"]
+__all__ = ["BREAKDOWNS", "CLUSTERS", "render_failures"]
+
+T = TypeVar("T")
 
 CLUSTERS = "ev_clusters"  # {key: list[Cluster]}
+BREAKDOWNS = "ev_fx_breakdowns"  # {(what, run, methods, metric, threshold, records, sum): result}: the latest only
+
+
+def _memo(key: tuple[object, ...], compute: Callable[[], T]) -> T:
+    """`compute()` once per key (the breakdowns' bootstrap takes a moment; every click reruns the page)."""
+    store: dict[tuple[object, ...], Any] = st.session_state.setdefault(BREAKDOWNS, {})
+    if key not in store:
+        for stale in [k for k in store if k[0] == key[0]]:
+            del store[stale]
+        store[key] = compute()
+    return cast(T, store[key])
 _TOP = {"judge_total": 100.0}
 
 
@@ -133,13 +148,17 @@ PAIR_COLUMNS = {
 }
 
 
-def _render_paired(scored: pd.DataFrame, method: str, others: list[str], metric: str, threshold: float) -> None:
+def _render_paired(run: str, scored: pd.DataFrame, method: str, others: list[str], metric: str,
+                   threshold: float) -> None:
     """This method's error rate minus another's per row, on the same turns resampled together."""
     with st.expander(f"Paired: {md_escape(method)} against another method, row by row",
                      icon=":material/compare_arrows:"):
         other = st.selectbox("Compare with", others, key="ev_fx_pair_with")
-        result = misses.paired_miss_differences(scored, method, str(other), metric, threshold,
-                                                resamples=misses.DEFAULT_MISS_RESAMPLES, action_of=tables.action_kind)
+        result = _memo(("paired", run, method, str(other), metric, threshold, len(scored),
+                        float(scored[metric].sum())),
+                       lambda: misses.paired_miss_differences(scored, method, str(other), metric, threshold,
+                                                              resamples=misses.DEFAULT_MISS_RESAMPLES,
+                                                              action_of=tables.action_kind))
         st.caption(f"{md_code(method)} minus {md_code(str(other))} in error rate on the {result['turns']:d} turns both "
                    f"scored; a row holds the turns {md_code(method)}'s records put in it. Resampled by episode, the "
                    "same turns of both methods together; \"differs\" when the 95% interval excludes 0.")
@@ -180,8 +199,10 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     has_source = "source" in mine.columns and mine["source"].notna().any()
     if not has_source:
         st.caption("This run was recorded before records named their answer source: grouped by route instead.")
-    groups = {by: tables.error_groups(mine, metric, threshold, by, resamples=misses.DEFAULT_MISS_RESAMPLES)
-              for by in misses.GROUPINGS}
+    groups = _memo(("groups", run, method, metric, threshold, len(mine), float(mine[metric].sum())),
+                   lambda: {by: tables.error_groups(mine, metric, threshold, by,
+                                                    resamples=misses.DEFAULT_MISS_RESAMPLES)
+                            for by in misses.GROUPINGS})
     causes = [f"- **{md_escape(label)}**: {md_escape(cause)}" for by, label in
               (("source", "By source"), ("flag", "By flag"), ("action", "By action"), ("rule", "By rule"))
               if (cause := misses.biggest_cause(groups[by], by, unseen))]
@@ -206,7 +227,7 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
                "together).")
     others = [m for m in sorted(scored["method"].dropna().unique()) if m != method]
     if others:
-        _render_paired(scored, method, others, metric, threshold)
+        _render_paired(run, scored, method, others, metric, threshold)
     book = report.config.get("book") if report is not None else None
     if not wrong.empty:
         with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:", expanded=True):
