@@ -74,12 +74,13 @@ def compare(data: Path, size: int, evaluation: list[Episode], resamples: int) ->
     exact: dict[str, list[float]] = {"full": [], "sample": []}
     clusters: list[str] = []
     novel: list[bool] = []
+    harnesses = {label: Harness(book) for label, book in books.items()}  # set up once: it learns its trackers
     for episode in evaluation:
         marks = novelty.episode(episode)
         clusters += [episode.id] * len(marks)
         novel += [bool(values) for values in marks]
-        for label, book in books.items():
-            exact[label] += [float(r["exact_match"]) for r in next_obs_records(Harness(book), episode, Scorer())]
+        for label, harness in harnesses.items():
+            exact[label] += [float(r["exact_match"]) for r in next_obs_records(harness, episode, Scorer())]
     known = [i for i, flag in enumerate(novel) if not flag]
     diff = [s - f for s, f in zip(exact["sample"], exact["full"], strict=True)]
     for label in exact:
