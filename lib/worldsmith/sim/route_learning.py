@@ -23,12 +23,13 @@ How a fold's book is kept free of the held-out fold (`fold_book`):
 
 Past `ROUTE_FLOOR_TURNS` construction turns the table is measured on a sample (`route_sample`): trajectory families
 in the fixed hashed fold order until `route_budget` turns (`ROUTE_SHARE` of the construction, at most
-`ROUTE_TURNS`), plus families of actions the sample holds fewer than `MIN_ACTION_TURNS` turns of. The sampled families are dealt over as few folds as keep each fold's book at least as
-large as a full cross-fit's (one held-out split once the sample is at most 1/`folds` of the families); every family
-outside the sample is in every fold's book. Leakage is kept out the same way: a fold's book is `fold_book` over every
-episode but that fold's, so no held-out turn reaches the book that answers it. What changes is only how many turns
-the table counts; the stage's cost then stops growing with the construction beyond one or two fold books
-(`benchmarks/route_sample.py` measures the held-out fidelity of sampled against full tables).
+`ROUTE_TURNS`), plus families of actions the sample holds fewer than `MIN_ACTION_TURNS` turns of. The sampled
+families are dealt over as few folds as keep each fold's book about as large as a full cross-fit's (one held-out
+split once the sample is at most 1/`folds` of the turns); every family outside the sample is in every fold's book.
+Leakage is kept out the same way: a fold's book is `fold_book` over every episode but that fold's, so no held-out
+turn reaches the book that answers it. What changes is only how many turns the table counts; the stage's cost then
+stops growing with the construction beyond one or two fold books (`benchmarks/route_sample.py` measures the held-out
+fidelity of sampled against full tables).
 
 Work shared across the folds, none of which lets a held-out episode reach a fold: a `MatchMemo` (what a turn's
 observation shows and which templates it fits: a function of that turn alone), a `ReplayCache` (an episode's replay
@@ -181,15 +182,16 @@ def route_sample(episodes: Sequence[Episode], max_turns: int | None = ROUTE_TURN
 def route_fold_assignment(episodes: Sequence[Episode], folds: int,
                           max_turns: int | None = ROUTE_TURNS) -> dict[str, int]:
     """Each held-out family's fold. Every family, `family_folds`, while the construction is within `max_turns`
-    turns; else the `route_sample` families dealt over as few folds as keep each fold's book at least as large as
-    a `folds`-fold cross-fit's: the families outside the sample are in every fold's book, and a sample of at most
-    1/`folds` of the families is one held-out fold (the table needs every sampled turn held out once, not every
-    family)."""
+    turns; else the `route_sample` families dealt over as few folds as keep each fold's book about as large as a
+    `folds`-fold cross-fit's (`route_budget`'s share of the turns times `folds`, rounded up): the families outside
+    the sample are in every fold's book, and a sample of at most 1/`folds` of the turns is one held-out fold (the
+    table needs every sampled turn held out once, not every family)."""
     sample = route_sample(episodes, max_turns)
     if sample is None:
         return family_folds(episodes, folds)
-    total = len({trajectory_family(e) for e in episodes})
-    count = max(1, math.ceil(folds * len(sample) / total))
+    turns = sum(len(e.turns) for e in episodes)
+    share = route_budget(turns, max_turns) / turns  # the budget's share (the few rare-action families ride along)
+    count = max(1, math.ceil(round(folds * share, 2)))
     return {family: index % count for index, family in enumerate(sample)}
 
 
