@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per
 
 def run(*args: str, workspace: Path, code: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "WORLDSMITH_WORKSPACE": str(workspace), "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-m", "worldsmith", "serve", *args], capture_output=True, text=True,
-                            env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "worldsmith", "serve", *args], capture_output=True, text=True, env=env, timeout=120
+    )
     assert result.returncode == code, result.stderr + result.stdout
     return result
 
@@ -33,8 +34,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
-    mcp = orjson.loads(run("bfcl", "--mcp", "--transport", "http", "--port", "9123", "--describe", "--json",
-                           workspace=workspace).stdout)
+    mcp = orjson.loads(
+        run(
+            "bfcl", "--mcp", "--transport", "http", "--port", "9123", "--describe", "--json", workspace=workspace
+        ).stdout
+    )
     assert mcp["endpoint"] == "http://127.0.0.1:9123/mcp" and mcp["book"].startswith("bfcl@v0001")
     tools = {tool["name"]: tool for tool in mcp["tools"]}
     assert tools["tail"]["input_schema"]["properties"]["lines"]["type"] == "integer"
@@ -50,8 +54,62 @@ def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
 def test_refusals_are_one_clear_line(workspace: Path) -> None:
     missing = orjson.loads(run("nobook", "--mcp", "--describe", "--json", workspace=workspace, code=1).stdout)
     assert "nobook" in missing["error"]
-    assert "--env" in orjson.loads(run("bfcl", "--mcp", "--env", "bfcl", "--json", workspace=workspace,
-                                       code=1).stdout)["error"]
-    bad_tasks = run("bfcl", "--http", "--tasks", str(workspace / "none.jsonl"), "--describe", workspace=workspace,
-                    code=1)
+    assert (
+        "--env"
+        in orjson.loads(run("bfcl", "--mcp", "--env", "bfcl", "--json", workspace=workspace, code=1).stdout)["error"]
+    )
+    bad_tasks = run(
+        "bfcl", "--http", "--tasks", str(workspace / "none.jsonl"), "--describe", workspace=workspace, code=1
+    )
     assert "none.jsonl" in bad_tasks.stderr
+
+
+def test_the_guard_flags_are_described_and_bad_ones_refused(workspace: Path) -> None:
+    mcp = orjson.loads(
+        run(
+            "bfcl",
+            "--mcp",
+            "--transport",
+            "http",
+            "--host",
+            "0.0.0.0",
+            "--allow-host",
+            "sim.lab",
+            "--allow-origin",
+            "https://ui.lab",
+            "--token",
+            "s3cret",
+            "--idle-timeout",
+            "30",
+            "--describe",
+            "--json",
+            workspace=workspace,
+        ).stdout
+    )
+    assert "sim.lab:*" in mcp["allowed_hosts"] and "127.0.0.1:*" in mcp["allowed_hosts"]
+    assert "https://ui.lab" in mcp["allowed_origins"] and "http://localhost:*" in mcp["allowed_origins"]
+    assert (mcp["token"], mcp["idle_timeout_s"]) == ("required", 30.0)
+    assert "s3cret" not in orjson.dumps(mcp).decode()  # the token is never printed
+    assert "--allow-host sim.lab --allow-origin https://ui.lab --idle-timeout 30" in mcp["commands"]["http"]
+    env = orjson.loads(
+        run(
+            "bfcl",
+            "--http",
+            "--max-request-bytes",
+            "1000",
+            "--max-sessions",
+            "4",
+            "--describe",
+            "--json",
+            workspace=workspace,
+        ).stdout
+    )
+    assert (env["max_request_bytes"], env["max_sessions"], env["token"]) == (1000, 4, "none")
+    bad_origin = orjson.loads(
+        run("bfcl", "--http", "--allow-origin", "ui.lab", "--describe", "--json", workspace=workspace, code=1).stdout
+    )
+    assert "--allow-origin 'ui.lab'" in bad_origin["error"]
+    bad_size = orjson.loads(
+        run("bfcl", "--http", "--max-request-bytes", "0", "--describe", "--json", workspace=workspace, code=1).stdout
+    )
+    assert "--max-request-bytes must be positive" in bad_size["error"]

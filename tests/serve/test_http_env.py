@@ -2,14 +2,18 @@
 
 The served simulator answers exactly as the same `SimEnv` in-process (two interleaved remote
 instances stay independent), passes the env checker, and keeps error kinds across the wire; a
-registered real environment (BFCL) served the same way matches its local self.
+registered real environment (BFCL) served the same way matches its local self. Rebinding Host
+and foreign Origin are refused on loopback and on 0.0.0.0; there a token is enforced, bodies are
+capped, and idle instances expire to free the instance cap.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from serve_support import BFCL_SAMPLES, serving
 
@@ -42,8 +46,16 @@ def _play(env: Env, episode: Episode) -> list[tuple[Any, ...]]:
 def sim_server(served_workspace: tuple[Path, list[Episode]]):
     workspace, _ = served_workspace
     port = free_port()
-    with serving(workspace, "bfcl", "--http", "--port", str(port), "--tasks", str(BFCL_SAMPLES),
-                 ready_url=f"http://127.0.0.1:{port}/info"):
+    with serving(
+        workspace,
+        "bfcl",
+        "--http",
+        "--port",
+        str(port),
+        "--tasks",
+        str(BFCL_SAMPLES),
+        ready_url=f"http://127.0.0.1:{port}/info",
+    ):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -64,8 +76,9 @@ def test_remote_simulator_matches_the_local_one(sim_server: str, served_workspac
             for env, episode, out in ((a, first, remote_a), (b, second, remote_b)):
                 if index < len(episode.turns):
                     step = env.step(episode.turns[index].action)
-                    out.append((step.observation.text, step.reward, step.terminated, step.truncated,
-                                _comparable(step.info)))
+                    out.append(
+                        (step.observation.text, step.reward, step.terminated, step.truncated, _comparable(step.info))
+                    )
         assert a.expert_action() is None  # past the recorded episode's end, as locally
     assert [remote_a, remote_b] == local
     assert len(remote_a) == len(first.turns) + 1 and any(row[0] for row in remote_a[1:])
@@ -87,12 +100,12 @@ def test_remote_simulator_passes_the_env_checker_and_keeps_error_kinds(sim_serve
 
 
 def test_a_registered_environment_served_over_http_matches_its_local_self(
-        served_workspace: tuple[Path, list[Episode]]) -> None:
+    served_workspace: tuple[Path, list[Episode]],
+) -> None:
     workspace, episodes = served_workspace
     port = free_port()
     episode = episodes[0]
-    with serving(workspace, "--http", "--env", "bfcl", "--port", str(port),
-                 ready_url=f"http://127.0.0.1:{port}/info"):
+    with serving(workspace, "--http", "--env", "bfcl", "--port", str(port), ready_url=f"http://127.0.0.1:{port}/info"):
         remote = HttpEnv(f"http://127.0.0.1:{port}")
         assert remote.name == "bfcl"
         played_remote = _play(remote, episode)
@@ -104,3 +117,65 @@ def test_a_registered_environment_served_over_http_matches_its_local_self(
         local.close()
     assert played_remote == played_local
     assert [row[0] for row in played_local[1:]] == [turn.observation.text for turn in episode.turns]
+
+
+def test_a_rebound_host_or_foreign_origin_cannot_drive_the_loopback_server(sim_server: str) -> None:
+    before = httpx.get(f"{sim_server}/info", timeout=30).json()
+    rebound = httpx.post(f"{sim_server}/reset", json={}, headers={"Host": "evil.example"}, timeout=30)
+    assert rebound.status_code == 421 and rebound.json()["detail"]["error"] == "HostNotAllowed"
+    crossed = httpx.post(f"{sim_server}/reset", json={}, headers={"Origin": "https://evil.example"}, timeout=30)
+    assert crossed.status_code == 403 and crossed.json()["detail"]["error"] == "OriginNotAllowed"
+    after = httpx.get(f"{sim_server}/info", timeout=30).json()
+    assert (after["open"], after["closed"]) == (before["open"], before["closed"])  # neither made an instance
+
+
+def test_on_all_interfaces_the_guard_holds_bodies_are_capped_and_idle_instances_free_the_cap(
+    served_workspace: tuple[Path, list[Episode]],
+) -> None:
+    workspace, _ = served_workspace
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer s3cret"}
+    with serving(
+        workspace,
+        "bfcl",
+        "--http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--token",
+        "s3cret",
+        "--max-sessions",
+        "2",
+        "--idle-timeout",
+        "1",
+        "--max-request-bytes",
+        "4000",
+        ready_url=f"{url}/info",
+    ) as process:
+        statuses = {
+            "rebound": httpx.post(f"{url}/reset", json={}, headers={"Host": "evil.example", **auth}).status_code,
+            "foreign-origin": httpx.post(
+                f"{url}/reset", json={}, headers={"Origin": "https://evil.example", **auth}
+            ).status_code,
+            "no-token": httpx.post(f"{url}/reset", json={}).status_code,
+            "body": httpx.post(f"{url}/step", json={"env_id": "x", "action": "y" * 10_000}, headers=auth).status_code,
+        }
+        with pytest.raises(EnvError, match="Authorization: Bearer TOKEN"):
+            HttpEnv(url)
+        first, second, third = (HttpEnv(url, token="s3cret") for _ in range(3))
+        first.reset()
+        second.reset()
+        with pytest.raises(EnvError, match="2 instances are open"):
+            third.reset()
+        time.sleep(1.5)  # both idle past the timeout: expired, their room free again
+        third.reset()
+        with pytest.raises(EnvError, match="closed, expired or never made"):
+            first.step("ls(a=True)")
+        info = httpx.get(f"{url}/info", headers=auth).json()
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert statuses == {"rebound": 421, "foreign-origin": 403, "no-token": 401, "body": 413}
+    assert (info["open"], info["expired"]) == (1, 2)
+    assert b"without a token" not in stderr  # a token is set: no warning

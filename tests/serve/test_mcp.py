@@ -3,18 +3,26 @@
 Over stdio: the tool list is the book's; a recorded BFCL episode's calls, replayed through the
 client, get exactly the observations the harness gives in-process on the recorded actions, and
 land in one saved session; an unknown tool is a JSON-RPC error, a bad argument a tool result with
-isError. Over streamable HTTP: named sessions (and handshake-era connections) stay apart.
+isError. Over streamable HTTP: named sessions, unnamed 2026-07-28 calls and handshake-era
+connections stay apart (a name never reaches another MCP session's episode), results name no
+server path, ended MCP sessions are closed; rebinding Host and foreign Origin are refused on
+loopback and on 0.0.0.0, where a token is enforced and idle sessions expire.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 from serve_support import server_env, serving
 
@@ -39,12 +47,12 @@ def _in_process(workspace: Path, episode: Episode) -> list[str]:
     return observations
 
 
-def test_stdio_lists_tools_replays_an_episode_and_reports_errors(
-        served_workspace: tuple[Path, list[Episode]]) -> None:
+def test_stdio_lists_tools_replays_an_episode_and_reports_errors(served_workspace: tuple[Path, list[Episode]]) -> None:
     workspace, episodes = served_workspace
     episode = episodes[0]
-    params = StdioServerParameters(command=sys.executable, args=["-m", "worldsmith", "serve", "bfcl", "--mcp"],
-                                   env=server_env(workspace))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "worldsmith", "serve", "bfcl", "--mcp"], env=server_env(workspace)
+    )
 
     async def drive() -> tuple[list, list, list, object, MCPError]:
         async with Client(params, read_timeout_seconds=120) as client:
@@ -66,8 +74,8 @@ def test_stdio_lists_tools_replays_an_episode_and_reports_errors(
     assert bad.is_error and "argument 'lines': 'twenty' is not of type 'integer'" in bad.content[0].text
     assert unknown.code == -32602 and "unknown tool 'rm_rf'" in unknown.message
     assert after.structured_content["turn"] == len(episode.turns)  # errors did not break or advance the session
-    directory = Path(after.structured_content["session"])
-    assert directory.parent == workspace / "sessions"
+    assert str(workspace) not in json.dumps([r.structured_content for r in [*results, after]])  # no server paths
+    directory = workspace / "sessions" / after.structured_content["session"]
     with Session.open(directory) as session:  # saved and audited: the bad calls are not in it
         assert len(session) == len(episode.turns) + 1
         assert [t.prediction.observation for t in session.turns()][:-1] == expected
@@ -75,31 +83,128 @@ def test_stdio_lists_tools_replays_an_episode_and_reports_errors(
         assert session.meta["book_ref"].startswith("bfcl@v0001")
 
 
+def _probe(url: str, **headers: str) -> int:
+    """The status of a bare initialize POST to `url` carrying `headers` (what a web page could send)."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    return httpx.post(
+        url, json=body, headers={"Accept": "application/json, text/event-stream", **headers}, timeout=30
+    ).status_code
+
+
+def _turns(seen: dict[str, list[dict[str, Any]]], key: str) -> list[int]:
+    return [details["turn"] for details in seen[key]]
+
+
 def test_streamable_http_keeps_sessions_apart(served_workspace: tuple[Path, list[Episode]]) -> None:
     workspace, episodes = served_workspace
     port = free_port()
     calls = [(t.action.name, t.action.arguments) for t in episodes[0].turns[:2]]
 
-    async def drive(url: str) -> dict[str, list[tuple[int, str]]]:
-        seen: dict[str, list[tuple[int, str]]] = {}
-        async with Client(url, read_timeout_seconds=120) as client:
+    async def play(client: Client, key: str, seen: dict[str, list[dict[str, Any]]], name: str | None = None) -> None:
+        for tool, arguments in calls:
+            result = await client.call_tool(tool, arguments, meta={SESSION_META_KEY: name} if name else None)
+            seen.setdefault(key, []).append(dict(result.structured_content))
+
+    async def drive(url: str) -> dict[str, list[dict[str, Any]]]:
+        seen: dict[str, list[dict[str, Any]]] = {}
+        async with Client(url, read_timeout_seconds=120) as client:  # 2026-07-28: no MCP session, names
             for name in ("agent-a", "agent-b"):
-                for tool, arguments in calls:
-                    result = await client.call_tool(tool, arguments, meta={SESSION_META_KEY: name})
-                    seen.setdefault(name, []).append((result.structured_content["turn"],
-                                                      result.structured_content["session"]))
-        for index in range(2):  # handshake-era clients: one session per Mcp-Session-Id
+                await play(client, name, seen, name)
+            for index in range(2):  # unnamed: a new session each time, continued by the handle it returns
+                first = await client.call_tool(*calls[0])
+                again = await client.call_tool(*calls[1], meta={SESSION_META_KEY: first.structured_content["handle"]})
+                seen[f"unnamed-{index}"] = [dict(first.structured_content), dict(again.structured_content)]
+        for index in range(2):  # handshake-era clients: one session per Mcp-Session-Id, names scoped to it
             async with Client(url, mode="legacy", read_timeout_seconds=120) as client:
-                for tool, arguments in calls:
-                    result = await client.call_tool(tool, arguments)
-                    seen.setdefault(f"legacy-{index}", []).append((result.structured_content["turn"],
-                                                                   result.structured_content["session"]))
+                await play(client, f"legacy-{index}", seen)
+                await play(client, f"legacy-{index}-agent-a", seen, "agent-a")  # not the 2026 client's agent-a
+                await play(client, f"legacy-{index}-same", seen, "same")  # both name it: still two sessions
         return seen
 
-    with serving(workspace, "bfcl", "--mcp", "--transport", "http", "--port", str(port),
-                 ready_url=f"http://127.0.0.1:{port}/mcp"):
+    ready = f"http://127.0.0.1:{port}/info"
+    with serving(workspace, "bfcl", "--mcp", "--transport", "http", "--port", str(port), ready_url=ready):
         seen = asyncio.run(drive(f"http://127.0.0.1:{port}/mcp"))
-    assert all([turn for turn, _ in turns] == [0, 1] for turns in seen.values()), seen
-    sessions = [{path for _, path in turns} for turns in seen.values()]
-    assert all(len(paths) == 1 for paths in sessions)
-    assert len(set.union(*sessions)) == 4  # four clients, four saved sessions
+        info = httpx.get(ready, timeout=30).json()
+        probes = {
+            "rebound": _probe(f"http://127.0.0.1:{port}/mcp", Host="evil.example"),
+            "rebound-info": httpx.get(ready, headers={"Host": "evil.example"}, timeout=30).status_code,
+            "foreign-origin": _probe(f"http://127.0.0.1:{port}/mcp", Origin="https://evil.example"),
+            "local-origin": _probe(f"http://127.0.0.1:{port}/mcp", Origin=f"http://localhost:{port}"),
+        }
+    assert all(_turns(seen, key) == [0, 1] for key in seen), seen
+    sessions = [{details["session"] for details in turns} for turns in seen.values()]
+    assert all(len(names) == 1 for names in sessions)
+    assert len(set.union(*sessions)) == len(seen) == 10  # ten clients or names, ten saved sessions
+    for details in (details for turns in seen.values() for details in turns):
+        assert "/" not in details["session"] and str(workspace) not in json.dumps(details)  # no server paths
+        assert (workspace / "sessions" / details["session"]).is_dir()
+    handles = [seen[f"unnamed-{index}"][0]["handle"] for index in range(2)]
+    assert len(set(handles)) == 2 and all(len(handle) >= 20 for handle in handles)
+    # the legacy sessions ended with their MCP sessions (the client's DELETE); the 2026 ones wait to expire
+    assert info["sessions"] | {"idle": 0} == {"open": 4, "idle": 0, "opened": 10, "expired": 0, "closed": 6}
+    assert probes == {"rebound": 421, "rebound-info": 421, "foreign-origin": 403, "local-origin": 200}
+
+
+def test_on_all_interfaces_the_allow_lists_hold_the_token_is_required_and_idle_sessions_expire(
+    served_workspace: tuple[Path, list[Episode]],
+) -> None:
+    workspace, episodes = served_workspace
+    port = free_port()
+    url, info_url = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/info"
+    tool, arguments = episodes[0].turns[0].action.name, episodes[0].turns[0].action.arguments
+    auth = {"Authorization": "Bearer s3cret"}
+
+    async def call(headers: dict[str, str]) -> dict[str, Any]:
+        transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        async with Client(transport, read_timeout_seconds=120) as client:
+            return dict((await client.call_tool(tool, arguments)).structured_content)
+
+    with serving(
+        workspace,
+        "bfcl",
+        "--mcp",
+        "--transport",
+        "http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--token",
+        "s3cret",
+        "--idle-timeout",
+        "1",
+        "--allow-host",
+        "sim.lab",
+        ready_url=info_url,
+    ):
+        probes = {
+            "rebound": _probe(url, Host="evil.example", **auth),
+            "foreign-origin": _probe(url, Origin="https://evil.example", **auth),
+            "no-token": _probe(url),
+            "wrong-token": _probe(url, Authorization="Bearer nope"),
+            "info-no-token": httpx.get(info_url, timeout=30).status_code,
+            "allowed-host": _probe(url, Host=f"sim.lab:{port}", **auth),
+        }
+        played = asyncio.run(call(auth))
+        opened = httpx.get(info_url, headers=auth, timeout=30).json()["sessions"]
+        time.sleep(2.5)  # past the idle timeout: the sweeper closes the session
+        expired = httpx.get(info_url, headers=auth, timeout=30).json()["sessions"]
+    assert probes == {
+        "rebound": 421,
+        "foreign-origin": 403,
+        "no-token": 401,
+        "wrong-token": 401,
+        "info-no-token": 401,
+        "allowed-host": 200,
+    }
+    assert played["turn"] == 0 and (opened["open"], opened["opened"]) == (1, 1)
+    assert (expired["open"], expired["expired"]) == (0, 1)

@@ -5,16 +5,32 @@ command; `--transport http` serves streamable HTTP at http://HOST:PORT/mcp); eac
 a saved session. `--http` serves the `Env` protocol (reset/step/close) for RL trainers, over
 the book's simulator or, with `--env NAME` instead of a book, over a registered environment.
 `--describe` prints what would be served (tools, endpoints, commands) and exits.
+
+Over HTTP (either server) only loopback Host/Origin headers are accepted unless `--allow-host` /
+`--allow-origin` add more, `--token` (or $WORLDSMITH_TOKEN) requires a bearer token, bodies are
+capped, and sessions / env instances idle for `--idle-timeout` seconds are closed. Binding a
+non-loopback host without a token prints a warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT
+from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_MCP_PORT
+from worldsmith.serve.guard import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    TOKEN_ENV,
+    ServeSecurity,
+    bind_warning,
+    serve_security,
+)
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.registry import canonical_world_model, world_model_names
 
@@ -30,20 +46,72 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--http", action="store_true", help="the Env protocol (reset/step/close) over HTTP")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="MCP transport (default stdio)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, help=f"port (default {DEFAULT_MCP_PORT} for MCP, {DEFAULT_ENV_PORT} for --http)")
+    parser.add_argument(
+        "--port", type=int, help=f"port (default {DEFAULT_MCP_PORT} for MCP, {DEFAULT_ENV_PORT} for --http)"
+    )
     parser.add_argument("--version", help="worldbook version (default: HEAD)")
-    parser.add_argument("--method", type=canonical_world_model, choices=world_model_names(), default=DEFAULT_WORLD_MODEL,
-                        help="world model answering the calls (default: the harness)")
+    parser.add_argument(
+        "--method",
+        type=canonical_world_model,
+        choices=world_model_names(),
+        default=DEFAULT_WORLD_MODEL,
+        help="world model answering the calls (default: the harness)",
+    )
     parser.add_argument("--model", metavar="SPEC", help="LLM spec or models.toml name for world models that use one")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--initial", default="", help="opening observation of each session / the default task")
     parser.add_argument("--task", help="task text of each MCP session")
     parser.add_argument("--env", metavar="NAME", help="--http: serve this registered environment instead of a book")
-    parser.add_argument("--tasks", nargs="*", default=[], metavar="FILE",
-                        help="--http: episode files whose openings (and expert actions) are the tasks")
+    parser.add_argument(
+        "--tasks",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="--http: episode files whose openings (and expert actions) are the tasks",
+    )
     parser.add_argument("--dataset", help="--http: a workspace dataset whose episodes are the tasks")
     parser.add_argument("--split", help="--http: only episodes of this split")
     parser.add_argument("--max-steps", type=int, default=50, help="--http: steps before an episode is truncated")
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="HTTP: also accept this Host header ('name', 'name:port', 'name:*'); loopback always",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="HTTP: also accept requests from this browser Origin ('https://name[:port]')",
+    )
+    parser.add_argument("--token", help=f"HTTP: require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help="HTTP: refuse larger request bodies with 413",
+    )
+    parser.add_argument(
+        "--max-response-bytes",
+        type=int,
+        default=DEFAULT_MAX_RESPONSE_BYTES,
+        help="--http: refuse larger responses with 413",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close sessions / env instances unused this long (0: never)",
+    )
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=DEFAULT_MAX_SESSIONS,
+        help="HTTP: most MCP sessions / env instances open at once",
+    )
     parser.add_argument("--describe", action="store_true", help="print what would be served and exit")
     add_common(parser)
     parser.set_defaults(handler=run_serve)
@@ -54,9 +122,16 @@ def _served(args: argparse.Namespace) -> ServedWorldbook:
 
     if not args.book:
         raise CommandError("give a worldbook name (or, with --http, --env NAME)")
-    config = ServeConfig(book=args.book, version=args.version, workspace=str(workspace_from(args).root),
-                         method=args.method, model=args.model, max_tokens=args.max_tokens, initial=args.initial,
-                         task=args.task)
+    config = ServeConfig(
+        book=args.book,
+        version=args.version,
+        workspace=str(workspace_from(args).root),
+        method=args.method,
+        model=args.model,
+        max_tokens=args.max_tokens,
+        initial=args.initial,
+        task=args.task,
+    )
     return ServedWorldbook(config)
 
 
@@ -64,13 +139,28 @@ def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -
     """The tool list, the endpoint and the commands (with an MCP client config) for `--mcp`."""
     from worldsmith.serve import serve_commands
 
-    commands = serve_commands(args.book, version=args.version, method=args.method,
-                              workspace=str(workspace_from(args).root), host=args.host, mcp_port=port)
-    return {"book": served.book_ref, "method": args.method, "transport": args.transport,
-            "endpoint": commands.mcp_url if args.transport == "http" else "stdio",
-            "tools": [tool.model_dump() for tool in served.tools],
-            "commands": {"stdio": commands.mcp_stdio, "http": commands.mcp_http},
-            "client_config": commands.client_config}
+    commands = serve_commands(
+        args.book,
+        version=args.version,
+        method=args.method,
+        workspace=str(workspace_from(args).root),
+        host=args.host,
+        mcp_port=port,
+        allow_hosts=args.allow_host,
+        allow_origins=args.allow_origin,
+        token=bool(args.token or os.environ.get(TOKEN_ENV)),
+        idle_timeout=args.idle_timeout,
+        max_sessions=args.max_sessions,
+    )
+    return {
+        "book": served.book_ref,
+        "method": args.method,
+        "transport": args.transport,
+        "endpoint": commands.mcp_url if args.transport == "http" else "stdio",
+        "tools": [tool.model_dump() for tool in served.tools],
+        "commands": {"stdio": commands.mcp_stdio, "http": commands.mcp_http},
+        "client_config": commands.client_config,
+    }
 
 
 def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
@@ -84,42 +174,108 @@ def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
 
     served = _served(args)
     try:
-        episodes = task_episodes(args.tasks, dataset=args.dataset, split=args.split,
-                                 workspace=workspace_from(args).root)
+        episodes = task_episodes(
+            args.tasks, dataset=args.dataset, split=args.split, workspace=workspace_from(args).root
+        )
     except ValueError as error:
         raise CommandError(str(error)) from None
     if (args.tasks or args.dataset) and not episodes:
-        raise CommandError("no episodes in the given --tasks/--dataset" + (f" (split {args.split})" if args.split else ""))
+        raise CommandError(
+            "no episodes in the given --tasks/--dataset" + (f" (split {args.split})" if args.split else "")
+        )
     return (lambda: served.sim_env(episodes, max_steps=args.max_steps)), f"worldbook {served.book_ref}"
+
+
+def _security(args: argparse.Namespace) -> ServeSecurity:
+    """The allow-lists, token and limits from the flags; bad values are a `CommandError` naming the flag."""
+    for flag in ("max_request_bytes", "max_response_bytes", "max_sessions"):
+        if getattr(args, flag) <= 0:
+            raise CommandError(f"--{flag.replace('_', '-')} must be positive")
+    if args.idle_timeout < 0:
+        raise CommandError("--idle-timeout must be 0 (never) or a positive number of seconds")
+    try:
+        return serve_security(
+            args.allow_host,
+            args.allow_origin,
+            args.token,
+            max_request_bytes=args.max_request_bytes,
+            max_response_bytes=args.max_response_bytes,
+        )
+    except ValidationError as error:
+        raise CommandError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors())) from None
+
+
+def _warn_if_open(host: str, security: ServeSecurity) -> None:
+    warning = bind_warning(host, security)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+
+
+def _limits(args: argparse.Namespace, security: ServeSecurity) -> dict[str, Any]:
+    """What --describe and the listening line say about who may connect (never the token itself)."""
+    return {
+        "allowed_hosts": security.host_patterns(args.host),
+        "allowed_origins": security.origin_patterns(),
+        "token": "required" if security.token else "none",
+        "idle_timeout_s": args.idle_timeout or None,
+        "max_sessions": args.max_sessions,
+    }
 
 
 def run_serve(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
+    security = _security(args)
+    idle_timeout = args.idle_timeout or None
     if args.mcp:
         if args.env:
             raise CommandError("--env serves a registered environment over --http; MCP serves a worldbook")
         port = args.port or DEFAULT_MCP_PORT
         served = _served(args)
         description = describe_mcp(served, args, port)
+        if args.transport == "http":
+            description |= _limits(args, security)
         if args.describe:
             _say(description, as_json)
             return EXIT_OK
         from worldsmith.serve import run_mcp_http, run_mcp_stdio
 
         if args.transport == "stdio":
-            print(f"worldsmith: serving {served.book_ref} over MCP on stdio ({len(served.tools)} tools)", file=sys.stderr)
+            print(
+                f"worldsmith: serving {served.book_ref} over MCP on stdio ({len(served.tools)} tools)", file=sys.stderr
+            )
             run_mcp_stdio(served)
         else:
             _say({**description, "event": "listening"}, as_json, stream=sys.stdout)
-            run_mcp_http(served, host=args.host, port=port)
+            run_mcp_http(
+                served,
+                host=args.host,
+                port=port,
+                security=security,
+                idle_timeout=idle_timeout,
+                max_sessions=args.max_sessions,
+            )
         return EXIT_OK
     port = args.port or DEFAULT_ENV_PORT
     make_env, what = _env_factory(args)
     url = f"http://{args.host}:{port}"
-    description = {"serving": what, "endpoint": url,
-                   "routes": ["GET /info", "GET /tasks", "POST /reset", "POST /step", "POST /admissible_actions",
-                              "POST /expert_action", "POST /state", "POST /close"],
-                   "client": f"from worldsmith.serve import HttpEnv; env = HttpEnv({url!r})"}
+    description = {
+        "serving": what,
+        "endpoint": url,
+        "routes": [
+            "GET /info",
+            "GET /tasks",
+            "POST /reset",
+            "POST /step",
+            "POST /admissible_actions",
+            "POST /expert_action",
+            "POST /state",
+            "POST /close",
+        ],
+        "client": f"from worldsmith.serve import HttpEnv; env = HttpEnv({url!r})",
+        **_limits(args, security),
+        "max_request_bytes": security.max_request_bytes,
+        "max_response_bytes": security.max_response_bytes,
+    }
     if args.describe:
         _say(description, as_json)
         return EXIT_OK
@@ -127,7 +283,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from worldsmith.serve import build_env_app
 
-    app = build_env_app(make_env)
+    app = build_env_app(
+        make_env, max_instances=args.max_sessions, idle_timeout=idle_timeout, security=security, bind=args.host
+    )
+    _warn_if_open(args.host, security)
     _say({**description, "event": "listening"}, as_json)
     uvicorn.run(app, host=args.host, port=port, log_level="warning")
     return EXIT_OK
@@ -142,7 +301,9 @@ def _say(value: dict[str, Any], as_json: bool, stream: Any = None) -> None:
         if key == "tools":
             print(f"tools ({len(item)}):", file=out)
             for tool in item:
-                print(f"  {tool['name']}: {', '.join(tool['input_schema']['properties']) or '(no arguments)'}", file=out)
+                print(
+                    f"  {tool['name']}: {', '.join(tool['input_schema']['properties']) or '(no arguments)'}", file=out
+                )
         elif isinstance(item, dict):
             print(f"{key}:", file=out)
             for name, text in item.items():
@@ -152,4 +313,3 @@ def _say(value: dict[str, Any], as_json: bool, stream: Any = None) -> None:
         else:
             print(f"{key}: {item}", file=out)
     out.flush()
-

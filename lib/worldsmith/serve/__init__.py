@@ -5,8 +5,11 @@
     app = build_env_app(lambda: served.sim_env(episodes))   # trainers: reset/step/close over HTTP
     env = HttpEnv("http://127.0.0.1:8766")     # ...and the client, an `Env` like any other
 
-The MCP and HTTP parts need the `serve` extra (mcp, fastapi, uvicorn, httpx); they load on first
-use, so the tool schemas (`book_tools`, used by the workbench) work without it.
+Over HTTP both servers sit behind `GuardMiddleware` (`ServeSecurity`: Host/Origin allow-lists,
+loopback by default; an optional bearer token, `$WORLDSMITH_TOKEN`; body size limits), and close
+sessions / env instances that go idle. The MCP and HTTP parts need the `serve` extra (mcp, fastapi,
+uvicorn, httpx); they load on first use, so the tool schemas (`book_tools`, used by the workbench)
+work without it.
 """
 
 from __future__ import annotations
@@ -14,42 +17,85 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_MCP_PORT, ServeCommands, serve_commands
+from worldsmith.serve.commands import (
+    DEFAULT_ENV_PORT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MCP_PORT,
+    ServeCommands,
+    serve_commands,
+)
+from worldsmith.serve.guard import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    TOKEN_ENV,
+    GuardMiddleware,
+    ServeSecurity,
+    bind_warning,
+    is_loopback,
+    serve_security,
+)
 from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook, task_episodes
 from worldsmith.serve.tools import ToolArgumentError, ToolSpec, UnknownToolError, action_for_call, book_tools, call_text
 
 __all__ = [
     "DEFAULT_ENV_PORT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MCP_PORT",
+    "GuardMiddleware",
     "HttpEnv",
     "ResetRequest",
     "ResetResponse",
     "SESSION_META_KEY",
     "ServeCommands",
     "ServeConfig",
+    "ServeSecurity",
     "ServedSession",
     "ServedWorldbook",
     "StepRequest",
+    "SessionRegistry",
     "StepResponse",
+    "TOKEN_ENV",
     "ToolArgumentError",
     "ToolSpec",
     "UnknownToolError",
     "action_for_call",
+    "bind_warning",
     "book_tools",
     "build_env_app",
+    "build_mcp_http_app",
     "build_mcp_server",
     "call_text",
+    "is_loopback",
     "run_mcp_http",
     "run_mcp_stdio",
     "serve_commands",
+    "serve_security",
     "task_episodes",
     "turn_result",
 ]
 
-_LAZY = {name: "worldsmith.serve.http_env" for name in
-         ("HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app")}
-_LAZY.update({name: "worldsmith.serve.mcp_server" for name in
-              ("SESSION_META_KEY", "build_mcp_server", "run_mcp_http", "run_mcp_stdio", "turn_result")})
+_LAZY = {
+    name: "worldsmith.serve.http_env"
+    for name in ("HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app")
+}
+_LAZY.update(
+    {
+        name: "worldsmith.serve.mcp_server"
+        for name in (
+            "SESSION_META_KEY",
+            "SessionRegistry",
+            "build_mcp_http_app",
+            "build_mcp_server",
+            "run_mcp_http",
+            "run_mcp_stdio",
+            "turn_result",
+        )
+    }
+)
 
 
 def __getattr__(name: str) -> Any:

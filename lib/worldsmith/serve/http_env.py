@@ -9,15 +9,26 @@ so policies, recorders, replays and `check_env` drive a remote simulator like a 
 Errors keep their kind across the wire: an unknown task is 404 (`UnknownTaskError`), an action
 the env refuses or a step before reset is 422/409 (`InvalidActionError` / `EnvError`), an
 unknown instance id is 404 (`EnvError`).
+
+Every request passes `serve.guard` first (Host/Origin allow-lists, the optional bearer token,
+request and response size limits). Instances are capped (`max_instances`, 429 past it) and an
+instance unused for `idle_timeout` seconds is closed and its room freed; `GET /info` counts the
+open, idle, expired and closed ones.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 import httpx
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,9 +40,13 @@ from worldsmith.envs.base import (
     Step,
     UnknownTaskError,
 )
+from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
+from worldsmith.serve.guard import TOKEN_ENV, GuardMiddleware, ServeSecurity
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class ResetRequest(BaseModel):
@@ -70,42 +85,115 @@ class EnvRef(BaseModel):
 
 
 class _Instance:
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, now: float) -> None:
         self.env = env
         self.lock = threading.Lock()
+        self.last_used = now
+        self.in_use = 0
 
 
 class _Instances:
-    """The open env instances of one app, keyed by id; at most `limit` at a time."""
+    """The open env instances of one app, keyed by id; at most `limit` at a time, closed after `idle_timeout`."""
 
-    def __init__(self, make_env: Callable[[], Env], limit: int) -> None:
+    def __init__(
+        self,
+        make_env: Callable[[], Env],
+        limit: int,
+        idle_timeout: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._make_env = make_env
         self._limit = limit
+        self.idle_timeout = idle_timeout
+        self._clock = clock
         self._held: dict[str, _Instance] = {}
         self._lock = threading.Lock()
+        self.expired = 0
+        self.closed = 0
 
     def __len__(self) -> int:
         return len(self._held)
 
     def open(self) -> str:
-        """Make a new instance and return its id (429 when `limit` are open)."""
+        """Make a new instance and return its id (429 when `limit` are open after expiring idle ones)."""
+        if len(self._held) >= self._limit:
+            self.sweep()
         with self._lock:
             if len(self._held) >= self._limit:
-                raise HTTPException(429, {"error": "EnvError", "message": f"{self._limit} instances are open; "
-                                          "close some first"})
+                raise HTTPException(
+                    429,
+                    {
+                        "error": "EnvError",
+                        "message": f"{self._limit} instances are open; "
+                        "close some first"
+                        + (f" (idle ones close after {self.idle_timeout:g}s)" if self.idle_timeout else ""),
+                    },
+                )
             env_id = uuid.uuid4().hex
-            self._held[env_id] = _Instance(self._make_env())
+            self._held[env_id] = _Instance(self._make_env(), self._clock())
         return env_id
 
-    def get(self, env_id: str) -> _Instance:
-        found = self._held.get(env_id)
-        if found is None:
-            raise HTTPException(404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed or never made)"})
-        return found
+    @contextlib.contextmanager
+    def use(self, env_id: str) -> Iterator[_Instance]:
+        """The instance, locked for one call; not expired while in use, its idle time restarted after."""
+        with self._lock:
+            found = self._held.get(env_id)
+            if found is None:
+                raise HTTPException(
+                    404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed, expired or never made)"}
+                )
+            found.in_use += 1
+        try:
+            with found.lock:
+                yield found
+        finally:
+            with self._lock:
+                found.in_use -= 1
+                found.last_used = self._clock()
 
     def pop(self, env_id: str) -> _Instance | None:
         with self._lock:
-            return self._held.pop(env_id, None)
+            found = self._held.pop(env_id, None)
+            self.closed += found is not None
+            return found
+
+    def sweep(self) -> int:
+        """Close the instances idle for longer than `idle_timeout`; how many were closed."""
+        if self.idle_timeout is None:
+            return 0
+        deadline = self._clock() - self.idle_timeout
+        with self._lock:
+            stale = [key for key, held in self._held.items() if held.in_use == 0 and held.last_used < deadline]
+            gone = [self._held.pop(key) for key in stale]
+            self.expired += len(gone)
+        for held in gone:
+            _close_quietly(held)
+        return len(gone)
+
+    def counts(self) -> dict[str, int]:
+        """Open instances, the idle ones among them (no call for a minute, or half the timeout), expired, closed."""
+        idle_after = min(60.0, self.idle_timeout / 2) if self.idle_timeout else 60.0
+        now = self._clock()
+        with self._lock:
+            idle = sum(1 for held in self._held.values() if held.in_use == 0 and now - held.last_used >= idle_after)
+            return {"open": len(self._held), "idle": idle, "expired": self.expired, "closed": self.closed}
+
+    def close_all(self) -> None:
+        with self._lock:
+            gone = list(self._held.values())
+            self.closed += len(gone)
+            self._held.clear()
+        for held in gone:
+            _close_quietly(held)
+
+
+def _close_quietly(held: _Instance) -> None:
+    """Close an instance nobody will use again; an env that fails to close must not stop the sweep."""
+    with held.lock:
+        try:
+            held.env.close()
+        except Exception as error:  # noqa: BLE001 - logged, and the other instances still close
+            _LOG.warning("closing an env instance failed: %s: %s", type(error).__name__, error)
 
 
 def _refusal(error: Exception) -> HTTPException:
@@ -117,18 +205,51 @@ def _refusal(error: Exception) -> HTTPException:
     return HTTPException(409, {"error": "EnvError", "message": f"{type(error).__name__}: {error}"})
 
 
-def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_instances: int = 256) -> FastAPI:
-    """A FastAPI app serving instances of `make_env()`, each behind its own lock, keyed by id."""
+def build_env_app(
+    make_env: Callable[[], Env],
+    *,
+    name: str | None = None,
+    max_instances: int = DEFAULT_MAX_SESSIONS,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    security: ServeSecurity | None = None,
+    bind: str | None = None,
+) -> FastAPI:
+    """A FastAPI app serving instances of `make_env()`, each behind its own lock, keyed by id.
+
+    Instances unused for `idle_timeout` seconds are closed (their room under `max_instances` freed);
+    every request passes `security` (default: loopback Host/Origin only, no token, default size
+    limits; `bind` is the address the server listens on, allowed as Host when it is a specific one).
+    """
     probe = make_env()
     env_name = name or probe.name
     tasks = probe.tasks()
     probe.close()
-    instances = _Instances(make_env, max_instances)
-    app = FastAPI(title=f"worldsmith env: {env_name}")
+    instances = _Instances(make_env, max_instances, idle_timeout)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(_sweep_forever(instances)) if idle_timeout else None
+        try:
+            yield
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+            await anyio.to_thread.run_sync(instances.close_all)
+
+    app = FastAPI(title=f"worldsmith env: {env_name}", lifespan=lifespan)
+    app.add_middleware(GuardMiddleware, security=security or ServeSecurity(), bind=bind)
 
     @app.get("/info")
     def info() -> dict[str, Any]:
-        return {"name": env_name, "tasks": len(tasks), "instances": len(instances)}
+        instances.sweep()
+        return {
+            "name": env_name,
+            "tasks": len(tasks),
+            "instances": len(instances),
+            **instances.counts(),
+            "max_instances": max_instances,
+            "idle_timeout_s": idle_timeout,
+        }
 
     @app.get("/tasks")
     def list_tasks() -> list[str]:
@@ -137,8 +258,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
     @app.post("/reset")
     def reset(request: ResetRequest) -> ResetResponse:
         env_id = instances.open() if request.env_id is None else request.env_id
-        held = instances.get(env_id)
-        with held.lock:
+        with instances.use(env_id) as held:
             try:
                 observation, details = held.env.reset(request.task, seed=request.seed)
             except (EnvError, RuntimeError, ValueError) as error:
@@ -147,25 +267,27 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/step")
     def step(request: StepRequest) -> StepResponse:
-        held = instances.get(request.env_id)
-        with held.lock:
+        with instances.use(request.env_id) as held:
             try:
                 result = held.env.step(request.action)
             except (EnvError, RuntimeError, ValueError) as error:
                 raise _refusal(error) from None
-        return StepResponse(observation=result.observation, reward=result.reward, terminated=result.terminated,
-                            truncated=result.truncated, info=result.info)
+        return StepResponse(
+            observation=result.observation,
+            reward=result.reward,
+            terminated=result.terminated,
+            truncated=result.truncated,
+            info=result.info,
+        )
 
     @app.post("/admissible_actions")
     def admissible(request: EnvRef) -> list[str] | None:
-        held = instances.get(request.env_id)
-        with held.lock:
+        with instances.use(request.env_id) as held:
             return held.env.admissible_actions()
 
     @app.post("/expert_action")
     def expert(request: EnvRef) -> Action | None:
-        held = instances.get(request.env_id)
-        with held.lock:
+        with instances.use(request.env_id) as held:
             try:
                 return held.env.expert_action()
             except NotImplementedError as error:
@@ -173,8 +295,7 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
 
     @app.post("/state")
     def state(request: EnvRef) -> dict[str, Any] | None:
-        held = instances.get(request.env_id)
-        with held.lock:
+        with instances.use(request.env_id) as held:
             return held.env.state()
 
     @app.post("/close")
@@ -188,16 +309,34 @@ def build_env_app(make_env: Callable[[], Env], *, name: str | None = None, max_i
     return app
 
 
-_ERRORS: dict[str, type[Exception]] = {"UnknownTaskError": UnknownTaskError, "InvalidActionError": InvalidActionError,
-                                       "NotImplementedError": NotImplementedError}
+async def _sweep_forever(instances: _Instances) -> None:
+    """Expire idle instances a few times per timeout (at most every 30 s), off the event loop."""
+    interval = min(30.0, max(0.05, (instances.idle_timeout or 30.0) / 4))
+    while True:
+        await asyncio.sleep(interval)
+        await anyio.to_thread.run_sync(instances.sweep)
+
+
+_ERRORS: dict[str, type[Exception]] = {
+    "UnknownTaskError": UnknownTaskError,
+    "InvalidActionError": InvalidActionError,
+    "NotImplementedError": NotImplementedError,
+}
 
 
 class HttpEnv:
     """`Env` over a `worldsmith serve --http` server: one remote instance, made at the first reset."""
 
-    def __init__(self, url: str, *, timeout: float = 60.0, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, url: str, *, timeout: float = 60.0, client: httpx.Client | None = None, token: str | None = None
+    ) -> None:
+        """`token`: the server's bearer token (default: $WORLDSMITH_TOKEN, if set)."""
         self.url = url.rstrip("/")
-        self._client = client or httpx.Client(base_url=self.url, timeout=timeout)
+        token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if client is not None:
+            client.headers.update(headers)
+        self._client = client or httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
         self._own_client = client is None
         self.env_id: str | None = None
         self.name = str(self._call("GET", "/info")["name"])
@@ -226,8 +365,9 @@ class HttpEnv:
         return list(self._call("GET", "/tasks"))
 
     def reset(self, task: str | None = None, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
-        reply = ResetResponse.model_validate(self._call("POST", "/reset", {"env_id": self.env_id, "task": task,
-                                                                           "seed": seed}))
+        reply = ResetResponse.model_validate(
+            self._call("POST", "/reset", {"env_id": self.env_id, "task": task, "seed": seed})
+        )
         self.env_id = reply.env_id
         return reply.observation, reply.info
 

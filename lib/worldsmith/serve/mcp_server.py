@@ -1,48 +1,81 @@
 """The worldbook as an MCP server (the official `mcp` SDK's low-level `Server`).
 
-Its tools are the book's actions with their learned argument schemas (`serve.tools`). Each client
-connection gets its own `ServedSession` the first time it calls a tool; a call is predicted by the
-world model, committed, and answered with the observation as text (and, as structured content,
-the turn, outcome, route, done and reward). Errors follow the protocol: an unknown tool is a
-JSON-RPC error (-32602, invalid params); arguments that do not fit the schema are a tool result
-with `isError` and the reason, which the calling model can read and correct.
+Its tools are the book's actions with their learned argument schemas (`serve.tools`). A call is
+predicted by the world model, committed to its session, and answered with the observation as text
+(and, as structured content, the turn, outcome, route, done, reward, the session's saved name
+relative to the server's sessions folder, and the handle that continues it). Errors follow the
+protocol: an unknown tool is a JSON-RPC error (-32602, invalid params); arguments that do not fit
+the schema are a tool result with `isError` and the reason, which the calling model can read and
+correct.
 
-A session's SQLite connection belongs to one thread, so each client has a one-thread executor
-that opens, plays and closes its session; the event loop never blocks on a world model.
+Which session a call plays in (`SessionRegistry`): sessions belong to an owner, and a `_meta`
+name (`worldsmith/session`) only picks among the owner's own, so one client can never read or
+advance another's episode. The owner is the MCP session (`Mcp-Session-Id`, handshake-era HTTP)
+or the connection (stdio); an unnamed call plays in that owner's default session. A 2026-07-28
+HTTP request has no MCP session: its owner is the server's token (everyone holding it), and an
+unnamed call opens a new session whose unguessable handle the result carries.
+
+Sessions are closed, their thread and SQLite files freed, when their MCP session ends (DELETE, or
+the SDK's idle timeout), after `idle_timeout` seconds unused, and when the server stops; each
+SQLite connection belongs to one thread, so each session has a one-thread executor and the event
+loop never blocks on a world model. Over HTTP the app sits behind `serve.guard` and the SDK's own
+DNS-rebinding protection is configured with the same allow-lists, whatever the bind address.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
+import contextlib
+import secrets
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from worldsmith import __version__
+from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
+from worldsmith.serve.guard import GuardMiddleware, ServeSecurity, bind_warning
 from worldsmith.serve.simulator import ServedSession, ServedWorldbook
 from worldsmith.serve.tools import ToolArgumentError, UnknownToolError, action_for_call
 from worldsmith.sim.session import SessionTurn
 
-__all__ = ["SESSION_META_KEY", "build_mcp_server", "run_mcp_http", "run_mcp_stdio", "turn_result"]
+__all__ = [
+    "SESSION_META_KEY",
+    "SessionRegistry",
+    "build_mcp_http_app",
+    "build_mcp_server",
+    "run_mcp_http",
+    "run_mcp_stdio",
+    "turn_result",
+]
 
 SESSION_META_KEY = "worldsmith/session"
+_SHARED_HTTP_OWNER = "http"  # 2026-07-28 HTTP requests: everyone past the guard (the token's holders)
 
 
 class _Client:
-    """One connection's session and the thread it lives on."""
+    """One session and the thread it lives on."""
 
-    def __init__(self, served: ServedWorldbook, label: str) -> None:
+    def __init__(self, served: ServedWorldbook, label: str, owner: str, handle: str | None, now: float) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worldsmith-mcp")
         self.session: ServedSession | None = None
         self.served = served
         self.label = label
+        self.owner = owner
+        self.handle = handle
+        self.last_used = now
+        self.in_flight = 0
 
-    async def run(self, function: Any, *args: Any) -> Any:
+    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
     def play(self, action: Any) -> SessionTurn:
@@ -50,58 +83,195 @@ class _Client:
             self.session = self.served.open_session(self.label)
         return self.session.play(action)
 
+    @property
+    def saved_as(self) -> str:
+        """The session's folder name under the server's sessions folder (never the server's absolute path)."""
+        return self.session.session.directory.name if self.session is not None else ""
+
     def close(self) -> None:
+        """Close the session on its own thread, then end that thread (blocks until both are done)."""
+
         def shut() -> None:
             if self.session is not None:
                 self.session.close()
+                self.session = None
+
         try:
             self.executor.submit(shut)
-        except RuntimeError:  # interpreter exit: every turn is committed already, SQLite needs no goodbye
+        except RuntimeError:  # closed already, or interpreter exit: every turn is committed, SQLite needs no goodbye
             return
         self.executor.shutdown(wait=True)
 
 
-def turn_result(turn: SessionTurn, session_dir: str) -> types.CallToolResult:
-    """A committed turn as the tool's result: the observation text, details as structured content."""
+class SessionRegistry:
+    """The sessions of one MCP server, keyed by (owner, name); at most `max_sessions`, closed when idle.
+
+    `acquire`/`release` bracket each call (a session in use is never expired); `close_owner` ends an
+    owner's sessions (its MCP session ended); `sweep` expires idle ones; `counts` is what `/info` shows.
+    """
+
+    def __init__(
+        self,
+        served: ServedWorldbook,
+        label: str,
+        *,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.served = served
+        self.label = label
+        self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions
+        self._clock = clock
+        self._clients: dict[tuple[str, str], _Client] = {}
+        self._lock = threading.Lock()
+        self.opened = self.expired = self.closed = 0
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def acquire(self, owner: str, name: str | None) -> _Client:
+        """The owner's session called `name` (made on first use), marked in use; `name` None on the shared
+        HTTP owner opens a new session with a fresh unguessable handle. MCPError at `max_sessions`."""
+        handle = name if name is not None or owner != _SHARED_HTTP_OWNER else secrets.token_urlsafe(16)
+        key = (owner, handle or "")
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                if self.max_sessions is not None and len(self._clients) >= self.max_sessions:
+                    raise MCPError(
+                        INTERNAL_ERROR,
+                        f"{self.max_sessions} sessions are open on this server; "
+                        "end yours (DELETE the MCP session) or wait for idle ones to expire",
+                    )
+                client = self._clients[key] = _Client(self.served, self.label, owner, handle, self._clock())
+                self.opened += 1
+            client.in_flight += 1
+            return client
+
+    def release(self, client: _Client) -> None:
+        with self._lock:
+            client.in_flight -= 1
+            client.last_used = self._clock()
+
+    def _take(self, keep: Callable[[tuple[str, str], _Client], bool]) -> list[_Client]:
+        with self._lock:
+            gone = [key for key, client in self._clients.items() if not keep(key, client)]
+            return [self._clients.pop(key) for key in gone]
+
+    def close_owner(self, owner: str) -> int:
+        """Close every session of `owner` (blocking: call it off the event loop); how many."""
+        gone = self._take(lambda key, _: key[0] != owner)
+        for client in gone:
+            client.close()
+        with self._lock:
+            self.closed += len(gone)
+        return len(gone)
+
+    def sweep(self) -> int:
+        """Close the sessions unused for longer than `idle_timeout` (blocking); how many."""
+        if self.idle_timeout is None:
+            return 0
+        deadline = self._clock() - self.idle_timeout
+        gone = self._take(lambda _, client: client.in_flight > 0 or client.last_used >= deadline)
+        for client in gone:
+            client.close()
+        with self._lock:
+            self.expired += len(gone)
+        return len(gone)
+
+    def close_all(self) -> None:
+        gone = self._take(lambda *_: False)
+        for client in gone:
+            client.close()
+        with self._lock:
+            self.closed += len(gone)
+
+    def counts(self) -> dict[str, int]:
+        """Open sessions, the idle ones among them (no call for a minute, or half the timeout), and the totals
+        opened, expired and closed since the server started."""
+        idle_after = min(60.0, self.idle_timeout / 2) if self.idle_timeout else 60.0
+        now = self._clock()
+        with self._lock:
+            idle = sum(1 for c in self._clients.values() if c.in_flight == 0 and now - c.last_used >= idle_after)
+            return {
+                "open": len(self._clients),
+                "idle": idle,
+                "opened": self.opened,
+                "expired": self.expired,
+                "closed": self.closed,
+            }
+
+
+def turn_result(turn: SessionTurn, session: str, handle: str | None = None) -> types.CallToolResult:
+    """A committed turn as the tool's result: the observation text, details as structured content.
+
+    `session` is the saved session's name (its folder under the server's sessions folder); `handle`, when
+    the session has one, is what the client sends as `_meta` `worldsmith/session` to continue it."""
     prediction = turn.prediction
-    details = {"observation": prediction.observation, "turn": turn.index, "outcome": prediction.outcome,
-               "route": prediction.audit.route, "done": prediction.done, "reward": prediction.reward,
-               "session": session_dir}
-    return types.CallToolResult(content=[types.TextContent(type="text", text=prediction.observation)],
-                                structured_content=details)
+    details = {
+        "observation": prediction.observation,
+        "turn": turn.index,
+        "outcome": prediction.outcome,
+        "route": prediction.audit.route,
+        "done": prediction.done,
+        "reward": prediction.reward,
+        "session": session,
+        "handle": handle,
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=prediction.observation)], structured_content=details
+    )
 
 
-def build_mcp_server(served: ServedWorldbook, *, label: str = "mcp") -> Server[Any]:
+def _owner_of(ctx: Any, registry: SessionRegistry) -> str:
+    """Whose sessions this request may use (module docstring); arranges the owner's cleanup on first sight."""
+    connection = getattr(ctx.session, "_connection", ctx.session)  # mcp 2.3: the per-client Connection
+    session_id = getattr(connection, "session_id", None)
+    if session_id:
+        owner = f"mcp-session:{session_id}"
+    elif ctx.request is not None:  # HTTP without an MCP session: a 2026-07-28 single exchange
+        return _SHARED_HTTP_OWNER
+    elif getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        # stdio, 2026-07-28: a connection per request on one stream (its `outbound`); closed with the server
+        return f"stdio:{id(connection.outbound)}"
+    else:
+        owner = f"stdio:{id(connection)}"
+    state = getattr(connection, "state", None)
+    if state is not None and not state.get("worldsmith_cleanup"):
+        state["worldsmith_cleanup"] = True
+
+        async def cleanup() -> None:
+            await anyio.to_thread.run_sync(registry.close_owner, owner)
+
+        connection.exit_stack.push_async_callback(cleanup)
+    return owner
+
+
+def build_mcp_server(
+    served: ServedWorldbook, *, label: str = "mcp", registry: SessionRegistry | None = None
+) -> Server[Any]:
     """An MCP server over `served`: `tools/list` gives the book's actions, `tools/call` plays them.
 
-    Which session a call belongs to: the `_meta` key `worldsmith/session` when the client names one
-    (needed on stateless 2026-07-28 HTTP, where every request is its own connection), else the HTTP
-    `Mcp-Session-Id` (handshake-era clients), else the stream the request came on: on stdio the process's
-    one client; on 2026-07-28 HTTP all unnamed requests share one stream, hence one session, so several
-    agents on one HTTP server should each name theirs.
+    `registry` holds the sessions (default: one with the default idle timeout and cap); while the
+    server runs, idle sessions are expired in the background, and all are closed when it stops.
     """
-    by_name: dict[str, _Client] = {}
-    by_connection: weakref.WeakKeyDictionary[Any, _Client] = weakref.WeakKeyDictionary()
-    tools = [types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema)
-             for tool in served.tools]
+    sessions = registry if registry is not None else SessionRegistry(served, label)
+    tools = [
+        types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+        for tool in served.tools
+    ]
 
-    def client_for(ctx: Any) -> _Client:
-        named = (ctx.meta or {}).get(SESSION_META_KEY)
-        connection = getattr(ctx.session, "_connection", ctx.session)  # mcp 2.3: the per-client Connection
-        key = f"named:{named}" if isinstance(named, str) and named else None
-        if key is None and getattr(connection, "session_id", None):
-            key = f"mcp-session:{connection.session_id}"
-        if key is not None:
-            if key not in by_name:
-                by_name[key] = _Client(served, label)
-            return by_name[key]
-        # A 2026-07-28 request is its own `Connection`; the stream it came on (`outbound`) is the client.
-        channel = getattr(connection, "outbound", None) or connection
-        client = by_connection.get(channel)
-        if client is None:
-            client = by_connection[channel] = _Client(served, label)
-            weakref.finalize(channel, client.close)
-        return client
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        sweeper = asyncio.create_task(_sweep_forever(sessions)) if sessions.idle_timeout else None
+        try:
+            yield {}
+        finally:
+            if sweeper is not None:
+                sweeper.cancel()
+            await anyio.to_thread.run_sync(sessions.close_all)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -113,15 +283,31 @@ def build_mcp_server(served: ServedWorldbook, *, label: str = "mcp") -> Server[A
             raise MCPError(INVALID_PARAMS, str(error)) from None
         except ToolArgumentError as error:
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(error))], is_error=True)
-        client = client_for(ctx)
-        turn = await client.run(client.play, action)
-        assert client.session is not None
-        return turn_result(turn, str(client.session.session.directory))
+        named = (ctx.meta or {}).get(SESSION_META_KEY)
+        client = sessions.acquire(_owner_of(ctx, sessions), named if isinstance(named, str) and named else None)
+        try:
+            turn = await client.run(client.play, action)
+            return turn_result(turn, client.saved_as, client.handle)
+        finally:
+            sessions.release(client)
 
-    return Server(f"worldsmith:{served.book_ref}", version=__version__,
-                  instructions=f"A simulator of {served.book.env_id or served.book.name} learned from recorded "
-                               f"interactions (worldbook {served.book_ref}); each tool is one of its actions.",
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        f"worldsmith:{served.book_ref}",
+        version=__version__,
+        instructions=f"A simulator of {served.book.env_id or served.book.name} learned from recorded "
+        f"interactions (worldbook {served.book_ref}); each tool is one of its actions.",
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def _sweep_forever(sessions: SessionRegistry) -> None:
+    """Expire idle sessions a few times per timeout (at most every 30 s), off the event loop."""
+    interval = min(30.0, max(0.05, (sessions.idle_timeout or 30.0) / 4))
+    while True:
+        await asyncio.sleep(interval)
+        await anyio.to_thread.run_sync(sessions.sweep)
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
@@ -132,13 +318,76 @@ async def _serve_stdio(server: Server[Any]) -> None:
 
 
 def run_mcp_stdio(served: ServedWorldbook) -> None:
-    """Serve one client on standard input/output until it disconnects."""
-    asyncio.run(_serve_stdio(build_mcp_server(served, label="mcp-stdio")))
+    """Serve one client on standard input/output until it disconnects (its sessions live until then)."""
+    registry = SessionRegistry(served, "mcp-stdio", idle_timeout=None, max_sessions=None)
+    asyncio.run(_serve_stdio(build_mcp_server(served, label="mcp-stdio", registry=registry)))
 
 
-def run_mcp_http(served: ServedWorldbook, *, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve clients over streamable HTTP at `http://HOST:PORT/mcp` until interrupted."""
+def build_mcp_http_app(
+    served: ServedWorldbook,
+    *,
+    host: str = "127.0.0.1",
+    security: ServeSecurity | None = None,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+) -> GuardMiddleware:
+    """The streamable-HTTP app (`/mcp`, and `GET /info`: session counts) behind `serve.guard`.
+
+    The SDK's transport security is set explicitly from `security` (it would switch itself off on a
+    non-loopback `host`); its MCP sessions share `idle_timeout` and `max_sessions` with ours.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    security = security or ServeSecurity(max_response_bytes=None)
+    registry = SessionRegistry(served, "mcp-http", idle_timeout=idle_timeout, max_sessions=max_sessions)
+    server = build_mcp_server(served, label="mcp-http", registry=registry)
+
+    async def info(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "book": served.book_ref,
+                "tools": len(served.tools),
+                "sessions": registry.counts(),
+                "idle_timeout_s": idle_timeout,
+                "max_sessions": max_sessions,
+            }
+        )
+
+    transport = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=security.host_patterns(host),
+        allowed_origins=security.origin_patterns(),
+    )
+    app = server.streamable_http_app(
+        host=host,
+        transport_security=transport,
+        max_request_body_size=security.max_request_bytes,
+        session_idle_timeout=idle_timeout,
+        max_sessions=max_sessions,
+        custom_starlette_routes=[Route("/info", info, methods=["GET"])],
+    )
+    return GuardMiddleware(app, security, bind=host, limit_responses=False)
+
+
+def run_mcp_http(
+    served: ServedWorldbook,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    security: ServeSecurity | None = None,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+) -> None:
+    """Serve clients over streamable HTTP at `http://HOST:PORT/mcp` until interrupted (a warning on
+    stderr when `host` is reachable from other machines and no token is required)."""
     import uvicorn
 
-    app = build_mcp_server(served, label="mcp-http").streamable_http_app(host=host)
+    security = security or ServeSecurity(max_response_bytes=None)
+    warning = bind_warning(host, security)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    app = build_mcp_http_app(served, host=host, security=security, idle_timeout=idle_timeout, max_sessions=max_sessions)
     uvicorn.run(app, host=host, port=port, log_level="warning")
