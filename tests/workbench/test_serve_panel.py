@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
 
 from helpers import sample_episodes
+from workbench.common.text import md_escape as plain
 from worldsmith.serve import book_tools
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.worldbook import WorldbookStore
@@ -36,3 +37,28 @@ def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: 
     assert any("--transport http" in code and "/mcp" in code for code in codes)
     assert any("--http --host 127.0.0.1 --port 8766" in code for code in codes)
     assert any("HttpEnv('http://127.0.0.1:8766')" in code for code in codes)
+
+
+def test_the_access_options_reach_the_http_commands_and_warn_about_an_open_bind(empty_root: Path) -> None:
+    WorldbookStore(empty_root / "worldbooks").save(build_simulator_book(sample_episodes("bfcl"), name="bfcl").book)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at = at.switch_page(str(PAGE)).run()
+    assert not at.warning or all("without a token" not in w.value for w in at.warning)  # loopback: no warning
+    at.text_input(key="serve_host").set_value("0.0.0.0")
+    at.text_input(key="serve_allow_hosts").set_value("sim.lab, gpu.lab:9000")
+    at.text_input(key="serve_allow_origins").set_value("ui.lab")  # no scheme: refused, named
+    at.number_input(key="serve_idle").set_value(120.0)
+    at = at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(plain("serving on 0.0.0.0 without a token") in w.value for w in at.warning)
+    assert any(plain("--allow-origin 'ui.lab'") in e.value for e in at.error)
+    http_env = next(code.value for code in at.code if "--http --host 0.0.0.0" in code.value)
+    assert "--allow-host sim.lab --allow-host gpu.lab:9000 --idle-timeout 120" in http_env
+    assert "--allow-origin" not in http_env
+    at.text_input(key="serve_allow_origins").set_value("https://ui.lab")
+    at.checkbox(key="serve_token").check()
+    at = at.run()
+    assert not at.error and all("without a token" not in w.value for w in at.warning)
+    assert any(plain("export WORLDSMITH_TOKEN=") in c.value for c in at.caption)
+    mcp_http = next(code.value for code in at.code if "--transport http" in code.value)
+    assert "--allow-origin https://ui.lab" in mcp_http

@@ -1,4 +1,4 @@
-""""Serve this worldbook": the MCP tools a client will see and the exact commands that serve the book."""
+""" "Serve this worldbook": the MCP tools a client will see and the exact commands that serve the book."""
 
 from __future__ import annotations
 
@@ -7,11 +7,22 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from pydantic import ValidationError
 
-from worldsmith.serve import ToolSpec, book_tools, serve_commands
+from workbench.common.text import md_escape
+from worldsmith.serve import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    ServeCommands,
+    ServeSecurity,
+    ToolSpec,
+    bind_warning,
+    book_tools,
+    serve_commands,
+)
 from worldsmith.worldbook import Worldbook
 
-__all__ = ["render_serve_panel", "tools_frame"]
+__all__ = ["access_options", "render_serve_panel", "split_names", "tools_frame"]
 
 
 def tools_frame(tools: list[ToolSpec]) -> pd.DataFrame:
@@ -20,23 +31,90 @@ def tools_frame(tools: list[ToolSpec]) -> pd.DataFrame:
     for tool in tools:
         schema = tool.input_schema
         required = set(schema.get("required", []))
-        arguments = ", ".join(f"{name}: {prop.get('type', 'any')}{'' if name in required else ' (optional)'}"
-                              for name, prop in schema.get("properties", {}).items())
+        arguments = ", ".join(
+            f"{name}: {prop.get('type', 'any')}{'' if name in required else ' (optional)'}"
+            for name, prop in schema.get("properties", {}).items()
+        )
         rows.append({"tool": tool.name, "arguments": arguments, "description": tool.description})
     return pd.DataFrame(rows, columns=["tool", "arguments", "description"])
+
+
+def split_names(text: str) -> list[str]:
+    """Comma- or space-separated names from a text box, blanks dropped."""
+    return [part for part in text.replace(",", " ").split() if part]
+
+
+def _checked(field: str, names: list[str]) -> tuple[list[str], list[str]]:
+    """The names when they are valid for `ServeSecurity.<field>`, else none and why (as plain text)."""
+    try:
+        ServeSecurity.model_validate({field: names})
+    except ValidationError as error:
+        return [], [str(e["msg"]).removeprefix("Value error, ") + " (left out of the commands)" for e in error.errors()]
+    return names, []
+
+
+def access_options(name: str, version: str | None, workspace: Path) -> tuple[ServeCommands, list[str], str | None]:
+    """The HTTP access widgets (bind host, allow-lists, token, idle timeout, cap), the commands they make, the
+    refused entries, and the warning an open bind without a token calls for (all as plain text)."""
+    left, right = st.columns(2)
+    host = left.text_input(
+        "Bind host", value="127.0.0.1", key="serve_host", help="127.0.0.1: this machine only; 0.0.0.0: every interface"
+    )
+    allow_hosts = left.text_input(
+        "Also allow Host names",
+        key="serve_allow_hosts",
+        help="--allow-host: names remote clients reach the server by (loopback always)",
+    )
+    allow_origins = left.text_input(
+        "Also allow browser origins",
+        key="serve_allow_origins",
+        help="--allow-origin: e.g. https://ui.example (loopback always)",
+    )
+    token = right.checkbox("Require a token ($WORLDSMITH_TOKEN)", key="serve_token")
+    idle = right.number_input(
+        "Idle timeout (s, 0: never)", min_value=0.0, value=DEFAULT_IDLE_TIMEOUT, step=60.0, key="serve_idle"
+    )
+    cap = right.number_input("Most sessions / env instances", min_value=1, value=DEFAULT_MAX_SESSIONS, key="serve_cap")
+    hosts, host_errors = _checked("allow_hosts", split_names(allow_hosts))
+    origins, origin_errors = _checked("allow_origins", split_names(allow_origins))
+    security = ServeSecurity(allow_hosts=hosts, allow_origins=origins, token="set" if token else None)
+    warning = bind_warning(host.strip() or "127.0.0.1", security)
+    commands = serve_commands(
+        name,
+        version=version,
+        workspace=str(workspace),
+        host=host.strip() or "127.0.0.1",
+        allow_hosts=hosts,
+        allow_origins=origins,
+        token=token,
+        idle_timeout=float(idle),
+        max_sessions=int(cap),
+    )
+    return commands, host_errors + origin_errors, warning.removeprefix("worldsmith: warning: ") if warning else None
 
 
 def render_serve_panel(book: Worldbook, name: str, version: str | None, workspace: Path) -> None:
     """An expander with the tool list, the MCP (stdio, HTTP) and HTTP env commands, and a client config."""
     with st.expander("Serve this worldbook", icon=":material/hub:"):
-        commands = serve_commands(name, version=version, workspace=str(workspace))
         tools = book_tools(book)
+        commands = serve_commands(name, version=version, workspace=str(workspace))
         st.markdown(f"**MCP tools** ({len(tools)}): the book's actions with the argument schemas it learned")
         st.dataframe(tools_frame(tools), hide_index=True, key="serve_tools")
         st.markdown("**MCP over stdio** (an agent framework starts the server; each connection is a saved session)")
         st.code(commands.mcp_stdio, language="bash")
         st.markdown("**MCP client configuration** (e.g. an `mcpServers` entry)")
         st.code(json.dumps(commands.client_config, indent=2), language="json")
+        st.markdown(
+            "**Over HTTP: who may connect** (Host and Origin are checked against these lists on every "
+            "request, so a web page cannot reach the server through DNS rebinding)"
+        )
+        commands, errors, warning = access_options(name, version, workspace)
+        for error in errors:
+            st.error(md_escape(error))
+        if warning:
+            st.warning(md_escape(warning))
+        if commands.token_note:
+            st.caption(md_escape(commands.token_note))
         st.markdown("**MCP over streamable HTTP**")
         st.code(f"{commands.mcp_http}\n# endpoint: {commands.mcp_url}", language="bash")
         st.markdown("**The environment over HTTP** (reset / step / close for RL trainers)")
