@@ -42,6 +42,7 @@ from worldsmith.envs.base import (
 )
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
 from worldsmith.serve.guard import TOKEN_ENV, GuardMiddleware, ServeSecurity
+from worldsmith.serve.memory import trim_memory
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app"]
@@ -168,6 +169,8 @@ class _Instances:
             self.expired += len(gone)
         for held in gone:
             _close_quietly(held)
+        if gone:
+            trim_memory(min_interval=0.0)
         return len(gone)
 
     def counts(self) -> dict[str, int]:

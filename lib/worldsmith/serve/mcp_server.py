@@ -44,6 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from worldsmith import __version__
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
 from worldsmith.serve.guard import GuardMiddleware, ServeSecurity, bind_warning
+from worldsmith.serve.memory import trim_memory
 from worldsmith.serve.simulator import ServedSession, ServedWorldbook
 from worldsmith.serve.tools import ToolArgumentError, UnknownToolError, action_for_call
 from worldsmith.sim.session import SessionTurn
@@ -167,6 +168,8 @@ class SessionRegistry:
             client.close()
         with self._lock:
             self.closed += len(gone)
+        if gone:
+            trim_memory()
         return len(gone)
 
     def sweep(self) -> int:
@@ -179,6 +182,8 @@ class SessionRegistry:
             client.close()
         with self._lock:
             self.expired += len(gone)
+        if gone:
+            trim_memory(min_interval=0.0)
         return len(gone)
 
     def close_all(self) -> None:
