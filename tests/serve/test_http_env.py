@@ -4,7 +4,8 @@ The served simulator answers exactly as the same `SimEnv` in-process (two interl
 instances stay independent), passes the env checker, and keeps error kinds across the wire; a
 registered real environment (BFCL) served the same way matches its local self. Rebinding Host
 and foreign Origin are refused on loopback and on 0.0.0.0; there a token is enforced, bodies are
-capped, and idle instances expire to free the instance cap.
+capped, and idle instances expire to free the instance cap. Binding all interfaces without a
+token warns on stderr (this server and the MCP one).
 """
 
 from __future__ import annotations
@@ -179,3 +180,17 @@ def test_on_all_interfaces_the_guard_holds_bodies_are_capped_and_idle_instances_
     assert statuses == {"rebound": 421, "foreign-origin": 403, "no-token": 401, "body": 413}
     assert (info["open"], info["expired"]) == (1, 2)
     assert b"without a token" not in stderr  # a token is set: no warning
+
+
+@pytest.mark.parametrize("mode", [["--http"], ["--mcp", "--transport", "http"]])
+def test_serving_all_interfaces_without_a_token_warns(
+    served_workspace: tuple[Path, list[Episode]], mode: list[str]
+) -> None:
+    workspace, _ = served_workspace
+    port = free_port()
+    with serving(
+        workspace, "bfcl", *mode, "--host", "0.0.0.0", "--port", str(port), ready_url=f"http://127.0.0.1:{port}/info"
+    ) as process:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    assert b"warning: serving on 0.0.0.0 without a token" in stderr
