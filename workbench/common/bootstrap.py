@@ -34,7 +34,14 @@ def _import_samples_once(root: str, folder: str | None) -> dict[str, Any] | None
     workspace = get_workspace(root)
     if workspace.list_datasets():
         return None
-    files = sample_files(Path(folder) if folder else None)
+    return import_samples(workspace, Path(folder) if folder else None)
+
+
+def import_samples(workspace: Workspace, folder: Path | None) -> dict[str, Any] | None:
+    """What a first start does to an empty `workspace`: ingest the sample trace files of `folder` as dataset
+    `samples`, split it, build worldbook `alfworld` on its train split; the import summary (None: no files).
+    Public so tests and `benchmarks/page_load.py` open the pages on the very workspace a newcomer gets."""
+    files = sample_files(folder)
     if not files:
         return None
     summary = workspace.ingest(files, SAMPLES_DATASET).summary()
@@ -55,10 +62,16 @@ def _sample_worldbook(workspace: Workspace) -> str | None:
     dataset = workspace.dataset(SAMPLES_DATASET)
     if not any(env.split("/")[0] == "alfworld" for env in dataset.environments()):
         return None
-    outcome = build_dataset(workspace, SAMPLES_DATASET, out=SAMPLE_BOOK, split="train", env="alfworld",
-                            message="built from the bundled samples' train split on first start "
-                                    f"(held out: {HELD_OUT_SPLIT})", author="workbench",
-                            stages=SIMULATOR_STAGES)
+    outcome = build_dataset(
+        workspace,
+        SAMPLES_DATASET,
+        out=SAMPLE_BOOK,
+        split="train",
+        env="alfworld",
+        message=f"built from the bundled samples' train split on first start (held out: {HELD_OUT_SPLIT})",
+        author="workbench",
+        stages=SIMULATOR_STAGES,
+    )
     return outcome.version
 
 
@@ -81,6 +94,8 @@ def ensure_samples(root: str) -> dict[str, Any] | None:
         try:
             return _import_samples_once(root, key)
         except Exception as error:  # noqa: BLE001 - the workbench must still start
-            st.warning(f"Could not import the sample traces from {md_code(folder)}: {md_escape(error)}",
-                       icon=":material/warning:")
+            st.warning(
+                f"Could not import the sample traces from {md_code(folder)}: {md_escape(error)}",
+                icon=":material/warning:",
+            )
             return None
