@@ -29,9 +29,17 @@ def test_empty_workspace_says_how_to_make_one(empty_root: Path) -> None:
 
 def test_demote_a_rule_then_undo(empty_root: Path) -> None:
     store = WorldbookStore(empty_root / "worldbooks")
-    rules = [Rule(id="take-ok", action="take", template="You pick up the {arg.object}.", status=RuleStatus.SUPPORTED,
-                  support=3, provenance=RuleProvenance(supporting=["ep-1#2"], contradicting=["ep-2#0"])),
-             Rule(id="look", action="look", template="You are in {surface.room}.")]
+    rules = [
+        Rule(
+            id="take-ok",
+            action="take",
+            template="You pick up the {arg.object}.",
+            status=RuleStatus.SUPPORTED,
+            support=3,
+            provenance=RuleProvenance(supporting=["ep-1#2"], contradicting=["ep-2#0"]),
+        ),
+        Rule(id="look", action="look", template="You are in {surface.room}."),
+    ]
     first = store.save(Worldbook(name="kitchen", rules=rules), sources=[{"dataset": "samples"}]).version
     at = open_page()
     table = next(df.value for df in at.dataframe if "status" in df.value.columns)
@@ -100,6 +108,10 @@ def test_an_evidence_turn_previews_in_place(empty_root: Path) -> None:
     rule = next(r for r in book.supported_rules() if r.action == "take" and r.provenance.supporting)
     no_exception(at.selectbox(key="wb_rule").set_value(rule.id).run())
     turn_id = rule.provenance.supporting[0]
+    preview = next(e for e in at.expander if e.label.replace("\\", "") == turn_id)
+    assert not preview.code and preview.get("page_link")  # drawn once opened (it costs the browser); linked at once
+    at.session_state[f"wb_turns:Rule:{rule.id}:Supporting turns:{turn_id}"] = True  # the user opens it
+    no_exception(at.run())
     preview = next(e for e in at.expander if e.label.replace("\\", "") == turn_id)
     from worldsmith.workspace import Workspace
 

@@ -40,18 +40,30 @@ def _render_note(store: WorldbookStore, name: str, version: str, note: Note, dat
         text = st.text_area("Text", value=note.text, key=keys["text"])
         st.caption(f"id {md_escape(note.id)}")
         if note.provenance:
-            render_turn_links("Turns", note.provenance, dataset)
+            render_turn_links("Turns", note.provenance, dataset, key=f"{keys['text']}:turns")
         left, right = st.columns(2)
         if left.button("Save note", key=keys["save"], icon=":material/save:"):
             fields = {key: value for key, value in (("kind", kind), ("text", text)) if getattr(note, key) != value}
             if not fields:
                 st.info("Nothing changed: no new version.", icon=":material/info:")
             elif _valid(f"note {note.id!r}", {**note.model_dump(mode="json"), **fields}):
-                submit_patch(store, name, version, [PatchOp(op="update_note", id=note.id, fields=fields)],
-                             message=f"{note.id}: edit {', '.join(fields)}", done=f"Saved note {md_code(note.id)}")
+                submit_patch(
+                    store,
+                    name,
+                    version,
+                    [PatchOp(op="update_note", id=note.id, fields=fields)],
+                    message=f"{note.id}: edit {', '.join(fields)}",
+                    done=f"Saved note {md_code(note.id)}",
+                )
         if right.button("Remove note", key=keys["remove"], icon=":material/delete:"):
-            submit_patch(store, name, version, [PatchOp(op="remove_note", id=note.id)],
-                         message=f"remove note {note.id}", done=f"Removed note {md_code(note.id)}")
+            submit_patch(
+                store,
+                name,
+                version,
+                [PatchOp(op="remove_note", id=note.id)],
+                message=f"remove note {note.id}",
+                done=f"Removed note {md_code(note.id)}",
+            )
 
 
 def render_notes(store: WorldbookStore, name: str, version: str, book: Worldbook, dataset: str | None) -> None:
@@ -76,5 +88,11 @@ def render_add_note_form(store: WorldbookStore, name: str, version: str, book: W
     note_id = new_item_id(book, "note", kind="note")
     value = {"kind": kind, "text": text.strip()}
     if _valid(f"new note {note_id!r}", {**value, "id": note_id}):
-        submit_patch(store, name, version, [PatchOp(op="add_note", id=note_id, value=value)],
-                     message=f"add note {note_id}", done=f"Added note {md_code(note_id)}")
+        submit_patch(
+            store,
+            name,
+            version,
+            [PatchOp(op="add_note", id=note_id, value=value)],
+            message=f"add note {note_id}",
+            done=f"Added note {md_code(note_id)}",
+        )
