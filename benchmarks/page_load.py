@@ -131,7 +131,8 @@ def main() -> None:
     result = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "repeats": args.repeats,
-        "method": "real server (streamlit run) + headless Chromium; new browser context per load",
+        "method": "real server (streamlit run) + headless Chromium; first: a fresh browser context; "
+        "repeats: a new page (Streamlit session) each, one context (browser cache warm)",
         "machine": {
             "python": platform.python_version(),
             "processor": platform.machine(),
