@@ -30,12 +30,15 @@ from workbench.evaluate.runs import (
     run_dataset,
 )
 
+TAB_KEY = "ev_tab"  # the open tab: Results, Records, Failures, Compare or Launch
 RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
 root = Path(data.workspace_root())
 st.title("Evaluate", anchor=False)
-st.markdown("Compare simulators on held-out trajectories: next-observation fidelity, open-loop drift and "
-            "world-to-real replay, each with paired 95% intervals. Launch a run below, or with `worldsmith eval`.")
+st.markdown(
+    "Compare simulators on held-out trajectories: next-observation fidelity, open-loop drift and "
+    "world-to-real replay, each with paired 95% intervals. Launch a run below, or with `worldsmith eval`."
+)
 
 render_jobs(root)
 runs = list_runs(root)
@@ -54,25 +57,35 @@ def _label(info: RunInfo) -> str:
 
 
 by_name = {info.name: info for info in runs}
+chosen: str | None
 if runs:
     chosen = st.selectbox("Run", list(by_name), format_func=lambda name: _label(by_name[name]), key="ev_run")
 else:
     chosen = None
     failed = next((job for job in list_jobs(root) if job.state == "failed"), None)
-    st.info("No evaluation runs in this workspace yet: "
-            + (f"the launch of {md_code(failed.run)} failed (its error is above); correct it under Launch and try "
-               "again." if failed is not None else "launch one below or run `worldsmith eval`."),
-            icon=":material/info:")
+    st.info(
+        "No evaluation runs in this workspace yet: "
+        + (
+            f"the launch of {md_code(failed.run)} failed (its error is above); correct it under Launch and try again."
+            if failed is not None
+            else "launch one below or run `worldsmith eval`."
+        ),
+        icon=":material/info:",
+    )
 if st.session_state.get("ev_shown_run") != chosen:
     for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(RUN_SCOPED)]:
         del st.session_state[key]
     st.session_state["ev_shown_run"] = chosen
 
+# Only the open tab is drawn (a rerun on switching): drawing all five cost the browser seconds (Plotly, highlighted
+# code, a dozen data grids; benchmarks/page_load.py), for tabs nobody looks at.
 results_tab, records_tab, failures_tab, compare_tab, launch_tab = st.tabs(
-    ["Results", "Records", "Failures", "Compare", "Launch"])
+    ["Results", "Records", "Failures", "Compare", "Launch"], key=TAB_KEY, on_change="rerun"
+)
 
-with launch_tab:
-    render_launch_form(root, *workspace_choices(root))
+if launch_tab.open:
+    with launch_tab:
+        render_launch_form(root, *workspace_choices(root))
 
 info = by_name.get(chosen) if chosen else None
 if info is None:
@@ -91,32 +104,41 @@ except RunFileError as error:
     st.stop()
 dataset = run_dataset(config)
 
-with results_tab:
-    units = f"{md_escape(info.done or 0)}/{md_escape(info.total or '?')}"
-    if info.status == "failed":
-        st.error(f"Run {md_code(info.name)} stopped after {units} units: {md_code(info.message)}",
-                 icon=":material/error:")
-    if report is None and info.status != "failed":
-        st.info(f"Run {md_code(info.name)} has no report yet ({units} done"
-                + (f": {md_code(info.message)}" if info.message else "") + "); its results appear here when it finishes.",
-                icon=":material/hourglass_top:")
-    elif report is not None:
-        render_results(info.path, report, records)
-with records_tab:
-    render_records(records, dataset)
-with failures_tab:
-    render_failures(info.name, report, records, dataset)
-with compare_tab:
-    if report is None:
-        st.info("This run has no report yet.", icon=":material/info:")
-    else:
-        others = {}
-        for other in complete:
-            if other.name != info.name:
-                try:
-                    loaded = load_report(other.path)
-                except RunFileError:
-                    continue
-                if loaded is not None:
-                    others[other.name] = loaded
-        render_compare(info.name, report, {info.name: report, **others})
+if results_tab.open:
+    with results_tab:
+        units = f"{md_escape(info.done or 0)}/{md_escape(info.total or '?')}"
+        if info.status == "failed":
+            st.error(
+                f"Run {md_code(info.name)} stopped after {units} units: {md_code(info.message)}",
+                icon=":material/error:",
+            )
+        if report is None and info.status != "failed":
+            st.info(
+                f"Run {md_code(info.name)} has no report yet ({units} done"
+                + (f": {md_code(info.message)}" if info.message else "")
+                + "); its results appear here when it finishes.",
+                icon=":material/hourglass_top:",
+            )
+        elif report is not None:
+            render_results(info.path, report, records)
+if records_tab.open:
+    with records_tab:
+        render_records(records, dataset)
+if failures_tab.open:
+    with failures_tab:
+        render_failures(info.name, report, records, dataset)
+if compare_tab.open:
+    with compare_tab:
+        if report is None:
+            st.info("This run has no report yet.", icon=":material/info:")
+        else:
+            others = {}
+            for other in complete:
+                if other.name != info.name:
+                    try:
+                        loaded = load_report(other.path)
+                    except RunFileError:
+                        continue
+                    if loaded is not None:
+                        others[other.name] = loaded
+            render_compare(info.name, report, {info.name: report, **others})

@@ -19,8 +19,11 @@ def no_exception(at: AppTest) -> AppTest:
 
 
 def open_page() -> AppTest:
+    """The page on its Launch tab (only the open tab is drawn), as a click on the tab opens it."""
     at = AppTest.from_file(str(APP), default_timeout=120).run()
-    return no_exception(at.switch_page(str(PAGE)).run())
+    no_exception(at.switch_page(str(PAGE)).run())
+    at.session_state["ev_tab"] = "Launch"
+    return no_exception(at.run())
 
 
 @pytest.fixture
@@ -71,9 +74,12 @@ def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_worksp
     status = _wait_for_job(eval_workspace, "tiny")
     assert status.state == "finished", (status.returncode, status.log_tail)
     assert status.result is not None and status.result["records"] == 4  # 2 methods x 1 episode x 2 turns
+    at.session_state["ev_tab"] = "Results"  # the user goes to see it
     at = no_exception(at.run())
-    assert any("tiny" in text and "finished" in text and "2/2" in text for text in
-               (bar.proto.text for bar in at.get("progress")))
+    assert any(
+        "tiny" in text and "finished" in text and "2/2" in text
+        for text in (bar.proto.text for bar in at.get("progress"))
+    )
     assert at.selectbox(key="ev_run").value == "tiny"
     board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")
     assert set(board.index) == {"harness", "nearest"} and set(board["n"]) == {2}
@@ -82,7 +88,8 @@ def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_worksp
 
 @pytest.mark.integration
 def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """First start imports the bundled samples, splits them and builds `alfworld` on train: the form's defaults
     (the book's dataset, split test, environment alfworld) evaluate without a leakage refusal."""
     from worldsmith import Workspace
@@ -107,6 +114,7 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     status = _wait_for_job(root, "first")
     assert status.state == "finished", (status.returncode, status.log_tail)
     assert status.result is not None and status.result["leakage"]["ok"]
+    at.session_state["ev_tab"] = "Results"
     at = no_exception(at.run())
     assert at.selectbox(key="ev_run").value == "first"
     board = next(df.value for df in at.dataframe if "exact_match" in df.value.columns).set_index("method")

@@ -25,9 +25,17 @@ def no_exception(at: AppTest) -> AppTest:
     return at
 
 
-def open_page() -> AppTest:
+def open_page(tab: str | None = None) -> AppTest:
+    """The page, on `tab` when given (only the open tab is drawn; the default is Results)."""
     at = AppTest.from_file(str(APP), default_timeout=120).run()
-    return no_exception(at.switch_page(str(PAGE)).run())
+    no_exception(at.switch_page(str(PAGE)).run())
+    return show_tab(at, tab) if tab else at
+
+
+def show_tab(at: AppTest, tab: str) -> AppTest:
+    """Switch to `tab`, as a click on it does (a rerun with the tab open)."""
+    at.session_state["ev_tab"] = tab
+    return no_exception(at.run())
 
 
 def frame_with(at: AppTest, column: str):
@@ -71,8 +79,9 @@ def test_no_runs_says_how_to_make_one(empty_root: Path) -> None:
 def test_lists_runs_and_shows_the_leaderboard_with_intervals(two_runs: Path) -> None:
     at = open_page()
     runs = at.selectbox(key="ev_run")
-    assert sorted(runs.options) == sorted(["next-a · next-obs · harness, nearest",
-                                           "drift-b · drift · harness, nearest"])
+    assert sorted(runs.options) == sorted(
+        ["next-a · next-obs · harness, nearest", "drift-b · drift · harness, nearest"]
+    )
     no_exception(runs.set_value("next-a").run())
     board = frame_with(at, "exact_match")
     assert list(board["method"]) == ["harness", "nearest"]  # best first
@@ -101,6 +110,7 @@ def test_drift_run_shows_fidelity_curves_and_first_divergence(two_runs: Path) ->
     no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert any(t.startswith("fidelity@t") for t in titles)
+    show_tab(at, "Failures")
     timeline = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("First divergence"))
     markers = {trace["name"]: trace for trace in timeline["data"] if trace["type"] == "scatter"}
     # nearest diverges at step 1 ('take') in all 4 episodes; harness at step 4 ('look') in the 2 odd ones
@@ -109,7 +119,7 @@ def test_drift_run_shows_fidelity_curves_and_first_divergence(two_runs: Path) ->
 
 
 def test_win_lose_filter_lists_records_and_opens_one(two_runs: Path) -> None:
-    at = open_page()
+    at = open_page("Records")
     no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
     at.selectbox(key="ev_wl_metric").set_value("exact_match")
     at.selectbox(key="ev_wl_winner").set_value("harness")
@@ -127,7 +137,7 @@ def test_win_lose_filter_lists_records_and_opens_one(two_runs: Path) -> None:
 
 
 def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) -> None:
-    at = open_page()
+    at = open_page("Failures")
     no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
     no_exception(at.selectbox(key="ev_fx_method").set_value("nearest").run())
     by_action = group_table(at, "action")
@@ -154,13 +164,15 @@ def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) ->
     causes = [str(m.value) for m in at.markdown if "Shared cause" in str(m.value)]
     assert len(causes) == 2 and all("answered by nearest: 4 of 4" in shown(c) for c in causes)
     member = next(df.value for df in at.dataframe if "simulate" in df.value.columns and len(df.value) == 4)
-    assert all(url.startswith("simulate?dataset=samples&episode=") and url.endswith("&book=alfworld&method=nearest")
-               for url in member["simulate"])
+    assert all(
+        url.startswith("simulate?dataset=samples&episode=") and url.endswith("&book=alfworld&method=nearest")
+        for url in member["simulate"]
+    )
 
 
 def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) -> None:
     write_run(empty_root, "why-w", ["harness", "nearest"], why=True)
-    at = open_page()
+    at = open_page("Failures")
     no_exception(at.selectbox(key="ev_run").set_value("why-w").run())
     no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
     sources = group_table(at, "source")
@@ -193,7 +205,7 @@ def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) ->
 
 
 def test_compare_two_runs(two_runs: Path) -> None:
-    at = open_page()
+    at = open_page("Compare")
     no_exception(at.selectbox(key="ev_run").set_value("next-a").run())
     no_exception(at.selectbox(key="ev_cmp_run").set_value("drift-b").run())
     table = frame_with(at, "B − A")
@@ -201,8 +213,9 @@ def test_compare_two_runs(two_runs: Path) -> None:
     assert row["run A"] == "0.900 [0.850, 0.950]" and row["run B"] == "0.900 [0.850, 0.950]"
     assert row["B − A"] == pytest.approx(0.0)
     assert table[table["metric"] == "judge_total"]["run B"].eq("").all()  # only run A was judged
-    differences = next(df.value for df in at.dataframe if "run A" in df.value.columns and "field" in df.value.columns
-                       ).set_index("field")
+    differences = next(
+        df.value for df in at.dataframe if "run A" in df.value.columns and "field" in df.value.columns
+    ).set_index("field")
     assert differences.loc["protocol", "run A"] == "next-obs" and differences.loc["protocol", "run B"] == "drift"
 
 
@@ -211,7 +224,6 @@ def test_unreadable_report_is_named_not_fatal(two_runs: Path) -> None:
     at = open_page()
     no_exception(at.selectbox(key="ev_run").set_value("drift-b").run())
     assert any("report.json" in shown(e.value) and "not valid JSON" in shown(e.value) for e in at.error)
-
 
 
 def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -> None:
@@ -238,8 +250,18 @@ def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -
 def test_a_cross_fitted_run_lists_its_folds_and_the_episodes_it_dropped(empty_root: Path) -> None:
     folder = write_run(empty_root, "folds-e", ["harness", "nearest"])
     report = json.loads((folder / "report.json").read_text())
-    report["folds"] = [{"fold": k, "book": f"samples-fold{k}", "book_version": f"v{k}", "construction_episodes": 2,
-                        "episodes": 2, "families": 1, "leakage_ok": True} for k in (1, 2)]
+    report["folds"] = [
+        {
+            "fold": k,
+            "book": f"samples-fold{k}",
+            "book_version": f"v{k}",
+            "construction_episodes": 2,
+            "episodes": 2,
+            "families": 1,
+            "leakage_ok": True,
+        }
+        for k in (1, 2)
+    ]
     report["leakage"]["dropped"] = {"count": 1, "episodes": {"ep-9": ["a copy of ep-1 in the book's evidence"]}}
     (folder / "report.json").write_text(json.dumps(report), encoding="utf-8")
     at = open_page()
@@ -247,8 +269,9 @@ def test_a_cross_fitted_run_lists_its_folds_and_the_episodes_it_dropped(empty_ro
     assert list(folds["book"]) == ["samples-fold1", "samples-fold2"] and set(folds["leakage"]) == {"ok"}
     assert any("Cross-fitted: 2 folds" in str(c.value) for c in at.caption)
     assert any("1 leaked episodes were left out" in str(w.value) for w in at.warning)
-    assert frame_with(at, "why").to_dict("records") == [{"episode_id": "ep-9",
-                                                         "why": "a copy of ep-1 in the book's evidence"}]
+    assert frame_with(at, "why").to_dict("records") == [
+        {"episode_id": "ep-9", "why": "a copy of ep-1 in the book's evidence"}
+    ]
 
 
 def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -265,7 +288,7 @@ def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkey
         return JobStatus(run=run, state="running", pid=1, started=0.0, command=command)
 
     monkeypatch.setattr(eval_launch, "launch", launch)
-    at = open_page()
+    at = open_page("Launch")
     at.text_input(key="ev_new_run").input("crossed")
     no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
     assert any("Choose a worldbook, or cross-fit" in str(e.value) for e in at.error) and not launched
@@ -292,7 +315,7 @@ def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.Monke
         return JobStatus(run=run, state="running", pid=1, started=0.0, command=command)
 
     monkeypatch.setattr(eval_launch, "launch", launch)
-    at = open_page()
+    at = open_page("Launch")
     at.text_input(key="ev_new_run").input("on-ray")
     at.number_input(key="ev_new_folds").set_value(2)
     at.number_input(key="ev_new_workers").set_value(2)
@@ -306,15 +329,19 @@ def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.Monke
 
 def test_a_wrong_prediction_says_why_and_opens_simulate_at_its_turn(empty_root: Path) -> None:
     write_run(empty_root, "why-w", ["harness", "nearest"], why=True)
-    at = open_page()
+    at = open_page("Failures")
     no_exception(at.selectbox(key="ev_run").set_value("why-w").run())
     no_exception(at.selectbox(key="ev_fx_method").set_value("harness").run())
     wrong = next(df.value for df in at.dataframe if "simulate" in df.value.columns)
-    assert list(wrong["simulate"]) == [f"simulate?dataset=samples&episode={e}&turn=4&book=alfworld&method=harness"
-                                       for e in ("ep-1", "ep-3")]
+    assert list(wrong["simulate"]) == [
+        f"simulate?dataset=samples&episode={e}&turn=4&book=alfworld&method=harness" for e in ("ep-1", "ep-3")
+    ]
     no_exception(at.selectbox(key="ev_fx_open_").set_value(1).run())
-    assert any("Why: answered by nearest_evidence: 1 of 1; action never in the construction data: 1 of 1 (look)"
-               in shown(c.value) for c in at.caption), [c.value for c in at.caption if "Why" in str(c.value)]
+    assert any(
+        "Why: answered by nearest_evidence: 1 of 1; action never in the construction data: 1 of 1 (look)"
+        in shown(c.value)
+        for c in at.caption
+    ), [c.value for c in at.caption if "Why" in str(c.value)]
     links = [link.proto for link in at.get("page_link")]
     simulate = next(link for link in links if "audit open" in link.label)
     assert "turn 4" in simulate.label and "audit" in simulate.label

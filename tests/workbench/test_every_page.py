@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sample_workspace import SAMPLE_BOOK, SAMPLES, TOOL_BOOK, TOOL_DATASET, sample_workspace
+from sample_workspace import RUNS, SAMPLE_BOOK, SAMPLES, TOOL_BOOK, TOOL_DATASET, sample_workspace
 from streamlit.testing.v1 import AppTest
 from workbench_support import APP
 
@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow  # about 150 page runs
 TIMEOUT = 120
 DATASETS = (None, SAMPLES, TOOL_DATASET)  # None: the picker keeps its default
 BOOKS = (None, SAMPLE_BOOK, TOOL_BOOK)
+TAB = "ev_tab"  # the Evaluate page draws only its open tab
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,14 @@ class View:
 
     page: str
     setup: tuple[tuple[str, Any], ...] = ()
+    state: tuple[tuple[str, Any], ...] = ()  # session state set before the page opens (e.g. which tab is open)
     datasets: tuple[str, ...] = ()
     books: tuple[str, ...] = ()
     episodes: tuple[str, ...] = field(default=())
 
     @property
     def label(self) -> str:
-        return self.page + "".join(f"[{key}={value}]" for key, value in self.setup)
+        return self.page + "".join(f"[{key}={value}]" for key, value in (*self.state, *self.setup))
 
 
 VIEWS = [
@@ -57,10 +59,15 @@ VIEWS = [
     View("worldbook", setup=(("wb_heldout_split", "test"),), datasets=("wb_heldout_dataset",), books=("wb_name",)),
     View("simulate", datasets=("sim_ep_dataset",), books=("sim_book",), episodes=("sim_ep_episode",)),
     View("simulate", setup=(("sim_view", "Side by side"),), datasets=("sbs_dataset",), books=("sbs_book",)),
-    View("evaluate", datasets=("ev_new_dataset",), books=("ev_new_book",)),
-    View("evaluate", setup=(("ev_run", "shop"),), datasets=("ev_new_dataset",), books=("ev_new_book",)),
-    View("evaluate", setup=(("ev_new_protocol", "drift"),), datasets=("ev_new_dataset",), books=("ev_new_book",)),
-    View("evaluate", setup=(("ev_new_protocol", "w2r"),), datasets=("ev_new_dataset",), books=("ev_new_book",)),
+    *(
+        View("evaluate", state=((TAB, "Launch"),), setup=setup, datasets=("ev_new_dataset",), books=("ev_new_book",))
+        for setup in ((), (("ev_new_protocol", "drift"),), (("ev_new_protocol", "w2r"),))
+    ),
+    *(
+        View("evaluate", state=((TAB, tab),), setup=(("ev_run", run),))
+        for tab in ("Results", "Records", "Failures", "Compare")
+        for run in RUNS
+    ),
     View("train", datasets=("tr_dataset",), books=("tr_worldbook",)),
     View("train", setup=(("tr_source", "Config file"),)),
     View("models"),
@@ -100,6 +107,8 @@ def _open(view: View, dataset: str | None, book: str | None) -> AppTest:
     where = f"{view.label} dataset={dataset} book={book}"
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
     _no_exception(at, f"{where} (app)")
+    for key, value in view.state:
+        at.session_state[key] = value
     at.switch_page(str(PAGE_FILES[view.page])).run()
     _no_exception(at, where)
     for key, value in view.setup:
