@@ -1,6 +1,7 @@
 """Retrain the shipped tiny model (data_samples/models/tiny) from the sample traces.
 
-    OMP_NUM_THREADS=2 .venv/bin/python data_samples/make_tiny_model.py   # [--out DIR] [--steps N] [--seed S]
+    OMP_NUM_THREADS=2 .venv/bin/python data_samples/make_tiny_model.py
+        # [--out DIR] [--steps N] [--seed S] [--max-minutes M: the safety stop, on a busy host]
 
 Ingests data_samples/ into a temporary workspace and calls `worldsmith.llm.tiny.train_tiny` with
 its default configuration, so the committed folder is exactly what the library builds. Takes a few
@@ -32,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(HERE / "models" / "tiny"))
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: TinyConfig's)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-minutes", type=float, default=None, help="safety stop (default: TinyConfig's)")
     args = parser.parse_args(argv)
-    overrides = {key: value for key, value in (("steps", args.steps), ("seed", args.seed)) if value is not None}
+    given = (("steps", args.steps), ("seed", args.seed), ("max_minutes", args.max_minutes))
+    overrides = {key: value for key, value in given if value is not None}
     config = dataclasses.replace(TinyConfig(), **overrides)
 
     def progress(event: TrainProgress) -> None:

@@ -15,7 +15,10 @@ from worldsmith.llm.tiny import (
     TinyConfig,
     TrainProgress,
     _conversations,
+    _documents,
     _encode_chat,
+    _pack,
+    _Sample,
     _train_tokenizer,
     agent_messages,
     environment_messages,
@@ -31,6 +34,7 @@ def sample_traces() -> list[Path]:
     from worldsmith.traces.files import sample_trace_files
 
     return sample_trace_files(REPO / "data_samples")
+
 
 # A model small enough to train a few steps in about a second on one core.
 SMALL = TinyConfig(
@@ -104,6 +108,20 @@ def test_assistant_tokens_are_the_training_targets() -> None:
     assert tokenizer.decode(trained, skip_special_tokens=False) == "The door opens." + IM_END
 
 
+def test_document_rows_run_samples_together_with_one_position_count() -> None:
+    """Every token once, in order; positions 0..seq_len-1 in each row (so distances up to seq_len are seen);
+    labels only on trained tokens; the last row padded, its padding never a target."""
+    samples = [_Sample([10 + i] * n, [i % 2 == 0] * n) for i, n in enumerate((5, 9, 3, 5))]
+    rows = _documents(samples, 8, pad_id=0)
+    assert len(rows) == 3 and all(len(ids) == len(labels) == len(positions) == 8 for ids, labels, positions in rows)
+    assert [positions for _, _, positions in rows[:2]] == [list(range(8))] * 2  # across sample boundaries
+    assert rows[0] == ([10] * 5 + [11] * 3, [10] * 5 + [-100] * 3, list(range(8)))
+    assert rows[1][:2] == ([11] * 6 + [12] * 2, [-100] * 6 + [12] * 2)
+    assert rows[2] == ([12] + [13] * 5 + [0, 0], [12] + [-100] * 7, [0, 1, 2, 3, 4, 5, 0, 1])
+    packed = _pack(samples, 8, pad_id=0)  # the other packing: each sample from position 0, cut at seq_len
+    assert packed[0][2] == list(range(5)) + [0, 1, 2] and max(max(row[2]) for row in packed) < 8
+
+
 def test_train_tiny_writes_a_loadable_hf_folder(trained: tuple) -> None:
     out, report, seen = trained
     assert (out / "model.safetensors").is_file() and (out / "config.json").is_file()
@@ -161,6 +179,8 @@ def test_bad_config_and_no_data(tmp_path: Path) -> None:
         TinyConfig(roles=("critic",))
     with pytest.raises(ValueError, match="seq_len"):
         TinyConfig(seq_len=2048, context_length=1024)
+    with pytest.raises(ValueError, match="rope_theta"):
+        TinyConfig(rope_theta=0.0)
     with pytest.raises(ValueError, match="no episodes"):
         train_tiny([], tmp_path / "none", config=SMALL)
     assert not (tmp_path / "none").exists()
