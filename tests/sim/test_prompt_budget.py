@@ -95,12 +95,14 @@ def test_a_window_given_for_a_backend_that_cannot_say_is_estimated() -> None:
 
 @pytest.mark.integration
 def test_the_model_baselines_run_a_long_toolshop_conversation_on_the_tiny_model(tiny_llm) -> None:
-    """The bundled model's 1,024-token window held whole conversations' prompts: all three answered by the
-    model (no ContextOverflowError fallback), each prompt within the window, the cuts in the audit."""
+    """The bundled model's 4,096-token window holds a long toolshop conversation's prompts whole: all three
+    answered by the model (no ContextOverflowError fallback), each prompt within the window, direct prompting's
+    history not cut at all (cutting is tested above on a small window)."""
     episodes = sorted(toolshop_episodes(), key=lambda e: -sum(len(t.observation.text) for t in e.turns))
     long, then = episodes[0], episodes[1]  # one long conversation: the longest run, then the next one's calls
     book = toolshop_book()
-    assert context_window(tiny_llm) == 1024
+    window = context_window(tiny_llm)
+    assert window is not None and window >= 4096
     models = [DirectPrompting(tiny_llm, evidence=book, max_tokens=8), TraceRAG(tiny_llm, book, max_tokens=8),
               WorldbookPrompting(tiny_llm, book, max_tokens=8)]
     for model in models:
@@ -110,8 +112,8 @@ def test_the_model_baselines_run_a_long_toolshop_conversation_on_the_tiny_model(
             assert not any("ContextOverflowError" in note for note in prediction.audit.notes), prediction.audit.notes
             assert prediction.audit.route == "model", (model.name, prediction.audit.notes)
             fit = prediction.audit.prompt_fit
-            assert fit is not None and fit["counted"] == "tokenizer" and fit["tokens"] <= fit["limit"] < 1024
-            assert fit["steps_cut_by_tokens"] > 0, (model.name, fit)  # the whole history never fits
-            assert any(note.startswith("prompt fitted") for note in prediction.audit.notes)
+            assert fit is not None and fit["counted"] == "tokenizer" and fit["tokens"] <= fit["limit"] < window
+            if model.name == "direct":  # 1,024 tokens never held this history; the others add evidence to it
+                assert fit["steps_cut_by_tokens"] == 0, fit
             model.commit()
     assert tiny_llm.model_calls >= len(models)
