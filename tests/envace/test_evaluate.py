@@ -18,6 +18,8 @@ from worldsmith.envs import available
 from worldsmith.traces import read_traces
 from worldsmith.traces.model import Episode
 
+JOINT = REPO / "data_samples" / "models" / "tiny-envace-joint"
+
 pytestmark = [pytest.mark.skipif(not available("bfcl"), reason="bfcl-eval is not installed"),
               pytest.mark.slow]  # evaluates checkpoints in the real BFCL environment
 TASKS = ["multi_turn_base_1", "multi_turn_base_102"]
@@ -117,13 +119,15 @@ def test_settings_are_checked() -> None:
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real two-step joint run of the tiny model on the BFCL sample (the trainer of worldsmith.envace)."""
+    """A real two-step joint run on the BFCL sample (the trainer of worldsmith.envace), from the EnvACE-trained
+    tiny checkpoint: it proposes calls, so rehearsal has something to rehearse (the bundled tiny model, two
+    steps in, may answer a blank line: "no action", one call a step)."""
     from worldsmith.envace.config import EnvACEConfig
     from worldsmith.envace.trainer import Trainer
 
     out = tmp_path_factory.mktemp("envace") / "run"
     config = EnvACEConfig.from_dict({
-        "model": str(TINY), "data": {"paths": [str(BFCL_SAMPLE)], "max_seq_len": 512}, "steps": 2,
+        "model": str(JOINT), "data": {"paths": [str(BFCL_SAMPLE)], "max_seq_len": 512}, "steps": 2,
         "batch_size": 1, "threads": 1, "probe": {"n_transitions": 2, "max_new_tokens": 8}, "out": str(out),
     })
     Trainer(config).train(resume=False)
