@@ -157,7 +157,7 @@ def _evaluate_and_open_a_failure(page: Any, server: dict[str, Any]) -> None:
     page.get_by_role("tab", name="Failures").click()
     expect(page.get_by_text("Errors by action")).to_be_visible()
     expect(page.get_by_text("Errors by source", exact=False)).to_be_visible()
-    expect(page.get_by_text("By source", exact=True)).to_be_visible()  # the biggest cause, in one sentence
+    expect(page.get_by_text("By source", exact=True).first).to_be_visible()  # the biggest cause, in one sentence
     failures = page.get_by_role("tabpanel", name="Failures")
     expect(failures.get_by_test_id("stDataFrame").nth(1)).to_be_visible()  # by action, by source
     wrong = failures.get_by_test_id("stExpander").filter(has_text=re.compile(r"The \d+ wrong predictions"))

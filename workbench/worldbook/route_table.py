@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.common.text import md_escape
 from worldsmith.worldbook import Worldbook
 
 
@@ -15,7 +16,8 @@ def render_route_table(book: Worldbook) -> None:
         st.info("This version has no route table (built without route folds): the harness answers with a rule "
                 "first, then episode state and memory, then nearest evidence.", icon=":material/info:")
         return
-    st.caption(f"Measured by the route table's own cross-fitting: {table.measured_by} (the build's Route-table folds "
+    st.caption(f"Measured on the route table's own held-out turns: {md_escape(table.measured_by)} (the build's "
+               "Route-table folds "
                "and turns, apart from the folds that validate the book in its build report), "
                f"{table.turns:d} held-out turns. A source answers an "
                "action only where it lost no more turns to nearest evidence than it won; the pooled rows (action "
