@@ -41,12 +41,13 @@ from workbench.worldbook.state import (
 )
 from workbench.worldbook.tool_rules import render_tool_rules
 from workbench.worldbook.tools import render_package, render_search
-from workbench.worldbook.url import remember_place, restore_place
+from workbench.worldbook.url import TOOL_RULE_KEYS, remember_place, restore_place
 from workbench.worldbook.version_compare import render_version_compare
 from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore
 
 root = Path(data.workspace_root())
 store = WorldbookStore(root / "worldbooks")
+TAB_KEY = "wb_tab"  # the open tab
 st.title("Worldbook", anchor=False)
 
 names = store.names()
@@ -100,71 +101,88 @@ with st.container(border=True):  # the loop: every edit's held-out delta, on the
 
 render_serve_panel(book, name, version if version != head else None, root)
 
+if follow_link and linked[1]:
+    st.session_state[TAB_KEY] = "Rules"  # a rule's link lands on its rule, whichever tab was open
+elif TAB_KEY not in st.session_state and any(key in st.query_params for key in TOOL_RULE_KEYS):
+    st.session_state[TAB_KEY] = "Tool rules"  # a new session on a tool rule's URL (a shared link, a refresh)
+# Only the open tab is drawn (a rerun on switching; benchmarks/page_load.py): drawing all eight cost the browser
+# most of a second per load, for tabs nobody looks at. Tracked, so a saved edit (a rerun with a notice above) stays
+# on its tab.
 rules_tab, tool_rules_tab, routes_tab, schema_tab, notes_tab, search_tab, history_tab, package_tab = st.tabs(
     ["Rules", "Tool rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import"],
-    key="wb_tab", on_change="rerun")  # tracked, so a saved edit (a rerun with a notice above) stays on its tab
+    key=TAB_KEY, on_change="rerun")
 
-with rules_tab:
-    rules = select_rules(book.rules, render_rule_filters(book.rules))
-    st.caption(f"{len(rules)} of {len(book.rules)} rules")
-    if rules:
-        st.caption("Click a row to open its rule.")
-        render_rule_table(rules)
-    chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key=RULE_KEY,
-                          placeholder="choose a rule", bind="query-params")
-    remember_place()
-    if chosen:
-        rule = book.rule(chosen)
-        with st.container(border=True):
-            render_rule_header(rule)
-            st.markdown("**Change the status** (makes a new version)")
-            reason = st.text_input("Why (kept in the version's message; required)", key=f"wb_status_reason:{rule.id}")
-            for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
-                if column.button(md_escape(status.value), key=f"wb_set_{status.value}",
-                                 disabled=status == rule.status or not reason.strip()):
-                    guarded_submit(store, name, version, book,
-                                   [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
-                                   message=f"{rule.id}: {status.value}: {reason.strip()}",
-                                   done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
-            render_rule_evidence(rule, source_dataset)
-            render_rule_replay(book, version, rule, source_dataset)
-            if book.evidence:
-                render_rule_proposals(root, store, name, version, rule.id,
-                                      split=heldout.split if heldout and heldout.dataset == source_dataset else None)
-            st.divider()
-            render_rule_editor(store, name, version, rule, book)
-            render_pending_save(store, name, version, source_dataset)
-    with st.expander("Add a rule", icon=":material/add:"):
-        render_add_rule_form(store, name, version, book)
+if rules_tab.open:
+    with rules_tab:
+        rules = select_rules(book.rules, render_rule_filters(book.rules))
+        st.caption(f"{len(rules)} of {len(book.rules)} rules")
+        if rules:
+            st.caption("Click a row to open its rule.")
+            render_rule_table(rules)
+        chosen = st.selectbox("Open a rule", [r.id for r in rules], index=None, key=RULE_KEY,
+                              placeholder="choose a rule", bind="query-params")
+        if chosen:
+            rule = book.rule(chosen)
+            with st.container(border=True):
+                render_rule_header(rule)
+                st.markdown("**Change the status** (makes a new version)")
+                reason = st.text_input("Why (kept in the version's message; required)",
+                                       key=f"wb_status_reason:{rule.id}")
+                for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
+                    if column.button(md_escape(status.value), key=f"wb_set_{status.value}",
+                                     disabled=status == rule.status or not reason.strip()):
+                        guarded_submit(store, name, version, book,
+                                       [PatchOp(op="update_rule", id=rule.id, fields={"status": status.value})],
+                                       message=f"{rule.id}: {status.value}: {reason.strip()}",
+                                       done=f"{md_code(rule.id)} is now {md_escape(status.value)}")
+                render_rule_evidence(rule, source_dataset)
+                render_rule_replay(book, version, rule, source_dataset)
+                if book.evidence:
+                    split = heldout.split if heldout and heldout.dataset == source_dataset else None
+                    render_rule_proposals(root, store, name, version, rule.id, split=split)
+                st.divider()
+                render_rule_editor(store, name, version, rule, book)
+                render_pending_save(store, name, version, source_dataset)
+        with st.expander("Add a rule", icon=":material/add:"):
+            render_add_rule_form(store, name, version, book)
 
-with tool_rules_tab:  # what tool-API calls do to the records they select (writes, queries, preconditions)
-    render_tool_rules(store, name, version, book, source_dataset)
+if tool_rules_tab.open:
+    with tool_rules_tab:  # what tool-API calls do to the records they select (writes, queries, preconditions)
+        render_tool_rules(store, name, version, book, source_dataset)
 
-with routes_tab:
-    render_route_table(book)
+if routes_tab.open:
+    with routes_tab:
+        render_route_table(book)
 
-with schema_tab:
-    render_schema_browser(book)
+if schema_tab.open:
+    with schema_tab:
+        render_schema_browser(book)
 
-with notes_tab:
-    render_notes(store, name, version, book, source_dataset)
-    render_add_note_form(store, name, version, book)
+if notes_tab.open:
+    with notes_tab:
+        render_notes(store, name, version, book, source_dataset)
+        render_add_note_form(store, name, version, book)
 
-with search_tab:
-    render_search(store, name, version, book, source_dataset)
+if search_tab.open:
+    with search_tab:
+        render_search(store, name, version, book, source_dataset)
 
-with package_tab:
-    render_package(store, name, version)
+if package_tab.open:
+    with package_tab:
+        render_package(store, name, version)
 
-with history_tab:
-    chain = store.history(name)
-    st.dataframe(pd.DataFrame([{"version": v.version, "parent": v.parent, "created": v.created, "author": v.author,
-                                "message": v.message} for v in chain]), hide_index=True)
-    if len(chain) > 1:
-        render_version_compare(store, name, [v.version for v in chain], version, info.parent)
-    if info.parent is not None:
-        if version == head and st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
-            undone = store.undo(name, author="workbench")
-            show_version(name, undone.version)
-            notice(f"Back to the content of {md_code(info.parent)}: version {md_code(undone.version)}")
-            st.rerun()
+if history_tab.open:
+    with history_tab:
+        chain = store.history(name)
+        st.dataframe(pd.DataFrame([{"version": v.version, "parent": v.parent, "created": v.created,
+                                    "author": v.author, "message": v.message} for v in chain]), hide_index=True)
+        if len(chain) > 1:
+            render_version_compare(store, name, [v.version for v in chain], version, info.parent)
+        if info.parent is not None:
+            if version == head and st.button("Undo this version", icon=":material/undo:", key="wb_undo"):
+                undone = store.undo(name, author="workbench")
+                show_version(name, undone.version)
+                notice(f"Back to the content of {md_code(info.parent)}: version {md_code(undone.version)}")
+                st.rerun()
+
+remember_place()  # after every tab: a tab not drawn keeps its widgets' values in the session

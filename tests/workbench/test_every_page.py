@@ -28,6 +28,8 @@ TIMEOUT = 120
 DATASETS = (None, SAMPLES, TOOL_DATASET)  # None: the picker keeps its default
 BOOKS = (None, SAMPLE_BOOK, TOOL_BOOK)
 TAB = "ev_tab"  # the Evaluate page draws only its open tab
+WB_TAB = "wb_tab"  # and so does the Worldbook page
+WB_TABS = ("Tool rules", "Routes", "Schemas", "Notes", "Search", "History", "Export / import")  # Rules: the default
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ VIEWS = [
     View("build", datasets=("build_dataset",)),
     View("worldbook", datasets=("wb_heldout_dataset",), books=("wb_name",)),
     View("worldbook", setup=(("wb_heldout_split", "test"),), datasets=("wb_heldout_dataset",), books=("wb_name",)),
+    *(View("worldbook", state=((WB_TAB, tab),), books=("wb_name",)) for tab in WB_TABS),
     View("simulate", datasets=("sim_ep_dataset",), books=("sim_book",), episodes=("sim_ep_episode",)),
     View("simulate", setup=(("sim_view", "Side by side"),), datasets=("sbs_dataset",), books=("sbs_book",)),
     *(

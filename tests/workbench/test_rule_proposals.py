@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, show_tab
 
 from proposal_samples import BOOK, RULE, build_heldout_workspace
 from worldsmith.worldbook import WorldbookStore, check_rule
@@ -53,6 +53,7 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
     assert head != first and store.info(BOOK, head).parent == first
     patched = store.load(BOOK)
     assert check_rule(patched, patched.rule(RULE)).failed < failed_before
+    show_tab(at, "History")
     no_exception(at.button(key="wb_undo").click().run())
     assert store.load(BOOK).rules == store.load(BOOK, first).rules
 

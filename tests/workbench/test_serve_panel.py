@@ -18,6 +18,14 @@ from worldsmith.worldbook import WorldbookStore
 PAGE = REPO / "pages" / "worldbook.py"
 
 
+def open_panel(at: AppTest) -> AppTest:
+    """Open the expander, as a click does (its content is drawn once it is open)."""
+    at.session_state["wb_serve"] = True
+    at = at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: Path) -> None:
     book = build_simulator_book(sample_episodes("bfcl"), name="bfcl").book
     WorldbookStore(empty_root / "worldbooks").save(book)
@@ -25,6 +33,8 @@ def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: 
     at = at.switch_page(str(PAGE)).run()
     assert not at.exception, [e.value for e in at.exception]
     assert any(e.label == "Serve this worldbook" for e in at.expander)
+    assert not any("--mcp" in code.value for code in at.code)  # closed: not drawn
+    at = open_panel(at)
     tools = next(df.value for df in at.dataframe if "tool" in df.value.columns)
     assert list(tools["tool"]) == [tool.name for tool in book_tools(book)]
     assert tools.set_index("tool").loc["tail", "arguments"] == "file_name: string, lines: integer"
@@ -42,7 +52,7 @@ def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: 
 def test_the_access_options_reach_the_http_commands_and_warn_about_an_open_bind(empty_root: Path) -> None:
     WorldbookStore(empty_root / "worldbooks").save(build_simulator_book(sample_episodes("bfcl"), name="bfcl").book)
     at = AppTest.from_file(str(APP), default_timeout=60).run()
-    at = at.switch_page(str(PAGE)).run()
+    at = open_panel(at.switch_page(str(PAGE)).run())
     assert not at.warning or all("without a token" not in w.value for w in at.warning)  # loopback: no warning
     at.text_input(key="serve_host").set_value("0.0.0.0")
     at.text_input(key="serve_allow_hosts").set_value("sim.lab, gpu.lab:9000")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO, shown
+from workbench_support import APP, REPO, show_tab, shown
 
 from workbench.worldbook.rule_editor import DRAFTS, editor_keys
 from workbench.worldbook.rule_edits import (
@@ -210,6 +210,7 @@ def test_add_rule_and_notes(empty_root: Path) -> None:
     after_rule = store.head(NAME)
     assert after_rule != first
 
+    show_tab(at, "Notes")
     at.selectbox(key="wb_new_note_kind").set_value("constraint")
     at.text_area(key="wb_new_note_text").input("A closed container hides its contents.")
     no_exception(at.button(key="FormSubmitter:wb_add_note-Add note").click().run())
@@ -241,7 +242,7 @@ def test_add_rule_with_a_bad_id_saves_nothing(empty_root: Path) -> None:
 
 def test_schema_browser_and_rule_sorting(empty_root: Path) -> None:
     setup_book(empty_root)
-    at = open_rule()
+    at = show_tab(open_rule(), "Schemas")
     frames = {tuple(df.value.columns): df.value for df in at.dataframe if df.editing_mode == "read_only"}
     actions = next(f for cols, f in frames.items() if "aliases" in cols)
     assert actions.iloc[0]["action"] == "take" and "pick up" in actions.iloc[0]["aliases"]
@@ -257,6 +258,7 @@ def test_schema_browser_and_rule_sorting(empty_root: Path) -> None:
     def rule_ids() -> list[str]:
         return list(next(df.value for df in at.dataframe if "status" in df.value.columns)["id"])
 
+    show_tab(at, "Rules")
     assert rule_ids() == ["look", "take-ok"]  # support 5 before 3
     no_exception(at.selectbox(key="wb_f_sort").set_value("confidence").run())
     assert rule_ids() == ["take-ok", "look"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from heldout_support import BOOK, DATASET, loop_workspace
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO, shown
+from workbench_support import APP, REPO, show_tab, shown
 
 from workbench.worldbook.rule_editor import editor_keys
 from worldsmith.worldbook import WorldbookStore
@@ -54,6 +54,7 @@ def test_an_edit_shows_its_held_out_delta_and_undo_the_reverse(empty_root: Path)
     assert broken and all(link.startswith("broken") for link in broken)
     assert all(f"dataset={DATASET}" in link and "turn=" in link for link in broken)
     assert "after `You go nowhere.`" in shown("\n".join(str(c.value) for c in at.caption))
+    show_tab(at, "History")
     no_exception(at.button(key="wb_undo").click().run())
     fixed = flip_links(at)
     assert len(fixed) == len(broken) and all(link.startswith("fixed") for link in fixed)
@@ -97,7 +98,7 @@ def test_any_two_versions_compare_word_by_word(empty_root: Path) -> None:
     for words in ("You walk", "You stroll"):
         store.patch(BOOK, Patch(base=store.head(BOOK), message=words, ops=[PatchOp(
             op="update_rule", id=rule_id, fields={"template": template.replace("You arrive", words, 1)})]))
-    at = open_page()
+    at = show_tab(open_page(), "History")
     no_exception(_picker(at, "Old version").set_value(first).run())
     text = "\n".join(str(m.value) for m in at.markdown)
     assert ":red-background[~~arrive~~]" in text and ":green-background[stroll]" in text

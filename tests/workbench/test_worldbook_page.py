@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, show_tab
 
 from worldsmith.worldbook import Rule, RuleProvenance, RuleStatus, Worldbook, WorldbookStore
 
@@ -57,6 +57,7 @@ def test_demote_a_rule_then_undo(empty_root: Path) -> None:
     assert head != first and store.info("kitchen", head).parent == first
     assert store.load("kitchen").rule("take-ok").status == RuleStatus.CONFLICTED
     assert store.load("kitchen", first).rule("take-ok").status == RuleStatus.SUPPORTED  # the old version is intact
+    show_tab(at, "History")
     no_exception(at.button(key="wb_undo").click().run())
     assert store.load("kitchen").rule("take-ok").status == RuleStatus.SUPPORTED
     assert len(store.history("kitchen")) == 3
@@ -68,7 +69,7 @@ def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path)
 
     book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
     WorldbookStore(empty_root / "worldbooks").save(book)
-    at = open_page()
+    at = show_tab(open_page(), "Routes")
     routes = next(df.value for df in at.dataframe if "wins" in df.value.columns)
     assert {"take", "*"} <= set(routes["action"]) and "rule" in set(routes["source"])
     assert any("held-out turns: 5 cross-fitted folds" in str(c.value) for c in at.caption)
@@ -154,7 +155,7 @@ def test_back_onto_a_traces_links_entry_restores_the_remembered_place(empty_root
 
 def test_a_followed_rule_link_gives_way_to_the_pages_own_parameters(empty_root: Path) -> None:
     """worldbook?book=B&rule=R opens B; the URL then says wb_name=B (what Back returns to), not the link; the same
-    link followed again after choosing another book opens B again."""
+    link followed again after choosing another book (and another tab) opens B again, on its rule."""
     store = WorldbookStore(empty_root / "worldbooks")
     for name in ("alpha", "beta"):
         rule = Rule(id=f"{name}.r1", action="go", template="You go.", status=RuleStatus.SUPPORTED, support=2)
@@ -166,6 +167,9 @@ def test_a_followed_rule_link_gives_way_to_the_pages_own_parameters(empty_root: 
     assert "book" not in at.query_params and "rule" not in at.query_params
     no_exception(at.selectbox(key="wb_name").set_value("alpha").run())
     assert at.selectbox(key="wb_name").value == "alpha"  # the widget rules once the link is followed
+    show_tab(at, "History")
+    assert "wb_rule" not in [box.key for box in at.selectbox]  # only the open tab is drawn
     at.query_params.update({"book": "beta", "rule": "beta.r1"})  # the same link, followed again
     no_exception(at.run())
-    assert at.selectbox(key="wb_name").value == "beta"
+    assert at.selectbox(key="wb_name").value == "beta" and at.selectbox(key="wb_rule").value == "beta.r1"
+    assert at.session_state["wb_tab"] == "Rules"

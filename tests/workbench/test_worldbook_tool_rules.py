@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 
 from streamlit.testing.v1 import AppTest
 from toolshop_support import BOOK, DATASET, toolshop_workspace, write_episode
-from workbench_support import APP, REPO, shown
+from workbench_support import APP, REPO, show_tab, shown
 
 from worldsmith.sim import Session
 from worldsmith.worldbook import RuleStatus, WorldbookStore
@@ -40,7 +40,7 @@ def test_tool_rules_are_listed_filtered_opened_and_edited_as_versions(empty_root
     writes = [r for r in book.tool_rules if r.kind == "write"]
     assert writes, "the toolshop build learns write rules"
     rule = next(r for r in writes if r.tool == "cancel_order")
-    at = open_page(WORLDBOOK)
+    at = show_tab(open_page(WORLDBOOK), "Tool rules")
     table = _table(at, "summary")
     assert set(table["id"]) == {r.id for r in book.tool_rules}
     summary = table.set_index("id").loc[rule.id, "summary"]
@@ -50,7 +50,8 @@ def test_tool_rules_are_listed_filtered_opened_and_edited_as_versions(empty_root
     no_exception(at.multiselect(key="wb_t_kind").set_value(["write"]).run())
     no_exception(at.multiselect(key="wb_t_tool").set_value(["cancel_order"]).run())
     assert list(_table(at, "summary")["id"]) == [rule.id]
-    # the filters and the open rule are bound to the URL: a session opened on such a link restores them
+    # the filters and the open rule are bound to the URL: a session opened on such a link restores them, on the
+    # Tool rules tab
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params.update({"wb_t_kind": "write", "wb_t_tool": "cancel_order", "wb_tool_rule": rule.id})
     no_exception(at.run().switch_page(str(WORLDBOOK)).run())
@@ -77,6 +78,7 @@ def test_tool_rules_are_listed_filtered_opened_and_edited_as_versions(empty_root
     assert store.info(BOOK, store.head(BOOK)).message == f"{rule.id}: dropped the change of status"
     assert "status" in [c.path for c in next(r for r in store.load(BOOK, first).tool_rules if r.id == rule.id).changes]
 
+    show_tab(at, "History")
     no_exception(at.button(key="wb_undo").click().run())
     back = next(r for r in store.load(BOOK).tool_rules if r.id == rule.id)
     assert "status" in [c.path for c in back.changes] and back.status == RuleStatus.TENTATIVE
@@ -137,7 +139,7 @@ def test_a_preconditions_template_is_edited_from_its_card(empty_root: Path) -> N
     store = WorldbookStore(empty_root / "worldbooks")
     store.save(Worldbook(name="lookups", tool_rules=learn_lookup_rules(lookup_api.cancel_log().items)))
     rule_id = "precondition:cancel_pending_order:2"
-    at = open_page(WORLDBOOK)
+    at = show_tab(open_page(WORLDBOOK), "Tool rules")
     no_exception(at.multiselect(key="wb_t_kind").set_value(["precondition"]).run())
     assert set(_table(at, "summary")["kind"]) == {"precondition"}
     no_exception(at.selectbox(key="wb_tool_rule").set_value(rule_id).run())

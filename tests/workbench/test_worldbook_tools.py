@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, show_tab
 
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
@@ -36,7 +36,7 @@ def open_page() -> AppTest:
 
 def test_search_finds_rules_by_words_and_by_meaning(empty_root: Path) -> None:
     _save_book(empty_root)
-    at = open_page()
+    at = show_tab(open_page(), "Search")
     at.selectbox(key="wb_search_mode").set_value("lexical")
     no_exception(at.text_input(key="wb_search_query").input("heat").run())
     table = next(df.value for df in at.dataframe if "score" in df.value.columns)
@@ -50,7 +50,7 @@ def test_search_finds_rules_by_words_and_by_meaning(empty_root: Path) -> None:
 
 def test_export_then_import_as_a_new_worldbook(empty_root: Path, tmp_path: Path) -> None:
     store = _save_book(empty_root)
-    at = open_page()
+    at = show_tab(open_page(), "Export / import")
     package = tmp_path / "pkg"
     at.text_input(key="wb_export_dir").input(str(package))
     no_exception(at.button(key="wb_export").click().run())

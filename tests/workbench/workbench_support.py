@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("WORLDSMITH_SHARED", REPO.parent / "shared"))
@@ -12,6 +16,17 @@ FORMATS = SHARED / "data" / "formats"
 APP = REPO / "workbench" / "app.py"
 TRACES_PAGE = REPO / "pages" / "traces.py"
 HOME_PAGE = REPO / "pages" / "home.py"
+
+
+WORLDBOOK_TAB = "wb_tab"  # the Worldbook page draws only its open tab
+
+
+def show_tab(at: AppTest, tab: str, key: str = WORLDBOOK_TAB) -> AppTest:
+    """Switch the page to `tab`, as a click on it does (a rerun with that tab open: only the open tab is drawn)."""
+    at.session_state[key] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
 
 
 def shown(markdown: object) -> str:

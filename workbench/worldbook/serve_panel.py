@@ -58,23 +58,26 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
     refused entries, and the warning an open bind without a token calls for (all as plain text)."""
     left, right = st.columns(2)
     host = left.text_input(
-        "Bind host", value="127.0.0.1", key="serve_host", help="127.0.0.1: this machine only; 0.0.0.0: every interface"
+        "Bind host", value="127.0.0.1", key="serve_host", persist_state="page",
+        help="127.0.0.1: this machine only; 0.0.0.0: every interface",
     )
     allow_hosts = left.text_input(
         "Also allow Host names",
-        key="serve_allow_hosts",
+        key="serve_allow_hosts", persist_state="page",
         help="--allow-host: names remote clients reach the server by (loopback always)",
     )
     allow_origins = left.text_input(
         "Also allow browser origins",
-        key="serve_allow_origins",
+        key="serve_allow_origins", persist_state="page",
         help="--allow-origin: e.g. https://ui.example (loopback always)",
     )
-    token = right.checkbox("Require a token ($WORLDSMITH_TOKEN)", key="serve_token")
+    token = right.checkbox("Require a token ($WORLDSMITH_TOKEN)", key="serve_token", persist_state="page")
     idle = right.number_input(
-        "Idle timeout (s, 0: never)", min_value=0.0, value=DEFAULT_IDLE_TIMEOUT, step=60.0, key="serve_idle"
+        "Idle timeout (s, 0: never)", min_value=0.0, value=DEFAULT_IDLE_TIMEOUT, step=60.0, key="serve_idle",
+        persist_state="page",
     )
-    cap = right.number_input("Most sessions / env instances", min_value=1, value=DEFAULT_MAX_SESSIONS, key="serve_cap")
+    cap = right.number_input("Most sessions / env instances", min_value=1, value=DEFAULT_MAX_SESSIONS, key="serve_cap",
+                             persist_state="page")
     hosts, host_errors = _checked("allow_hosts", split_names(allow_hosts))
     origins, origin_errors = _checked("allow_origins", split_names(allow_origins))
     security = ServeSecurity(allow_hosts=hosts, allow_origins=origins, token="set" if token else None)
@@ -94,8 +97,14 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
 
 
 def render_serve_panel(book: Worldbook, name: str, version: str | None, workspace: Path) -> None:
-    """An expander with the tool list, the MCP (stdio, HTTP) and HTTP env commands, and a client config."""
-    with st.expander("Serve this worldbook", icon=":material/hub:"):
+    """An expander with the tool list, the MCP (stdio, HTTP) and HTTP env commands, and a client config.
+
+    Drawn once opened (a rerun on opening; the access options are kept while it is closed): its five highlighted
+    commands and the tool grid cost the browser on every load of the page, collapsed (benchmarks/page_load.py)."""
+    panel = st.expander("Serve this worldbook", icon=":material/hub:", key="wb_serve", on_change="rerun")
+    with panel:
+        if not panel.open:
+            return
         tools = book_tools(book)
         commands = serve_commands(name, version=version, workspace=str(workspace))
         st.markdown(f"**MCP tools** ({len(tools)}): the book's actions with the argument schemas it learned")

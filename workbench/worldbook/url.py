@@ -13,16 +13,18 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-__all__ = ["FOREIGN_PARAMS", "WORLDBOOK_KEYS", "remember_place", "restore_place"]
+__all__ = ["FOREIGN_PARAMS", "TOOL_RULE_KEYS", "WORLDBOOK_KEYS", "remember_place", "restore_place"]
 
 WORLDBOOK_KEYS = ("wb_name", "wb_f_status", "wb_f_action", "wb_f_search", "wb_f_min_confidence", "wb_f_min_support",
                   "wb_f_sort", "wb_rule", "wb_t_kind", "wb_t_status", "wb_t_tool", "wb_tool_rule")
+TOOL_RULE_KEYS = ("wb_t_kind", "wb_t_status", "wb_t_tool", "wb_tool_rule")  # drawn on the Tool rules tab only
 FOREIGN_PARAMS = ("dataset", "turn", "episode")  # the Traces links' parameters (workbench.common.links)
 _REMEMBERED = "wb_place"
 
 
 def remember_place() -> None:
-    """Keep the page's widget values (call once they are all drawn)."""
+    """Keep the page's widget values (call at the end of the run: those of a tab not open are kept in the session
+    though not drawn)."""
     st.session_state[_REMEMBERED] = {key: st.session_state[key] for key in WORLDBOOK_KEYS if key in st.session_state}
 
 
