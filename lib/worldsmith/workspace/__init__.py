@@ -3,6 +3,15 @@
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
+from worldsmith.workspace.search import (
+    IndexStats,
+    SearchHit,
+    SearchResult,
+    build_index,
+    has_index,
+    search_turns,
+    update_index,
+)
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
@@ -12,19 +21,26 @@ __all__ = [
     "Dataset",
     "DatasetNotFound",
     "EpisodeFilter",
+    "IndexStats",
     "IngestProgress",
     "RelabelResult",
+    "SearchHit",
+    "SearchResult",
     "Workspace",
     "assign_splits",
+    "build_index",
     "check_env_id",
     "declared_tool_names",
     "default_workspace_root",
     "expand_paths",
+    "has_index",
     "ingest_files",
     "tool_set_env_id",
     "is_trace_candidate",
     "parse_ratios",
     "relabel_env",
     "sanitize_filename",
+    "search_turns",
+    "update_index",
     "validate_dataset_name",
 ]

@@ -11,10 +11,12 @@ keep (no turn, message, task or initial observation) is rejected.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import secrets
 import shutil
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -38,10 +40,12 @@ from worldsmith.util.json_depth import text_too_deep
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import MAX_AGE_S, MIN_AGE_S, make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
+from worldsmith.workspace.search import update_index
 from worldsmith.workspace.storage import PartWriter
 
 __all__ = ["IngestProgress", "declared_tool_names", "ingest_files", "tool_set_env_id"]
 
+_log = logging.getLogger(__name__)
 _ENV_ID = EPISODE_COLUMNS.index("env_id")
 _METADATA = EPISODE_COLUMNS.index("metadata")
 # What a turnless episode may still hold worth keeping: its messages, its task, what the environment first showed.
@@ -219,6 +223,8 @@ def ingest_files(
         for done, path in enumerate(files):
             run.read_file(path, done)
         run.commit()
+        if run.report.committed:
+            _index_new_part(run.dataset_path)
     except BaseException:
         run.writer.abort()
         run.quarantine.close()
@@ -226,6 +232,15 @@ def ingest_files(
     finally:
         shutil.rmtree(run.staging, ignore_errors=True)
     return run.finish()
+
+
+def _index_new_part(dataset_path: Path) -> None:
+    """Add the committed part to the dataset's full-text index (building it if missing). Best effort: the part is
+    committed either way, and a search indexes what the index lacks before it answers."""
+    try:
+        update_index(Dataset(dataset_path))
+    except (sqlite3.Error, OSError) as error:
+        _log.warning("search index of %s not updated: %s", dataset_path.name, error)
 
 
 class _Ingest:

@@ -24,6 +24,7 @@ from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
 from worldsmith.workspace.relabel import RelabelResult, relabel_env
+from worldsmith.workspace.search import IndexStats, SearchResult, build_index, search_turns, update_index
 from worldsmith.workspace.splits import assign_splits
 
 __all__ = ["DEFAULT_UPLOAD_LIMIT", "Workspace", "default_workspace_root", "sanitize_filename"]
@@ -96,6 +97,15 @@ class Workspace:
         """Give `dataset`'s episodes (all, or those of the environments in `only`; None: those naming none) the
         environment id `env` (`relabel.relabel_env`)."""
         return relabel_env(self.dataset(dataset), env, only=only)
+
+    def search(self, dataset: str, query: str, *, limit: int = 20) -> SearchResult:
+        """Turns of `dataset` matching `query` (words, "phrases", prefix*), ranked, with snippets and turn links."""
+        return search_turns(self.dataset(dataset), query, limit=limit)
+
+    def index(self, dataset: str, *, rebuild: bool = False) -> IndexStats:
+        """Bring `dataset`'s full-text index up to date (new parts only), or rebuild it whole."""
+        data = self.dataset(dataset)
+        return build_index(data) if rebuild else update_index(data)
 
     def export(self, dataset: str, format: str, out: str | Path, *, split: str | None = None) -> int:
         return export_episodes(self.dataset(dataset).iter_episodes(split=split), format, Path(out))
