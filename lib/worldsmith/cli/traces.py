@@ -1,4 +1,4 @@
-"""`worldsmith traces list|show|diff|relabel|schema|formats` and `worldsmith datasets`."""
+"""`worldsmith traces list|show|search|index|diff|relabel|schema|formats` and `worldsmith datasets`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ DIALOGUE_ONLY = "dialogue only"  # how a listing or a view marks an episode with
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     traces = subparsers.add_parser("traces", help="browse episodes; the native JSON Schema; known formats")
-    commands = traces.add_subparsers(dest="traces_command", required=True, metavar="{list,show,diff,relabel,schema,formats}")
+    commands = traces.add_subparsers(dest="traces_command", required=True, metavar="{list,show,search,index,diff,relabel,schema,formats}")
 
     listing = commands.add_parser("list", help="list episodes of a dataset (paged, filtered)")
     listing.add_argument("--dataset", required=True)
@@ -43,6 +43,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--dataset", required=True)
     add_common(show)
     show.set_defaults(handler=run_show)
+
+    search = commands.add_parser(
+        "search", help="full-text search over turns: observations, actions, arguments (ranked, with snippets)",
+        description='Words must all occur (case-insensitive); "a phrase" in quotes; prefix* for word starts. Uses '
+                    "the dataset's index (search.sqlite, built at ingest); without one, a slower scan.")
+    search.add_argument("query")
+    search.add_argument("--dataset", required=True)
+    search.add_argument("--limit", type=int, default=20)
+    add_common(search)
+    search.set_defaults(handler=run_search)
+
+    index = commands.add_parser("index", help="bring a dataset's full-text search index up to date")
+    index.add_argument("--dataset", required=True)
+    index.add_argument("--rebuild", action="store_true", help="build it again from all parts (atomic)")
+    add_common(index)
+    index.set_defaults(handler=run_index)
 
     diff = commands.add_parser("diff", help="what changed between two turns' JSON observations (added, removed, "
                                             "changed fields)")
@@ -121,6 +137,30 @@ def run_show(args: argparse.Namespace) -> int:
         emit_json(episode.model_dump(mode="json"))
     else:
         sys.stdout.write(format_episode(episode))
+    return EXIT_OK
+
+
+def run_search(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CommandError(f"--limit must be at least 1 (got {args.limit})", EXIT_USAGE)
+    result = workspace_from(args).search(args.dataset, args.query, limit=args.limit)
+    if getattr(args, "json", False):
+        emit_json({"dataset": args.dataset, **result.to_json()})
+        return EXIT_OK
+    for hit in result.hits:
+        print(f"{hit.turn_id}\t{' '.join(hit.snippet.split())}")
+    how = "index" if result.used_index else "scan (no index: run `worldsmith traces index`)"
+    print(f"{len(result.hits)} turns ({how}, {result.seconds * 1000:.0f} ms)")
+    return EXIT_OK
+
+
+def run_index(args: argparse.Namespace) -> int:
+    stats = workspace_from(args).index(args.dataset, rebuild=args.rebuild)
+    if getattr(args, "json", False):
+        emit_json(stats.to_json())
+    else:
+        print(f"{stats.dataset}: {stats.rows} turns in {stats.parts} parts indexed ({stats.added_rows} added), "
+              f"{stats.bytes / 1e6:.1f} MB, {stats.seconds:.1f} s")
     return EXIT_OK
 
 

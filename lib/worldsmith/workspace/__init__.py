@@ -3,6 +3,7 @@
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
+from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.search import (
     IndexStats,
     SearchHit,
@@ -12,7 +13,6 @@ from worldsmith.workspace.search import (
     search_turns,
     update_index,
 )
-from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
 
