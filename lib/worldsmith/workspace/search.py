@@ -32,6 +32,9 @@ __all__ = ["INDEX_FILE", "IndexStats", "SearchHit", "SearchResult", "build_index
 INDEX_FILE = "search.sqlite"
 TEXT_COLUMNS = ("observation", "action_name", "action_raw", "action_arguments")
 _BATCH_ROWS = 20_000
+# bm25 scores every match: millions for a common word (seconds). Past this many matches, only the newest this many
+# (highest rowids: the latest parts) are ranked; a word that common scores about the same everywhere anyway.
+RANK_WINDOW = 2000
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 _WORD = re.compile(r"\w+")
 _SCHEMA = (
@@ -64,10 +67,12 @@ class SearchResult:
     query: str
     hits: list[SearchHit] = field(default_factory=list)
     used_index: bool = False
+    ranked_newest: int | None = None  # set when more turns matched than were ranked: only the newest this many
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"query": self.query, "used_index": self.used_index, "seconds": round(self.seconds, 4),
+        return {"query": self.query, "used_index": self.used_index, "ranked_newest": self.ranked_newest,
+                "seconds": round(self.seconds, 4),
                 "hits": [hit.to_json() for hit in self.hits]}
 
 
@@ -208,7 +213,8 @@ def build_index(dataset: Dataset) -> IndexStats:
 
 def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[str, str] = ("[", "]"),
                  refresh: bool = True) -> SearchResult:
-    """The turns matching `query`, best first (bm25) with a snippet around the match (`marks` around each hit).
+    """The turns matching `query`, best first (bm25) with a snippet around the match (`marks` around each hit);
+    of more than `RANK_WINDOW` matches only the newest are ranked (`ranked_newest` says so).
 
     With an index (`refresh`: first index the parts it lacks), else an `ILIKE` scan of the turns in dataset order.
     """
@@ -219,13 +225,20 @@ def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[
     if has_index(dataset):
         if refresh:
             update_index(dataset)
+        match, window = fts_query(terms), max(RANK_WINDOW, int(limit))
         with contextlib.closing(_open(index_path(dataset))) as conn:
+            newest = conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY rowid DESC LIMIT ?",
+                                  [match, window + 1]).fetchall()
+            capped = len(newest) > window
+            floor = " AND rowid >= ?" if capped else ""  # a rowid range FTS5 applies while reading the doclists
             rows = conn.execute(
-                "SELECT episode_id, turn_index, snippet(turns, -1, ?, ?, '…', 16), rank FROM turns "
-                "WHERE turns MATCH ? ORDER BY rank LIMIT ?", [marks[0], marks[1], fts_query(terms), int(limit)]
+                f"SELECT episode_id, turn_index, snippet(turns, -1, ?, ?, '…', 16), rank FROM turns "
+                f"WHERE turns MATCH ?{floor} ORDER BY rank LIMIT ?",
+                [marks[0], marks[1], match, *([newest[window - 1][0]] if capped else []), int(limit)],
             ).fetchall()
         hits = [SearchHit(dataset.name, r[0], int(r[1]), r[2], float(r[3])) for r in rows]
-        return SearchResult(query=query, hits=hits, used_index=True, seconds=time.perf_counter() - started)
+        return SearchResult(query=query, hits=hits, used_index=True, ranked_newest=window if capped else None,
+                            seconds=time.perf_counter() - started)
     return SearchResult(query=query, hits=scan_turns(dataset, terms, limit=limit, marks=marks),
                         seconds=time.perf_counter() - started)
 

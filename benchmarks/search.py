@@ -1,0 +1,133 @@
+"""Full-text search over turns: index build time and size, median query latency, against the ILIKE scan.
+
+    python benchmarks/search.py [--sizes 100000,1000000] [--repeats 5] [--scan-repeats 1]
+                                [--workspace /tmp/ws_search] [--out benchmarks/results/search.json]
+
+For each size a dataset is written with the generator of benchmarks/scale_turns.py (parts of up to 1M turns in
+the real storage layout, JSON observations of 150-900 characters, tool-call arguments), then its index is built
+from scratch (`build_index`, as `worldsmith traces index --rebuild` does) and timed, and a mixed query set is run:
+a common word, a rare word, a phrase, a prefix, a tool name and an argument value. Latency is the median over
+the set of each query's median over `--repeats` runs (`search_turns`, top 20 with snippets, no refresh); the
+scan (the fallback without an index) is timed on the same queries. Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "lib"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from scale_turns import TURNS_PER_PART, generate_part  # noqa: E402
+
+from worldsmith.workspace import Dataset, build_index, search_turns  # noqa: E402
+from worldsmith.workspace.search import parse_query, scan_turns  # noqa: E402
+
+QUERIES = {
+    "common_word": "reservation",
+    "rare_word": "HAT123",
+    "phrase": '"refund policy"',
+    "prefix": "passeng*",
+    "tool_name": "get_reservation_details",
+    "argument_value": "user_4242",
+}
+
+
+def write_dataset(path: Path, turns: int, seed: int = 0) -> None:
+    """A dataset of `turns` turns, part by part, in the layout the real ingest commits (no index yet)."""
+    (path / "parts").mkdir(parents=True, exist_ok=True)
+    Dataset.create(path)
+    rng = np.random.default_rng(seed)
+    manifest = Dataset(path).manifest
+    part, remaining = 0, turns
+    while remaining > 0:
+        size = min(TURNS_PER_PART, remaining)
+        ingest_id = f"20261206T0000{part:02d}000000-search{part:02d}"
+        episodes, turns_table = generate_part(ingest_id, part, size, rng, f"/data/traces/run-{part:02d}.jsonl")
+        names = {"episodes": f"parts/{ingest_id}.episodes.parquet", "turns": f"parts/{ingest_id}.turns.parquet"}
+        for key, table in (("episodes", episodes), ("turns", turns_table)):
+            pq.write_table(table, path / names[key], compression="lz4", row_group_size=65536)
+        manifest["parts"].append({"ingest_id": ingest_id, **names, "n_episodes": episodes.num_rows,
+                                  "n_turns": turns_table.num_rows})
+        remaining -= size
+        part += 1
+    Dataset(path).write_manifest(manifest)
+
+
+def timed(action: Any, repeats: int) -> tuple[float, Any]:
+    runs, result = [], None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = action()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs), result
+
+
+def run_size(root: Path, turns: int, repeats: int, scan_repeats: int) -> dict[str, Any]:
+    path = root / f"d{turns}"
+    shutil.rmtree(path, ignore_errors=True)
+    started = time.perf_counter()
+    write_dataset(path, turns)
+    generated = time.perf_counter() - started
+    dataset = Dataset(path)
+    parquet_bytes = sum(f.stat().st_size for f in (path / "parts").iterdir())
+    stats = build_index(dataset)
+    out: dict[str, Any] = {"turns": turns, "generate_s": generated, "build_s": stats.seconds,
+                           "index_bytes": stats.bytes, "parquet_bytes": parquet_bytes, "queries": {}}
+    print(f"{turns:>10,} turns: index built in {stats.seconds:.1f} s, {stats.bytes / 1e6:.0f} MB "
+          f"(parts {parquet_bytes / 1e6:.0f} MB)", flush=True)
+    for label, query in QUERIES.items():
+        seconds, result = timed(lambda q=query: search_turns(Dataset(path), q, refresh=False), repeats)
+        scan_s, scanned = (timed(lambda q=query: scan_turns(Dataset(path), parse_query(q), limit=20), scan_repeats)
+                           if scan_repeats else (None, []))
+        out["queries"][label] = {"query": query, "index_s": seconds, "hits": len(result.hits), "scan_s": scan_s,
+                                 "scan_hits": len(scanned)}
+        scan_text = f"{scan_s * 1000:9.0f} ms" if scan_s is not None else "        -"
+        print(f"  {label:<15} {query:<26} index {seconds * 1000:8.1f} ms  scan {scan_text}  "
+              f"({len(result.hits)} hits)", flush=True)
+    out["median_index_s"] = statistics.median(q["index_s"] for q in out["queries"].values())
+    if scan_repeats:
+        out["median_scan_s"] = statistics.median(q["scan_s"] for q in out["queries"].values())
+    print(f"  median over the set: index {out['median_index_s'] * 1000:.1f} ms"
+          + (f", scan {out['median_scan_s'] * 1000:.0f} ms" if scan_repeats else ""), flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--scan-repeats", type=int, default=1)
+    parser.add_argument("--workspace", default="/tmp/ws_search")
+    parser.add_argument("--keep", action="store_true", help="keep the generated datasets")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "search.json"))
+    args = parser.parse_args()
+    root = Path(args.workspace)
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        results.append(run_size(root, size, args.repeats, args.scan_repeats))
+        if not args.keep:
+            shutil.rmtree(root / f"d{size}", ignore_errors=True)
+    record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.platform(),
+              "python": platform.python_version(), "queries": QUERIES, "sizes": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(record, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
