@@ -16,6 +16,7 @@ from workbench.traces.episodes import render_episode_picker, render_episode_tabl
 from workbench.traces.import_report import render_import_history
 from workbench.traces.importer import render_import_form
 from workbench.traces.timeline import render_episode_header, render_timeline
+from workbench.traces.turn_search import render_turn_search
 
 root = data.workspace_root()
 workspace = data.get_workspace(root)
@@ -56,6 +57,10 @@ with st.expander("Splits, environment and export", icon=":material/call_split:")
         render_relabel_form(workspace, name, environments, data.book_environments(root))
     with export_tab:
         render_export_form(workspace, name, splits)
+
+with st.expander("Search all turns", icon=":material/manage_search:",
+                 expanded=bool(st.session_state.get("tr_turn_fts"))):
+    render_turn_search(root, name, revision)
 
 st.subheader("Episodes", anchor=False)
 where = render_filters(environments, splits)

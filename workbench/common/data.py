@@ -17,6 +17,7 @@ import streamlit as st
 
 from worldsmith.traces.model import Episode, Turn
 from worldsmith.workspace import Dataset, DatasetNotFound, EpisodeFilter, Workspace, default_workspace_root
+from worldsmith.workspace import search_turns as _search_turns
 
 FilterKey = tuple[Any, ...]
 
@@ -110,6 +111,12 @@ def turn_page(
     root: str, name: str, revision: int, episode_id: str, limit: int, offset: int, search: str | None
 ) -> list[Turn]:
     return _cached_dataset(root, name).turns_page(episode_id, limit=limit, offset=offset, search=search or None)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def search_turns(root: str, name: str, revision: int, query: str, limit: int, marks: tuple[str, str]) -> dict[str, Any]:
+    """Full-text search over the dataset's turns (`SearchResult.to_json()`): ranked hits with snippets."""
+    return _search_turns(_cached_dataset(root, name), query, limit=limit, marks=marks).to_json()
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
