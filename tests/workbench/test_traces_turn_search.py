@@ -7,9 +7,9 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 from workbench_support import TRACES_PAGE
 
+from workbench.traces.turn_search import snippet_markdown
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.workspace import Workspace
-from workbench.traces.turn_search import snippet_markdown
 
 
 def test_search_all_turns_opens_the_turn(empty_root: Path) -> None:
