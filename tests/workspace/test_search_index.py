@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from helpers import airline_conversation, write_json
 from worldsmith import Workspace
 from worldsmith.traces.model import Action, Episode, Observation, Turn
-from worldsmith.workspace import build_index, has_index, search_turns
+from worldsmith.workspace import build_index, has_index, search, search_turns
 from worldsmith.workspace.search import INDEX_FILE, parse_query, scan_turns
 
 
@@ -77,6 +79,18 @@ def test_rebuild_and_scan_without_index(workspace: Workspace) -> None:
     assert {h.turn_id for h in search_turns(dataset, "app*").hits} == before
     assert {h.turn_id for h in search_turns(dataset, '"a apple"').hits} == {"a-1#0"}
     assert search_turns(dataset, "  ").hits == []
+
+
+def test_common_words_rank_the_newest_matches(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace.add_episodes("d", _episodes("a", ["mug", "mug", "mug"]))
+    workspace.add_episodes("d", _episodes("b", ["mug", "mug"]))
+    dataset = workspace.dataset("d")
+    monkeypatch.setattr(search, "RANK_WINDOW", 3)
+    capped = search_turns(dataset, "mug", limit=2)
+    assert capped.ranked_newest == 3 and len(capped.hits) == 2
+    assert {h.episode_id for h in capped.hits} <= {"b-0", "b-1"}  # the newest part's turns
+    whole = search_turns(dataset, "take_item", limit=20)
+    assert whole.ranked_newest is None and len(whole.hits) == 5
 
 
 def test_parse_query() -> None:

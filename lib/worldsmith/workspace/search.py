@@ -224,7 +224,8 @@ def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[
         return SearchResult(query=query)
     if has_index(dataset):
         if refresh:
-            update_index(dataset)
+            with contextlib.suppress(sqlite3.Error, OSError):  # a read-only workspace: search what is indexed
+                update_index(dataset)
         match, window = fts_query(terms), max(RANK_WINDOW, int(limit))
         with contextlib.closing(_open(index_path(dataset))) as conn:
             newest = conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY rowid DESC LIMIT ?",
