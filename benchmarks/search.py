@@ -1,6 +1,6 @@
 """Full-text search over turns: index build time and size, median query latency, against the ILIKE scan.
 
-    python benchmarks/search.py [--sizes 100000,1000000] [--repeats 5] [--scan-repeats 1]
+    python benchmarks/search.py [--sizes 100000,1000000] [--repeats 5] [--scan-repeats 1] [--scan-max 1000000]
                                 [--workspace /tmp/ws_search] [--out benchmarks/results/search.json]
 
 For each size a dataset is written with the generator of benchmarks/scale_turns.py (parts of up to 1M turns in
@@ -76,8 +76,9 @@ def timed(action: Any, repeats: int) -> tuple[float, Any]:
     return statistics.median(runs), result
 
 
-def run_size(root: Path, turns: int, repeats: int, scan_repeats: int) -> dict[str, Any]:
+def run_size(root: Path, turns: int, repeats: int, scan_repeats: int, scan_max: int) -> dict[str, Any]:
     path = root / f"d{turns}"
+    scan_repeats = scan_repeats if turns <= scan_max else 0
     shutil.rmtree(path, ignore_errors=True)
     started = time.perf_counter()
     write_dataset(path, turns)
@@ -111,6 +112,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000,1000000")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--scan-repeats", type=int, default=1)
+    parser.add_argument("--scan-max", type=int, default=1_000_000, help="skip the scan above this many turns")
     parser.add_argument("--workspace", default="/tmp/ws_search")
     parser.add_argument("--keep", action="store_true", help="keep the generated datasets")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "search.json"))
@@ -119,7 +121,7 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
-        results.append(run_size(root, size, args.repeats, args.scan_repeats))
+        results.append(run_size(root, size, args.repeats, args.scan_repeats, args.scan_max))
         if not args.keep:
             shutil.rmtree(root / f"d{size}", ignore_errors=True)
     record = {"at": datetime.now(UTC).isoformat(timespec="seconds"), "machine": platform.platform(),

@@ -24,7 +24,7 @@ def test_search_all_turns_opens_the_turn(empty_root: Path) -> None:
     assert not at.exception
     at.text_input(key="tr_turn_fts").input("crate21").run()
     assert not at.exception
-    assert any("1 turns (index)" in c.value for c in at.caption)
+    assert any("1 turns (index, best first)" in c.value for c in at.caption)
     shown = [m.value for m in at.markdown if "crate21" in m.value]
     assert shown and "\\*\\*bold\\*\\*" in shown[0] and "](javascript" not in shown[0]
     at.button(key="tr_fts_ep-2#1").click().run()

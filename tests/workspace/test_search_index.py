@@ -85,12 +85,12 @@ def test_common_words_rank_the_newest_matches(workspace: Workspace, monkeypatch:
     workspace.add_episodes("d", _episodes("a", ["mug", "mug", "mug"]))
     workspace.add_episodes("d", _episodes("b", ["mug", "mug"]))
     dataset = workspace.dataset("d")
-    monkeypatch.setattr(search, "RANK_WINDOW", 3)
-    capped = search_turns(dataset, "mug", limit=2)
-    assert capped.ranked_newest == 3 and len(capped.hits) == 2
-    assert {h.episode_id for h in capped.hits} <= {"b-0", "b-1"}  # the newest part's turns
-    whole = search_turns(dataset, "take_item", limit=20)
-    assert whole.ranked_newest is None and len(whole.hits) == 5
+    monkeypatch.setattr(search, "RANK_LIMIT", 5)
+    common = search_turns(dataset, "mug", limit=2)  # 10 turns
+    assert not common.ranked and [h.turn_id for h in common.hits] == ["b-1#1", "b-1#0"]  # the newest
+    assert common.hits[0].rank is None
+    rare = search_turns(dataset, "take_item", limit=20)
+    assert rare.ranked and len(rare.hits) == 5 and rare.hits[0].rank is not None
 
 
 def test_parse_query() -> None:

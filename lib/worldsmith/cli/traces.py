@@ -149,7 +149,8 @@ def run_search(args: argparse.Namespace) -> int:
         return EXIT_OK
     for hit in result.hits:
         print(f"{hit.turn_id}\t{' '.join(hit.snippet.split())}")
-    how = "index" if result.used_index else "scan (no index: run `worldsmith traces index`)"
+    how = ((f"index, {'best' if result.ranked else 'newest'} first") if result.used_index
+           else "scan (no index: run `worldsmith traces index`)")
     print(f"{len(result.hits)} turns ({how}, {result.seconds * 1000:.0f} ms)")
     return EXIT_OK
 

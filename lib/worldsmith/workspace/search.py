@@ -32,9 +32,10 @@ __all__ = ["INDEX_FILE", "IndexStats", "SearchHit", "SearchResult", "build_index
 INDEX_FILE = "search.sqlite"
 TEXT_COLUMNS = ("observation", "action_name", "action_raw", "action_arguments")
 _BATCH_ROWS = 20_000
-# bm25 scores every match: millions for a common word (seconds). Past this many matches, only the newest this many
-# (highest rowids: the latest parts) are ranked; a word that common scores about the same everywhere anyway.
-RANK_WINDOW = 2000
+# bm25 counts every match of each term for its weights: ~40 ms per million matches, seconds for a common word at
+# 10M turns. A query with a term matching more turns than this lists its matches newest first instead (a word that
+# common weighs about the same in every turn anyway); probing a term stops at this many.
+RANK_LIMIT = 50_000
 _TERM = re.compile(r'"([^"]*)"|(\S+)')
 _WORD = re.compile(r"\w+")
 _SCHEMA = (
@@ -67,11 +68,11 @@ class SearchResult:
     query: str
     hits: list[SearchHit] = field(default_factory=list)
     used_index: bool = False
-    ranked_newest: int | None = None  # set when more turns matched than were ranked: only the newest this many
+    ranked: bool = False  # best first (bm25); else newest first (a term matched over RANK_LIMIT turns, or the scan)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"query": self.query, "used_index": self.used_index, "ranked_newest": self.ranked_newest,
+        return {"query": self.query, "used_index": self.used_index, "ranked": self.ranked,
                 "seconds": round(self.seconds, 4),
                 "hits": [hit.to_json() for hit in self.hits]}
 
@@ -214,7 +215,7 @@ def build_index(dataset: Dataset) -> IndexStats:
 def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[str, str] = ("[", "]"),
                  refresh: bool = True) -> SearchResult:
     """The turns matching `query`, best first (bm25) with a snippet around the match (`marks` around each hit);
-    of more than `RANK_WINDOW` matches only the newest are ranked (`ranked_newest` says so).
+    newest first instead where a term matches more than `RANK_LIMIT` turns (`ranked` says which).
 
     With an index (`refresh`: first index the parts it lacks), else an `ILIKE` scan of the turns in dataset order.
     """
@@ -226,22 +227,27 @@ def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[
         if refresh:
             with contextlib.suppress(sqlite3.Error, OSError):  # a read-only workspace: search what is indexed
                 update_index(dataset)
-        match, window = fts_query(terms), max(RANK_WINDOW, int(limit))
         with contextlib.closing(_open(index_path(dataset))) as conn:
-            newest = conn.execute("SELECT rowid FROM turns WHERE turns MATCH ? ORDER BY rowid DESC LIMIT ?",
-                                  [match, window + 1]).fetchall()
-            capped = len(newest) > window
-            floor = " AND rowid >= ?" if capped else ""  # a rowid range FTS5 applies while reading the doclists
+            # A prefix merges the doclists of every word it starts (a probe would cost as much): newest first.
+            ranked = not any(prefix or _common(conn, (words, prefix)) for words, prefix in terms)
+            order = "rank" if ranked else "rowid DESC"
             rows = conn.execute(
-                f"SELECT episode_id, turn_index, snippet(turns, -1, ?, ?, '…', 16), rank FROM turns "
-                f"WHERE turns MATCH ?{floor} ORDER BY rank LIMIT ?",
-                [marks[0], marks[1], match, *([newest[window - 1][0]] if capped else []), int(limit)],
+                f"SELECT episode_id, turn_index, snippet(turns, -1, ?, ?, '…', 16), {'rank' if ranked else 'NULL'} "
+                f"FROM turns WHERE turns MATCH ? ORDER BY {order} LIMIT ?",
+                [marks[0], marks[1], fts_query(terms), int(limit)],
             ).fetchall()
-        hits = [SearchHit(dataset.name, r[0], int(r[1]), r[2], float(r[3])) for r in rows]
-        return SearchResult(query=query, hits=hits, used_index=True, ranked_newest=window if capped else None,
+        hits = [SearchHit(dataset.name, r[0], int(r[1]), r[2], None if r[3] is None else float(r[3])) for r in rows]
+        return SearchResult(query=query, hits=hits, used_index=True, ranked=ranked,
                             seconds=time.perf_counter() - started)
     return SearchResult(query=query, hits=scan_turns(dataset, terms, limit=limit, marks=marks),
                         seconds=time.perf_counter() - started)
+
+
+def _common(conn: sqlite3.Connection, term: tuple[list[str], bool]) -> bool:
+    """Whether `term` matches more than RANK_LIMIT turns (reads its doclist only that far)."""
+    row = conn.execute("SELECT count(*) FROM (SELECT rowid FROM turns WHERE turns MATCH ? LIMIT ?)",
+                       [fts_query([term]), RANK_LIMIT + 1]).fetchone()
+    return int(row[0]) > RANK_LIMIT
 
 
 def scan_turns(dataset: Dataset, terms: list[tuple[list[str], bool]], *, limit: int,
