@@ -81,7 +81,7 @@ def _line(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Row:
     body: str  # template
     has: bool
@@ -121,24 +121,30 @@ class SuffixConditions:
         candidates = self._candidates(evidence)
         if not candidates:
             return
-        rows: dict[tuple[str, str], list[_Row]] = defaultdict(list)
+        rows: dict[tuple[str, str], Counter[_Row]] = defaultdict(Counter)  # alike rows counted, not repeated
+        templates: dict[str, str] = {}  # one copy of each template text: rows are items x candidate suffixes
         for items in group_by_episode(evidence).values():
             latest: dict[str, str] = {}
             given: set[tuple[str, str]] = set()
             for item in items:
                 line = _line(item.action_text)
                 phrase = _first_phrase(item.arguments)
-                body, _, last = split_suffix(item.observation)
-                for suffix, (_, actions) in candidates.items():
-                    if item.action not in actions or phrase is None:
-                        continue
-                    has = last == suffix
+                suffixes = [suffix for suffix, (_, actions) in candidates.items() if item.action in actions] \
+                    if phrase is not None else []
+                if suffixes:
+                    assert phrase is not None
+                    body, _, last = split_suffix(item.observation)
+                    arguments = item.arguments if isinstance(item.arguments, dict) else {}
                     named_by = frozenset(ref for ref, text in latest.items() if ref != line and names(phrase, text))
-                    template = make_template(item.arguments if isinstance(item.arguments, dict) else {},
-                                             body if has else item.observation)
-                    rows[(item.action, suffix)].append(_Row(template, has, named_by, (line, suffix) in given))
-                    if has:
-                        given.add((line, suffix))
+                    shapes: dict[bool, str] = {}  # has the suffix -> the template of the body, else the whole
+                    for suffix in suffixes:
+                        has = last == suffix
+                        if has not in shapes:
+                            text = make_template(arguments, body if has else item.observation)
+                            shapes[has] = templates.setdefault(text, text)
+                        rows[(item.action, suffix)][_Row(shapes[has], has, named_by, (line, suffix) in given)] += 1
+                        if has:
+                            given.add((line, suffix))
                 latest[line] = item.observation.lower()
         for (action, suffix), found in rows.items():
             rule = _best_rule(action, suffix, candidates[suffix][0], found)
@@ -184,26 +190,29 @@ class SuffixConditions:
         return None
 
 
-def _best_rule(action: str, suffix: str, separator: str, rows: list[_Row]) -> SuffixRule | None:
+def _best_rule(action: str, suffix: str, separator: str, rows: Counter[_Row]) -> SuffixRule | None:
+    """`rows`: each distinct row with the number of turns that gave it."""
     bodies = frozenset(row.body for row in rows if row.has)
-    labelled = [row for row in rows if row.body in bodies]
-    positives = sum(row.has for row in labelled)
-    if positives < MIN_SUPPORT or positives == len(labelled):
+    labelled = [(row, count) for row, count in rows.items() if row.body in bodies]
+    total = sum(count for _, count in labelled)
+    positives = sum(count for row, count in labelled if row.has)
+    if positives < MIN_SUPPORT or positives == total:
         return None
-    constant = max(positives, len(labelled) - positives)
+    constant = max(positives, total - positives)
     best: tuple[int, bool, str] | None = None
-    for reference in sorted({ref for row in labelled for ref in row.named_by}):
+    for reference in sorted({ref for row, _ in labelled for ref in row.named_by}):
         for once in (False, True):
-            correct = sum((reference in row.named_by and not (once and row.repeated)) == row.has for row in labelled)
+            correct = sum(count for row, count in labelled
+                          if (reference in row.named_by and not (once and row.repeated)) == row.has)
             if best is None or correct > best[0]:
                 best = (correct, once, reference)
     if best is None:
         return None
     correct, once, reference = best
-    if correct <= constant or correct < MIN_ACCURACY * len(labelled):
+    if correct <= constant or correct < MIN_ACCURACY * total:
         return None
     return SuffixRule(action=action, suffix=suffix, separator=separator, reference=reference, once=once,
-                      bodies=bodies, labelled=len(labelled), correct=correct)
+                      bodies=bodies, labelled=total, correct=correct)
 
 
 class SuffixSource:
