@@ -33,8 +33,8 @@ def test_build_worldbook_leaves_dialogues_out_and_counts_them() -> None:
                  for episode in episodes[:2]]
     plain = build_worldbook(episodes[:4], name="b", validation=episodes[4:])
     mixed = build_worldbook([*dialogues, *episodes[:4]], name="b", validation=[dialogues[0], *episodes[4:]])
-    assert plain.report()["excluded"] == {"dialogue_only": 0}
-    assert mixed.report()["excluded"] == {"dialogue_only": 3}
+    assert plain.report()["excluded"] == {"dialogue_only": 0, "too_deep": 0}
+    assert mixed.report()["excluded"] == {"dialogue_only": 3, "too_deep": 0}
     assert mixed.book.model_dump() == plain.book.model_dump()  # nothing of a dialogue reaches the book
     assert mixed.validation.to_json() == plain.validation.to_json()
 
@@ -64,7 +64,7 @@ def test_build_and_eval_report_the_dialogues_they_left_out(workspace: Path, caps
 
     built = _json(capsys, ["build", "--dataset", "alf", "--split", "train", "--out", "alf", *ws])
     assert built["validation_split"] == "test"  # read too: its dialogues are left out as well
-    assert built["excluded"] == {"dialogue_only": TALKS}
+    assert built["excluded"] == {"dialogue_only": TALKS, "too_deep": 0}
     assert built["episodes"] == split["train"]["episodes"] - in_train
     assert main(["build", "--dataset", "alf", "--split", "train", "--out", "alf", *ws]) == 0
     assert f"({TALKS} dialogue-only episodes left out)" in capsys.readouterr().out
