@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from worldsmith.evals.proposal_effects import ProposalReport
-from worldsmith.util.jobs import Job, JobFolder, JobState, tail
+from worldsmith.util.jobs import Job, JobFolder, JobState, read_json_lines, tail
 from worldsmith.util.names import typed_name
 
 __all__ = [
@@ -120,19 +120,7 @@ def launch_proposal(root: str | Path, launch: ProposalLaunch) -> Job:
 
 def read_steps(path: str | Path) -> list[dict[str, Any]]:
     """The steps a proposal job appended (`done`, `total`, `what`, `t`); a torn last line is skipped."""
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except OSError:
-        return []
-    steps = []
-    for line in lines:
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            steps.append(value)
-    return steps
+    return read_json_lines(path)
 
 
 @dataclass

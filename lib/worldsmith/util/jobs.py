@@ -26,8 +26,8 @@ from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.names import typed_name
 from worldsmith.util.processes import process_start_time
 
-__all__ = ["Job", "JobFolder", "JobState", "alive", "child_returncode", "plain_run_name", "start_detached", "stop",
-           "tail"]
+__all__ = ["Job", "JobFolder", "JobState", "alive", "child_returncode", "plain_run_name", "read_json_lines",
+           "start_detached", "stop", "tail"]
 
 JobState = Literal["running", "finished", "failed", "ended"]  # ended: gone, its exit code unknown here
 
@@ -77,6 +77,24 @@ def alive(pid: int, started: float) -> bool:
         return False
     now = process_start_time(pid)
     return now is not None and abs(now - started) <= _SAME_PROCESS_S
+
+
+def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
+    """The JSON objects a job appended to `path`, one per line (its progress file); a torn last line from a writer
+    killed mid-line, and anything not an object, are skipped."""
+    try:
+        lines = Path(path).read_bytes().splitlines()
+    except OSError:
+        return []
+    rows = []
+    for line in lines:
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            rows.append(value)
+    return rows
 
 
 def tail(path: Path | str, limit: int = 4000) -> str:

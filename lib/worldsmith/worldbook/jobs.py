@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from worldsmith.util.jobs import Job, JobFolder, JobState, tail
+from worldsmith.util.jobs import Job, JobFolder, JobState, read_json_lines, tail
 from worldsmith.util.names import typed_name
 
 __all__ = ["BuildJobError", "BuildJobStatus", "BuildLaunch", "build_command", "build_jobs", "build_status",
@@ -98,19 +98,7 @@ def launch_build(root: str | Path, launch: BuildLaunch) -> Job:
 def read_progress(path: str | Path) -> list[dict[str, Any]]:
     """The stage events a build appended (`StageProgress.to_json()` and `t`, seconds since the epoch); a torn
     last line is skipped."""
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except OSError:
-        return []
-    events = []
-    for line in lines:
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            events.append(value)
-    return events
+    return read_json_lines(path)
 
 
 def _fraction(event: dict[str, Any], folds: int) -> float:
