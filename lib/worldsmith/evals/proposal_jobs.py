@@ -17,15 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from worldsmith.evals.proposal_effects import ProposalReport
-from worldsmith.util.jobs import Job, JobFolder, JobState, read_json_lines, tail
+from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
 
 __all__ = [
@@ -144,10 +141,7 @@ class ProposalJobStatus:
     @property
     def error(self) -> str | None:
         """Why the job failed (its error message, else the log's end); None unless it failed."""
-        if self.state in ("running", "finished"):
-            return None
-        message = (self.result or {}).get("error")
-        return str(message) if message else (self.log_tail.strip().splitlines() or ["the job ended"])[-1]
+        return failure_message(self.state, self.result, self.log_tail, "the job ended")
 
     def report(self) -> ProposalReport | None:
         """The proposals with their held-out effect, once finished (None before, or when it failed)."""
@@ -180,51 +174,35 @@ def _argument(command: list[str], flag: str, default: str = "") -> str:
         return default
 
 
-def _result(path: str) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(Path(path).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def proposal_status(root: str | Path, name: str) -> ProposalJobStatus | None:
     """The proposal job `name` (`proposal_job_name`), None when none was started here."""
     job = proposal_jobs(root).load(name)
     if job is None:
         return None
     steps = read_steps(proposal_progress_path(root, name))
-    running = job.alive
-    result = None if running else _result(job.stdout)
-    state: JobState = job.state
-    if not running and state == "ended":  # started by another process: its exit code is unknown here
-        state = "finished" if result is not None and "error" not in result else "failed"
-    if state == "finished" and (result is None or "error" in result):
-        state = "failed"
-    last_t = float(steps[-1].get("t", job.started)) if steps else job.started
-    elapsed = (time.time() if running else max(last_t, job.started)) - job.started
+    outcome = json_job_outcome(job, steps)
     fraction = 0.0
-    if state == "finished":
+    if outcome.state == "finished":
         fraction = 1.0
     elif steps:
         total = max(int(steps[-1].get("total") or 1), 1)
         fraction = min(1.0, int(steps[-1].get("done") or 0) / total)
     remaining = None
-    if running and 0 < fraction < 1 and len(steps) > 2:  # the pace of the replays, not of the fast first step
-        remaining = max(0.0, (last_t - job.started) / fraction - elapsed)
+    if outcome.running and 0 < fraction < 1 and len(steps) > 2:  # the pace of the replays, not the fast first step
+        remaining = outcome.remaining_s(job.started, fraction)
     return ProposalJobStatus(
         name=name,
         book=job.command[job.command.index("propose") + 1] if "propose" in job.command else "",
         rule_id=_argument(job.command, "--rule"),
         version=_argument(job.command, "--version"),
-        state=state,
+        state=outcome.state,
         pid=job.pid,
         started=job.started,
-        elapsed_s=max(0.0, elapsed),
+        elapsed_s=max(0.0, outcome.elapsed_s),
         fraction=fraction,
         step=str(steps[-1].get("what")) if steps else None,
         remaining_s=remaining,
-        result=result,
+        result=outcome.result,
         log_tail=tail(job.stderr, 2000),
     )
 

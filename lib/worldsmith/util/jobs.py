@@ -15,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -26,8 +26,9 @@ from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.names import typed_name
 from worldsmith.util.processes import process_start_time
 
-__all__ = ["Job", "JobFolder", "JobState", "alive", "child_returncode", "plain_run_name", "read_json_lines",
-           "start_detached", "stop", "tail"]
+__all__ = ["Job", "JobFolder", "JobState", "JsonJobOutcome", "alive", "child_returncode", "failure_message",
+           "json_job_outcome", "plain_run_name", "read_json_lines", "read_json_object", "start_detached", "stop",
+           "tail"]
 
 JobState = Literal["running", "finished", "failed", "ended"]  # ended: gone, its exit code unknown here
 
@@ -151,6 +152,53 @@ class Job:
                        returncode=None if returncode is None else int(returncode))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a job record: {error}") from None
+
+
+def read_json_object(path: str | Path) -> dict[str, Any] | None:
+    """The JSON object a finished `--json` command printed to `path`; None when there is none."""
+    try:
+        value = orjson.loads(Path(path).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@dataclass(frozen=True)
+class JsonJobOutcome:
+    """How a job running a `--json` command stands, read from its record, its stdout and the rows it appended."""
+
+    running: bool
+    state: JobState  # "ended" settled: finished when it printed a result without an error, else failed
+    result: dict[str, Any] | None  # what it printed (once ended): its outcome, or {"error": ...}
+    elapsed_s: float
+    last_t: float  # when it appended its last row (its start before the first)
+
+    def remaining_s(self, started: float, fraction: float) -> float:
+        """Time left at the pace so far, `fraction` of the work done by `last_t`."""
+        return max(0.0, (self.last_t - started) / fraction - self.elapsed_s)
+
+
+def json_job_outcome(job: Job, rows: Sequence[Mapping[str, Any]]) -> JsonJobOutcome:
+    """The outcome of `job` (a `--json` command appending progress `rows` with a `t` each): a job started by
+    another process has no exit code here, so its result decides; a result with an error is a failure."""
+    running = job.alive
+    result = None if running else read_json_object(job.stdout)
+    state: JobState = job.state
+    if not running and state == "ended":
+        state = "finished" if result is not None and "error" not in result else "failed"
+    if state == "finished" and (result is None or "error" in result):
+        state = "failed"
+    last_t = float(rows[-1].get("t", job.started)) if rows else job.started
+    elapsed = (time.time() if running else max(last_t, job.started)) - job.started
+    return JsonJobOutcome(running=running, state=state, result=result, elapsed_s=elapsed, last_t=last_t)
+
+
+def failure_message(state: JobState, result: dict[str, Any] | None, log_tail: str, fallback: str) -> str | None:
+    """Why a job failed (its printed error, else its log's last line, else `fallback`); None unless it failed."""
+    if state in ("running", "finished"):
+        return None
+    message = (result or {}).get("error")
+    return str(message) if message else (log_tail.strip().splitlines() or [fallback])[-1]
 
 
 def stop(job: Job, *, grace_s: float = 10.0) -> bool:

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from worldsmith.util.jobs import Job, JobFolder, JobState, read_json_lines, tail
+from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
 
 __all__ = ["BuildJobError", "BuildJobStatus", "BuildLaunch", "build_command", "build_jobs", "build_status",
@@ -132,10 +129,7 @@ class BuildJobStatus:
     @property
     def error(self) -> str | None:
         """Why the build failed (its error message, else the log's end), None unless it failed."""
-        if self.state in ("running", "finished"):
-            return None
-        message = (self.result or {}).get("error")
-        return str(message) if message else (self.log_tail.strip().splitlines() or ["the build ended"])[-1]
+        return failure_message(self.state, self.result, self.log_tail, "the build ended")
 
     def to_json(self) -> dict[str, Any]:
         return {"book": self.book, "state": self.state, "pid": self.pid, "started": self.started,
@@ -151,37 +145,22 @@ def _folds(command: list[str]) -> int:
         return 0
 
 
-def _result(path: str) -> dict[str, Any] | None:
-    try:
-        value = orjson.loads(Path(path).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def build_status(root: str | Path, book: str) -> BuildJobStatus | None:
     """The build job of `book`, None when none was started here."""
     job = build_jobs(root).load(_name(book))
     if job is None:
         return None
     events = read_progress(progress_path(root, book))
-    running = job.alive
-    result = None if running else _result(job.stdout)
-    state: JobState = job.state
-    if not running and state == "ended":  # started by another process: its exit code is unknown here
-        state = "finished" if result is not None and "error" not in result else "failed"
-    if state == "finished" and (result is None or "error" in result):
-        state = "failed"
-    last_t = float(events[-1].get("t", job.started)) if events else job.started
-    elapsed = (time.time() if running else max(last_t, job.started)) - job.started
-    fraction = 1.0 if state == "finished" else (_fraction(events[-1], _folds(job.command)) if events else 0.0)
+    outcome = json_job_outcome(job, events)
+    fraction = 1.0 if outcome.state == "finished" else \
+        (_fraction(events[-1], _folds(job.command)) if events else 0.0)
     remaining = None
-    if running and 0 < fraction < 1 and any(e.get("state") == "finished" for e in events):
-        remaining = max(0.0, (last_t - job.started) / fraction - elapsed)
-    return BuildJobStatus(book=book, state=state, pid=job.pid, started=job.started, command=job.command,
-                          elapsed_s=max(0.0, elapsed), fraction=fraction,
+    if outcome.running and 0 < fraction < 1 and any(e.get("state") == "finished" for e in events):
+        remaining = outcome.remaining_s(job.started, fraction)
+    return BuildJobStatus(book=book, state=outcome.state, pid=job.pid, started=job.started, command=job.command,
+                          elapsed_s=max(0.0, outcome.elapsed_s), fraction=fraction,
                           stage=str(events[-1].get("stage")) if events else None, remaining_s=remaining,
-                          events=events, result=result, log_tail=tail(job.stderr, 2000))
+                          events=events, result=outcome.result, log_tail=tail(job.stderr, 2000))
 
 
 def list_builds(root: str | Path) -> list[BuildJobStatus]:
