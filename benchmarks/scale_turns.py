@@ -165,19 +165,19 @@ def generate_part(ingest_id: str, part: int, turns: int, rng: np.random.Generato
     return episodes, turns_table
 
 
-def generate_dataset(root: Path, turns: int, seed: int = 0) -> dict[str, Any]:
-    """Write the dataset `big` of `turns` turns into workspace `root`, part by part; returns its stats."""
-    dataset_path = root / "datasets" / DATASET
+def write_parts(dataset_path: Path, turns: int, seed: int, tag: str,
+                on_part: Callable[[int, pa.Table, pa.Table], None] | None = None) -> None:
+    """Write a dataset of `turns` turns at `dataset_path`, part by part in the layout the real ingest commits
+    (ingest ids `<date>-<tag><part>`), and its manifest; `on_part(part, episodes, turns)` after each part."""
     (dataset_path / "parts").mkdir(parents=True, exist_ok=True)
     Dataset.create(dataset_path)
     rng = np.random.default_rng(seed)
     manifest = Dataset(dataset_path).manifest
-    started = time.perf_counter()
     part = 0
     remaining = turns
     while remaining > 0:
         size = min(TURNS_PER_PART, remaining)
-        ingest_id = f"20261203T0000{part:02d}000000-bench{part:02d}"
+        ingest_id = f"20261203T0000{part:02d}000000-{tag}{part:02d}"
         episodes, turns_table = generate_part(ingest_id, part, size, rng, f"/data/traces/run-{part:02d}.jsonl")
         names = {"episodes": f"parts/{ingest_id}.episodes.parquet", "turns": f"parts/{ingest_id}.turns.parquet"}
         for key, table in (("episodes", episodes), ("turns", turns_table)):
@@ -186,9 +186,21 @@ def generate_dataset(root: Path, turns: int, seed: int = 0) -> dict[str, Any]:
                                   "n_turns": turns_table.num_rows})
         remaining -= size
         part += 1
+        if on_part is not None:
+            on_part(part, episodes, turns_table)
+    Dataset(dataset_path).write_manifest(manifest)
+
+
+def generate_dataset(root: Path, turns: int, seed: int = 0) -> dict[str, Any]:
+    """Write the dataset `big` of `turns` turns into workspace `root`, part by part; returns its stats."""
+    dataset_path = root / "datasets" / DATASET
+    started = time.perf_counter()
+
+    def report(part: int, episodes: pa.Table, turns_table: pa.Table) -> None:
         print(f"  part {part}: {episodes.num_rows:,} episodes, {turns_table.num_rows:,} turns "
               f"({time.perf_counter() - started:.0f} s)", flush=True)
-    Dataset(dataset_path).write_manifest(manifest)
+
+    write_parts(dataset_path, turns, seed, "bench", report)
     split_started = time.perf_counter()
     Workspace(root).split(DATASET, {"train": 0.8, "validation": 0.1, "test": 0.1})
     return {"seconds": time.perf_counter() - started, "split_seconds": time.perf_counter() - split_started,

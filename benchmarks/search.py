@@ -24,14 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.parquet as pq
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from scale_turns import TURNS_PER_PART, generate_part  # noqa: E402
+from scale_turns import write_parts  # noqa: E402
 
 from worldsmith.workspace import Dataset, build_index, search_turns  # noqa: E402
 from worldsmith.workspace.search import parse_query, scan_turns  # noqa: E402
@@ -48,23 +45,7 @@ QUERIES = {
 
 def write_dataset(path: Path, turns: int, seed: int = 0) -> None:
     """A dataset of `turns` turns, part by part, in the layout the real ingest commits (no index yet)."""
-    (path / "parts").mkdir(parents=True, exist_ok=True)
-    Dataset.create(path)
-    rng = np.random.default_rng(seed)
-    manifest = Dataset(path).manifest
-    part, remaining = 0, turns
-    while remaining > 0:
-        size = min(TURNS_PER_PART, remaining)
-        ingest_id = f"20261206T0000{part:02d}000000-search{part:02d}"
-        episodes, turns_table = generate_part(ingest_id, part, size, rng, f"/data/traces/run-{part:02d}.jsonl")
-        names = {"episodes": f"parts/{ingest_id}.episodes.parquet", "turns": f"parts/{ingest_id}.turns.parquet"}
-        for key, table in (("episodes", episodes), ("turns", turns_table)):
-            pq.write_table(table, path / names[key], compression="lz4", row_group_size=65536)
-        manifest["parts"].append({"ingest_id": ingest_id, **names, "n_episodes": episodes.num_rows,
-                                  "n_turns": turns_table.num_rows})
-        remaining -= size
-        part += 1
-    Dataset(path).write_manifest(manifest)
+    write_parts(path, turns, seed, "search")
 
 
 def timed(action: Any, repeats: int) -> tuple[float, Any]:
