@@ -16,6 +16,7 @@ from workbench.common.paths import page_file
 from workbench.common.text import md_escape
 from workbench.worldbook.build_jobs import render_build_jobs, start_build
 from worldsmith.sim import ROUTE_TURNS
+from worldsmith.workspace import env_family
 from worldsmith.worldbook.jobs import BuildLaunch
 
 root = data.workspace_root()
@@ -33,7 +34,7 @@ if not datasets:
 dataset_name = st.selectbox("Dataset", datasets, key="build_dataset")
 dataset = data.open_dataset(root, dataset_name)
 splits = dataset.splits() if dataset is not None else []
-environments = sorted({e.split("/")[0] for e in dataset.environments()}) if dataset is not None else []
+environments = sorted({env_family(e) for e in dataset.environments()}) if dataset is not None else []
 if len(environments) > 1:
     st.warning(f"Dataset {md_escape(dataset_name)} mixes {len(environments)} environments "
                f"({md_escape(', '.join(environments))}): a worldbook describes one, choose it below.",

@@ -21,14 +21,14 @@ from workbench.simulate.simulator import compare_frame, render_turn, turns_frame
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name
 from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models
-from worldsmith.workspace import EpisodeFilter
+from worldsmith.workspace import EpisodeFilter, WorkspaceLayout
 from worldsmith.worldbook import WorldbookError, WorldbookStore
 
 NEW = "(new session)"
 
 root = Path(data.workspace_root())
-store = WorldbookStore(root / "worldbooks")
-sessions_dir = root / "sessions"
+store = WorldbookStore.of_workspace(root)
+sessions_dir = WorkspaceLayout.of(root).sessions_dir
 st.title("Simulate", anchor=False)
 st.markdown("Play a worldbook as an environment. Each action is predicted by the chosen world model and committed "
             "to a session you can reopen, fork at any turn and compare with another.")

@@ -52,7 +52,7 @@ with launch_tab:
     from worldsmith.worldbook import WorldbookStore
 
     datasets = data.list_datasets(str(root))
-    books = WorldbookStore(root / "worldbooks").names() if (root / "worldbooks").is_dir() else []
+    books = WorldbookStore.of_workspace(root).names()
     envs = ["bfcl", *sorted(name for name in registry() if name != "bfcl")]
     st.subheader("A run", anchor=False)
     render_run_form(root, datasets, books, envs)

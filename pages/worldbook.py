@@ -46,7 +46,7 @@ from workbench.worldbook.version_compare import render_version_compare
 from worldsmith.worldbook import PatchOp, RuleStatus, WorldbookError, WorldbookStore
 
 root = Path(data.workspace_root())
-store = WorldbookStore(root / "worldbooks")
+store = WorldbookStore.of_workspace(root)
 TAB_KEY = "wb_tab"  # the open tab
 st.title("Worldbook", anchor=False)
 

@@ -13,7 +13,7 @@ from worldsmith.evals import (
     heldout_delta,
     score_version,
 )
-from worldsmith.evals.heldout import CACHE_DIR, book_hash
+from worldsmith.evals.heldout import CACHE_KIND, book_hash
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook
@@ -81,7 +81,7 @@ def test_only_the_new_version_is_computed(loop) -> None:
 def test_a_damaged_cache_file_is_recomputed(loop) -> None:
     ws, book, heldout = loop
     first = score_version(book, heldout, ws)
-    files = list(ws.root.joinpath(*CACHE_DIR).rglob(f"{book_hash(book)}-*.json"))
+    files = list(ws.layout.cache_dir(CACHE_KIND).rglob(f"{book_hash(book)}-*.json"))
     assert len(files) == 1
     files[0].write_text("{not json")
     again = score_version(book, heldout, ws)

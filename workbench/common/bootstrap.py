@@ -19,7 +19,7 @@ import streamlit as st
 from workbench.common.data import get_workspace
 from workbench.common.paths import SAMPLES_DATASET, sample_files, samples_dir
 from workbench.common.text import md_code, md_escape
-from worldsmith.workspace import Workspace
+from worldsmith.workspace import Workspace, env_family
 
 _attempted: set[tuple[str, str | None]] = set()
 SAMPLE_RATIOS = {"train": 0.7, "validation": 0.1, "test": 0.2}  # enough held-out ALFWorld games to evaluate
@@ -57,10 +57,10 @@ def _sample_worldbook(workspace: Workspace) -> str | None:
     from worldsmith.worldbook import WorldbookStore
     from worldsmith.worldbook.build import build_dataset
 
-    if WorldbookStore(workspace.root / "worldbooks").names():
+    if WorldbookStore.of_workspace(workspace).names():
         return None
     dataset = workspace.dataset(SAMPLES_DATASET)
-    if not any(env.split("/")[0] == "alfworld" for env in dataset.environments()):
+    if not any(env_family(env) == "alfworld" for env in dataset.environments()):
         return None
     outcome = build_dataset(
         workspace,

@@ -145,14 +145,14 @@ def display_path(path: str | None, root: str | Path | None = None) -> str:
 def _book_env(root: str, name: str, version: str) -> str | None:
     from worldsmith.worldbook import WorldbookStore
 
-    return WorldbookStore(Path(root) / "worldbooks").load(name, version).env_id  # versions are immutable
+    return WorldbookStore.of_workspace(root).load(name, version).env_id  # versions are immutable
 
 
 def book_environments(root: str) -> list[str]:
     """The environment ids the workspace's worldbooks (their head versions) simulate, sorted, each once."""
     from worldsmith.worldbook import WorldbookError, WorldbookStore
 
-    store = WorldbookStore(Path(root) / "worldbooks")
+    store = WorldbookStore.of_workspace(root)
     envs: set[str] = set()
     for name in store.names():
         try:

@@ -49,7 +49,7 @@ def held_out_defaults(root: Path, book: str | None, datasets: list[str], dataset
     if not book:
         return {"dataset": dataset} if dataset else {}
     try:
-        store = WorldbookStore(root / "worldbooks")
+        store = WorldbookStore.of_workspace(root)
         sources = store.info(book, store.head(book)).sources
     except (WorldbookError, KeyError, OSError, ValueError):
         return {"dataset": dataset} if dataset else {}
@@ -87,7 +87,7 @@ def env_match(root: Path, book: str, dataset: str) -> EnvMatch | None:
     if opened is None:
         return None
     try:
-        version = WorldbookStore(root / "worldbooks").head(book)
+        version = WorldbookStore.of_workspace(root).head(book)
     except (WorldbookError, OSError, ValueError):
         return None
     return _env_match(str(root), book, version, dataset, opened.revision)
@@ -100,7 +100,7 @@ def _env_match(root: str, book: str, version: str, dataset: str, revision: int) 
 
     opened = data.open_dataset(root, dataset)
     try:
-        loaded = WorldbookStore(Path(root) / "worldbooks").load(book, version)
+        loaded = WorldbookStore.of_workspace(root).load(book, version)
     except (WorldbookError, OSError, ValueError):
         return None
     return match_dataset(loaded, opened) if opened is not None else None
@@ -279,4 +279,4 @@ def workspace_choices(root: Path) -> tuple[list[str], list[str]]:
     """(worldbooks, datasets) of the workspace, for the form."""
     from worldsmith.worldbook import WorldbookStore
 
-    return WorldbookStore(root / "worldbooks").names(), data.list_datasets(str(root))
+    return WorldbookStore.of_workspace(root).names(), data.list_datasets(str(root))

@@ -29,7 +29,7 @@ from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
 from worldsmith.sim.registry import needs_llm, world_model_names
 from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, default_methods
 from worldsmith.traces.json_diff import json_text_changes, parse_json_text
-from worldsmith.workspace import EpisodeFilter
+from worldsmith.workspace import EpisodeFilter, env_family
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
 __all__ = [
@@ -52,7 +52,7 @@ def _llm(spec: str, workspace: str):
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _book(root: str, name: str, version: str) -> Worldbook:
-    return WorldbookStore(Path(root) / "worldbooks").load(name, version)  # versions are immutable
+    return WorldbookStore.of_workspace(root).load(name, version)  # versions are immutable
 
 
 def scores_frame(history: list[StepView], methods: list[str]) -> pd.DataFrame:
@@ -161,7 +161,7 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
         st.stop()
     environments, _ = data.dataset_facets(root, name, dataset.revision)
     env_options = [ANY_ENV, *environments]
-    family = (book.env_id or "").split("/")[0]
+    family = env_family(book.env_id)
     preferred_env = next((e for e in environments if e == book.env_id), None) or ANY_ENV
     env = middle.selectbox("Environment", env_options, index=env_options.index(preferred_env), key="sbs_env",
                            help=f"the worldbook simulates {md_escape(book.env_id or 'an unnamed environment')}")
@@ -171,7 +171,7 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
     ids = list(page["episode_id"]) if not page.empty else []
     if family and env == ANY_ENV:  # episodes of the worldbook's own environment first
         env_of = dict(zip(page["episode_id"], page["env_id"], strict=True))
-        ids.sort(key=lambda episode_id: 0 if (env_of[episode_id] or "").split("/")[0] == family else 1)
+        ids.sort(key=lambda episode_id: 0 if env_family(env_of[episode_id]) == family else 1)
     if not ids:
         st.info("No episode matches.", icon=":material/info:")
         st.stop()

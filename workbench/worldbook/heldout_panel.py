@@ -17,7 +17,7 @@ from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, book_hash, check_heldout, heldout_delta
 from worldsmith.evals.leakage import LeakageError
-from worldsmith.workspace import Workspace
+from worldsmith.workspace import Workspace, env_family
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
 __all__ = ["DELTAS", "NO_SPLIT", "render_heldout_chooser", "render_heldout_delta"]
@@ -63,7 +63,7 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
         st.caption("Choose a held-out split to see, after every edit, how held-out fidelity moved.")
         return None
     st.query_params[URL_DATASET], st.query_params[URL_SPLIT] = dataset, split
-    env = env or (book.env_id or "").split("/")[0] or None
+    env = env or env_family(book.env_id) or None
     heldout = HeldOut(dataset=dataset, split=split, env=env)
     problem = _checked(workspace, book, heldout)
     if problem is not None:

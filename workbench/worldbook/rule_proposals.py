@@ -177,7 +177,7 @@ def render_cluster_proposals(book: str | None, rules: list[tuple[str, int]], *, 
     from workbench.common import data
 
     root = Path(data.workspace_root())
-    store = WorldbookStore(root / "worldbooks")
+    store = WorldbookStore.of_workspace(root)
     if not book or book not in store.names():
         st.caption("Proposals need the run's worldbook in this workspace (a cross-fitted run builds its own).")
         return

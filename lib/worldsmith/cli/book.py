@@ -28,7 +28,7 @@ from worldsmith.worldbook.interop import export_version, import_into_store
 
 
 def store_from(args: argparse.Namespace) -> WorldbookStore:
-    return WorldbookStore(workspace_from(args).root / "worldbooks")
+    return WorldbookStore.of_workspace(workspace_from(args))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -434,7 +434,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from worldsmith.worldbook.build import validate
 
     workspace = workspace_from(args)
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     version = args.version or store.head(args.book)
     book, info = store.load(args.book, version), store.info(args.book, version)
     episodes = list(workspace.dataset(args.dataset).iter_episodes(args.split))

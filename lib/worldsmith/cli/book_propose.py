@@ -66,7 +66,7 @@ def _print(report: ProposalReport) -> None:
 
 def run_propose(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     try:
         report = propose_with_effect(workspace, store, args.book, args.rule, version=args.version,
                                      split=args.against, progress=_progress(args.progress))

@@ -26,6 +26,7 @@ from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 from worldsmith.evals.runstore import RunFolder, RunStore
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
+from worldsmith.workspace.layout import env_family
 
 __all__ = ["register"]
 
@@ -219,7 +220,7 @@ def run_curve_command(args: argparse.Namespace) -> int:
 
     def chosen(split: str) -> list[Any]:  # dialogue-only episodes (no tool turn) neither build nor get evaluated
         return exclude_dialogue_only(e for e in dataset.iter_episodes(split)
-                                     if not args.env or (e.env_id or "").split("/")[0] == args.env)[0]
+                                     if not args.env or env_family(e.env_id) == args.env)[0]
 
     construction, held_out = chosen(args.split), chosen(args.test_split)
     if not construction or not held_out:
@@ -252,7 +253,7 @@ def run_awb_command(args: argparse.Namespace) -> int:
     from worldsmith.worldbook import WorldbookStore
 
     workspace = workspace_from(args)
-    book = WorldbookStore(workspace.root / "worldbooks").load(args.book, args.version)
+    book = WorldbookStore.of_workspace(workspace).load(args.book, args.version)
     llm = None
     if args.llm:
         from worldsmith.llm import open_llm

@@ -71,7 +71,7 @@ def _print_step(view: StepView) -> None:
 
 def run_side_by_side(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     version = args.version or store.head(args.book)
     book = store.load(args.book, version)
     try:

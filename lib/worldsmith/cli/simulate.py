@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _session_for(args: argparse.Namespace, directory: Path, book_name: str) -> tuple[Session, Worldbook]:
     """Open the session (checking it was made with this book) or create it; load the matching book version."""
-    store = WorldbookStore(workspace_from(args).root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace_from(args))
     version = args.version
     if Session.exists(directory):
         session = Session.open(directory)
@@ -197,7 +197,7 @@ class _Play:
 
 def run_play(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
-    directory = args.session or workspace_from(args).root / "sessions" / new_session_name(args.book)
+    directory = args.session or workspace_from(args).layout.sessions_dir / new_session_name(args.book)
     try:
         session, book = _session_for(args, directory, args.book)
     except SessionError as error:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import ContextEvent, Episode
 from worldsmith.util.text import clip
+from worldsmith.workspace.layout import env_family
 
 if TYPE_CHECKING:
     from worldsmith.envace.config import DataConfig
@@ -149,7 +150,7 @@ def tools_text(tools: Sequence[dict[str, Any]], detail: Literal["names", "signat
 
 def error_example(env: str) -> str:
     """How this environment answers an invalid call (shown in the environment prompt)."""
-    return _ERROR_EXAMPLES.get(env.split("/", 1)[0], _JSON_ERROR_EXAMPLE)
+    return _ERROR_EXAMPLES.get(env_family(env), _JSON_ERROR_EXAMPLE)
 
 
 def policy_prompt(templates: Templates, env: str, task: str, tools: Sequence[dict[str, Any]]) -> str:

@@ -22,6 +22,7 @@ import orjson
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.jobs import JobFolder
 from worldsmith.util.processes import process_alive
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = ["RunStore", "launch_dir", "launch_jobs", "process_alive", "read_jsonl", "run_states", "runs_dir"]
 
@@ -44,7 +45,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def runs_dir(workspace_root: str | Path) -> Path:
     """`<workspace>/runs/envace`: the training runs of a workspace, one folder each."""
-    return Path(workspace_root) / "runs" / "envace"
+    return WorkspaceLayout.of(workspace_root).runs_dir("envace")
 
 
 def launch_dir(workspace_root: str | Path) -> Path:

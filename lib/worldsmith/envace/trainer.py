@@ -189,7 +189,7 @@ class Trainer:
             from worldsmith.workspace import Workspace
             from worldsmith.worldbook import WorldbookStore
 
-            store = WorldbookStore(Workspace(config.workspace).root / "worldbooks")
+            store = WorldbookStore.of_workspace(Workspace(config.workspace))
             self.book = store.load(str(config.worldbook), config.worldbook_version)
         self.reference = None
         if config.objective == "grpo" and config.grpo.kl_coef > 0:

@@ -38,6 +38,7 @@ from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.executors import make_executor
 from worldsmith.util.processes import main_module_hidden
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = [
     "CollectConfig", "CollectProgress", "CollectReport", "EpisodeResult", "collect", "collect_unit", "list_tasks",
@@ -139,7 +140,7 @@ class CollectReport:
 
 
 def run_dir(workspace_root: Path, dataset: str) -> Path:
-    return workspace_root / "runs" / "collect" / dataset
+    return WorkspaceLayout.of(workspace_root).run_dir("collect", dataset)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from worldsmith.envs.recorder import HANDOVER_PREFIX
 from worldsmith.envs.registry import spec
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Episode
+from worldsmith.workspace.layout import env_family
 
 __all__ = ["ReplayResult", "ReplayStep", "load_actions", "replay", "replay_episode"]
 
@@ -123,7 +124,7 @@ def replay_episode(episode: Episode, env: Env | None = None, *, env_name: str | 
     """
     stored_env = episode.metadata.get("env")
     recorded_env: dict[str, Any] = stored_env if isinstance(stored_env, dict) else {}
-    name = env_name or recorded_env.get("name") or (episode.env_id or "").split("/")[0]
+    name = env_name or recorded_env.get("name") or env_family(episode.env_id)
     if episode.task_id is None:
         raise ValueError(f"episode {episode.id!r} has no task id: cannot replay it")
     actions: list[Action | str] = []

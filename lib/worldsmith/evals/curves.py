@@ -67,7 +67,7 @@ def construction_size_curve(construction: Sequence[Episode], held_out: Sequence[
         raise ValueError("the construction-size curve needs held-out episodes")
     order = sorted(construction, key=lambda e: e.id)
     random.Random(seed).shuffle(order)
-    result = CurveResult(name=name, directory=ws.root / "runs" / "curves" / name)
+    result = CurveResult(name=name, directory=ws.layout.run_dir("curves", name))
     for n in sorted(set(sizes)):
         if n < 1 or n > len(order):
             result.skipped.append(n)

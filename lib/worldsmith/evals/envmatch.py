@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from worldsmith.traces.model import Episode
 from worldsmith.workspace import Dataset
+from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["COMPATIBLE_SHARE", "EnvMatch", "EnvironmentFit", "book_actions", "construction_actions", "env_matches",
@@ -32,7 +33,7 @@ def env_matches(env_id: str | None, wanted: str | None) -> bool:
     if not wanted:
         return True
     env = env_id or ""
-    return env.split("/")[0] == wanted or env.startswith(wanted)
+    return env_family(env) == wanted or env.startswith(wanted)
 
 
 def book_actions(book: Worldbook) -> set[str]:

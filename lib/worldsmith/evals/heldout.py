@@ -41,7 +41,7 @@ __all__ = ["DELTA_METRICS", "FlippedTurn", "HeldOut", "HeldOutDelta", "MetricDel
            "book_hash", "check_heldout", "edited_actions", "heldout_delta", "load_heldout", "score_version"]
 
 DELTA_METRICS = ("exact_match", "token_f1", "json_f1")
-CACHE_DIR = ("cache", "heldout")
+CACHE_KIND = "heldout"
 
 
 class HeldOut(BaseModel):
@@ -203,7 +203,7 @@ def load_heldout(heldout: HeldOut, workspace: Workspace) -> tuple[list[Episode],
 
 
 def _cache_path(workspace: Workspace, heldout: HeldOut, revision: int, digest: str) -> Path:
-    return workspace.root.joinpath(*CACHE_DIR, heldout.key(revision), f"{digest}-{code_version()}.json")
+    return workspace.layout.cache_dir(CACHE_KIND).joinpath(heldout.key(revision), f"{digest}-{code_version()}.json")
 
 
 def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | None) -> list[TurnScore]:

@@ -118,7 +118,7 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
 
         if config.book is None:  # EvalConfig refuses this unless cross-fitted, which has no stored book
             raise ValueError("set book (--book NAME): a run without folds evaluates a stored book")
-        store = WorldbookStore(ws.root / "worldbooks")
+        store = WorldbookStore.of_workspace(ws)
         version = config.book_version or store.head(config.book)
         book = store.load(config.book, version)
         sources = store.info(config.book, version).sources

@@ -24,6 +24,7 @@ from typing import Any
 from worldsmith.llm.base import LLM, LLMError, Message
 from worldsmith.llm.structured import extract_json
 from worldsmith.util.text import clip
+from worldsmith.workspace.layout import env_family
 
 __all__ = [
     "DIMENSIONS",
@@ -76,7 +77,7 @@ _FAMILY_OF = {"alfworld": "text-game", "textworld": "text-game", "scienceworld":
 
 def judge_family(env_id: str | None, reference: str = "") -> str:
     """The prompt family of an environment: by its id's first part, else JSON references are tool APIs."""
-    head = (env_id or "").split("/")[0].split(":")[0].lower()
+    head = env_family(env_id).split(":")[0].lower()
     if head in _FAMILY_OF:
         return _FAMILY_OF[head]
     stripped = reference.lstrip()

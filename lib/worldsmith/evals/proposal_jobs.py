@@ -24,6 +24,7 @@ from typing import Any
 from worldsmith.evals.proposal_effects import ProposalReport
 from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = [
     "ProposalJobError",
@@ -59,7 +60,7 @@ class ProposalLaunch:
 
 def proposal_jobs(root: str | Path) -> JobFolder:
     """The workspace's proposal job records (`<ws>/runs/propose/.jobs`)."""
-    return JobFolder(Path(root) / "runs" / "propose" / ".jobs", kind="propose")
+    return JobFolder(WorkspaceLayout.of(root).runs_dir("propose") / ".jobs", kind="propose")
 
 
 def proposal_job_name(launch: ProposalLaunch) -> str:

@@ -23,6 +23,7 @@ from worldsmith.evals.records import Journal
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.jobs import JobFolder
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = ["RUN_FILES", "RunFileError", "RunFolder", "RunProgress", "RunStore", "read_json_file"]
 
@@ -160,7 +161,7 @@ class RunStore:
     """`<workspace>/runs/eval`: the evaluation runs of a workspace, by name."""
 
     def __init__(self, workspace_root: str | Path) -> None:
-        self.root = Path(workspace_root) / "runs" / "eval"
+        self.root = WorkspaceLayout.of(workspace_root).runs_dir("eval")
 
     @property
     def jobs_dir(self) -> Path:

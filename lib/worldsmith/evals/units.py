@@ -37,6 +37,7 @@ from worldsmith.evals.protocols import (
 )
 from worldsmith.evals.records import Journal
 from worldsmith.traces.model import Episode
+from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.build import trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
@@ -202,7 +203,7 @@ class _RealEnvs:
 
         env = episode.metadata.get("env")
         recorded: dict[str, Any] = env if isinstance(env, dict) else {}
-        name = self.override or recorded.get("name") or (episode.env_id or "").split("/")[0]
+        name = self.override or recorded.get("name") or env_family(episode.env_id)
         if not name:
             raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
         given = recorded.get("kwargs")

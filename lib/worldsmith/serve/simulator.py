@@ -79,11 +79,11 @@ class ServedWorldbook:
         world_model_spec(config.method)  # ValueError naming the registered world models
         self.config = config
         self.workspace = Workspace(config.workspace)
-        store = WorldbookStore(self.workspace.root / "worldbooks")
+        store = WorldbookStore.of_workspace(self.workspace)
         self.version = config.version or store.head(config.book)
         self.book = store.load(config.book, self.version)
         self.tools: list[ToolSpec] = book_tools(self.book)
-        self.sessions_dir = Path(config.sessions) if config.sessions else self.workspace.root / "sessions"
+        self.sessions_dir = Path(config.sessions) if config.sessions else self.workspace.layout.sessions_dir
 
     @property
     def book_ref(self) -> str:

@@ -3,6 +3,7 @@
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
+from worldsmith.workspace.layout import WorkspaceLayout, env_family
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.search import (
     IndexStats,
@@ -27,11 +28,13 @@ __all__ = [
     "SearchHit",
     "SearchResult",
     "Workspace",
+    "WorkspaceLayout",
     "assign_splits",
     "build_index",
     "check_env_id",
     "declared_tool_names",
     "default_workspace_root",
+    "env_family",
     "expand_paths",
     "has_index",
     "ingest_files",

@@ -40,6 +40,7 @@ from worldsmith.util.json_depth import text_too_deep
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import MAX_AGE_S, MIN_AGE_S, make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
+from worldsmith.workspace.layout import WorkspaceLayout
 from worldsmith.workspace.search import update_index
 from worldsmith.workspace.storage import PartWriter
 
@@ -202,8 +203,9 @@ def ingest_files(
     workspace_root = Path(workspace_root)
     unreadable: list[tuple[Path, str]] = []
     files = expand_paths(paths, unreadable)
-    sweep_stale(workspace_root / ".staging")  # a killed ingest's parts
-    _sweep_stale_temps(workspace_root / "reports")  # and its quarantine file
+    layout = WorkspaceLayout.of(workspace_root)
+    sweep_stale(layout.staging_dir)  # a killed ingest's parts
+    _sweep_stale_temps(layout.reports_dir)  # and its quarantine file
     run = _Ingest(
         workspace_root,
         dataset,
@@ -261,8 +263,9 @@ class _Ingest:
         self.files, self.format, self.strict, self.env = files, format, strict, env
         self.progress, self.progress_every = progress, progress_every
         self.ingest_id = _new_ingest_id()
-        self.reports_dir = workspace_root / "reports"
-        self.dataset_path = workspace_root / "datasets" / dataset
+        layout = WorkspaceLayout.of(workspace_root)
+        self.reports_dir = layout.reports_dir
+        self.dataset_path = layout.datasets_dir / dataset
         existing = Dataset(self.dataset_path) if (self.dataset_path / "manifest.json").exists() else None
         # Parts whose episodes the dedup below sees (listed first: parts are only ever added); at commit only
         # parts committed after these are checked again.
@@ -272,7 +275,7 @@ class _Ingest:
         self.report = ImportReport(ingest_id=self.ingest_id, dataset=dataset, strict=strict)
         self.quarantine = _Quarantine(self.reports_dir / f"{self.ingest_id}.quarantine.jsonl")
         self.rejects = RejectLog()
-        self.staging = make_staging(workspace_root / ".staging")  # last: nothing after it fails but the writer
+        self.staging = make_staging(layout.staging_dir)  # last: nothing after it fails but the writer
         try:
             self.writer = PartWriter(
                 self.staging / "episodes.parquet", self.staging / "turns.parquet", ingest_id=self.ingest_id

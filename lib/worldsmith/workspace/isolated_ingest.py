@@ -25,6 +25,7 @@ import orjson
 
 from worldsmith.traces.limits import import_limits
 from worldsmith.workspace.ingest import IngestProgress, ProgressCallback, ingest_files
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = ["IsolatedIngestError", "ingest_isolated"]
 
@@ -127,9 +128,9 @@ def _death(code: int, limit: int, outcome: dict[str, Any] | None, stderr: str) -
 
 def _remove_leftovers(workspace_root: Path, pid: int) -> None:
     """The staging folders and quarantine temp files of a dead child (named for its pid)."""
-    for folder in (workspace_root / ".staging").glob(f".staging-{pid}-*"):
+    for folder in WorkspaceLayout.of(workspace_root).staging_dir.glob(f".staging-{pid}-*"):
         shutil.rmtree(folder, ignore_errors=True)
-    for temp in (workspace_root / "reports").glob(f".*.{pid}.tmp"):
+    for temp in WorkspaceLayout.of(workspace_root).reports_dir.glob(f".*.{pid}.tmp"):
         temp.unlink(missing_ok=True)
 
 

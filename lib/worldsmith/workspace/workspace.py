@@ -1,11 +1,4 @@
-"""The on-disk project: datasets, import reports, uploads (later: worldbooks, runs).
-
-    <root>/datasets/<name>/   manifest.json, parts/*.parquet, splits.parquet
-    <root>/reports/           <ingest_id>.json and <ingest_id>.quarantine.jsonl
-    <root>/uploads/           files uploaded through the workbench (sanitised names)
-    <root>/recorded/          episodes added from code (played sessions) before their import
-    <root>/runs/collect/<ds>/ collection runs: every episode, per-item results, config (resumable)
-"""
+"""The on-disk project: datasets, import reports, uploads, worldbooks, runs (`workspace.layout` spells the paths)."""
 
 from __future__ import annotations
 
@@ -23,6 +16,7 @@ from worldsmith.util.paths import default_workspace_root
 from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
+from worldsmith.workspace.layout import WorkspaceLayout
 from worldsmith.workspace.relabel import RelabelResult, relabel_env
 from worldsmith.workspace.search import IndexStats, SearchResult, build_index, search_turns, update_index
 from worldsmith.workspace.splits import assign_splits
@@ -47,21 +41,27 @@ class Workspace:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_workspace_root()
-        sweep_stale(self.root / ".staging")  # what a killed ingest left
+        self.layout = WorkspaceLayout(self.root)
+        sweep_stale(self.layout.staging_dir)  # what a killed ingest left
+
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
 
     @property
     def datasets_dir(self) -> Path:
-        return self.root / "datasets"
+        return self.layout.datasets_dir
 
     @property
     def reports_dir(self) -> Path:
-        return self.root / "reports"
+        return self.layout.reports_dir
 
     @property
     def uploads_dir(self) -> Path:
-        return self.root / "uploads"
+        return self.layout.uploads_dir
+
+    @property
+    def books_dir(self) -> Path:
+        return self.layout.books_dir
 
     def list_datasets(self) -> list[str]:
         if not self.datasets_dir.exists():
@@ -116,7 +116,7 @@ class Workspace:
         They are written as native JSONL under `<root>/recorded/` first (kept: it is the source
         their provenance points to), then ingested with the usual checks and dedupe.
         """
-        target = self.root / "recorded" / f"{secrets.token_hex(4)}-{sanitize_filename(label)}.jsonl"
+        target = self.layout.recorded_dir / f"{secrets.token_hex(4)}-{sanitize_filename(label)}.jsonl"
         if export_episodes(episodes, "jsonl", target) == 0:
             target.unlink(missing_ok=True)
             raise ValueError("no episodes to add")

@@ -1,7 +1,7 @@
 """Worldbooks: the schemas, rules and evidence a simulator runs on, stored as immutable, diffable versions.
 
     from worldsmith.worldbook import WorldbookStore, Patch, PatchOp
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     book = store.load("alfworld")
     store.patch("alfworld", Patch(base=store.head("alfworld"),
                                   ops=[PatchOp(op="update_rule", id="take-1", fields={"status": "conflicted"})]))

@@ -25,6 +25,7 @@ from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
 from worldsmith.util.json_depth import text_too_deep, too_deep
+from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.book_stages import BOOK_STAGES, deterministic_extract
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.pipeline import (
@@ -313,7 +314,7 @@ def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
     (a 128-rule book mixing five environments was once built silently)."""
     counts: dict[str, int] = {}
     for episode in episodes:
-        name = (episode.env_id or "").split("/")[0] or "(no environment)"
+        name = env_family(episode.env_id) or "(no environment)"
         counts[name] = counts.get(name, 0) + 1
     if len(counts) < 2:
         return None
@@ -350,7 +351,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     from worldsmith.worldbook.store import WorldbookStore, check_book_name
 
     check_book_name(out)  # before any work: a bad name is refused, nothing written
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     wanted: dict[str, Any] = {"dataset": dataset, "split": split, "env": env}
     sources = _update_sources(store, out, wanted) if update else [wanted]
     read_excluded: list[dict[str, int]] = []
@@ -359,7 +360,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
         kept, left_out = _buildable(
             e
             for e in workspace.dataset(name).iter_episodes(part)
-            if only is None or (e.env_id or "").split("/")[0] == only
+            if only is None or env_family(e.env_id) == only
         )
         read_excluded.append(left_out)
         return kept
@@ -379,7 +380,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     warnings = [w for w in [mixed_environment_warning(episodes)] if w]
     held_split = validate_split or _default_validation_split(workspace.dataset(dataset).splits(), split)
     held_out = chosen(dataset, held_split, env) if held_split else None
-    cache_dir = workspace.root / "runs" / "build" / out / "cache"
+    cache_dir = workspace.layout.run_dir("build", out) / "cache"
     crossed = None
     if folds:
         crossed = cross_fit(episodes, name=out, folds=folds, config=config, cache_dir=cache_dir,

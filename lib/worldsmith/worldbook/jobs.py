@@ -20,6 +20,7 @@ from typing import Any
 
 from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
+from worldsmith.workspace.layout import WorkspaceLayout
 
 __all__ = ["BuildJobError", "BuildJobStatus", "BuildLaunch", "build_command", "build_jobs", "build_status",
            "launch_build", "list_builds", "progress_path", "read_progress"]
@@ -52,7 +53,7 @@ class BuildLaunch:
 
 def build_jobs(root: str | Path) -> JobFolder:
     """The workspace's build job records (`<ws>/runs/build/.jobs`, beside each book's stage cache)."""
-    return JobFolder(Path(root) / "runs" / "build" / ".jobs", kind="build")
+    return JobFolder(WorkspaceLayout.of(root).runs_dir("build") / ".jobs", kind="build")
 
 
 def progress_path(root: str | Path, book: str) -> Path:

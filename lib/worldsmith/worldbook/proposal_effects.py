@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.proposals import episodes_with_action
@@ -72,7 +73,7 @@ def heldout_evidence(workspace: Any, store: WorldbookStore, name: str, version: 
     env = source.get("env")
     built_from = {episode_of(item.turn_id) for item in store.load(name, version).evidence}
     episodes = [e for e in dataset.iter_episodes(split) if e.id not in built_from
-                and (env is None or (e.env_id or "").split("/")[0] == env)]
+                and (env is None or env_family(e.env_id) == env)]
     if not episodes:
         raise ValueError(f"dataset {source['dataset']!r} has no episodes in split {split!r}"
                          + (f" of environment {env!r}" if env else "") + " that the book was not built from")

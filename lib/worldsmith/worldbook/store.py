@@ -32,6 +32,8 @@ from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.dirs import publish_dir
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
+from worldsmith.workspace.layout import WorkspaceLayout
+from worldsmith.workspace.workspace import Workspace
 from worldsmith.worldbook.model import Note, Rule, Worldbook
 from worldsmith.worldbook.toolrules import ToolRule
 
@@ -134,6 +136,12 @@ class WorldbookStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+
+    @classmethod
+    def of_workspace(cls, workspace: str | Path | Workspace) -> WorldbookStore:
+        """The store of a workspace, given the workspace or its root folder."""
+        root = workspace if isinstance(workspace, str | Path) else workspace.root
+        return cls(WorkspaceLayout.of(root).books_dir)
 
     # ------------------------------------------------------------------ listing
     def names(self) -> list[str]:
