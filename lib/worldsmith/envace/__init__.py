@@ -73,6 +73,7 @@ from worldsmith.envace.rollouts import (
 )
 from worldsmith.envace.runstore import RunStore
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
+from worldsmith.envace.trainer_state import TrainerState
 
 __all__ = [
     "ROLE_ACT",
@@ -116,6 +117,7 @@ __all__ = [
     "Templates",
     "TrainSummary",
     "Trainer",
+    "TrainerState",
     "Transcript",
     "WorldbookSource",
     "build_samples",

@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import os
-import random
 import shutil
 import time
 import traceback
@@ -57,6 +56,7 @@ from worldsmith.envace.modeling import collate_streams, load_policy, resolve_dev
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
 from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
 
@@ -203,19 +203,10 @@ class Trainer:
             [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=config.lr, betas=(0.9, 0.95),
         )
-        # state that a checkpoint carries
-        self.step = 0
-        self.rng = random.Random(config.seed)
+        # what a checkpoint carries besides tensors
+        self.state = TrainerState.fresh(config.seed, config.rollout_source)
         # each process samples its own rollouts (process 0 draws what a single process would)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed + 1 + 7919 * self.parallel.rank)
-        self.data_order: list[int] = []
-        self.task_order: list[int] = []
-        self.first: dict[str, Any] = {}
-        self.best_fidelity: float | None = None
-        self.source = config.rollout_source
-        self.switched_at: int | None = None
-        self.drift = False
-        self.last_fidelity: dict[str, Any] = {}
         self.resumed_from: int | None = None
 
     # ================================================================== public
@@ -255,7 +246,7 @@ class Trainer:
 
     @property
     def step_or_zero(self) -> int:
-        return int(getattr(self, "step", 0))
+        return self.state.step if hasattr(self, "state") else 0
 
     # ================================================================== loop
 
@@ -269,15 +260,15 @@ class Trainer:
             store.prepare()
         self.parallel.barrier()
         losses = self._diagnostic_losses()
-        self.first = {"act_loss": losses.get("act"), "rehearse_loss": losses.get("rehearse")}
+        self.state.first = {"act_loss": losses.get("act"), "rehearse_loss": losses.get("rehearse")}
 
     def _loop(self) -> TrainSummary:
         config = self.config
         started = time.perf_counter()
         tokens_total, seconds_total = 0, 0.0
         rows: list[dict[str, Any]] = []
-        while self.step < config.steps:
-            self.step += 1
+        while self.state.step < config.steps:
+            self.state.step += 1
             step_started = time.perf_counter()
             self._set_lr()
             if config.objective == "joint":
@@ -288,21 +279,21 @@ class Trainer:
             elapsed = time.perf_counter() - step_started
             tokens_total += row.pop("_tokens", 0)
             seconds_total += elapsed
-            row.update(step=self.step, lr=self.optimizer.param_groups[0]["lr"], time_s=round(elapsed, 4),
+            row.update(step=self.state.step, lr=self.optimizer.param_groups[0]["lr"], time_s=round(elapsed, 4),
                        tokens_per_s=round(row.get("tokens", 0) / max(elapsed, 1e-9), 1))
-            last = self.step == config.steps
-            if (config.probe.every and self.step % config.probe.every == 0) or last:
+            last = self.state.step == config.steps
+            if (config.probe.every and self.state.step % config.probe.every == 0) or last:
                 row.update(self._probe())
-            if self.is_main and (self.step % config.log_every == 0 or last or "rehearsal_fidelity" in row):
+            if self.is_main and (self.state.step % config.log_every == 0 or last or "rehearsal_fidelity" in row):
                 clean = {key: value for key, value in row.items() if value is not None}
                 self.store.append_metrics(clean)
                 rows.append(clean)
                 if self.progress is not None:
                     self.progress(clean)
-            if last or (config.checkpoint_every and self.step % config.checkpoint_every == 0):
+            if last or (config.checkpoint_every and self.state.step % config.checkpoint_every == 0):
                 self._save_checkpoint()
             if self.is_main:
-                self.store.write_status("running", step=self.step, steps=config.steps)
+                self.store.write_status("running", step=self.state.step, steps=config.steps)
         self.parallel.barrier()  # the main process's metrics are complete before anyone reads them
         losses = self._diagnostic_losses()
         history = self.store.metrics()
@@ -312,13 +303,13 @@ class Trainer:
         return TrainSummary(
             run_dir=str(self.store.root),
             objective=config.objective,
-            steps=self.step,
-            act_loss_first=rounded(self.first.get("act_loss")),
+            steps=self.state.step,
+            act_loss_first=rounded(self.state.first.get("act_loss")),
             act_loss_last=rounded(losses.get("act")),
-            rehearse_loss_first=rounded(self.first.get("rehearse_loss")),
+            rehearse_loss_first=rounded(self.state.first.get("rehearse_loss")),
             rehearse_loss_last=rounded(losses.get("rehearse")),
-            rehearsal_fidelity=rounded(self.last_fidelity.get(config.probe.metric)),
-            fidelity={key: value for key, value in self.last_fidelity.items() if key != "examples"},
+            rehearsal_fidelity=rounded(self.state.last_fidelity.get(config.probe.metric)),
+            fidelity={key: value for key, value in self.state.last_fidelity.items() if key != "examples"},
             tokens_per_s=round(tokens_total / max(seconds_total, 1e-9), 1),
             time_s=round(time.perf_counter() - started, 2),
             reward_first=rounded(rewards[0]) if rewards else None,
@@ -327,8 +318,8 @@ class Trainer:
             rehearse_reward_last=rounded(mean(rehearse_rewards[-3:])) if rehearse_rewards else None,
             checkpoint=str(latest[1]) if latest else None,
             resumed_from=self.resumed_from,
-            drift=self.drift,
-            switched_at=self.switched_at,
+            drift=self.state.drift,
+            switched_at=self.state.switched_at,
             probe_source=self.probe_source,
             fingerprint=_fingerprint(config),
             data={"episodes": len(self.episodes), "streams": len(self.streams), "tasks": len(self.specs),
@@ -337,7 +328,7 @@ class Trainer:
 
     def _set_lr(self) -> None:
         config = self.config
-        step = self.step - 1
+        step = self.state.step - 1
         if config.warmup_steps and step < config.warmup_steps:
             factor = (step + 1) / config.warmup_steps
         elif config.lr_schedule == "cosine":
@@ -354,7 +345,7 @@ class Trainer:
         while len(picked) < size:
             if not order:
                 order.extend(range(count))
-                self.rng.shuffle(order)
+                self.state.rng.shuffle(order)
             picked.append(order.pop())
         return picked
 
@@ -414,7 +405,7 @@ class Trainer:
 
     def _joint_loss(self) -> tuple[Any, dict[str, Any], int]:
         config = self.config
-        batch = self._next(self.data_order, len(self.streams), config.batch_size)
+        batch = self._next(self.state.data_order, len(self.streams), config.batch_size)
         picked = self.parallel.shard(batch)
         self._share = len(picked) / len(batch)
         logprobs, losses, tokens = self._role_losses([self.streams[i] for i in picked])
@@ -443,21 +434,21 @@ class Trainer:
         batch = pack_batch(scored, advantages, TRAINED_ROLES[grpo.train_roles], pad_id=self.fmt.pad_id,
                            device=self.device)
         update = self._grpo_update(batch)
-        return grpo_metrics(scored, advantages, update, source=self.source, log_alignment=grpo.log_alignment)
+        return grpo_metrics(scored, advantages, update, source=self.state.source, log_alignment=grpo.log_alignment)
 
     def _generate_and_score(self) -> ScoredRollouts:
         """This process's share of the step's tasks, rolled out from the current source and scored."""
         config, grpo = self.config, self.config.grpo
-        batch_tasks = self._next(self.task_order, len(self.specs), config.batch_size)
+        batch_tasks = self._next(self.state.task_order, len(self.specs), config.batch_size)
         picked = self.parallel.shard(batch_tasks)
         self._share = len(picked) / len(batch_tasks)
         specs = [self.specs[i] for i in picked]
-        factory = make_source_factory(self.source, env=config.data.env, book=self.book, cache=self.cache)
+        factory = make_source_factory(self.state.source, env=config.data.env, book=self.book, cache=self.cache)
         settings = rollout_settings(grpo, self.templates, config.prompt_lookup.settings(rollouts=True))
         stats = DecodeStats()
         groups = rollout(self.model, self.tokenizer, specs, factory, settings, generator=self.generator, stats=stats)
         score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
-                       cache=self.cache if self.source == "cache" else None)
+                       cache=self.cache if self.state.source == "cache" else None)
         return ScoredRollouts(groups, stats)
 
     def _grpo_update(self, batch: GRPOBatch) -> GRPOUpdate:
@@ -510,25 +501,25 @@ class Trainer:
         result = rehearsal_fidelity(self.model, self.tokenizer, self.probe_samples, max_new_tokens=probe.max_new_tokens,
                                     lookup=config.prompt_lookup.settings())
         value = result.get(probe.metric)
-        self.last_fidelity = result
+        self.state.last_fidelity = result
         drift = False
         if value is not None:
-            if self.best_fidelity is not None and self.best_fidelity - value > probe.drift_tolerance:
+            if self.state.best_fidelity is not None and self.state.best_fidelity - value > probe.drift_tolerance:
                 drift = True
-            if self.switched_at is not None and probe.threshold is not None and value < probe.threshold:
+            if self.state.switched_at is not None and probe.threshold is not None and value < probe.threshold:
                 drift = True
-            self.best_fidelity = value if self.best_fidelity is None else max(self.best_fidelity, value)
-        self.drift = self.drift or drift
+            self.state.best_fidelity = value if self.state.best_fidelity is None else max(self.state.best_fidelity, value)
+        self.state.drift = self.state.drift or drift
         switched = None
         if (config.objective == "grpo" and probe.switch_to_imagined and probe.threshold is not None
                 and value is not None):
-            if self.source == "real" and value >= probe.threshold:
-                self.source, self.switched_at, switched = "imagined", self.step, "imagined"
-            elif self.source == "imagined" and self.switched_at is not None and drift:
-                self.source, switched = "real", "real"  # back to the real environment until it passes again
+            if self.state.source == "real" and value >= probe.threshold:
+                self.state.source, self.state.switched_at, switched = "imagined", self.state.step, "imagined"
+            elif self.state.source == "imagined" and self.state.switched_at is not None and drift:
+                self.state.source, switched = "real", "real"  # back to the real environment until it passes again
         diagnostic = self._diagnostic_losses()
         if self.is_main:
-            self.store.append_probe({"step": self.step, "metric": probe.metric, "value": value, "drift": drift,
+            self.store.append_probe({"step": self.state.step, "metric": probe.metric, "value": value, "drift": drift,
                                      "source": self.probe_source, **result})
         row: dict[str, Any] = {
             "rehearsal_fidelity": rounded(value), "drift": drift,
@@ -543,24 +534,11 @@ class Trainer:
     # ================================================================== checkpoints
 
     def _trainer_state(self) -> dict[str, Any]:
-        version, state, gauss = self.rng.getstate()
-        return {
-            "step": self.step,
-            "fingerprint": _fingerprint(self.config),
-            "data_order": list(self.data_order),
-            "task_order": list(self.task_order),
-            "python_rng": [version, list(state), gauss],
-            "first": self.first,
-            "best_fidelity": self.best_fidelity,
-            "source": self.source,
-            "switched_at": self.switched_at,
-            "drift": self.drift,
-            "last_fidelity": {k: v for k, v in self.last_fidelity.items()},
-            "cache": self.cache.to_json() if self.config.rollout_source == "cache" else None,
-            "lora": self.config.lora is not None,
-            "processes": self.parallel.world,
-            "saved": time.time(),
-        }
+        return self.state.to_json(
+            fingerprint=_fingerprint(self.config),
+            cache=self.cache.to_json() if self.config.rollout_source == "cache" else None,
+            lora=self.config.lora is not None, processes=self.parallel.world,
+        )
 
     def _save_checkpoint(self) -> None:
         import torch
@@ -573,12 +551,12 @@ class Trainer:
                     if self.parallel.active else 0.0)
         states = self.parallel.gather((torch.get_rng_state(), self.generator.get_state().to("cpu"), checksum))
         if len({state[2] for state in states}) > 1:
-            raise RuntimeError(f"step {self.step}: the processes' weights differ (checksums "
+            raise RuntimeError(f"step {self.state.step}: the processes' weights differ (checksums "
                                f"{[state[2] for state in states]}); data-parallel training went out of step")
         if not self.is_main:
             self.parallel.barrier()
             return
-        target = self.store.checkpoint_dir(self.step)
+        target = self.store.checkpoint_dir(self.state.step)
         staging = staging_dir(target, "checkpoint")
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
@@ -665,17 +643,7 @@ class Trainer:
         cuda_states = [rng[key] for key in sorted(k for k in rng if k.startswith("torch_cuda_"))]
         if cuda_states and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(cuda_states)
-        version, values, gauss = state["python_rng"]
-        self.rng.setstate((version, tuple(values), gauss))
-        self.step = int(state["step"])
-        self.data_order = list(state["data_order"])
-        self.task_order = list(state["task_order"])
-        self.first = dict(state["first"])
-        self.best_fidelity = state.get("best_fidelity")
-        self.source = state.get("source", self.config.rollout_source)
-        self.switched_at = state.get("switched_at")
-        self.drift = bool(state.get("drift"))
-        self.last_fidelity = state.get("last_fidelity") or {}
+        self.state = TrainerState.from_json(state, default_source=self.config.rollout_source)
         if state.get("cache"):
             self.cache = RealResponseCache.from_json(state["cache"])
         self.resumed_from = step
