@@ -14,9 +14,10 @@ import pytest
 from eval_fixtures import make_records, write_run
 
 from workbench.evaluate import tables
-from workbench.evaluate.clusters import cluster_errors
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, job_status, launch, list_jobs
 from workbench.evaluate.runs import RunFileError, list_runs, read_json_file, run_dataset
+from worldsmith.evals.clusters import cluster_errors
+from worldsmith.evals.judge import judge_frame
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.util import jobs
 
@@ -150,7 +151,7 @@ def test_divergence_from_the_records_when_the_report_has_none() -> None:
 
 def test_judge_frame_intervals_cover_the_mean() -> None:
     records = make_records("r", ["harness", "nearest"], judge=True)
-    frame = tables.judge_frame(records).set_index(["method", "dimension"])
+    frame = judge_frame(records).set_index(["method", "dimension"])
     harness = frame.loc[("harness", "format")]
     assert harness["mean"] == pytest.approx((18 * 5 + 2 * 2) / 20) and harness["n"] == 20
     assert harness["low"] <= harness["mean"] <= harness["high"] <= 5

@@ -82,7 +82,7 @@ def test_a_failure_cluster_proposes_fixes_for_the_rule_behind_it(heldout_root: P
 def test_cluster_rules_counts_the_rules_behind_wrong_predictions() -> None:
     import pandas as pd
 
-    from workbench.evaluate.clusters import cluster_rules
+    from worldsmith.evals.clusters import cluster_rules
 
     frame = pd.DataFrame({"rules": [["take.r1", "open.r1"], ["open.r1"], [], None]})
     assert cluster_rules(frame) == [("open.r1", 2), ("take.r1", 1)]
@@ -106,9 +106,9 @@ def test_a_patch_that_breaks_a_held_out_turn_or_lowers_a_metric_is_marked() -> N
 def _ruleless_cluster_script() -> None:
     import pandas as pd
 
-    from workbench.evaluate.clusters import Cluster
     from workbench.evaluate.failures import _no_rule_reason
     from workbench.worldbook.rule_proposals import render_cluster_proposals
+    from worldsmith.evals.clusters import Cluster
 
     records = pd.DataFrame({"action": ["refund_order {}"] * 2, "prediction": ["", ""],
                             "source": ["nearest_evidence"] * 2, "unseen_action": [True, True]})

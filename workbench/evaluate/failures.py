@@ -21,11 +21,11 @@ from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape, pretty_text
 from workbench.evaluate import charts, tables
-from workbench.evaluate.clusters import Cluster, cluster_errors, cluster_rules
 from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
 from worldsmith.evals import misses
+from worldsmith.evals.clusters import Cluster, cluster_errors, cluster_rules
 from worldsmith.evals.report_model import EvalReport
 
 __all__ = ["BREAKDOWNS", "CLUSTERS", "render_failures"]

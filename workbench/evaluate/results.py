@@ -15,6 +15,7 @@ import streamlit as st
 from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
+from worldsmith.evals.judge import judge_frame
 from worldsmith.evals.report_model import EvalReport, ScopeBlock
 from worldsmith.evals.runstore import RunFolder
 
@@ -115,7 +116,7 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
             with st.expander("Paired differences (table)"):
                 st.dataframe(pairs, hide_index=True, key="ev_pairs")
 
-    judged = tables.judge_frame(records) if not records.empty else pd.DataFrame()
+    judged = judge_frame(records) if not records.empty else pd.DataFrame()
     if not judged.empty:
         st.subheader("Judge dimensions", anchor=False)
         st.plotly_chart(charts.judge_bars(judged), key="ev_judge")

@@ -17,7 +17,6 @@ from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 
 __all__ = [
-    "JUDGE_DIMENSIONS",
     "METRIC_COLUMNS",
     "action_kind",
     "compare_runs_frame",
@@ -29,7 +28,6 @@ __all__ = [
     "folds_frame",
     "format_interval",
     "heatmap_frame",
-    "judge_frame",
     "knowable_frame",
     "leaderboard_frame",
     "leaderboard_table",
@@ -42,7 +40,6 @@ __all__ = [
 
 METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judge_total"]
 NOVELTY_METRICS = ["exact_match_knowable", "novel_share"]  # report-only: from the records' `novel` flag
-JUDGE_DIMENSIONS = ["judge_format", "judge_factuality", "judge_consistency", "judge_realism", "judge_quality"]
 KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
 
 
@@ -188,30 +185,6 @@ def w2r_frame(report: EvalReport) -> pd.DataFrame:
                                                     numbers.consistency_high, numbers.trajectories),
                          "n": numbers.n if numbers.n is not None else entry.n, "sim_steps": numbers.sim_steps})
     return pd.DataFrame(rows, columns=["policy", "method", "real", "w2r", "consistency", "n", "sim_steps"])
-
-
-def judge_frame(records: pd.DataFrame, *, resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Judge score per method and dimension (1-5): mean over records with a bootstrap interval over episodes.
-
-    The report carries intervals for judge_total only; these per-dimension intervals resample
-    episodes (percentile, 95%) so that turns of one trajectory move together, as the report does.
-    """
-    present = [d for d in JUDGE_DIMENSIONS if d in records.columns and records[d].notna().any()]
-    rows: list[dict[str, Any]] = []
-    rng = np.random.default_rng(seed)
-    for method, group in records.groupby("method", sort=True) if present else ():
-        for dimension in present:
-            values = group[["episode_id", dimension]].dropna()
-            if values.empty:
-                continue
-            per_episode = values.groupby("episode_id")[dimension].agg(["sum", "count"])
-            sums, counts = per_episode["sum"].to_numpy(float), per_episode["count"].to_numpy(float)
-            picks = rng.integers(0, len(sums), size=(resamples, len(sums)))
-            boot = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-            rows.append({"method": method, "dimension": dimension.removeprefix("judge_"),
-                         "mean": float(sums.sum() / counts.sum()), "low": float(np.quantile(boot, 0.025)),
-                         "high": float(np.quantile(boot, 0.975)), "n": int(counts.sum())})
-    return pd.DataFrame(rows, columns=["method", "dimension", "mean", "low", "high", "n"])
 
 
 def win_lose_frame(records: pd.DataFrame, winner: str, loser: str, metric: str, margin: float = 0.0) -> pd.DataFrame:

@@ -21,6 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from worldsmith.evals.bootstrap import DEFAULT_RESAMPLES, bootstrap_mean
 from worldsmith.llm.base import LLM, LLMError, Message
 from worldsmith.llm.structured import extract_json
 from worldsmith.util.text import clip
@@ -32,6 +35,7 @@ __all__ = [
     "Judge",
     "JudgeVerdict",
     "judge_family",
+    "judge_frame",
     "judge_messages",
     "judge_total",
     "open_judge",
@@ -210,3 +214,25 @@ def open_judge(spec: str, workspace_root: str | Path | None = None, **options: A
     from worldsmith.llm.tracked import open_llm
 
     return Judge(open_llm(spec, workspace_root, component="judge"), **options)
+
+
+def judge_frame(records: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Judge score per method and dimension (1-5): the mean over records with a 95% cluster-bootstrap interval.
+
+    A report carries intervals for `judge_total` only; these per-dimension ones resample episodes like it does
+    (`bootstrap_mean`), so that the turns of one trajectory move together. Columns: method, dimension, mean, low,
+    high, n.
+    """
+    columns = ["method", "dimension", "mean", "low", "high", "n"]
+    present = [d for d in DIMENSIONS if f"judge_{d}" in records.columns and records[f"judge_{d}"].notna().any()]
+    rows: list[dict[str, Any]] = []
+    for method, group in records.groupby("method", sort=True) if present else ():
+        for dimension in present:
+            values = group[["episode_id", f"judge_{dimension}"]].dropna()
+            if values.empty:
+                continue
+            interval = bootstrap_mean(values["episode_id"].tolist(), values[f"judge_{dimension}"].to_numpy(float),
+                                      resamples=resamples, seed=seed)
+            rows.append({"method": method, "dimension": dimension, "mean": interval.mean, "low": interval.low,
+                         "high": interval.high, "n": interval.n})
+    return pd.DataFrame(rows, columns=columns)

@@ -27,6 +27,7 @@ from worldsmith.envs.recorder import HANDOVER_PREFIX, record_episode
 from worldsmith.envs.replay import replay
 from worldsmith.evals.judge import Judge
 from worldsmith.evals.metrics import metric_scores
+from worldsmith.evals.records import JUDGE_COLUMNS
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
@@ -142,8 +143,7 @@ class Scorer:
                 "cost_usd": round(self.pricing.cost(prompt, completion), 8)}
 
     def judged(self, episode: Episode, turn: int, reference: str, prediction: str) -> dict[str, Any]:
-        empty = {"judge_total": None, **{f"judge_{d}": None for d in
-                                         ("format", "factuality", "consistency", "realism", "quality")}}
+        empty: dict[str, Any] = dict.fromkeys(JUDGE_COLUMNS)
         if self.judge is None:
             return empty
         history = [(action_line(t.action), t.observation.text) for t in episode.turns[:turn]]

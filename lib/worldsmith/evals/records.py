@@ -18,12 +18,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from worldsmith.evals.judge import DIMENSIONS
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes
 
-__all__ = ["JUDGE_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "records_frame", "write_records"]
+__all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "records_frame", "write_records"]
 
-JUDGE_COLUMNS = ("judge_total", "judge_format", "judge_factuality", "judge_consistency", "judge_realism",
-                 "judge_quality")
+JUDGE_DIMENSION_COLUMNS = tuple(f"judge_{dimension}" for dimension in DIMENSIONS)  # the judge's dimensions, once
+JUDGE_COLUMNS = ("judge_total", *JUDGE_DIMENSION_COLUMNS)
 # name -> arrow type, in the contract's order; the W2R columns and `error` come last. `novel` (null: unknown, as
 # in runs made before it) says the observation shows values the episode's prefix and the book never showed; `fold`
 # is the fold (1-based) of a cross-fitted run, null otherwise. `source` is the answer source that answered

@@ -9,19 +9,14 @@ the same run always gives the same clusters.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from workbench.evaluate.tables import action_kind
-from worldsmith.evals.misses import shared_cause
+from worldsmith.evals.misses import action_name, shared_cause
+from worldsmith.worldbook.index import Embedder
 
-__all__ = ["Cluster", "Embedder", "cluster_errors", "cluster_rules"]
-
-
-class Embedder(Protocol):
-    def encode(self, texts: list[str]) -> np.ndarray: ...
+__all__ = ["Cluster", "cluster_errors", "cluster_rules"]
 
 
 @dataclass(frozen=True)
@@ -66,10 +61,10 @@ def cluster_errors(wrong: pd.DataFrame, k: int = 4, *, embedder: Embedder | None
         rows = wrong.iloc[members].copy()
         rows.insert(0, "distance", distances[members])
         rows = rows.sort_values("distance")
-        actions = rows["action"].map(action_kind).value_counts().head(3)
+        actions = rows["action"].map(action_name).value_counts().head(3)
         clusters.append(Cluster(label=label, size=len(members), top_actions=list(actions.items()),
                                 example=texts[members[int(np.argmin(distances[members]))]], records=rows,
-                                cause=shared_cause(rows, action_of=action_kind)))
+                                cause=shared_cause(rows, action_of=action_name)))
     return sorted(clusters, key=lambda c: (-c.size, c.label))
 
 
