@@ -66,3 +66,26 @@ def test_no_module_splits_env_ids_by_hand() -> None:
                 if pattern.search(line):
                     offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not offenders, "use worldsmith.workspace.env_family:\n" + "\n".join(offenders)
+
+
+def test_splits_and_folds_group_by_one_family_definition(tmp_path: Path) -> None:
+    """Two trials of one game are one family for `worldsmith split` as for the builder's folds."""
+    from worldsmith.traces import trajectory_family
+    from worldsmith.traces.model import Action, Episode, Observation, Turn
+    from worldsmith.workspace import assign_splits
+
+    def episode(index: int, task: str) -> Episode:
+        turn = Turn(index=0, action=Action(name="look"), observation=Observation(text=f"room {index}"))
+        return Episode(id=f"e{index}", task_id=task, turns=[turn])
+
+    episodes = [episode(i, f"game-{i // 2}/trial_{i % 2}") for i in range(12)]
+    workspace = Workspace(tmp_path)
+    workspace.add_episodes("d", episodes)
+    dataset = workspace.dataset("d")
+    assign_splits(dataset, {"train": 0.5, "test": 0.5}, seed=3)
+    split_of = dict(dataset.connect().execute(f"SELECT episode_id, split FROM read_parquet('{dataset.path}/splits.parquet')").fetchall())
+    for a in episodes:
+        for b in episodes:
+            if trajectory_family(a) == trajectory_family(b):
+                assert split_of[a.id] == split_of[b.id], (a.id, b.id)
+    assert len({split_of[e.id] for e in episodes}) == 2

@@ -14,6 +14,7 @@ from typing import Any
 from worldsmith.traces.actions import action_from_json, action_from_text, action_line
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.exporters import EXPORTERS, export_episodes
+from worldsmith.traces.families import family_of, trajectory_family
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.traces.importers import (
     IMPORTERS,
@@ -66,9 +67,11 @@ __all__ = [
     "episode_json_schema",
     "exclude_dialogue_only",
     "expand_paths",
+    "family_of",
     "json_changes",
     "json_text_changes",
     "export_episodes",
+    "trajectory_family",
     "get_importer",
     "is_trace_candidate",
     "read_traces",

@@ -1,6 +1,7 @@
 """Train/validation/test splits assigned by trajectory family, never splitting a family.
 
-A family is the episode's `family`, else its `task_id`, else the episode itself. Families are
+A family is `traces.families.family_of`: the episode's `family`, else its `task_id` without a trial or
+seed suffix, else the episode itself (the grouping of building's folds and the leakage checks). Families are
 shuffled with the seed and dealt out by largest remainder, so the split sizes follow the
 ratios as closely as whole families allow and every split with a positive ratio gets at least
 one family when there are enough. Dialogue-only episodes (no tool turn) are assigned with their
@@ -17,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from worldsmith.traces.families import family_of
 from worldsmith.util.atomic import atomic_write
 from worldsmith.workspace.dataset import SPLITS, Dataset
 
@@ -70,13 +72,12 @@ def assign_splits(dataset: Dataset, ratios: dict[str, float] | None = None, *, s
     """Assign every episode of `dataset` to a split by family; returns counts per split."""
     ratios = _normalise(dict(ratios or DEFAULT_RATIOS))
     rows = dataset.connect().execute(
-        "SELECT episode_id, coalesce(family, task_id, episode_id) AS family, n_turns = 0 FROM raw_episodes "
-        "ORDER BY episode_id"
+        "SELECT episode_id, family, task_id, n_turns = 0 FROM raw_episodes ORDER BY episode_id"
     ).fetchall()
     members: dict[str, list[str]] = {}
     dialogue_only: set[str] = set()
-    for episode_id, family, turnless in rows:
-        members.setdefault(family, []).append(episode_id)
+    for episode_id, declared, task_id, turnless in rows:
+        members.setdefault(family_of(declared, task_id, episode_id), []).append(episode_id)
         if turnless:
             dialogue_only.add(episode_id)
     families = sorted(members)
@@ -105,7 +106,7 @@ def assign_splits(dataset: Dataset, ratios: dict[str, float] | None = None, *, s
             pq.write_table(table, handle)
         manifest = dataset.manifest
         manifest["splits"] = {
-            "seed": seed, "ratios": ratios, "by": "family (else task_id, else episode)",
+            "seed": seed, "ratios": ratios, "by": "family (else task_id without trial or seed, else episode)",
             "counts": summary, "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
         dataset.write_manifest(manifest)

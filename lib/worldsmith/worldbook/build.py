@@ -15,13 +15,13 @@ cross-fitting and `build_dataset` (what the CLI and the Build page run) are here
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
+from worldsmith.traces.families import trajectory_family
 from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
 from worldsmith.util.json_depth import text_too_deep, too_deep
@@ -174,15 +174,6 @@ def build_worldbook(episodes: Iterable[Episode], *, name: str, config: BuildConf
 def validate(book: Worldbook, episodes: Iterable[Episode]) -> ReplayReport:
     """Replay the book's supported rules over trajectories with their observed prefixes."""
     return replay_evidence(book.rules, evidence_from_episodes(episodes), formats=list_formats(book))
-
-
-def trajectory_family(episode: Episode) -> str:
-    """Trajectories of one family stay in one fold: the episode's declared `family`, else the task (game) it
-    plays without trial or seed, else the episode itself (as `worldsmith split` groups them)."""
-    if episode.family:
-        return episode.family
-    task = episode.task_id or episode.id
-    return re.sub(r"(/trial_[^/]*|[-_]s\d+$|#.*$)", "", task)
 
 
 def transitions(episode: Episode) -> tuple[tuple[str, str], ...]:
