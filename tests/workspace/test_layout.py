@@ -78,7 +78,7 @@ def test_splits_and_folds_group_by_one_family_definition(tmp_path: Path) -> None
         turn = Turn(index=0, action=Action(name="look"), observation=Observation(text=f"room {index}"))
         return Episode(id=f"e{index}", task_id=task, turns=[turn])
 
-    episodes = [episode(i, f"game-{i // 2}/trial_{i % 2}") for i in range(12)]
+    episodes = [episode(i, f"game-{i // 2}/trial_{i % 2}") for i in range(80)]  # 40 games, 2 trials each
     workspace = Workspace(tmp_path)
     workspace.add_episodes("d", episodes)
     dataset = workspace.dataset("d")
