@@ -244,6 +244,18 @@ def test_model_backed_stages_run_on_the_tiny_model_and_fall_back(tmp_path: Path)
     assert (tmp_path / "llm" / "calls.sqlite").exists()
 
 
+def test_the_extract_stage_runs_on_a_model_when_asked(tmp_path: Path) -> None:
+    eps = episodes("alfworld")[:1]
+    result = build_worldbook(eps, name="alf", workspace_root=tmp_path,
+                             config=BuildConfig(llm="tiny:data_samples/models/tiny", model_stages=("extract",)))
+    extract_report = result.stage_reports["extract"]["model"]
+    assert extract_report["calls"] > 0 and extract_report["usable"] + extract_report["fell_back"] > 0
+    assert "model" not in result.stage_reports["rules"]  # only the stages asked for run on the model
+    assert result.book.rules  # transitions the model gets wrong fall back to the deterministic extract
+    with pytest.raises(ValueError, match="'review' cannot run on a model"):
+        BuildConfig(llm="tiny:m", model_stages=("rules", "review"))
+
+
 def test_extract_stage_reports_candidate_changes_and_concrete_paths_keep_their_keys() -> None:
     from worldsmith.worldbook.build import deterministic_extract
 

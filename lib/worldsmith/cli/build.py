@@ -11,7 +11,7 @@ import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.sim.route_learning import ROUTE_TURNS, simulator_stages
-from worldsmith.worldbook.build import BuildConfig, build_dataset
+from worldsmith.worldbook.build import MODEL_STAGES, BuildConfig, build_dataset
 from worldsmith.worldbook.pipeline import StageProgress
 
 __all__ = ["print_validation", "register"]
@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--env", help="only this environment's episodes (e.g. alfworld) of a mixed dataset")
     parser.add_argument("--llm", metavar="SPEC", help="model spec for the model-backed stages")
+    parser.add_argument("--model-stages", default="rules,notes", metavar="STAGES",
+                        help=f"with --llm: which stages run on the model, comma-separated, of {', '.join(MODEL_STAGES)} "
+                        "(default: rules,notes); each falls back to the deterministic stage where the model fails")
     parser.add_argument("--folds", type=int, default=0, help="cross-fit: K folds by trajectory family")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--out", metavar="BOOK", help="worldbook name to save")
@@ -111,7 +114,9 @@ def print_validation(report: dict[str, Any]) -> None:
 def run_build(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     as_json = getattr(args, "json", False)
-    config = BuildConfig(llm=args.llm, min_support=args.min_support, min_confirmations=args.min_confirmations)
+    stages = tuple(stage.strip() for stage in args.model_stages.split(",") if stage.strip())
+    config = BuildConfig(llm=args.llm, min_support=args.min_support, min_confirmations=args.min_confirmations,
+                         model_stages=stages)
     try:
         outcome = build_dataset(
             workspace,

@@ -146,9 +146,20 @@ def _extract(artifacts: Artifacts, context: BuildContext) -> list[Extraction]:
         starts.append(starts[-1] + len(episode.turns))
     if starts[-1] != len(evidence):
         raise ValueError(f"the evidence has {len(evidence)} transitions, the episodes {starts[-1]} turns")
-    extractions = context.per_episode("extract", episodes, Extraction,
-                                      lambda index, _episode: deterministic_extract(evidence[starts[index]:starts[index + 1]]))
+    model = _model(context, "extract")
+    stage_report = model[1].StageReport(stage="extract") if model is not None else None
+
+    def extract(index: int, _episode: Any) -> list[Extraction]:
+        items = evidence[starts[index]:starts[index + 1]]
+        if model is None:
+            return deterministic_extract(items)
+        llm, stages_module = model  # the model reads each transition; what it gets wrong falls back
+        return stages_module.model_extract(items, llm, fallback=deterministic_extract, report=stage_report)
+
+    extractions = context.per_episode("extract", episodes, Extraction, extract)
     context.report("extract")["facts"] = sum(len(x.facts) for x in extractions)
+    if stage_report is not None:
+        context.report("extract")["model"] = stage_report.to_json()
     return extractions
 
 

@@ -43,6 +43,7 @@ from worldsmith.worldbook.templates import evidence_from_episodes
 
 __all__ = [
     "BuildConfig",
+    "MODEL_STAGES",
     "BuildOutcome",
     "BuildResult",
     "CrossFitResult",
@@ -64,6 +65,9 @@ __all__ = [
 ]
 
 
+MODEL_STAGES = ("extract", "rules", "notes")  # the stages a model can run (each falls back to the deterministic one)
+
+
 @dataclass(frozen=True)
 class BuildConfig:
     """Everything that changes what the book's stages produce (it is hashed into the stage cache keys)."""
@@ -75,8 +79,14 @@ class BuildConfig:
     max_free_slots: int = 3
     max_forms_per_action: int = 20
     demonstrations_per_action: int = 4
-    llm: str | None = None  # a model spec: the rules and notes stages then run on the model
-    model_stages: tuple[str, ...] = ("rules", "notes")
+    llm: str | None = None  # a model spec: the `model_stages` then run on the model
+    model_stages: tuple[str, ...] = ("rules", "notes")  # of MODEL_STAGES: which stages `llm` runs
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.model_stages) - set(MODEL_STAGES))
+        if unknown:
+            raise ValueError(f"model_stages: {', '.join(map(repr, unknown))} cannot run on a model "
+                             f"(choose from {', '.join(MODEL_STAGES)})")
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "model_stages": list(self.model_stages)}
