@@ -116,8 +116,26 @@ from worldsmith.sim.sources.places import PlaceTracker
 from worldsmith.sim.sources.scope import ScopeTracker
 from worldsmith.sim.sources.shell import ShellTracker
 from worldsmith.sim.sources.views import ViewEdits
+from worldsmith.sim.uncertainty import (
+    SOURCE_LEVELS,
+    BookCounts,
+    Uncertainty,
+    assess,
+    book_counts,
+    information,
+    rank_actions,
+    situation,
+)
 
 __all__ = [
+    "SOURCE_LEVELS",
+    "BookCounts",
+    "Uncertainty",
+    "assess",
+    "book_counts",
+    "information",
+    "rank_actions",
+    "situation",
     "SOURCE_PLUGINS_VARIABLE",
     "Answer",
     "AnswerSource",
