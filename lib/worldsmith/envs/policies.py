@@ -313,6 +313,42 @@ class CuriousPolicy:
                 return None
         return None
 
+    # -- for a policy that mixes these components with its own choices (`sim.exploring`) -------
+
+    PROPOSERS = ("revisit", "read_after_write", "invalid")  # the components `candidates` asks
+
+    def candidates(self, draws: int = 3) -> dict[str, list[Action]]:
+        """What each proposing component would offer now, `draws` tries each (distinct actions, in drawn order).
+
+        Draws from this policy's RNG (so a policy asked for candidates plays differently afterwards) but leaves
+        its episode bookkeeping as it was; tell it what was really played with `took`."""
+        if self._env is None:
+            raise RuntimeError("reset() the policy before candidates()")
+        queue = list(self._queue)
+        out: dict[str, list[Action]] = {}
+        for component in self.PROPOSERS:
+            found: dict[str, Action] = {}
+            for _ in range(draws):
+                action = getattr(self, f"_{component}")()
+                if action is not None:
+                    found.setdefault(self._key(action), action)
+            out[component] = list(found.values())
+        self._queue = queue
+        return out
+
+    def took(self, action: Action, choice: str) -> Action:
+        """Record `action` as played this step (chosen by `choice`, a component name or a caller's label)."""
+        return self._took(action, choice)
+
+    def kind(self, action: Action) -> Kind:
+        """Whether `action` reads, moves or writes, told from its text in this episode's style."""
+        return self._kind(action)
+
+    def way_back(self) -> Action | None:
+        """The action that undoes the last move of the episode (a round trip's first half), if it can be told."""
+        trip = self._round_trip()
+        return trip[0] if trip is not None else None
+
     def _took(self, action: Action, choice: str) -> Action:
         kind: Kind = "invalid" if choice == "invalid" else self._kind(action)
         self._history.append((action, kind))

@@ -127,9 +127,7 @@ class ProbingPolicy:
     def act(self, observation: Observation, info: dict[str, Any]) -> Action | None:
         if self._env is None:
             raise RuntimeError("reset() the policy before act()")
-        self._learn_tools(info)
-        if self._last is not None:
-            self._answered(self._last, observation.text, info)
+        self.observe(observation, info)
         weights = dict(self.weights)
         if self._pending_write is not None and weights.get("reread", 0) > 0:
             weights["reread"] *= 3  # look at what a write changed while it is fresh
@@ -141,6 +139,38 @@ class ProbingPolicy:
                 return None  # the expert has nothing left
         held = self._expert_next()  # no probe to offer: the expert's hand-over after all
         return self._took(held, "expert") if held is not None else None
+
+    # -- for a policy that mixes these components with its own choices (`sim.exploring`) -------
+
+    PROPOSERS = ("reread", "query", "fail")  # the components `candidates` asks
+
+    def observe(self, observation: Observation, info: dict[str, Any]) -> None:
+        """Take in the answer to the last action played (and any new tools): what `act` does first."""
+        self._learn_tools(info)
+        if self._last is not None:
+            self._answered(self._last, observation.text, info)
+
+    def candidates(self, draws: int = 3) -> dict[str, list[Action]]:
+        """What each proposing component would offer now, `draws` tries each (distinct calls, in drawn order).
+
+        Draws from this policy's RNG (so a policy asked for candidates plays differently afterwards); tell it what
+        was really played with `took` and what it got with `observe`."""
+        if self._env is None:
+            raise RuntimeError("reset() the policy before candidates()")
+        out: dict[str, list[Action]] = {}
+        for component in self.PROPOSERS:
+            found: dict[str, Action] = {}
+            for _ in range(draws):
+                action = getattr(self, f"_{component}")()
+                if action is not None:
+                    key = action.name + orjson.dumps(action.arguments, option=orjson.OPT_SORT_KEYS).decode()
+                    found.setdefault(key, action)
+            out[component] = list(found.values())
+        return out
+
+    def took(self, action: Action, choice: str) -> Action:
+        """Record `action` as played this step (chosen by `choice`, a component name or a caller's label)."""
+        return self._took(action, choice)
 
     # -- bookkeeping --------------------------------------------------------------------------
 

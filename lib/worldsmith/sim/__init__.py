@@ -25,6 +25,7 @@ from worldsmith.sim.base import (
     episode_prefix,
 )
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher, TraceRAG, WorldbookPrompting
+from worldsmith.sim.exploring import ExploringPolicy
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
 from worldsmith.sim.oracle import RealEnvOracle
@@ -128,6 +129,7 @@ from worldsmith.sim.uncertainty import (
 )
 
 __all__ = [
+    "ExploringPolicy",
     "SOURCE_LEVELS",
     "BookCounts",
     "Uncertainty",

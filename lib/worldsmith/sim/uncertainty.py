@@ -89,6 +89,7 @@ class Uncertainty(BaseModel):
     name: str = Field(default="", description="The action's canonical name (its type).")
     signature: str = Field(default="", description="The situation signature `feature_seen` counts.")
     outcome: str = Field(default="unknown", description="The predicted outcome.")
+    done: bool = Field(default=False, description="The model predicts the episode ends with this action.")
 
 
 # ------------------------------------------------------------------------------------------ situations
@@ -257,7 +258,8 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
                        feature_seen=feature_seen, score=score,
                        reason=_reason(source if audit.route != "fallback:none" else None, rule_status, evidence,
                                       action_seen, feature_seen),
-                       name=name, signature=signature, outcome=prediction.outcome)
+                       name=name, signature=signature, outcome=prediction.outcome,
+                       done=prediction.done)
 
 
 def information(answer: float, evidence: int, action_seen: int, feature_seen: int) -> float:
