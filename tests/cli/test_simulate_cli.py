@@ -59,6 +59,27 @@ def test_simulate_creates_then_continues_a_session(workspace: Path) -> None:
     assert "was made with worldbook 'alfworld'" in orjson.loads(wrong.stdout)["error"]
 
 
+def test_simulate_says_how_unsure_the_book_is_before_playing(workspace: Path) -> None:
+    session = workspace / "s2"
+    out = orjson.loads(run("simulate", "alfworld", "--session", str(session), "--action", "take mug 3 from shelf 2",
+                           "--initial", "You are in a room.", "--uncertainty", "--candidate", "frobnicate the unicorn",
+                           "--candidate", "take mug 3 from shelf 2", "--json", workspace=workspace).stdout)
+    unsure = out["uncertainty"]
+    assert unsure["source"] == "rule" and unsure["rule_status"] == "supported" and unsure["evidence"] >= 1
+    assert out["observation"] == "You pick up the mug 3 from the shelf 2."  # the prediction is played as before
+    ranked = [item["action"] for item in out["candidates"]]
+    assert ranked == ["frobnicate the unicorn", "take mug 3 from shelf 2"]
+    assert out["candidates"][0]["action_seen"] == 0 and out["candidates"][0]["score"] > unsure["score"]
+    with Session.open(session) as stored:
+        assert len(stored) == 1  # only the action was played
+    text = run("simulate", "alfworld", "--session", str(session), "--action", "xyzzy", "--uncertainty",
+               workspace=workspace).stdout
+    assert "[uncertainty " in text and "never seen" in text
+    refused = run("simulate", "alfworld", "--session", str(session), "--action", "look", "--candidate", "x",
+                  "--json", workspace=workspace, code=1)
+    assert "--uncertainty" in orjson.loads(refused.stdout)["error"]
+
+
 @pytest.mark.integration
 def test_simulate_with_the_tiny_model(workspace: Path) -> None:
     out = orjson.loads(run("simulate", "alfworld", "--session", str(workspace / "s"), "--action", "go to desk 1",

@@ -1,7 +1,8 @@
 """`worldsmith simulate BOOK --session DIR --action ...` and `worldsmith play BOOK`: a worldbook as a simulator.
 
 `simulate` creates or reopens a session, predicts one action, commits it and prints the
-observation with its audit. `play` is the same in a loop on standard input, with `:fork N`
+observation with its audit; `--uncertainty` first says how unsure the book is about it (and ranks
+`--candidate` actions by the same score, `sim.uncertainty`). `play` is the same in a loop on standard input, with `:fork N`
 (continue in a copy of the session that keeps its first N turns), `:state`, `:history`, `:quit`.
 """
 
@@ -19,6 +20,7 @@ from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
 from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line, new_session_name
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.registry import canonical_world_model, make_world_model, needs_llm, takes_llm, world_models
+from worldsmith.sim.uncertainty import assess, rank_actions
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
 
@@ -43,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_model_options(simulate)
     simulate.add_argument("--session", required=True, type=Path, help="session folder (created if missing)")
     simulate.add_argument("--action", required=True, help="the action: a text command or a JSON action object")
+    simulate.add_argument("--uncertainty", action="store_true",
+                          help="also say how unsure the book is about the action before it is played (its answer "
+                               "source, rule status, evidence, novelty and score: sim.uncertainty)")
+    simulate.add_argument("--candidate", action="append", default=[], metavar="ACTION",
+                          help="with --uncertainty: a candidate action to rank by the same score (repeatable); "
+                               "nothing is played for it")
     add_common(simulate)
     simulate.set_defaults(handler=run_simulate)
 
@@ -109,6 +117,23 @@ def _turn_json(session: Session, turn: SessionTurn) -> dict[str, Any]:
             "reward": prediction.reward, "audit": prediction.audit.model_dump(mode="json")}
 
 
+def _uncertainty(model: WorldModel, action: str, candidates: list[str]) -> dict[str, Any]:
+    """The action's assessment and the candidates ranked, before anything is played (assess never commits)."""
+    out: dict[str, Any] = {"uncertainty": assess(model, action).model_dump(mode="json")}
+    if candidates:
+        out["candidates"] = [item.model_dump(mode="json") for item in rank_actions(model, candidates)]
+    return out
+
+
+def _print_uncertainty(unsure: dict[str, Any]) -> None:
+    item = unsure["uncertainty"]
+    status = f", {item['rule_status']} rule" if item["rule_status"] else ""
+    print(f"  [uncertainty {item['score']:.2f}: {item['source'] or 'nothing'}{status}, {item['evidence']} evidence, "
+          f"action seen {item['action_seen']}, in this situation {item['feature_seen']}] {item['reason']}")
+    for rank, candidate in enumerate(unsure.get("candidates", []), start=1):
+        print(f"  candidate {rank}: {candidate['score']:.2f}  {candidate['action']}  ({candidate['reason']})")
+
+
 def _print_turn(turn: SessionTurn) -> None:
     prediction, audit = turn.prediction, turn.prediction.audit
     print(prediction.observation)
@@ -133,10 +158,15 @@ def run_simulate(args: argparse.Namespace) -> int:
     with session:
         model = _world_model(args, book)
         session.attach(model)
+        if args.candidate and not args.uncertainty:
+            raise CommandError("--candidate ranks candidates by uncertainty: add --uncertainty")
+        unsure = _uncertainty(model, args.action, args.candidate) if args.uncertainty else None
         turn = _play_one(session, model, args.action)
         if getattr(args, "json", False):
-            emit_json(_turn_json(session, turn))
+            emit_json({**_turn_json(session, turn), **(unsure or {})})
         else:
+            if unsure is not None:
+                _print_uncertainty(unsure)
             _print_turn(turn)
     return EXIT_OK
 
