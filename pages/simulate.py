@@ -18,6 +18,13 @@ from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side
 from workbench.simulate.simulator import compare_frame, render_turn, turns_frame
+from workbench.simulate.uncertainty import (
+    assess_step,
+    candidates_frame,
+    rank_candidates,
+    recorded_admissible,
+    render_uncertainty,
+)
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name
 from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models
@@ -180,9 +187,11 @@ if step and action.strip():
         llm = _llm(spec, str(root)) if spec and takes_llm(kind) else None
         options = {"max_tokens": int(st.session_state.get("sim_max_tokens", 128))} if llm is not None else {}
         model = make_world_model(kind, book, llm=llm, **options)
+        unsure = assess_step(session, book, action.strip())  # the book's harness: no model call
         session.attach(model)
         turn = session.play(model, action.strip())
         st.session_state["sim_last"] = (chosen, turn.index)
+        st.session_state["sim_unsure"] = (chosen, turn.index, unsure)
     except (SessionError, LLMError, ValueError) as error:
         st.error(md_escape(error), icon=":material/error:")
 
@@ -195,12 +204,33 @@ if turns:
     shown = last[1] if last and last[0] == chosen and last[1] < len(turns) else len(turns) - 1
     with st.container(border=True):
         render_turn(turns[shown])
+        unsure_at = st.session_state.get("sim_unsure")
+        if unsure_at and unsure_at[0] == chosen and unsure_at[1] == shown:
+            render_uncertainty(unsure_at[2])
     st.dataframe(turns_frame(session), hide_index=True)
     if kind == "harness":
         with st.expander("What the harness tracks (place, map, entity records, shell)", icon=":material/map:"):
             tracker = make_world_model(kind, book)
             session.attach(tracker)
             st.json(tracker.tracked(), expanded=True)
+
+with st.expander("Rank candidate actions by how unsure the book is", icon=":material/explore:"):
+    st.caption("Each candidate is assessed at the end of this session by the book's harness (nothing is played): "
+               "what would answer it, the evidence behind that, and whether the book ever saw the action (type, "
+               "and in this situation). The most informative first.")
+    if meta.get("metadata", {}).get("from_episode") and st.button(
+            "Use the recorded episode's admissible actions", key="sim_use_admissible"):
+        listed = recorded_admissible(str(root), session)
+        st.session_state["sim_candidates"] = "\n".join(listed)
+        if not listed:
+            st.caption("The recorded episode lists no admissible actions at this turn.")
+    typed = st.text_area("Candidate actions (one a line)", key="sim_candidates", height=120)
+    if st.button("Rank", key="sim_rank", icon=":material/sort:"):
+        if typed.strip():
+            st.dataframe(candidates_frame(rank_candidates(session, book, typed.splitlines())), hide_index=True,
+                         key="sim_ranked")
+        else:
+            st.caption("Type a candidate action first (one a line).")
 
 history_tab, compare_tab = st.tabs(["Fork", "Compare"])
 with history_tab:

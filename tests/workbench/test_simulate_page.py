@@ -129,3 +129,41 @@ def test_the_page_offers_what_is_registered(empty_root: Path) -> None:
         assert at.multiselect(key="sbs_methods").options == world_model_names()
     finally:
         registry._REGISTRY.pop(plugin, None)
+
+
+def test_a_step_shows_how_unsure_the_book_was_and_candidates_are_ranked(empty_root: Path) -> None:
+    _save_alfworld_book(empty_root)
+    at = open_page()
+    at.text_input(key="sim_new_name").input("unsure")
+    no_exception(at.button[[b.label for b in at.button].index("Create session")].click().run())
+    assert not any(m.label == "situation seen" for m in at.metric)  # nothing assessed on load
+    _step(at, "take mug 3 from shelf 2")
+    assert any(m.label == "rule status" and shown(m.value) == "supported" for m in at.metric)
+    assert any(m.label == "score" for m in at.metric)
+    assert any("supported rule answers it" in str(t.value) for t in at.text)
+    at.text_area(key="sim_candidates").input("take mug 3 from shelf 2\nfrobnicate the unicorn\n\n")
+    no_exception(at.button(key="sim_rank").click().run())
+    ranked = next(df.value for df in at.dataframe if "situation seen" in df.value.columns)
+    assert list(ranked["action"]) == ["frobnicate the unicorn", "take mug 3 from shelf 2"]
+    assert ranked["score"].iloc[0] > ranked["score"].iloc[1] and ranked["action seen"].iloc[0] == 0
+    with Session.open(empty_root / "sessions" / "unsure") as stored:
+        assert len(stored) == 1  # ranking plays nothing
+
+
+def test_candidates_from_the_recorded_episodes_admissible_actions(empty_root: Path) -> None:
+    from worldsmith.workspace import Workspace
+
+    _save_alfworld_book(empty_root)
+    Workspace(empty_root).ingest([REPO / "data_samples" / "collected" / "alfworld.jsonl"], "alf")
+    episode = next(Workspace(empty_root).dataset("alf").iter_episodes())
+    at = open_page()
+    at.selectbox(key="sim_ep_dataset").set_value("alf").run()
+    at.selectbox(key="sim_ep_episode").set_value(episode.id).run()
+    no_exception(at.button(key="sim_from_episode").click().run())
+    no_exception(at.button(key="sim_use_admissible").click().run())
+    listed = [line for line in at.text_area(key="sim_candidates").value.splitlines() if line]
+    assert listed == [str(a) for a in episode.initial_info["admissible_actions"]] and len(listed) > 5
+    no_exception(at.button(key="sim_rank").click().run())
+    ranked = next(df.value for df in at.dataframe if "situation seen" in df.value.columns)
+    assert sorted(ranked["action"]) == sorted(set(listed))
+    assert list(ranked["score"]) == sorted(ranked["score"], reverse=True)
