@@ -95,6 +95,10 @@ def test_the_situation_signature_reads_the_preceding_observation_and_repeats() -
 def test_book_counts_count_names_lines_and_situations(alf_book: Worldbook) -> None:
     counts = book_counts(alf_book)
     assert counts is book_counts(alf_book)  # kept for the book
+    grown = alf_book.model_copy(deep=True)
+    assert book_counts(grown) is not counts and book_counts(grown).by_name == counts.by_name
+    grown.evidence.append(grown.evidence[0].model_copy(update={"turn_id": "new-episode#0"}))
+    assert book_counts(grown).by_name[grown.evidence[0].action] == counts.by_name[grown.evidence[0].action] + 1
     assert sum(counts.by_name.values()) == sum(counts.by_situation.values()) == len(alf_book.evidence)
     go = [item for item in alf_book.evidence if item.action == "go"]
     assert counts.by_name["go"] == len(go) and counts.by_line[go[0].action_text] >= 1

@@ -141,19 +141,20 @@ class BookCounts:
         return cls(by_name, by_line, by_situation)
 
 
-_COUNTS: OrderedDict[int, tuple[Worldbook, BookCounts]] = OrderedDict()
+_COUNTS: OrderedDict[int, tuple[Worldbook, int, BookCounts]] = OrderedDict()
 _COUNTS_KEPT = 8
 
 
 def book_counts(book: Worldbook) -> BookCounts:
-    """`BookCounts.of(book)`, kept for the last few books (a policy assesses dozens of actions a step)."""
+    """`BookCounts.of(book)`, kept for the last few books (a policy assesses dozens of actions a step); counted
+    again when the book's evidence list changed length (a book grown in place)."""
     key = id(book)
     kept = _COUNTS.get(key)
-    if kept is not None and kept[0] is book:
+    if kept is not None and kept[0] is book and kept[1] == len(book.evidence):
         _COUNTS.move_to_end(key)
-        return kept[1]
+        return kept[2]
     counts = BookCounts.of(book)
-    _COUNTS[key] = (book, counts)
+    _COUNTS[key] = (book, len(book.evidence), counts)
     while len(_COUNTS) > _COUNTS_KEPT:
         _COUNTS.popitem(last=False)
     return counts
