@@ -125,6 +125,19 @@ def test_toolshop_is_deterministic_for_a_seed(toolshop, shop_book) -> None:
     assert other != runs[0]
 
 
+def test_a_detour_that_ended_an_episode_is_not_taken_again(toolshop, shop_book) -> None:
+    policy = ExploringPolicy(shop_book, seed=5, explore=1.0)
+    _play(toolshop, policy, SHOP_TASKS[0], max_steps=1)  # cut short right after an exploring step
+    last = policy.assessments[-1]
+    assert policy.choices == ["explore"] and last is not None and policy.ended == set()
+    policy.explore, policy.max_detour = 0.999, 50  # explores (the same coin draws), but minds what ended episodes
+    policy.tried.clear()  # the same state and candidates as before: only `ended` tells them apart
+    _play(toolshop, policy, SHOP_TASKS[0], max_steps=1)
+    assert policy.ended == {last.signature}
+    assert policy.choices == ["explore"] and policy.assessments[0] is not None
+    assert policy.assessments[0].signature != last.signature
+
+
 # ---------------------------------------------------------------------------------------------- parts
 
 

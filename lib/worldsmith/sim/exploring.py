@@ -48,9 +48,11 @@ class ExploringPolicy:
     queries that may find nothing, calls that must fail. It plays the candidate of highest `assess` score, each
     score divided by 1 + the times this policy already played that action type in that situation (across
     episodes: the book only learns from them once it is rebuilt), and in text and shell worlds a write (neither a
-    read nor a move, as the curious policy tells them) weighted by `write_weight`: a write can spoil the task
-    (eating what the recipe needs), a read or an undone move cannot. A candidate the book predicts ends the
-    episode is left out. Otherwise it plays the expert's action.
+    read nor a move, as the curious policy tells them; an action made to fail is no write) weighted by
+    `write_weight`: a write can spoil the task (eating what the recipe needs), a read or an undone move cannot.
+    Left out: a candidate the book predicts ends the episode, and one in a situation signature whose exploring
+    step was the last of an earlier episode of this policy (`ended`: it ended that episode, or the step cap did).
+    Otherwise it plays the expert's action.
 
     Why mix with the expert rather than explore freely: most of what the book is unsure of lies in deep states
     (a later room, an order after it was placed), which only an agent making progress reaches. The expert is
@@ -65,7 +67,7 @@ class ExploringPolicy:
     name = "explore"
 
     def __init__(self, book: Worldbook, *, seed: int | None = None, explore: float = 0.5, max_candidates: int = 48,
-                 max_detour: int = 2, draws: int = 3, assess_expert: bool = True, write_weight: float = 0.5,
+                 max_detour: int = 2, draws: int = 3, assess_expert: bool = True, write_weight: float = 0.3,
                  harness_config: HarnessConfig | None = None) -> None:
         """`draws`: tries of each curious / probing component per exploring step; `assess_expert`: also assess the
         expert's actions (their `assessments` entry is None otherwise); `write_weight`: the factor on a text or shell
@@ -83,6 +85,7 @@ class ExploringPolicy:
         self.write_weight = write_weight
         self.harness = Harness(book, config=harness_config or HarnessConfig())
         self.tried: Counter[str] = Counter()  # action type x situation signature -> times this policy played it
+        self.ended: set[str] = set()  # signatures of exploring steps that were the last of an episode
         self.choices: list[str] = []
         self.assessments: list[Uncertainty | None] = []
         self.candidate_counts: list[int] = []  # per exploring step: how many candidates were assessed
@@ -96,6 +99,8 @@ class ExploringPolicy:
     # -- protocol -----------------------------------------------------------------------------
 
     def reset(self, env: Env, observation: Observation, info: dict[str, Any]) -> None:
+        if self.choices and self.choices[-1] == "explore" and self.assessments[-1] is not None:
+            self.ended.add(self.assessments[-1].signature)  # the last episode stopped right after this detour
         self._env = env
         self._rng = random.Random(None if self.seed is None else f"{self.seed}|{info.get('task')}|{observation.text}")
         calls = isinstance(info.get("tools"), list)
@@ -185,10 +190,11 @@ class ExploringPolicy:
         generator = self._generator
         for action, origin in candidates:
             assessed = assess(self.harness, action)
-            if assessed.done and origin != "expert" and self.explore < 1.0:
-                continue  # the book says this ends the episode: no deeper state after it
+            if origin != "expert" and self.explore < 1.0 and (assessed.done or assessed.signature in self.ended):
+                continue  # the book says this ends the episode (or it ended one): no deeper state after it
             adjusted = assessed.score / (1 + self.tried[assessed.signature])
-            if isinstance(generator, CuriousPolicy) and origin != "expert" and generator.kind(action) == "write":
+            if isinstance(generator, CuriousPolicy) and origin not in ("expert", "invalid") \
+                    and generator.kind(action) == "write":
                 adjusted *= self.write_weight
             if best is None or adjusted > best[0]:
                 best = (adjusted, assessed, action, origin)
