@@ -12,7 +12,7 @@ import pytest
 
 from worldsmith.sim import Session
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, WorldbookStore, evidence_from_episodes, induce_template_rules
+from worldsmith.worldbook import WorldbookStore, build_worldbook
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 
@@ -32,9 +32,8 @@ def workspace(tmp_path: Path) -> Path:
     lines = (REPO / "data_samples" / "collected" / "alfworld.jsonl").read_bytes().splitlines()
     episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
                 for line in lines]
-    evidence = evidence_from_episodes(episodes)
-    book = Worldbook(name="alfworld", env_id="alfworld", evidence=evidence, rules=induce_template_rules(evidence))
-    WorldbookStore(tmp_path / "worldbooks").save(book)
+    book = build_worldbook(episodes, name="alfworld", env_id="alfworld").book
+    WorldbookStore.of_workspace(tmp_path).save(book)
     return tmp_path
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import sample_episodes  # noqa: F401 - re-exported for the sim tests
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, evidence_from_episodes, induce_template_rules
+from worldsmith.worldbook import Worldbook, build_worldbook
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "data_samples" / "collected"
@@ -20,9 +20,8 @@ TINY = REPO / "data_samples" / "models" / "tiny"
 
 
 def book_from(episodes: list[Episode], name: str) -> Worldbook:
-    """A worldbook holding the episodes' evidence and template rules (what the deterministic builder starts from)."""
-    evidence = evidence_from_episodes(episodes)
-    return Worldbook(name=name, env_id=episodes[0].env_id, evidence=evidence, rules=induce_template_rules(evidence))
+    """The worldbook the product's deterministic builder makes of the episodes."""
+    return build_worldbook(episodes, name=name, env_id=episodes[0].env_id).book
 
 
 def opening(episode: Episode, turns: int = 0) -> Episode:

@@ -10,7 +10,7 @@ from workbench_support import APP, REPO, shown
 
 from worldsmith.sim import Session
 from worldsmith.traces import Episode
-from worldsmith.worldbook import Worldbook, WorldbookStore, evidence_from_episodes, induce_template_rules
+from worldsmith.worldbook import Worldbook, WorldbookStore, build_worldbook
 
 PAGE = REPO / "pages" / "simulate.py"
 
@@ -29,9 +29,7 @@ def _save_alfworld_book(root: Path) -> None:
     lines = (REPO / "data_samples" / "collected" / "alfworld.jsonl").read_bytes().splitlines()
     episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
                 for line in lines]
-    evidence = evidence_from_episodes(episodes)
-    WorldbookStore(root / "worldbooks").save(
-        Worldbook(name="alfworld", env_id="alfworld", evidence=evidence, rules=induce_template_rules(evidence)))
+    WorldbookStore.of_workspace(root).save(build_worldbook(episodes, name="alfworld", env_id="alfworld").book)
 
 
 def _step(at: AppTest, action: str) -> AppTest:

@@ -15,10 +15,9 @@ from worldsmith.worldbook import (
     SearchHit,
     Worldbook,
     WorldbookIndex,
+    build_worldbook,
     default_embedder,
-    evidence_from_episodes,
     index_folder,
-    induce_template_rules,
 )
 from worldsmith.worldbook.index import _readable, fts_query
 
@@ -34,11 +33,10 @@ def book() -> Worldbook:
         pytest.fail(f"sample missing: {path} (data_samples/make_samples.py --only collected)")
     episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
                 for line in path.read_bytes().splitlines()]
-    evidence = evidence_from_episodes(episodes)
+    built = build_worldbook(episodes, name="alfworld", env_id="alfworld").book  # the book the product builds
     notes = [Note(id="n-format", kind="format", text="Receptacles and objects are named with a number, "
                   "like countertop 1.")]
-    return Worldbook(name="alfworld", env_id="alfworld", rules=induce_template_rules(evidence), notes=notes,
-                     evidence=evidence)
+    return built.model_copy(update={"notes": notes})
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +44,7 @@ def dense_index(book: Worldbook, tmp_path_factory: pytest.TempPathFactory) -> Wo
     calls: list[tuple[int, int]] = []
     index = WorldbookIndex.build(book, tmp_path_factory.mktemp("ix") / "index" / "v1",
                                  progress=lambda done, total: calls.append((done, total)))
-    total = len(book.rules) + len(book.notes) + len(book.evidence)
+    total = len(book.rules) + len(book.notes) + len(book.demonstrations) + len(book.evidence)
     assert calls and calls[-1] == (total, total) and len(index) == total
     return index
 
@@ -55,10 +53,14 @@ def take_rule(book: Worldbook) -> str:
     return next(r.id for r in book.rules if r.action == "take" and "pick up" in r.template)
 
 
+def heat_rule(book: Worldbook) -> str:
+    return next(r.id for r in book.rules if r.action == "heat" and "You heat the" in r.template)
+
+
 def test_lexical_finds_a_rule_by_a_word_of_its_template(book: Worldbook, tmp_path: Path) -> None:
     index = WorldbookIndex.build(book, tmp_path / "lex", dense=False)
     hits = index.search("heat", kinds=["rule"], mode="lexical")
-    assert hits and hits[0].id == "heat.t1" and isinstance(hits[0], SearchHit)
+    assert hits and hits[0].id == heat_rule(book) and isinstance(hits[0], SearchHit)
     assert "You heat the {arg.object}" in hits[0].text
     assert [h.kind for h in index.search("numbered like countertop", mode="lexical", kinds=["note"])] == ["note"]
     only_take = index.search("pick up", 20, mode="lexical", action="take")
@@ -76,13 +78,13 @@ def test_dense_and_hybrid_find_by_meaning(book: Worldbook, dense_index: Worldboo
     assert take_rule(book) in [h.id for h in dense_index.search("grab an item", 3, kinds=["rule"], mode="dense")]
     # No word in common with the template: only the dense part can find it.
     hybrid = dense_index.search("make food warm", 5, kinds=["rule"], mode="hybrid")
-    assert "heat.t1" in [h.id for h in hybrid]
+    assert heat_rule(book) in [h.id for h in hybrid]
     mixed = dense_index.search("warm the apple in the microwave", 10)
     assert {h.kind for h in mixed} >= {"evidence"} and len(mixed) == 10
     assert len({(h.kind, h.id) for h in mixed}) == 10
     filtered = dense_index.search("pick up an object", 5, mode="dense", action="heat")
-    assert filtered and {h.id for h in filtered if h.kind == "rule"} <= {"heat.t1"}
-    assert all(h.kind in ("rule", "evidence") for h in filtered)
+    assert filtered and {h.id for h in filtered if h.kind == "rule"} <= {heat_rule(book)}
+    assert all(h.kind in ("rule", "demonstration", "evidence") for h in filtered)
     assert dense_index.search("anything", 5, mode="dense", action="no-such-action") == []
 
 
@@ -169,6 +171,6 @@ def test_missing_dense_dependencies_raise_clearly(book: Worldbook, tmp_path: Pat
             WorldbookIndex.build(book, tmp_path / "ix")
         assert not (tmp_path / "ix").exists()
         lexical = WorldbookIndex.open(book, tmp_path / "ix", dense=False)
-        assert lexical.search("heat", 1, mode="lexical")[0].id == "heat.t1"
+        assert lexical.search("heat", 1, mode="lexical")[0].id == heat_rule(book)
     finally:
         default_embedder.cache_clear()

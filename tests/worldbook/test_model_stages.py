@@ -23,8 +23,9 @@ from worldsmith.worldbook import (
     model_notes,
     model_rules,
 )
+from worldsmith.worldbook.induce import induce_rules
 from worldsmith.worldbook.stages import Extraction
-from worldsmith.worldbook.templates import evidence_from_episodes, induce_template_rules
+from worldsmith.worldbook.templates import evidence_from_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "data_samples" / "models" / "tiny"
@@ -74,7 +75,8 @@ def deterministic_extract(items: list[Evidence]) -> list[Extraction]:
 
 
 def deterministic_rules(action: str, evidence: list[Evidence]) -> list[Rule]:
-    return [rule for rule in induce_template_rules(evidence) if rule.action == action]
+    """The product's deterministic rules stage (`worldbook.induce`), narrowed to one action."""
+    return [rule for rule in induce_rules(evidence) if rule.action == action]
 
 
 def deterministic_notes(evidence: list[Evidence]) -> list[Note]:

@@ -114,9 +114,7 @@ from worldsmith.worldbook.store import (
     iter_rule_turns,
 )
 from worldsmith.worldbook.templates import (
-    TemplateConfig,
     evidence_from_episodes,
-    induce_template_rules,
     render_template,
     text_arguments,
 )
@@ -187,7 +185,6 @@ __all__ = [
     "StateSchema",
     "StoredRecord",
     "TemplateChange",
-    "TemplateConfig",
     "Termination",
     "TerminationFeature",
     "TOOL_RULE_KINDS",
@@ -227,7 +224,6 @@ __all__ = [
     "import_trace2env",
     "index_folder",
     "induce_rules",
-    "induce_template_rules",
     "iter_records",
     "iter_rule_turns",
     "leakage_check",

@@ -1,21 +1,16 @@
-"""First deterministic stages of the builder: evidence from traces, and observation templates per action.
+"""The builder's first deterministic stage, evidence from traces, and observation templates with argument slots.
 
 `evidence_from_episodes` aligns every recorded turn into an `Evidence` item (canonical action,
-arguments, verbatim action text and observation). `induce_template_rules` turns the evidence of
-each action into rules whose templates have argument slots: every argument value found in the
-observation becomes `{arg.<name>}`, so "You pick up the apple 1 from the countertop 1." under
-`take apple 1 from countertop 1` becomes "You pick up the {arg.object} from the {arg.source}.".
-Identical templates are one rule with their support; statuses follow from support and share
-(a template that explains too few of its action's turns stays tentative; one contradicted by
-most of them is conflicted). State effects and conditions come from later stages.
+arguments, verbatim action text and observation). `make_template` turns an observation into a
+template: every argument value found in it becomes `{arg.<name>}`, so "You pick up the apple 1 from
+the countertop 1." under `take apple 1 from countertop 1` becomes "You pick up the {arg.object} from
+the {arg.source}."; `render_template` fills one in. Rules are induced from these by `worldbook.induce`.
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -24,9 +19,9 @@ from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Episode
 from worldsmith.worldbook.engine import escape_braces, render
 from worldsmith.worldbook.facts import whole_word_spans
-from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, RuleStatus
+from worldsmith.worldbook.model import Evidence
 
-__all__ = ["TemplateConfig", "evidence_from_episodes", "observation_outcome", "induce_template_rules", "render_template", "text_arguments"]
+__all__ = ["evidence_from_episodes", "make_template", "observation_outcome", "render_template", "text_arguments"]
 
 # Words that separate the objects of a text command ("put apple 1 in/on countertop 1").
 _SEPARATORS = re.compile(r"\s+(from|in/on|into|onto|in|on|to|with|at|using)\s+")
@@ -135,50 +130,3 @@ def render_template(template: str, arguments: dict[str, Any]) -> str | None:
     """The observation a template gives from arguments alone; None when any slot is unfilled (an argument without
     a value, a state slot), never text with a slot left in it."""
     return render(template, arguments, {})
-
-
-@dataclass(frozen=True)
-class TemplateConfig:
-    min_support: int = 3  # turns a template must explain to be supported
-    min_share: float = 0.2  # of its action's turns
-    max_rules_per_action: int = 20
-    max_provenance: int = 50  # turn ids kept per list (the support count is exact)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:\-]+", "-", text).strip("-")[:60] or "action"
-
-
-def induce_template_rules(evidence: Iterable[Evidence], config: TemplateConfig = TemplateConfig()) -> list[Rule]:
-    """Template rules per action, with support, confidence (share of the action's turns) and provenance."""
-    by_action: dict[str, list[Evidence]] = defaultdict(list)
-    for item in evidence:
-        by_action[item.action].append(item)
-    rules: list[Rule] = []
-    for action, items in sorted(by_action.items()):
-        groups: dict[str, list[Evidence]] = defaultdict(list)
-        for item in items:
-            groups[make_template(item.arguments, item.observation)].append(item)
-        ranked = sorted(groups.items(), key=lambda pair: (-len(pair[1]), pair[0]))[: config.max_rules_per_action]
-        for rank, (template, supporting) in enumerate(ranked):
-            share = len(supporting) / len(items)
-            supporting_ids = {item.turn_id for item in supporting}
-            # Turns whose arguments fill every slot but whose observation is something else.
-            contradicting = [item.turn_id for item in items if item.turn_id not in supporting_ids
-                             and render_template(template, item.arguments) not in (None, item.observation)
-                             and item.outcome == supporting[0].outcome]
-            applicable = len(supporting) + len(contradicting)
-            if len(supporting) >= config.min_support and share >= config.min_share:
-                status = RuleStatus.SUPPORTED if len(supporting) >= len(contradicting) else RuleStatus.CONFLICTED
-            else:
-                status = RuleStatus.TENTATIVE
-            rules.append(Rule(
-                id=f"{_slug(action)}.t{rank + 1}", action=action, template=template,
-                outcome=supporting[0].outcome or "success", status=status,
-                confidence=round(len(supporting) / applicable, 4) if applicable else 0.0,
-                support=len(supporting), description=f"{len(supporting)} of {len(items)} '{action}' turns "
-                f"({share:.0%}) show this observation once the arguments are filled in",
-                provenance=RuleProvenance.capped([i.turn_id for i in supporting], contradicting,
-                                                 cap=config.max_provenance),
-            ))
-    return rules
