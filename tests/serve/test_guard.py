@@ -14,6 +14,7 @@ from worldsmith.serve import (
     ServeSecurity,
     bind_warning,
     build_mcp_http_app,
+    read_token_file,
     serve_security,
 )
 from worldsmith.traces import Episode
@@ -61,11 +62,48 @@ def test_the_token_comes_from_the_flag_or_the_environment_and_is_checked(monkeyp
     assert serve_security().token is None
 
 
+def test_several_tokens_each_pass_as_their_own_credential_and_are_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORLDSMITH_TOKEN", "from-env")
+    file = tmp_path / "tokens.txt"
+    file.write_text("# one token per client\nalpha-123\n\n  beta-456  \nalpha-123\n")
+    assert read_token_file(file) == ["alpha-123", "beta-456", "alpha-123"]
+    security = serve_security(token=["flag-1"], token_file=file)
+    assert security.credentials() == ["flag-1", "alpha-123", "beta-456"]  # the variable only when nothing is given
+    assert security.requires_token and not any(t in repr(security) for t in ("flag-1", "alpha", "beta"))
+    guard = GuardMiddleware(lambda *_: None, security)
+
+    def credential(value: str) -> str | None:
+        return guard.credential({b"authorization": value.encode()})
+
+    assert [credential(f"Bearer {t}") for t in ("flag-1", "alpha-123", "beta-456")] == ["token-1", "token-2", "token-3"]
+    assert credential("Bearer from-env") is None and credential("Bearer alpha-12") is None
+    assert credential("Basic alpha-123") is None and credential("") is None
+    assert _verdict(security, host="localhost", authorization="Bearer beta-456") is None
+    assert _verdict(security, host="localhost", authorization="Bearer from-env") == 401
+    assert serve_security().credentials() == ["from-env"]
+    with pytest.raises(ValueError) as refused:  # a bad token is refused without being echoed
+        ServeSecurity(tokens=["fine", "has space-secret"])
+    assert "token 2 must be non-empty" in str(refused.value) and "space-secret" not in str(refused.value)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("ok\nsplit secret\n")
+    with pytest.raises(ValueError, match=r"bad.txt, line 2: a token must be one word") as named:
+        read_token_file(bad)
+    assert "secret" not in str(named.value)
+    (tmp_path / "empty.txt").write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no tokens in it"):
+        read_token_file(tmp_path / "empty.txt")
+    with pytest.raises(ValueError, match="missing.txt: cannot read it"):
+        read_token_file(tmp_path / "missing.txt")
+
+
 def test_an_open_bind_without_a_token_warns() -> None:
     assert bind_warning("127.0.0.1", ServeSecurity()) is None and bind_warning("localhost", ServeSecurity()) is None
     warning = bind_warning("0.0.0.0", ServeSecurity())
     assert warning is not None and "0.0.0.0 without a token" in warning and "WORLDSMITH_TOKEN" in warning
     assert bind_warning("0.0.0.0", ServeSecurity(token="t")) is None
+    assert bind_warning("0.0.0.0", ServeSecurity(tokens=["t", "u"])) is None
 
 
 def test_the_mcp_sdk_rebinding_protection_is_on_with_our_lists_at_any_bind(

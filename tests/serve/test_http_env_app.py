@@ -35,7 +35,17 @@ def test_instances_are_capped_closed_once_and_forgotten() -> None:
     kept = first.env_id
     first.close()
     assert made[1].closed == 1  # made[0] is the probe the app made for its name and tasks
-    assert client.post("/close", json={"env_id": kept}).json() == {"closed": False}
+    again = client.post("/close", json={"env_id": kept})  # closing twice: a clear error, not a silent no-op
+    assert again.status_code == 410 and again.json()["detail"]["error"] == "EnvError"
+    assert f"env instance {kept!r} was closed already; reset() without an env_id" in again.json()["detail"]["message"]
+    never = client.post("/close", json={"env_id": "never-made"})
+    assert never.status_code == 404 and "no env instance 'never-made'" in never.json()["detail"]["message"]
+    first.env_id = kept  # a worker that kept the id: told it was closed, never handed a fresh episode under it
+    with pytest.raises(EnvError, match="was closed already"):
+        first.step("inc")
+    with pytest.raises(EnvError, match="was closed already"):
+        first.reset("reach-2")
+    first.env_id = None
     third.reset("reach-2")  # room again
     info = client.get("/info").json()
     assert (info["name"], info["tasks"], info["instances"], info["open"], info["closed"]) == ("counter", 3, 2, 2, 1)
@@ -55,7 +65,7 @@ def test_idle_instances_expire_and_free_the_cap() -> None:
     time.sleep(0.6)
     third.reset("reach-3")  # the cap is full: the idle one (second) is expired to make room, first is kept
     assert made[2].closed == 1 and made[1].closed == 0
-    with pytest.raises(EnvError, match="closed, expired or never made"):
+    with pytest.raises(EnvError, match=r"env instance '\w+' expired after 1 s idle; reset\(\) without an env_id"):
         second.step("inc")
     assert first.step("inc").observation.text == "count 2"
     info = client.get("/info").json()
@@ -145,3 +155,27 @@ def test_oversized_requests_and_responses_are_refused_with_413() -> None:
     tasks = _client([], security=ServeSecurity(allow_hosts=["testserver"], max_response_bytes=10)).get("/tasks")
     assert tasks.status_code == 413 and tasks.json()["detail"]["error"] == "ResponseTooLarge"
     assert "limit of 10 bytes" in tasks.json()["detail"]["message"]
+
+
+def test_each_token_sees_only_its_own_instances() -> None:
+    made: list[CounterEnv] = []
+    security = ServeSecurity(allow_hosts=["testserver"], token="alpha", tokens=["beta"])
+    client = _client(made, security=security)
+    alpha = HttpEnv("http://testserver", client=TestClient(client.app), token="alpha")
+    beta = HttpEnv("http://testserver", client=TestClient(client.app), token="beta")
+    alpha.reset("reach-2")
+    alpha.step("inc")
+    theirs = alpha.env_id
+    beta.env_id = theirs  # the other client's id, learned somehow: unknown to this token
+    for call in (lambda: beta.step("inc"), beta.state, lambda: beta.reset("reach-2")):
+        with pytest.raises(EnvError, match=f"no env instance {theirs!r} here for you"):
+            call()
+    refused = beta._client.post("/close", json={"env_id": theirs})
+    assert refused.status_code == 404
+    assert alpha.state() == {"count": 1, "target": 2}  # untouched by the other token's attempts
+    beta.env_id = None
+    beta.reset("reach-3")
+    assert beta.env_id != theirs and alpha.step("inc").observation.text == "count 2"
+    alpha.close()
+    info = beta._client.get("/info").json()
+    assert (info["open"], info["closed"], info["expired"]) == (1, 1, 0)

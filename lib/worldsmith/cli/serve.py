@@ -7,8 +7,9 @@ the book's simulator or, with `--env NAME` instead of a book, over a registered 
 `--describe` prints what would be served (tools, endpoints, commands) and exits.
 
 Over HTTP (either server) only loopback Host/Origin headers are accepted unless `--allow-host` /
-`--allow-origin` add more, `--token` (or $WORLDSMITH_TOKEN) requires a bearer token, bodies are
-capped, and sessions / env instances idle for `--idle-timeout` seconds are closed. Binding a
+`--allow-origin` add more, `--token` (repeatable), `--token-file` (one per line) or
+$WORLDSMITH_TOKEN require a bearer token, each token its own namespace of session names, bodies
+are capped, and sessions / env instances idle for `--idle-timeout` seconds are closed. Binding a
 non-loopback host without a token prints a warning.
 """
 
@@ -86,7 +87,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="ORIGIN",
         help="HTTP: also accept requests from this browser Origin ('https://name[:port]')",
     )
-    parser.add_argument("--token", help=f"HTTP: require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV})")
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        help="HTTP: require 'Authorization: Bearer TOKEN'; repeat for one token per client, each its own namespace "
+        f"of MCP session names (shown by `ps`: prefer --token-file; default: ${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="HTTP: accept the tokens in FILE, one per line ('#' comments), each its own namespace of session names",
+    )
     parser.add_argument(
         "--max-request-bytes",
         type=int,
@@ -148,7 +160,7 @@ def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -
         mcp_port=port,
         allow_hosts=args.allow_host,
         allow_origins=args.allow_origin,
-        token=bool(args.token or os.environ.get(TOKEN_ENV)),
+        token=bool(args.token or args.token_file or os.environ.get(TOKEN_ENV)),
         idle_timeout=args.idle_timeout,
         max_sessions=args.max_sessions,
     )
@@ -198,11 +210,14 @@ def _security(args: argparse.Namespace) -> ServeSecurity:
             args.allow_host,
             args.allow_origin,
             args.token,
+            token_file=args.token_file,
             max_request_bytes=args.max_request_bytes,
             max_response_bytes=args.max_response_bytes,
         )
     except ValidationError as error:
         raise CommandError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors())) from None
+    except ValueError as error:  # the token file: named with its line, its tokens never shown
+        raise CommandError(str(error)) from None
 
 
 def _warn_if_open(host: str, security: ServeSecurity) -> None:
@@ -216,7 +231,8 @@ def _limits(args: argparse.Namespace, security: ServeSecurity) -> dict[str, Any]
     return {
         "allowed_hosts": security.host_patterns(args.host),
         "allowed_origins": security.origin_patterns(),
-        "token": "required" if security.token else "none",
+        "token": "required" if security.requires_token else "none",
+        "tokens": len(security.credentials()),
         "idle_timeout_s": args.idle_timeout or None,
         "max_sessions": args.max_sessions,
     }

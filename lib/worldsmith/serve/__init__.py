@@ -6,8 +6,10 @@
     env = HttpEnv("http://127.0.0.1:8766")     # ...and the client, an `Env` like any other
 
 Over HTTP both servers sit behind `GuardMiddleware` (`ServeSecurity`: Host/Origin allow-lists,
-loopback by default; an optional bearer token, `$WORLDSMITH_TOKEN`; body size limits), and close
-sessions / env instances that go idle. The MCP and HTTP parts need the `serve` extra (mcp, fastapi,
+loopback by default; optional bearer tokens, one per client if you like, or `$WORLDSMITH_TOKEN`;
+body size limits). Sessions / env instances belong to the client (MCP session, connection or
+token) that opened them, are closed by it (`close_session`, `POST /close`) or when they go idle,
+and a closed or expired one fails with why when used again (`SessionEndedError`). The MCP and HTTP parts need the `serve` extra (mcp, fastapi,
 uvicorn, httpx); they load on first use, so the tool schemas (`book_tools`, used by the workbench)
 work without it.
 """
@@ -26,25 +28,42 @@ from worldsmith.serve.commands import (
     serve_commands,
 )
 from worldsmith.serve.guard import (
+    CREDENTIAL_SCOPE_KEY,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_RESPONSE_BYTES,
     TOKEN_ENV,
     GuardMiddleware,
     ServeSecurity,
     bind_warning,
+    credential_of,
     is_loopback,
+    read_token_file,
     serve_security,
 )
+from worldsmith.serve.lifetimes import EndedSessions, Ending, SessionEndedError
 from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook, task_episodes
-from worldsmith.serve.tools import ToolArgumentError, ToolSpec, UnknownToolError, action_for_call, book_tools, call_text
+from worldsmith.serve.tools import (
+    CLOSE_SESSION_TOOL,
+    ToolArgumentError,
+    ToolSpec,
+    UnknownToolError,
+    action_for_call,
+    book_tools,
+    call_text,
+    close_tool,
+)
 
 __all__ = [
+    "CLOSE_SESSION_TOOL",
+    "CREDENTIAL_SCOPE_KEY",
     "DEFAULT_ENV_PORT",
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MCP_PORT",
+    "EndedSessions",
+    "Ending",
     "GuardMiddleware",
     "HttpEnv",
     "ResetRequest",
@@ -55,12 +74,14 @@ __all__ = [
     "ServeSecurity",
     "ServedSession",
     "ServedWorldbook",
-    "StepRequest",
+    "SessionEndedError",
     "SessionRegistry",
+    "StepRequest",
     "StepResponse",
     "TOKEN_ENV",
     "ToolArgumentError",
     "ToolSpec",
+    "UnknownSessionError",
     "UnknownToolError",
     "action_for_call",
     "bind_warning",
@@ -69,7 +90,10 @@ __all__ = [
     "build_mcp_http_app",
     "build_mcp_server",
     "call_text",
+    "close_tool",
+    "credential_of",
     "is_loopback",
+    "read_token_file",
     "run_mcp_http",
     "run_mcp_stdio",
     "serve_commands",
@@ -88,6 +112,7 @@ _LAZY.update(
         for name in (
             "SESSION_META_KEY",
             "SessionRegistry",
+            "UnknownSessionError",
             "build_mcp_http_app",
             "build_mcp_server",
             "run_mcp_http",

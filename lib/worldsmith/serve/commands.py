@@ -86,7 +86,8 @@ def serve_commands(
         client_config={"mcpServers": {f"worldsmith-{book}": {"command": stdio[0], "args": stdio[1:]}}},
         http_client=f"from worldsmith.serve import HttpEnv\nenv = HttpEnv({env_url!r})\nobservation, info = env.reset()",
         token_note=(
-            f"export {TOKEN_ENV}=... before starting the HTTP servers; clients send it as "
+            f"export {TOKEN_ENV}=... before starting the HTTP servers (or add --token-file FILE: one token per "
+            "client, each its own namespace of MCP session names); clients send theirs as "
             "'Authorization: Bearer ...' (HttpEnv reads the same variable)"
         )
         if token

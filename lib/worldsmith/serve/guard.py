@@ -9,8 +9,11 @@ the HTTP env) sit behind `GuardMiddleware`, which answers before the app sees a 
   is bound to, or one given with `--allow-host` — else 421; never switched off by the bind address.
 - `Origin`, when a browser sends one, must be a loopback origin or one given with `--allow-origin`
   — else 403.
-- With a token (`--token` or $WORLDSMITH_TOKEN), `Authorization: Bearer TOKEN` on every request
-  — else 401.
+- With tokens (`--token`, repeatable; `--token-file`, one per line; or $WORLDSMITH_TOKEN),
+  `Authorization: Bearer TOKEN` with one of them on every request — else 401. Each token is compared
+  in constant time and never logged or echoed; the request's scope then carries which one it was
+  (`credential_of`: an opaque `token-N`, never the token), so the servers can keep each token's
+  sessions apart.
 - A request body over `max_request_bytes` is refused with 413 before it is parsed; with
   `max_response_bytes`, so is a response over that size (the HTTP env; MCP streams its answers).
 
@@ -19,11 +22,13 @@ Refusals are JSON `{"detail": {"error": KIND, "message": WHY}}`, the shape `Http
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -32,16 +37,21 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
+    "CREDENTIAL_SCOPE_KEY",
     "LOOPBACK_HOSTS",
     "TOKEN_ENV",
     "GuardMiddleware",
     "ServeSecurity",
     "bind_warning",
+    "credential_of",
     "is_loopback",
+    "read_token_file",
     "serve_security",
 ]
 
 TOKEN_ENV = "WORLDSMITH_TOKEN"
+CREDENTIAL_SCOPE_KEY = "worldsmith.credential"
+"""ASGI scope key the guard sets to the opaque name (`token-N`) of the token a request carried."""
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -77,7 +87,7 @@ def _matches(value: str, patterns: Sequence[str]) -> bool:
 class ServeSecurity(BaseModel):
     """The allow-lists, token and size limits of one server (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # a refused token is never echoed
 
     allow_hosts: list[str] = Field(
         default_factory=list, description="Host values besides loopback: 'name' (any port), 'name:port' or 'name:*'."
@@ -86,6 +96,11 @@ class ServeSecurity(BaseModel):
         default_factory=list, description="Origins besides loopback: 'https://name' (any port), with ':port' or ':*'."
     )
     token: str | None = Field(default=None, repr=False, description="Bearer token every request must carry.")
+    tokens: list[str] = Field(
+        default_factory=list,
+        repr=False,
+        description="More accepted bearer tokens (one per client): each is its own namespace of session names.",
+    )
     max_request_bytes: int = Field(default=DEFAULT_MAX_REQUEST_BYTES, gt=0)
     max_response_bytes: int | None = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
 
@@ -109,9 +124,25 @@ class ServeSecurity(BaseModel):
     @field_validator("token")
     @classmethod
     def _usable_token(cls, token: str | None) -> str | None:
-        if token is not None and (not token or any(c.isspace() for c in token)):
+        if token is not None and not _usable(token):
             raise ValueError("the token must be non-empty and without whitespace")
         return token
+
+    @field_validator("tokens")
+    @classmethod
+    def _usable_tokens(cls, tokens: list[str]) -> list[str]:
+        for index, token in enumerate(tokens):
+            if not _usable(token):
+                raise ValueError(f"token {index + 1} must be non-empty and without whitespace")
+        return tokens
+
+    def credentials(self) -> list[str]:
+        """Every accepted token, `token` first, each once; their order numbers the `token-N` credentials."""
+        return list(dict.fromkeys([*([self.token] if self.token else []), *self.tokens]))
+
+    @property
+    def requires_token(self) -> bool:
+        return bool(self.token or self.tokens)
 
     def host_patterns(self, bind: str | None = None) -> list[str]:
         """Allowed Host values (exact, or `name:*` for any port), loopback first; a specific bind address too."""
@@ -125,6 +156,38 @@ class ServeSecurity(BaseModel):
         """Allowed Origin values: loopback over http and https, then the given ones."""
         loopback = [f"{scheme}://{name}" for name in LOOPBACK_HOSTS for scheme in ("http", "https")]
         return [pattern for origin in [*loopback, *self.allow_origins] for pattern in _origin_patterns(origin)]
+
+
+def _usable(token: str) -> bool:
+    return bool(token) and not any(c.isspace() for c in token)
+
+
+def read_token_file(path: str | Path) -> list[str]:
+    """The tokens of a token file: one per line; blank lines and `#` comments skipped.
+
+    ValueError names the file and line of a bad one (never its text), or says the file holds none."""
+    file = Path(path)
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--token-file {file}: cannot read it ({type(error).__name__})") from None
+    tokens = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if not _usable(text):
+            raise ValueError(f"--token-file {file}, line {number}: a token must be one word without whitespace")
+        tokens.append(text)
+    if not tokens:
+        raise ValueError(f"--token-file {file}: no tokens in it (one per line)")
+    return tokens
+
+
+def credential_of(scope: Mapping[str, Any]) -> str | None:
+    """The opaque name (`token-N`) of the token this request carried, or None on a server without tokens."""
+    value = scope.get(CREDENTIAL_SCOPE_KEY)
+    return value if isinstance(value, str) else None
 
 
 def _specific_address(host: str) -> bool:
@@ -147,17 +210,24 @@ def is_loopback(host: str) -> bool:
 def serve_security(
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
-    token: str | None = None,
+    token: str | Sequence[str] | None = None,
     *,
+    token_file: str | Path | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     max_response_bytes: int | None = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> ServeSecurity:
-    """The security of a server started from the CLI: no `token` given means $WORLDSMITH_TOKEN (if set)."""
-    chosen = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    """The security of a server started from the CLI: `token` (one or several) and the tokens of `token_file`;
+    neither given means $WORLDSMITH_TOKEN (if set)."""
+    given = [token] if isinstance(token, str) else list(token or [])
+    if token_file is not None:
+        given += read_token_file(token_file)
+    if not given and os.environ.get(TOKEN_ENV):
+        given = [os.environ[TOKEN_ENV]]
     return ServeSecurity(
         allow_hosts=list(allow_hosts),
         allow_origins=list(allow_origins),
-        token=chosen,
+        token=given[0] if given else None,
+        tokens=given[1:],
         max_request_bytes=max_request_bytes,
         max_response_bytes=max_response_bytes,
     )
@@ -165,11 +235,11 @@ def serve_security(
 
 def bind_warning(host: str, security: ServeSecurity) -> str | None:
     """The warning to print when a server is reachable from other machines and anyone there may use it."""
-    if is_loopback(host) or security.token:
+    if is_loopback(host) or security.requires_token:
         return None
     return (
         f"worldsmith: warning: serving on {host} without a token: anyone who can reach this port can use it; "
-        f"set --token or ${TOKEN_ENV}"
+        f"set --token, --token-file or ${TOKEN_ENV}"
     )
 
 
@@ -193,8 +263,22 @@ class GuardMiddleware:
         self.security = security
         self.hosts = security.host_patterns(bind)
         self.origins = security.origin_patterns()
-        self.token = security.token.encode() if security.token else None
+        # digests of equal length: comparing them takes the same time whatever the token or the guess
+        self.digests = [hashlib.sha256(token.encode()).digest() for token in security.credentials()]
         self.limit_responses = limit_responses and security.max_response_bytes is not None
+
+    def credential(self, headers: dict[bytes, bytes]) -> str | None:
+        """`token-N` for the N-th accepted token (from 1) this request carries, else None.
+
+        Every token is compared (constant time each, no early exit), so the time taken says nothing about
+        which token, if any, was close."""
+        scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
+        digest = hashlib.sha256(given.strip()).digest()
+        found = 0
+        for index, known in enumerate(self.digests, 1):
+            if hmac.compare_digest(digest, known) and not found:
+                found = index
+        return f"token-{found}" if found and scheme.lower() == b"bearer" else None
 
     def check(self, headers: dict[bytes, bytes]) -> list[Message] | None:
         """The refusal for these request headers, or None when they pass."""
@@ -212,15 +296,14 @@ class GuardMiddleware:
                 "OriginNotAllowed",
                 f"Origin {origin!r} may not use this server; the server allows loopback and --allow-origin origins",
             )
-        if self.token is not None:
-            scheme, _, given = headers.get(b"authorization", b"").partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
-                return _refusal(
-                    401,
-                    "Unauthorized",
-                    f"this server needs 'Authorization: Bearer TOKEN' (the server's --token or ${TOKEN_ENV})",
-                    [(b"www-authenticate", b"Bearer")],
-                )
+        if self.digests and self.credential(headers) is None:
+            return _refusal(
+                401,
+                "Unauthorized",
+                f"this server needs 'Authorization: Bearer TOKEN' (one of the server's --token, --token-file "
+                f"or ${TOKEN_ENV})",
+                [(b"www-authenticate", b"Bearer")],
+            )
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.security.max_request_bytes:
             return self._too_large(int(declared))
@@ -239,7 +322,10 @@ class GuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        refusal = self.check(dict(scope["headers"]))
+        headers = dict(scope["headers"])
+        refusal = self.check(headers)
+        if refusal is None and self.digests:
+            scope[CREDENTIAL_SCOPE_KEY] = self.credential(headers)
         if refusal is None:
             replay, refusal = await self._read_body(receive)
         if refusal is not None:

@@ -8,12 +8,15 @@ so policies, recorders, replays and `check_env` drive a remote simulator like a 
 
 Errors keep their kind across the wire: an unknown task is 404 (`UnknownTaskError`), an action
 the env refuses or a step before reset is 422/409 (`InvalidActionError` / `EnvError`), an
-unknown instance id is 404 (`EnvError`).
+unknown instance id is 404 (`EnvError`); one that was closed or expired is 410 (`EnvError`, saying
+which and that `reset()` without an id makes a new one: never a silent restart).
 
-Every request passes `serve.guard` first (Host/Origin allow-lists, the optional bearer token,
-request and response size limits). Instances are capped (`max_instances`, 429 past it) and an
-instance unused for `idle_timeout` seconds is closed and its room freed; `GET /info` counts the
-open, idle, expired and closed ones.
+Every request passes `serve.guard` first (Host/Origin allow-lists, the optional bearer tokens,
+request and response size limits). An instance belongs to the token that made it: with several
+tokens one client's ids are unknown (404) to another's. Instances are capped (`max_instances`,
+429 past it) and an instance unused for `idle_timeout` seconds is closed and its room freed;
+`POST /close` closes one now (a second close, or another client's id, is an error); `GET /info`
+counts the open, idle, expired and closed ones.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import anyio
 import httpx
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.envs.base import (
@@ -41,7 +44,8 @@ from worldsmith.envs.base import (
     UnknownTaskError,
 )
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
-from worldsmith.serve.guard import TOKEN_ENV, GuardMiddleware, ServeSecurity
+from worldsmith.serve.guard import TOKEN_ENV, GuardMiddleware, ServeSecurity, credential_of
+from worldsmith.serve.lifetimes import EndedSessions, Ending
 from worldsmith.serve.memory import trim_memory
 from worldsmith.traces.model import Action, Observation
 
@@ -86,8 +90,9 @@ class EnvRef(BaseModel):
 
 
 class _Instance:
-    def __init__(self, env: Env, now: float) -> None:
+    def __init__(self, env: Env, now: float, owner: str | None) -> None:
         self.env = env
+        self.owner = owner
         self.lock = threading.Lock()
         self.last_used = now
         self.in_use = 0
@@ -108,6 +113,7 @@ class _Instances:
         self.idle_timeout = idle_timeout
         self._clock = clock
         self._held: dict[str, _Instance] = {}
+        self._ended = EndedSessions()
         self._lock = threading.Lock()
         self.expired = 0
         self.closed = 0
@@ -115,8 +121,9 @@ class _Instances:
     def __len__(self) -> int:
         return len(self._held)
 
-    def open(self) -> str:
-        """Make a new instance and return its id (429 when `limit` are open after expiring idle ones)."""
+    def open(self, owner: str | None) -> str:
+        """Make a new instance for `owner` (the request's credential) and return its id (429 when `limit` are
+        open after expiring idle ones)."""
         if len(self._held) >= self._limit:
             self.sweep()
         with self._lock:
@@ -131,18 +138,24 @@ class _Instances:
                     },
                 )
             env_id = uuid.uuid4().hex
-            self._held[env_id] = _Instance(self._make_env(), self._clock())
+            self._held[env_id] = _Instance(self._make_env(), self._clock(), owner)
         return env_id
 
+    def _missing(self, env_id: str, owner: str | None) -> HTTPException:
+        """410 for `owner`'s instance that was closed or expired, else 404 (never made, or another client's)."""
+        ending = self._ended.get((owner, env_id))
+        if ending is not None:
+            message = ending.reason("env instance", env_id, "reset() without an env_id makes a new one")
+            return HTTPException(410, {"error": "EnvError", "message": message})
+        return HTTPException(404, {"error": "EnvError", "message": f"no env instance {env_id!r} here for you"})
+
     @contextlib.contextmanager
-    def use(self, env_id: str) -> Iterator[_Instance]:
-        """The instance, locked for one call; not expired while in use, its idle time restarted after."""
+    def use(self, env_id: str, owner: str | None) -> Iterator[_Instance]:
+        """`owner`'s instance, locked for one call; not expired while in use, its idle time restarted after."""
         with self._lock:
             found = self._held.get(env_id)
-            if found is None:
-                raise HTTPException(
-                    404, {"error": "EnvError", "message": f"no env instance {env_id!r} (closed, expired or never made)"}
-                )
+            if found is None or found.owner != owner:
+                raise self._missing(env_id, owner)
             found.in_use += 1
         try:
             with found.lock:
@@ -152,10 +165,15 @@ class _Instances:
                 found.in_use -= 1
                 found.last_used = self._clock()
 
-    def pop(self, env_id: str) -> _Instance | None:
+    def pop(self, env_id: str, owner: str | None) -> _Instance:
+        """Take `owner`'s instance out to close it (remembered as closed); 410/404 as `use`."""
         with self._lock:
-            found = self._held.pop(env_id, None)
-            self.closed += found is not None
+            found = self._held.get(env_id)
+            if found is None or found.owner != owner:
+                raise self._missing(env_id, owner)
+            del self._held[env_id]
+            self._ended.record((owner, env_id), Ending(how="closed"))
+            self.closed += 1
             return found
 
     def sweep(self) -> int:
@@ -166,6 +184,8 @@ class _Instances:
         with self._lock:
             stale = [key for key, held in self._held.items() if held.in_use == 0 and held.last_used < deadline]
             gone = [self._held.pop(key) for key in stale]
+            for key, held in zip(stale, gone, strict=True):
+                self._ended.record((held.owner, key), Ending(how="expired", idle_s=self.idle_timeout))
             self.expired += len(gone)
         for held in gone:
             _close_quietly(held)
@@ -259,9 +279,10 @@ def build_env_app(
         return tasks
 
     @app.post("/reset")
-    def reset(request: ResetRequest) -> ResetResponse:
-        env_id = instances.open() if request.env_id is None else request.env_id
-        with instances.use(env_id) as held:
+    def reset(request: ResetRequest, http: Request) -> ResetResponse:
+        owner = credential_of(http.scope)
+        env_id = instances.open(owner) if request.env_id is None else request.env_id
+        with instances.use(env_id, owner) as held:
             try:
                 observation, details = held.env.reset(request.task, seed=request.seed)
             except (EnvError, RuntimeError, ValueError) as error:
@@ -269,8 +290,8 @@ def build_env_app(
         return ResetResponse(env_id=env_id, observation=observation, info=details)
 
     @app.post("/step")
-    def step(request: StepRequest) -> StepResponse:
-        with instances.use(request.env_id) as held:
+    def step(request: StepRequest, http: Request) -> StepResponse:
+        with instances.use(request.env_id, credential_of(http.scope)) as held:
             try:
                 result = held.env.step(request.action)
             except (EnvError, RuntimeError, ValueError) as error:
@@ -284,30 +305,31 @@ def build_env_app(
         )
 
     @app.post("/admissible_actions")
-    def admissible(request: EnvRef) -> list[str] | None:
-        with instances.use(request.env_id) as held:
+    def admissible(request: EnvRef, http: Request) -> list[str] | None:
+        with instances.use(request.env_id, credential_of(http.scope)) as held:
             return held.env.admissible_actions()
 
     @app.post("/expert_action")
-    def expert(request: EnvRef) -> Action | None:
-        with instances.use(request.env_id) as held:
+    def expert(request: EnvRef, http: Request) -> Action | None:
+        with instances.use(request.env_id, credential_of(http.scope)) as held:
             try:
                 return held.env.expert_action()
             except NotImplementedError as error:
                 raise HTTPException(501, {"error": "NotImplementedError", "message": str(error)}) from None
 
     @app.post("/state")
-    def state(request: EnvRef) -> dict[str, Any] | None:
-        with instances.use(request.env_id) as held:
+    def state(request: EnvRef, http: Request) -> dict[str, Any] | None:
+        with instances.use(request.env_id, credential_of(http.scope)) as held:
             return held.env.state()
 
     @app.post("/close")
-    def close(request: EnvRef) -> dict[str, bool]:
-        held = instances.pop(request.env_id)
-        if held is not None:
-            with held.lock:
-                held.env.close()
-        return {"closed": held is not None}
+    def close(request: EnvRef, http: Request) -> dict[str, bool]:
+        """Close the instance now (its env's resources freed); closing it again is 410, another's 404."""
+        held = instances.pop(request.env_id, credential_of(http.scope))
+        with held.lock:
+            held.env.close()
+        trim_memory()
+        return {"closed": True}
 
     return app
 
@@ -396,7 +418,7 @@ class HttpEnv:
             try:
                 self._call("POST", "/close", {"env_id": env_id})
             except EnvError:
-                pass  # the server is gone: nothing left to close there
+                pass  # expired there already, or the server is gone: nothing left to close
         if self._own_client:
             self._client.close()
 

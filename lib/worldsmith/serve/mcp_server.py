@@ -12,27 +12,36 @@ Which session a call plays in (`SessionRegistry`): sessions belong to an owner, 
 name (`worldsmith/session`) only picks among the owner's own, so one client can never read or
 advance another's episode. The owner is the MCP session (`Mcp-Session-Id`, handshake-era HTTP)
 or the connection (stdio); an unnamed call plays in that owner's default session. A 2026-07-28
-HTTP request has no MCP session: its owner is the server's token (everyone holding it), and an
-unnamed call opens a new session whose unguessable handle the result carries.
+HTTP request has no MCP session: its owner is the bearer token it carried (`--token`, repeatable,
+or `--token-file`: each token its own namespace of names, so two clients with different tokens
+both naming "agent-1" play two episodes), and an unnamed call opens a new session whose
+unguessable handle the result carries. On a server without tokens nothing tells such clients
+apart, so a name is refused there: only a handle the server gave out continues a session.
 
-Sessions are closed, their thread and SQLite files freed, when their MCP session ends (DELETE, or
-the SDK's idle timeout), after `idle_timeout` seconds unused, and when the server stops; each
-SQLite connection belongs to one thread, so each session has a one-thread executor and the event
-loop never blocks on a world model. Over HTTP the app sits behind `serve.guard` and the SDK's own
-DNS-rebinding protection is configured with the same allow-lists, whatever the bind address.
+Sessions end, their thread, SQLite connection and memory freed, when their client calls the
+`close_session` tool, when their MCP session ends (DELETE, or the SDK's idle timeout), after
+`idle_timeout` seconds unused, and when the server stops. A closed or expired session's handle
+then fails with why ("session 'h' expired after 600 s idle; start a new one"), never silently
+starting a new episode under it (`serve.lifetimes`). Each SQLite connection belongs to one thread,
+so each session has a one-thread executor and the event loop never blocks on a world model. Every
+text a client gets passes `ServedWorldbook.redact`: no absolute server paths. Over HTTP the app
+sits behind `serve.guard` and the SDK's own DNS-rebinding protection is configured with the same
+allow-lists, whatever the bind address.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
+import sqlite3
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import mcp_types as types
@@ -43,15 +52,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from worldsmith import __version__
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
-from worldsmith.serve.guard import GuardMiddleware, ServeSecurity, bind_warning
+from worldsmith.serve.guard import GuardMiddleware, ServeSecurity, bind_warning, credential_of
+from worldsmith.serve.lifetimes import EndedSessions, Ending, SessionEndedError
 from worldsmith.serve.memory import trim_memory
 from worldsmith.serve.simulator import ServedSession, ServedWorldbook
-from worldsmith.serve.tools import ToolArgumentError, UnknownToolError, action_for_call
+from worldsmith.serve.tools import ToolArgumentError, UnknownToolError, action_for_call, close_tool
 from worldsmith.sim.session import SessionTurn
 
 __all__ = [
     "SESSION_META_KEY",
     "SessionRegistry",
+    "UnknownSessionError",
     "build_mcp_http_app",
     "build_mcp_server",
     "run_mcp_http",
@@ -60,29 +71,55 @@ __all__ = [
 ]
 
 SESSION_META_KEY = "worldsmith/session"
-_SHARED_HTTP_OWNER = "http"  # 2026-07-28 HTTP requests: everyone past the guard (the token's holders)
+
+
+class UnknownSessionError(LookupError):
+    """A call named a session its client has no open one of (never opened here, or another client's)."""
+
+
+class _Owner(NamedTuple):
+    """Whose sessions a request may use: `key` names them; `stateless` (a 2026-07-28 HTTP request): an unnamed
+    call opens a new session with a fresh handle; `names`: whether a name the client picks may open one."""
+
+    key: str
+    stateless: bool = False
+    names: bool = True
 
 
 class _Client:
     """One session and the thread it lives on."""
 
-    def __init__(self, served: ServedWorldbook, label: str, owner: str, handle: str | None, now: float) -> None:
+    def __init__(
+        self, served: ServedWorldbook, label: str, owner: str, handle: str | None, now: float, stateless: bool
+    ) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worldsmith-mcp")
         self.session: ServedSession | None = None
         self.served = served
         self.label = label
         self.owner = owner
         self.handle = handle
+        self.stateless = stateless
         self.last_used = now
         self.in_flight = 0
+        self.turns = 0
+        self.ended: SessionEndedError | None = None  # set (under the registry's lock) when it is closed or expires
 
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+        except RuntimeError:
+            if self.ended is not None:  # closed between acquire and submit: its thread is gone
+                raise self.ended from None
+            raise
 
     def play(self, action: Any) -> SessionTurn:
+        if self.ended is not None:  # closed while this call waited its turn: never reopen it
+            raise self.ended
         if self.session is None:
             self.session = self.served.open_session(self.label)
-        return self.session.play(action)
+        turn = self.session.play(action)
+        self.turns += 1
+        return turn
 
     @property
     def saved_as(self) -> str:
@@ -104,11 +141,17 @@ class _Client:
         self.executor.shutdown(wait=True)
 
 
+def _shown(key: str) -> str:
+    return key or "(this connection's default)"
+
+
 class SessionRegistry:
     """The sessions of one MCP server, keyed by (owner, name); at most `max_sessions`, closed when idle.
 
-    `acquire`/`release` bracket each call (a session in use is never expired); `close_owner` ends an
-    owner's sessions (its MCP session ended); `sweep` expires idle ones; `counts` is what `/info` shows.
+    `acquire`/`release` bracket each call (a session in use is never expired); `close` ends one session
+    (its client's `close_session`); `close_owner` ends an owner's sessions (its MCP session ended); `sweep`
+    expires idle ones; `counts` is what `/info` shows. A closed or expired session's key is remembered
+    (`serve.lifetimes`), so a call that names it again fails with why instead of starting over.
     """
 
     def __init__(
@@ -126,27 +169,49 @@ class SessionRegistry:
         self.max_sessions = max_sessions
         self._clock = clock
         self._clients: dict[tuple[str, str], _Client] = {}
+        self._ended = EndedSessions()
         self._lock = threading.Lock()
         self.opened = self.expired = self.closed = 0
 
     def __len__(self) -> int:
         return len(self._clients)
 
-    def acquire(self, owner: str, name: str | None) -> _Client:
-        """The owner's session called `name` (made on first use), marked in use; `name` None on the shared
-        HTTP owner opens a new session with a fresh unguessable handle. MCPError at `max_sessions`."""
-        handle = name if name is not None or owner != _SHARED_HTTP_OWNER else secrets.token_urlsafe(16)
+    def _ended_error(self, key: tuple[str, str], ending: Ending, stateless: bool) -> SessionEndedError:
+        restart = (
+            "start a new one (a call without a session name opens one)"
+            if stateless
+            else "start a new one (another session name, or a new connection)"
+        )
+        return SessionEndedError(ending.reason("session", _shown(key[1]), restart), ending)
+
+    def acquire(self, owner: str, name: str | None, *, stateless: bool = False, names: bool = True) -> _Client:
+        """The owner's open session called `name` (made on first use), marked in use. On a `stateless` owner
+        `name` None opens a new session with a fresh unguessable handle; with `names` False a name that is not
+        an open session's handle is refused. `SessionEndedError` for a closed or expired one,
+        `UnknownSessionError` for a refused name, MCPError at `max_sessions`."""
+        handle = name if name is not None or not stateless else secrets.token_urlsafe(16)
         key = (owner, handle or "")
         with self._lock:
             client = self._clients.get(key)
             if client is None:
+                ending = self._ended.get(key)
+                if ending is not None:
+                    raise self._ended_error(key, ending, stateless)
+                if not names and name is not None:
+                    raise UnknownSessionError(
+                        f"no open session {name!r} for you here: this server has no token, so on the 2026-07-28 "
+                        "protocol a session is continued only by the handle an unnamed call returned (names need "
+                        "the server started with --token or --token-file: each token names its own sessions)"
+                    )
                 if self.max_sessions is not None and len(self._clients) >= self.max_sessions:
                     raise MCPError(
                         INTERNAL_ERROR,
                         f"{self.max_sessions} sessions are open on this server; "
-                        "end yours (DELETE the MCP session) or wait for idle ones to expire",
+                        "end yours (close_session, or DELETE the MCP session) or wait for idle ones to expire",
                     )
-                client = self._clients[key] = _Client(self.served, self.label, owner, handle, self._clock())
+                client = self._clients[key] = _Client(
+                    self.served, self.label, owner, handle, self._clock(), stateless
+                )
                 self.opened += 1
             client.in_flight += 1
             return client
@@ -156,13 +221,37 @@ class SessionRegistry:
             client.in_flight -= 1
             client.last_used = self._clock()
 
+    def close(self, owner: str, name: str, *, stateless: bool = False) -> _Client:
+        """Close the owner's open session `name` now, its thread, SQLite files and memory freed (blocking: call
+        it off the event loop); the closed client (its handle, saved folder and turns). `SessionEndedError` when
+        it was closed or expired already, `UnknownSessionError` when the owner has no such session."""
+        key = (owner, name)
+        with self._lock:
+            client = self._clients.pop(key, None)
+            if client is None:
+                ending = self._ended.get(key)
+                if ending is not None:
+                    raise self._ended_error(key, ending, stateless)
+                raise UnknownSessionError(
+                    f"no open session {_shown(name)!r} for you to close (sessions belong to the client, or the "
+                    "token, that opened them)"
+                )
+            ending = Ending(how="closed")
+            client.ended = self._ended_error(key, ending, stateless)
+            self._ended.record(key, ending)
+            self.closed += 1
+        client.close()
+        trim_memory()
+        return client
+
     def _take(self, keep: Callable[[tuple[str, str], _Client], bool]) -> list[_Client]:
         with self._lock:
             gone = [key for key, client in self._clients.items() if not keep(key, client)]
             return [self._clients.pop(key) for key in gone]
 
     def close_owner(self, owner: str) -> int:
-        """Close every session of `owner` (blocking: call it off the event loop); how many."""
+        """Close every session of `owner` (blocking: call it off the event loop); how many. The owner is gone
+        for good (its MCP session or connection ended), so nothing is remembered of them."""
         gone = self._take(lambda key, _: key[0] != owner)
         for client in gone:
             client.close()
@@ -177,11 +266,16 @@ class SessionRegistry:
         if self.idle_timeout is None:
             return 0
         deadline = self._clock() - self.idle_timeout
-        gone = self._take(lambda _, client: client.in_flight > 0 or client.last_used >= deadline)
+        ending = Ending(how="expired", idle_s=self.idle_timeout)
+        with self._lock:
+            stale = [key for key, client in self._clients.items() if client.in_flight == 0 and client.last_used < deadline]
+            gone = [self._clients.pop(key) for key in stale]
+            for key, client in zip(stale, gone, strict=True):
+                client.ended = self._ended_error(key, ending, client.stateless)
+                self._ended.record(key, ending)
+            self.expired += len(gone)
         for client in gone:
             client.close()
-        with self._lock:
-            self.expired += len(gone)
         if gone:
             trim_memory(min_interval=0.0)
         return len(gone)
@@ -195,7 +289,8 @@ class SessionRegistry:
 
     def counts(self) -> dict[str, int]:
         """Open sessions, the idle ones among them (no call for a minute, or half the timeout), and the totals
-        opened, expired and closed since the server started."""
+        opened, expired and closed (by their client, their MCP session's end, or shutdown) since the server
+        started."""
         idle_after = min(60.0, self.idle_timeout / 2) if self.idle_timeout else 60.0
         now = self._clock()
         with self._lock:
@@ -230,17 +325,18 @@ def turn_result(turn: SessionTurn, session: str, handle: str | None = None) -> t
     )
 
 
-def _owner_of(ctx: Any, registry: SessionRegistry) -> str:
+def _owner_of(ctx: Any, registry: SessionRegistry) -> _Owner:
     """Whose sessions this request may use (module docstring); arranges the owner's cleanup on first sight."""
     connection = getattr(ctx.session, "_connection", ctx.session)  # mcp 2.3: the per-client Connection
     session_id = getattr(connection, "session_id", None)
     if session_id:
         owner = f"mcp-session:{session_id}"
-    elif ctx.request is not None:  # HTTP without an MCP session: a 2026-07-28 single exchange
-        return _SHARED_HTTP_OWNER
+    elif ctx.request is not None:  # HTTP without an MCP session: a 2026-07-28 single exchange, owned by its token
+        credential = credential_of(ctx.request.scope)
+        return _Owner(f"http:{credential}" if credential else "http", stateless=True, names=credential is not None)
     elif getattr(connection, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
         # stdio, 2026-07-28: a connection per request on one stream (its `outbound`); closed with the server
-        return f"stdio:{id(connection.outbound)}"
+        return _Owner(f"stdio:{id(connection.outbound)}")
     else:
         owner = f"stdio:{id(connection)}"
     state = getattr(connection, "state", None)
@@ -251,21 +347,28 @@ def _owner_of(ctx: Any, registry: SessionRegistry) -> str:
             await anyio.to_thread.run_sync(registry.close_owner, owner)
 
         connection.exit_stack.push_async_callback(cleanup)
-    return owner
+    return _Owner(owner)
+
+
+def _tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def build_mcp_server(
     served: ServedWorldbook, *, label: str = "mcp", registry: SessionRegistry | None = None
 ) -> Server[Any]:
-    """An MCP server over `served`: `tools/list` gives the book's actions, `tools/call` plays them.
+    """An MCP server over `served`: `tools/list` gives the book's actions and `close_session`, `tools/call`
+    plays them.
 
     `registry` holds the sessions (default: one with the default idle timeout and cap); while the
-    server runs, idle sessions are expired in the background, and all are closed when it stops.
+    server runs, idle sessions are expired in the background, and all are closed when it stops. Every
+    text a client gets passes `served.redact` (no server paths).
     """
     sessions = registry if registry is not None else SessionRegistry(served, label)
+    closer = close_tool(served.book)
     tools = [
         types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema)
-        for tool in served.tools
+        for tool in [*served.tools, closer]
     ]
 
     @contextlib.asynccontextmanager
@@ -281,18 +384,50 @@ def build_mcp_server(
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
 
+    async def close_session(owner: _Owner, arguments: dict[str, Any] | None, named: str | None) -> types.CallToolResult:
+        arguments = dict(arguments or {})
+        chosen = arguments.pop("session", None)
+        if arguments or (chosen is not None and (not isinstance(chosen, str) or not chosen)):
+            return _tool_error(f"tool {closer.name!r}: takes only 'session', a non-empty string (a handle or name)")
+        target = chosen or named or ("" if not owner.stateless else None)
+        if target is None:
+            return _tool_error(
+                f"tool {closer.name!r}: say which session to close: its handle (from a result) as 'session', "
+                f"or as _meta {SESSION_META_KEY!r}"
+            )
+        try:
+            client = await anyio.to_thread.run_sync(
+                functools.partial(sessions.close, owner.key, target, stateless=owner.stateless)
+            )
+        except LookupError as error:
+            return _tool_error(served.redact(str(error)))
+        details = {"closed": _shown(target), "session": client.saved_as, "turns": client.turns}
+        text = f"closed session {_shown(target)!r} after {client.turns} turn{'s' * (client.turns != 1)}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=details)
+
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        given = (ctx.meta or {}).get(SESSION_META_KEY)
+        named = given if isinstance(given, str) and given else None
+        if params.name == closer.name:
+            return await close_session(_owner_of(ctx, sessions), params.arguments, named)
         try:
             action = action_for_call(served.book, params.name, params.arguments)
         except UnknownToolError as error:
-            raise MCPError(INVALID_PARAMS, str(error)) from None
+            raise MCPError(INVALID_PARAMS, served.redact(str(error))) from None
         except ToolArgumentError as error:
-            return types.CallToolResult(content=[types.TextContent(type="text", text=str(error))], is_error=True)
-        named = (ctx.meta or {}).get(SESSION_META_KEY)
-        client = sessions.acquire(_owner_of(ctx, sessions), named if isinstance(named, str) and named else None)
+            return _tool_error(served.redact(str(error)))
+        owner = _owner_of(ctx, sessions)
+        try:
+            client = sessions.acquire(owner.key, named, stateless=owner.stateless, names=owner.names)
+        except LookupError as error:  # closed, expired, or a name this client may not use
+            return _tool_error(served.redact(str(error)))
         try:
             turn = await client.run(client.play, action)
             return turn_result(turn, client.saved_as, client.handle)
+        except LookupError as error:  # closed while this call waited
+            return _tool_error(served.redact(str(error)))
+        except (ValueError, OSError, sqlite3.Error) as error:  # the world model or the session's files failed
+            return _tool_error(served.redact(f"the simulator could not answer: {type(error).__name__}: {error}"))
         finally:
             sessions.release(client)
 
@@ -300,7 +435,8 @@ def build_mcp_server(
         f"worldsmith:{served.book_ref}",
         version=__version__,
         instructions=f"A simulator of {served.book.env_id or served.book.name} learned from recorded "
-        f"interactions (worldbook {served.book_ref}); each tool is one of its actions.",
+        f"interactions (worldbook {served.book_ref}); each tool is one of its actions, except "
+        f"{closer.name!r}, which ends a session.",
         lifespan=lifespan,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

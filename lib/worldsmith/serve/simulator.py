@@ -89,6 +89,15 @@ class ServedWorldbook:
     def book_ref(self) -> str:
         return f"{self.config.book}@{self.version}"
 
+    def redact(self, text: str) -> str:
+        """`text` with the server's folders (sessions, workspace; as given and resolved) replaced by
+        `<sessions>` / `<workspace>`: what clients are told never says where the server keeps its files."""
+        folders = [(self.sessions_dir, "<sessions>"), (self.workspace.root, "<workspace>")]
+        spelled = [(str(spelling), name) for folder, name in folders for spelling in {folder, folder.resolve()}]
+        for spelling, name in sorted(spelled, key=lambda pair: -len(pair[0])):  # the longest (innermost) first
+            text = text.replace(spelling, name)
+        return text
+
     def world_model(self) -> WorldModel:
         """A fresh world model of the configured kind (an LLM opened when the kind needs or is given one)."""
         config = self.config

@@ -21,7 +21,19 @@ from worldsmith.envs.base import as_action
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import ActionSpec, Worldbook
 
-__all__ = ["ToolArgumentError", "ToolSpec", "UnknownToolError", "action_for_call", "book_tools", "call_text"]
+__all__ = [
+    "CLOSE_SESSION_TOOL",
+    "ToolArgumentError",
+    "ToolSpec",
+    "UnknownToolError",
+    "action_for_call",
+    "book_tools",
+    "call_text",
+    "close_tool",
+]
+
+CLOSE_SESSION_TOOL = "close_session"
+"""The MCP server's own tool that ends a session now (`worldsmith_close_session` if the book has an action so named)."""
 
 _GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>\.\+\?\)")
 _ESCAPED = re.compile(r"\\(.)")
@@ -91,6 +103,25 @@ def book_tools(book: Worldbook) -> list[ToolSpec]:
             lines.append("Examples: " + "; ".join(spec.examples[:3]))
         tools.append(ToolSpec(name=spec.name, description="\n".join(lines), input_schema=_argument_schema(spec, values)))
     return tools
+
+
+def close_tool(book: Worldbook) -> ToolSpec:
+    """The server's tool that closes a session, named so that it never shadows one of the book's actions."""
+    taken = {spec.name for spec in book.action_schema.actions}
+    name = CLOSE_SESSION_TOOL if CLOSE_SESSION_TOOL not in taken else f"worldsmith_{CLOSE_SESSION_TOOL}"
+    return ToolSpec(
+        name=name,
+        description="End a simulator session now (not an action of the simulated world): its episode stays saved, "
+        "the server frees what it held, and its handle or name stops working. Without `session`, the session "
+        "that `_meta` 'worldsmith/session' names (or, on a connection with an MCP session, its default one).",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "session": {"type": "string", "minLength": 1, "description": "The handle or name of the session."}
+            },
+            "additionalProperties": False,
+        },
+    )
 
 
 def call_text(name: str, arguments: dict[str, Any]) -> str:
