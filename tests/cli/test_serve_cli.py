@@ -113,3 +113,20 @@ def test_the_guard_flags_are_described_and_bad_ones_refused(workspace: Path) -> 
         run("bfcl", "--http", "--max-request-bytes", "0", "--describe", "--json", workspace=workspace, code=1).stdout
     )
     assert "--max-request-bytes must be positive" in bad_size["error"]
+
+
+def test_several_tokens_from_flags_and_a_file_are_counted_never_shown(workspace: Path, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("# clients\nalpha-token\nbeta-token\n")
+    described = run(
+        "bfcl", "--mcp", "--transport", "http", "--token", "gamma-token", "--token", "delta-token",
+        "--token-file", str(tokens), "--describe", "--json", workspace=workspace,
+    ).stdout
+    mcp = orjson.loads(described)
+    assert (mcp["token"], mcp["tokens"]) == ("required", 4)
+    assert not any(name in described for name in ("alpha", "beta", "gamma", "delta"))
+    tokens.write_text("alpha-token\nbeta secret\n")
+    bad = orjson.loads(
+        run("bfcl", "--http", "--token-file", str(tokens), "--describe", "--json", workspace=workspace, code=1).stdout
+    )
+    assert f"--token-file {tokens}, line 2: a token must be one word" in bad["error"] and "secret" not in bad["error"]

@@ -3,8 +3,9 @@
 The served simulator answers exactly as the same `SimEnv` in-process (two interleaved remote
 instances stay independent), passes the env checker, and keeps error kinds across the wire; a
 registered real environment (BFCL) served the same way matches its local self. Rebinding Host
-and foreign Origin are refused on loopback and on 0.0.0.0; there a token is enforced, bodies are
-capped, and idle instances expire to free the instance cap. Binding all interfaces without a
+and foreign Origin are refused on loopback and on 0.0.0.0; there tokens are enforced (each sees only
+its own instances), bodies are capped, idle instances expire to free the instance cap and say so
+when used again, and closing twice is an error. Binding all interfaces without a
 token warns on stderr (this server and the MCP one).
 """
 
@@ -147,6 +148,8 @@ def test_on_all_interfaces_the_guard_holds_bodies_are_capped_and_idle_instances_
         str(port),
         "--token",
         "s3cret",
+        "--token",
+        "other",
         "--max-sessions",
         "2",
         "--idle-timeout",
@@ -172,13 +175,23 @@ def test_on_all_interfaces_the_guard_holds_bodies_are_capped_and_idle_instances_
             third.reset()
         time.sleep(1.5)  # both idle past the timeout: expired, their room free again
         third.reset()
-        with pytest.raises(EnvError, match="closed, expired or never made"):
+        with pytest.raises(EnvError, match=r"expired after 1 s idle; reset\(\) without an env_id makes a new one"):
             first.step("ls(a=True)")
+        stranger = HttpEnv(url, token="other")  # the second token: its own instances only
+        stranger.env_id = third.env_id
+        with pytest.raises(EnvError, match="here for you"):
+            stranger.step("ls(a=True)")
+        kept = third.env_id
+        third.close()
+        twice = httpx.post(f"{url}/close", json={"env_id": kept}, headers=auth)
+        theirs = httpx.post(f"{url}/close", json={"env_id": kept}, headers={"Authorization": "Bearer other"})
         info = httpx.get(f"{url}/info", headers=auth).json()
         process.terminate()
         _, stderr = process.communicate(timeout=30)
     assert statuses == {"rebound": 421, "foreign-origin": 403, "no-token": 401, "body": 413}
-    assert (info["open"], info["expired"]) == (1, 2)
+    assert (info["open"], info["expired"], info["closed"]) == (0, 2, 1)
+    assert twice.status_code == 410 and "was closed already" in twice.json()["detail"]["message"]
+    assert theirs.status_code == 404 and b"other" not in stderr and b"s3cret" not in stderr
     assert b"without a token" not in stderr  # a token is set: no warning
 
 

@@ -102,6 +102,7 @@ class _Client:
         self.last_used = now
         self.in_flight = 0
         self.turns = 0
+        self.saved_as = ""  # the session's folder name under the server's sessions folder (never an absolute path)
         self.ended: SessionEndedError | None = None  # set (under the registry's lock) when it is closed or expires
 
     async def run(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -117,14 +118,10 @@ class _Client:
             raise self.ended
         if self.session is None:
             self.session = self.served.open_session(self.label)
+            self.saved_as = self.session.session.directory.name
         turn = self.session.play(action)
         self.turns += 1
         return turn
-
-    @property
-    def saved_as(self) -> str:
-        """The session's folder name under the server's sessions folder (never the server's absolute path)."""
-        return self.session.session.directory.name if self.session is not None else ""
 
     def close(self) -> None:
         """Close the session on its own thread, then end that thread (blocks until both are done)."""
