@@ -42,6 +42,7 @@ def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
     assert mcp["endpoint"] == "http://127.0.0.1:9123/mcp" and mcp["book"].startswith("bfcl@v0001")
     tools = {tool["name"]: tool for tool in mcp["tools"]}
     assert tools["tail"]["input_schema"]["properties"]["lines"]["type"] == "integer"
+    assert mcp["close_tool"] == "close_session" and "close_session" not in tools  # the server's, not the book's
     assert mcp["commands"]["stdio"] == f"worldsmith serve bfcl --workspace {workspace} --mcp"
     server = mcp["client_config"]["mcpServers"]["worldsmith-bfcl"]
     assert server["args"][-1] == "--mcp"

@@ -10,7 +10,15 @@ import pytest
 
 from helpers import sample_episodes
 from worldsmith.envs import as_action
-from worldsmith.serve import ToolArgumentError, UnknownToolError, action_for_call, book_tools, serve_commands
+from worldsmith.serve import (
+    CLOSE_SESSION_TOOL,
+    ToolArgumentError,
+    UnknownToolError,
+    action_for_call,
+    book_tools,
+    close_tool,
+    serve_commands,
+)
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook
@@ -75,3 +83,15 @@ def test_serve_commands_are_exact_and_quoted(tmp_path: Path) -> None:
     entry = commands.client_config["mcpServers"]["worldsmith-my book"]
     assert [entry["command"], *entry["args"]] == ["worldsmith", "serve", "my book", "--version", "v0002",
                                                   "--workspace", str(tmp_path), "--mcp"]
+
+
+def test_the_close_tool_never_shadows_an_action_of_the_book(bfcl_book: Worldbook) -> None:
+    assert close_tool(bfcl_book).name == CLOSE_SESSION_TOOL
+    jsonschema.Draft202012Validator.check_schema(close_tool(bfcl_book).input_schema)
+    actions = bfcl_book.action_schema.model_copy(
+        update={"actions": [*bfcl_book.action_schema.actions,
+                            bfcl_book.action_schema.actions[0].model_copy(update={"name": CLOSE_SESSION_TOOL})]}
+    )
+    clashing = bfcl_book.model_copy(update={"action_schema": actions})
+    assert close_tool(clashing).name == f"worldsmith_{CLOSE_SESSION_TOOL}"
+    assert CLOSE_SESSION_TOOL in [tool.name for tool in book_tools(clashing)]  # the book's own action still served

@@ -149,7 +149,7 @@ def _served(args: argparse.Namespace) -> ServedWorldbook:
 
 def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -> dict[str, Any]:
     """The tool list, the endpoint and the commands (with an MCP client config) for `--mcp`."""
-    from worldsmith.serve import serve_commands
+    from worldsmith.serve import close_tool, serve_commands
 
     commands = serve_commands(
         args.book,
@@ -170,6 +170,7 @@ def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -
         "transport": args.transport,
         "endpoint": commands.mcp_url if args.transport == "http" else "stdio",
         "tools": [tool.model_dump() for tool in served.tools],
+        "close_tool": close_tool(served.book).name,
         "commands": {"stdio": commands.mcp_stdio, "http": commands.mcp_http},
         "client_config": commands.client_config,
     }
