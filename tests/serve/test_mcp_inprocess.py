@@ -1,7 +1,9 @@
-"""The MCP server in-process (the SDK's in-memory transport): what a client is told when the server's own files fail.
+"""The MCP server in-process: what a client is told when the server's own files fail, and the session registry's
+bookkeeping on a fake clock (unit tests of logic).
 
 A session that cannot be saved is a tool error the client can read, naming the failure but never where the
-server keeps its files (`ServedWorldbook.redact`).
+server keeps its files (`ServedWorldbook.redact`). A session closed while a call waits is not reopened by it;
+an expired one says after how long.
 """
 
 from __future__ import annotations
@@ -9,9 +11,18 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from mcp import Client
 
-from worldsmith.serve import CLOSE_SESSION_TOOL, ServeConfig, ServedWorldbook, build_mcp_server
+from worldsmith.serve import (
+    CLOSE_SESSION_TOOL,
+    ServeConfig,
+    ServedWorldbook,
+    SessionEndedError,
+    SessionRegistry,
+    UnknownSessionError,
+    build_mcp_server,
+)
 from worldsmith.traces import Episode
 
 
@@ -45,3 +56,31 @@ def test_redact_replaces_the_server_folders_spelled_either_way(
     served = ServedWorldbook(ServeConfig(book="bfcl", workspace=str(workspace)))
     text = f"cannot write {workspace / 'sessions' / 'x'}; nor {workspace.resolve() / 'worldbooks'}"
     assert served.redact(text) == "cannot write <sessions>/x; nor <workspace>/worldbooks"
+
+
+def test_the_registry_never_reopens_an_ended_session(served_workspace: tuple[Path, list[Episode]]) -> None:
+    workspace, episodes = served_workspace
+    served = ServedWorldbook(ServeConfig(book="bfcl", workspace=str(workspace)))
+    action = episodes[0].turns[0].action
+    now = [0.0]
+    registry = SessionRegistry(served, "unit", idle_timeout=10.0, clock=lambda: now[0])
+    waiting = registry.acquire("http:token-1", "agent-a", stateless=True)  # a call under way...
+    assert registry.close("http:token-1", "agent-a", stateless=True) is waiting  # ...when its session is closed
+    with pytest.raises(SessionEndedError, match="session 'agent-a' was closed already; start a new one"):
+        waiting.play(action)
+    registry.release(waiting)
+    assert waiting.session is None and waiting.executor._shutdown  # nothing reopened, its thread gone
+    with pytest.raises(SessionEndedError, match="was closed already"):
+        registry.acquire("http:token-1", "agent-a", stateless=True)
+    other = registry.acquire("http:token-2", "agent-a", stateless=True)  # the same name, another token
+    registry.release(other)
+    with pytest.raises(UnknownSessionError, match="this server has no token"):
+        registry.acquire("http", "agent-a", stateless=True, names=False)
+    now[0] = 10.5
+    assert registry.sweep() == 1
+    with pytest.raises(SessionEndedError, match="session 'agent-a' expired after 10 s idle") as ended:
+        registry.acquire("http:token-2", "agent-a", stateless=True)
+    assert ended.value.ending.how == "expired"
+    with pytest.raises(UnknownSessionError, match="no open session 'nope'"):
+        registry.close("http:token-2", "nope")
+    assert registry.counts() == {"open": 0, "idle": 0, "opened": 2, "expired": 1, "closed": 1}

@@ -242,8 +242,12 @@ class SessionRegistry:
         return client
 
     def _take(self, keep: Callable[[tuple[str, str], _Client], bool]) -> list[_Client]:
+        """Take out the sessions `keep` refuses, marked ended (a call already under way cannot reopen them)."""
+        ending = Ending(how="closed")
         with self._lock:
             gone = [key for key, client in self._clients.items() if not keep(key, client)]
+            for key in gone:
+                self._clients[key].ended = self._ended_error(key, ending, self._clients[key].stateless)
             return [self._clients.pop(key) for key in gone]
 
     def close_owner(self, owner: str) -> int:
