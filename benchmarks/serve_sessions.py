@@ -1,6 +1,7 @@
 """Does an MCP server give back what its sessions held? RSS, threads and open files before and after 2,000 sessions.
 
     OMP_NUM_THREADS=1 python benchmarks/serve_sessions.py [--sessions 2000] [--concurrency 8] [--abandoned 500]
+        [--tool-closed 500]
 
 `worldsmith serve bfcl --mcp --transport http` runs as a subprocess over a worldbook built from the
 bundled BFCL samples. Its RSS, thread count and open file descriptors are read from /proc:
@@ -11,11 +12,13 @@ bundled BFCL samples. Its RSS, thread count and open file descriptors are read f
 3. **closed** — after `--sessions` handshake-era clients (`concurrency` at a time) each opened an MCP
    session, played one tool call (which opens the session's thread and SQLite files) and ended it
    with the SDK's DELETE; the peak while they ran is sampled too;
-4. **expired** — after `--abandoned` 2026-07-28 clients each made one unnamed call (a new session
+4. **tool_closed** — after `--tool-closed` 2026-07-28 clients each made one unnamed call (a new
+   session each) and closed it with the `close_session` tool (its handle as `session`);
+5. **expired** — after `--abandoned` 2026-07-28 clients each made one unnamed call (a new session
    each) and went away without closing, once the server's idle timeout (`--idle-timeout`) passed.
 
 Each snapshot is taken 12 s after the phase (anyio's idle worker threads live 10 s). Issue 32's
-target: closed and expired within 10% of start. The server returns freed heap to the system after
+target: closed, tool_closed and expired within 10% of start. The server returns freed heap to the system after
 closing sessions (`serve.memory.trim_memory`, glibc's `malloc_trim`). Prints a table and writes
 benchmarks/results/serve_sessions.json.
 """
@@ -43,6 +46,7 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 from mcp import Client  # noqa: E402
 
+from worldsmith.serve.tools import CLOSE_SESSION_TOOL  # noqa: E402
 from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
 from worldsmith.worldbook import WorldbookStore  # noqa: E402
@@ -81,9 +85,17 @@ def _usage(process: subprocess.Popen[bytes]) -> dict[str, float]:
 
 
 async def _sessions(
-    url: str, count: int, concurrency: int, call: tuple[str, dict[str, Any]], *, legacy: bool, sample: Any = None
+    url: str,
+    count: int,
+    concurrency: int,
+    call: tuple[str, dict[str, Any]],
+    *,
+    legacy: bool,
+    sample: Any = None,
+    close: bool = False,
 ) -> list[float]:
-    """`count` clients, `concurrency` at a time, each one tool call; legacy ones end their session (DELETE)."""
+    """`count` clients, `concurrency` at a time, each one tool call; legacy ones end their session (DELETE),
+    with `close` the others call `close_session` with their handle."""
     gate = asyncio.Semaphore(concurrency)
     seconds: list[float] = []
 
@@ -94,6 +106,10 @@ async def _sessions(
                 result = await client.call_tool(*call)
                 if result.is_error or result.structured_content["turn"] != 0:
                     raise RuntimeError(f"session {index}: unexpected result {result}")
+                if close:
+                    closed = await client.call_tool(CLOSE_SESSION_TOOL, {"session": result.structured_content["handle"]})
+                    if closed.is_error:
+                        raise RuntimeError(f"session {index}: close_session failed: {closed}")
             seconds.append(time.perf_counter() - start)
             if sample is not None and index % 50 == 0:
                 sample()
@@ -107,6 +123,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--abandoned", type=int, default=500)
+    parser.add_argument("--tool-closed", type=int, default=500)
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     args = parser.parse_args()
     episodes = _episodes()
@@ -163,6 +180,14 @@ def main() -> None:
             snapshots["peak_while_open"] = peak
             snapshots["closed"] = _usage(process)
             after_closed = httpx.get(info, timeout=10).json()["sessions"]
+            began = time.perf_counter()
+            tool_seconds = asyncio.run(
+                _sessions(url, args.tool_closed, args.concurrency, call, legacy=False, sample=sample, close=True)
+            )
+            tool_wall = time.perf_counter() - began
+            time.sleep(SETTLE_S)
+            snapshots["tool_closed"] = _usage(process)
+            after_tool_closed = httpx.get(info, timeout=10).json()["sessions"]
             asyncio.run(_sessions(url, args.abandoned, args.concurrency, call, legacy=False))
             snapshots["abandoned_open"] = _usage(process)
             open_abandoned = httpx.get(info, timeout=10).json()["sessions"]
@@ -173,7 +198,10 @@ def main() -> None:
             process.terminate()
             process.wait(timeout=30)
     start = snapshots["start"]
-    ratios = {phase: {key: snapshots[phase][key] / start[key] for key in start} for phase in ("closed", "expired")}
+    ratios = {
+        phase: {key: snapshots[phase][key] / start[key] for key in start}
+        for phase in ("closed", "tool_closed", "expired")
+    }
     print(f"{'phase':<18}{'RSS MiB':>10}{'threads':>9}{'files':>7}")
     for phase, row in snapshots.items():
         print(f"{phase:<18}{row['rss_mib']:>10.1f}{row['threads']:>9.0f}{row['open_files']:>7.0f}")
@@ -181,8 +209,10 @@ def main() -> None:
         print(f"{phase} / start: " + ", ".join(f"{key} {value:.3f}" for key, value in row.items()))
     print(
         f"{args.sessions} sessions in {wall:.1f} s (p50 {1000 * sorted(seconds)[len(seconds) // 2]:.1f} ms each, "
-        f"concurrency {args.concurrency}); /info after closing {after_closed}, with the abandoned ones open "
-        f"{open_abandoned}, after their idle timeout {after_expired}"
+        f"concurrency {args.concurrency}); /info after closing {after_closed}; {args.tool_closed} closed with "
+        f"{CLOSE_SESSION_TOOL} in {tool_wall:.1f} s (p50 {1000 * sorted(tool_seconds)[len(tool_seconds) // 2]:.1f} ms), "
+        f"/info after {after_tool_closed}; with the abandoned ones open {open_abandoned}, after their idle timeout "
+        f"{after_expired}"
     )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(
@@ -199,7 +229,13 @@ def main() -> None:
                 "snapshots": snapshots,
                 "ratios_to_start": ratios,
                 "wall_s": wall,
-                "info": {"closed": after_closed, "abandoned_open": open_abandoned, "expired": after_expired},
+                "tool_closed_wall_s": tool_wall,
+                "info": {
+                    "closed": after_closed,
+                    "tool_closed": after_tool_closed,
+                    "abandoned_open": open_abandoned,
+                    "expired": after_expired,
+                },
             },
             indent=2,
         )

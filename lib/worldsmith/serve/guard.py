@@ -85,7 +85,7 @@ def _matches(value: str, patterns: Sequence[str]) -> bool:
 
 
 class ServeSecurity(BaseModel):
-    """The allow-lists, token and size limits of one server (see the module docstring)."""
+    """The allow-lists, tokens and size limits of one server (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # a refused token is never echoed
 
