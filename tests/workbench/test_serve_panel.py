@@ -72,3 +72,10 @@ def test_the_access_options_reach_the_http_commands_and_warn_about_an_open_bind(
     assert any(plain("export WORLDSMITH_TOKEN=") in c.value for c in at.caption)
     mcp_http = next(code.value for code in at.code if "--transport http" in code.value)
     assert "--allow-origin https://ui.lab" in mcp_http
+    at.checkbox(key="serve_token").uncheck()
+    at.text_input(key="serve_token_file").set_value("/etc/worldsmith/tokens.txt")  # one token per client
+    at = at.run()
+    assert not at.error and all("without a token" not in w.value for w in at.warning)
+    assert any(plain("own MCP session names") in c.value for c in at.caption)
+    http_commands = [code.value for code in at.code if "--host" in code.value]  # MCP over HTTP and the HTTP env
+    assert len(http_commands) == 2 and all("--token-file /etc/worldsmith/tokens.txt" in c for c in http_commands)

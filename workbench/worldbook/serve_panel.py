@@ -72,6 +72,10 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
         help="--allow-origin: e.g. https://ui.example (loopback always)",
     )
     token = right.checkbox("Require a token ($WORLDSMITH_TOKEN)", key="serve_token", persist_state="page")
+    token_file = right.text_input(
+        "Or a token file (one token per client)", key="serve_token_file", persist_state="page",
+        help="--token-file: one token per line; each client's MCP session names and env instances are its own",
+    ).strip()
     idle = right.number_input(
         "Idle timeout (s, 0: never)", min_value=0.0, value=DEFAULT_IDLE_TIMEOUT, step=60.0, key="serve_idle",
         persist_state="page",
@@ -80,7 +84,7 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
                              persist_state="page")
     hosts, host_errors = _checked("allow_hosts", split_names(allow_hosts))
     origins, origin_errors = _checked("allow_origins", split_names(allow_origins))
-    security = ServeSecurity(allow_hosts=hosts, allow_origins=origins, token="set" if token else None)
+    security = ServeSecurity(allow_hosts=hosts, allow_origins=origins, token="set" if token or token_file else None)
     warning = bind_warning(host.strip() or "127.0.0.1", security)
     commands = serve_commands(
         name,
@@ -90,6 +94,7 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
         allow_hosts=hosts,
         allow_origins=origins,
         token=token,
+        token_file=token_file or None,
         idle_timeout=float(idle),
         max_sessions=int(cap),
     )
@@ -124,7 +129,10 @@ def render_serve_panel(book: Worldbook, name: str, version: str | None, workspac
             st.warning(md_escape(warning))
         if commands.token_note:
             st.caption(md_escape(commands.token_note))
-        st.markdown("**MCP over streamable HTTP**")
+        st.markdown(
+            "**MCP over streamable HTTP** (a client ends its session with the `close_session` tool, or it expires "
+            "after the idle timeout; either way its handle then says so rather than starting over)"
+        )
         st.code(f"{commands.mcp_http}\n# endpoint: {commands.mcp_url}", language="bash")
         st.markdown("**The environment over HTTP** (reset / step / close for RL trainers)")
         st.code(f"{commands.http_env} --tasks EPISODES.jsonl", language="bash")

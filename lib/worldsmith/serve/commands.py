@@ -53,13 +53,16 @@ def serve_commands(
     allow_hosts: Sequence[str] = (),
     allow_origins: Sequence[str] = (),
     token: bool = False,
+    token_file: str | None = None,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
 ) -> ServeCommands:
     """Commands for MCP over stdio and HTTP and for the HTTP env; the stdio one as an `mcpServers` entry.
 
     The HTTP commands carry the allow-lists and limits that differ from the defaults; `token`: the
-    servers will need $WORLDSMITH_TOKEN (never written into a command, where `ps` would show it).
+    servers will need $WORLDSMITH_TOKEN (never written into a command, where `ps` would show it);
+    `token_file`: they accept the tokens in that file (`--token-file`, one per client; its path, not
+    its tokens, goes into the commands).
     """
     base = [
         "worldsmith",
@@ -72,6 +75,7 @@ def serve_commands(
     guard = [
         *(flag for name in allow_hosts for flag in ("--allow-host", name)),
         *(flag for origin in allow_origins for flag in ("--allow-origin", origin)),
+        *(["--token-file", token_file] if token_file else []),
         *(["--idle-timeout", f"{idle_timeout:g}"] if idle_timeout != DEFAULT_IDLE_TIMEOUT else []),
         *(["--max-sessions", str(max_sessions)] if max_sessions != DEFAULT_MAX_SESSIONS else []),
     ]
@@ -86,10 +90,13 @@ def serve_commands(
         client_config={"mcpServers": {f"worldsmith-{book}": {"command": stdio[0], "args": stdio[1:]}}},
         http_client=f"from worldsmith.serve import HttpEnv\nenv = HttpEnv({env_url!r})\nobservation, info = env.reset()",
         token_note=(
-            f"export {TOKEN_ENV}=... before starting the HTTP servers (or add --token-file FILE: one token per "
-            "client, each its own namespace of MCP session names); clients send theirs as "
+            f"each client sends its own token from {token_file} as 'Authorization: Bearer ...' (HttpEnv: token= "
+            f"or ${TOKEN_ENV}); each token has its own MCP session names and env instances"
+            if token_file
+            else f"export {TOKEN_ENV}=... before starting the HTTP servers (or give --token-file FILE: one token "
+            "per client, each its own namespace of MCP session names); clients send theirs as "
             "'Authorization: Bearer ...' (HttpEnv reads the same variable)"
         )
-        if token
+        if token or token_file
         else None,
     )
