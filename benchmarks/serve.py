@@ -42,6 +42,7 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
 from worldsmith.serve import SESSION_META_KEY, HttpEnv, ServeConfig, ServedWorldbook  # noqa: E402
 from worldsmith.sim import Harness, SimEnv  # noqa: E402
@@ -102,9 +103,11 @@ def _mcp_pass(client_target: Any, episodes: list[Episode], session: str | None) 
             for episode in episodes:
                 for turn in episode.turns:
                     start = time.perf_counter()
-                    await client.call_tool(turn.action.name, turn.action.arguments,
-                                           meta={SESSION_META_KEY: session} if session else None)
+                    result = await client.call_tool(turn.action.name, turn.action.arguments,
+                                                    meta={SESSION_META_KEY: session} if session else None)
                     times.append(time.perf_counter() - start)
+                    if result.is_error:  # a timing of refusals would mean nothing
+                        raise RuntimeError(f"the server refused {turn.action.name}: {result.content}")
         return times
     return asyncio.run(drive())
 
@@ -147,11 +150,16 @@ def main() -> None:
                                       env={**os.environ, "WORLDSMITH_WORKSPACE": str(workspace)})
         results["mcp_stdio"] = _passes(lambda: _mcp_pass(stdio, episodes, None), args.repeats)
         port = _free_port()
-        with _server(workspace, "bfcl", "--mcp", "--transport", "http", "--port", str(port),
-                     ready=f"http://127.0.0.1:{port}/mcp"):
-            counter = iter(range(10**6))
-            results["mcp_http"] = _passes(lambda: _mcp_pass(f"http://127.0.0.1:{port}/mcp", episodes,
-                                                            f"bench-{next(counter)}"), args.repeats)
+        with _server(workspace, "bfcl", "--mcp", "--transport", "http", "--port", str(port), "--token", "bench",
+                     ready=f"http://127.0.0.1:{port}/info"):
+            counter = iter(range(10**6))  # named sessions belong to a token (without one a name is refused)
+
+            def http_client() -> Any:
+                return streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                              http_client=create_mcp_http_client(headers={"Authorization": "Bearer bench"}))
+
+            results["mcp_http"] = _passes(lambda: _mcp_pass(http_client(), episodes, f"bench-{next(counter)}"),
+                                          args.repeats)
         local = SimEnv(Harness(book), tasks=episodes, book=book)
         results["in_process_simenv"] = _passes(lambda: _env_pass(local, episodes), args.repeats)
         port = _free_port()
