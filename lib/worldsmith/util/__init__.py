@@ -1,5 +1,6 @@
 """Small shared helpers (atomic file writes, staging folders, folder swaps, clipping text, names, the code
-fingerprint, process liveness, user paths, the executors that run work units in this process, a process pool or Ray)."""
+fingerprint, process liveness, user paths, the one registry of everything users add, the executors that run work
+units in this process, a process pool or Ray)."""
 
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes, atomic_write_json
 from worldsmith.util.code_version import code_version
@@ -18,10 +19,11 @@ from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import default_workspace_root, resolve_user_path
 from worldsmith.util.processes import process_alive
 from worldsmith.util.progress import Progress
+from worldsmith.util.registry import AlreadyRegisteredError, NotRegisteredError, Registry
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.util.text import clip
 
-__all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "InvalidName", "ProcessExecutor", "Progress", "RayExecutor",
-           "UnitOutcome", "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
+__all__ = ["LOCAL_RAY", "AlreadyRegisteredError", "Executor", "InlineExecutor", "InvalidName", "NotRegisteredError",
+           "ProcessExecutor", "Progress", "RayExecutor", "Registry", "UnitOutcome", "atomic_write", "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
            "code_version", "default_workspace_root", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",
            "replace_dir", "resolve_user_path", "staging_dir", "sweep_stale"]
