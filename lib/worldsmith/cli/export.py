@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from worldsmith.cli.common import EXIT_OK, add_common, emit_json, workspace_from
+from worldsmith.traces.exporters import EXPORTERS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a dataset as native JSONL, OpenAI messages or Trace2Env")
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--format", required=True, choices=["jsonl", "openai", "trace2env"])
+    parser.add_argument("--format", required=True, choices=sorted(EXPORTERS))
     parser.add_argument("--out", required=True, help="output file (JSONL, written atomically)")
     parser.add_argument("--split", help="only episodes of this split")
     add_common(parser)

@@ -13,16 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worldsmith.envs.base import Env, EnvUnavailableError
-from worldsmith.util.plugins import import_plugins
+from worldsmith.util.registry import NotRegisteredError, Registry
 
-__all__ = ["EnvSpec", "UnknownEnvError", "available", "make", "register", "registry", "spec"]
+__all__ = ["ENTRY_POINT_GROUP", "ENVS", "EnvSpec", "UnknownEnvError", "available", "make", "register", "registry",
+           "spec"]
 
 
-class UnknownEnvError(KeyError):
-    """No environment is registered under this name."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown environment"
+class UnknownEnvError(NotRegisteredError):
+    """No environment is registered under this name (a KeyError, as it always was)."""
 
 
 @dataclass(frozen=True)
@@ -53,38 +51,28 @@ class EnvSpec:
         return factory(**{**self.kwargs, **kwargs})
 
 
-_REGISTRY: dict[str, EnvSpec] = {}
 PLUGINS_VARIABLE = "WORLDSMITH_ENV_PLUGINS"
-
-
-def _load_plugins() -> None:
-    """Import the modules named in $WORLDSMITH_ENV_PLUGINS (comma-separated): they register their envs.
-
-    How a researcher's own environment reaches the CLI, the workbench and worker processes.
-    """
-    import_plugins(PLUGINS_VARIABLE)
+ENTRY_POINT_GROUP = "worldsmith.envs"
+# How a researcher's own environment reaches the CLI, the workbench and worker processes: a module named in
+# $WORLDSMITH_ENV_PLUGINS (comma-separated) or an installed package's `worldsmith.envs` entry point (an EnvSpec, or
+# a module that calls `register`), loaded on the first lookup.
+ENVS: Registry[EnvSpec] = Registry("environment", plugins_variable=PLUGINS_VARIABLE,
+                                   entry_point_group=ENTRY_POINT_GROUP, not_found=UnknownEnvError)
 
 
 def register(env_spec: EnvSpec, *, replace: bool = False) -> EnvSpec:
-    if env_spec.name in _REGISTRY and not replace:
-        raise ValueError(f"environment {env_spec.name!r} is already registered")
-    _REGISTRY[env_spec.name] = env_spec
-    return env_spec
+    """Add an environment under its name (a ValueError if the name is taken, unless `replace`)."""
+    return ENVS.register(env_spec.name, env_spec, replace=replace)
 
 
 def registry() -> dict[str, EnvSpec]:
     """All registered specs by name (a copy)."""
-    _load_plugins()
-    return dict(_REGISTRY)
+    return ENVS.as_dict()
 
 
 def spec(name: str) -> EnvSpec:
-    _load_plugins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise UnknownEnvError(f"unknown environment {name!r} (known: {known})") from None
+    """The spec registered as `name`; UnknownEnvError (a KeyError) naming the known ones and close matches."""
+    return ENVS.get(name)
 
 
 def make(name: str, **kwargs: Any) -> Env:

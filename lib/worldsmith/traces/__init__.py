@@ -13,7 +13,7 @@ from typing import Any
 
 from worldsmith.traces.actions import action_from_json, action_from_text, action_line
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
-from worldsmith.traces.exporters import EXPORTERS, export_episodes
+from worldsmith.traces.exporters import EXPORTERS, export_episodes, register_exporter
 from worldsmith.traces.families import family_of, trajectory_family
 from worldsmith.traces.files import expand_paths, is_trace_candidate
 from worldsmith.traces.importers import (
@@ -75,6 +75,7 @@ __all__ = [
     "get_importer",
     "is_trace_candidate",
     "read_traces",
+    "register_exporter",
     "register_importer",
     "split_turn_id",
     "turn_id",

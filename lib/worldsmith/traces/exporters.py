@@ -16,8 +16,10 @@ import orjson
 from worldsmith.traces.importers.native import FORMAT_TAG
 from worldsmith.traces.model import Action, ContextEvent, Episode, Turn
 from worldsmith.util.atomic import atomic_write
+from worldsmith.util.registry import NotRegisteredError, Registry
 
-__all__ = ["EXPORTERS", "episode_to_native", "episode_to_openai", "episode_to_trace2env", "export_episodes"]
+__all__ = ["ENTRY_POINT_GROUP", "EXPORTERS", "Exporter", "UnknownExportFormatError", "episode_to_native", "episode_to_openai", "episode_to_trace2env",
+           "export_episodes", "register_exporter"]
 
 _EXPORT_KEY = "worldsmith"
 
@@ -137,20 +139,36 @@ def _context_event(event: ContextEvent) -> dict[str, Any]:
     return item
 
 
-EXPORTERS: dict[str, Callable[[Episode], dict[str, Any]]] = {
-    "jsonl": episode_to_native,
-    "native": episode_to_native,
-    "openai": episode_to_openai,
-    "trace2env": episode_to_trace2env,
-}
+Exporter = Callable[[Episode], dict[str, Any]]  # one episode -> one JSON line of the format
+
+
+class UnknownExportFormatError(NotRegisteredError, ValueError):
+    """No exporter writes this format (a ValueError, as `export_episodes`' error always was)."""
+
+
+ENTRY_POINT_GROUP = "worldsmith.exporters"
+# Every export format by name; a third-party format plugs in with `register_exporter` (also a decorator), or as an
+# installed package's `worldsmith.exporters` entry point (an Exporter function, or a module that registers one).
+EXPORTERS: Registry[Exporter] = Registry("export format", entry_point_group=ENTRY_POINT_GROUP,
+                                         not_found=UnknownExportFormatError, known_label="choose one of:")
+
+
+def register_exporter(name: str, convert: Exporter | None = None, *,
+                      replace: bool = False) -> Exporter | Callable[[Exporter], Exporter]:
+    """Add `convert` as export format `name` (refused if taken, unless `replace`); without it, a decorator."""
+    if convert is None:
+        return EXPORTERS.register(name, replace=replace)
+    return EXPORTERS.register(name, convert, replace=replace)
+
+
+for _name, _convert in (("jsonl", episode_to_native), ("native", episode_to_native), ("openai", episode_to_openai),
+                        ("trace2env", episode_to_trace2env)):
+    EXPORTERS.register(_name, _convert)
 
 
 def export_episodes(episodes: Iterable[Episode], format: str, out: Path) -> int:
     """Write episodes as JSONL in `format`, atomically; returns the number written."""
-    try:
-        convert = EXPORTERS[format]
-    except KeyError:
-        raise ValueError(f"unknown export format {format!r}; choose one of: {', '.join(sorted(EXPORTERS))}") from None
+    convert = EXPORTERS.get(format)
     count = 0
     with atomic_write(Path(out)) as handle:
         for episode in episodes:

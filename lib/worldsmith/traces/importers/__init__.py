@@ -14,10 +14,12 @@ from worldsmith.traces.importers.otel import OTelSpansImporter
 from worldsmith.traces.importers.role_prefixed import RolePrefixedImporter
 from worldsmith.traces.importers.trace2env import Trace2EnvImporter
 from worldsmith.traces.report import TraceFormatError
+from worldsmith.util.registry import NotRegisteredError, Registry
 
 __all__ = [
     "AgentWorldBenchImporter",
     "Detection",
+    "ENTRY_POINT_GROUP",
     "IMPORTERS",
     "Importer",
     "InspectLogImporter",
@@ -27,19 +29,29 @@ __all__ = [
     "ReadItem",
     "RolePrefixedImporter",
     "Trace2EnvImporter",
+    "UnknownTraceFormatError",
     "detect_format",
     "get_importer",
     "register_importer",
 ]
 
-IMPORTERS: dict[str, Importer] = {}
+
+class UnknownTraceFormatError(NotRegisteredError, ValueError):
+    """No importer reads this format (a ValueError, as the lookup's error always was)."""
+
+
+ENTRY_POINT_GROUP = "worldsmith.importers"
+# Every importer by format name; a third-party format plugs in with `register_importer`, or as an installed
+# package's `worldsmith.importers` entry point (an Importer, or a module that registers one), loaded on first use.
+IMPORTERS: Registry[Importer] = Registry("trace format", entry_point_group=ENTRY_POINT_GROUP,
+                                         not_found=UnknownTraceFormatError)
 
 MIN_DETECTION_SCORE = 0.3
 
 
 def register_importer(importer: Importer) -> None:
     """Add (or replace) an importer; third-party formats plug in here."""
-    IMPORTERS[importer.name] = importer
+    IMPORTERS.register(importer.name, importer, replace=True)
 
 
 for _importer in (
@@ -55,11 +67,8 @@ for _importer in (
 
 
 def get_importer(name: str) -> Importer:
-    try:
-        return IMPORTERS[name]
-    except KeyError:
-        known = ", ".join(sorted(IMPORTERS))
-        raise ValueError(f"unknown trace format {name!r}; known formats: {known}") from None
+    """The importer of format `name`; UnknownTraceFormatError (a ValueError) naming the known formats."""
+    return IMPORTERS.get(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,27 +92,29 @@ def detect_format(path: Path) -> Detection:
     if binary is not None:
         return binary
     head = text_head(path, raw_head)
-    scores = {name: importer.sniff(path, head) for name, importer in IMPORTERS.items()}
+    importers = IMPORTERS.as_dict()
+    scores = {name: importer.sniff(path, head) for name, importer in importers.items()}
     best = max(scores, key=lambda name: scores[name])
     if scores[best] < MIN_DETECTION_SCORE:
         raise TraceFormatError(
             str(path),
             "could not detect the trace format (scores: "
             + ", ".join(f"{name} {score:.2f}" for name, score in sorted(scores.items()))
-            + "); pass --format with one of: " + ", ".join(sorted(IMPORTERS)),
+            + "); pass --format with one of: " + ", ".join(sorted(importers)),
         )
-    return Detection(IMPORTERS[best], scores[best], scores)
+    return Detection(importers[best], scores[best], scores)
 
 
 def _sniff_binary(path: Path, head: bytes) -> Detection | None:
     """Importers of binary containers (e.g. Inspect's zip `.eval` logs) define `sniff_bytes`;
     they are asked first, since the text sniffers reject binary files."""
+    importers = IMPORTERS.as_dict()
     scores = {
         name: sniff(path, head)
-        for name, importer in IMPORTERS.items()
+        for name, importer in importers.items()
         if (sniff := getattr(importer, "sniff_bytes", None)) is not None
     }
     best = max(scores, key=lambda name: scores[name], default=None)
     if best is None or scores[best] < MIN_DETECTION_SCORE:
         return None
-    return Detection(IMPORTERS[best], scores[best], scores)
+    return Detection(importers[best], scores[best], scores)
