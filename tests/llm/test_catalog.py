@@ -47,7 +47,7 @@ def from_spec(spec: object) -> Echo:
 def echo() -> Iterator[None]:
     register_backend(BackendSpec("catalogtest", f"{HERE}:from_spec", "orjson", "catalogtest:NAME"))
     yield
-    backend_registry._REGISTRY.pop("catalogtest", None)
+    backend_registry._REGISTRY.unregister("catalogtest")
 
 
 def test_rows_of_models_and_backends(echo: None) -> None:

@@ -30,7 +30,7 @@ def from_spec(spec: object) -> EchoLLM:
 def plugin() -> Iterator[BackendSpec]:
     spec = register_backend(BackendSpec("echotest", f"{HERE}:from_spec", "orjson", "echotest:NAME"))
     yield spec
-    backend_registry._REGISTRY.pop("echotest", None)
+    backend_registry._REGISTRY.unregister("echotest")
 
 
 def test_the_built_in_backends_are_registered() -> None:

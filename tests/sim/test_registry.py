@@ -48,7 +48,7 @@ def plugin() -> Iterator[str]:
         return NearestEvidence(book, **options)
 
     yield PLUGIN
-    registry._REGISTRY.pop(PLUGIN, None)
+    registry._REGISTRY.unregister(PLUGIN)
     registry._ALIASES.pop("test-plugin-old", None)
 
 

@@ -31,7 +31,7 @@ def test_the_launcher_offers_the_registered_world_models() -> None:
     try:
         assert available_methods()[-1] == "launcher-test"
     finally:
-        registry._REGISTRY.pop("launcher-test")
+        registry._REGISTRY.unregister("launcher-test")
 
 
 def _methods(cells: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, MetricCell]]:

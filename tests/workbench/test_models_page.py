@@ -49,7 +49,7 @@ def test_models_page_reports_a_broken_config(empty_root: Path) -> None:
         at = AppTest.from_file(str(APP), default_timeout=60).run()
         at = no_exception(at.switch_page(str(MODELS_PAGE)).run())
     finally:
-        backend_registry._REGISTRY.pop("pagetest")
+        backend_registry._REGISTRY.unregister("pagetest")
     assert any("models.toml: [models.x]" in shown(e.value) for e in at.error)
     listed = next(df.value for df in at.dataframe if "package" in df.value.columns)
     assert listed["kind"].tolist() == ["tiny", "hf", "vllm", "openai", "pagetest"]

@@ -126,7 +126,7 @@ def test_the_page_offers_what_is_registered(empty_root: Path) -> None:
         no_exception(at.radio(key="sim_view").set_value("Side by side").run())
         assert at.multiselect(key="sbs_methods").options == world_model_names()
     finally:
-        registry._REGISTRY.pop(plugin, None)
+        registry._REGISTRY.unregister(plugin)
 
 
 def test_a_step_shows_how_unsure_the_book_was_and_candidates_are_ranked(empty_root: Path) -> None:

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from worldsmith.llm.base import LLM
+from worldsmith.util.registry import NotRegisteredError, Registry
 
 if TYPE_CHECKING:
     from worldsmith.llm.spec import ModelSpec
 
-__all__ = ["BackendSpec", "backend", "backends", "register_backend"]
+__all__ = ["BACKENDS", "ENTRY_POINT_GROUP", "BackendSpec", "UnknownBackendError", "backend", "backends",
+           "register_backend"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,16 @@ class BackendSpec:
         return getattr(importlib.import_module(module_name), attribute)
 
 
-_REGISTRY: dict[str, BackendSpec] = {}
+class UnknownBackendError(NotRegisteredError, ValueError):
+    """No backend is registered under this spec prefix (a ValueError, as the lookup's error always was)."""
+
+
+ENTRY_POINT_GROUP = "worldsmith.llm_backends"
+# Every backend by kind; an installed package's `worldsmith.llm_backends` entry point (a BackendSpec, or a module
+# that calls `register_backend`) is loaded on the first lookup.
+BACKENDS: Registry[BackendSpec] = Registry("backend", entry_point_group=ENTRY_POINT_GROUP,
+                                           not_found=UnknownBackendError, known_label="choose from")
+_REGISTRY = BACKENDS  # the name tests and older plug-ins use
 
 
 def register_backend(spec: BackendSpec, *, replace: bool = False) -> BackendSpec:
@@ -49,23 +60,17 @@ def register_backend(spec: BackendSpec, *, replace: bool = False) -> BackendSpec
     kind = spec.kind.lower()
     if kind != spec.kind or not kind.isidentifier():
         raise ValueError(f"backend kind {spec.kind!r} must be a lower-case identifier (it is a spec prefix)")
-    if kind in _REGISTRY and not replace:
-        raise ValueError(f"backend {kind!r} is already registered")
-    _REGISTRY[kind] = spec
-    return spec
+    return BACKENDS.register(kind, spec, replace=replace)
 
 
 def backends() -> dict[str, BackendSpec]:
     """All registered backends by kind, in registration order (a copy)."""
-    return dict(_REGISTRY)
+    return BACKENDS.as_dict()
 
 
 def backend(kind: str) -> BackendSpec:
-    """The backend registered as `kind`; ValueError naming the registered ones."""
-    try:
-        return _REGISTRY[kind]
-    except KeyError:
-        raise ValueError(f"unknown backend {kind!r} (choose from {', '.join(sorted(_REGISTRY))})") from None
+    """The backend registered as `kind`; UnknownBackendError (a ValueError) naming the registered ones."""
+    return BACKENDS.get(kind)
 
 
 for _spec in (

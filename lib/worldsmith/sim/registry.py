@@ -18,13 +18,15 @@ from typing import Any, Literal, Protocol
 
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import WorldModel
-from worldsmith.util.plugins import import_plugins
+from worldsmith.util.registry import AlreadyRegisteredError, NotRegisteredError, Registry
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "LLMUse",
     "PLUGINS_VARIABLE",
     "UnknownWorldModelError",
+    "WORLD_MODELS",
     "WorldModelFactory",
     "WorldModelSpec",
     "canonical_world_model",
@@ -47,7 +49,7 @@ class WorldModelFactory(Protocol):
     def __call__(self, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel: ...
 
 
-class UnknownWorldModelError(ValueError):
+class UnknownWorldModelError(NotRegisteredError, ValueError):
     """No world model is registered under this name (a ValueError, as the factory's error always was)."""
 
 
@@ -69,16 +71,25 @@ class WorldModelSpec:
         return model
 
 
-_REGISTRY: dict[str, WorldModelSpec] = {}
-_ALIASES: dict[str, str] = {}
+def _register_builtins() -> None:
+    """Register the built-in world models (kept lazy: they import the harness)."""
+    import worldsmith.sim.factory  # noqa: F401  (registers on import)
+
+
 PLUGINS_VARIABLE = "WORLDSMITH_WORLD_MODEL_PLUGINS"
+ENTRY_POINT_GROUP = "worldsmith.world_models"
+# The built-ins, then $WORLDSMITH_WORLD_MODEL_PLUGINS modules, then installed `worldsmith.world_models` entry points
+# (a WorldModelSpec, or a module using `@world_model`), loaded once, on the first lookup.
+WORLD_MODELS: Registry[WorldModelSpec] = Registry(
+    "world model", loader=_register_builtins, plugins_variable=PLUGINS_VARIABLE, entry_point_group=ENTRY_POINT_GROUP,
+    not_found=UnknownWorldModelError, known_label="choose from", sort_known=False)
+_REGISTRY = WORLD_MODELS  # the name tests and older plug-ins use
+_ALIASES: dict[str, str] = {}
 
 
 def _builtins_loaded() -> None:
-    """Register the built-in world models (kept lazy: they import the harness), then the plugins, once."""
-    import worldsmith.sim.factory  # noqa: F401  (registers on import)
-
-    import_plugins(PLUGINS_VARIABLE)
+    """Register the built-in world models, then the plugins, once."""
+    WORLD_MODELS.load()
 
 
 def world_model(name: str, *, description: str, llm: LLMUse = "never", aliases: tuple[str, ...] = (),
@@ -93,18 +104,18 @@ def world_model(name: str, *, description: str, llm: LLMUse = "never", aliases: 
 
 
 def register_world_model(spec: WorldModelSpec, *, replace: bool = False) -> WorldModelSpec:
-    taken = [n for n in (spec.name, *spec.aliases) if n in _REGISTRY or n in _ALIASES]
+    registered = WORLD_MODELS.as_dict(load=False)  # the built-ins register through here while they load
+    taken = [n for n in (spec.name, *spec.aliases) if n in registered or n in _ALIASES]
     if taken and not replace:
-        raise ValueError(f"world model name {taken[0]!r} is already registered")
-    _REGISTRY[spec.name] = spec
+        raise AlreadyRegisteredError(f"world model name {taken[0]!r} is already registered")
+    WORLD_MODELS.register(spec.name, spec, replace=True)
     _ALIASES.update({alias: spec.name for alias in spec.aliases})
     return spec
 
 
 def world_models() -> dict[str, WorldModelSpec]:
     """All registered world models by name, in registration order (a copy)."""
-    _builtins_loaded()
-    return dict(_REGISTRY)
+    return WORLD_MODELS.as_dict()
 
 
 def world_model_names() -> list[str]:
@@ -124,10 +135,11 @@ def canonical_world_model(name: str) -> str:
 
 def world_model_spec(name: str) -> WorldModelSpec:
     """The spec registered as `name` (or an alias); UnknownWorldModelError listing the known names."""
-    try:
-        return _REGISTRY[canonical_world_model(name)]
-    except KeyError:
-        raise UnknownWorldModelError(f"unknown world model {name!r} (choose from {', '.join(_REGISTRY)})") from None
+    canonical = canonical_world_model(name)
+    spec = WORLD_MODELS.get(canonical, None)
+    if spec is None:
+        raise UnknownWorldModelError(WORLD_MODELS.unknown_message(name))
+    return spec
 
 
 def needs_llm(name: str) -> bool:

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from worldsmith.sim.sources.base import Answer, SourceContext, SourceFactory, SourceSpec, Stage
-from worldsmith.util.plugins import import_plugins
+from worldsmith.util.registry import AlreadyRegisteredError, Registry
 
 if TYPE_CHECKING:
     from worldsmith.sim.sources.base import AnswerSource
 
 __all__ = [
+    "ANSWER_SOURCES",
+    "ENTRY_POINT_GROUP",
     "SOURCE_PLUGINS_VARIABLE",
     "answer_source",
     "answers",
@@ -33,22 +35,31 @@ __all__ = [
 ]
 
 SOURCE_PLUGINS_VARIABLE = "WORLDSMITH_SOURCE_PLUGINS"
-_REGISTRY: dict[str, SourceSpec] = {}
+ENTRY_POINT_GROUP = "worldsmith.answer_sources"
 _DERIVED: dict[str, Any] = {}  # answers and routed answers, derived once per registry change
+
+
+def _register_builtins() -> None:
+    import worldsmith.sim.sources  # noqa: F401  (the built-in sources register on import)
+
+
+# The built-ins, then $WORLDSMITH_SOURCE_PLUGINS modules, then installed `worldsmith.answer_sources` entry points (a
+# SourceSpec, or a module using `@answer_source`), loaded once, on the first lookup.
+ANSWER_SOURCES: Registry[SourceSpec] = Registry(
+    "answer source", loader=_register_builtins, plugins_variable=SOURCE_PLUGINS_VARIABLE,
+    entry_point_group=ENTRY_POINT_GROUP, on_change=_DERIVED.clear)
 
 
 def register_source(spec: SourceSpec, *, replace: bool = False) -> SourceSpec:
     """Add a source (refused when its name, or one of its answer names, is taken, unless `replace`)."""
-    existing = _REGISTRY.get(spec.name)
-    if existing is not None and not replace:
-        raise ValueError(f"answer source {spec.name!r} is already registered")
-    taken = {a.name: s.name for s in _REGISTRY.values() if s.name != spec.name for a in s.answers}
+    registered = ANSWER_SOURCES.as_dict(load=False)  # the built-ins register through here while they load
+    if spec.name in registered and not replace:
+        raise AlreadyRegisteredError(f"answer source {spec.name!r} is already registered")
+    taken = {a.name: s.name for s in registered.values() if s.name != spec.name for a in s.answers}
     clash = [a.name for a in spec.answers if a.name in taken]
     if clash:
         raise ValueError(f"answer name {clash[0]!r} of source {spec.name!r} is already source {taken[clash[0]]!r}'s")
-    _REGISTRY[spec.name] = spec
-    _DERIVED.clear()
-    return spec
+    return ANSWER_SOURCES.register(spec.name, spec, replace=True)
 
 
 def answer_source(name: str, *, answers: tuple[Answer, ...] = (), stage: Stage = "routed",
@@ -66,16 +77,12 @@ def answer_source(name: str, *, answers: tuple[Answer, ...] = (), stage: Stage =
 
 def unregister_source(name: str) -> None:
     """Remove a registered source (a notebook's experiment, a test's plugin); unknown names are ignored."""
-    _REGISTRY.pop(name, None)
-    _DERIVED.clear()
+    ANSWER_SOURCES.unregister(name)
 
 
 def source_specs() -> dict[str, SourceSpec]:
     """Every registered source by name, in registration order (a copy); plugins are imported first, once."""
-    import worldsmith.sim.sources  # noqa: F401  (the built-in sources register on import)
-
-    import_plugins(SOURCE_PLUGINS_VARIABLE)
-    return dict(_REGISTRY)
+    return ANSWER_SOURCES.as_dict()
 
 
 def answers() -> dict[str, Answer]:
