@@ -5,6 +5,7 @@
     worldsmith eval --dataset alfworld --folds 5 --methods harness,nearest --out RUN --json   # cross-fitted
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
+    worldsmith eval metrics [--json]   # the per-record metrics every run scores (built-in and `@metric` plug-ins)
 
 Progress goes to standard error; the result (or with --json one JSON object) to standard output.
 """
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
+from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
 from worldsmith.evals.protocols import PROTOCOLS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 from worldsmith.evals.runstore import RunFolder, RunStore
@@ -127,6 +129,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     awb.add_argument("--out", required=True, type=Path, help="predicted rows (JSONL, the benchmark's layout)")
     add_common(awb)
     awb.set_defaults(handler=run_awb_command)
+
+    metrics = commands.add_parser("metrics", help="the per-record metrics every evaluation scores (with plug-ins)")
+    add_common(metrics)
+    metrics.set_defaults(handler=run_metrics_command)
+
+
+def run_metrics_command(args: argparse.Namespace) -> int:
+    """List the registered metrics: name, built-in or plug-in, the first line of the function's docstring."""
+    listed = [{"name": name, "builtin": name in METRICS, "description": (function.__doc__ or "").strip().split("\n")[0]}
+              for name, function in METRIC_REGISTRY.items()]
+    if getattr(args, "json", False):
+        emit_json({"metrics": listed})
+    else:
+        for item in listed:
+            print(f"{item['name']:<18} {'built-in' if item['builtin'] else 'plug-in':<9} {item['description']}")
+    return EXIT_OK
 
 
 def _stderr_progress(quiet: bool) -> Any:

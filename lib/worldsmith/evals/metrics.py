@@ -9,23 +9,68 @@ compares whitespace-normalised text; `token_f1` is the F1 of the two bags of low
 `edit_similarity` is 1 - word-level Levenshtein distance / the longer length (rapidfuzz, C speed);
 `json_f1` is added here: the F1 of the `path=value` leaves of two JSON observations, None when the
 reference is not JSON (so it averages over JSON targets only).
+
+A new metric is one function in one file: `@metric` registers `fn(prediction, reference) -> float | None` (None:
+not applicable to this pair), and every evaluation then scores it into its records, records.parquet and the
+report (and so the workbench's leaderboard). An installed package adds one through a `worldsmith.metrics` entry
+point (the function, or a module that uses `@metric`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, overload
 
 import orjson
 
 from worldsmith.sim.scoring import edit_similarity, exact_match, token_f1, word_tokens
 from worldsmith.traces.model import parse_json_text
+from worldsmith.util.registry import Registry
 
-__all__ = ["METRICS", "edit_similarity", "exact_match", "flatten_json", "json_f1", "metric_scores", "token_f1",
-           "word_tokens"]
+__all__ = ["ENTRY_POINT_GROUP", "METRICS", "METRIC_REGISTRY", "MetricFunction", "edit_similarity", "exact_match",
+           "flatten_json", "json_f1", "metric", "metric_names", "metric_scores", "token_f1", "word_tokens"]
 
-METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")
+METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")  # the built-ins: the run store's contract columns
+
+MetricFunction = Callable[[str, str], "float | None"]  # (prediction, reference) -> a score in [0, 1], None: n/a
+ENTRY_POINT_GROUP = "worldsmith.metrics"
+METRIC_REGISTRY: Registry[MetricFunction] = Registry("metric", entry_point_group=ENTRY_POINT_GROUP)
+
+
+@overload
+def metric(function: MetricFunction, /) -> MetricFunction: ...
+
+
+@overload
+def metric(name: str | None = None, /, *, replace: bool = False) -> Callable[[MetricFunction], MetricFunction]: ...
+
+
+def metric(target: MetricFunction | str | None = None, /, *,
+           replace: bool = False) -> MetricFunction | Callable[[MetricFunction], MetricFunction]:
+    """Register a per-record metric under `name` (default: the function's name): `@metric` or `@metric("name")`.
+
+    The name becomes a records column, so it must be an identifier and not one of the run store's other columns.
+    """
+    if callable(target):
+        return _register_metric(target.__name__, target, replace)
+    return lambda function: _register_metric(target or function.__name__, function, replace)
+
+
+def _register_metric(name: str, function: MetricFunction, replace: bool) -> MetricFunction:
+    if not name.isidentifier():
+        raise ValueError(f"metric name {name!r} must be an identifier (it names a records column)")
+    if name not in METRICS:
+        from worldsmith.evals.records import RECORD_COLUMNS  # lazy: records lists the registered metrics
+
+        if name in RECORD_COLUMNS:
+            raise ValueError(f"metric name {name!r} is a run-store column already: choose another name")
+    return METRIC_REGISTRY.register(name, function, replace=replace)
+
+
+def metric_names() -> list[str]:
+    """Every registered metric: the built-ins (`METRICS`) first, then plug-ins in registration order."""
+    return METRIC_REGISTRY.names()
 
 
 def _multiset_f1(predicted: Iterable[str], reference: Iterable[str]) -> float:
@@ -67,11 +112,12 @@ def json_f1(prediction: str, reference: str) -> float | None:
     return _multiset_f1(flatten_json(pred), flatten_json(ref))
 
 
+for _name, _function in (("exact_match", exact_match), ("edit_similarity", edit_similarity),
+                         ("token_f1", token_f1), ("json_f1", json_f1)):
+    METRIC_REGISTRY.register(_name, _function)
+
+
 def metric_scores(prediction: str, reference: str) -> dict[str, float | None]:
-    """Every text metric of one prediction against its reference (keys: `METRICS`), unrounded."""
-    return {
-        "exact_match": exact_match(prediction, reference),
-        "edit_similarity": edit_similarity(prediction, reference),
-        "token_f1": token_f1(prediction, reference),
-        "json_f1": json_f1(prediction, reference),
-    }
+    """Every registered metric of one prediction against its reference (keys: `metric_names()`, the built-in
+    `METRICS` first), unrounded."""
+    return {name: function(prediction, reference) for name, function in METRIC_REGISTRY.items()}

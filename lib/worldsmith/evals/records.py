@@ -19,9 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from worldsmith.evals.judge import DIMENSIONS
+from worldsmith.evals.metrics import metric_names
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes
 
-__all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "records_frame", "write_records"]
+__all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "record_schema",
+           "records_frame", "write_records"]
 
 JUDGE_DIMENSION_COLUMNS = tuple(f"judge_{dimension}" for dimension in DIMENSIONS)  # the judge's dimensions, once
 JUDGE_COLUMNS = ("judge_total", *JUDGE_DIMENSION_COLUMNS)
@@ -46,6 +48,15 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
 ]
 RECORD_COLUMNS = tuple(name for name, _ in _COLUMNS)
 RECORD_SCHEMA = pa.schema([pa.field(name, kind, nullable=True) for name, kind in _COLUMNS])
+
+
+def record_schema() -> pa.Schema:
+    """The contract's schema plus a float column per registered plug-in metric (`evals.metrics.metric`), after the
+    contract's columns, so a metric added in one file reaches records.parquet instead of being dropped."""
+    extra = [name for name in metric_names() if name not in RECORD_COLUMNS]
+    if not extra:
+        return RECORD_SCHEMA
+    return pa.schema([*RECORD_SCHEMA, *(pa.field(name, pa.float64(), nullable=True) for name in extra)])
 
 
 class Journal:
@@ -103,16 +114,18 @@ class Journal:
 
 
 def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """Records as a DataFrame with exactly the contract's columns (missing ones null)."""
-    table = pa.Table.from_pylist([{name: record.get(name) for name in RECORD_COLUMNS} for record in records],
-                                 schema=RECORD_SCHEMA)
+    """Records as a DataFrame with exactly the contract's columns and the registered metrics' (missing ones null)."""
+    schema = record_schema()
+    table = pa.Table.from_pylist([{name: record.get(name) for name in schema.names} for record in records],
+                                 schema=schema)
     return table.to_pandas()
 
 
 def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
-    """Write records.parquet atomically; returns the number of rows."""
-    rows = [{name: record.get(name) for name in RECORD_COLUMNS} for record in records]
-    table = pa.Table.from_pylist(rows, schema=RECORD_SCHEMA)
+    """Write records.parquet atomically (the registered metrics' columns too); returns the number of rows."""
+    schema = record_schema()
+    rows = [{name: record.get(name) for name in schema.names} for record in records]
+    table = pa.Table.from_pylist(rows, schema=schema)
     with atomic_write(Path(path)) as handle:
         pq.write_table(table, handle)
     return len(rows)

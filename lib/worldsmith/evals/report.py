@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sample_note, summarize
-from worldsmith.evals.metrics import METRICS
+from worldsmith.evals.metrics import METRICS, metric_names
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 
@@ -45,7 +45,8 @@ def _metric_frame(records: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, l
             frame[column] = frame[column].map(lambda v: None if v is None or pd.isna(v) else float(bool(v)))
         return frame, [m for m in W2R_METRICS if frame[m].notna().any()]
     frame = _with_novelty(records)
-    return frame, [m for m in REPORT_METRICS if m in frame and frame[m].notna().any()]
+    plugins = [m for m in metric_names() if m not in REPORT_METRICS]  # `@metric`s registered beyond the built-ins
+    return frame, [m for m in (*REPORT_METRICS, *plugins) if m in frame and frame[m].notna().any()]
 
 
 def _with_novelty(records: pd.DataFrame) -> pd.DataFrame:
