@@ -5,30 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench.common.pages import PAGE_FILES, PAGES
 from worldsmith._resources import pages_root, samples_root
 
 PAGES_DIR = pages_root()  # the checkout's pages/, or the installed wheel's copy
 SAMPLES_ENV = "WORLDSMITH_SAMPLES"
 SAMPLES_DATASET = "samples"
-
-# url_path of each page, as registered with st.navigation in workbench/app.py.
-PAGE_FILES = {
-    "home": PAGES_DIR / "home.py",
-    "traces": PAGES_DIR / "traces.py",
-    "collect": PAGES_DIR / "collect.py",
-    "play": PAGES_DIR / "play.py",
-    "models": PAGES_DIR / "models.py",
-    "worldbook": PAGES_DIR / "worldbook.py",
-    "build": PAGES_DIR / "build.py",
-    "simulate": PAGES_DIR / "simulate.py",
-    "evaluate": PAGES_DIR / "evaluate.py",
-    "train": PAGES_DIR / "train.py",
-}
+__all__ = ["PAGES_DIR", "PAGE_FILES", "SAMPLES_DATASET", "SAMPLES_ENV", "page_file", "sample_files", "samples_dir"]
 
 
 def page_file(name: str) -> str:
-    """Absolute path of a page script (what st.page_link / st.switch_page accept)."""
-    return str(PAGE_FILES[name])
+    """Absolute path of a registered page's script (what st.page_link / st.switch_page accept)."""
+    return str(PAGES.get(name).file)
 
 
 def samples_dir() -> Path | None:

@@ -19,6 +19,7 @@ from worldsmith.cli import (
     ingest,
     jobs,
     llm,
+    plugins,
     serve,
     sidebyside,
     simulate,
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ingest, traces, split, export, envs, llm, build, book, simulate, fork, sidebyside, evaluate, envace,
-                   jobs, workbench, serve):
+                   jobs, workbench, serve, plugins):
         module.register(subparsers)
     return parser
 
