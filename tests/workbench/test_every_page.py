@@ -74,6 +74,7 @@ VIEWS = [
     View("train", datasets=("tr_dataset",), books=("tr_worldbook",)),
     View("train", setup=(("tr_source", "Config file"),)),
     View("models"),
+    View("plugins"),
 ]
 
 

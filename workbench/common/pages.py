@@ -61,6 +61,7 @@ BUILTIN_PAGES = (
     PageSpec("evaluate", _DIR / "evaluate.py", "Evaluate", ":material/leaderboard:"),
     PageSpec("train", _DIR / "train.py", "Train", ":material/fitness_center:"),
     PageSpec("models", _DIR / "models.py", "Models", ":material/psychology:"),
+    PageSpec("plugins", _DIR / "plugins.py", "Plug-ins", ":material/extension:"),
 )
 for _spec in BUILTIN_PAGES:
     PAGES.register(_spec.name, _spec)
