@@ -59,7 +59,7 @@ def _linked(frame: pd.DataFrame, dataset: str | None, book: str | None = None) -
     columns = [c for c in ("episode_id", "turn", "action", "unseen_action", "reference", "prediction", "source",
                            "rules", "route", "error") if c in shown.columns]
     methods = list(shown["method"]) if "method" in shown.columns else [""] * len(shown)
-    shown = shown[columns + [c for c in tables.METRIC_COLUMNS if c in shown.columns]].copy()
+    shown = shown[columns + [c for c in tables.metric_columns() if c in shown.columns]].copy()
     shown.insert(0, "simulate", [_simulate_url(dataset, e, t, book, m) for e, t, m in
                                  zip(shown["episode_id"], shown["turn"], methods, strict=True)])
     shown.insert(0, "open", [turn_link(dataset, turn_id(e, t)) for e, t in zip(shown["episode_id"], shown["turn"],
@@ -174,7 +174,7 @@ def _render_paired(run: str, scored: pd.DataFrame, method: str, others: list[str
 def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
     """The Failures tab for one run."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
-    metrics = [m for m in tables.METRIC_COLUMNS if m in scored.columns and scored[m].notna().any()]
+    metrics = [m for m in tables.metric_columns() if m in scored.columns and scored[m].notna().any()]
     if scored.empty or not metrics:
         per_episode = not records.empty and "turn" in records.columns and (records["turn"] < 0).all()
         st.info("This view reads per-turn predictions; a W2R run records one row per episode (see Results)."

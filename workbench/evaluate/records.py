@@ -13,7 +13,7 @@ import streamlit as st
 from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape, pretty_text
-from workbench.evaluate.tables import METRIC_COLUMNS, win_lose_frame
+from workbench.evaluate.tables import metric_columns, win_lose_frame
 
 __all__ = ["render_record", "render_records", "turn_id"]
 
@@ -45,7 +45,7 @@ def render_record(row: pd.Series, winner: str, loser: str, metric: str, dataset:
 def render_records(records: pd.DataFrame, dataset: str | None) -> None:
     """Choose a metric and two methods; list where the first beats the second; open one."""
     methods = sorted(records["method"].dropna().unique()) if "method" in records.columns else []
-    metrics = [m for m in METRIC_COLUMNS if m in records.columns and records[m].notna().any()]
+    metrics = [m for m in metric_columns() if m in records.columns and records[m].notna().any()]
     if len(methods) < 2 or not metrics:
         st.info("Win/lose filtering needs two methods scored on the same records.", icon=":material/info:")
         return

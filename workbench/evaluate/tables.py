@@ -14,10 +14,12 @@ import pandas as pd
 
 from worldsmith.evals import misses
 from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
+from worldsmith.evals.metrics import metric_names
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 
 __all__ = [
     "METRIC_COLUMNS",
+    "metric_columns",
     "action_kind",
     "compare_runs_frame",
     "cost_frame",
@@ -39,6 +41,11 @@ __all__ = [
 ]
 
 METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judge_total"]
+
+
+def metric_columns() -> list[str]:
+    """The records' metric columns: the built-ins, then every metric registered with `@metric` (a plug-in)."""
+    return [*METRIC_COLUMNS, *(name for name in metric_names() if name not in METRIC_COLUMNS)]
 NOVELTY_METRICS = ["exact_match_knowable", "novel_share"]  # report-only: from the records' `novel` flag
 KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.common.pages import PAGES
-from worldsmith.extensions import describe, extension_points
+from worldsmith.cli.extensions import describe, extension_points
 from worldsmith.util.registry import Registry
 
 __all__ = ["extension_rows", "failure_rows"]

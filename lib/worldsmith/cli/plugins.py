@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from worldsmith.cli.common import EXIT_OK, add_common, emit_json
-from worldsmith.extensions import describe, extension_points
+from worldsmith.cli.extensions import describe, extension_points
 
 __all__ = ["register"]
 

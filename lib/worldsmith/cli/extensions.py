@@ -1,7 +1,7 @@
 """Every extension point in one table: the registries of what a user adds (environments, trace importers and
 exporters, LLM backends, world models, metrics, answer sources), with how a plug-in reaches each, what is
 registered, and which plug-ins failed to load. What `worldsmith plugins` prints and the workbench lists (the
-workbench adds its own pages, `workbench.common.pages.PAGES`).
+workbench adds its own pages, `workbench.common.pages.PAGES`). In the CLI layer: the one that sees every registry.
 """
 
 from __future__ import annotations
