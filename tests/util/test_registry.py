@@ -96,6 +96,17 @@ def test_the_loader_runs_once_on_first_use_and_may_register_and_look_up() -> Non
     assert calls == [1]
 
 
+def test_check_vets_every_registration() -> None:
+    def hex_colour(name: str, item: str) -> None:
+        if not item.startswith("#"):
+            raise ValueError(f"colour {name!r}: {item!r} is not #rgb")
+
+    registry = colours(check=hex_colour)
+    with pytest.raises(ValueError, match="colour 'blue': 'blue' is not #rgb"):
+        registry.register("blue", "blue")
+    assert "blue" not in registry
+
+
 def test_on_change_runs_after_register_and_unregister() -> None:
     changes: list[str] = []
     registry: Registry[str] = Registry("colour", on_change=lambda: changes.append("x"))
@@ -107,20 +118,29 @@ def test_on_change_runs_after_register_and_unregister() -> None:
 def test_entry_points_register_objects_and_modules_and_report_broken_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "colour_plugin.py").write_text(
-        "from tests_registry_target import REGISTRY\nREGISTRY.register('teal', '#088')\nPINK = '#fcc'\n")
+        "from tests_registry_target import REGISTRY\nREGISTRY.register('teal', '#088')\nPINK = '#fcc'\n"
+        "REFUSED = 'not a colour'\n")
     (tmp_path / "tests_registry_target.py").write_text(
-        "from worldsmith.util.registry import Registry\nREGISTRY = Registry('colour')\n")
+        "from worldsmith.util.registry import Registry\n\n\ndef check(name, item):\n"
+        "    if not item.startswith('#'):\n        raise ValueError('not #rgb')\n\n\n"
+        "REGISTRY = Registry('colour', check=check)\n")
     write_distribution(tmp_path, "colour_plugins", "[worldsmith.test_colours]\n"
-                       "teal = colour_plugin\npink = colour_plugin:PINK\nbroken = no_such_module_here:X\n")
+                       "teal = colour_plugin\npink = colour_plugin:PINK\nbroken = no_such_module_here:X\n"
+                       "refused = colour_plugin:REFUSED\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     target = __import__("tests_registry_target")
     try:
         registry = target.REGISTRY
         registry.entry_point_group = "worldsmith.test_colours"
-        with pytest.warns(RuntimeWarning, match=r"colour plug-in 'broken' \(no_such_module_here:X.*was skipped"):
+        with pytest.warns(RuntimeWarning) as caught:
             assert sorted(registry.names()) == ["pink", "teal"]
+        assert [str(w.message).split(" was skipped")[0] for w in caught] == [
+            "colour plug-in 'broken' (no_such_module_here:X, entry point group 'worldsmith.test_colours')",
+            "colour plug-in 'refused' (colour_plugin:REFUSED, entry point group 'worldsmith.test_colours')"]
         assert registry.get("pink") == "#fcc"
-        assert [(f.name, f.target) for f in registry.failures] == [("broken", "no_such_module_here:X")]
+        assert [(f.name, f.target) for f in registry.failures] == [("broken", "no_such_module_here:X"),
+                                                                   ("refused", "colour_plugin:REFUSED")]
+        assert registry.failures[1].error == "ValueError: not #rgb"
         assert "ModuleNotFoundError" in registry.failures[0].error
         assert registry.load_entry_points("worldsmith.test_colours") == []  # once
     finally:

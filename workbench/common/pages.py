@@ -38,15 +38,23 @@ class PageSpec:
         return self
 
 
+def _check(name: str, spec: PageSpec) -> None:
+    """Every registration, an entry point's included: a PageSpec under its own name, a script, one default page."""
+    if not isinstance(spec, PageSpec) or spec.name != name:
+        raise ValueError(f"page {name!r} must be registered as a PageSpec named {name!r}, not {spec!r}")
+    spec.check()
+    if spec.default and any(other.default and other.name != name for other in PAGES.as_dict(load=False).values()):
+        raise ValueError(f"page {name!r} cannot be the default page: Home is")
+
+
 ENTRY_POINT_GROUP = "worldsmith.pages"
-PAGES: Registry[PageSpec] = Registry("workbench page", entry_point_group=ENTRY_POINT_GROUP, sort_known=False)
+PAGES: Registry[PageSpec] = Registry("workbench page", entry_point_group=ENTRY_POINT_GROUP, sort_known=False,
+                                     check=_check)
 
 
 def register_page(spec: PageSpec, *, replace: bool = False) -> PageSpec:
     """Add a page to the navigation (after those registered before it); refused if its name is taken."""
-    if spec.default and any(other.default and other.name != spec.name for other in PAGES.values()):
-        raise ValueError(f"page {spec.name!r} cannot be the default page: Home is")
-    return PAGES.register(spec.name, spec.check(), replace=replace)
+    return PAGES.register(spec.name, spec, replace=replace)
 
 
 _DIR = pages_root()  # the checkout's pages/, or the installed wheel's copy

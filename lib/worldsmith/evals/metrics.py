@@ -35,7 +35,22 @@ METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")  # the built
 
 MetricFunction = Callable[[str, str], "float | None"]  # (prediction, reference) -> a score in [0, 1], None: n/a
 ENTRY_POINT_GROUP = "worldsmith.metrics"
-METRIC_REGISTRY: Registry[MetricFunction] = Registry("metric", entry_point_group=ENTRY_POINT_GROUP)
+
+
+def _check(name: str, function: MetricFunction) -> None:
+    """Every registration, an entry point's included: a function named as a records column can be."""
+    if not callable(function):
+        raise ValueError(f"metric {name!r} must be a function (prediction, reference) -> float | None")
+    if not name.isidentifier():
+        raise ValueError(f"metric name {name!r} must be an identifier (it names a records column)")
+    if name not in METRICS:
+        from worldsmith.evals.records import RECORD_COLUMNS  # lazy: records lists the registered metrics
+
+        if name in RECORD_COLUMNS:
+            raise ValueError(f"metric name {name!r} is a run-store column already: choose another name")
+
+
+METRIC_REGISTRY: Registry[MetricFunction] = Registry("metric", entry_point_group=ENTRY_POINT_GROUP, check=_check)
 
 
 @overload
@@ -53,19 +68,8 @@ def metric(target: MetricFunction | str | None = None, /, *,
     The name becomes a records column, so it must be an identifier and not one of the run store's other columns.
     """
     if callable(target):
-        return _register_metric(target.__name__, target, replace)
-    return lambda function: _register_metric(target or function.__name__, function, replace)
-
-
-def _register_metric(name: str, function: MetricFunction, replace: bool) -> MetricFunction:
-    if not name.isidentifier():
-        raise ValueError(f"metric name {name!r} must be an identifier (it names a records column)")
-    if name not in METRICS:
-        from worldsmith.evals.records import RECORD_COLUMNS  # lazy: records lists the registered metrics
-
-        if name in RECORD_COLUMNS:
-            raise ValueError(f"metric name {name!r} is a run-store column already: choose another name")
-    return METRIC_REGISTRY.register(name, function, replace=replace)
+        return METRIC_REGISTRY.register(target.__name__, target, replace=replace)
+    return lambda function: METRIC_REGISTRY.register(target or function.__name__, function, replace=replace)
 
 
 def metric_names() -> list[str]:

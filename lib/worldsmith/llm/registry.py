@@ -50,17 +50,22 @@ class UnknownBackendError(NotRegisteredError, ValueError):
 ENTRY_POINT_GROUP = "worldsmith.llm_backends"
 # Every backend by kind; an installed package's `worldsmith.llm_backends` entry point (a BackendSpec, or a module
 # that calls `register_backend`) is loaded on the first lookup.
+def _check(kind: str, spec: BackendSpec) -> None:
+    """Every registration, an entry point's included: a BackendSpec under its kind, a lower-case identifier."""
+    if not isinstance(spec, BackendSpec) or spec.kind != kind:
+        raise ValueError(f"backend {kind!r} must be registered as a BackendSpec of kind {kind!r}, not {spec!r}")
+    if kind.lower() != kind or not kind.isidentifier():
+        raise ValueError(f"backend kind {kind!r} must be a lower-case identifier (it is a spec prefix)")
+
+
 BACKENDS: Registry[BackendSpec] = Registry("backend", entry_point_group=ENTRY_POINT_GROUP,
-                                           not_found=UnknownBackendError, known_label="choose from")
+                                           not_found=UnknownBackendError, known_label="choose from", check=_check)
 _REGISTRY = BACKENDS  # the name tests and older plug-ins use
 
 
 def register_backend(spec: BackendSpec, *, replace: bool = False) -> BackendSpec:
     """Add a backend under its kind (lower case); a taken kind is refused unless `replace`."""
-    kind = spec.kind.lower()
-    if kind != spec.kind or not kind.isidentifier():
-        raise ValueError(f"backend kind {spec.kind!r} must be a lower-case identifier (it is a spec prefix)")
-    return BACKENDS.register(kind, spec, replace=replace)
+    return BACKENDS.register(spec.kind, spec, replace=replace)
 
 
 def backends() -> dict[str, BackendSpec]:

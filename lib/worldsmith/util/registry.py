@@ -60,13 +60,15 @@ class Registry(Generic[T]):
 
     `kind` names the items in messages ("unknown environment 'x'"); `loader` registers the built-ins on the first
     lookup (kept lazy where they are heavy to import); `not_found` is the error class `get` raises; `known_label`
-    and `sort_known` shape its list of the known names; `on_change` runs after every register and unregister
-    (for caches derived from the items).
+    and `sort_known` shape its list of the known names; `check(name, item)` vets every registration, a plug-in's
+    included (raise ValueError naming what is wrong); `on_change` runs after every register and unregister (for
+    caches derived from the items).
     """
 
     def __init__(self, kind: str, *, entry_point_group: str | None = None, plugins_variable: str | None = None,
                  loader: Callable[[], object] | None = None, not_found: type[NotRegisteredError] = NotRegisteredError,
                  known_label: str = "known:", sort_known: bool = True,
+                 check: Callable[[str, T], object] | None = None,
                  on_change: Callable[[], object] | None = None) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
@@ -76,6 +78,7 @@ class Registry(Generic[T]):
         self._not_found = not_found
         self._known_label = known_label
         self._sort_known = sort_known
+        self._check = check
         self._on_change = on_change
         self._items: dict[str, T] = {}
         self._lock = threading.RLock()  # held briefly, for the items
@@ -104,6 +107,8 @@ class Registry(Generic[T]):
             return decorate
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"a {self.kind} needs a non-empty name, not {name!r}")
+        if self._check is not None:
+            self._check(name, item)
         with self._lock:
             if name in self._items and not replace:
                 raise AlreadyRegisteredError(f"{self.kind} {name!r} is already registered")
@@ -222,16 +227,21 @@ class Registry(Generic[T]):
             before = set(self.as_dict(load=False))
             for entry_point, loaded in iter_entry_points(group):
                 if isinstance(loaded, BaseException):
-                    failure = PluginFailure(group, entry_point.name, entry_point.value,
-                                            f"{type(loaded).__name__}: {loaded}")
-                    self.failures.append(failure)
-                    warnings.warn(f"{self.kind} plug-in {failure.name!r} ({failure.target}, entry point group "
-                                  f"{group!r}) was skipped: {failure.error}", RuntimeWarning, stacklevel=2)
+                    self._skip(group, entry_point.name, entry_point.value, loaded)
                     continue
                 items = self.as_dict(load=False)
                 if isinstance(loaded, types.ModuleType) or entry_point.name in items:
                     continue
                 if any(item is loaded for item in items.values()):
                     continue
-                self.register(entry_point.name, cast(T, loaded))
+                try:
+                    self.register(entry_point.name, cast(T, loaded))
+                except ValueError as error:  # refused by `check`: reported like a failed import
+                    self._skip(group, entry_point.name, entry_point.value, error)
             return [name for name in self.as_dict(load=False) if name not in before]
+
+    def _skip(self, group: str, name: str, target: str, error: BaseException) -> None:
+        failure = PluginFailure(group, name, target, f"{type(error).__name__}: {error}")
+        self.failures.append(failure)
+        warnings.warn(f"{self.kind} plug-in {name!r} ({target}, entry point group {group!r}) was skipped: "
+                      f"{failure.error}", RuntimeWarning, stacklevel=3)
