@@ -140,12 +140,13 @@ class Registry(Generic[T]):
 
     def get(self, name: str, default: object = _MISSING) -> object:
         """The item registered as `name`; without a default, the registry's not-found error naming close matches."""
-        items = self.as_dict()
-        if name in items:
-            return items[name]
+        self.load()
+        with self._lock:
+            if name in self._items:
+                return self._items[name]
         if default is not _MISSING:
             return default
-        raise self._not_found(self.unknown_message(name, items))
+        raise self._not_found(self.unknown_message(name))
 
     def unknown_message(self, name: str, items: dict[str, T] | None = None) -> str:
         """`unknown <kind> 'x' (known: a, b); did you mean 'y'?` - what `get` says about a name it does not know."""
@@ -161,7 +162,9 @@ class Registry(Generic[T]):
         return self.get(name)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.as_dict()
+        self.load()
+        with self._lock:
+            return name in self._items
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
