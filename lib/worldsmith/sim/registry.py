@@ -80,11 +80,25 @@ PLUGINS_VARIABLE = "WORLDSMITH_WORLD_MODEL_PLUGINS"
 ENTRY_POINT_GROUP = "worldsmith.world_models"
 # The built-ins, then $WORLDSMITH_WORLD_MODEL_PLUGINS modules, then installed `worldsmith.world_models` entry points
 # (a WorldModelSpec, or a module using `@world_model`), loaded once, on the first lookup.
+def _check(name: str, spec: WorldModelSpec) -> None:
+    """Every registration, an entry point's included: a WorldModelSpec under its own name."""
+    if not isinstance(spec, WorldModelSpec) or spec.name != name:
+        raise ValueError(f"world model {name!r} must be registered as a WorldModelSpec named {name!r}, not {spec!r}")
+
+
+def _index_aliases() -> None:
+    """The deprecated names of every registered model (after each change: an unregistered model's go too)."""
+    specs = WORLD_MODELS.as_dict(load=False)
+    _ALIASES.clear()
+    _ALIASES.update({alias: spec.name for spec in specs.values() for alias in spec.aliases})
+
+
+_ALIASES: dict[str, str] = {}
 WORLD_MODELS: Registry[WorldModelSpec] = Registry(
     "world model", loader=_register_builtins, plugins_variable=PLUGINS_VARIABLE, entry_point_group=ENTRY_POINT_GROUP,
-    not_found=UnknownWorldModelError, known_label="choose from", sort_known=False)
+    not_found=UnknownWorldModelError, known_label="choose from", sort_known=False, check=_check,
+    on_change=_index_aliases)
 _REGISTRY = WORLD_MODELS  # the name tests and older plug-ins use
-_ALIASES: dict[str, str] = {}
 
 
 def _builtins_loaded() -> None:
@@ -108,9 +122,7 @@ def register_world_model(spec: WorldModelSpec, *, replace: bool = False) -> Worl
     taken = [n for n in (spec.name, *spec.aliases) if n in registered or n in _ALIASES]
     if taken and not replace:
         raise AlreadyRegisteredError(f"world model name {taken[0]!r} is already registered")
-    WORLD_MODELS.register(spec.name, spec, replace=True)
-    _ALIASES.update({alias: spec.name for alias in spec.aliases})
-    return spec
+    return WORLD_MODELS.register(spec.name, spec, replace=True)  # its aliases are indexed by `_index_aliases`
 
 
 def world_models() -> dict[str, WorldModelSpec]:

@@ -45,20 +45,26 @@ def _register_builtins() -> None:
 
 # The built-ins, then $WORLDSMITH_SOURCE_PLUGINS modules, then installed `worldsmith.answer_sources` entry points (a
 # SourceSpec, or a module using `@answer_source`), loaded once, on the first lookup.
-ANSWER_SOURCES: Registry[SourceSpec] = Registry(
-    "answer source", loader=_register_builtins, plugins_variable=SOURCE_PLUGINS_VARIABLE,
-    entry_point_group=ENTRY_POINT_GROUP, on_change=_DERIVED.clear)
-
-
-def register_source(spec: SourceSpec, *, replace: bool = False) -> SourceSpec:
-    """Add a source (refused when its name, or one of its answer names, is taken, unless `replace`)."""
+def _check(name: str, spec: SourceSpec) -> None:
+    """Every registration, an entry point's included: a SourceSpec under its name whose answer names are free."""
+    if not isinstance(spec, SourceSpec) or spec.name != name:
+        raise ValueError(f"answer source {name!r} must be registered as a SourceSpec named {name!r}, not {spec!r}")
     registered = ANSWER_SOURCES.as_dict(load=False)  # the built-ins register through here while they load
-    if spec.name in registered and not replace:
-        raise AlreadyRegisteredError(f"answer source {spec.name!r} is already registered")
     taken = {a.name: s.name for s in registered.values() if s.name != spec.name for a in s.answers}
     clash = [a.name for a in spec.answers if a.name in taken]
     if clash:
         raise ValueError(f"answer name {clash[0]!r} of source {spec.name!r} is already source {taken[clash[0]]!r}'s")
+
+
+ANSWER_SOURCES: Registry[SourceSpec] = Registry(
+    "answer source", loader=_register_builtins, plugins_variable=SOURCE_PLUGINS_VARIABLE,
+    entry_point_group=ENTRY_POINT_GROUP, check=_check, on_change=_DERIVED.clear)
+
+
+def register_source(spec: SourceSpec, *, replace: bool = False) -> SourceSpec:
+    """Add a source (refused when its name, or one of its answer names, is taken, unless `replace`)."""
+    if spec.name in ANSWER_SOURCES.as_dict(load=False) and not replace:
+        raise AlreadyRegisteredError(f"answer source {spec.name!r} is already registered")
     return ANSWER_SOURCES.register(spec.name, spec, replace=True)
 
 
