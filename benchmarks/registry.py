@@ -39,7 +39,7 @@ import time, json
 t0 = time.perf_counter()
 from worldsmith.cli.extensions import extension_points
 imported = time.perf_counter() - t0
-out = {"import_s": imported}
+out = {"import": imported}
 for name, registry in extension_points().items():
     t = time.perf_counter()
     registry.names()
