@@ -234,6 +234,37 @@ def test_the_workbench_offers_each_throwaway(installed: None, plugin_folder: Pat
     assert "shout" in at.selectbox(key="tr_import_format").options
 
 
+def test_a_plug_in_metric_is_scored_into_an_evaluation_the_workbench_shows(installed: None, tmp_path: Path) -> None:
+    """A run's records (scored by `metric_scores`, every registered metric), its records.parquet and report, and
+    the Evaluate page's leaderboard all carry the plug-in metric."""
+    from eval_fixtures import write_run
+
+    from workbench.common.pages import PAGE_FILES
+    from worldsmith.evals import build_report, metric_scores, records_frame, write_records
+
+    folder = write_run(tmp_path / "ws", "shout-run", ["harness", "nearest"])  # a run folder by the contract
+    rows = records_frame([]).columns  # the contract's columns and the plug-in metric's
+    assert "shouting_match" in rows
+    records = [
+        {"run": "shout-run", "protocol": "next-obs", "method": method, "env_id": "x", "episode_id": f"e{e}",
+         "turn": 0, "reference": "go", "prediction": prediction, "error": None, **metric_scores(prediction, "go")}
+        for method, prediction in (("harness", "GO"), ("nearest", "go")) for e in range(3)]
+    assert {r["method"]: r["shouting_match"] for r in records} == {"harness": 1.0, "nearest": 0.0}
+    write_records(folder / "records.parquet", records)
+    report = build_report(records_frame(records), run="shout-run", protocol="next-obs", fingerprint="fp-shout-run",
+                          config=orjson.loads((folder / "config.json").read_bytes()),
+                          methods=["harness", "nearest"], resamples=200)
+    assert "shouting_match" in report["metrics"]
+    (folder / "report.json").write_bytes(orjson.dumps({**orjson.loads((folder / "report.json").read_bytes()),
+                                                        **report}, default=str))
+
+    at = _open(PAGE_FILES["evaluate"])
+    at.selectbox(key="ev_run").set_value("shout-run").run()
+    assert not at.exception, [e.value for e in at.exception]
+    board = next(df.value for df in at.dataframe if "shouting_match" in df.value.columns)
+    assert board.set_index("method").loc["harness", "shouting_match"].startswith("1.000")
+
+
 def test_a_page_not_registered_is_not_in_the_navigation(plugin_folder: Path, monkeypatch: pytest.MonkeyPatch,
                                                         tmp_path: Path) -> None:
     """The check above can fail: without the registration, switching to the page's file does not draw it."""
