@@ -57,6 +57,7 @@ _FRONT_DOOR: dict[str, str] = {
     "world_models": "worldsmith.sim",
     # evaluation and training
     "EvalConfig": "worldsmith.evals",
+    "metric": "worldsmith.evals",
     "run_eval": "worldsmith.evals",
     "EnvACEConfig": "worldsmith.envace",
 }
@@ -87,6 +88,7 @@ __all__ = [
     "build_worldbook",
     "make",
     "make_world_model",
+    "metric",
     "open_llm",
     "read_traces",
     "register",
@@ -99,7 +101,7 @@ __all__ = [
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports on first use
     from worldsmith.envace import EnvACEConfig
     from worldsmith.envs import Env, EnvSpec, make, register
-    from worldsmith.evals import EvalConfig, run_eval
+    from worldsmith.evals import EvalConfig, metric, run_eval
     from worldsmith.llm import open_llm, register_backend
     from worldsmith.sim import (
         Session,
