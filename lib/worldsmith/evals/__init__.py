@@ -29,6 +29,15 @@ from worldsmith.evals.bootstrap import (
     summarize,
 )
 from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
+from worldsmith.evals.explore import (
+    STRATEGIES,
+    ExploreConfig,
+    ExploreProgress,
+    ExploreReport,
+    ExploreRound,
+    RuleChange,
+    explore,
+)
 from worldsmith.evals.heldout import (
     FlippedTurn,
     HeldOut,
@@ -105,6 +114,10 @@ __all__ = [
     "EvalReport",
     "EvalRun",
     "FAMILIES",
+    "ExploreConfig",
+    "ExploreProgress",
+    "ExploreReport",
+    "ExploreRound",
     "FlippedTurn",
     "HeldOut",
     "HeldOutDelta",
@@ -134,7 +147,9 @@ __all__ = [
     "VersionScores",
     "ablation_methods",
     "book_episode_ids",
+    "RuleChange",
     "SMALL_SAMPLE",
+    "STRATEGIES",
     "small_sample_note",
     "bootstrap_mean",
     "bootstrap_ratio",
@@ -145,6 +160,7 @@ __all__ = [
     "drift_records",
     "edit_similarity",
     "edited_actions",
+    "explore",
     "evidence_families",
     "exact_match",
     "fidelity_line",
