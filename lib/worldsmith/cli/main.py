@@ -14,6 +14,7 @@ from worldsmith.cli import (
     build,
     envace,
     envs,
+    explore,
     export,
     fork,
     ingest,
@@ -40,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ingest, traces, split, export, envs, llm, build, book, simulate, fork, sidebyside, evaluate, envace,
-                   jobs, workbench, serve, plugins):
+    for module in (ingest, traces, split, export, envs, explore, llm, build, book, simulate, fork, sidebyside, evaluate,
+                   envace, jobs, workbench, serve, plugins):
         module.register(subparsers)
     return parser
 
