@@ -58,7 +58,7 @@ from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.heldout import HeldOut, load_heldout, score_version
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.model import Action, Episode, Observation
-from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.executors import make_executor
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.induce import episode_of
@@ -473,6 +473,9 @@ def explore(workspace: Workspace, dataset: str, config: ExploreConfig,
     atomic_write_json(folder / "config.json", config.model_dump(mode="json"))
     rounds_path = folder / "rounds.jsonl"
     done = _read_rounds(rounds_path)[: config.rounds]
+    kept = b"".join(r.model_dump_json().encode() + b"\n" for r in done)
+    if rounds_path.exists() and rounds_path.read_bytes() != kept:  # drop a torn line before appending after it
+        atomic_write_bytes(rounds_path, kept)
     tasks = config.tasks or list_tasks(config.env, config.env_kwargs)
     if not tasks:
         raise ValueError(f"environment {config.env!r} has no tasks to play: pass tasks")
