@@ -1,7 +1,9 @@
 """Collect: play a policy in a real environment and store the episodes as a dataset.
 
 The same library call as `worldsmith collect` (worldsmith.envs.collect.collect): resumable,
-parallel, with per-episode timeouts; the new dataset appears in Traces.
+parallel, with per-episode timeouts; the new dataset appears in Traces. The Explore mode is
+`worldsmith explore` (worldsmith.evals.explore): rounds of real steps, the book rebuilt and scored on a
+held-out set between them (`workbench.collect.explore`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.collect.envs import render_env_picker, render_task_picker
+from workbench.collect.explore import render_explore
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
@@ -29,6 +32,12 @@ env = render_env_picker("co_env")
 if env is None:
     st.stop()
 tasks = render_task_picker(env, "co_tasks", multiple=True)
+mode = st.radio("Mode", ["Collect", "Explore"], horizontal=True, key="co_mode",
+                help="Collect: play a policy over the tasks. Explore: spend a budget of real steps in rounds, "
+                     "rebuilding the book after each and scoring it on a held-out set.")
+if mode == "Explore":
+    render_explore(workspace, env, tasks)
+    st.stop()
 left, middle, right = st.columns(3)
 policy = left.selectbox("Policy", [p for p in POLICIES if p != "replay"], key="co_policy")
 episodes = middle.number_input("Episodes (0 = one per task)", min_value=0, value=min(3, max(1, len(tasks) or 3)),

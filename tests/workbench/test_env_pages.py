@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
 
 import fake_envs  # noqa: F401 - registers the `counter` environment in this process
+from worldsmith.envs.collect import CollectConfig, collect
 from worldsmith.workspace import Workspace
 
 COLLECT_PAGE = REPO / "pages" / "collect.py"
@@ -140,3 +141,34 @@ def test_collect_page_filters_an_environment_of_many_tasks(empty_root: Path) -> 
     no_exception(at.button(key="co_run").click().run())
     episode = next(Workspace(empty_root).dataset("one_shop").iter_episodes())
     assert episode.source.pointer == "/db=0:task=19990" and episode.turns
+
+
+def test_collect_page_explores_in_rounds_and_links_new_rules_to_their_turns(empty_root: Path) -> None:
+    """Explore mode on toolshop: a budget in rounds, the curve on a held-out dataset, each round's rules linked."""
+    workspace = Workspace(empty_root)
+    collect(workspace, "shop_heldout", CollectConfig(env="toolshop", tasks=["db=0:task=7000"], policy="probing",
+                                                      workers=0))
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("toolshop").run()
+    at.text_input(key="co_tasks_typed").set_value("db=0:task=1, db=0:task=2")
+    at.radio(key="co_mode").set_value("Explore").run()
+    at.number_input(key="co_ex_budget").set_value(11)
+    at.number_input(key="co_ex_rounds").set_value(2)
+    at.selectbox(key="co_ex_strategy").set_value("mix")
+    at.selectbox(key="co_ex_heldout").set_value("shop_heldout").run()
+    at.text_input(key="co_ex_dataset").set_value("shop_explored")
+    no_exception(at.button(key="co_ex_run").click().run())
+    success = "\n".join(str(s.value) for s in at.success)
+    assert "11 of 11 real steps in 2 of 2 rounds" in success
+    assert at.get("plotly_chart"), "no curve"
+    links = at.get("page_link")
+    turn_links = [link.label.replace("\\", "") for link in links if link.page == "traces"]
+    assert turn_links and all(label.startswith("toolshop-db-0:task-") and "#" in label for label in turn_links)
+    assert any(link.page == "worldbook" and link.label.startswith("new") for link in links)
+    rounds = [line for line in (empty_root / "runs" / "explore" / "shop_explored" / "rounds.jsonl").read_text().splitlines()]
+    assert len(rounds) == 2
+    at.number_input(key="co_ex_budget").set_value(1)
+    at.number_input(key="co_ex_rounds").set_value(3)
+    at.text_input(key="co_ex_dataset").set_value("other")
+    no_exception(at.button(key="co_ex_run").click().run())
+    assert any("cannot be split over 3 rounds" in str(e.value) for e in at.error)

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 
 from worldsmith.util.atomic import atomic_write
 
-__all__ = ["Bar", "Point", "bars_figure", "forest_figure", "lines_figure"]
+__all__ = ["Bar", "Point", "bars_figure", "forest_figure", "lines_chart", "lines_figure"]
 
 
 @dataclass(frozen=True)
@@ -138,12 +138,10 @@ def forest_figure(folder: Path, stem: str, rows: Sequence[Bar], *, title: str, x
     return _save(folder, stem, figure, draw)
 
 
-def lines_figure(folder: Path, stem: str, points: Sequence[Point], *, title: str, x_label: str, y_label: str,
-                 log_x: bool = False) -> list[str]:
-    """One line per series with its interval as a band."""
-    series = list(dict.fromkeys(p.series for p in points))
+def lines_chart(points: Sequence[Point], *, title: str, x_label: str, y_label: str, log_x: bool = False) -> go.Figure:
+    """The plotly figure of `lines_figure` (a page shows it without writing files)."""
     figure = go.Figure()
-    for name in series:
+    for name in dict.fromkeys(p.series for p in points):
         mine = sorted((p for p in points if p.series == name), key=lambda p: p.x)
         xs = [p.x for p in mine]
         figure.add_scatter(name=name, mode="lines+markers", x=xs, y=[p.mean for p in mine])
@@ -154,6 +152,14 @@ def lines_figure(folder: Path, stem: str, points: Sequence[Point], *, title: str
     figure.update_layout(title=title, xaxis_title=x_label, yaxis_title=y_label, template="plotly_white")
     if log_x:
         figure.update_xaxes(type="log")
+    return figure
+
+
+def lines_figure(folder: Path, stem: str, points: Sequence[Point], *, title: str, x_label: str, y_label: str,
+                 log_x: bool = False) -> list[str]:
+    """One line per series with its interval as a band."""
+    series = list(dict.fromkeys(p.series for p in points))
+    figure = lines_chart(points, title=title, x_label=x_label, y_label=y_label, log_x=log_x)
 
     def draw(plt):
         fig, ax = plt.subplots(figsize=(6.5, 3.8))
