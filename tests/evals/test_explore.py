@@ -37,7 +37,7 @@ def _real_steps(workspace: Workspace, dataset: str) -> int:
     return sum(e.metadata["explore"]["real_steps"] for e in workspace.dataset(dataset).iter_episodes())
 
 
-@pytest.mark.parametrize("strategy", ["expert", "random", "mix"])
+@pytest.mark.parametrize("strategy", ["explore", "expert", "random", "mix"])
 def test_equal_budgets_spend_exactly_that_many_real_steps(shop: tuple[Workspace, HeldOut], strategy: str) -> None:
     workspace, heldout = shop
     events: list[ExploreProgress] = []
@@ -112,7 +112,7 @@ def test_textworld_rounds_spend_the_budget_and_score_unseen_games(tmp_path: Path
     collect(workspace, "tw-heldout", CollectConfig(env="textworld", tasks=[TW_HELDOUT], policy="curious", workers=0,
                                                    env_kwargs={"games_dir": games}))
     heldout = HeldOut(dataset="tw-heldout", episodes=tuple(e.id for e in workspace.dataset("tw-heldout").iter_episodes()))
-    for strategy in ("random", "mix"):
+    for strategy in ("random", "mix", "explore"):
         config = ExploreConfig(env="textworld", budget=16, rounds=2, strategy=strategy, tasks=[TW_GAME], max_steps=6,
                                heldout=heldout, env_kwargs={"games_dir": games})
         report = explore(workspace, f"tw-{strategy}", config)
@@ -123,14 +123,13 @@ def test_textworld_rounds_spend_the_budget_and_score_unseen_games(tmp_path: Path
 
 
 def test_explore_strategy_on_textworld(tmp_path: Path, games: str) -> None:
-    pytest.importorskip("worldsmith.sim.exploring", reason="the exploring policy is not in this build yet")
     workspace = Workspace(tmp_path / "ws")
     config = ExploreConfig(env="textworld", budget=12, rounds=2, strategy="explore", tasks=[TW_GAME], max_steps=6,
                            env_kwargs={"games_dir": games})
     report = explore(workspace, "tw-explore", config)
     assert report.steps == 12 == _real_steps(workspace, "tw-explore")
     choices = [c for e in workspace.dataset("tw-explore").iter_episodes() for c in e.metadata["explore"]["choices"]]
-    assert choices and len(choices) <= 12
+    assert len(choices) <= 12 and {"explore", "expert"} <= set(choices)
 
 
 def test_cli_json_output_parses(shop: tuple[Workspace, HeldOut]) -> None:

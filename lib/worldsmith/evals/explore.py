@@ -22,12 +22,15 @@ Strategies (the policy that acts in a round; a fresh one per episode, seeded by 
 
 - `explore`: `sim.exploring.ExploringPolicy` over the round's book (`explore` is its exploration weight);
 - `expert`: the environment's expert;
-- `random`: uniform over the candidate set the exploring policy draws from: on an environment that lists
-  admissible actions (text worlds), the admissible list; on a tool API without one, the probing policy's
-  candidate generators (the expert's call, a re-read after a write, a query, a call that must fail) drawn
-  uniformly, i.e. `ProbingPolicy` with equal weights (its expert component is what hands over and ends an
-  episode);
-- `mix`: the expert's action with probability `explore`, else the random strategy's.
+- `random`: every step uniform over the candidate set the exploring policy draws from (`UniformCandidatePolicy`):
+  the expert's action, the admissible actions where the environment lists them (text worlds, a seeded sample of
+  at most 48), and the curious policy's proposals (revisits, reads after writes, invalid actions) or on a tool
+  API, which lists none, the probing policy's (re-reads after writes, queries that may find nothing, calls that
+  must fail); the expert's hand-over (`respond`) is no candidate, so a tool episode runs to its step cap;
+- `mix`: the expert's action with probability `explore`, else the random strategy's choice (the exploring
+  policy's mixture, detour cap and way back, with the uniform choice).
+
+Every episode ends when the expert has nothing left (the task is done) or at its step allowance.
 
 The run lives in `<workspace>/runs/explore/<dataset>/`: `config.json`, `rounds.jsonl` (one `ExploreRound` per
 finished round, appended) and `curve.json` (the report). A rerun with the same configuration skips the finished
@@ -38,7 +41,6 @@ refused (use another dataset).
 from __future__ import annotations
 
 import hashlib
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -48,16 +50,16 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from worldsmith.envs.base import Env, TaskLoadError, UnknownTaskError, as_action
+from worldsmith.envs.base import Env, TaskLoadError, UnknownTaskError
 from worldsmith.envs.collect import list_tasks
-from worldsmith.envs.policies import ExpertPolicy, Policy
-from worldsmith.envs.probing import ProbingPolicy
+from worldsmith.envs.policies import CuriousPolicy, ExpertPolicy, Policy
 from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.heldout import HeldOut, load_heldout, score_version
+from worldsmith.sim.exploring import ExploringPolicy
 from worldsmith.sim.route_learning import build_simulator_book
-from worldsmith.traces.model import Action, Episode, Observation
+from worldsmith.traces.model import Action, Episode
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.executors import make_executor
 from worldsmith.workspace import Workspace
@@ -65,8 +67,8 @@ from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookStore, check_book_name
 
-__all__ = ["STRATEGIES", "ExploreConfig", "ExploreProgress", "ExploreReport", "ExploreRound", "RandomCandidatePolicy",
-           "RuleChange", "Strategy", "explore", "explore_unit", "load_report", "run_dir", "strategy_policy"]
+__all__ = ["STRATEGIES", "ExploreConfig", "ExploreProgress", "ExploreReport", "ExploreRound", "RuleChange", "Strategy",
+           "UniformCandidatePolicy", "explore", "explore_unit", "load_report", "run_dir", "strategy_policy"]
 
 Strategy = Literal["explore", "random", "expert", "mix"]
 STRATEGIES: tuple[str, ...] = ("explore", "random", "expert", "mix")
@@ -207,42 +209,32 @@ def run_dir(workspace_root: Path, dataset: str) -> Path:
 # ------------------------------------------------------------------------------------------------ policies
 
 
-class RandomCandidatePolicy:
-    """The random (and, with `expert_share`, the mix) strategy: uniform over the exploring policy's candidate set.
+class UniformCandidatePolicy(ExploringPolicy):
+    """The random and mix strategies: the exploring policy with its choice made uniformly, not by uncertainty.
 
-    Where the environment lists admissible actions, a uniform choice among them (with probability
-    `expert_share` the expert's action instead); on a tool API without the list, `ProbingPolicy` with its four
-    generators weighted alike, the expert's weighted up by `expert_share`
-    (`expert_share + (1 - expert_share) / 4`).
+    Same candidates (`ExploringPolicy._candidates`: the expert's action, the curious or probing policy's
+    proposals, the admissible actions), same mixture with the expert (`explore` = the share of candidate
+    steps), same detour cap and way back; only the choice among the candidates differs. So explore vs random
+    (`explore=1.0` both) and explore vs mix (the same share of expert steps) isolate what the uncertainty signal
+    adds.
     """
 
-    def __init__(self, seed: int | None = None, *, expert_share: float = 0.0, name: str = "random") -> None:
-        self.name, self.seed, self.expert_share = name, seed, expert_share
-        self._rng = random.Random(seed)
-        self._env: Env | None = None
-        self._probing: ProbingPolicy | None = None
+    def __init__(self, book: Worldbook, *, seed: int | None = None, explore: float = 1.0, name: str = "random") -> None:
+        super().__init__(book, seed=seed, explore=explore, assess_expert=False)
+        self.name = name
 
-    def reset(self, env: Env, observation: Observation, info: dict[str, Any]) -> None:
-        self._env = env
-        self._rng = random.Random(None if self.seed is None else f"{self.seed}|{observation.text}")
-        self._probing = None
-        if env.admissible_actions() is None:
-            other = (1.0 - self.expert_share) / 4
-            self._probing = ProbingPolicy(self.seed, expert=self.expert_share + other, reread=other, query=other,
-                                          fail=other)
-            self._probing.reset(env, observation, info)
-
-    def act(self, observation: Observation, info: dict[str, Any]) -> Action | None:
-        if self._env is None:
-            raise RuntimeError("reset() the policy before act()")
-        if self._probing is not None:
-            return self._probing.act(observation, info)
-        if self.expert_share > 0 and self._rng.random() < self.expert_share:
-            expert = self._env.expert_action()
-            if expert is not None:
-                return as_action(expert)
-        actions = self._env.admissible_actions() or []
-        return as_action(self._rng.choice(actions)) if actions else None
+    def _exploring(self, expert: Action) -> Action:
+        candidates = self._candidates(expert)
+        if not candidates:  # only the hand-over is left
+            self._detour = 0
+            return self._play(expert, "expert", assessed=None)
+        action, origin = self._rng.choice(candidates)
+        self._detour = 0 if origin == "expert" else self._detour + 1
+        self._play(action, "random", assessed=None, origin=origin)
+        generator = self._generator
+        if origin != "expert" and isinstance(generator, CuriousPolicy) and generator.kind(action) == "move":
+            self._back = generator.way_back()
+        return action
 
 
 def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float = 0.5) -> Policy:
@@ -250,16 +242,11 @@ def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float
     if strategy == "expert":
         return ExpertPolicy()
     if strategy == "random":
-        return RandomCandidatePolicy(seed)
-    if strategy == "mix":
-        return RandomCandidatePolicy(seed, expert_share=explore, name="mix")
+        return UniformCandidatePolicy(book, seed=seed, explore=1.0)
+    if strategy == "mix":  # the expert with probability `explore`, else a uniform candidate
+        return UniformCandidatePolicy(book, seed=seed, explore=1.0 - explore, name="mix")
     if strategy == "explore":
-        try:
-            from worldsmith.sim.exploring import ExploringPolicy  # type: ignore[import-not-found, unused-ignore]
-        except ImportError as error:
-            raise ValueError(f"the explore strategy needs worldsmith.sim.exploring ({error})") from None
-        policy: Policy = ExploringPolicy(book, seed=seed, explore=explore)
-        return policy
+        return ExploringPolicy(book, seed=seed, explore=explore)
     raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
 
 
