@@ -247,3 +247,19 @@ def test_collect_page_runs_on_ray(ray_cluster: str, tmp_path: Path, monkeypatch:
     config = orjson.loads((run_dir(root, "counted") / "config.json").read_bytes())
     assert config["ray_address"] == "local"
     assert Workspace(root).dataset("counted").stats()["episodes"] == 2
+
+
+def test_explore_rounds_on_ray_play_what_they_play_here(ray_cluster: str, tmp_path: Path) -> None:
+    """A round's episodes as Ray tasks (the book travels as JSON): the same episodes, steps and books as in-process."""
+    from worldsmith.evals.explore import ExploreConfig, explore
+
+    config = ExploreConfig(env="toolshop", budget=17, rounds=2, strategy="explore",
+                           tasks=[f"db=0:task={i}" for i in range(3)])
+    here = explore(Workspace(tmp_path / "here"), "explored", config)
+    there = explore(Workspace(tmp_path / "ray"), "explored", config.model_copy(update={"ray_address": "local"}))
+    assert there.steps == here.steps == 17
+    for a, b in zip(here.rounds, there.rounds, strict=True):
+        assert (a.episode_ids, a.steps, a.turns, a.rules, a.version) == (b.episode_ids, b.steps, b.turns, b.rules,
+                                                                         b.version)
+    episodes = {e.id: e.turns for e in Workspace(tmp_path / "here").dataset("explored").iter_episodes()}
+    assert {e.id: e.turns for e in Workspace(tmp_path / "ray").dataset("explored").iter_episodes()} == episodes
