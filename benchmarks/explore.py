@@ -43,6 +43,8 @@ from worldsmith.workspace import Workspace  # noqa: E402
 from worldsmith.worldbook.store import WorldbookStore  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "explore.json"
+# Series beyond the four strategies: a name for a strategy at another weight.
+VARIANTS = {"greedy": ("explore", 1.0)}  # pure uncertainty-greedy exploration, no expert steps
 TW_KIND = "custom:world_size=6,nb_objects=12,quest_length=10"
 
 # Per environment: construction and held-out tasks, budgets (small is a round boundary of the large run),
@@ -105,9 +107,10 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
         for seed in args.seeds:
             name = f"{env}-{strategy}-s{seed}"
             started = time.perf_counter()
-            config = ExploreConfig(env=env, budget=setup["large"], rounds=setup["rounds"], strategy=strategy,
+            kind, weight = VARIANTS.get(strategy, (strategy, args.explore))
+            config = ExploreConfig(env=env, budget=setup["large"], rounds=setup["rounds"], strategy=kind,
                                    tasks=setup["tasks"], seed=seed, max_steps=setup["max_steps"],
-                                   explore=args.explore, heldout=sets["exploratory"], env_kwargs=env_kwargs)
+                                   explore=weight, heldout=sets["exploratory"], env_kwargs=env_kwargs)
             report = explore(workspace, name, config)
             reports.setdefault(strategy, {})[seed] = report
             seconds[name] = round(sum(v for r in report.rounds for v in r.seconds.values()), 1)  # resumed ones too
@@ -140,12 +143,13 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
             entry: dict[str, Any] = {"steps": reports[args.strategies[0]][args.seeds[0]].rounds[index].total_steps,
                                      "exact_match": {s: curve[s][point]["exact_match"] for s in curve},
                                      "per_seed": {s: curve[s][point]["per_seed"] for s in curve}, "explore_minus": {}}
-            if "explore" in scores:
+            explorers = [s for s in scores if VARIANTS.get(s, (s,))[0] == "explore"]
+            for mine in explorers:
                 for other in scores:
-                    if other != "explore":
-                        entry["explore_minus"][other] = paired(
-                            [scores["explore"][seed][index] for seed in args.seeds],
-                            [scores[other][seed][index] for seed in args.seeds])
+                    if other not in explorers:
+                        key = other if mine == "explore" else f"{mine} - {other}"
+                        entry["explore_minus"][key] = paired([scores[mine][seed][index] for seed in args.seeds],
+                                                             [scores[other][seed][index] for seed in args.seeds])
             out["budgets"].setdefault(set_name, {})[label] = entry
     return out
 
@@ -156,10 +160,10 @@ def markdown(results: dict[str, Any]) -> str:
         for set_name, budgets in result["budgets"].items():
             lines.append(f"\n**{env}, held-out set {set_name}** ({result['heldout_sets'][set_name]['turns']} turns)\n")
             strategies = list(next(iter(budgets.values()))["exact_match"])
-            others = [s for s in strategies if s != "explore"]
+            pairs = list(next(iter(budgets.values()))["explore_minus"])
             lines.append("| budget (real steps) | " + " | ".join(strategies) + " | "
-                         + " | ".join(f"explore - {o} [95% CI]" for o in others if "explore" in strategies) + " |")
-            lines.append("|---" * (1 + len(strategies) + (len(others) if "explore" in strategies else 0)) + "|")
+                         + " | ".join(f"{p if ' - ' in p else 'explore - ' + p} [95% CI]" for p in pairs) + " |")
+            lines.append("|---" * (1 + len(strategies) + len(pairs)) + "|")
             for label, entry in budgets.items():
                 cells = [f"{entry['exact_match'][s]:.3f}" for s in strategies]
                 cells += [f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
@@ -172,7 +176,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=list(SETUPS), choices=list(SETUPS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--strategies", nargs="+", default=["explore", "random", "expert", "mix"])
+    parser.add_argument("--strategies", nargs="+", default=["explore", "random", "expert", "mix", "greedy"],
+                        help="strategies, and 'greedy': explore at weight 1.0")
     parser.add_argument("--explore", type=float, default=0.5, help="the exploring policy's weight; mix's expert share")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply both budgets (a pilot: 0.2)")
     parser.add_argument("--workspace", type=Path, default=Path("/tmp/explore-bench"))
