@@ -44,7 +44,10 @@ from worldsmith.worldbook.store import WorldbookStore  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "explore.json"
 # Series beyond the four strategies: a name for a strategy at another weight.
-VARIANTS = {"greedy": ("explore", 1.0)}  # pure uncertainty-greedy exploration, no expert steps
+VARIANTS: dict[str, tuple[str, float, dict[str, Any]]] = {
+    "greedy": ("explore", 1.0, {}),  # pure uncertainty-greedy exploration, no expert steps
+    "greedy-writes": ("explore", 1.0, {"write_weight": 1.0}),  # ... and writes not held back
+}
 TW_KIND = "custom:world_size=6,nb_objects=12,quest_length=10"
 
 # Per environment: construction and held-out tasks, budgets (small is a round boundary of the large run),
@@ -107,10 +110,11 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
         for seed in args.seeds:
             name = f"{env}-{strategy}-s{seed}"
             started = time.perf_counter()
-            kind, weight = VARIANTS.get(strategy, (strategy, args.explore))
+            kind, weight, options = VARIANTS.get(strategy, (strategy, args.explore, {}))
             config = ExploreConfig(env=env, budget=setup["large"], rounds=setup["rounds"], strategy=kind,
                                    tasks=setup["tasks"], seed=seed, max_steps=setup["max_steps"],
-                                   explore=weight, heldout=sets["exploratory"], env_kwargs=env_kwargs)
+                                   explore=weight, policy_options=options, heldout=sets["exploratory"],
+                                   env_kwargs=env_kwargs)
             report = explore(workspace, name, config)
             reports.setdefault(strategy, {})[seed] = report
             seconds[name] = round(sum(v for r in report.rounds for v in r.seconds.values()), 1)  # resumed ones too
@@ -143,7 +147,7 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
             entry: dict[str, Any] = {"steps": reports[args.strategies[0]][args.seeds[0]].rounds[index].total_steps,
                                      "exact_match": {s: curve[s][point]["exact_match"] for s in curve},
                                      "per_seed": {s: curve[s][point]["per_seed"] for s in curve}, "explore_minus": {}}
-            explorers = [s for s in scores if VARIANTS.get(s, (s,))[0] == "explore"]
+            explorers = [s for s in scores if VARIANTS.get(s, (s, 0.0, {}))[0] == "explore"]
             for mine in explorers:
                 for other in scores:
                     if other not in explorers:

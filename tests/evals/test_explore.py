@@ -150,3 +150,15 @@ def test_cli_json_output_parses(shop: tuple[Workspace, HeldOut]) -> None:
         code = main(["explore", "toolshop", "--book", "b", "--budget", "1", "--rounds", "2",
                      "--workspace", str(workspace.root), "--json"])
     assert code != 0 and "cannot be split over 2 rounds" in orjson.loads(out.getvalue())["error"]
+
+
+def test_policy_options_reach_the_exploring_policy_and_bad_ones_fail_early(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "ws")
+    config = ExploreConfig(env="toolshop", budget=6, rounds=1, strategy="explore", tasks=SHOP_TASKS[:1],
+                           policy_options={"max_detour": 1})
+    assert explore(workspace, "shop-options", config).steps == 6
+    with pytest.raises(ValueError, match="exploring policy: .*no_such_option"):
+        explore(workspace, "shop-bad", config.model_copy(update={"policy_options": {"no_such_option": 1}}))
+    with pytest.raises(ValueError, match="policy options are for the explore strategy"):
+        explore(workspace, "shop-bad", config.model_copy(update={"strategy": "random"}))
+    assert not (run_dir(workspace.root, "shop-bad") / "rounds.jsonl").exists()

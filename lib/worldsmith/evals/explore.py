@@ -91,6 +91,8 @@ class ExploreConfig(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, description="Step cap per episode (None: the env's).")
     explore: float = Field(default=0.5, ge=0.0, le=1.0, description="The exploring policy's exploration weight; for "
                            "mix, the share of expert actions.")
+    policy_options: dict[str, Any] = Field(default_factory=dict, description="Keywords of the exploring policy "
+                                           "(explore strategy only), e.g. write_weight, max_detour, draws.")
     book: str | None = Field(default=None, description="The book the rounds are saved as (None: the dataset's name); "
                              "when it exists, round 1 acts with its current version.")
     heldout: HeldOut | None = Field(default=None, description="Where each round's book is scored (None: no curve).")
@@ -237,8 +239,11 @@ class UniformCandidatePolicy(ExploringPolicy):
         return action
 
 
-def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float = 0.5) -> Policy:
-    """The policy a strategy plays an episode with (a fresh one per episode)."""
+def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float = 0.5,
+                    options: dict[str, Any] | None = None) -> Policy:
+    """The policy a strategy plays an episode with (a fresh one per episode); `options` go to the exploring policy."""
+    if options and strategy != "explore":
+        raise ValueError(f"policy options are for the explore strategy, not {strategy!r}")
     if strategy == "expert":
         return ExpertPolicy()
     if strategy == "random":
@@ -246,7 +251,10 @@ def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float
     if strategy == "mix":  # the expert with probability `explore`, else a uniform candidate
         return UniformCandidatePolicy(book, seed=seed, explore=1.0 - explore, name="mix")
     if strategy == "explore":
-        return ExploringPolicy(book, seed=seed, explore=explore)
+        try:
+            return ExploringPolicy(book, seed=seed, explore=explore, **(options or {}))
+        except TypeError as error:  # an unknown option name
+            raise ValueError(f"exploring policy: {error}") from None
     raise ValueError(f"unknown strategy {strategy!r} (choose from {', '.join(STRATEGIES)})")
 
 
@@ -296,7 +304,8 @@ def _plan_wave(config: ExploreConfig, tasks: list[str], start: int, remaining: i
 def _play_unit(env: Env, config: ExploreConfig, book: Worldbook, unit: _Unit) -> dict[str, Any]:
     """Play one planned episode; the result says how many real steps it spent (0 and an error if it never started)."""
     counted = _CountingEnv(env)
-    policy = strategy_policy(config.strategy, book, seed=unit.seed, explore=config.explore)
+    policy = strategy_policy(config.strategy, book, seed=unit.seed, explore=config.explore,
+                             options=config.policy_options)
     try:
         episode = record_episode(counted, policy, unit.task, max_steps=unit.allowance, seed=unit.seed,
                                  episode_id=unit.episode_id, env_kwargs=config.env_kwargs)
@@ -452,7 +461,8 @@ def explore(workspace: Workspace, dataset: str, config: ExploreConfig,
     if config.heldout is not None and config.heldout.dataset == dataset:
         raise ValueError(f"the held-out set cannot be the dataset explored into ({dataset!r}): its episodes would "
                          "become construction episodes")
-    strategy_policy(config.strategy, Worldbook(name=name), seed=config.seed, explore=config.explore)  # fail early
+    strategy_policy(config.strategy, Worldbook(name=name), seed=config.seed, explore=config.explore,  # fail early
+                    options=config.policy_options)
     held = load_heldout(config.heldout, workspace) if config.heldout is not None else None
     folder = run_dir(workspace.root, dataset)
     folder.mkdir(parents=True, exist_ok=True)
