@@ -44,9 +44,10 @@ from worldsmith.worldbook.store import WorldbookStore  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "explore.json"
 # Series beyond the four strategies: a name for a strategy at another weight.
-VARIANTS: dict[str, tuple[str, float, dict[str, Any]]] = {
-    "greedy": ("explore", 1.0, {}),  # pure uncertainty-greedy exploration, no expert steps
-    "greedy-writes": ("explore", 1.0, {"write_weight": 1.0}),  # ... and writes not held back
+VARIANTS: dict[str, dict[str, Any]] = {  # ExploreConfig fields of each
+    "greedy": {"strategy": "explore", "explore": 1.0},  # pure uncertainty-greedy exploration, no expert steps
+    "greedy-writes": {"strategy": "explore", "explore": 1.0, "policy_options": {"write_weight": 1.0}},  # writes too
+    "anneal": {"strategy": "explore", "explore_schedule": [1.0, 0.75, 0.5]},  # greedy while the book is small
 }
 TW_KIND = "custom:world_size=6,nb_objects=12,quest_length=10"
 
@@ -110,11 +111,10 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
         for seed in args.seeds:
             name = f"{env}-{strategy}-s{seed}"
             started = time.perf_counter()
-            kind, weight, options = VARIANTS.get(strategy, (strategy, args.explore, {}))
-            config = ExploreConfig(env=env, budget=setup["large"], rounds=setup["rounds"], strategy=kind,
-                                   tasks=setup["tasks"], seed=seed, max_steps=setup["max_steps"],
-                                   explore=weight, policy_options=options, heldout=sets["exploratory"],
-                                   env_kwargs=env_kwargs)
+            fields = {"strategy": strategy, "explore": args.explore, **VARIANTS.get(strategy, {})}
+            config = ExploreConfig(env=env, budget=setup["large"], rounds=setup["rounds"], tasks=setup["tasks"],
+                                   seed=seed, max_steps=setup["max_steps"], heldout=sets["exploratory"],
+                                   env_kwargs=env_kwargs, **fields)
             report = explore(workspace, name, config)
             reports.setdefault(strategy, {})[seed] = report
             seconds[name] = round(sum(v for r in report.rounds for v in r.seconds.values()), 1)  # resumed ones too
@@ -147,7 +147,7 @@ def run_env(workspace: Workspace, env: str, args: argparse.Namespace) -> dict[st
             entry: dict[str, Any] = {"steps": reports[args.strategies[0]][args.seeds[0]].rounds[index].total_steps,
                                      "exact_match": {s: curve[s][point]["exact_match"] for s in curve},
                                      "per_seed": {s: curve[s][point]["per_seed"] for s in curve}, "explore_minus": {}}
-            explorers = [s for s in scores if VARIANTS.get(s, (s, 0.0, {}))[0] == "explore"]
+            explorers = [s for s in scores if VARIANTS.get(s, {"strategy": s})["strategy"] == "explore"]
             for mine in explorers:
                 for other in scores:
                     if other not in explorers:
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(SETUPS), choices=list(SETUPS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--strategies", nargs="+", default=["explore", "random", "expert", "mix", "greedy"],
-                        help="strategies, and 'greedy': explore at weight 1.0")
+                        help=f"strategies, and variants of explore: {', '.join(VARIANTS)}")
     parser.add_argument("--explore", type=float, default=0.5, help="the exploring policy's weight; mix's expert share")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply both budgets (a pilot: 0.2)")
     parser.add_argument("--workspace", type=Path, default=Path("/tmp/explore-bench"))

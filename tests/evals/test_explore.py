@@ -162,3 +162,17 @@ def test_policy_options_reach_the_exploring_policy_and_bad_ones_fail_early(tmp_p
     with pytest.raises(ValueError, match="policy options are for the explore strategy"):
         explore(workspace, "shop-bad", config.model_copy(update={"strategy": "random"}))
     assert not (run_dir(workspace.root, "shop-bad") / "rounds.jsonl").exists()
+
+
+def test_an_explore_schedule_sets_each_rounds_weight(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path / "ws")
+    config = ExploreConfig(env="toolshop", budget=24, rounds=2, strategy="explore", tasks=SHOP_TASKS,
+                           explore_schedule=[1.0, 0.0])
+    report = explore(workspace, "shop-schedule", config)
+    assert [r.weight for r in report.rounds] == [1.0, 0.0] and report.steps == 24
+    by_id = {e.id: e.metadata["explore"] for e in workspace.dataset("shop-schedule").iter_episodes()}
+    first = [c for i in report.rounds[0].episode_ids for c in by_id[i]["choices"]]
+    second = [c for i in report.rounds[1].episode_ids for c in by_id[i]["choices"]]
+    assert "explore" in first and second and set(second) == {"expert"}
+    with pytest.raises(ValueError, match=r"weights in \[0, 1\]"):
+        ExploreConfig(env="toolshop", budget=4, explore_schedule=[1.5])

@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="explore: the exploring policy; expert; random: uniform over the same candidates; "
                              "mix: expert with probability --explore, else random (default explore)")
     parser.add_argument("--explore", type=float, default=0.5, help=fields["explore"] + " (default 0.5)")
+    parser.add_argument("--explore-schedule", nargs="+", type=float, metavar="WEIGHT",
+                        help=fields["explore_schedule"])
     parser.add_argument("--policy-arg", action="append", metavar="KEY=VALUE",
                         help="exploring policy option, e.g. --policy-arg write_weight=1.0 --policy-arg max_detour=3")
     parser.add_argument("--seed", type=int, default=0, help=fields["seed"])
@@ -111,7 +113,8 @@ def run_explore(args: argparse.Namespace) -> int:
                                tasks=tasks or None, seed=args.seed, max_steps=args.max_steps, explore=args.explore,
                                book=args.book, heldout=heldout_from(args.held_out, workspace), ray_address=args.ray,
                                workers=args.workers, env_kwargs=_env_kwargs(args.env_arg),
-                               policy_options=_env_kwargs(args.policy_arg, "--policy-arg"))
+                               policy_options=_env_kwargs(args.policy_arg, "--policy-arg"),
+                               explore_schedule=args.explore_schedule)
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in error.errors())
         raise CommandError(f"explore: {problems}") from None

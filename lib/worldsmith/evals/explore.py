@@ -91,6 +91,9 @@ class ExploreConfig(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, description="Step cap per episode (None: the env's).")
     explore: float = Field(default=0.5, ge=0.0, le=1.0, description="The exploring policy's exploration weight; for "
                            "mix, the share of expert actions.")
+    explore_schedule: list[float] | None = Field(default=None, description="The explore weight of each round (the "
+                                                 "last one repeats), e.g. [1.0, 0.75, 0.5]: explore while the book is "
+                                                 "small; None: `explore` every round.")
     policy_options: dict[str, Any] = Field(default_factory=dict, description="Keywords of the exploring policy "
                                            "(explore strategy only), e.g. write_weight, max_detour, draws.")
     book: str | None = Field(default=None, description="The book the rounds are saved as (None: the dataset's name); "
@@ -107,6 +110,19 @@ class ExploreConfig(BaseModel):
         if self.budget < self.rounds:
             raise ValueError(f"a budget of {self.budget} steps cannot be split over {self.rounds} rounds")
         return self
+
+    @model_validator(mode="after")
+    def _schedule_weights(self) -> ExploreConfig:
+        if self.explore_schedule is not None and (
+                not self.explore_schedule or any(not 0.0 <= w <= 1.0 for w in self.explore_schedule)):
+            raise ValueError(f"explore_schedule needs weights in [0, 1], not {self.explore_schedule}")
+        return self
+
+    def weight(self, index: int) -> float:
+        """The explore weight of round `index` (1-based)."""
+        if not self.explore_schedule:
+            return self.explore
+        return self.explore_schedule[min(index, len(self.explore_schedule)) - 1]
 
     def round_budget(self, index: int) -> int:
         """The steps of round `index` (1-based): the cumulative shares differ by at most one step."""
@@ -142,6 +158,7 @@ class ExploreRound(BaseModel):
     steps: int = Field(description="Real env.step calls this round.")
     total_steps: int = Field(description="Real env.step calls up to and including this round.")
     episodes: int
+    weight: float | None = Field(default=None, description="The explore weight this round played with.")
     planned: int = Field(description="Episodes planned (their indices seed the next round); some may not start.")
     episode_ids: list[str]
     turns: int = Field(description="Recorded turns this round (hand-overs are steps but not turns).")
@@ -278,16 +295,18 @@ class _CountingEnv:
 
 @dataclass(frozen=True)
 class _Unit:
-    """One planned episode: its index in the run, task, policy seed and step allowance."""
+    """One planned episode: its index in the run, task, policy seed, step allowance and explore weight."""
 
     index: int
     task: str
     seed: int
     allowance: int
     episode_id: str
+    weight: float
 
 
-def _plan_wave(config: ExploreConfig, tasks: list[str], start: int, remaining: int, cap: int) -> list[_Unit]:
+def _plan_wave(config: ExploreConfig, tasks: list[str], start: int, remaining: int, cap: int,
+               weight: float) -> list[_Unit]:
     """Episodes whose allowances add up to `remaining` (each at most `cap`), numbered from `start`."""
     units = []
     index = start
@@ -295,7 +314,8 @@ def _plan_wave(config: ExploreConfig, tasks: list[str], start: int, remaining: i
         allowance = min(cap, remaining)
         task = tasks[index % len(tasks)]
         seed = config.seed * 100_003 + index
-        units.append(_Unit(index, task, seed, allowance, episode_id_for(config.env, task, config.strategy, seed)))
+        units.append(_Unit(index, task, seed, allowance, episode_id_for(config.env, task, config.strategy, seed),
+                           weight))
         remaining -= allowance
         index += 1
     return units
@@ -304,14 +324,15 @@ def _plan_wave(config: ExploreConfig, tasks: list[str], start: int, remaining: i
 def _play_unit(env: Env, config: ExploreConfig, book: Worldbook, unit: _Unit) -> dict[str, Any]:
     """Play one planned episode; the result says how many real steps it spent (0 and an error if it never started)."""
     counted = _CountingEnv(env)
-    policy = strategy_policy(config.strategy, book, seed=unit.seed, explore=config.explore,
+    policy = strategy_policy(config.strategy, book, seed=unit.seed, explore=unit.weight,
                              options=config.policy_options)
     try:
         episode = record_episode(counted, policy, unit.task, max_steps=unit.allowance, seed=unit.seed,
                                  episode_id=unit.episode_id, env_kwargs=config.env_kwargs)
     except (UnknownTaskError, TaskLoadError) as error:
         return {"index": unit.index, "steps": counted.steps, "episode": None, "error": str(error)}
-    episode.metadata["explore"] = {"strategy": config.strategy, "allowance": unit.allowance, "real_steps": counted.steps,
+    episode.metadata["explore"] = {"strategy": config.strategy, "weight": unit.weight, "allowance": unit.allowance,
+                                   "real_steps": counted.steps,
                                    "choices": list(getattr(policy, "choices", []) or [])}
     return {"index": unit.index, "steps": counted.steps, "episode": episode.model_dump(mode="json", exclude_defaults=True),
             "error": None}
@@ -361,12 +382,13 @@ def _run_units(config: ExploreConfig, env: Env | None, book: Worldbook,
 
 
 def _play_round(config: ExploreConfig, env: Env | None, book: Worldbook, tasks: list[str], start: int, share: int,
-                cap: int, report: Callable[[dict[str, Any]], None]) -> tuple[list[Episode], int, int, list[str]]:
+                cap: int, weight: float,
+                report: Callable[[dict[str, Any]], None]) -> tuple[list[Episode], int, int, list[str]]:
     """Waves of episodes until `share` real steps are spent: (episodes, steps, next episode index, errors)."""
     episodes: list[Episode] = []
     spent, index, errors = 0, start, []
     while spent < share:
-        units = _plan_wave(config, tasks, index, share - spent, cap)
+        units = _plan_wave(config, tasks, index, share - spent, cap, weight)
         wave = 0
         for result in _run_units(config, env, book, units):
             wave += int(result["steps"])
@@ -523,7 +545,8 @@ def _one_round(workspace: Workspace, dataset: str, config: ExploreConfig, env: E
                                      f"round {number}: episode {result['index'] + 1}",
                                      episode_id=episode["id"] if episode else None, episode_steps=int(result["steps"])))
 
-    episodes, steps, next_index, _ = _play_round(config, env, book, tasks, index, share, cap, report)
+    episodes, steps, next_index, _ = _play_round(config, env, book, tasks, index, share, cap, config.weight(number),
+                                                 report)
     played = time.perf_counter()
     ingested = duplicates = 0
     if episodes:
@@ -555,7 +578,7 @@ def _one_round(workspace: Workspace, dataset: str, config: ExploreConfig, env: E
                       "heldout_episodes": len({t.episode_id for t in turns})}
     ids = [e.id for e in episodes]
     return ExploreRound(
-        round=number, steps=steps, total_steps=spent + steps, episodes=len(episodes), planned=next_index - index,
+        round=number, weight=config.weight(number), steps=steps, total_steps=spent + steps, episodes=len(episodes), planned=next_index - index,
         episode_ids=ids,
         turns=sum(len(e.turns) for e in episodes), ingested=ingested, duplicates=duplicates, version=info.version,
         rules=len(built.rules), supported_rules=sum(r.status.value == "supported" for r in built.rules),
