@@ -154,7 +154,8 @@ def test_collect_page_explores_in_rounds_and_links_new_rules_to_their_turns(empt
     at.radio(key="co_mode").set_value("Explore").run()
     at.number_input(key="co_ex_budget").set_value(11)
     at.number_input(key="co_ex_rounds").set_value(2)
-    at.selectbox(key="co_ex_strategy").set_value("mix")
+    at.selectbox(key="co_ex_strategy").set_value("explore")
+    at.text_input(key="co_ex_schedule").set_value("1.0, 0.5")
     at.selectbox(key="co_ex_heldout").set_value("shop_heldout").run()
     at.text_input(key="co_ex_dataset").set_value("shop_explored")
     no_exception(at.button(key="co_ex_run").click().run())
@@ -165,10 +166,14 @@ def test_collect_page_explores_in_rounds_and_links_new_rules_to_their_turns(empt
     turn_links = [link.label.replace("\\", "") for link in links if link.page == "traces"]
     assert turn_links and all(label.startswith("toolshop-db-0:task-") and "#" in label for label in turn_links)
     assert any(link.page == "worldbook" and link.label.startswith("new") for link in links)
-    rounds = [line for line in (empty_root / "runs" / "explore" / "shop_explored" / "rounds.jsonl").read_text().splitlines()]
-    assert len(rounds) == 2
+    rounds = (empty_root / "runs" / "explore" / "shop_explored" / "rounds.jsonl").read_text().splitlines()
+    assert [orjson.loads(line)["weight"] for line in rounds] == [1.0, 0.5]
     at.number_input(key="co_ex_budget").set_value(1)
     at.number_input(key="co_ex_rounds").set_value(3)
     at.text_input(key="co_ex_dataset").set_value("other")
     no_exception(at.button(key="co_ex_run").click().run())
     assert any("cannot be split over 3 rounds" in str(e.value) for e in at.error)
+    at.number_input(key="co_ex_budget").set_value(10)
+    at.text_input(key="co_ex_schedule").set_value("1.0, lots")
+    no_exception(at.button(key="co_ex_run").click().run())
+    assert any("lots" in str(e.value) for e in at.error)

@@ -59,16 +59,19 @@ def render_explore(workspace: Workspace, env: str, tasks: list[str]) -> None:
                                     help="Unseen tasks recorded once (e.g. by Collect); none: no curve")
     splits = ["(every episode)"] + (workspace.dataset(held_dataset).splits() if held_dataset else [])
     held_split = right.selectbox("Held-out split", splits, key="co_ex_split")
+    schedule = st.text_input("Explore weight per round (optional)", key="co_ex_schedule", placeholder="1.0, 0.75, 0.5",
+                             help="One weight per round, the last one repeating: explore more while the book is small")
     ray_address = render_ray_option("co_ex_ray")
     dataset = st.text_input("Dataset", value=f"explore-{env}-{strategy}", key="co_ex_dataset")
 
     if st.button("Explore", type="primary", icon=":material/explore:", key="co_ex_run"):
         try:
             validate_dataset_name(dataset)
+            weights = [float(w) for w in schedule.replace(",", " ").split()] or None
             config = ExploreConfig(env=env, budget=int(budget), rounds=int(rounds), strategy=strategy,
                                    tasks=tasks or None, seed=int(seed), max_steps=int(max_steps), explore=float(weight),
                                    book=book.strip() or None, heldout=_heldout(workspace, held_dataset, held_split),
-                                   ray_address=ray_address)
+                                   explore_schedule=weights, ray_address=ray_address)
         except ValidationError as error:
             st.error(md_escape("; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
                                          for e in error.errors())))
