@@ -63,6 +63,7 @@ from worldsmith.traces.model import Action, Episode
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.executors import make_executor
 from worldsmith.workspace import Workspace
+from worldsmith.workspace.layout import WorkspaceLayout
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookStore, check_book_name
@@ -222,7 +223,7 @@ ProgressCallback = Callable[[ExploreProgress], None]
 
 
 def run_dir(workspace_root: Path, dataset: str) -> Path:
-    return Path(workspace_root) / "runs" / "explore" / dataset
+    return WorkspaceLayout.of(workspace_root).run_dir("explore", dataset)
 
 
 # ------------------------------------------------------------------------------------------------ policies
@@ -498,7 +499,7 @@ def explore(workspace: Workspace, dataset: str, config: ExploreConfig,
     tasks = config.tasks or list_tasks(config.env, config.env_kwargs)
     if not tasks:
         raise ValueError(f"environment {config.env!r} has no tasks to play: pass tasks")
-    store = WorldbookStore(workspace.root / "worldbooks")
+    store = WorldbookStore.of_workspace(workspace)
     book = _starting_book(store, name, done, config.env)
     cap = config.max_steps or env_spec.max_steps
     index = sum(r.planned for r in done)  # the next episode's index
