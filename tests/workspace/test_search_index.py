@@ -1,4 +1,4 @@
-"""Full-text search: index built at ingest, incremental per part, equal to the scan for plain words, rebuild."""
+"""Full-text search: index built at ingest, incremental per part, rebuild, ranking (the rule: test_search_semantics)."""
 
 from __future__ import annotations
 
@@ -42,24 +42,11 @@ def test_index_is_built_at_ingest_and_grows_by_part(workspace: Workspace) -> Non
     assert [h.turn_id for h in best] == ["b-0#1"] and best[0].dataset == "d" and best[0].rank is not None
 
 
-def test_plain_words_match_the_scan(workspace: Workspace, tmp_path: Path) -> None:
+def test_two_terms_match_the_scan(workspace: Workspace, tmp_path: Path) -> None:
     conversations = [airline_conversation(task, float(trial), user_id=f"user_{task}_{trial}")
                      for task in range(8) for trial in range(2)]
     workspace.ingest([write_json(tmp_path / "airline.json", conversations)], "air")
     dataset = workspace.dataset("air")
-    words = dataset.query("SELECT DISTINCT unnest(regexp_extract_all(lower(observation || ' ' || action_name || ' ' "
-                          "|| coalesce(action_arguments, '')), '[a-z0-9]+')) AS w FROM turns")["w"].tolist()
-    checked = 0
-    for word in sorted(words):
-        indexed = {h.turn_id for h in search_turns(dataset, word, limit=10_000, refresh=False).hits}
-        scanned = {h.turn_id for h in scan_turns(dataset, parse_query(word), limit=10_000)}
-        inside_longer = any(word in other and word != other for other in words)
-        if not inside_longer:  # a scan also finds a word inside a longer one; the index only whole words
-            assert indexed == scanned, word
-            checked += 1
-        else:
-            assert indexed <= scanned, word
-    assert checked > 20
     two = {h.turn_id for h in search_turns(dataset, "flight HAT136", limit=10_000).hits}
     assert two == {h.turn_id for h in scan_turns(dataset, parse_query("flight HAT136"), limit=10_000)} and two
 
@@ -91,9 +78,3 @@ def test_common_words_rank_the_newest_matches(workspace: Workspace, monkeypatch:
     assert common.hits[0].rank is None
     rare = search_turns(dataset, "take_item", limit=20)
     assert rare.ranked and len(rare.hits) == 5 and rare.hits[0].rank is not None
-
-
-def test_parse_query() -> None:
-    assert parse_query('mug "on the shelf" take*') == [(["mug"], False), (["on", "the", "shelf"], False),
-                                                      (["take"], True)]
-    assert parse_query('"" ** ()') == []

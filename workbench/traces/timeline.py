@@ -300,7 +300,8 @@ def render_timeline(root: str, dataset: str, revision: int, episode: Episode, n_
     cols = st.columns([4, 1], vertical_alignment="bottom")
     search = cols[0].text_input(
         "Search turns", key=state.TURN_SEARCH, placeholder="text in the action or observation",
-        help="Shows only the turns whose action name, arguments, raw text or observation contain this text.",
+        help="Shows only the turns whose action name, arguments, raw text or observation contain every term "
+             '(case-insensitive, also inside words; "a phrase" in quotes): the rule of "Search all turns".',
     ).strip()
     size = cols[1].selectbox("Turns per page", state.TURN_PAGE_SIZES, key=state.TURN_PAGE_SIZE)
     view = st.segmented_control("Read as", [TRANSCRIPT, CARDS], key=VIEW_KEY, default=TRANSCRIPT,

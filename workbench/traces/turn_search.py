@@ -1,6 +1,7 @@
 """The Traces page's full-text search over every turn of a dataset: ranked hits, each opening its turn.
 
-Served by the dataset's FTS5 index (`worldsmith.workspace.search_turns`); hits open the turn the way a
+Served by the dataset's FTS5 index (`worldsmith.workspace.search_turns`), the rule of the episode filter above
+(`worldsmith.workspace.textmatch`: every term a case-insensitive substring); hits open the turn the way a
 `?turn=` link does (`state.link_turn`). Snippets are trace text: escaped, the match in bold.
 """
 
@@ -26,8 +27,9 @@ def snippet_markdown(snippet: str) -> str:
 
 
 def render_turn_search(root: str, name: str, revision: int) -> None:
-    query = st.text_input("Search all turns", key=SEARCH_KEY, placeholder='words, "a phrase", prefix*',
-                          help="Observations, action names, raw actions and arguments of every episode; best first.")
+    query = st.text_input("Search all turns", key=SEARCH_KEY, placeholder='text, "a phrase"',
+                          help="Turns of every episode whose observation, action name, raw action or arguments "
+                               "contain each term (case-insensitive, also inside words); best first.")
     if not (query or "").strip():
         return
     result = data.search_turns(root, name, revision, query.strip(), _LIMIT, _MARKS)

@@ -46,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     search = commands.add_parser(
         "search", help="full-text search over turns: observations, actions, arguments (ranked, with snippets)",
-        description='Words must all occur (case-insensitive); "a phrase" in quotes; prefix* for word starts. Uses '
-                    "the dataset's index (search.sqlite, built at ingest); without one, a slower scan.")
+        description='Every term must occur as a case-insensitive substring ("user" finds getUserId; a trailing * '
+                    'changes nothing); "a phrase" in quotes keeps its spaces. Uses the dataset\'s index '
+                    "(search.sqlite, built at ingest); without one, a slower scan.")
     search.add_argument("query")
     search.add_argument("--dataset", required=True)
     search.add_argument("--limit", type=int, default=20)

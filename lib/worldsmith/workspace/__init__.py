@@ -15,6 +15,7 @@ from worldsmith.workspace.search import (
     update_index,
 )
 from worldsmith.workspace.splits import DEFAULT_RATIOS, assign_splits, parse_ratios
+from worldsmith.workspace.textmatch import Term, parse_query
 from worldsmith.workspace.workspace import Workspace, default_workspace_root, sanitize_filename
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "RelabelResult",
     "SearchHit",
     "SearchResult",
+    "Term",
     "Workspace",
     "WorkspaceLayout",
     "assign_splits",
@@ -40,6 +42,7 @@ __all__ = [
     "ingest_files",
     "tool_set_env_id",
     "is_trace_candidate",
+    "parse_query",
     "parse_ratios",
     "relabel_env",
     "sanitize_filename",

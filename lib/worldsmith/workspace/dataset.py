@@ -25,6 +25,7 @@ from worldsmith.traces.rows import episode_from_rows, turn_from_row
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.names import check_name
 from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA, episodes_from_tables
+from worldsmith.workspace.textmatch import parse_query, scan_clause
 
 if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
     import pandas as pd
@@ -287,12 +288,14 @@ class Dataset:
         return episode_from_rows(rows[0], []), int(rows[0]["n_turns"] or 0)
 
     def turns_page(self, episode_id: str, *, limit: int = 50, offset: int = 0, search: str | None = None) -> list[Turn]:
-        """A page of one episode's turns, optionally only those whose action or observation match."""
+        """A page of one episode's turns, optionally only those matching `search` (the rule of the full-text search,
+        `textmatch`: every term a case-insensitive substring of the action or observation)."""
         sql = "SELECT * FROM turns WHERE episode_id = ?"
         params: list[Any] = [episode_id]
         if search:
-            sql += " AND (observation ILIKE ? OR action_name ILIKE ? OR action_arguments ILIKE ? OR action_raw ILIKE ?)"
-            params.extend([f"%{search}%"] * 4)
+            condition, values = _episode_filter(search)
+            sql += f" AND {condition}"
+            params.extend(values)
         sql += " ORDER BY turn_index LIMIT ? OFFSET ?"
         params.extend([int(limit), int(offset)])
         return [turn_from_row(row) for row in _fetch(self.connect(), sql, params)]
@@ -301,8 +304,9 @@ class Dataset:
         sql = "SELECT count(*) FROM turns WHERE episode_id = ?"
         params: list[Any] = [episode_id]
         if search:
-            sql += " AND (observation ILIKE ? OR action_name ILIKE ? OR action_arguments ILIKE ? OR action_raw ILIKE ?)"
-            params.extend([f"%{search}%"] * 4)
+            condition, values = _episode_filter(search)
+            sql += f" AND {condition}"
+            params.extend(values)
         return int(_aggregate(self.connect(), sql, params)[0])
 
     def turn(self, turn_id: str) -> Turn:
@@ -394,3 +398,10 @@ def _sql_list(paths: list[str]) -> str:
 def _sql_columns(schema: Any) -> str:
     kinds = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
     return ", ".join(f'"{field.name}" {kinds[str(field.type)]}' for field in schema)
+
+
+def _episode_filter(search: str) -> tuple[str, list[str]]:
+    """The search's condition on one episode's turns: the scan's (`textmatch`), identical to the index's hits by
+    test. Not the index itself: FTS5 cannot narrow a term to one episode, it would read the term's every match in
+    the dataset, where this reads the episode's rows the page reads anyway."""
+    return scan_clause(parse_query(search))

@@ -1,20 +1,26 @@
-"""Full-text search over a dataset's turns: an SQLite FTS5 index beside the parts, a DuckDB scan without one.
+"""Full-text search over a dataset's turns: an SQLite FTS5 trigram index beside the parts, a DuckDB scan without one.
+
+What a query matches is `textmatch`'s rule: every term a case-insensitive substring of one of the turn's text
+columns ("mug" finds "mugs", "user" finds "getUserId"), the rule the Traces page's `ILIKE` filter always had, so
+the index and the scans give the same hits. Why substrings: agent traces are identifiers, JSON and tool
+output (`user_4242`, `getUserId`, `"status":"ok"`) more than prose, and a researcher searches them the way grep
+does; whole-word or word-prefix matching misses "user" in "getUserId". The cost, measured (2-core host): a
+trigram index is ~2.3x the size of a word index and ~3x slower to build (benchmarks/RESULTS.md, "Full-text
+search"); its lookups need no prefix merge, so a `prefix*` is as fast as a word.
 
 The index (`<dataset>/search.sqlite`) holds one row per turn: its observation, action name, raw action and
 arguments, with the turn's episode id and index as the link target. It lists which turns files it covers, so
 adding a part indexes that part's rows only, in one SQLite transaction (a crash leaves the part unindexed, never
-half). A rebuild writes a fresh file and renames it over the old one. Without an index (an older dataset, a
-deleted file) search falls back to the `ILIKE` scan it replaces: same results for plain words, slower.
-
-Query syntax: words (all must occur, case-insensitive), `"a phrase"`, and `prefix*`. The index matches whole
-words, so a scan's substring match inside a longer word ("mug" in "mugs") is a prefix query here ("mug*").
+half). A rebuild writes a fresh file and renames it over the old one; an index of an older rule (the word index of
+before) is rebuilt on refresh and not used meanwhile. Terms of 1-2 characters are no trigram: they filter what the
+longer terms find, and a query of only such terms reads the index's text newest first (fast when they are common,
+a scan of every turn when they are rare). Without an index search falls back to a DuckDB scan of the parts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -25,23 +31,24 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from worldsmith.workspace.dataset import Dataset
+from worldsmith.workspace.textmatch import TEXT_COLUMNS, Term, glob, parse_query, scan_clause, snippet
 
-__all__ = ["INDEX_FILE", "IndexStats", "SearchHit", "SearchResult", "build_index", "has_index", "search_turns",
-           "update_index"]
+__all__ = ["INDEX_FILE", "IndexStats", "SearchHit", "SearchResult", "build_index", "has_index", "parse_query",
+           "scan_turns", "search_turns", "update_index"]
 
 INDEX_FILE = "search.sqlite"
-TEXT_COLUMNS = ("observation", "action_name", "action_raw", "action_arguments")
+RULE = "substring-trigram-1"  # what the index's rows mean; an index of another rule is rebuilt
 _BATCH_ROWS = 20_000
 # bm25 counts every match of each term for its weights: ~40 ms per million matches, seconds for a common word at
 # 10M turns. A query with a term matching more turns than this lists its matches newest first instead (a word that
 # common weighs about the same in every turn anyway); probing a term stops at this many.
 RANK_LIMIT = 50_000
-_TERM = re.compile(r'"([^"]*)"|(\S+)')
-_WORD = re.compile(r"\w+")
 _SCHEMA = (
     "CREATE VIRTUAL TABLE turns USING fts5(observation, action_name, action_raw, action_arguments, "
-    "episode_id UNINDEXED, turn_index UNINDEXED, part UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');"
+    "episode_id UNINDEXED, turn_index UNINDEXED, part UNINDEXED, tokenize = 'trigram');"
     "CREATE TABLE parts (turns TEXT PRIMARY KEY, n_rows INTEGER NOT NULL, seconds REAL NOT NULL);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    f"INSERT INTO meta VALUES ('rule', '{RULE}');"
 )
 
 
@@ -94,21 +101,9 @@ class IndexStats:
 # ---------------------------------------------------------------------------------------------- query text
 
 
-def parse_query(text: str) -> list[tuple[list[str], bool]]:
-    """The query as terms: (words of a word or phrase, prefix?); punctuation splits words as the index does."""
-    terms: list[tuple[list[str], bool]] = []
-    for phrase, bare in _TERM.findall(text):
-        raw = phrase if phrase else bare
-        prefix = not phrase and raw.endswith("*")
-        words = _WORD.findall(raw)
-        if words:
-            terms.append((words, prefix))
-    return terms
-
-
-def fts_query(terms: list[tuple[list[str], bool]]) -> str:
-    """An FTS5 MATCH expression: every term must match; a term of several words is a phrase."""
-    return " AND ".join('"' + " ".join(words) + '"' + ("*" if prefix else "") for words, prefix in terms)
+def fts_query(terms: list[Term]) -> str:
+    """An FTS5 MATCH expression: every term, each a quoted string (a run of trigrams: a substring)."""
+    return " AND ".join('"' + term.text.replace('"', '""') + '"' for term in terms)
 
 
 # ---------------------------------------------------------------------------------------------- the index
@@ -120,6 +115,15 @@ def index_path(dataset: Dataset) -> Path:
 
 def has_index(dataset: Dataset) -> bool:
     return index_path(dataset).exists()
+
+
+def _current(conn: sqlite3.Connection) -> bool:
+    """Whether the index follows today's matching rule (an older one, e.g. the word index, does not)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'rule'").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == RULE
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -183,6 +187,10 @@ def update_index(dataset: Dataset) -> IndexStats:
     if not path.exists():
         return build_index(dataset)
     with contextlib.closing(_open(path)) as conn:
+        current = _current(conn)
+    if not current:
+        return build_index(dataset)
+    with contextlib.closing(_open(path)) as conn:
         added, rows = _add_parts(conn, dataset)
         if added > 8:  # many small segments slow queries down: merge them
             conn.execute("INSERT INTO turns (turns) VALUES ('optimize')")
@@ -214,10 +222,11 @@ def build_index(dataset: Dataset) -> IndexStats:
 
 def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[str, str] = ("[", "]"),
                  refresh: bool = True) -> SearchResult:
-    """The turns matching `query`, best first (bm25) with a snippet around the match (`marks` around each hit);
-    newest first instead where a term matches more than `RANK_LIMIT` turns (`ranked` says which).
+    """The turns matching `query` (`textmatch`: every term a case-insensitive substring), best first (bm25) with a
+    snippet around the match (`marks` around it); newest first instead where a term matches more than `RANK_LIMIT`
+    turns or no term has 3 characters (`ranked` says which).
 
-    With an index (`refresh`: first index the parts it lacks), else an `ILIKE` scan of the turns in dataset order.
+    With an index (`refresh`: first index the parts it lacks), else a scan of the turns in dataset order.
     """
     started = time.perf_counter()
     terms = parse_query(query)
@@ -228,52 +237,53 @@ def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[
             with contextlib.suppress(sqlite3.Error, OSError):  # a read-only workspace: search what is indexed
                 update_index(dataset)
         with contextlib.closing(_open(index_path(dataset))) as conn:
-            # A prefix merges the doclists of every word it starts (a probe would cost as much): newest first.
-            ranked = not any(prefix or _common(conn, (words, prefix)) for words, prefix in terms)
-            order = "rank" if ranked else "rowid DESC"
-            rows = conn.execute(
-                f"SELECT episode_id, turn_index, snippet(turns, -1, ?, ?, '…', 16), {'rank' if ranked else 'NULL'} "
-                f"FROM turns WHERE turns MATCH ? ORDER BY {order} LIMIT ?",
-                [marks[0], marks[1], fts_query(terms), int(limit)],
-            ).fetchall()
-        hits = [SearchHit(dataset.name, r[0], int(r[1]), r[2], None if r[3] is None else float(r[3])) for r in rows]
-        return SearchResult(query=query, hits=hits, used_index=True, ranked=ranked,
-                            seconds=time.perf_counter() - started)
+            if _current(conn):
+                hits, ranked = _search_index(conn, dataset.name, terms, limit, marks)
+                return SearchResult(query=query, hits=hits, used_index=True, ranked=ranked,
+                                    seconds=time.perf_counter() - started)
     return SearchResult(query=query, hits=scan_turns(dataset, terms, limit=limit, marks=marks),
                         seconds=time.perf_counter() - started)
 
 
-def _common(conn: sqlite3.Connection, term: tuple[list[str], bool]) -> bool:
+def _search_index(conn: sqlite3.Connection, name: str, terms: list[Term], limit: int, marks: tuple[str, str]
+                  ) -> tuple[list[SearchHit], bool]:
+    """Terms of >= 3 characters through MATCH; shorter ones as `GLOB`s on the rows it finds (or on every row)."""
+    long = [term for term in terms if term.indexed]
+    where, params = [], []
+    if long:
+        where.append("turns MATCH ?")
+        params.append(fts_query(long))
+    for term in terms:
+        if not term.indexed:
+            where.append("(" + " OR ".join(f"{c} GLOB ?" for c in TEXT_COLUMNS) + ")")
+            params.extend([glob(term)] * len(TEXT_COLUMNS))
+    ranked = bool(long) and not any(_common(conn, term) for term in long)
+    rows = conn.execute(
+        f"SELECT episode_id, turn_index, {'rank' if ranked else 'NULL'}, {', '.join(TEXT_COLUMNS)} "
+        f"FROM turns WHERE {' AND '.join(where)} ORDER BY {'rank' if ranked else 'rowid DESC'} LIMIT ?",
+        [*params, int(limit)],
+    ).fetchall()
+    # The snippet is cut here, not by FTS5's snippet(): SQLite 3.40's trigram highlight can split a multi-byte
+    # character (the row then fails to decode), and one function for index and scan shows the same window.
+    first = long[0] if long else terms[0]
+    return [SearchHit(name, r[0], int(r[1]), snippet(r[3:], first, marks), None if r[2] is None else float(r[2]))
+            for r in rows], ranked
+
+
+def _common(conn: sqlite3.Connection, term: Term) -> bool:
     """Whether `term` matches more than RANK_LIMIT turns (reads its doclist only that far)."""
     row = conn.execute("SELECT count(*) FROM (SELECT rowid FROM turns WHERE turns MATCH ? LIMIT ?)",
                        [fts_query([term]), RANK_LIMIT + 1]).fetchone()
     return int(row[0]) > RANK_LIMIT
 
 
-def scan_turns(dataset: Dataset, terms: list[tuple[list[str], bool]], *, limit: int,
-               marks: tuple[str, str] = ("[", "]")) -> list[SearchHit]:
-    """The old search: every term a substring (`ILIKE`) of one of the text columns, in dataset order."""
-    clauses, params = [], []
-    for words, _prefix in terms:
-        needle = " ".join(words)
-        clauses.append("(" + " OR ".join(f"{c} ILIKE ?" for c in TEXT_COLUMNS) + ")")
-        params.extend([f"%{needle}%"] * len(TEXT_COLUMNS))
-    sql = (f"SELECT episode_id, turn_index, {', '.join(TEXT_COLUMNS)} FROM turns WHERE {' AND '.join(clauses)} "
-           "LIMIT ?")
+def scan_turns(dataset: Dataset, terms: list[Term], *, limit: int, marks: tuple[str, str] = ("[", "]")
+               ) -> list[SearchHit]:
+    """The search without an index: the same rule (`textmatch.scan_clause`) over the parts, in dataset order."""
+    if not terms:
+        return []
+    condition, params = scan_clause(terms)
+    sql = f"SELECT episode_id, turn_index, {', '.join(TEXT_COLUMNS)} FROM turns WHERE {condition} LIMIT ?"
     rows = dataset.connect().execute(sql, [*params, int(limit)]).fetchall()
-    first = " ".join(terms[0][0])
-    return [SearchHit(dataset.name, row[0], int(row[1]), _snippet(row[2:], first, marks)) for row in rows]
-
-
-def _snippet(texts: tuple[Any, ...], needle: str, marks: tuple[str, str], width: int = 60) -> str:
-    """A window of the first text holding `needle`, the match between `marks`."""
-    for text in texts:
-        if not text:
-            continue
-        at = text.lower().find(needle.lower())
-        if at < 0:
-            continue
-        start, end = max(0, at - width), min(len(text), at + len(needle) + width)
-        return ("…" if start else "") + text[start:at] + marks[0] + text[at:at + len(needle)] + marks[1] + \
-            text[at + len(needle):end] + ("…" if end < len(text) else "")
-    return ""
+    first = next((term for term in terms if term.indexed), terms[0])
+    return [SearchHit(dataset.name, row[0], int(row[1]), snippet(row[2:], first, marks)) for row in rows]

@@ -99,7 +99,8 @@ class Workspace:
         return relabel_env(self.dataset(dataset), env, only=only)
 
     def search(self, dataset: str, query: str, *, limit: int = 20) -> SearchResult:
-        """Turns of `dataset` matching `query` (words, "phrases", prefix*), ranked, with snippets and turn links."""
+        """Turns of `dataset` holding every term of `query` (case-insensitive substrings; "a phrase" keeps its
+        spaces), ranked, with snippets and turn links."""
         return search_turns(self.dataset(dataset), query, limit=limit)
 
     def index(self, dataset: str, *, rebuild: bool = False) -> IndexStats:
