@@ -34,6 +34,8 @@ def test_search_and_index(tmp_path: Path) -> None:
     found = orjson.loads(run("traces", "search", "mug", "--dataset", "d", "--json", workspace=ws).stdout)
     assert found["used_index"] and [h["turn_id"] for h in found["hits"]] == ["run-3#1"]
     assert found["hits"][0]["dataset"] == "d" and "[mug]" in found["hits"][0]["snippet"]
+    inside = orjson.loads(run("traces", "search", '"UG 3"', "--dataset", "d", "--json", workspace=ws).stdout)
+    assert [h["turn_id"] for h in inside["hits"]] == ["run-3#1"]  # a case-insensitive substring, space and all
     stats = orjson.loads(run("traces", "index", "--dataset", "d", "--rebuild", "--json", workspace=ws).stdout)
     assert stats["rows"] == 12 and stats["parts"] == 1
     (ws / "datasets" / "d" / "search.sqlite").unlink()
