@@ -18,7 +18,7 @@ import pytest
 from helpers import airline_conversation, write_json
 from worldsmith import Workspace
 from worldsmith.traces.model import Action, Episode, Observation, Turn
-from worldsmith.workspace import Dataset, search_turns
+from worldsmith.workspace import Dataset, search_turns, update_index
 from worldsmith.workspace.search import INDEX_FILE, scan_turns
 from worldsmith.workspace.textmatch import Term, fold, fold_map, glob, parse_query, regex
 
@@ -109,15 +109,17 @@ def test_the_rule_is_a_case_insensitive_substring(dataset: Dataset) -> None:
     assert _index_hits(dataset, "ΣΟΦΌΣ") == {"u-1#0", "u-1#1"}  # σ, ς and Σ fold alike
 
 
-def test_old_word_index_is_rebuilt_not_used(dataset: Dataset) -> None:
+def test_an_old_word_index_is_not_used_until_rebuilt(dataset: Dataset) -> None:
     path = dataset.path / INDEX_FILE
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.execute("DROP TABLE meta")  # what an index of the word rule looks like
         conn.commit()
-    assert not search_turns(dataset, "userid", refresh=False).used_index
-    assert _scan_hits(dataset, "userid") == {h.turn_id for h in search_turns(dataset, "userid").hits}
+    scanned = search_turns(dataset, "userid")  # a search does not start a rebuild: the scan answers
+    assert not scanned.used_index and {h.turn_id for h in scanned.hits} == _scan_hits(dataset, "userid")
+    assert update_index(dataset).rows == 56  # an ingest or `traces index` rebuilds it
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT value FROM meta").fetchone() is not None  # refreshed: rebuilt
+        assert conn.execute("SELECT value FROM meta").fetchone() == ("substring-trigram-1",)
+    assert search_turns(dataset, "userid").used_index
 
 
 def test_fold_map_is_fts5s_over_the_whole_bmp() -> None:

@@ -13,7 +13,8 @@ The index (`<dataset>/search.sqlite`) holds one row per turn: its observation, a
 arguments, with the turn's episode id and index as the link target. It lists which turns files it covers, so
 adding a part indexes that part's rows only, in one SQLite transaction (a crash leaves the part unindexed, never
 half). A rebuild writes a fresh file and renames it over the old one; an index of an older rule (the word index of
-before) is rebuilt on refresh and not used meanwhile. Terms of 1-2 characters are no trigram: they filter what the
+before) is not used (the scan answers) until `update_index` (an ingest, `worldsmith traces index`) rebuilds it: a
+search never starts an hour-long build. Terms of 1-2 characters are no trigram: they filter what the
 longer terms find, and a query of only such terms reads the index's text newest first (fast when they are common,
 a scan of every turn when they are rare). Without an index search falls back to a DuckDB scan of the parts.
 """
@@ -239,11 +240,13 @@ def search_turns(dataset: Dataset, query: str, *, limit: int = 20, marks: tuple[
     if not terms or limit < 1:
         return SearchResult(query=query)
     if has_index(dataset):
-        if refresh:
+        with contextlib.closing(_open(index_path(dataset))) as conn:
+            current = _current(conn)
+        if refresh and current:  # an index of an older rule is rebuilt by `traces index` or an ingest, not here
             with contextlib.suppress(sqlite3.Error, OSError):  # a read-only workspace: search what is indexed
                 update_index(dataset)
         with contextlib.closing(_open(index_path(dataset))) as conn:
-            if _current(conn):
+            if current:
                 hits, ranked = _search_index(conn, dataset.name, terms, limit, marks)
                 return SearchResult(query=query, hits=hits, used_index=True, ranked=ranked,
                                     seconds=time.perf_counter() - started)
