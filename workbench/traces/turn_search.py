@@ -34,7 +34,7 @@ def render_turn_search(root: str, name: str, revision: int) -> None:
         return
     result = data.search_turns(root, name, revision, query.strip(), _LIMIT, _MARKS)
     how = ("index, " + ("best first" if result["ranked"] else "newest first: a very common word")
-           if result["used_index"] else "scan: no index yet, run worldsmith traces index")
+           if result["used_index"] else "scan: no index of this rule yet, run worldsmith traces index")
     count = len(result["hits"])
     st.caption(f"{count} turns ({how})" + (" — first 20" if count >= _LIMIT else ""))
     for hit in result["hits"]:

@@ -151,7 +151,7 @@ def run_search(args: argparse.Namespace) -> int:
     for hit in result.hits:
         print(f"{hit.turn_id}\t{' '.join(hit.snippet.split())}")
     how = ((f"index, {'best' if result.ranked else 'newest'} first") if result.used_index
-           else "scan (no index: run `worldsmith traces index`)")
+           else "scan (no index of this rule yet: run `worldsmith traces index`)")
     print(f"{len(result.hits)} turns ({how}, {result.seconds * 1000:.0f} ms)")
     return EXIT_OK
 
