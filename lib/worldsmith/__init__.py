@@ -60,11 +60,21 @@ _FRONT_DOOR: dict[str, str] = {
     "metric": "worldsmith.evals",
     "run_eval": "worldsmith.evals",
     "EnvACEConfig": "worldsmith.envace",
+    # errors: one root a caller catches (`worldsmith.util.errors`)
+    "BadInputError": "worldsmith.util.errors",
+    "BusyError": "worldsmith.util.errors",
+    "ConflictError": "worldsmith.util.errors",
+    "NotFoundError": "worldsmith.util.errors",
+    "UnavailableError": "worldsmith.util.errors",
+    "WorldsmithError": "worldsmith.util.errors",
 }
 
 __all__ = [
     "__version__",
     "Action",
+    "BadInputError",
+    "BusyError",
+    "ConflictError",
     "ContextEvent",
     "Dataset",
     "Env",
@@ -74,16 +84,19 @@ __all__ = [
     "EpisodeFilter",
     "EvalConfig",
     "ImportReport",
+    "NotFoundError",
     "Observation",
     "Provenance",
     "Reject",
     "Session",
     "SimEnv",
     "Turn",
+    "UnavailableError",
     "Workspace",
     "WorldModel",
     "Worldbook",
     "WorldbookStore",
+    "WorldsmithError",
     "build_simulator_book",
     "build_worldbook",
     "make",
@@ -122,6 +135,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         Reject,
         Turn,
         read_traces,
+    )
+    from worldsmith.util.errors import (
+        BadInputError,
+        BusyError,
+        ConflictError,
+        NotFoundError,
+        UnavailableError,
+        WorldsmithError,
     )
     from worldsmith.workspace import Dataset, EpisodeFilter, Workspace
     from worldsmith.worldbook import Worldbook, WorldbookStore, build_worldbook

@@ -1,0 +1,96 @@
+"""One root for the errors a user can cause, so a caller (the CLI, the workbench) can tell bad input from a bug.
+
+Every expected failure is a `WorldsmithError`: the CLI prints it as one line (or a JSON object with
+`--json`) and exits with the kind's code; anything else is a bug and crashes with a traceback (exit 1).
+The kinds keep the builtin base a caller caught before (`BadInputError` is a `ValueError`,
+`NotFoundError` a `LookupError`), so `except ValueError` around library calls still works.
+
+Exit codes of the `worldsmith` command:
+
+    0    success
+    1    a failure with no more specific kind (`WorldsmithError`, the CLI's `CommandError`, rejects under
+         --strict), or an unexpected crash (a bug: a traceback on stderr)
+    2    usage: a bad command line (argparse)
+    3    bad input: a file, field, argument or name that cannot be used (`BadInputError`)
+    4    not found: a dataset, worldbook, version, episode, file ... that does not exist (`NotFoundError`)
+    5    conflict: the thing exists in another shape (a run of another config, a patch on a moved base)
+    6    busy: someone else holds it now (a build of that book running, a lock held); try again later
+    7    unavailable: an optional package, backend, program or environment is not installed here
+    130  interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import ClassVar
+
+__all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "NotFoundError", "UnavailableError",
+           "WorldsmithError", "user_path_error"]
+
+
+class WorldsmithError(Exception):
+    """An expected failure a user can act on; `where` (a file, file:line, field or member) leads the message."""
+
+    exit_code: ClassVar[int] = 1
+    kind: ClassVar[str] = "error"
+
+    def __init__(self, *args: object, where: str | None = None) -> None:
+        if where:
+            args = (f"{where}: {args[0]}", *args[1:]) if args else (where,)
+        super().__init__(*args)
+        self.where = where
+
+    def to_json(self) -> dict[str, object]:
+        """The CLI's `--json` error object: the one-line message, the kind and where."""
+        return {"error": str(self), "kind": self.kind, "where": self.where}
+
+
+class BadInputError(WorldsmithError, ValueError):
+    """A file, field, argument, name or id that cannot be used as given; the message says what is allowed."""
+
+    exit_code = 3
+    kind = "bad_input"
+
+
+class NotFoundError(WorldsmithError, LookupError):
+    """The thing named (a dataset, worldbook, version, episode, file) does not exist."""
+
+    exit_code = 4
+    kind = "not_found"
+
+
+class ConflictError(WorldsmithError):
+    """The thing exists, but in a shape that conflicts with the request (another config, a moved base)."""
+
+    exit_code = 5
+    kind = "conflict"
+
+
+class BusyError(WorldsmithError):
+    """Someone else is working on it now (a running build, a held lock): try again later."""
+
+    exit_code = 6
+    kind = "busy"
+
+
+class UnavailableError(WorldsmithError):
+    """An optional package, backend, program or environment is not installed or cannot start here."""
+
+    exit_code = 7
+    kind = "unavailable"
+
+
+EXIT_CODES: dict[str, int] = {cls.kind: cls.exit_code for cls in (
+    WorldsmithError, BadInputError, NotFoundError, ConflictError, BusyError, UnavailableError)}
+
+
+def user_path_error(path: str | os.PathLike[str], error: OSError, what: str = "") -> WorldsmithError:
+    """The `WorldsmithError` for an `OSError` on a path the user gave (raise it `from error`): a missing path is
+    `NotFoundError`, anything else (permission denied, a folder where a file was expected) `BadInputError`;
+    the message names the path. `what` says what the path was for ("trace file", "--tasks-file")."""
+    reason = error.strerror or str(error)
+    where = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    if isinstance(error, FileNotFoundError) or error.errno == errno.ENOENT:
+        return NotFoundError("no such file or folder", where=where)
+    return BadInputError(reason[:1].lower() + reason[1:], where=where)
