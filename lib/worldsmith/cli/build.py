@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.cli.common import EXIT_OK, add_common, emit_json, workspace_from
 from worldsmith.sim.route_learning import ROUTE_TURNS, simulator_stages
 from worldsmith.worldbook.build import MODEL_STAGES, BuildConfig, build_dataset
 from worldsmith.worldbook.pipeline import StageProgress
@@ -117,24 +117,21 @@ def run_build(args: argparse.Namespace) -> int:
     stages = tuple(stage.strip() for stage in args.model_stages.split(",") if stage.strip())
     config = BuildConfig(llm=args.llm, min_support=args.min_support, min_confirmations=args.min_confirmations,
                          model_stages=stages)
-    try:
-        outcome = build_dataset(
-            workspace,
-            args.dataset,
-            out=args.update or args.out,
-            update=bool(args.update),
-            split=args.split,
-            validate_split=args.validate_split,
-            env=args.env,
-            folds=args.folds,
-            config=config,
-            message=args.message,
-            author=args.author,
-            progress=_progress(as_json, args.progress),
-            stages=simulator_stages(args.route_folds, args.route_turns or None),
-        )
-    except ValueError as error:
-        raise CommandError(str(error)) from None
+    outcome = build_dataset(  # a BadInputError (no episodes, too few for the folds ...) is one line, exit 3
+        workspace,
+        args.dataset,
+        out=args.update or args.out,
+        update=bool(args.update),
+        split=args.split,
+        validate_split=args.validate_split,
+        env=args.env,
+        folds=args.folds,
+        config=config,
+        message=args.message,
+        author=args.author,
+        progress=_progress(as_json, args.progress),
+        stages=simulator_stages(args.route_folds, args.route_turns or None),
+    )
     if as_json:
         emit_json(outcome.to_json())
         return EXIT_OK

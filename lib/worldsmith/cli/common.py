@@ -8,21 +8,37 @@ from typing import Any
 
 import orjson
 
+from worldsmith.util.errors import WorldsmithError
 from worldsmith.workspace import Workspace
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CommandError", "add_common", "emit_json", "workspace_from"]
+__all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CommandError", "add_common", "emit_json",
+           "report_error", "workspace_from"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT (the other codes: `worldsmith.util.errors`)
 
 
-class CommandError(Exception):
-    """An expected failure: printed as one line (or a JSON object with --json), exit code 1."""
+class CommandError(WorldsmithError):
+    """An expected failure found by the CLI itself: printed as one line (or a JSON object with --json), exit code
+    1 (or `code`: 2 for a bad command line)."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.code = code
+        self.exit_code = code
+        self.kind = "usage" if code == EXIT_USAGE else "error"
+
+
+def report_error(error: WorldsmithError, *, as_json: bool) -> int:
+    """Print an expected failure as one line on stderr (with --json: `{"error", "kind", "where"}` on stdout, as
+    every command prints its result) and return its exit code."""
+    if as_json:
+        emit_json(error.to_json())
+    else:
+        print(f"worldsmith: error: {error}", file=sys.stderr)
+    return error.exit_code
 
 
 def add_common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:

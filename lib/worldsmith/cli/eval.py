@@ -13,6 +13,7 @@ Progress goes to standard error; the result (or with --json one JSON object) to 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,10 +39,10 @@ def _csv(text: str) -> list[str]:
 
 
 def _sizes(text: str) -> list[int]:
-    try:
-        return [int(part) for part in _csv(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes must be comma-separated integers, not {text!r}") from None
+    parts = _csv(text)
+    if not all(re.fullmatch(r"[+-]?\d+", part) for part in parts):
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated integers, not {text!r}")
+    return [int(part) for part in parts]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pydantic import ValidationError
+
 from worldsmith.cli.common import CommandError
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, check_heldout, heldout_delta
 from worldsmith.evals.leakage import LeakageError
+from worldsmith.util.errors import WorldsmithError
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
@@ -44,7 +47,7 @@ def against_from(args: argparse.Namespace, store: WorldbookStore, workspace: Wor
         check_heldout(base, heldout, workspace)
     except LeakageError as error:
         raise CommandError(f"--against {heldout.label()}: {error}") from None
-    except (ValueError, LookupError) as error:
+    except (ValidationError, WorldsmithError) as error:  # no split or episode list, no such split, dataset ...
         raise CommandError(f"--against: {error}") from None
     return heldout
 
@@ -58,7 +61,7 @@ def delta_after_patch(store: WorldbookStore, workspace: Workspace, name: str, pa
                       heldout: HeldOut) -> HeldOutDelta:
     try:
         return heldout_delta(store.load(name, parent), store.load(name, version), heldout, workspace)
-    except (LeakageError, ValueError) as error:  # the patch added evidence from the held-out set
+    except WorldsmithError as error:  # LeakageError: the patch added evidence from the held-out set
         raise CommandError(f"{name}: version {version} stored, but its held-out delta is refused: {error}") from None
 
 

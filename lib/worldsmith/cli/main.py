@@ -1,6 +1,8 @@
 """The `worldsmith` command: one sub-module per command group.
 
-Exit codes: 0 success, 1 errors (or rejects under --strict), 2 usage.
+Exit codes: 0 success, 1 errors (or rejects under --strict) and crashes, 2 usage, 3 bad input, 4 not found,
+5 conflict, 6 busy, 7 unavailable, 130 interrupted (the table: `worldsmith.util.errors`). An expected failure is a
+`WorldsmithError`, printed as one line; anything else is a bug and crashes with a traceback.
 """
 
 from __future__ import annotations
@@ -29,10 +31,8 @@ from worldsmith.cli import (
     workbench,
 )
 from worldsmith.cli import eval as evaluate
-from worldsmith.cli.common import EXIT_ERROR, EXIT_USAGE, CommandError, emit_json
-from worldsmith.envs import EnvError, UnknownEnvError
-from worldsmith.workspace import DatasetNotFound
-from worldsmith.worldbook import WorldbookError
+from worldsmith.cli.common import EXIT_INTERRUPTED, report_error
+from worldsmith.util.errors import WorldsmithError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,16 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (CommandError, DatasetNotFound, EnvError, UnknownEnvError, WorldbookError, ValueError, OSError) as error:
-        code = error.code if isinstance(error, CommandError) else EXIT_ERROR
-        message = str(error.args[0]) if isinstance(error, DatasetNotFound) and error.args else str(error)
-        if getattr(args, "json", False):
-            emit_json({"error": message})
-        else:
-            print(f"worldsmith: error: {message}", file=sys.stderr)
-        return code
+    except WorldsmithError as error:  # bad input, not found, conflict, busy, unavailable: one line, its exit code
+        return report_error(error, as_json=bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
-        return EXIT_USAGE + 128
+        return EXIT_INTERRUPTED
+    # anything else is a bug: it crashes with a traceback (exit 1)
 
 
 if __name__ == "__main__":

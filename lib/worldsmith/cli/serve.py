@@ -186,12 +186,9 @@ def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
     from worldsmith.serve import task_episodes
 
     served = _served(args)
-    try:
-        episodes = task_episodes(
-            args.tasks, dataset=args.dataset, split=args.split, workspace=workspace_from(args).root
-        )
-    except ValueError as error:
-        raise CommandError(str(error)) from None
+    episodes = task_episodes(  # a line that is not an episode: a BadInputError naming the file and line
+        args.tasks, dataset=args.dataset, split=args.split, workspace=workspace_from(args).root
+    )
     if (args.tasks or args.dataset) and not episodes:
         raise CommandError(
             "no episodes in the given --tasks/--dataset" + (f" (split {args.split})" if args.split else "")

@@ -10,6 +10,7 @@ import orjson
 from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema, json_text_changes
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace import EpisodeFilter
 
 DIALOGUE_ONLY = "dialogue only"  # how a listing or a view marks an episode without a tool turn
@@ -168,10 +169,7 @@ def run_index(args: argparse.Namespace) -> int:
 
 def run_diff(args: argparse.Namespace) -> int:
     dataset = workspace_from(args).dataset(args.dataset)
-    try:
-        before, after = dataset.turn(args.before), dataset.turn(args.after)
-    except (KeyError, ValueError) as error:
-        raise CommandError(str(error.args[0]) if error.args else str(error)) from None
+    before, after = dataset.turn(args.before), dataset.turn(args.after)  # EpisodeNotFound, BadInputError: one line
     changes = json_text_changes(before.observation.text, after.observation.text)
     if changes is None:
         which = [t.id for t in (before, after) if t.observation.data is None]
@@ -193,7 +191,7 @@ def run_relabel(args: argparse.Namespace) -> int:
         only = [*(args.from_envs or []), *([None] if args.from_unnamed else [])]
     try:
         result = workspace_from(args).relabel(args.dataset, args.env, only=only)
-    except ValueError as error:
+    except BadInputError as error:  # not an environment id, or none of --from-env in the dataset
         raise CommandError(str(error), EXIT_USAGE) from None
     if getattr(args, "json", False):
         emit_json(result.model_dump(mode="json"))

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from worldsmith.envace.runstore import runs_dir
 from worldsmith.llm.prompt_lookup import PromptLookup
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.names import MAX_NAME, check_name
 from worldsmith.util.paths import resolve_user_path
 
@@ -47,7 +48,7 @@ def resolve_path(text: str | Path, workspace: str | Path | None = None) -> Path:
     return resolve_user_path(text, workspace)
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInputError):
     """A configuration file or value is invalid; the message names the file and the field."""
 
 

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from worldsmith.traces.actions import action_from_text, action_line
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError, NotFoundError, UnavailableError, WorldsmithError
 
 __all__ = [
     "Env",
@@ -36,15 +37,15 @@ __all__ = [
 ]
 
 
-class EnvError(RuntimeError):
+class EnvError(WorldsmithError, RuntimeError):
     """An environment failed (crashed, hung, or was used wrongly)."""
 
 
-class EnvUnavailableError(EnvError):
+class EnvUnavailableError(UnavailableError, EnvError):
     """The environment cannot start here: a package or program (e.g. Java) is missing."""
 
 
-class UnknownTaskError(EnvError, LookupError):
+class UnknownTaskError(NotFoundError, EnvError):
     """The task id names no task of this environment."""
 
 
@@ -52,7 +53,7 @@ class TaskLoadError(EnvError):
     """The task exists but the environment cannot load it (e.g. a broken ALFWorld game file)."""
 
 
-class InvalidActionError(EnvError, ValueError):
+class InvalidActionError(BadInputError, EnvError):
     """The action cannot be sent to this environment at all (wrong shape, not merely useless)."""
 
 

@@ -33,6 +33,7 @@ from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.code_version import code_version
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.model import Worldbook
@@ -185,20 +186,20 @@ def load_heldout(heldout: HeldOut, workspace: Workspace) -> tuple[list[Episode],
     """The held-out episodes (with turns, sorted by id) and the dataset revision; ValueError naming what is missing."""
     dataset = workspace.dataset(heldout.dataset)
     if heldout.split is not None and heldout.split not in dataset.splits():
-        raise ValueError(f"dataset {heldout.dataset!r} has no split {heldout.split!r} "
+        raise BadInputError(f"dataset {heldout.dataset!r} has no split {heldout.split!r} "
                          f"(splits: {', '.join(dataset.splits()) or 'none; run worldsmith split'})")
     chosen = in_env((e for e in dataset.iter_episodes(heldout.split) if e.turns), heldout.env)
     if heldout.episodes:
         wanted = set(heldout.episodes)
         missing = wanted - {e.id for e in chosen}
         if missing:
-            raise ValueError(f"held-out episodes not in dataset {heldout.dataset!r}: {', '.join(sorted(missing)[:5])}")
+            raise BadInputError(f"held-out episodes not in dataset {heldout.dataset!r}: {', '.join(sorted(missing)[:5])}")
         chosen = [e for e in chosen if e.id in wanted]
     chosen.sort(key=lambda e: e.id)
     if heldout.max_episodes is not None:
         chosen = chosen[: heldout.max_episodes]
     if not chosen:
-        raise ValueError(f"the held-out set {heldout.label()} has no episodes with turns")
+        raise BadInputError(f"the held-out set {heldout.label()} has no episodes with turns")
     return chosen, dataset.revision
 
 
@@ -243,7 +244,7 @@ def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> di
             problem = match_episodes(book.model_copy(update={"env_id": heldout.env}), candidates,
                                      heldout.dataset).mismatch()
             if problem is not None:
-                raise ValueError(problem) from None
+                raise BadInputError(problem) from None
         raise
     return _leak_checked(book, episodes)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.evals.proposal_effects import ProposalReport
+from worldsmith.util.errors import BadInputError, BusyError
 from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
 from worldsmith.workspace.layout import WorkspaceLayout
@@ -43,8 +44,12 @@ __all__ = [
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class ProposalJobError(ValueError):
+class ProposalJobError(BadInputError):
     """A proposal job that cannot start: a bad book name, or the same proposals already being computed."""
+
+
+class ProposalRunningError(BusyError, ProposalJobError):
+    """The same proposals are already being computed."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def launch_proposal(root: str | Path, launch: ProposalLaunch) -> Job:
     folder = proposal_jobs(root)
     current = folder.load(name)
     if current is not None and current.alive:
-        raise ProposalJobError(
+        raise ProposalRunningError(
             f"proposals for {launch.rule_id!r} of {launch.book!r} are already being computed (pid {current.pid})"
         )
     command = proposal_command(launch, root)

@@ -42,6 +42,7 @@ from worldsmith.evals.runstore import RunFolder, RunStore
 from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
 from worldsmith.traces.model import Episode
 from worldsmith.util.code_version import code_version
+from worldsmith.util.errors import ConflictError
 from worldsmith.util.executors import InlineExecutor, UnitOutcome, make_executor
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
@@ -50,7 +51,7 @@ from worldsmith.worldbook.model import Worldbook
 __all__ = ["EvalConfig", "EvalRun", "Progress", "RunConflictError", "run_eval", "run_folder"]
 
 
-class RunConflictError(ValueError):
+class RunConflictError(ConflictError, ValueError):
     """The run folder holds a run of another configuration (its fingerprint differs)."""
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from worldsmith.evals.records import Journal
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.jobs import JobFolder
 from worldsmith.workspace.layout import WorkspaceLayout
 
@@ -32,7 +33,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 RUN_FILES = ("config.json", "report.json", "records.parquet", "progress.json")  # any of them makes a folder a run
 
 
-class RunFileError(ValueError):
+class RunFileError(BadInputError):
     """A run file that exists but cannot be read (the message names the file and why)."""
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
+from worldsmith.util.errors import UnavailableError
+
 __all__ = [
     "LLM",
     "BackendUnavailableError",
@@ -38,7 +40,7 @@ class LLMError(RuntimeError):
     """A model call failed."""
 
 
-class BackendUnavailableError(LLMError):
+class BackendUnavailableError(UnavailableError, LLMError):
     """The backend cannot run here (package missing, model path absent, server unreachable)."""
 
 

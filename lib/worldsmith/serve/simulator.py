@@ -24,6 +24,7 @@ from worldsmith.sim.registry import make_world_model, needs_llm, world_model_spe
 from worldsmith.sim.session import Session, SessionTurn
 from worldsmith.sim.simenv import SimEnv
 from worldsmith.traces.model import Action, Episode
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
@@ -104,13 +105,13 @@ class ServedWorldbook:
         spec = config.model or (default_model_spec() if needs_llm(config.method) else None)
         if spec is None:
             if needs_llm(config.method):
-                raise ValueError(f"world model {config.method!r} needs a model: pass an LLM spec")
+                raise BadInputError(f"world model {config.method!r} needs a model: pass an LLM spec")
             return make_world_model(config.method, self.book)
         root = self.workspace.root
         try:
             llm = open_llm(resolve_spec(spec, root), root, component="serve")
         except LLMError as error:
-            raise ValueError(f"cannot open model {spec!r}: {error}") from None
+            raise BadInputError(f"cannot open model {spec!r}: {error}") from None
         return make_world_model(config.method, self.book, llm=llm, max_tokens=config.max_tokens)
 
     def open_session(self, label: str = "client") -> ServedSession:

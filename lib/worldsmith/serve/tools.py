@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.envs.base import as_action
 from worldsmith.traces.model import Action
+from worldsmith.util.errors import BadInputError, NotFoundError
 from worldsmith.worldbook.model import ActionSpec, Worldbook
 
 __all__ = [
@@ -41,11 +42,11 @@ _EXAMPLE_VALUES = 3
 _VALUE_CHARS = 60
 
 
-class UnknownToolError(LookupError):
+class UnknownToolError(NotFoundError):
     """The worldbook has no action of this name (MCP: a protocol error)."""
 
 
-class ToolArgumentError(ValueError):
+class ToolArgumentError(BadInputError):
     """The arguments do not fit the tool's learned schema (MCP: a tool result with isError)."""
 
 

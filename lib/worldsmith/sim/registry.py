@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import WorldModel
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.registry import AlreadyRegisteredError, NotRegisteredError, Registry
 from worldsmith.worldbook.model import Worldbook
 
@@ -65,7 +66,7 @@ class WorldModelSpec:
 
     def make(self, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
         if self.llm == "required" and llm is None:
-            raise ValueError(f"world model {self.name!r} needs a model (an LLM spec)")
+            raise BadInputError(f"world model {self.name!r} needs a model (an LLM spec)")
         model = self.factory(book, llm=llm if self.llm != "never" else None, **options)
         model.name = self.name  # one name everywhere: sessions, audits and reports show the registered name
         return model

@@ -33,6 +33,7 @@ from worldsmith.sim.base import Prediction, WorldModel, action_line, episode_pre
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.dirs import publish_dir
+from worldsmith.util.errors import ConflictError, NotFoundError, WorldsmithError
 from worldsmith.util.names import typed_name
 
 __all__ = [
@@ -73,19 +74,19 @@ CREATE TABLE IF NOT EXISTS memory (
 """
 
 
-class SessionError(RuntimeError):
+class SessionError(WorldsmithError, RuntimeError):
     """A session cannot be read or written as asked."""
 
 
-class SessionNotFoundError(SessionError, LookupError):
+class SessionNotFoundError(NotFoundError, SessionError):
     """No session in this directory."""
 
 
-class SessionExistsError(SessionError):
+class SessionExistsError(ConflictError, SessionError):
     """`create` was pointed at a directory that already holds something."""
 
 
-class StaleSessionError(SessionError):
+class StaleSessionError(ConflictError, SessionError):
     """The session moved on since the caller read it: its commit was refused and nothing was written."""
 
     def __init__(self, directory: Path, expected: int, actual: int) -> None:

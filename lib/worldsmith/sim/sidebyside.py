@@ -38,6 +38,7 @@ from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, episode_prefix
 from worldsmith.sim.scoring import DiffSegment, Score, observation_score, word_diff
 from worldsmith.traces.model import Action, Episode, split_turn_id
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.leakage import check_leakage
 from worldsmith.worldbook.model import Worldbook
 
@@ -195,13 +196,13 @@ class SideBySide:
     def __init__(self, book: Worldbook, methods: Mapping[str, WorldModel], episode: Episode | None = None,
                  opening: str | None = None, *, mode: Mode = "teacher") -> None:
         if not methods:
-            raise ValueError("SideBySide needs at least one method")
+            raise BadInputError("SideBySide needs at least one method")
         if REAL in methods:
-            raise ValueError(f"{REAL!r} is the recorded column; give the method another name")
+            raise BadInputError(f"{REAL!r} is the recorded column; give the method another name")
         if mode not in ("teacher", "open_loop"):
-            raise ValueError(f"mode must be 'teacher' or 'open_loop', not {mode!r}")
+            raise BadInputError(f"mode must be 'teacher' or 'open_loop', not {mode!r}")
         if episode is not None and opening is not None:
-            raise ValueError("give an episode or an opening observation, not both")
+            raise BadInputError("give an episode or an opening observation, not both")
         self.book = book
         self.methods: dict[str, WorldModel] = dict(methods)
         self.episode = episode
@@ -309,7 +310,7 @@ class SideBySide:
         recorded_action = self.next_action
         if action is None:
             if recorded_action is None:
-                raise ValueError(self._why_no_recorded_action())
+                raise BadInputError(self._why_no_recorded_action())
             action = recorded_action
         parsed = _parsed(action)
         recorded = recorded_action is not None and parsed is not None and \
@@ -347,7 +348,7 @@ class SideBySide:
         teacher-forced, its own predictions elsewhere. A fork before a typed action is back on the recording.
         """
         if not 0 <= at_turn <= self.position:
-            raise ValueError(f"fork at turn {at_turn}: choose 0..{self.position}")
+            raise BadInputError(f"fork at turn {at_turn}: choose 0..{self.position}")
         self._history = self._history[:at_turn]
         if self.diverged_at is not None and self.diverged_at >= at_turn:
             self.diverged_at = None

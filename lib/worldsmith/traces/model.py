@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = [
     "Action",
     "ContextEvent",
@@ -44,7 +46,7 @@ def split_turn_id(value: str) -> tuple[str, int]:
     """Inverse of `turn_id`; raises ValueError naming the bad id."""
     episode_id, sep, index = value.rpartition("#")
     if not sep or not episode_id or not index.isdigit():
-        raise ValueError(f"not a turn id (expected '<episode_id>#<index>'): {value!r}")
+        raise BadInputError(f"not a turn id (expected '<episode_id>#<index>'): {value!r}")
     return episode_id, int(index)
 
 

@@ -11,14 +11,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = ["FileReport", "ImportReport", "Reject", "TraceFormatError"]
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(BadInputError):
     """A whole file cannot be read (unknown format, binary data, unreadable)."""
 
     def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
+        super().__init__(reason, where=path)
         self.path = path
         self.reason = reason
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import ClassVar
 
 __all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "NotFoundError", "UnavailableError",
            "WorldsmithError", "user_path_error"]
@@ -32,14 +31,16 @@ __all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "NotFoun
 class WorldsmithError(Exception):
     """An expected failure a user can act on; `where` (a file, file:line, field or member) leads the message."""
 
-    exit_code: ClassVar[int] = 1
-    kind: ClassVar[str] = "error"
+    exit_code: int = 1  # the kind's code (see the table above); a subclass may set it per instance
+    kind: str = "error"
 
     def __init__(self, *args: object, where: str | None = None) -> None:
         if where:
             args = (f"{where}: {args[0]}", *args[1:]) if args else (where,)
         super().__init__(*args)
         self.where = where
+
+    __str__ = Exception.__str__  # the message as given, also for a kind that is a `KeyError` (no quotes added)
 
     def to_json(self) -> dict[str, object]:
         """The CLI's `--json` error object: the one-line message, the kind and where."""

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = ["InvalidName", "MAX_NAME", "check_name", "typed_name"]
 
 MAX_NAME = 120
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME - 1}}}")
 
 
-class InvalidName(ValueError):
+class InvalidName(BadInputError):
     """A name that cannot name a folder here; the message says what is allowed."""
 
 

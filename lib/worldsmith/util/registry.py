@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast, overload
 
+from worldsmith.util.errors import NotFoundError
 from worldsmith.util.plugins import import_plugins, iter_entry_points
 
 __all__ = ["AlreadyRegisteredError", "NotRegisteredError", "PluginFailure", "Registry"]
@@ -32,9 +33,9 @@ _MISSING = object()
 _CLOSE_MATCHES = 3
 
 
-class NotRegisteredError(KeyError, LookupError):
-    """No item is registered under this name. A KeyError (and so a LookupError), with a readable message (a plain
-    KeyError would quote it); each registry may raise its own subclass, which may add ValueError where callers
+class NotRegisteredError(NotFoundError, KeyError):
+    """No item is registered under this name: a `NotFoundError` and a KeyError (both LookupErrors), with a readable
+    message (a plain KeyError would quote it); each registry may raise its own subclass, which may add ValueError where callers
     always caught that."""
 
     def __str__(self) -> str:

@@ -1,7 +1,7 @@
 """The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export."""
 
 from worldsmith.traces.files import expand_paths, is_trace_candidate
-from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, validate_dataset_name
+from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, EpisodeNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
 from worldsmith.workspace.layout import WorkspaceLayout, env_family
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
@@ -23,6 +23,7 @@ __all__ = [
     "Dataset",
     "DatasetNotFound",
     "EpisodeFilter",
+    "EpisodeNotFound",
     "IndexStats",
     "IngestProgress",
     "RelabelResult",

@@ -23,6 +23,7 @@ from worldsmith.traces.model import Episode, Turn, split_turn_id
 from worldsmith.traces.report import ImportReport
 from worldsmith.traces.rows import episode_from_rows, turn_from_row
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.errors import BadInputError, NotFoundError
 from worldsmith.util.names import check_name
 from worldsmith.workspace.storage import EPISODE_SCHEMA, TURN_SCHEMA, episodes_from_tables
 from worldsmith.workspace.textmatch import parse_query, scan_clause
@@ -30,7 +31,7 @@ from worldsmith.workspace.textmatch import parse_query, scan_clause
 if TYPE_CHECKING:  # pandas is imported by DuckDB when a query asks for a DataFrame, not at start-up
     import pandas as pd
 
-__all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "dataset_lock", "validate_dataset_name"]
+__all__ = ["Dataset", "DatasetNotFound", "EpisodeFilter", "EpisodeNotFound", "dataset_lock", "validate_dataset_name"]
 
 MANIFEST = "manifest.json"
 SPLITS = "splits.parquet"
@@ -68,8 +69,12 @@ def _nulls_as_none(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-class DatasetNotFound(LookupError):
-    pass
+class DatasetNotFound(NotFoundError):
+    """No dataset of this name in the workspace."""
+
+
+class EpisodeNotFound(NotFoundError, KeyError):
+    """No episode (or turn) of this id in the dataset; a `KeyError`, as `Dataset.episode` always raised."""
 
 
 def validate_dataset_name(name: str) -> str:
@@ -251,7 +256,7 @@ class Dataset:
         split assignments (the whole dataset is joined only to filter on a split).
         """
         if limit < 0 or offset < 0:
-            raise ValueError(f"limit and offset must not be negative (got {limit}, {offset})")
+            raise BadInputError(f"limit and offset must not be negative (got {limit}, {offset})")
         where = where or EpisodeFilter()
         clause, params = where.where()
         rows = ("(SELECT e.* REPLACE (coalesce(s.split, e.split) AS split) FROM located_episodes e "
@@ -271,7 +276,7 @@ class Dataset:
         conn = self.connect()
         rows = _fetch(conn, "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:
-            raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
+            raise EpisodeNotFound(f"episode {episode_id!r} not in dataset {self.name!r}")
         turns = _fetch(conn, "SELECT * FROM turns WHERE episode_id = ? ORDER BY turn_index", [episode_id])
         episode = episode_from_rows(rows[0], turns)
         return episode if with_state else episode.without_state()
@@ -284,7 +289,7 @@ class Dataset:
         """
         rows = _fetch(self.connect(), "SELECT * FROM episodes WHERE episode_id = ?", [episode_id])
         if not rows:
-            raise KeyError(f"episode {episode_id!r} not in dataset {self.name!r}")
+            raise EpisodeNotFound(f"episode {episode_id!r} not in dataset {self.name!r}")
         return episode_from_rows(rows[0], []), int(rows[0]["n_turns"] or 0)
 
     def turns_page(self, episode_id: str, *, limit: int = 50, offset: int = 0, search: str | None = None) -> list[Turn]:
@@ -313,7 +318,7 @@ class Dataset:
         episode_id, index = split_turn_id(turn_id)
         rows = _fetch(self.connect(), "SELECT * FROM turns WHERE episode_id = ? AND turn_index = ?", [episode_id, index])
         if not rows:
-            raise KeyError(f"turn {turn_id!r} not in dataset {self.name!r}")
+            raise EpisodeNotFound(f"turn {turn_id!r} not in dataset {self.name!r}")
         return turn_from_row(rows[0])
 
     def has_turn(self, turn_id: str) -> bool:

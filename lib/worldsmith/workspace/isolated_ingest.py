@@ -24,6 +24,7 @@ from typing import IO, Any
 import orjson
 
 from worldsmith.traces.limits import import_limits
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.ingest import IngestProgress, ProgressCallback, ingest_files
 from worldsmith.workspace.layout import WorkspaceLayout
 
@@ -77,7 +78,7 @@ def ingest_isolated(
             return dict(outcome["summary"])
         _remove_leftovers(Path(workspace_root), child.pid)
         if outcome is not None and outcome.get("kind") == "usage":
-            raise ValueError(str(outcome["error"]))
+            raise BadInputError(str(outcome["error"]))
         stderr.seek(0)
         tail = stderr.read().decode("utf-8", errors="replace")[-_STDERR_TAIL:]
     raise IsolatedIngestError(_death(code, limit, outcome, tail))

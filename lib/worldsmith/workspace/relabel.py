@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from worldsmith.util.atomic import atomic_write
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.dataset import Dataset
 
 __all__ = ["RelabelResult", "check_env_id", "relabel_env"]
@@ -45,9 +46,9 @@ def check_env_id(env: str) -> str:
     """`env` stripped; ValueError unless it is a usable environment id (non-empty, one line, at most 200 chars)."""
     text = (env or "").strip()
     if not text:
-        raise ValueError("the environment id is empty")
+        raise BadInputError("the environment id is empty")
     if len(text) > MAX_ENV_ID or any(ch in text for ch in "\r\n\t\x00"):
-        raise ValueError(f"not an environment id (one line of at most {MAX_ENV_ID} characters): {text[:60]!r}")
+        raise BadInputError(f"not an environment id (one line of at most {MAX_ENV_ID} characters): {text[:60]!r}")
     return text
 
 
@@ -66,7 +67,7 @@ def relabel_env(dataset: Dataset, env: str, *, only: Iterable[str | None] | None
             unknown = sorted(str(e) for e in wanted if (e is None and not has_unnamed) or (e is not None
                                                                                            and e not in present))
             if unknown:
-                raise ValueError(f"dataset {dataset.name!r} has no episodes of environment {', '.join(unknown)} "
+                raise BadInputError(f"dataset {dataset.name!r} has no episodes of environment {', '.join(unknown)} "
                                  f"(its environments: {', '.join(sorted(present)) or 'none'})")
         before: Counter[str] = Counter()
         parts: list[dict[str, Any]] = []

@@ -10,6 +10,7 @@ from worldsmith.traces import read_traces
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import Reject
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.workspace import Workspace
 
 
@@ -23,7 +24,7 @@ def episodes_from(paths: Sequence[Path], *, dataset: str | None = None, split: s
     if paths:
         for item in read_traces(list(paths)):
             if isinstance(item, Reject):
-                raise ValueError(f"{item.location()}: not an episode: {item.reason}")
+                raise BadInputError(f"{item.location()}: not an episode: {item.reason}")
             if split is None or item.split == split:
                 episodes.append(item)
     if dataset:

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from worldsmith.traces.families import family_of
 from worldsmith.util.atomic import atomic_write
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.dataset import SPLITS, Dataset
 
 __all__ = ["DEFAULT_RATIOS", "assign_splits", "parse_ratios"]
@@ -33,17 +34,17 @@ def parse_ratios(text: str) -> dict[str, float]:
     for item in text.split(","):
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise ValueError(f"bad split ratio {item!r}: expected NAME=FRACTION")
+            raise BadInputError(f"bad split ratio {item!r}: expected NAME=FRACTION")
         try:
             ratios[name.strip()] = float(value)
         except ValueError:
-            raise ValueError(f"bad split ratio {item!r}: {value!r} is not a number") from None
+            raise BadInputError(f"bad split ratio {item!r}: {value!r} is not a number") from None
     return _normalise(ratios)
 
 
 def _normalise(ratios: dict[str, float]) -> dict[str, float]:
     if not ratios or any(v < 0 for v in ratios.values()) or sum(ratios.values()) <= 0:
-        raise ValueError(f"split ratios must be non-negative and not all zero: {ratios}")
+        raise BadInputError(f"split ratios must be non-negative and not all zero: {ratios}")
     total = sum(ratios.values())
     return {name: value / total for name, value in ratios.items()}
 

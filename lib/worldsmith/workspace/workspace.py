@@ -12,6 +12,7 @@ from worldsmith.traces.exporters import export_episodes
 from worldsmith.traces.model import Episode
 from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.paths import default_workspace_root
 from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
@@ -120,13 +121,13 @@ class Workspace:
         target = self.layout.recorded_dir / f"{secrets.token_hex(4)}-{sanitize_filename(label)}.jsonl"
         if export_episodes(episodes, "jsonl", target) == 0:
             target.unlink(missing_ok=True)
-            raise ValueError("no episodes to add")
+            raise BadInputError("no episodes to add")
         return self.ingest([target], dataset, format="native")
 
     def save_upload(self, filename: str, data: bytes, *, limit: int = DEFAULT_UPLOAD_LIMIT) -> Path:
         """Store an uploaded file inside the workspace under a sanitised, unique name."""
         if len(data) > limit:
-            raise ValueError(f"{filename}: upload is {len(data)} bytes, over the limit of {limit} bytes")
+            raise BadInputError(f"{filename}: upload is {len(data)} bytes, over the limit of {limit} bytes")
         # A fresh folder per upload keeps the file's own name: ids derived from it (`<stem>-<n>`) carry no prefix.
         target = self.uploads_dir / secrets.token_hex(4) / sanitize_filename(filename)
         atomic_write_bytes(target, data)

@@ -24,6 +24,7 @@ from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.families import trajectory_family
 from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.json_depth import text_too_deep, too_deep
 from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.book_stages import BOOK_STAGES, deterministic_extract
@@ -85,8 +86,8 @@ class BuildConfig:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.model_stages) - set(MODEL_STAGES))
         if unknown:
-            raise ValueError(f"model_stages: {', '.join(map(repr, unknown))} cannot run on a model "
-                             f"(choose from {', '.join(MODEL_STAGES)})")
+            raise BadInputError(f"{', '.join(map(repr, unknown))} cannot run on a model "
+                             f"(choose from {', '.join(MODEL_STAGES)})", where="model_stages")
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "model_stages": list(self.model_stages)}
@@ -258,10 +259,10 @@ def family_folds(episodes: Sequence[Episode], folds: int) -> dict[str, int]:
     """Each trajectory family's fold (0-based), families dealt in a fixed hashed order: cross-fitted builds and
     cross-fitted evaluation (`worldsmith eval --folds`) split the same episodes the same way."""
     if folds < 2:
-        raise ValueError(f"cross-fitting needs at least 2 folds, not {folds}")
+        raise BadInputError(f"cross-fitting needs at least 2 folds, not {folds}")
     families = families_in_fold_order(episodes)
     if len(families) < folds:
-        raise ValueError(f"{len(families)} trajectory families cannot fill {folds} folds")
+        raise BadInputError(f"{len(families)} trajectory families cannot fill {folds} folds")
     return {family: index % folds for index, family in enumerate(families)}
 
 
@@ -327,11 +328,11 @@ def mixed_environment_warning(episodes: Sequence[Episode]) -> str | None:
 def _update_sources(store: Any, out: str, new: dict[str, Any]) -> list[dict[str, Any]]:
     """The sources a `--update` of `out` reads: those its HEAD was built from, then `new` (unless already one)."""
     if out not in store.names():
-        raise ValueError(f"no worldbook {out!r} to update (build it first with --out {out})")
+        raise BadInputError(f"no worldbook {out!r} to update (build it first with --out {out})")
     earlier = [{"dataset": s["dataset"], "split": s.get("split"), "env": s.get("env")}
                for s in store.info(out, store.head(out)).sources if s.get("dataset")]
     if not earlier:
-        raise ValueError(f"worldbook {out!r} records no dataset it was built from: rebuild it with --out")
+        raise BadInputError(f"worldbook {out!r} records no dataset it was built from: rebuild it with --out")
     return earlier + ([new] if new not in earlier else [])
 
 
@@ -376,7 +377,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
     if not episodes:
         where = (f" in split {split!r}" if split else "") + (f" of environment {env!r}" if env else "")
         dialogue = read_excluded[0]["dialogue_only"]
-        raise ValueError(f"dataset {dataset!r} has no episodes{' with tool turns' if dialogue else ''}{where}"
+        raise BadInputError(f"dataset {dataset!r} has no episodes{' with tool turns' if dialogue else ''}{where}"
                          + (f" ({dialogue} dialogue-only episodes are left out)" if dialogue else ""))
     warnings = [w for w in [mixed_environment_warning(episodes)] if w]
     held_split = validate_split or _default_validation_split(workspace.dataset(dataset).splits(), split)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.errors import UnavailableError
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookError
 
@@ -65,7 +66,7 @@ _WORD = re.compile(r"\w+")
 _SLOT = re.compile(r"\{(?:arg|world|session|surface|epistemic)\.([^{}\x00\x01]+)\}")
 
 
-class DenseUnavailableError(WorldbookError):
+class DenseUnavailableError(UnavailableError, WorldbookError):
     """The dense index was asked for but faiss, sentence-transformers or the model is missing."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from worldsmith.util.errors import BadInputError, BusyError
 from worldsmith.util.jobs import Job, JobFolder, JobState, failure_message, json_job_outcome, read_json_lines, tail
 from worldsmith.util.names import typed_name
 from worldsmith.workspace.layout import WorkspaceLayout
@@ -28,8 +29,12 @@ __all__ = ["BuildJobError", "BuildJobStatus", "BuildLaunch", "build_command", "b
 _FOLD = re.compile(r"^fold (\d+)/(\d+): ")
 
 
-class BuildJobError(ValueError):
+class BuildJobError(BadInputError):
     """A build that cannot be started: a bad book name, or a build of that book already running."""
+
+
+class BuildRunningError(BusyError, BuildJobError):
+    """A build of that book is already running."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def launch_build(root: str | Path, launch: BuildLaunch) -> Job:
     folder = build_jobs(root)
     current = folder.load(name)
     if current is not None and current.alive:
-        raise BuildJobError(f"a build of {name!r} is already running (pid {current.pid})")
+        raise BuildRunningError(f"a build of {name!r} is already running (pid {current.pid})")
     command = build_command(launch, root)
     folder.path.mkdir(parents=True, exist_ok=True)
     progress_path(root, name).write_bytes(b"")  # a new build: the last one's events go

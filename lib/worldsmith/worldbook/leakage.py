@@ -19,13 +19,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from worldsmith.traces.model import Episode, split_turn_id
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.build import duplicate_trajectories, leakage_check, trajectory_family
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["LeakageError", "book_episode_ids", "check_leakage", "evidence_families"]
 
 
-class LeakageError(ValueError):
+class LeakageError(BadInputError):
     """Evaluation targets are in the worldbook's construction data: the numbers would be dishonest."""
 
     def __init__(self, message: str, report: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.llm.structured import chat_structured, parse_structured, validation_problems
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.text import clip
 from worldsmith.worldbook.engine import slot_bodies
 from worldsmith.worldbook.model import NAMESPACES, Condition, Effect, Evidence, Note, Rule, RuleProvenance, RuleStatus
@@ -361,7 +362,7 @@ def model_extract(evidence: list[Evidence], llm: LLM, *, fallback: Callable[[lis
     """One `Extraction` per transition, asked of the model in batches (`chat_many`); the transitions
     whose answer is unusable go to `fallback` (the deterministic extract stage). Evidence order is kept."""
     if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        raise BadInputError(f"batch_size must be at least 1, not {batch_size}")
     report = _report(report, "extract")
     counted = _Counted(llm, report)
     position = {item.turn_id: index for index, item in enumerate(evidence)}

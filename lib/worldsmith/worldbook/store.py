@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.dirs import publish_dir
+from worldsmith.util.errors import BadInputError, ConflictError, NotFoundError
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.layout import WorkspaceLayout
@@ -43,6 +44,7 @@ __all__ = [
     "PatchOp",
     "VersionInfo",
     "WorldbookError",
+    "WorldbookNotFound",
     "WorldbookStore",
     "apply_ops",
     "check_book_name",
@@ -57,12 +59,16 @@ _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 LOCK_TIMEOUT_S = 120.0  # how long a writer waits for another's save of the same book
 
 
-class WorldbookError(ValueError):
+class WorldbookError(BadInputError):
     """A worldbook, version or patch is missing or malformed (the message names the file and field)."""
 
 
-class PatchConflictError(WorldbookError):
+class PatchConflictError(ConflictError, WorldbookError):
     """The patch's base is not the current version and both changed the same items."""
+
+
+class WorldbookNotFound(NotFoundError, WorldbookError):
+    """No worldbook of this name, or no such version of it."""
 
 
 class PatchOp(BaseModel):
@@ -156,7 +162,7 @@ class WorldbookStore:
         path = self._book_dir(name) / "HEAD"
         if not path.is_file():
             known = ", ".join(self.names()) or "none"
-            raise WorldbookError(f"no worldbook {name!r} in {self.root} (worldbooks: {known})")
+            raise WorldbookNotFound(f"no worldbook {name!r} in {self.root} (worldbooks: {known})")
         return path.read_text(encoding="utf-8").strip()
 
     def versions(self, name: str) -> list[VersionInfo]:
@@ -181,7 +187,7 @@ class WorldbookStore:
     def info(self, name: str, version: str) -> VersionInfo:
         path = self._book_dir(name) / "versions" / check_version_id(version) / "manifest.json"
         if not path.is_file():
-            raise WorldbookError(f"worldbook {name!r} has no version {version!r}")
+            raise WorldbookNotFound(f"worldbook {name!r} has no version {version!r}")
         try:
             return VersionInfo.model_validate_json(path.read_bytes())
         except ValidationError as error:
