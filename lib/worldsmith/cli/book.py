@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from worldsmith.cli.book_propose import register_propose
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
+from worldsmith.util.paths import read_user_bytes
 from worldsmith.worldbook import (
     TOOL_RULE_KINDS,
     Patch,
@@ -336,7 +337,7 @@ def run_diff(args: argparse.Namespace) -> int:
 def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
     if args.file:
         try:
-            data: dict[str, Any] = orjson.loads(args.file.read_bytes())
+            data: dict[str, Any] = orjson.loads(read_user_bytes(args.file, "--file"))
             return Patch.model_validate({"base": store.head(args.book), "author": args.author, **data})
         except orjson.JSONDecodeError as error:
             raise CommandError(f"{args.file}: not JSON: {error}") from None

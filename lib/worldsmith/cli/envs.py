@@ -14,6 +14,7 @@ from worldsmith.cli.common import EXIT_ERROR, EXIT_OK, CommandError, add_common,
 from worldsmith.envs import POLICIES, EnvError, check_env, make, registry, spec
 from worldsmith.envs.collect import CollectConfig, CollectProgress, collect, list_tasks
 from worldsmith.envs.replay import ReplayResult, load_actions, replay, replay_episode
+from worldsmith.util.paths import read_user_text
 
 
 def _env_kwargs(pairs: list[str] | None, flag: str = "--env-arg") -> dict[str, Any]:
@@ -177,7 +178,7 @@ def run_collect(args: argparse.Namespace) -> int:
     spec(args.env)  # unknown names fail before anything starts
     tasks = list(args.tasks or [])
     if args.tasks_file:
-        tasks += [line.strip() for line in args.tasks_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        tasks += [line.strip() for line in read_user_text(args.tasks_file, "--tasks-file").splitlines() if line.strip()]
     actions = None
     if args.policy == "replay":
         if args.actions is None:

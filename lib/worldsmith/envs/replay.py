@@ -19,6 +19,8 @@ from worldsmith.envs.recorder import HANDOVER_PREFIX
 from worldsmith.envs.registry import spec
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Episode
+from worldsmith.util.errors import BadInputError
+from worldsmith.util.paths import read_user_text
 from worldsmith.workspace.layout import env_family
 
 __all__ = ["ReplayResult", "ReplayStep", "load_actions", "replay", "replay_episode"]
@@ -126,7 +128,7 @@ def replay_episode(episode: Episode, env: Env | None = None, *, env_name: str | 
     recorded_env: dict[str, Any] = stored_env if isinstance(stored_env, dict) else {}
     name = env_name or recorded_env.get("name") or env_family(episode.env_id)
     if episode.task_id is None:
-        raise ValueError(f"episode {episode.id!r} has no task id: cannot replay it")
+        raise BadInputError(f"episode {episode.id!r} has no task id: cannot replay it")
     actions: list[Action | str] = []
     recorded: list[str | None] = []
     for turn in [*episode.turns, None]:
@@ -150,15 +152,15 @@ def replay_episode(episode: Episode, env: Env | None = None, *, env_name: str | 
 
 def load_actions(path: Path) -> list[Action | str]:
     """Actions from a file: a JSON list (text or action objects), JSONL, or one text command per line."""
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_user_text(path, "action file")
     stripped = text.strip()
     if not stripped:
-        raise ValueError(f"{path}: no actions")
+        raise BadInputError(f"{path}: no actions")
     if stripped.startswith("["):
         try:
             values = orjson.loads(stripped)
         except orjson.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON: {error}") from None
+            raise BadInputError(f"{path}: not valid JSON: {error}") from None
         return [_action_value(value, path, index) for index, value in enumerate(values)]
     if stripped.startswith("{"):
         out = []
@@ -167,7 +169,7 @@ def load_actions(path: Path) -> list[Action | str]:
                 try:
                     out.append(_action_value(orjson.loads(line), path, number))
                 except orjson.JSONDecodeError as error:
-                    raise ValueError(f"{path}:{number}: not valid JSON: {error}") from None
+                    raise BadInputError(f"{path}:{number}: not valid JSON: {error}") from None
         return out
     return [line for line in text.splitlines() if line.strip()]
 
@@ -177,4 +179,4 @@ def _action_value(value: Any, path: Path, where: int) -> Action | str:
         return value
     if isinstance(value, dict) and isinstance(value.get("name"), str):
         return Action(name=value["name"], arguments=value.get("arguments", {}), raw=value.get("raw"))
-    raise ValueError(f"{path}: action {where} must be text or an object with a 'name', not {str(value)[:80]!r}")
+    raise BadInputError(f"{path}: action {where} must be text or an object with a 'name', not {str(value)[:80]!r}")

@@ -15,8 +15,9 @@ import os
 from pathlib import Path
 
 from worldsmith._resources import bundle_root
+from worldsmith.util.errors import user_path_error
 
-__all__ = ["WORKSPACE_ENV_VAR", "default_workspace_root", "resolve_user_path"]
+__all__ = ["WORKSPACE_ENV_VAR", "default_workspace_root", "read_user_bytes", "read_user_text", "resolve_user_path"]
 
 WORKSPACE_ENV_VAR = "WORLDSMITH_WORKSPACE"
 
@@ -39,3 +40,21 @@ def resolve_user_path(text: str | os.PathLike[str], workspace_root: str | os.Pat
         return in_workspace
     bundled = bundle_root() / path
     return bundled if bundled.exists() else in_workspace
+
+
+def read_user_bytes(path: str | os.PathLike[str], what: str = "") -> bytes:
+    """The bytes of a file the user named; a missing or unreadable one is a `NotFoundError` / `BadInputError`
+    naming the path (and `what` it was for, e.g. "--tasks-file"), never a bare `OSError`."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise user_path_error(path, error, what) from error
+
+
+def read_user_text(path: str | os.PathLike[str], what: str = "") -> str:
+    """The UTF-8 text of a file the user named (errors as `read_user_bytes`; bad UTF-8 is a `BadInputError`)."""
+    data = read_user_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise user_path_error(path, OSError(0, f"not UTF-8 text (byte {error.start})"), what) from None
