@@ -53,7 +53,7 @@ def test_demote_diff_and_undo(workspace: Path) -> None:
     text = run("book", "diff", "doors", first, workspace=workspace).stdout
     assert "~ rule open-ok.status: 'supported' -> 'conflicted'" in text
     stale = run("book", "patch", "doors", "--rule", "open-ok", "--status", "deprecated", "--base", first,
-                workspace=workspace, code=1)
+                workspace=workspace, code=5)  # a ConflictError
     assert "changed there too" in stale.stderr
     run("book", "undo", "doors", workspace=workspace)
     rules = orjson.loads(run("book", "rules", "doors", "--status", "supported", "--json", workspace=workspace).stdout)
@@ -69,8 +69,8 @@ def test_patch_file_and_errors(workspace: Path, tmp_path: Path) -> None:
     run("book", "patch", "doors", "--file", str(patch), workspace=workspace)
     bad = tmp_path / "bad.json"
     bad.write_text('{"ops": [{"op": "update_rule", "id": "nope", "fields": {}}]}')
-    assert "no rule 'nope'" in run("book", "patch", "doors", "--file", str(bad), workspace=workspace, code=1).stderr
-    assert "no worldbook 'missing'" in run("book", "show", "missing", workspace=workspace, code=1).stderr
+    assert "no rule 'nope'" in run("book", "patch", "doors", "--file", str(bad), workspace=workspace, code=3).stderr
+    assert "no worldbook 'missing'" in run("book", "show", "missing", workspace=workspace, code=4).stderr
     assert "no rule 'x'" in run("book", "rule", "doors", "x", workspace=workspace, code=1).stderr
 
 

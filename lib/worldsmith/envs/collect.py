@@ -36,6 +36,7 @@ from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.executors import make_executor
 from worldsmith.util.processes import main_module_hidden
 from worldsmith.workspace.layout import WorkspaceLayout
@@ -152,10 +153,10 @@ class _Item:
 
 def _work_items(config: CollectConfig, tasks: list[str]) -> list[_Item]:
     if not tasks:
-        raise ValueError(f"environment {config.env!r} has no tasks to collect: pass --tasks")
+        raise BadInputError(f"environment {config.env!r} has no tasks to collect: pass --tasks")
     count = config.episodes if config.episodes is not None else len(tasks)
     if count < 0:
-        raise ValueError("the number of episodes cannot be negative")
+        raise BadInputError("the number of episodes cannot be negative")
     items = []
     for index in range(count):
         task = tasks[index % len(tasks)]
@@ -408,7 +409,7 @@ def collect(
     if missing:
         env_spec.make()  # raises EnvUnavailableError with the install hint
     if config.policy == "llm" and not config.model:
-        raise ValueError("the llm policy needs a model spec (--model)")
+        raise BadInputError("the llm policy needs a model spec (--model)")
     if config.policy_options:  # bad options fail here, not once per work item in the workers
         make_policy(config.policy, seed=config.seed, options=config.policy_options)
     config = dataclasses.replace(config, workspace_root=str(workspace.root))

@@ -19,6 +19,7 @@ import orjson
 from worldsmith.envs.base import Env, as_action
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["CuriousPolicy", "ExpertPolicy", "Policy", "RandomPolicy", "ReplayPolicy", "make_policy", "POLICIES"]
 
@@ -70,7 +71,7 @@ class RandomPolicy:
             raise RuntimeError("reset() the policy before act()")
         actions = self._env.admissible_actions()
         if actions is None:
-            raise ValueError(f"environment {self._env.name!r} lists no admissible actions: the random policy needs them")
+            raise BadInputError(f"environment {self._env.name!r} lists no admissible actions: the random policy needs them")
         return as_action(self._rng.choice(actions)) if actions else None
 
 
@@ -274,7 +275,7 @@ class CuriousPolicy:
         self.weights = {"expert": expert, "random": random, "revisit": revisit,
                         "read_after_write": read_after_write, "invalid": invalid}
         if any(weight < 0 for weight in self.weights.values()) or not sum(self.weights.values()) > 0:
-            raise ValueError(f"curious policy weights must be >= 0 with a positive sum, not {self.weights}")
+            raise BadInputError(f"curious policy weights must be >= 0 with a positive sum, not {self.weights}")
         self.seed, self.min_steps = seed, min_steps
         self._env: Env | None = None
         self._start_episode()
@@ -509,7 +510,7 @@ def make_policy(
     `min_steps`, `probes_before_respond`); the other policies take none.
     """
     if options and name not in _WITH_OPTIONS:
-        raise ValueError(f"the {name} policy takes no options (got {', '.join(options)})")
+        raise BadInputError(f"the {name} policy takes no options (got {', '.join(options)})")
     if name in _WITH_OPTIONS:
         from worldsmith.envs.probing import ProbingPolicy
 
@@ -517,20 +518,20 @@ def make_policy(
         try:
             return factory(seed, **(options or {}))
         except TypeError as error:  # an unknown option name
-            raise ValueError(f"{name} policy: {error}") from None
+            raise BadInputError(f"{name} policy: {error}") from None
     if name == "expert":
         return ExpertPolicy()
     if name == "random":
         return RandomPolicy(seed)
     if name == "replay":
         if actions is None:
-            raise ValueError("the replay policy needs a list of actions")
+            raise BadInputError("the replay policy needs a list of actions")
         return ReplayPolicy(actions)
     if name == "llm":
         if not model:
-            raise ValueError("the llm policy needs a model spec (e.g. tiny:data_samples/models/tiny)")
+            raise BadInputError("the llm policy needs a model spec (e.g. tiny:data_samples/models/tiny)")
         from worldsmith.envs.llm_policy import LLMPolicy
         from worldsmith.llm import open_llm
 
         return LLMPolicy(open_llm(model, workspace_root, component="policy"), seed=seed)
-    raise ValueError(f"unknown policy {name!r} (choose from {', '.join(POLICIES)})")
+    raise BadInputError(f"unknown policy {name!r} (choose from {', '.join(POLICIES)})")

@@ -28,6 +28,7 @@ from worldsmith.traces.importers.agentworldbench import clean_observation, parse
 from worldsmith.traces.importers.base import iter_json_records
 from worldsmith.traces.model import ContextEvent, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["PREDICTION_FIELD", "AWBRow", "predict_rows", "read_rows", "row_episode", "score_rows", "write_rows"]
@@ -77,15 +78,15 @@ def read_rows(path: str | Path) -> list[AWBRow]:
     for record in iter_json_records(Path(path)):
         where = f"{source}:{record.line}"
         if record.error is not None:
-            raise ValueError(f"{where}: {record.error}")
+            raise BadInputError(f"{where}: {record.error}")
         value = record.value
         if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected a row object, found {type(value).__name__}")
+            raise BadInputError(f"{where}: expected a row object, found {type(value).__name__}")
         for key in ("prompt", "response"):
             if not isinstance(value.get(key), list) or not all(isinstance(item, str) for item in value[key]):
-                raise ValueError(f"{where}: field '{key}' must be a list of strings")
+                raise BadInputError(f"{where}: field '{key}' must be a list of strings")
         if not value["prompt"] or len(value["prompt"]) != len(value["response"]):
-            raise ValueError(f"{where}: 'prompt' ({len(value['prompt'])} steps) and 'response' "
+            raise BadInputError(f"{where}: 'prompt' ({len(value['prompt'])} steps) and 'response' "
                              f"({len(value['response'])}) must be equally long and not empty")
         rows.append(AWBRow(raw=value, source=source, line=record.line))
     return rows
@@ -99,7 +100,7 @@ def row_episode(row: AWBRow) -> Episode:
         try:
             step = parse_step_prompt(prompt)
         except ValueError as error:
-            raise ValueError(f"{row.where}: prompt {index}: {error}") from None
+            raise BadInputError(f"{row.where}: prompt {index}: {error}") from None
         context = [ContextEvent(role="user", content=step.before)] if step.before else []
         if step.state is not None:
             if index == 0:
@@ -152,7 +153,7 @@ def score_rows(rows: Sequence[dict[str, Any] | AWBRow]) -> dict[str, Any]:
     for index, row in enumerate(rows):
         raw = row.raw if isinstance(row, AWBRow) else row
         if not isinstance(raw.get(PREDICTION_FIELD), str):
-            raise ValueError(f"row {index}: no '{PREDICTION_FIELD}' field to score")
+            raise BadInputError(f"row {index}: no '{PREDICTION_FIELD}' field to score")
         reference = clean_observation(raw["response"][-1])
         prediction = _predicted_text(raw[PREDICTION_FIELD])
         per_row.append({"task": raw.get("task"), "id": raw.get("id"), "turn_idx": raw.get("turn_idx"),

@@ -24,6 +24,7 @@ from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.traces.model import Episode
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import family_folds, trajectory_family
@@ -47,16 +48,16 @@ def _select(episodes: Sequence[Episode], config: EvalConfig) -> list[Episode]:
         wanted = set(config.episodes)
         missing = wanted - {e.id for e in chosen}
         if missing:
-            raise ValueError(f"episodes not in the evaluation set: {', '.join(sorted(missing)[:5])}")
+            raise BadInputError(f"episodes not in the evaluation set: {', '.join(sorted(missing)[:5])}")
         chosen = [e for e in chosen if e.id in wanted]
     chosen.sort(key=lambda e: e.id)
     repeated = sorted({a.id for a, b in zip(chosen, chosen[1:], strict=False) if a.id == b.id})
     if repeated:
-        raise ValueError(f"episode ids repeat in the evaluation set: {', '.join(repeated[:5])}")
+        raise BadInputError(f"episode ids repeat in the evaluation set: {', '.join(repeated[:5])}")
     if config.max_episodes is not None:
         chosen = chosen[: config.max_episodes]
     if not chosen:
-        raise ValueError(f"no episodes with turns to evaluate in dataset {config.dataset!r}"
+        raise BadInputError(f"no episodes with turns to evaluate in dataset {config.dataset!r}"
                          + (f" split {config.split!r}" if config.split else "")
                          + (f" environment {config.env!r}" if config.env else ""))
     return chosen
@@ -117,7 +118,7 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
         from worldsmith.worldbook.store import WorldbookStore
 
         if config.book is None:  # EvalConfig refuses this unless cross-fitted, which has no stored book
-            raise ValueError("set book (--book NAME): a run without folds evaluates a stored book")
+            raise BadInputError("set book (--book NAME): a run without folds evaluates a stored book")
         store = WorldbookStore.of_workspace(ws)
         version = config.book_version or store.head(config.book)
         book = store.load(config.book, version)
@@ -131,7 +132,7 @@ def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: 
             if config.env else None
         if problem is None:
             raise
-        raise ValueError(problem) from None
+        raise BadInputError(problem) from None
     chosen, leakage = leak_free(book, selected, construction, config.drop_leaked)
     if construction is not None:
         candidates: Iterable[Episode] = construction
@@ -208,7 +209,7 @@ def load_inputs(config: EvalConfig, ws: Workspace, progress: Progress | None, bu
     pool, _ = exclude_dialogue_only(pool)  # no tool turn: nothing to predict, nor to build a fold's book from
     if config.folds:
         if book is not None or construction is not None:
-            raise ValueError("a cross-fitted run (folds) builds its own books: give neither book nor construction")
+            raise BadInputError("a cross-fitted run (folds) builds its own books: give neither book nor construction")
         parts = _fold_parts(config, pool, build_cache, progress)
         version = "folds-" + digest([p.version for p in parts])[:12]
     else:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
-from worldsmith.util.errors import UnavailableError
+from worldsmith.util.errors import BadInputError, UnavailableError
 
 __all__ = [
     "LLM",
@@ -79,13 +79,13 @@ class GenerationParams:
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, not {self.max_tokens}")
+            raise BadInputError(f"max_tokens must be at least 1, not {self.max_tokens}")
         if self.n < 1:
-            raise ValueError(f"n must be at least 1, not {self.n}")
+            raise BadInputError(f"n must be at least 1, not {self.n}")
         if not 0.0 <= self.temperature <= 5.0:
-            raise ValueError(f"temperature must be within [0, 5], not {self.temperature}")
+            raise BadInputError(f"temperature must be within [0, 5], not {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be within (0, 1], not {self.top_p}")
+            raise BadInputError(f"top_p must be within (0, 1], not {self.top_p}")
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         else:

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 from worldsmith._resources import tiny_model_dir
 from worldsmith.llm.base import LLM
 from worldsmith.llm.registry import backend, backends
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import resolve_user_path
 
@@ -70,16 +71,16 @@ def _examples() -> str:
 def parse_spec(spec: str, **options: Any) -> ModelSpec:
     """Parse `kind:model[@base_url][?k=v&...]`; raises ValueError naming what is wrong."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"a model spec must be non-empty text ({_examples()})")
+        raise BadInputError(f"a model spec must be non-empty text ({_examples()})")
     text = spec.strip()
     kind, sep, rest = text.partition(":")
     if not sep:
-        raise ValueError(f"model spec {spec!r} has no backend prefix: write one of {_examples()}")
+        raise BadInputError(f"model spec {spec!r} has no backend prefix: write one of {_examples()}")
     kind = kind.lower()
     try:
         chosen = backend(kind)
     except ValueError as error:
-        raise ValueError(f"model spec {spec!r}: {error}") from None
+        raise BadInputError(f"model spec {spec!r}: {error}") from None
     rest, _, query = rest.partition("?")
     parsed = {key: _option_value(value) for key, value in parse_qsl(query, keep_blank_values=True)}
     base_url = None
@@ -88,15 +89,15 @@ def parse_spec(spec: str, **options: Any) -> ModelSpec:
         if not at:
             model, base_url = rest, os.environ.get("OPENAI_BASE_URL") or None
         if not model:
-            raise ValueError(f"model spec {spec!r}: name the model before '@' (openai:MODEL@BASE_URL)")
+            raise BadInputError(f"model spec {spec!r}: name the model before '@' (openai:MODEL@BASE_URL)")
         if base_url is not None and not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"model spec {spec!r}: the base URL must start with http:// or https://, not {base_url!r}")
+            raise BadInputError(f"model spec {spec!r}: the base URL must start with http:// or https://, not {base_url!r}")
     else:
         model = rest
         if not model:
-            raise ValueError(f"model spec {spec!r}: name the model path after '{kind}:'")
+            raise BadInputError(f"model spec {spec!r}: name the model path after '{kind}:'")
         if chosen.local_folder and not Path(model).expanduser().exists():
-            raise ValueError(f"model spec {spec!r}: no model folder at {Path(model).expanduser()}")
+            raise BadInputError(f"model spec {spec!r}: no model folder at {Path(model).expanduser()}")
     return ModelSpec(kind=kind, model=model, base_url=base_url, options={**parsed, **options})
 
 
@@ -121,23 +122,23 @@ def load_config(path: str | Path) -> dict[str, ModelSpec]:
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{file}: not valid TOML: {error}") from None
+        raise BadInputError(f"{file}: not valid TOML: {error}") from None
     models = data.get("models", {})
     if not isinstance(models, dict):
-        raise ValueError(f"{file}: [models] must be a table of named models")
+        raise BadInputError(f"{file}: [models] must be a table of named models")
     out: dict[str, ModelSpec] = {}
     for name, entry in models.items():
         try:
             check_name(name, "model")  # the one rule: a configured name never passes for a spec (no ':')
         except InvalidName as error:
-            raise ValueError(f"{file}: [models.{name}]: {error}") from None
+            raise BadInputError(f"{file}: [models.{name}]: {error}") from None
         if not isinstance(entry, dict) or not isinstance(entry.get("spec"), str):
-            raise ValueError(f"{file}: [models.{name}] needs spec = \"kind:model...\"")
+            raise BadInputError(f"{file}: [models.{name}] needs spec = \"kind:model...\"")
         options = {key: value for key, value in entry.items() if key != "spec"}
         try:
             out[name] = parse_spec(entry["spec"], **options)
         except ValueError as error:
-            raise ValueError(f"{file}: [models.{name}]: {error}") from None
+            raise BadInputError(f"{file}: [models.{name}]: {error}") from None
     return out
 
 

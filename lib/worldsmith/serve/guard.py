@@ -34,6 +34,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -109,7 +111,7 @@ class ServeSecurity(BaseModel):
     def _plain_hosts(cls, hosts: list[str]) -> list[str]:
         for host in hosts:
             if not host or "/" in host or "*" in host.removesuffix(":*") or any(c.isspace() for c in host):
-                raise ValueError(f"--allow-host {host!r}: give a host name or address, optionally ':PORT' or ':*'")
+                raise BadInputError(f"--allow-host {host!r}: give a host name or address, optionally ':PORT' or ':*'")
         return [host.lower() for host in hosts]
 
     @field_validator("allow_origins")
@@ -118,14 +120,14 @@ class ServeSecurity(BaseModel):
         for origin in origins:
             scheme, _, rest = origin.partition("://")
             if scheme not in ("http", "https") or not rest or "/" in rest or "*" in rest.removesuffix(":*"):
-                raise ValueError(f"--allow-origin {origin!r}: give 'http(s)://HOST', optionally ':PORT' or ':*'")
+                raise BadInputError(f"--allow-origin {origin!r}: give 'http(s)://HOST', optionally ':PORT' or ':*'")
         return [origin.lower() for origin in origins]
 
     @field_validator("token")
     @classmethod
     def _usable_token(cls, token: str | None) -> str | None:
         if token is not None and not _usable(token):
-            raise ValueError("the token must be non-empty and without whitespace")
+            raise BadInputError("the token must be non-empty and without whitespace")
         return token
 
     @field_validator("tokens")
@@ -133,7 +135,7 @@ class ServeSecurity(BaseModel):
     def _usable_tokens(cls, tokens: list[str]) -> list[str]:
         for index, token in enumerate(tokens):
             if not _usable(token):
-                raise ValueError(f"token {index + 1} must be non-empty and without whitespace")
+                raise BadInputError(f"token {index + 1} must be non-empty and without whitespace")
         return tokens
 
     def credentials(self) -> list[str]:
