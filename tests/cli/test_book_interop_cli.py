@@ -56,7 +56,7 @@ def test_export_then_import_as_new_version_and_new_book(workspace: Path, tmp_pat
     manifest = orjson.loads((out / "manifest.json").read_bytes())
     assert manifest["worldsmith"]["version"] == first
 
-    refused = run("book", "export", "doors", str(out), "--json", workspace=workspace, code=1)
+    refused = run("book", "export", "doors", str(out), "--json", workspace=workspace, code=3)
     assert "not empty" in orjson.loads(refused.stdout)["error"]
     run("book", "export", "doors", str(out), "--overwrite", workspace=workspace)
 
@@ -83,12 +83,12 @@ def test_import_errors(workspace: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     (bad / "rules").mkdir(parents=True)
     (bad / "rules/index.jsonl").write_text('{"id": "x", "action": "open"}\n{"id": "y"}\n')
-    error = run("book", "import", str(bad), workspace=workspace, code=1).stderr
+    error = run("book", "import", str(bad), workspace=workspace, code=3).stderr
     assert "rules/index.jsonl:2: field 'action': Field required" in error
-    assert "not a folder" in run("book", "import", str(tmp_path / "none"), workspace=workspace, code=1).stderr
+    assert "not a folder" in run("book", "import", str(tmp_path / "none"), workspace=workspace, code=3).stderr
     (bad / "rules/index.jsonl").write_text('{"id": "x", "action": "open"}\n')
     assert "worldbook name 'no spaces'" in run("book", "import", str(bad), "--name", "no spaces",
-                                                workspace=workspace, code=1).stderr
+                                                workspace=workspace, code=3).stderr
 
 
 def test_search_lexical_dense_and_hybrid(workspace: Path) -> None:
@@ -107,4 +107,4 @@ def test_search_lexical_dense_and_hybrid(workspace: Path) -> None:
     assert {hit["kind"] for hit in hybrid["hits"]} <= {"rule", "evidence"} and hybrid["hits"]
     text = run("book", "search", "doors", "door key", "--k", "2", workspace=workspace).stdout
     assert len(text.strip().splitlines()) == 2
-    assert "no worldbook 'nope'" in run("book", "search", "nope", "x", workspace=workspace, code=1).stderr
+    assert "no worldbook 'nope'" in run("book", "search", "nope", "x", workspace=workspace, code=4).stderr

@@ -43,5 +43,5 @@ def test_tools_lists_write_rules_and_a_status_patch_makes_a_new_version(tmp_path
     diff = orjson.loads(run("book", "diff", "shop", patched["parent"], "--json", workspace=tmp_path).stdout)
     assert diff["tool_rules"]["changed"]["write:cancel_order"]["status"]["after"] == "deprecated"
     missing = run("book", "patch", "shop", "--tool-rule", "write:nope", "--status", "deprecated", workspace=tmp_path,
-                  code=1)
+                  code=3)
     assert "no tool_rule 'write:nope'" in missing.stderr

@@ -63,10 +63,10 @@ def test_build_with_cross_fitting_and_a_rebuild_as_a_child_version(workspace: Pa
 
 def test_build_errors_name_the_problem(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
-    assert main(["build", "--dataset", "nope", "--out", "x", "--workspace", str(workspace)]) == 1
+    assert main(["build", "--dataset", "nope", "--out", "x", "--workspace", str(workspace)]) == 4  # not found
     assert "nope" in capsys.readouterr().err
     assert main(["build", "--dataset", "alf", "--split", "validation", "--out", "x", "--workspace",
-                 str(workspace)]) == 1
+                 str(workspace)]) == 3  # bad input
     assert "no episodes in split 'validation'" in capsys.readouterr().err
 
 

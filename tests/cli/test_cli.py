@@ -76,7 +76,7 @@ def test_traces_list_show_schema_formats_datasets(tmp_path: Path, airline_file: 
     assert len(episode["turns"]) == 3 and episode["task_id"] == "1"
     missing = run("traces", "show", "nope", "--dataset", "air", "--json", workspace=ws, check_code=1)
     assert "not in dataset" in orjson.loads(missing.stdout)["error"]
-    assert "no dataset 'other'" in run("traces", "list", "--dataset", "other", workspace=ws, check_code=1).stderr
+    assert "no dataset 'other'" in run("traces", "list", "--dataset", "other", workspace=ws, check_code=4).stderr
     schema = orjson.loads(run("traces", "schema", workspace=ws).stdout)
     assert schema["title"].startswith("worldsmith episode") and "turns" in schema["properties"]
     formats = orjson.loads(run("traces", "formats", "--json", workspace=ws).stdout)["formats"]

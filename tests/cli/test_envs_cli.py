@@ -59,7 +59,7 @@ def test_collect_json_resume_and_replay(tmp_path: Path) -> None:
 
 
 def test_collect_errors_are_clear(tmp_path: Path) -> None:
-    unknown = run("collect", "nope", "--dataset", "x", workspace=tmp_path, code=1)
+    unknown = run("collect", "nope", "--dataset", "x", workspace=tmp_path, code=4)
     assert "unknown environment 'nope'" in unknown.stderr
     nothing = orjson.loads(run("collect", "counter", "--tasks", "broken", "--dataset", "x", "--json",
                                workspace=tmp_path, code=1).stdout)

@@ -40,7 +40,7 @@ def test_list_and_stop_the_workspace_jobs(tmp_path: Path, capsys: pytest.Capture
         text = capsys.readouterr().out
         assert "tr" in text and "running" in text and "finished (exit 0)" in text
 
-        assert _json(capsys, "jobs", "stop", "nope", "--workspace", ws, code=1) == {"error": "no job named 'nope'"}
+        assert _json(capsys, "jobs", "stop", "nope", "--workspace", ws, code=1)["error"] == "no job named 'nope'"
         stopped = _json(capsys, "jobs", "stop", "tr", "--workspace", ws, "--grace", "5")
         assert stopped["stopped"] is True and stopped["run"] == "tr" and stopped["state"] != "running"
     finally:

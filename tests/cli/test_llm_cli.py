@@ -55,7 +55,7 @@ def test_chat_is_cached_logged_and_searchable(tmp_path: Path, tiny: str) -> None
 def test_chat_errors_are_clear(tmp_path: Path) -> None:
     bad = run("llm", "chat", "hi", "--model", "nope", workspace=tmp_path, code=1)
     assert "no model named 'nope'" in bad.stderr
-    missing = run("llm", "chat", "hi", "--model", "hf:/no/such/model", workspace=tmp_path, code=1)
+    missing = run("llm", "chat", "hi", "--model", "hf:/no/such/model", workspace=tmp_path, code=3)
     assert "no model folder at /no/such/model" in missing.stderr
 
 
