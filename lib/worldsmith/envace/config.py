@@ -86,7 +86,7 @@ class DataConfig(BaseModel):
     @model_validator(mode="after")
     def _source(self) -> DataConfig:
         if self.dataset is None and not self.paths:
-            raise ValueError("give data.dataset (a workspace dataset) or data.paths (JSONL episode files)")
+            raise BadInputError("give data.dataset (a workspace dataset) or data.paths (JSONL episode files)")
         return self
 
 
@@ -236,7 +236,7 @@ class EnvACEConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> EnvACEConfig:
         if self.rollout_source == "worldbook" and self.objective == "grpo" and not self.worldbook:
-            raise ValueError("rollout_source 'worldbook' needs worldbook (a worldbook name in the workspace)")
+            raise BadInputError("rollout_source 'worldbook' needs worldbook (a worldbook name in the workspace)")
         return self
 
     # -------------------------------------------------------------- files

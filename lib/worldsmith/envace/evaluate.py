@@ -33,6 +33,7 @@ from worldsmith.envs import Env, EnvError, make
 from worldsmith.envs.recorder import EpisodeRecorder
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write, atomic_write_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 
 __all__ = [
@@ -77,7 +78,7 @@ class EvalSettings(BaseModel):
             return cls(checkpoint=str(checkpoint), env=env, budgets=budgets, **options)
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise ValueError(f"envace eval settings: {problems}") from None
+            raise BadInputError(f"envace eval settings: {problems}") from None
 
 
 @dataclass
@@ -151,7 +152,7 @@ def _choose_tasks(env: Env, settings: EvalSettings, excluded: set[str]) -> list[
         return list(settings.tasks)
     chosen = [task for task in env.tasks() if task not in excluded][: settings.n_tasks]
     if not chosen:
-        raise ValueError(f"environment {settings.env!r} lists no tasks to evaluate (give --tasks)")
+        raise BadInputError(f"environment {settings.env!r} lists no tasks to evaluate (give --tasks)")
     return chosen
 
 
@@ -302,7 +303,7 @@ def evaluate_checkpoint(settings: EvalSettings, *, out: str | Path | None = None
     """
     checkpoint = Path(settings.checkpoint)
     if llm is None and not (checkpoint / "config.json").is_file():
-        raise ValueError(f"{checkpoint}: not a checkpoint folder (no config.json with the model's weights beside it)")
+        raise BadInputError(f"{checkpoint}: not a checkpoint folder (no config.json with the model's weights beside it)")
     templates, run_config = templates_for_checkpoint(checkpoint)
     excluded = training_task_ids(run_config) if settings.exclude_training_tasks else set()
     model = llm if llm is not None else load_checkpoint_llm(checkpoint, device=settings.device,
@@ -310,7 +311,7 @@ def evaluate_checkpoint(settings: EvalSettings, *, out: str | Path | None = None
     budgets = [_as_trained(budget, run_config) for budget in (RehearsalConfig(seed=settings.seed), *settings.budgets)]
     labels = [budget.label() for budget in budgets]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"two rehearsal budgets share a name: {labels}")
+        raise BadInputError(f"two rehearsal budgets share a name: {labels}")
     env = make(settings.env, **settings.env_kwargs)
     records: list[TaskRecord] = []
     episodes: list[Episode] = []

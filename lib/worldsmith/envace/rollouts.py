@@ -38,6 +38,7 @@ from worldsmith.envace.data import (
 )
 from worldsmith.envace.generate import DecodeStats, SegmentDecoder
 from worldsmith.llm.prompt_lookup import PromptLookup
+from worldsmith.util.errors import BadInputError
 
 __all__ = [
     "SOURCES",
@@ -324,17 +325,17 @@ def make_source_factory(
         return ImaginedSource
     if name == "real":
         if not env:
-            raise ValueError("the real rollout source needs data.env (a registered environment)")
+            raise BadInputError("the real rollout source needs data.env (a registered environment)")
         return lambda: RealSource(env)
     if name == "worldbook":
         if book is None:
-            raise ValueError("the worldbook rollout source needs a worldbook")
+            raise BadInputError("the worldbook rollout source needs a worldbook")
         return lambda: WorldbookSource(book)
     if name == "cache":
         if cache is None:
-            raise ValueError("the cache rollout source needs a response cache")
+            raise BadInputError("the cache rollout source needs a response cache")
         return lambda: CacheSource(cache)
-    raise ValueError(f"unknown rollout source {name!r} (choose from {', '.join(SOURCES)})")
+    raise BadInputError(f"unknown rollout source {name!r} (choose from {', '.join(SOURCES)})")
 
 
 # ---------------------------------------------------------------------------------------------

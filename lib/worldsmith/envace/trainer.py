@@ -59,6 +59,7 @@ from worldsmith.envace.runstore import RunStore
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["TrainSummary", "Trainer", "load_episodes"]
 
@@ -139,7 +140,7 @@ class Trainer:
             torch.set_num_threads(config.threads)
         self.device = self.parallel.device or resolve_device(config.device)
         if config.batch_size < self.parallel.world:
-            raise ValueError(f"batch_size ({config.batch_size}) must be at least the number of processes "
+            raise BadInputError(f"batch_size ({config.batch_size}) must be at least the number of processes "
                              f"({self.parallel.world}): each takes a share of every step's batch")
         self._share = 1.0  # this process's share of the step's batch (gradients are averaged with it)
         episodes = load_episodes(config.data.paths, config.data.dataset, config.data.split, config.workspace)
@@ -154,7 +155,7 @@ class Trainer:
             episodes = [episode for episode in episodes if episode.id not in held]
             self.probe_source = "holdout"
         if not episodes:
-            raise ValueError("no training episodes: check data.paths / data.dataset / data.split")
+            raise BadInputError("no training episodes: check data.paths / data.dataset / data.split")
         self.episodes = episodes
         self.probe_episodes = probe_episodes or episodes
         torch.manual_seed(config.seed)
@@ -174,7 +175,7 @@ class Trainer:
             if oracle is not None:
                 oracle.close()
         if not self.streams:
-            raise ValueError("the training episodes give no samples (no turns)")
+            raise BadInputError("the training episodes give no samples (no turns)")
         spread = max(1, len(self.streams) // _DIAGNOSTIC_STREAMS)
         self.diagnostic = self.streams[::spread][:_DIAGNOSTIC_STREAMS]
         self.probe_samples = probe_transitions(self.probe_episodes, self.tokenizer, config.data,
@@ -607,7 +608,7 @@ class Trainer:
 
         state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         if state.get("fingerprint") != _fingerprint(self.config):
-            raise ValueError(f"{self.store.root} holds a run of another configuration (checkpoint {folder.name}); "
+            raise BadInputError(f"{self.store.root} holds a run of another configuration (checkpoint {folder.name}); "
                              "use another --out, or train(resume=False) to start over")
         if self.config.lora is not None:
             from peft import set_peft_model_state_dict
@@ -635,7 +636,7 @@ class Trainer:
         rng = load_file(str(folder / "rng.safetensors"))
         suffix = f"_rank{self.parallel.rank}" if self.parallel.rank else ""
         if f"sampler{suffix}" not in rng:
-            raise ValueError(f"{folder}: written by fewer processes than this run's {self.parallel.world}; resume "
+            raise BadInputError(f"{folder}: written by fewer processes than this run's {self.parallel.world}; resume "
                              "with as many processes as the run was started with")
         torch.set_rng_state(rng[f"torch_cpu{suffix}"])
         sampler = rng[f"sampler{suffix}"]

@@ -77,6 +77,7 @@ from worldsmith.envs.base import (
     as_action,
 )
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["BFCLEnv"]
 
@@ -496,7 +497,7 @@ class BFCLEnv(EnvBase):
         chosen = list(categories) if categories is not None else list(known)
         unknown = [category for category in chosen if category not in known]
         if unknown:
-            raise ValueError(f"unknown BFCL multi-turn categories {unknown} (known: {', '.join(known)})")
+            raise BadInputError(f"unknown BFCL multi-turn categories {unknown} (known: {', '.join(known)})")
         self.categories = chosen
         self._entries: dict[str, _Entry] = {}
         for category in chosen:

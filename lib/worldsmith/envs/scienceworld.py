@@ -61,6 +61,7 @@ from worldsmith.envs.base import (
 )
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["ScienceWorldEnv", "parse_task_id"]
 
@@ -301,9 +302,9 @@ class ScienceWorldEnv(EnvBase):
         `state_object_tree=True` adds the simulator's full object tree (~180 KB) to `state()`.
         `java_options`: extra JVM options; None means `DETERMINISTIC_JAVA_OPTIONS` ([] for HotSpot's defaults)."""
         if split not in (None, *SPLITS):
-            raise ValueError(f"split must be one of {', '.join(SPLITS)} or None, not {split!r}")
+            raise BadInputError(f"split must be one of {', '.join(SPLITS)} or None, not {split!r}")
         if step_limit is not None and step_limit < 1:
-            raise ValueError(f"step_limit must be a positive number of moves or None, not {step_limit!r}")
+            raise BadInputError(f"step_limit must be a positive number of moves or None, not {step_limit!r}")
         self.split = split
         self.step_limit = step_limit
         self.simplifications = simplifications

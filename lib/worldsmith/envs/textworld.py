@@ -51,6 +51,7 @@ from worldsmith.envs.base import (
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
 from worldsmith.util.dirs import publish_dir
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["DEFAULT_CONFIGS", "KINDS", "GameSpec", "TextWorldEnv", "parse_task"]
 
@@ -74,23 +75,23 @@ class OptionSpec:
         """The canonical value text, or raise ValueError saying what tw-make would accept."""
         if self.kind == "flag":
             if value is not None:
-                raise ValueError(f"option {name!r} is a flag and takes no value (write just {name!r})")
+                raise BadInputError(f"option {name!r} is a flag and takes no value (write just {name!r})")
             return None
         if value is None or value == "":
-            raise ValueError(f"option {name!r} needs a value ({self.describe(name)})")
+            raise BadInputError(f"option {name!r} needs a value ({self.describe(name)})")
         if self.kind == "choice":
             if value not in self.choices:
-                raise ValueError(f"option {name!r} must be one of {', '.join(self.choices)}, not {value!r}")
+                raise BadInputError(f"option {name!r} must be one of {', '.join(self.choices)}, not {value!r}")
             return value
         if self.kind == "word":
             if not re.fullmatch(r"[A-Za-z0-9_-]+", value):
-                raise ValueError(f"option {name!r} must be a plain word, not {value!r}")
+                raise BadInputError(f"option {name!r} must be a plain word, not {value!r}")
             return value
         if not re.fullmatch(r"-?[0-9]+", value):
-            raise ValueError(f"option {name!r} must be an integer, not {value!r}")
+            raise BadInputError(f"option {name!r} must be an integer, not {value!r}")
         number = int(value)
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
-            raise ValueError(f"option {name!r} must be between {self.low} and {self.high}, not {number}")
+            raise BadInputError(f"option {name!r} must be between {self.low} and {self.high}, not {number}")
         return str(number)
 
     def describe(self, name: str) -> str:

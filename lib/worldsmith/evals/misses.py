@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from worldsmith.evals.bootstrap import bootstrap_ratios, pair_name
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["DEFAULT_MISS_RESAMPLES", "FLAGS", "GROUPINGS", "INTERVAL_COLUMNS", "PAIRED_GROUPINGS", "action_name",
            "answered_by", "biggest_cause", "differs", "miss_flags", "miss_groups", "paired_miss_differences",
@@ -136,7 +137,7 @@ def miss_groups(records: pd.DataFrame, metric: str, threshold: float, by: str, *
     With `resamples`, each row also gets 95% intervals from a cluster bootstrap over episodes (`evals.bootstrap`,
     one record's turns stay together): error_rate_low/high, share_low/high and the trajectories resampled."""
     if by not in GROUPINGS:
-        raise ValueError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
+        raise BadInputError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
     columns = [by, "records", "wrong", "error_rate", "share_of_misses", f"mean_{metric}"]
     if resamples is not None:
         columns += list(INTERVAL_COLUMNS)
@@ -226,7 +227,7 @@ def paired_miss_differences(records: pd.DataFrame, a: str, b: str, metric: str =
                            "turns": len(joined), "resamples": resamples, "seed": seed, "by": {}}
     for by in groupings:
         if by not in GROUPINGS:
-            raise ValueError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
+            raise BadInputError(f"group by one of {', '.join(GROUPINGS)}, not {by!r}")
         labels = _labels(left, by, action_of)
         names = sorted({name for row in labels for name in row})
         members = [_membership(labels, name) for name in names]

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, heldout_delta
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
@@ -45,7 +46,7 @@ class ProposalReport:
     def from_json(cls, value: Any) -> ProposalReport:
         """The report `to_json` wrote (a background job's output); ValueError naming the field if it is not one."""
         if not isinstance(value, dict):
-            raise ValueError("a proposal report is a JSON object")
+            raise BadInputError("a proposal report is a JSON object")
         try:
             items = value["proposals"]
             proposals = [Proposal(kind=item["kind"], rule_id=str(item["rule"]),
@@ -63,7 +64,7 @@ class ProposalReport:
                        split=value.get("heldout_split"), heldout_note=str(value.get("heldout_note") or ""),
                        deltas=deltas if any(d is not None for d in deltas) else [])
         except (KeyError, TypeError, ValidationError) as error:
-            raise ValueError(f"not a proposal report: {error}") from None
+            raise BadInputError(f"not a proposal report: {error}") from None
 
     def to_json(self) -> dict[str, Any]:
         deltas = self.deltas or [None] * len(self.proposals)

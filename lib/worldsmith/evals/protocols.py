@@ -34,6 +34,7 @@ from worldsmith.sim.registry import make_world_model, world_model_names, world_m
 from worldsmith.sim.registry import needs_llm as _needs_llm
 from worldsmith.sim.simenv import SimEnv
 from worldsmith.traces.model import Action, Episode
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
@@ -61,7 +62,7 @@ def method_kind(method: str) -> str:
     try:
         return world_model_spec(method).name
     except ValueError:
-        raise ValueError(f"unknown method {method!r} (choose from {', '.join(world_model_names())})") from None
+        raise BadInputError(f"unknown method {method!r} (choose from {', '.join(world_model_names())})") from None
 
 
 def needs_llm(method: str) -> bool:
@@ -106,7 +107,7 @@ def make_method(method: str, book: Worldbook, *, llm: LLM | None = None, **optio
     """The world model a method name stands for; model methods need `llm`, the harness uses it when given."""
     kind = method_kind(method)
     if _needs_llm(kind) and llm is None:
-        raise ValueError(f"method {method!r} needs a model: give an LLM spec (--llm)")
+        raise BadInputError(f"method {method!r} needs a model: give an LLM spec (--llm)")
     if kind == "nearest":
         options = {k: v for k, v in options.items() if k == "k"}
     return make_world_model(kind, book, llm=llm, **options)

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from worldsmith.llm.base import Message
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["PREAMBLE_STEPS", "SYSTEM_LEVELS", "TOOL_LEVELS", "PromptBudget", "PromptPreamble", "backend_of",
            "context_window", "estimate_tokens", "prompt_budget", "summarize_system", "summarize_tools"]
@@ -148,7 +149,7 @@ def summarize_system(text: str, level: str) -> str:
     with the first sentence under it, saying how many paragraphs went; 'first' = its opening sentences (at most
     `FIRST_CHARS` characters); 'none' = ""."""
     if level not in SYSTEM_LEVELS:
-        raise ValueError(f"system prompt level is one of {', '.join(SYSTEM_LEVELS)}, not {level!r}")
+        raise BadInputError(f"system prompt level is one of {', '.join(SYSTEM_LEVELS)}, not {level!r}")
     text = text.strip()
     if level == "none" or not text:
         return ""
@@ -223,7 +224,7 @@ def summarize_tools(tools: Sequence[Mapping[str, Any]], level: str) -> str:
     type, optional?: type)` and the first sentence of the description that not every tool shares; 'names' = the
     names, comma-separated; 'none' = ""."""
     if level not in TOOL_LEVELS:
-        raise ValueError(f"tool schema level is one of {', '.join(TOOL_LEVELS)}, not {level!r}")
+        raise BadInputError(f"tool schema level is one of {', '.join(TOOL_LEVELS)}, not {level!r}")
     functions = [_function(tool) for tool in tools if isinstance(tool, Mapping)]
     if level == "none" or not functions:
         return ""

@@ -72,6 +72,7 @@ from worldsmith.llm.decoding import (
 )
 from worldsmith.llm.prompt_lookup import LookupStats, NgramIndex, PromptLookup, accept_rows, target_probs
 from worldsmith.llm.spec import ModelSpec
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["HFLLM", "PrefixCacheStats", "from_spec"]
 
@@ -267,7 +268,7 @@ class HFLLM(LLMBase):
         except ImportError as error:
             raise BackendUnavailableError(f"the hf backend needs torch and transformers: {error}") from None
         if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+            raise BadInputError(f"max_batch must be at least 1, not {max_batch}")
         self.lookup = PromptLookup.from_options(
             {"prompt_lookup": prompt_lookup, "lookup_draft": lookup_draft, "lookup_ngram": lookup_ngram})
         self.lookup_stats = LookupStats()  # decode passes per row and what they emitted (with lookup off too)
@@ -313,7 +314,7 @@ class HFLLM(LLMBase):
             return "auto"
         value = getattr(torch, str(name), None)
         if not isinstance(value, torch.dtype) or not value.is_floating_point:
-            raise ValueError(f"dtype must be float32, bfloat16, float16 or auto, not {name!r}")
+            raise BadInputError(f"dtype must be float32, bfloat16, float16 or auto, not {name!r}")
         return value
 
     def _pad_id(self) -> int:

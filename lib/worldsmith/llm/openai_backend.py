@@ -40,6 +40,7 @@ from worldsmith.llm.base import (
     TransientLLMError,
 )
 from worldsmith.llm.spec import ModelSpec
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["OpenAILLM", "from_spec", "is_context_overflow"]
 
@@ -139,11 +140,11 @@ class OpenAILLM(LLMBase):
         except ImportError as error:
             raise BackendUnavailableError("the openai package is not installed: pip install 'openai>=1.40'") from error
         if json_mode not in ("json_schema", "json_object", "none"):
-            raise ValueError(f"json_mode must be json_schema, json_object or none, not {json_mode!r}")
+            raise BadInputError(f"json_mode must be json_schema, json_object or none, not {json_mode!r}")
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
-            raise ValueError(f"max_tokens_field must be max_tokens or max_completion_tokens, not {max_tokens_field!r}")
+            raise BadInputError(f"max_tokens_field must be max_tokens or max_completion_tokens, not {max_tokens_field!r}")
         if int(max_concurrency) < 1 or int(max_retries) < 0:
-            raise ValueError("max_concurrency must be at least 1 and max_retries at least 0")
+            raise BadInputError("max_concurrency must be at least 1 and max_retries at least 0")
         self.model = model
         self.base_url = base_url
         self.spec = spec or f"openai:{model}" + (f"@{base_url}" if base_url else "")
@@ -329,5 +330,5 @@ def from_spec(spec: ModelSpec) -> OpenAILLM:
     """The `openai:MODEL@BASE_URL[?options]` factory that `make_llm` calls."""
     unknown = sorted(set(spec.options) - _OPTIONS)
     if unknown:
-        raise ValueError(f"{spec.text}: unknown openai option(s) {', '.join(unknown)} (known: {', '.join(sorted(_OPTIONS))})")
+        raise BadInputError(f"{spec.text}: unknown openai option(s) {', '.join(unknown)} (known: {', '.join(sorted(_OPTIONS))})")
     return OpenAILLM(spec.model, spec.base_url, spec=spec.text, **spec.options)

@@ -28,6 +28,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = [
     "LookupStats",
     "NgramIndex",
@@ -49,9 +51,9 @@ class PromptLookup:
 
     def __post_init__(self) -> None:
         if not isinstance(self.draft, int) or isinstance(self.draft, bool) or self.draft < 1:
-            raise ValueError(f"prompt lookup: the draft length must be an integer of at least 1, not {self.draft!r}")
+            raise BadInputError(f"prompt lookup: the draft length must be an integer of at least 1, not {self.draft!r}")
         if not isinstance(self.ngram, int) or isinstance(self.ngram, bool) or self.ngram < 1:
-            raise ValueError(f"prompt lookup: the n-gram size must be an integer of at least 1, not {self.ngram!r}")
+            raise BadInputError(f"prompt lookup: the n-gram size must be an integer of at least 1, not {self.ngram!r}")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], default: PromptLookup | None = None) -> PromptLookup:
@@ -60,7 +62,7 @@ class PromptLookup:
         base = default or cls()
         enabled = options.get("prompt_lookup", base.enabled)
         if not isinstance(enabled, bool):
-            raise ValueError(f"prompt_lookup must be true or false, not {enabled!r}")
+            raise BadInputError(f"prompt_lookup must be true or false, not {enabled!r}")
         return cls(enabled, options.get("lookup_draft", base.draft), options.get("lookup_ngram", base.ngram))
 
 

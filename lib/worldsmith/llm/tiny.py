@@ -31,6 +31,7 @@ from worldsmith.llm.base import Message
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.text import clip
 
 __all__ = [
@@ -184,19 +185,19 @@ class TinyConfig:
     def __post_init__(self) -> None:
         for role in self.roles:
             if role not in ("agent", "environment"):
-                raise ValueError(f"roles must be 'agent' and/or 'environment', not {role!r}")
+                raise BadInputError(f"roles must be 'agent' and/or 'environment', not {role!r}")
         if not self.roles:
-            raise ValueError("roles must name at least one of 'agent', 'environment'")
+            raise BadInputError("roles must name at least one of 'agent', 'environment'")
         if self.seq_len > self.context_length:
-            raise ValueError(f"seq_len ({self.seq_len}) must not exceed context_length ({self.context_length})")
+            raise BadInputError(f"seq_len ({self.seq_len}) must not exceed context_length ({self.context_length})")
         if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
-            raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
+            raise BadInputError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
         if self.save_dtype not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"save_dtype must be float32, bfloat16 or float16, not {self.save_dtype!r}")
+            raise BadInputError(f"save_dtype must be float32, bfloat16 or float16, not {self.save_dtype!r}")
         if self.rope_theta <= 0:
-            raise ValueError(f"rope_theta must be positive, not {self.rope_theta}")
+            raise BadInputError(f"rope_theta must be positive, not {self.rope_theta}")
         if self.vocab_size < 300:
-            raise ValueError("vocab_size must be at least 300 (256 bytes + special tokens + merges)")
+            raise BadInputError("vocab_size must be at least 300 (256 bytes + special tokens + merges)")
 
 
 @dataclass
@@ -417,7 +418,7 @@ def train_tiny(
     # 1. conversations, both roles
     conversations, episode_count, turn_count = _conversations(episodes, config)
     if not conversations:
-        raise ValueError("no episodes with turns to train on")
+        raise BadInputError("no episodes with turns to train on")
 
     # 2. tokenizer, on the message texts (roles included so their names become single tokens)
     texts = [message["content"] for messages in conversations for message in messages]

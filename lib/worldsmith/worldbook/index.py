@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import orjson
 
 from worldsmith.util.dirs import replace_dir, staging_dir
-from worldsmith.util.errors import UnavailableError
+from worldsmith.util.errors import BadInputError, UnavailableError
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookError
 
@@ -323,11 +323,11 @@ class WorldbookIndex:
                mode: SearchMode = "hybrid", action: str | None = None) -> list[SearchHit]:
         """The `k` best items for `query`, of the given kinds (default all) and action (notes have none)."""
         if mode not in _MODES:
-            raise ValueError(f"search mode {mode!r}: use one of {', '.join(_MODES)}")
+            raise BadInputError(f"search mode {mode!r}: use one of {', '.join(_MODES)}")
         wanted = tuple(dict.fromkeys(kinds)) if kinds else SEARCH_KINDS
         unknown = [kind for kind in wanted if kind not in SEARCH_KINDS]
         if unknown:
-            raise ValueError(f"unknown kinds {', '.join(map(repr, unknown))}: use {', '.join(SEARCH_KINDS)}")
+            raise BadInputError(f"unknown kinds {', '.join(map(repr, unknown))}: use {', '.join(SEARCH_KINDS)}")
         if k <= 0 or not query.strip():
             return []
         if mode != "lexical" and not self.has_dense:

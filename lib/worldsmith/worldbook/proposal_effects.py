@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Evidence, Worldbook
@@ -66,7 +67,7 @@ def heldout_evidence(workspace: Any, store: WorldbookStore, name: str, version: 
     version = version or store.head(name)
     sources = store.info(name, version).sources
     if not sources or not sources[0].get("dataset"):
-        raise ValueError(f"worldbook {name!r} ({version}) records no source dataset to hold turns out from")
+        raise BadInputError(f"worldbook {name!r} ({version}) records no source dataset to hold turns out from")
     source = sources[0]
     split = split or source.get("validation_split") or "test"
     dataset = workspace.dataset(source["dataset"])
@@ -75,6 +76,6 @@ def heldout_evidence(workspace: Any, store: WorldbookStore, name: str, version: 
     episodes = [e for e in dataset.iter_episodes(split) if e.id not in built_from
                 and (env is None or env_family(e.env_id) == env)]
     if not episodes:
-        raise ValueError(f"dataset {source['dataset']!r} has no episodes in split {split!r}"
+        raise BadInputError(f"dataset {source['dataset']!r} has no episodes in split {split!r}"
                          + (f" of environment {env!r}" if env else "") + " that the book was not built from")
     return evidence_from_episodes(episodes), split

@@ -9,6 +9,7 @@ answer with one) raise ValueError naming the rule and the field.
 
 from __future__ import annotations
 
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.store import PatchOp
 from worldsmith.worldbook.toolrules import ToolRule
@@ -26,10 +27,10 @@ def tool_rule_status_op(rule: ToolRule, status: RuleStatus | str) -> PatchOp:
 def template_op(rule: ToolRule, template: str) -> PatchOp:
     """A precondition's or empty result's answer text replaced ({arg.x} slots the argument x)."""
     if rule.kind not in TEMPLATED_KINDS:
-        raise ValueError(f"tool rule {rule.id!r}: a {rule.kind} rule has no template to edit "
+        raise BadInputError(f"tool rule {rule.id!r}: a {rule.kind} rule has no template to edit "
                          f"(only {', '.join(TEMPLATED_KINDS)})")
     if not template.strip():
-        raise ValueError(f"tool rule {rule.id!r}: the template is empty")
+        raise BadInputError(f"tool rule {rule.id!r}: the template is empty")
     fields: dict[str, object] = {"template": template}
     if rule.precondition is not None:  # the precondition source answers with its spec's text: edit both alike
         fields["precondition"] = {**rule.precondition.model_dump(mode="json"), "template": template}
@@ -38,11 +39,11 @@ def template_op(rule: ToolRule, template: str) -> PatchOp:
 
 def _changes_index(rule: ToolRule, path: str) -> int:
     if rule.kind not in ("write", "effect"):
-        raise ValueError(f"tool rule {rule.id!r} is a {rule.kind} rule: it has no field changes")
+        raise BadInputError(f"tool rule {rule.id!r} is a {rule.kind} rule: it has no field changes")
     for index, change in enumerate(rule.changes):
         if change.path == path:
             return index
-    raise ValueError(f"tool rule {rule.id!r} changes no field {path!r} "
+    raise BadInputError(f"tool rule {rule.id!r} changes no field {path!r} "
                      f"(it changes {', '.join(c.path for c in rule.changes) or 'nothing'})")
 
 
