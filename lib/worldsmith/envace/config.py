@@ -248,7 +248,7 @@ class EnvACEConfig(BaseModel):
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
-            raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
+            raise ConfigError(f"cannot read the config: {error.strerror or error}", where=str(path)) from None
         try:
             if path.suffix.lower() == ".json":
                 raw = json.loads(text)
@@ -257,11 +257,11 @@ class EnvACEConfig(BaseModel):
 
                 raw = yaml.safe_load(text)
         except (json.JSONDecodeError, ValueError) as error:
-            raise ConfigError(f"{path}: not valid JSON: {error}") from None
+            raise ConfigError(f"not valid JSON: {error}", where=str(path)) from None
         except Exception as error:  # noqa: BLE001 - yaml's errors carry the line and column
-            raise ConfigError(f"{path}: not valid YAML: {error}") from None
+            raise ConfigError(f"not valid YAML: {error}", where=str(path)) from None
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the config must be a mapping of fields, not {type(raw).__name__}")
+            raise ConfigError(f"the config must be a mapping of fields, not {type(raw).__name__}", where=str(path))
         return cls.from_dict(apply_overrides(raw, overrides or {}), source=str(path))
 
     @classmethod

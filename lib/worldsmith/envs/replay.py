@@ -155,12 +155,12 @@ def load_actions(path: Path) -> list[Action | str]:
     text = read_user_text(path, "action file")
     stripped = text.strip()
     if not stripped:
-        raise BadInputError(f"{path}: no actions")
+        raise BadInputError("no actions", where=str(path))
     if stripped.startswith("["):
         try:
             values = orjson.loads(stripped)
         except orjson.JSONDecodeError as error:
-            raise BadInputError(f"{path}: not valid JSON: {error}") from None
+            raise BadInputError(f"not valid JSON: {error}", where=str(path)) from None
         return [_action_value(value, path, index) for index, value in enumerate(values)]
     if stripped.startswith("{"):
         out = []
@@ -169,7 +169,7 @@ def load_actions(path: Path) -> list[Action | str]:
                 try:
                     out.append(_action_value(orjson.loads(line), path, number))
                 except orjson.JSONDecodeError as error:
-                    raise BadInputError(f"{path}:{number}: not valid JSON: {error}") from None
+                    raise BadInputError(f"not valid JSON: {error}", where=f"{path}:{number}") from None
         return out
     return [line for line in text.splitlines() if line.strip()]
 
@@ -179,4 +179,5 @@ def _action_value(value: Any, path: Path, where: int) -> Action | str:
         return value
     if isinstance(value, dict) and isinstance(value.get("name"), str):
         return Action(name=value["name"], arguments=value.get("arguments", {}), raw=value.get("raw"))
-    raise BadInputError(f"{path}: action {where} must be text or an object with a 'name', not {str(value)[:80]!r}")
+    raise BadInputError(f"action {where} must be text or an object with a 'name', not {str(value)[:80]!r}",
+                        where=str(path))

@@ -78,13 +78,13 @@ def read_rows(path: str | Path) -> list[AWBRow]:
     for record in iter_json_records(Path(path)):
         where = f"{source}:{record.line}"
         if record.error is not None:
-            raise BadInputError(f"{where}: {record.error}")
+            raise BadInputError(f"{record.error}", where=str(where))
         value = record.value
         if not isinstance(value, dict):
-            raise BadInputError(f"{where}: expected a row object, found {type(value).__name__}")
+            raise BadInputError(f"expected a row object, found {type(value).__name__}", where=str(where))
         for key in ("prompt", "response"):
             if not isinstance(value.get(key), list) or not all(isinstance(item, str) for item in value[key]):
-                raise BadInputError(f"{where}: field '{key}' must be a list of strings")
+                raise BadInputError(f"field '{key}' must be a list of strings", where=str(where))
         if not value["prompt"] or len(value["prompt"]) != len(value["response"]):
             raise BadInputError(f"{where}: 'prompt' ({len(value['prompt'])} steps) and 'response' "
                              f"({len(value['response'])}) must be equally long and not empty")
@@ -100,7 +100,7 @@ def row_episode(row: AWBRow) -> Episode:
         try:
             step = parse_step_prompt(prompt)
         except ValueError as error:
-            raise BadInputError(f"{row.where}: prompt {index}: {error}") from None
+            raise BadInputError(f"prompt {index}: {error}", where=str(row.where)) from None
         context = [ContextEvent(role="user", content=step.before)] if step.before else []
         if step.state is not None:
             if index == 0:

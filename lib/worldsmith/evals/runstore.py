@@ -58,13 +58,13 @@ def read_json_file(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise RunFileError(f"{path}: cannot be read ({error.strerror or error})") from error
+        raise RunFileError(f"cannot be read ({error.strerror or error})", where=str(path)) from error
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
-        raise RunFileError(f"{path}: not valid JSON ({error})") from error
+        raise RunFileError(f"not valid JSON ({error})", where=str(path)) from error
     if not isinstance(value, dict):
-        raise RunFileError(f"{path}: expected a JSON object, found {type(value).__name__}")
+        raise RunFileError(f"expected a JSON object, found {type(value).__name__}", where=str(path))
     return value
 
 
@@ -74,7 +74,7 @@ def _validated(model: type[_Model], path: Path, value: dict[str, Any]) -> _Model
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise RunFileError(f"{path}: not a valid {path.name} ({where}: {first['msg']})") from error
+        raise RunFileError(f"not a valid {path.name} ({where}: {first['msg']})", where=str(path)) from error
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class RunFolder:
         try:
             return pd.read_parquet(self.records_path)
         except Exception as error:  # pyarrow raises several types for a damaged file
-            raise RunFileError(f"{self.records_path}: not a readable parquet file ({error})") from error
+            raise RunFileError(f"not a readable parquet file ({error})", where=str(self.records_path)) from error
 
     def journal(self) -> Journal:
         """records.jsonl, the journal a run appends finished units to and resumes from."""

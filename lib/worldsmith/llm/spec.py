@@ -122,23 +122,23 @@ def load_config(path: str | Path) -> dict[str, ModelSpec]:
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
-        raise BadInputError(f"{file}: not valid TOML: {error}") from None
+        raise BadInputError(f"not valid TOML: {error}", where=str(file)) from None
     models = data.get("models", {})
     if not isinstance(models, dict):
-        raise BadInputError(f"{file}: [models] must be a table of named models")
+        raise BadInputError("[models] must be a table of named models", where=str(file))
     out: dict[str, ModelSpec] = {}
     for name, entry in models.items():
         try:
             check_name(name, "model")  # the one rule: a configured name never passes for a spec (no ':')
         except InvalidName as error:
-            raise BadInputError(f"{file}: [models.{name}]: {error}") from None
+            raise BadInputError(f"[models.{name}]: {error}", where=str(file)) from None
         if not isinstance(entry, dict) or not isinstance(entry.get("spec"), str):
-            raise BadInputError(f"{file}: [models.{name}] needs spec = \"kind:model...\"")
+            raise BadInputError(f"[models.{name}] needs spec = \"kind:model...\"", where=str(file))
         options = {key: value for key, value in entry.items() if key != "spec"}
         try:
             out[name] = parse_spec(entry["spec"], **options)
         except ValueError as error:
-            raise BadInputError(f"{file}: [models.{name}]: {error}") from None
+            raise BadInputError(f"[models.{name}]: {error}", where=str(file)) from None
     return out
 
 

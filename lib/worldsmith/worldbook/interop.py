@@ -145,9 +145,9 @@ def export_trace2env(book: Worldbook, out_dir: str | Path, *, manifest: dict[str
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise Trace2EnvError(f"{out}: exists and is not a folder")
+        raise Trace2EnvError("exists and is not a folder", where=str(out))
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise Trace2EnvError(f"{out}: folder is not empty (pass overwrite=True / --overwrite to replace it)")
+        raise Trace2EnvError("folder is not empty (pass overwrite=True / --overwrite to replace it)", where=str(out))
     files = _package_files(book, manifest)
     staging = staging_dir(out, "export")
     try:
@@ -231,7 +231,7 @@ def _validate(model: type[BaseModel], value: Any, where: str, ignored: list[str]
     try:
         return model.model_validate(_normalize(model, value, where, ignored))
     except ValidationError as error:
-        raise Trace2EnvError(f"{where}: {_describe(error)}") from None
+        raise Trace2EnvError(f"{_describe(error)}", where=str(where)) from None
 
 
 def _read_json(root: Path, relative: str) -> Any:
@@ -241,9 +241,9 @@ def _read_json(root: Path, relative: str) -> Any:
     try:
         return orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as error:
-        raise Trace2EnvError(f"{path}:{error.lineno}: not JSON: {error.msg} (column {error.colno})") from None
+        raise Trace2EnvError(f"not JSON: {error.msg} (column {error.colno})", where=f"{path}:{error.lineno}") from None
     except OSError as error:
-        raise Trace2EnvError(f"{path}: {error}") from None
+        raise Trace2EnvError(f"{error}", where=str(path)) from None
 
 
 def _read_lines(root: Path, relative: str) -> list[tuple[str, Any]]:
@@ -254,14 +254,14 @@ def _read_lines(root: Path, relative: str) -> list[tuple[str, Any]]:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise Trace2EnvError(f"{path}: {error}") from None
+        raise Trace2EnvError(f"{error}", where=str(path)) from None
     out = []
     for number, line in enumerate(data.splitlines(), 1):
         if line.strip():
             try:
                 out.append((f"{path}:{number}", orjson.loads(line)))
             except orjson.JSONDecodeError as error:
-                raise Trace2EnvError(f"{path}:{number}: not JSON: {error.msg}") from None
+                raise Trace2EnvError(f"not JSON: {error.msg}", where=f"{path}:{number}") from None
     return out
 
 
@@ -277,7 +277,7 @@ def _items(root: Path, relative: str, key: str, name_field: str | None = None) -
         return []
     if isinstance(data, dict):
         if key not in data:
-            raise Trace2EnvError(f"{path}: field '{key}' is missing (expected {{\"{key}\": [...]}} or a list)")
+            raise Trace2EnvError(f"field '{key}' is missing (expected {{\"{key}\": [...]}} or a list)", where=str(path))
         data = data[key]
     if isinstance(data, dict) and name_field is not None:
         out = []
@@ -289,7 +289,7 @@ def _items(root: Path, relative: str, key: str, name_field: str | None = None) -
             out.append((f"{path}: {key}[{name!r}]", item))
         return out
     if not isinstance(data, list):
-        raise Trace2EnvError(f"{path}: field '{key}' must be a list")
+        raise Trace2EnvError(f"field '{key}' must be a list", where=str(path))
     return [(f"{path}: {key}[{index}]", item) for index, item in enumerate(data)]
 
 
@@ -302,7 +302,8 @@ def _rules(root: Path, relative: str, default: RuleStatus, ignored: list[str],
             value = {**value, "status": default.value}
         rule = _validate(Rule, value, where, ignored)
         if rule.id in seen:
-            raise Trace2EnvError(f"{where}: field 'id': rule {rule.id!r} is already defined at {seen[rule.id]}")
+            raise Trace2EnvError(f"field 'id': rule {rule.id!r} is already defined at {seen[rule.id]}",
+                                 where=str(where))
         seen[rule.id] = where
         rules.append(rule)
     return rules
@@ -315,19 +316,19 @@ def import_trace2env(path: str | Path, *, ignored: list[str] | None = None) -> W
     """
     root = Path(path)
     if not root.is_dir():
-        raise Trace2EnvError(f"{root}: not a folder (a Trace2Env package is a directory)")
+        raise Trace2EnvError("not a folder (a Trace2Env package is a directory)", where=str(root))
     if not any((root / relative).is_file() for relative in (MANIFEST, RULES, CANDIDATES, ACTION_SCHEMA)):
         raise Trace2EnvError(f"{root}: not a Trace2Env package (none of {MANIFEST}, {RULES}, {CANDIDATES}, "
                              f"{ACTION_SCHEMA} is there)")
     dropped: list[str] = [] if ignored is None else ignored
     manifest = _read_json(root, MANIFEST) or {}
     if not isinstance(manifest, dict):
-        raise Trace2EnvError(f"{root / MANIFEST}: must be a JSON object")
+        raise Trace2EnvError("must be a JSON object", where=str(root / MANIFEST))
     name = manifest.get("name") or root.resolve().name
     env_id = manifest.get("env_id", manifest.get("environment"))
     for field, value in (("name", name), ("env_id", env_id)):
         if value is not None and not isinstance(value, str):
-            raise Trace2EnvError(f"{root / MANIFEST}: field '{field}' must be a string")
+            raise Trace2EnvError(f"field '{field}' must be a string", where=str(root / MANIFEST))
 
     actions = _items(root, ACTION_SCHEMA, "actions", "name")
     paths = _items(root, STATE_SCHEMA, "paths", "path")
@@ -347,7 +348,7 @@ def import_trace2env(path: str | Path, *, ignored: list[str] | None = None) -> W
             evidence=[_validate(Evidence, v, w, dropped) for w, v in _read_lines(root, EVIDENCE)],
         )
     except ValidationError as error:  # across items: duplicate note or invariant ids, an empty name
-        raise Trace2EnvError(f"{root}: {_describe(error)}") from None
+        raise Trace2EnvError(f"{_describe(error)}", where=str(root)) from None
     return book
 
 

@@ -191,7 +191,7 @@ class WorldbookStore:
         try:
             return VersionInfo.model_validate_json(path.read_bytes())
         except ValidationError as error:
-            raise WorldbookError(f"{path}: {error}") from None
+            raise WorldbookError(f"{error}", where=str(path)) from None
 
     def load(self, name: str, version: str | None = None) -> Worldbook:
         version = check_version_id(version or self.head(name))
@@ -211,13 +211,14 @@ class WorldbookStore:
                 lists[key] = items
             book = Worldbook.model_validate({**head, **lists})
         except (OSError, orjson.JSONDecodeError) as error:
-            raise WorldbookError(f"{folder}: {error}") from None
+            raise WorldbookError(f"{error}", where=str(folder)) from None
         except ValidationError as error:
-            raise WorldbookError(f"{folder}: {error}") from None
+            raise WorldbookError(f"{error}", where=str(folder)) from None
         actual = {file: hashlib.sha256(data).hexdigest() for file, data in _files(book).items()}
         if actual != info.hashes:
             changed = sorted(file for file in actual if actual[file] != info.hashes.get(file))
-            raise WorldbookError(f"{folder}: files changed after the version was written: {', '.join(changed)}")
+            raise WorldbookError(f"files changed after the version was written: {', '.join(changed)}",
+                                 where=str(folder))
         return book
 
     # ------------------------------------------------------------------ writing
