@@ -6,8 +6,10 @@ import pickle
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 import worldsmith
+import worldsmith.worldbook.store as store_module
 from worldsmith.envs import EnvUnavailableError, UnknownEnvError, UnknownTaskError
 from worldsmith.envs.base import EnvError
 from worldsmith.evals.run import RunConflictError
@@ -27,7 +29,7 @@ from worldsmith.util.errors import (
     user_path_error,
 )
 from worldsmith.workspace import DatasetNotFound, EpisodeNotFound, Workspace
-from worldsmith.worldbook import PatchConflictError, WorldbookError, WorldbookNotFound, WorldbookStore
+from worldsmith.worldbook import PatchConflictError, Worldbook, WorldbookError, WorldbookNotFound, WorldbookStore
 from worldsmith.worldbook.jobs import BuildRunningError
 
 
@@ -108,3 +110,14 @@ def test_the_front_door_exports_the_kinds() -> None:
     assert worldsmith.WorldsmithError is WorldsmithError and worldsmith.NotFoundError is NotFoundError
     assert {"WorldsmithError", "BadInputError", "NotFoundError", "ConflictError", "BusyError",
             "UnavailableError"} <= set(worldsmith.__all__)
+
+
+def test_a_held_worldbook_lock_is_busy_not_a_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = WorldbookStore(tmp_path / "books")
+    first = store.save(Worldbook(name="doors"), author="test")
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.2)
+    with FileLock(tmp_path / "books" / "doors" / ".lock"):  # another writer holds it
+        with pytest.raises(BusyError, match="another writer has held worldbook 'doors'") as caught:
+            store.save(Worldbook(name="doors"), parent=first.version, author="test")
+    assert caught.value.where == str(tmp_path / "books" / "doors" / ".lock") and caught.value.exit_code == 6
+    assert store.save(Worldbook(name="doors"), parent=first.version, author="test").parent == first.version

@@ -16,6 +16,7 @@ same rules or notes, it is refused with `PatchConflictError` (never a silent ove
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -25,12 +26,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, Field, ValidationError
 
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.dirs import publish_dir
-from worldsmith.util.errors import BadInputError, ConflictError, NotFoundError
+from worldsmith.util.errors import BadInputError, BusyError, ConflictError, NotFoundError
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.workspace.layout import WorkspaceLayout
@@ -237,11 +238,22 @@ class WorldbookStore:
             return self._save(book, parent=parent, author=author, message=message, build=build, sources=sources,
                               validation=validation, patch=patch)
 
-    def _lock(self, name: str) -> FileLock:
-        """The book's writer lock (a file lock: threads of the workbench and other processes alike)."""
+    @contextlib.contextmanager
+    def _lock(self, name: str) -> Iterator[None]:
+        """The book's writer lock (a file lock: threads of the workbench and other processes alike); a `BusyError`
+        when another writer holds it for longer than `LOCK_TIMEOUT_S`."""
         folder = self._book_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
-        return FileLock(folder / ".lock", timeout=LOCK_TIMEOUT_S)
+        lock = FileLock(folder / ".lock", timeout=LOCK_TIMEOUT_S)
+        try:
+            lock.acquire()
+        except Timeout as error:
+            raise BusyError(f"another writer has held worldbook {name!r} for {LOCK_TIMEOUT_S:.0f} s; try again",
+                            where=str(folder / ".lock")) from error
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _current_head(self, name: str) -> str | None:
         path = self._book_dir(name) / "HEAD"
