@@ -53,6 +53,7 @@ from worldsmith.envs.policies import (  # the curious policy's call vocabulary a
     weighted_order,
 )
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["ProbingPolicy"]
 
@@ -98,9 +99,9 @@ class ProbingPolicy:
                  fail: float = 0.2, probes_before_respond: int = 2) -> None:
         self.weights = {"expert": expert, "reread": reread, "query": query, "fail": fail}
         if any(weight < 0 for weight in self.weights.values()) or not sum(self.weights.values()) > 0:
-            raise ValueError(f"probing policy weights must be >= 0 with a positive sum, not {self.weights}")
+            raise BadInputError(f"probing policy weights must be >= 0 with a positive sum, not {self.weights}")
         if probes_before_respond < 0:
-            raise ValueError("probes_before_respond must be >= 0")
+            raise BadInputError("probes_before_respond must be >= 0")
         self.seed, self.probes_before_respond = seed, probes_before_respond
         self._env: Env | None = None
         self._start("")

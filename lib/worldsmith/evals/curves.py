@@ -25,6 +25,7 @@ from worldsmith.evals.run import EvalConfig, run_eval
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write, atomic_write_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import BuildConfig
 
@@ -64,7 +65,7 @@ def construction_size_curve(construction: Sequence[Episode], held_out: Sequence[
     """Build a book per size from nested subsets of `construction`, evaluate each next-obs on `held_out`."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     if not held_out:
-        raise ValueError("the construction-size curve needs held-out episodes")
+        raise BadInputError("the construction-size curve needs held-out episodes")
     order = sorted(construction, key=lambda e: e.id)
     random.Random(seed).shuffle(order)
     result = CurveResult(name=name, directory=ws.layout.run_dir("curves", name))

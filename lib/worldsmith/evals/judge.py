@@ -26,6 +26,7 @@ import pandas as pd
 from worldsmith.evals.bootstrap import DEFAULT_RESAMPLES, bootstrap_mean
 from worldsmith.llm.base import LLM, LLMError, Message
 from worldsmith.llm.structured import extract_json
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.text import clip
 from worldsmith.workspace.layout import env_family
 
@@ -174,7 +175,7 @@ class Judge:
 
     def __init__(self, llm: LLM, *, retries: int = 2, max_tokens: int = 120, history_steps: int = 3) -> None:
         if retries < 0:
-            raise ValueError(f"retries must be 0 or more, not {retries}")
+            raise BadInputError(f"retries must be 0 or more, not {retries}")
         self.llm = llm
         self.spec = getattr(llm, "spec", "")
         self.retries = retries

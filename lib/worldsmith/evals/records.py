@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from worldsmith.evals.judge import DIMENSIONS
 from worldsmith.evals.metrics import metric_names
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "record_schema",
            "records_frame", "write_records"]
@@ -82,7 +83,7 @@ class Journal:
                 if number == data.count(b"\n") + 1:  # the last line, cut by a crash: drop it
                     torn = True
                     continue
-                raise ValueError(f"{self.path}:{number}: not a journal line (delete the run folder to start "
+                raise BadInputError(f"{self.path}:{number}: not a journal line (delete the run folder to start "
                                  f"over)") from None
             self.units[key] = unit
             good.append(line)

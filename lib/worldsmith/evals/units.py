@@ -37,6 +37,7 @@ from worldsmith.evals.protocols import (
 )
 from worldsmith.evals.records import Journal
 from worldsmith.traces.model import Episode
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.build import trajectory_family
 from worldsmith.worldbook.model import Worldbook
@@ -205,7 +206,7 @@ class _RealEnvs:
         recorded: dict[str, Any] = env if isinstance(env, dict) else {}
         name = self.override or recorded.get("name") or env_family(episode.env_id)
         if not name:
-            raise ValueError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
+            raise BadInputError(f"episode {episode.id!r}: no real environment named (set real_env / --real-env)")
         given = recorded.get("kwargs")
         kwargs: dict[str, Any] = given if not self.override and isinstance(given, dict) else {}
         key = f"{name}:{orjson.dumps(kwargs, option=orjson.OPT_SORT_KEYS).decode()}"

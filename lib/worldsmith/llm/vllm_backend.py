@@ -42,6 +42,7 @@ from worldsmith.llm.base import (
 from worldsmith.llm.openai_backend import is_context_overflow  # one list of overflow texts for both
 from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.llm.spec import ModelSpec
+from worldsmith.util.errors import BadInputError
 from worldsmith.util.processes import main_module_hidden
 
 __all__ = ["INSTALL_HINT", "VLLMLLM", "from_spec", "speculative_config"]
@@ -263,5 +264,5 @@ def from_spec(spec: ModelSpec) -> VLLMLLM:
     """The `vllm:PATH_OR_NAME[?options]` factory that `make_llm` calls."""
     unknown = sorted(set(spec.options) - _OPTIONS)
     if unknown:
-        raise ValueError(f"{spec.text}: unknown vllm option(s) {', '.join(unknown)} (known: {', '.join(sorted(_OPTIONS))})")
+        raise BadInputError(f"{spec.text}: unknown vllm option(s) {', '.join(unknown)} (known: {', '.join(sorted(_OPTIONS))})")
     return VLLMLLM(spec.model, spec=spec.text, **spec.options)

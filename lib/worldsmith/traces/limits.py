@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+from worldsmith.util.errors import BadInputError
+
 __all__ = [
     "ENV_PREFIX",
     "MAX_ARCHIVE_BYTES",
@@ -71,9 +73,9 @@ def import_limits() -> ImportLimits:
         try:
             number = int(text.strip())
         except ValueError:
-            raise ValueError(f"{variable}={text!r}: expected a positive integer") from None
+            raise BadInputError(f"{variable}={text!r}: expected a positive integer") from None
         if number <= 0:
-            raise ValueError(f"{variable}={text!r}: expected a positive integer")
+            raise BadInputError(f"{variable}={text!r}: expected a positive integer")
         values[field.name] = number
     return ImportLimits(**values)
 

@@ -24,6 +24,7 @@ from worldsmith.envs.base import (
 )
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["EXPERTS", "GAME_FILE", "GAMES_ENV_VAR", "ALFWorldEnv", "default_games_root"]
 
@@ -83,7 +84,7 @@ class ALFWorldEnv(EnvBase):
         self, games: str | None = None, expert: str = "combined", planner_timeout: float = 60.0, memoise: bool = True
     ) -> None:
         if expert not in EXPERTS:
-            raise ValueError(f"unknown ALFWorld expert {expert!r} (choose from {', '.join(EXPERTS)})")
+            raise BadInputError(f"unknown ALFWorld expert {expert!r} (choose from {', '.join(EXPERTS)})")
         self.games_root = Path(games).expanduser() if games else default_games_root()
         self.expert = expert
         self.planner_timeout = float(planner_timeout)

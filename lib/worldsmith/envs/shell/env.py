@@ -19,6 +19,7 @@ from worldsmith.envs.shell.session import Limits, Sandbox
 from worldsmith.envs.shell_tasks import CHORES, Chore, SandboxView, snapshot
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["ShellEnv"]
 
@@ -63,9 +64,9 @@ class ShellEnv(EnvBase):
                    "disk_mb": disk_mb}
         for key, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{key} must be a positive number, not {value!r}")
+                raise BadInputError(f"{key} must be a positive number, not {value!r}")
         if max_procs < 8:
-            raise ValueError("max_procs must be at least 8 (the shell and its pipes need a few)")
+            raise BadInputError("max_procs must be at least 8 (the shell and its pipes need a few)")
         self._limits = Limits(float(timeout_s), int(memory_mb), int(cpu_s), int(file_mb), int(max_procs),
                               int(tmp_mb), int(max_output_bytes), int(disk_mb))
         available, reason = sandbox_available()

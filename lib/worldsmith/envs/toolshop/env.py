@@ -31,6 +31,7 @@ from worldsmith.envs.toolshop.expert import Seen
 from worldsmith.envs.toolshop.tasks import RESPOND, Task, check, expert_action, resolve, task_book
 from worldsmith.envs.toolshop.tools import TOOLS, is_error_text, run_tool, tool_schemas
 from worldsmith.traces.model import Action, Observation
+from worldsmith.util.errors import BadInputError
 
 __all__ = ["TASKS_PER_DB", "ToolshopEnv", "parse_task_id"]
 
@@ -61,9 +62,9 @@ class ToolshopEnv(EnvBase):
 
     def __init__(self, *, dbs: Sequence[int] = (0,), tasks_per_db: int = TASKS_PER_DB) -> None:
         if not dbs or any(not isinstance(db, int) or db < 0 for db in dbs):
-            raise ValueError(f"dbs must be database seeds >= 0, not {list(dbs)!r}")
+            raise BadInputError(f"dbs must be database seeds >= 0, not {list(dbs)!r}")
         if tasks_per_db < 1:
-            raise ValueError("tasks_per_db must be at least 1")
+            raise BadInputError("tasks_per_db must be at least 1")
         self.dbs, self.tasks_per_db = list(dbs), tasks_per_db
         self._episode: _Episode | None = None
 
