@@ -56,6 +56,8 @@ def test_real_failures_name_the_thing_with_their_kind(tmp_path: Path, capsys: py
         "error": f"--file {missing}: no such file or folder", "kind": "not_found", "where": f"--file {missing}"}
     assert main(["book", "show", "../up", "--workspace", ws]) == BadInputError.exit_code
     assert "worldbook name '../up'" in capsys.readouterr().err
+    assert main(["serve", "doors", "--mcp", "--describe", "--max-tokens", "0", "--workspace", ws, "--json"]) == 3
+    assert orjson.loads(capsys.readouterr().out)["error"] == "--max-tokens: Input should be greater than or equal to 1"
 
 
 def test_a_bug_in_a_command_crashes_with_a_traceback(tmp_path: Path) -> None:

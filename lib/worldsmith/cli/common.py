@@ -7,12 +7,13 @@ import sys
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-from worldsmith.util.errors import WorldsmithError
+from worldsmith.util.errors import BadInputError, WorldsmithError
 from worldsmith.workspace import Workspace
 
 __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "CommandError", "add_common", "emit_json",
-           "report_error", "workspace_from"]
+           "flag_errors", "report_error", "workspace_from"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -29,6 +30,13 @@ class CommandError(WorldsmithError):
         self.code = code
         self.exit_code = code
         self.kind = "usage" if code == EXIT_USAGE else "error"
+
+
+def flag_errors(error: ValidationError) -> BadInputError:
+    """A pydantic error on a model built from flags as one `BadInputError` naming each flag (`--max-tokens: ...`)."""
+    problems = [f"--{'.'.join(str(part) for part in item['loc']).replace('_', '-')}: "
+                f"{str(item['msg']).removeprefix('Value error, ')}" for item in error.errors()]
+    return BadInputError("; ".join(problems) or str(error))
 
 
 def report_error(error: WorldsmithError, *, as_json: bool) -> int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
+from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, flag_errors, workspace_from
 from worldsmith.serve.commands import DEFAULT_ENV_PORT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, DEFAULT_MCP_PORT
 from worldsmith.serve.guard import (
     DEFAULT_MAX_REQUEST_BYTES,
@@ -134,16 +134,19 @@ def _served(args: argparse.Namespace) -> ServedWorldbook:
 
     if not args.book:
         raise CommandError("give a worldbook name (or, with --http, --env NAME)")
-    config = ServeConfig(
-        book=args.book,
-        version=args.version,
-        workspace=str(workspace_from(args).root),
-        method=args.method,
-        model=args.model,
-        max_tokens=args.max_tokens,
-        initial=args.initial,
-        task=args.task,
-    )
+    try:
+        config = ServeConfig(
+            book=args.book,
+            version=args.version,
+            workspace=str(workspace_from(args).root),
+            method=args.method,
+            model=args.model,
+            max_tokens=args.max_tokens,
+            initial=args.initial,
+            task=args.task,
+        )
+    except ValidationError as error:  # --max-tokens 0 ...
+        raise flag_errors(error) from None
     return ServedWorldbook(config)
 
 
