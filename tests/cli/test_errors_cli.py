@@ -56,6 +56,10 @@ def test_real_failures_name_the_thing_with_their_kind(tmp_path: Path, capsys: py
         "error": f"--file {missing}: no such file or folder", "kind": "not_found", "where": f"--file {missing}"}
     assert main(["book", "show", "../up", "--workspace", ws]) == BadInputError.exit_code
     assert "worldbook name '../up'" in capsys.readouterr().err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["traces", "schema", "--out", str(blocker / "schema.json")]) == 3  # a file where a folder must be
+    assert capsys.readouterr().err.startswith(f"worldsmith: error: --out {blocker / 'schema.json'}: ")
     assert main(["serve", "doors", "--mcp", "--describe", "--max-tokens", "0", "--workspace", ws, "--json"]) == 3
     assert orjson.loads(capsys.readouterr().out)["error"] == "--max-tokens: Input should be greater than or equal to 1"
 

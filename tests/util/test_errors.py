@@ -26,6 +26,7 @@ from worldsmith.util.errors import (
     NotFoundError,
     UnavailableError,
     WorldsmithError,
+    user_path,
     user_path_error,
 )
 from worldsmith.workspace import DatasetNotFound, EpisodeNotFound, Workspace
@@ -121,3 +122,11 @@ def test_a_held_worldbook_lock_is_busy_not_a_timeout(tmp_path: Path, monkeypatch
             store.save(Worldbook(name="doors"), parent=first.version, author="test")
     assert caught.value.where == str(tmp_path / "books" / "doors" / ".lock") and caught.value.exit_code == 6
     assert store.save(Worldbook(name="doors"), parent=first.version, author="test").parent == first.version
+
+
+def test_user_path_blames_only_the_os_errors_of_its_block(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match=r"^--rows .*rows\.jsonl: no such file or folder$"):
+        with user_path(tmp_path / "rows.jsonl", "--rows"):
+            (tmp_path / "rows.jsonl").read_bytes()
+    with pytest.raises(RuntimeError, match="a bug"), user_path(tmp_path, "--rows"):
+        raise RuntimeError("a bug")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from worldsmith.cli.book_propose import register_propose
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.cli.heldout import add_against, against_from, delta_after_patch, delta_json, print_delta
+from worldsmith.util.errors import user_path
 from worldsmith.util.paths import read_user_bytes
 from worldsmith.worldbook import (
     TOOL_RULE_KINDS,
@@ -394,7 +395,8 @@ def run_export(args: argparse.Namespace) -> int:
     store = store_from(args)
     version = args.version or store.head(args.book)
     book = store.load(args.book, version)
-    out = export_version(store, args.book, args.out_dir, version=version, overwrite=args.overwrite)
+    with user_path(args.out_dir, "OUT_DIR"):
+        out = export_version(store, args.book, args.out_dir, version=version, overwrite=args.overwrite)
     if _json(args):
         emit_json({"book": args.book, "version": version, "path": str(out), "rules": len(book.rules),
                    "notes": len(book.notes), "evidence": len(book.evidence)})

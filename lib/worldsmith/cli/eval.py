@@ -29,6 +29,7 @@ from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
 from worldsmith.evals.runstore import RunFolder, RunStore
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
+from worldsmith.util.errors import user_path
 from worldsmith.workspace.layout import env_family
 
 __all__ = ["register"]
@@ -281,12 +282,14 @@ def run_awb_command(args: argparse.Namespace) -> int:
     elif needs_llm(args.method):
         raise CommandError(f"method {args.method!r} needs --llm SPEC")
     try:
-        rows = read_rows(args.rows)
+        with user_path(args.rows, "--rows"):
+            rows = read_rows(args.rows)
         predicted = predict_rows(rows, make_method(args.method, book, llm=llm), book=book, model_name=args.method)
     finally:
         if llm is not None:
             llm.close()
-    count = write_rows(args.out, predicted)
+    with user_path(args.out, "--out"):
+        count = write_rows(args.out, predicted)
     scores = score_rows(predicted)
     if getattr(args, "json", False):
         emit_json({"rows": count, "out": str(args.out), "metrics": scores["metrics"]})

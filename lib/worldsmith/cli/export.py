@@ -6,6 +6,7 @@ import argparse
 
 from worldsmith.cli.common import EXIT_OK, add_common, emit_json, workspace_from
 from worldsmith.traces.exporters import EXPORTERS
+from worldsmith.util.errors import user_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    count = workspace_from(args).export(args.dataset, args.format, args.out, split=args.split)
+    with user_path(args.out, "--out"):
+        count = workspace_from(args).export(args.dataset, args.format, args.out, split=args.split)
     if getattr(args, "json", False):
         emit_json({"dataset": args.dataset, "format": args.format, "out": args.out, "episodes": count})
     else:

@@ -10,7 +10,7 @@ import orjson
 from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.traces import IMPORTERS, Episode, Turn, episode_json_schema, json_text_changes
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.util.errors import BadInputError
+from worldsmith.util.errors import BadInputError, user_path
 from worldsmith.workspace import EpisodeFilter
 
 DIALOGUE_ONLY = "dialogue only"  # how a listing or a view marks an episode without a tool turn
@@ -263,7 +263,8 @@ def format_episode(episode: Episode) -> str:
 def run_schema(args: argparse.Namespace) -> int:
     schema = episode_json_schema()
     if args.out:
-        atomic_write_json(args.out, schema)
+        with user_path(args.out, "--out"):
+            atomic_write_json(args.out, schema)
     else:
         emit_json(schema)
     return EXIT_OK

@@ -12,6 +12,7 @@ from worldsmith.util.errors import (
     NotFoundError,
     UnavailableError,
     WorldsmithError,
+    user_path,
     user_path_error,
 )
 from worldsmith.util.executors import (
@@ -38,4 +39,4 @@ __all__ = ["LOCAL_RAY", "AlreadyRegisteredError", "BadInputError", "BusyError", 
            "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
            "code_version", "default_workspace_root", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",
            "read_user_bytes", "read_user_text",
-           "replace_dir", "resolve_user_path", "staging_dir", "sweep_stale", "user_path_error"]
+           "replace_dir", "resolve_user_path", "staging_dir", "sweep_stale", "user_path", "user_path_error"]

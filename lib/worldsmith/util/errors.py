@@ -21,11 +21,13 @@ Exit codes of the `worldsmith` command:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 
 __all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "NotFoundError", "UnavailableError",
-           "WorldsmithError", "user_path_error"]
+           "WorldsmithError", "user_path", "user_path_error"]
 
 
 class WorldsmithError(Exception):
@@ -95,3 +97,13 @@ def user_path_error(path: str | os.PathLike[str], error: OSError, what: str = ""
     if isinstance(error, FileNotFoundError) or error.errno == errno.ENOENT:
         return NotFoundError("no such file or folder", where=where)
     return BadInputError(reason[:1].lower() + reason[1:], where=where)
+
+
+@contextlib.contextmanager
+def user_path(path: str | os.PathLike[str], what: str = "") -> Iterator[None]:
+    """Around the one call that reads or writes a path the user gave: its `OSError` becomes `user_path_error`
+    (keep the block to that call, so that an unrelated `OSError` is not blamed on the path)."""
+    try:
+        yield
+    except OSError as error:
+        raise user_path_error(path, error, what) from error
