@@ -19,7 +19,6 @@ from worldsmith.worldbook import (
     Patch,
     PatchOp,
     RuleStatus,
-    WorldbookError,
     WorldbookStore,
     diff_worldbooks,
     evidence_regressions,
@@ -356,20 +355,17 @@ def _patch_from(args: argparse.Namespace, store: WorldbookStore) -> Patch:
 def run_patch(args: argparse.Namespace) -> int:
     store = store_from(args)
     workspace = workspace_from(args)
-    try:
-        patch = _patch_from(args, store)
-        base = store.load(args.book, patch.base)
-        heldout = against_from(args, store, workspace, base)
-        regressions = evidence_regressions(base, patch.ops)
-        if regressions and not args.force:
-            raise CommandError("not saved: a supported rule would fail its own evidence: "
-                               + "; ".join(r.summary() for r in regressions) + " (--force saves anyway)")
-        if regressions:
-            patch = patch.model_copy(update={"message": patch.message + " (saved despite: "
-                                             + "; ".join(r.summary() for r in regressions) + ")"})
-        info = store.patch(args.book, patch)
-    except WorldbookError as error:
-        raise CommandError(str(error)) from None
+    patch = _patch_from(args, store)  # a WorldbookError (bad op, conflict, no book): one line, its kind's code
+    base = store.load(args.book, patch.base)
+    heldout = against_from(args, store, workspace, base)
+    regressions = evidence_regressions(base, patch.ops)
+    if regressions and not args.force:
+        raise CommandError("not saved: a supported rule would fail its own evidence: "
+                           + "; ".join(r.summary() for r in regressions) + " (--force saves anyway)")
+    if regressions:
+        patch = patch.model_copy(update={"message": patch.message + " (saved despite: "
+                                         + "; ".join(r.summary() for r in regressions) + ")"})
+    info = store.patch(args.book, patch)
     delta = None if heldout is None or info.parent is None else \
         delta_after_patch(store, workspace, args.book, info.parent, info.version, heldout)
     if _json(args):
