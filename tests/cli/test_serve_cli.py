@@ -53,14 +53,14 @@ def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
 
 
 def test_refusals_are_one_clear_line(workspace: Path) -> None:
-    missing = orjson.loads(run("nobook", "--mcp", "--describe", "--json", workspace=workspace, code=1).stdout)
+    missing = orjson.loads(run("nobook", "--mcp", "--describe", "--json", workspace=workspace, code=4).stdout)
     assert "nobook" in missing["error"]
     assert (
         "--env"
         in orjson.loads(run("bfcl", "--mcp", "--env", "bfcl", "--json", workspace=workspace, code=1).stdout)["error"]
     )
     bad_tasks = run(
-        "bfcl", "--http", "--tasks", str(workspace / "none.jsonl"), "--describe", workspace=workspace, code=1
+        "bfcl", "--http", "--tasks", str(workspace / "none.jsonl"), "--describe", workspace=workspace, code=3
     )
     assert "none.jsonl" in bad_tasks.stderr
 
