@@ -66,7 +66,7 @@ def test_eval_text_output_and_errors(workspace: Path, capsys: pytest.CaptureFixt
     assert main(["eval", "--workspace", str(workspace), "--book", "alf"]) == 2
     assert "needs --dataset, --out" in capsys.readouterr().err
     assert main([*base, "--methods", "nearest", "--protocol", "drift", "--resamples", "300", "--max-episodes", "2",
-                 "--out", "cli-drift", "--json"]) == 1  # another configuration under that name
+                 "--out", "cli-drift", "--json"]) == 5  # a conflict: another configuration under that name
     assert "another configuration" in orjson.loads(capsys.readouterr().out)["error"]
 
 
@@ -107,7 +107,7 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     base = ["eval", "--workspace", str(workspace), "--book", "alf", "--dataset", "alf", "--methods", "nearest",
             "--max-turns", "1", "--resamples", "300"]
-    assert main([*base, "--out", "cli-refused", "--json"]) == 1  # every split: the train episodes leak
+    assert main([*base, "--out", "cli-refused", "--json"]) == 3  # every split: the train episodes leak
     assert "leakage: refusing" in orjson.loads(capsys.readouterr().out)["error"]
     assert main([*base, "--drop-leaked", "--out", "cli-dropped", "--json"]) == 0
     output = orjson.loads(capsys.readouterr().out)
@@ -116,7 +116,7 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
     assert set(output["dropped"]["episodes"]) == train
     assert all(why == ["in the book's evidence", "target turns in the book's evidence"]
                for why in output["dropped"]["episodes"].values())
-    assert main([*base, "--split", "train", "--drop-leaked", "--out", "cli-all-leak"]) == 1
+    assert main([*base, "--split", "train", "--drop-leaked", "--out", "cli-all-leak"]) == 3
     assert "nothing is left to evaluate" in capsys.readouterr().err
     assert main([*base, "--drop-leaked", "--out", "cli-dropped"]) == 0
     assert "dropped " in capsys.readouterr().out

@@ -23,12 +23,14 @@ from worldsmith.util.errors import (
     BadInputError,
     BusyError,
     ConflictError,
+    MissingFileError,
     NotFoundError,
     UnavailableError,
     WorldsmithError,
     user_path,
     user_path_error,
 )
+from worldsmith.util.executors import RayUnavailableError
 from worldsmith.workspace import DatasetNotFound, EpisodeNotFound, Workspace
 from worldsmith.worldbook import PatchConflictError, Worldbook, WorldbookError, WorldbookNotFound, WorldbookStore
 from worldsmith.worldbook.jobs import BuildRunningError
@@ -67,6 +69,8 @@ def test_where_leads_the_one_line_message_and_survives_pickling() -> None:
     (BuildRunningError, BusyError, (ValueError,)),
     (EnvUnavailableError, UnavailableError, (EnvError, RuntimeError)),
     (BackendUnavailableError, UnavailableError, (LLMError, RuntimeError)),
+    (RayUnavailableError, UnavailableError, (ConnectionError, OSError)),
+    (MissingFileError, NotFoundError, (FileNotFoundError, OSError)),
 ])
 def test_existing_errors_have_a_kind_and_keep_their_bases(cls: type, kind: type, bases: tuple[type, ...]) -> None:
     assert issubclass(cls, kind) and all(issubclass(cls, base) for base in bases)

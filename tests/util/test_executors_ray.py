@@ -90,7 +90,7 @@ def test_an_address_without_a_ray_fails_at_once_with_the_reason(tmp_path: Path) 
     command = [sys.executable, "-m", "worldsmith", "collect", "shell", "--tasks", "files/rename-txt-to-md",
                f"--ray=127.0.0.1:{port}", "--dataset", "d", "--workspace", str(tmp_path / "ws"), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 1 and "no Ray cluster answers" in orjson.loads(done.stdout)["error"]
+    assert done.returncode == 7 and "no Ray cluster answers" in orjson.loads(done.stdout)["error"]
 
 
 @pytest.mark.skipif(not SANDBOX, reason=f"no shell sandbox here: {WHY_NOT}")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from worldsmith.envace.data import IGNORE, ROLE_NONE, DualRoleStream
 from worldsmith.llm.decoding import additive_mask, mask_dtype
+from worldsmith.util.errors import MissingFileError
 
 if TYPE_CHECKING:
     import torch
@@ -57,7 +58,7 @@ def load_policy(
 
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"model: {folder} is not a Hugging Face model folder (no config.json)")
+        raise MissingFileError(f"model: {folder} is not a Hugging Face model folder (no config.json)")
     target = resolve_device(device)
     name = dtype or ("float32" if target.type == "cpu" else "bfloat16")
     torch_dtype = getattr(torch, name)

@@ -59,7 +59,7 @@ from worldsmith.envace.runstore import RunStore
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
-from worldsmith.util.errors import BadInputError
+from worldsmith.util.errors import BadInputError, MissingFileError
 
 __all__ = ["TrainSummary", "Trainer", "load_episodes"]
 
@@ -616,7 +616,7 @@ class Trainer:
             adapter = folder / "adapter"
             weights = next(iter(sorted(adapter.glob("*.safetensors"))), None)
             if weights is None:
-                raise FileNotFoundError(f"{adapter}: no adapter weights to resume from")
+                raise MissingFileError("no adapter weights to resume from", where=str(adapter))
             set_peft_model_state_dict(self.model, load_file(str(weights), device=str(self.device)))
         else:
             restored, _ = load_policy(folder, device=str(self.device), dtype=self.config.dtype)

@@ -9,6 +9,7 @@ from worldsmith.util.errors import (
     BadInputError,
     BusyError,
     ConflictError,
+    MissingFileError,
     NotFoundError,
     UnavailableError,
     WorldsmithError,
@@ -34,7 +35,7 @@ from worldsmith.util.staging import make_staging, sweep_stale
 from worldsmith.util.text import clip
 
 __all__ = ["LOCAL_RAY", "AlreadyRegisteredError", "BadInputError", "BusyError", "ConflictError", "Executor",
-           "InlineExecutor", "InvalidName", "NotFoundError", "NotRegisteredError", "ProcessExecutor", "Progress",
+           "InlineExecutor", "InvalidName", "MissingFileError", "NotFoundError", "NotRegisteredError", "ProcessExecutor", "Progress",
            "RayExecutor", "Registry", "UnavailableError", "UnitOutcome", "WorldsmithError", "atomic_write",
            "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
            "code_version", "default_workspace_root", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",

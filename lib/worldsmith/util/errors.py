@@ -26,8 +26,8 @@ import errno
 import os
 from collections.abc import Iterator
 
-__all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "NotFoundError", "UnavailableError",
-           "WorldsmithError", "user_path", "user_path_error"]
+__all__ = ["BadInputError", "BusyError", "ConflictError", "EXIT_CODES", "MissingFileError", "NotFoundError",
+           "UnavailableError", "WorldsmithError", "user_path", "user_path_error"]
 
 
 class WorldsmithError(Exception):
@@ -61,6 +61,10 @@ class NotFoundError(WorldsmithError, LookupError):
 
     exit_code = 4
     kind = "not_found"
+
+
+class MissingFileError(NotFoundError, FileNotFoundError):
+    """A file or folder the user named does not exist; also a `FileNotFoundError`, as such callers caught."""
 
 
 class ConflictError(WorldsmithError):

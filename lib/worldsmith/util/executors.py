@@ -20,16 +20,21 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from worldsmith.util.errors import BadInputError, UnavailableError
 from worldsmith.util.processes import main_module_hidden
 
-__all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "UnitOutcome",
-           "check_ray_address", "make_executor", "ray_session"]
+__all__ = ["LOCAL_RAY", "Executor", "InlineExecutor", "ProcessExecutor", "RayExecutor", "RayUnavailableError",
+           "UnitOutcome", "check_ray_address", "make_executor", "ray_session"]
 
 LOCAL_RAY = "local"  # `--ray` without an address: start a Ray on this machine for the run
 UnitFunction = Callable[[Any, Any], Any]
 OutcomeKind = Literal["ok", "error", "timeout", "crashed"]
 # Variables Ray's workers get: one thread each (the units are the parallelism), no Hub downloads.
 WORKER_ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+class RayUnavailableError(UnavailableError, ConnectionError):
+    """Nothing answers at the Ray address (a `ConnectionError`, as callers caught before)."""
 
 
 @dataclass
@@ -89,7 +94,7 @@ class ProcessExecutor:
 
     def __init__(self, workers: int) -> None:
         if workers < 1:
-            raise ValueError(f"workers must be at least 1, not {workers}")
+            raise BadInputError(f"workers must be at least 1, not {workers}")
         self.workers = workers
 
     def run(self, function: UnitFunction, context: Any, payloads: Sequence[Any], *,
@@ -117,7 +122,8 @@ class ProcessExecutor:
 
 
 def check_ray_address(address: str, timeout: float = 5.0) -> None:
-    """Fail fast with `ConnectionError` when nothing listens at a Ray address (`ray.init` retries for minutes).
+    """Fail fast with `RayUnavailableError` (a `ConnectionError`) when nothing listens at a Ray address
+    (`ray.init` retries for minutes).
 
     `auto` (the address of `ray start` on this machine) is left to Ray."""
     if address == "auto":
@@ -125,12 +131,12 @@ def check_ray_address(address: str, timeout: float = 5.0) -> None:
     hostport = address.removeprefix("ray://").rstrip("/")
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"Ray address {address!r}: expected HOST:PORT or ray://HOST:PORT")
+        raise BadInputError(f"Ray address {address!r}: expected HOST:PORT or ray://HOST:PORT")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as error:
-        raise ConnectionError(f"no Ray cluster answers at {address} ({error}): start one with `ray start --head` "
-                              "or check the address") from None
+        raise RayUnavailableError(f"no Ray cluster answers at {address} ({error}): start one with `ray start --head` "
+                                  "or check the address") from None
 
 
 def ray_session(address: str | None = LOCAL_RAY, num_cpus: int | None = None) -> bool:
