@@ -128,6 +128,7 @@ def test_several_tokens_from_flags_and_a_file_are_counted_never_shown(workspace:
     assert not any(name in described for name in ("alpha", "beta", "gamma", "delta"))
     tokens.write_text("alpha-token\nbeta secret\n")
     bad = orjson.loads(
-        run("bfcl", "--http", "--token-file", str(tokens), "--describe", "--json", workspace=workspace, code=1).stdout
+        run("bfcl", "--http", "--token-file", str(tokens), "--describe", "--json", workspace=workspace, code=3).stdout
     )
     assert f"--token-file {tokens}, line 2: a token must be one word" in bad["error"] and "secret" not in bad["error"]
+    assert bad["kind"] == "bad_input" and bad["where"] == f"--token-file {tokens}, line 2"

@@ -200,7 +200,8 @@ def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def _security(args: argparse.Namespace) -> ServeSecurity:
-    """The allow-lists, token and limits from the flags; bad values are a `CommandError` naming the flag."""
+    """The allow-lists, token and limits from the flags; bad values are a `CommandError` naming the flag (a bad token
+    file: a `BadInputError` naming it and the line, its tokens never shown)."""
     for flag in ("max_request_bytes", "max_response_bytes", "max_sessions"):
         if getattr(args, flag) <= 0:
             raise CommandError(f"--{flag.replace('_', '-')} must be positive")
@@ -217,8 +218,6 @@ def _security(args: argparse.Namespace) -> ServeSecurity:
         )
     except ValidationError as error:
         raise CommandError("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors())) from None
-    except ValueError as error:  # the token file: named with its line, its tokens never shown
-        raise CommandError(str(error)) from None
 
 
 def _warn_if_open(host: str, security: ServeSecurity) -> None:

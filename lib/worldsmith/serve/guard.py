@@ -172,17 +172,17 @@ def read_token_file(path: str | Path) -> list[str]:
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"--token-file {file}: cannot read it ({type(error).__name__})") from None
+        raise BadInputError(f"cannot read it ({type(error).__name__})", where=f"--token-file {file}") from None
     tokens = []
     for number, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         if not _usable(text):
-            raise ValueError(f"--token-file {file}, line {number}: a token must be one word without whitespace")
+            raise BadInputError("a token must be one word without whitespace", where=f"--token-file {file}, line {number}")
         tokens.append(text)
     if not tokens:
-        raise ValueError(f"--token-file {file}: no tokens in it (one per line)")
+        raise BadInputError("no tokens in it (one per line)", where=f"--token-file {file}")
     return tokens
 
 
