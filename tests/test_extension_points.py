@@ -82,7 +82,7 @@ def shouting_match(prediction: str, reference: str) -> float | None:
 """A throw-away answer source: what the same action got last, in one file."""
 from typing import Any
 
-from worldsmith.sim.sources import Answer, AnswerSource, Proposal, SourceContext, TrackerSource, answer_source
+from worldsmith.sim.sources import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource, answer_source
 
 
 class LastEcho:
@@ -95,9 +95,9 @@ class LastEcho:
     def observe(self, name: str, arguments: dict[str, Any], observation: str) -> None:
         self.last[name] = observation
 
-    def propose(self, name: str, arguments: dict[str, Any], line: str) -> list[Proposal]:
+    def propose(self, name: str, arguments: dict[str, Any], line: str) -> list[CandidateAnswer]:
         seen = self.last.get(name)
-        return [Proposal("throwaway_echo", seen)] if seen is not None else []
+        return [CandidateAnswer("throwaway_echo", seen)] if seen is not None else []
 
     def snapshot(self) -> dict[str, Any]:
         return {"actions": sorted(self.last)}

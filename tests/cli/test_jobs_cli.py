@@ -11,7 +11,7 @@ import pytest
 
 from worldsmith.cli.main import main
 from worldsmith.envace.runstore import launch_jobs
-from worldsmith.evals.runstore import RunStore
+from worldsmith.evals.runstore import EvalRunStore
 from worldsmith.util.jobs import child_returncode
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -25,7 +25,7 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict
 def test_list_and_stop_the_workspace_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ws = str(tmp_path)
     assert _json(capsys, "jobs", "list", "--workspace", ws) == {"jobs": []}
-    done = RunStore(tmp_path).jobs.start("ev", [sys.executable, "-c", "pass"], workspace=tmp_path)
+    done = EvalRunStore(tmp_path).jobs.start("ev", [sys.executable, "-c", "pass"], workspace=tmp_path)
     deadline = time.monotonic() + 60
     while child_returncode(done.pid) is None:
         assert time.monotonic() < deadline
@@ -52,7 +52,7 @@ def test_list_and_stop_the_workspace_jobs(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_stop_asks_which_kind_when_two_share_a_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for folder in (RunStore(tmp_path).jobs, launch_jobs(tmp_path)):
+    for folder in (EvalRunStore(tmp_path).jobs, launch_jobs(tmp_path)):
         folder.start("same", [sys.executable, "-c", "pass"], workspace=tmp_path)
     error = _json(capsys, "jobs", "stop", "same", "--workspace", str(tmp_path), code=1)["error"]
     assert "several kinds" in error and "eval, train" in error

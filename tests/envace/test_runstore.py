@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from worldsmith.envace.runstore import RunStore, run_states, runs_dir
+from worldsmith.envace.runstore import TrainingRunStore, run_states, runs_dir
 from worldsmith.util.atomic import atomic_write_json
 
 
@@ -32,14 +32,14 @@ def test_a_running_status_whose_process_is_gone_reads_as_stopped(tmp_path: Path)
     now = time.time()
     killed = _run(tmp_path, "killed", {"state": "running", "pid": _dead_pid(), "host": socket.gethostname(),
                                        "updated": now, "step": 3, "steps": 10})
-    status = RunStore(killed).read_status()
+    status = TrainingRunStore(killed).read_status()
     assert status["state"] == "stopped" and "resume" in status["note"]
     alive = _run(tmp_path, "alive", {"state": "running", "pid": os.getpid(), "host": socket.gethostname(),
                                      "updated": now})
-    assert RunStore(alive).read_status()["state"] == "running"
+    assert TrainingRunStore(alive).read_status()["state"] == "running"
     elsewhere = _run(tmp_path, "elsewhere", {"state": "running", "pid": _dead_pid(), "host": "another-machine",
                                              "updated": now})
-    assert RunStore(elsewhere).read_status()["state"] == "running"  # another host's process: not ours to judge
+    assert TrainingRunStore(elsewhere).read_status()["state"] == "running"  # another host's process: not ours to judge
     assert {row["name"]: row["state"] for row in run_states(tmp_path / "runs" / "envace")} == {
         "alive": "running", "elsewhere": "running", "killed": "stopped"}
 
@@ -62,7 +62,7 @@ def test_the_cli_and_the_train_page_show_a_killed_run_as_stopped(tmp_path: Path)
 
 
 def test_checkpoint_evaluations_are_read_newest_first_and_broken_ones_skipped(tmp_path: Path) -> None:
-    store = RunStore(runs_dir(tmp_path) / "r")
+    store = TrainingRunStore(runs_dir(tmp_path) / "r")
     assert store.root == tmp_path / "runs" / "envace" / "r"
     assert not store.is_run() and store.evaluations() == []
     store.write_config({"objective": "grpo"})

@@ -17,7 +17,7 @@ import pytest
 from envace_support import REPO, small_config
 
 from worldsmith.envace.modeling import load_policy
-from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer import Trainer
 from worldsmith.envs import available
 
@@ -35,7 +35,7 @@ def test_joint_training_lowers_both_losses_and_lambda_zero_is_the_plain_agent(tm
     assert summary.rehearse_loss_last < summary.rehearse_loss_first - 0.5
     assert summary.rehearsal_fidelity is not None and 0.0 <= summary.rehearsal_fidelity <= 1.0
     assert summary.probe_source == "holdout"
-    store = RunStore(tmp_path / "joint")
+    store = TrainingRunStore(tmp_path / "joint")
     rows = store.metrics()
     assert [row["step"] for row in rows] == list(range(1, 17))
     assert all({"act_loss", "rehearse_loss", "lr", "tokens_per_s", "time_s"} <= set(row) for row in rows)
@@ -58,7 +58,7 @@ def test_grpo_from_a_joint_checkpoint_logs_rewards_and_advantages_per_role(tmp_p
     config = small_config(tmp_path / "grpo", objective="grpo", model=joint.checkpoint, steps=2, batch_size=1,
                           **{"grpo.reward": "shaped", "grpo.sft_coef": 0.5, "probe.every": 1})
     summary = Trainer(config).train()
-    rows = RunStore(tmp_path / "grpo").metrics()
+    rows = TrainingRunStore(tmp_path / "grpo").metrics()
     assert [row["step"] for row in rows] == [1, 2]
     for row in rows:
         assert row["source"] == "real" and row["rollouts"] == 2
@@ -80,7 +80,7 @@ def test_grpo_credits_each_rehearsal_per_transition(tmp_path: Path) -> None:
                           **{"grpo.group_size": 4, "grpo.rehearse_credit": "transition",
                              "grpo.rehearse_calls_only": True, "grpo.dr_grpo": True})
     summary = Trainer(config).train()
-    row = RunStore(tmp_path / "transition").metrics()[0]
+    row = TrainingRunStore(tmp_path / "transition").metrics()[0]
     assert row["rollouts"] == 4 and summary.steps == 1
     if row.get("adv_rehearse_mean") is not None:  # every transition's advantages sum to zero
         assert abs(row["adv_rehearse_mean"]) < 1e-6
@@ -92,7 +92,7 @@ def test_grpo_switches_to_imagined_rollouts_once_the_probe_passes(tmp_path: Path
                           **{"grpo.train_roles": "rehearse", "grpo.dr_grpo": True, "grpo.kl_coef": 0.05,
                              "probe.every": 1, "probe.threshold": 0.0, "probe.switch_to_imagined": True})
     summary = Trainer(config).train()
-    rows = RunStore(tmp_path / "switch").metrics()
+    rows = TrainingRunStore(tmp_path / "switch").metrics()
     assert rows[0]["source"] == "real" and rows[0]["switched_to"] == "imagined"
     assert rows[1]["source"] == "imagined"
     assert summary.switched_at == 1
@@ -120,7 +120,7 @@ def _train_process(config_path: Path) -> subprocess.Popen:
 
 def _losses(run: Path) -> list[tuple]:
     return [(row["step"], row.get("act_loss"), row.get("rehearse_loss"), row["loss"], row["lr"])
-            for row in RunStore(run).metrics()]
+            for row in TrainingRunStore(run).metrics()]
 
 
 def _kill_once(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 300.0) -> None:
@@ -159,7 +159,7 @@ def test_a_killed_run_resumes_to_the_same_metrics(tmp_path: Path) -> None:
     reference = json.loads(out)
 
     killed = _train_process(write("killed"))
-    store = RunStore(tmp_path / "killed")
+    store = TrainingRunStore(tmp_path / "killed")
     _kill_once(killed, lambda: store.latest_checkpoint() is not None and any(row["step"] >= 5 for row in store.metrics()))
     assert killed.returncode == -signal.SIGKILL
     assert json.loads((tmp_path / "killed" / "status.json").read_text())["state"] == "running"
@@ -189,7 +189,7 @@ def test_the_example_grpo_run_lowers_both_roles_losses_from_the_bundled_joint_ch
     assert summary.act_loss_first < 0.5 and summary.rehearse_loss_first < 1.0  # it started from the joint run
     assert summary.act_loss_last < summary.act_loss_first
     assert summary.rehearse_loss_last < summary.rehearse_loss_first
-    rows = RunStore(tmp_path / "grpo").metrics()
+    rows = TrainingRunStore(tmp_path / "grpo").metrics()
     assert len(rows) == 2
     for row in rows:
         assert row["source"] == "real" and row["rollouts"] == config.batch_size * config.grpo.group_size

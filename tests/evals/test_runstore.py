@@ -14,8 +14,8 @@ from worldsmith.evals import (
     EvalConfig,
     EvalReport,
     EvalRun,
+    EvalRunStore,
     RunFileError,
-    RunStore,
     run_eval,
     run_folder,
 )
@@ -43,7 +43,7 @@ def _run(tmp_path: Path, book: Worldbook, split: tuple[list[Episode], list[Episo
 
 def test_a_run_reads_back_through_the_store(alfworld_book: Worldbook, alfworld_split, tmp_path: Path) -> None:
     run = _run(tmp_path, alfworld_book, alfworld_split)
-    store = RunStore(tmp_path / "ws")
+    store = EvalRunStore(tmp_path / "ws")
     assert [folder.name for folder in store.runs()] == ["store"]
     folder = store.run("store")
     assert folder.path == run.directory == run_folder(tmp_path / "ws", "store")
@@ -83,7 +83,7 @@ def test_a_failing_unit_stops_the_run_closes_what_it_opened_and_resumes(alfworld
     monkeypatch.setattr(units.UnitComputer, "close", lambda self: closed.append(True))
     with pytest.raises(RuntimeError, match="the model went away"):
         _run(tmp_path, alfworld_book, alfworld_split)
-    folder = RunStore(tmp_path / "ws").run("store")
+    folder = EvalRunStore(tmp_path / "ws").run("store")
     progress = folder.read_progress()
     assert progress is not None and progress.status == "failed" and progress.done == 1 and progress.total == 4
     assert progress.error == "RuntimeError: the model went away" and closed == [True]
@@ -113,7 +113,7 @@ def test_w2r_flat_entries_read_as_their_one_method() -> None:
 
 
 def test_broken_files_are_named(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
+    store = EvalRunStore(tmp_path)
     folder = store.run("broken")
     folder.path.mkdir(parents=True)
     folder.report_path.write_text("{not json", encoding="utf-8")
@@ -132,7 +132,7 @@ def test_broken_files_are_named(tmp_path: Path) -> None:
 
 
 def test_runs_lists_run_folders_newest_first(tmp_path: Path) -> None:
-    store = RunStore(tmp_path)
+    store = EvalRunStore(tmp_path)
     assert store.runs() == []
     for age, name in enumerate(("newer", "older")):
         folder = store.run(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worldsmith.sim.sources import Answer, AnswerSource, Proposal, SourceContext, TrackerSource, answer_source
+from worldsmith.sim.sources import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource, answer_source
 
 NAME = "last_of_action"
 
@@ -22,9 +22,9 @@ class LastOfAction:
     def observe(self, name: str, arguments: dict[str, Any], observation: str) -> None:
         self.last[name] = observation
 
-    def propose(self, name: str, arguments: dict[str, Any], line: str) -> list[Proposal]:
+    def propose(self, name: str, arguments: dict[str, Any], line: str) -> list[CandidateAnswer]:
         seen = self.last.get(name)
-        return [Proposal(NAME, seen, notes=[f"what {name!r} got last"])] if seen is not None else []
+        return [CandidateAnswer(NAME, seen, notes=[f"what {name!r} got last"])] if seen is not None else []
 
     def snapshot(self) -> dict[str, Any]:
         return {"actions": sorted(self.last)}

@@ -19,7 +19,7 @@ from worldsmith.sim.routing import choose_route
 from worldsmith.sim.sources import (
     SOURCE_PLUGINS_VARIABLE,
     Answer,
-    Proposal,
+    CandidateAnswer,
     SourceSpec,
     answer_source,
     build_order,
@@ -117,7 +117,7 @@ def test_the_route_table_records_a_new_source_and_routing_follows_its_record(plu
     for _ in range(3):
         table.record("look", plugin, exact=True, nearest_exact=False)
         table.record("look", "rule", exact=False, nearest_exact=False)
-    chosen, _ = choose_route(table, "look", [Proposal("rule", "a"), Proposal(plugin, "b")])
+    chosen, _ = choose_route(table, "look", [CandidateAnswer("rule", "a"), CandidateAnswer(plugin, "b")])
     assert chosen is not None and chosen.source == plugin
 
 

@@ -2,7 +2,7 @@
 
 A job is `python -m worldsmith eval ... --json` started detached by the library
 (`worldsmith.util.jobs`), its record in `<ws>/runs/eval/.jobs/<run>.json`
-(`worldsmith.evals.RunStore(root).jobs`), where `worldsmith jobs list` finds it too. Progress is the
+(`worldsmith.evals.EvalRunStore(root).jobs`), where `worldsmith jobs list` finds it too. Progress is the
 run's own progress.json; the job record only says whether the process still lives and how it ended.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import orjson
 
-from worldsmith.evals.runstore import RunStore
+from worldsmith.evals.runstore import EvalRunStore
 from worldsmith.util.jobs import plain_run_name
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
@@ -95,7 +95,7 @@ def launch(root: str | Path, run: str, command: list[str]) -> JobStatus:
     current = job_status(root, run)
     if current is not None and current.state == "running":
         raise JobError(f"run {run!r} is already running (pid {current.pid})")
-    job = RunStore(root).jobs.start(run, command, workspace=root, cwd=root)
+    job = EvalRunStore(root).jobs.start(run, command, workspace=root, cwd=root)
     return JobStatus(run=run, state="running", pid=job.pid, started=job.started, command=job.command)
 
 
@@ -109,14 +109,14 @@ def _result(path: Path) -> dict[str, Any] | None:
 
 def job_status(root: str | Path, run: str) -> JobStatus | None:
     """The job launched for `run`, None when the workbench never launched one."""
-    job = RunStore(root).jobs.load(run)
+    job = EvalRunStore(root).jobs.load(run)
     if job is None:
         return None
     if job.alive:
         return JobStatus(run=run, state="running", pid=job.pid, started=job.started, command=job.command,
                          log_tail=job.log_tail(1000))
     result = _result(Path(job.stdout))
-    finished = RunStore(root).run(run).report_path.exists()
+    finished = EvalRunStore(root).run(run).report_path.exists()
     ok = (job.returncode == 0) if job.returncode is not None else finished and not (result or {}).get("error")
     return JobStatus(run=run, state="finished" if ok else "failed", pid=job.pid, started=job.started,
                      command=job.command, returncode=job.returncode, result=result, log_tail=job.log_tail())
@@ -124,5 +124,5 @@ def job_status(root: str | Path, run: str) -> JobStatus | None:
 
 def list_jobs(root: str | Path) -> list[JobStatus]:
     """Every job the workbench launched in this workspace, most recent first."""
-    jobs = (job_status(root, run) for run in RunStore(root).jobs.runs())
+    jobs = (job_status(root, run) for run in EvalRunStore(root).jobs.runs())
     return sorted((j for j in jobs if j is not None), key=lambda j: j.started, reverse=True)

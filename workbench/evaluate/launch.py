@@ -18,7 +18,7 @@ from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
 from worldsmith.evals.envmatch import EnvMatch
-from worldsmith.evals.runstore import RunFileError, RunStore
+from worldsmith.evals.runstore import EvalRunStore, RunFileError
 
 __all__ = ["PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "matched_env", "render_jobs",
            "render_launch_form", "spec_problem", "workspace_choices"]
@@ -216,7 +216,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
 
 def _render_job(root: Path, job: JobStatus) -> None:
     try:
-        progress = RunStore(root).run(job.run).read_progress()
+        progress = EvalRunStore(root).run(job.run).read_progress()
     except RunFileError as error:
         progress, problem = None, str(error)
     else:

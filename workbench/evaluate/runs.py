@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from worldsmith.evals.report_model import EvalReport
-from worldsmith.evals.runstore import RunFileError, RunFolder, RunProgress, RunStore, read_json_file
+from worldsmith.evals.runstore import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
 
 __all__ = [
     "RunFileError",
@@ -134,4 +134,4 @@ def _info(run: RunFolder) -> RunInfo:
 
 def list_runs(root: str | Path) -> list[RunInfo]:
     """Every run folder (one holding any run file), newest first; hidden folders (job records) are skipped."""
-    return [_info(run) for run in RunStore(root).runs()]
+    return [_info(run) for run in EvalRunStore(root).runs()]

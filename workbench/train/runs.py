@@ -1,7 +1,7 @@
 """EnvACE training runs as the Train page reads them: `<workspace>/runs/envace/<run>/` (J's run store).
 
 The trainer writes `config.json`, `metrics.jsonl`, `probes.jsonl`, `checkpoints/step-<N>/`,
-`summary.json` and `status.json`; this module only reads them (through `RunStore`, which skips a
+`summary.json` and `status.json`; this module only reads them (through `TrainingRunStore`, which skips a
 torn last line of a killed writer). A run whose status says `running` but whose process is gone
 (or whose pid now belongs to a process started after the run's last update) is shown as `stopped`:
 it was killed and can be resumed by launching the same config again.
@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from worldsmith.envace.runstore import RunStore, launch_jobs
+from worldsmith.envace.runstore import TrainingRunStore, launch_jobs
 from worldsmith.envace.runstore import runs_dir as runs_root  # the Train page's name for it
 from worldsmith.util.processes import process_alive
 
@@ -70,7 +70,7 @@ class TrainRun:
 
 def load_run(path: Path) -> TrainRun:
     """A run folder's state; unreadable or missing files leave their fields empty rather than failing."""
-    store = RunStore(path)
+    store = TrainingRunStore(path)
     try:
         status = store.read_status() or {}
     except (OSError, ValueError):
@@ -111,7 +111,7 @@ def list_runs(root: str | Path) -> list[TrainRun]:
     if not folder.is_dir():
         return []
     runs = [load_run(path) for path in folder.iterdir()
-            if path.is_dir() and not path.name.startswith(".") and RunStore(path).is_run()]
+            if path.is_dir() and not path.name.startswith(".") and TrainingRunStore(path).is_run()]
     listed = {run.name for run in runs}
     # launched from the page but nothing written yet (starting, or died at once): listed, so it shows at once
     launched = launch_jobs(root)
@@ -123,7 +123,7 @@ def list_runs(root: str | Path) -> list[TrainRun]:
 
 def metrics_frame(path: Path) -> pd.DataFrame:
     """`metrics.jsonl` as a frame indexed by step (the last row of a step wins: a resumed run relogs it)."""
-    rows = RunStore(path).metrics()
+    rows = TrainingRunStore(path).metrics()
     if not rows:
         return pd.DataFrame()
     frame = pd.DataFrame(rows)
@@ -134,9 +134,9 @@ def metrics_frame(path: Path) -> pd.DataFrame:
 
 def probe_examples(path: Path) -> list[dict[str, Any]]:
     """Each probe (step, metric, value, drift) with its examples: action, real and rehearsed responses, scores."""
-    return [row for row in RunStore(path).probes() if isinstance(row, dict)]
+    return [row for row in TrainingRunStore(path).probes() if isinstance(row, dict)]
 
 
 def evals_of(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """Checkpoint evaluations written inside the run (`<run>/evals/<name>/report.json`), newest first."""
-    return RunStore(path).evaluations()
+    return TrainingRunStore(path).evaluations()

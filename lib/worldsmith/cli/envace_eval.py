@@ -13,7 +13,7 @@ import orjson
 
 from worldsmith.cli.common import EXIT_OK, add_common, emit_json
 
-__all__ = ["register_eval", "run_eval"]
+__all__ = ["register_eval", "run_envace_eval"]
 
 
 def register_eval(actions: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def register_eval(actions: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--out", metavar="DIR", help="run store (default: <run>/evals/... for a run's checkpoint)")
     add_common(parser)
-    parser.set_defaults(handler=run_eval)
+    parser.set_defaults(handler=run_envace_eval)
 
 
 def _progress(done: int, total: int, message: str) -> None:
@@ -57,7 +57,7 @@ def _interval(entry: dict[str, Any] | None, key: str) -> str:
     return f"{entry[key]:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
 
 
-def run_eval(args: argparse.Namespace) -> int:
+def run_envace_eval(args: argparse.Namespace) -> int:
     from worldsmith.envace.evaluate import EvalSettings, evaluate_checkpoint
 
     options: dict[str, Any] = {

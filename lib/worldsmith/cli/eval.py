@@ -26,7 +26,7 @@ from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
 from worldsmith.evals.protocols import PROTOCOLS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
-from worldsmith.evals.runstore import RunFolder, RunStore
+from worldsmith.evals.runstore import EvalRunStore, RunFolder
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.util.errors import user_path
@@ -306,7 +306,7 @@ def _bounds(low: float | None, high: float | None) -> str:
 def run_misses_command(args: argparse.Namespace) -> int:
     from worldsmith.evals.misses import GROUPINGS, differs, paired_miss_differences, why_missed
 
-    run = RunStore(workspace_from(args).root).run(args.run)
+    run = EvalRunStore(workspace_from(args).root).run(args.run)
     records = run.read_records()
     if records.empty:
         raise CommandError(f"run {args.run!r} has no records (yet) under {run.path}")

@@ -10,7 +10,7 @@ from typing import Any
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.envace.runstore import launch_jobs
 from worldsmith.evals.proposal_jobs import proposal_jobs
-from worldsmith.evals.runstore import RunStore
+from worldsmith.evals.runstore import EvalRunStore
 from worldsmith.util.jobs import Job, stop
 from worldsmith.worldbook.jobs import build_jobs
 
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def workspace_jobs(root: str | Path) -> list[Job]:
     """Every job recorded in the workspace (evaluation runs, training runs, sweeps, builds and rule proposals), most
     recent first."""
-    folders = (RunStore(root).jobs, launch_jobs(root), build_jobs(root), proposal_jobs(root))
+    folders = (EvalRunStore(root).jobs, launch_jobs(root), build_jobs(root), proposal_jobs(root))
     found = [job for folder in folders for job in folder.jobs()]
     return sorted(found, key=lambda job: job.started, reverse=True)
 

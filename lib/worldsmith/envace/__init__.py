@@ -71,7 +71,7 @@ from worldsmith.envace.rollouts import (
     task_reward,
     task_specs,
 )
-from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
 from worldsmith.envace.trainer_state import TrainerState
 
@@ -109,7 +109,7 @@ __all__ = [
     "RolloutSettings",
     "RolloutSource",
     "RolloutStep",
-    "RunStore",
+    "TrainingRunStore",
     "SegmentDecoder",
     "TaskRecord",
     "TaskSpec",

@@ -24,7 +24,7 @@ from worldsmith.util.jobs import JobFolder
 from worldsmith.util.processes import process_alive
 from worldsmith.workspace.layout import WorkspaceLayout
 
-__all__ = ["RunStore", "launch_dir", "launch_jobs", "process_alive", "read_jsonl", "run_states", "runs_dir"]
+__all__ = ["TrainingRunStore", "launch_dir", "launch_jobs", "process_alive", "read_jsonl", "run_states", "runs_dir"]
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -59,7 +59,7 @@ def launch_jobs(workspace_root: str | Path) -> JobFolder:
     return JobFolder(launch_dir(workspace_root), kind="train", suffix=".job.json")
 
 
-class RunStore:
+class TrainingRunStore:
     """One run's folder."""
 
     def __init__(self, root: str | Path) -> None:
@@ -187,7 +187,7 @@ def run_states(folder: str | Path) -> list[dict[str, Any]]:
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         if not path.is_dir() or path.name.startswith(".") or not (path / "status.json").is_file():
             continue
-        store = RunStore(path)
+        store = TrainingRunStore(path)
         try:
             status = store.read_status() or {}
             config = store.read_config() or {}

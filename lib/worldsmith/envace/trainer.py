@@ -55,7 +55,7 @@ from worldsmith.envace.grpo_metrics import grpo_metrics, loss_value, mean, round
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
-from worldsmith.envace.runstore import RunStore
+from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
@@ -124,7 +124,7 @@ class Trainer:
         progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.config = config
-        self.store = RunStore(config.run_dir(out))
+        self.store = TrainingRunStore(config.run_dir(out))
         self.progress = progress
         self.templates = Templates.from_config(config.data)
         # joins the launcher's process group when launched on several processes; else a no-op

@@ -4,7 +4,7 @@
     run = run_eval(EvalConfig(name="alf", book="alfworld", dataset="alfworld", split="test",
                               methods=["harness", "nearest"], protocol="next-obs"), workspace)
     run.report.pairs["harness vs nearest"]["exact_match"].mean_diff   # with its interval (.low, .high, .n)
-    RunStore(workspace.root).run("alf").read_report()                  # the same `EvalReport`, read back
+    EvalRunStore(workspace.root).run("alf").read_report()                  # the same `EvalReport`, read back
 
 Protocols (next-observation, open-loop drift, world-to-real), text metrics and an LLM judge, the
 paired bootstrap over episodes, per-turn novelty (exact match on the knowable turns), leakage control, the run store (config, records, report, plots,
@@ -102,7 +102,7 @@ from worldsmith.evals.records import RECORD_COLUMNS, Journal, records_frame, wri
 from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
-from worldsmith.evals.runstore import RunFileError, RunFolder, RunProgress, RunStore
+from worldsmith.evals.runstore import EvalRunStore, RunFileError, RunFolder, RunProgress
 
 __all__ = [
     "ABLATIONS",
@@ -140,7 +140,7 @@ __all__ = [
     "RunFileError",
     "RunFolder",
     "RunProgress",
-    "RunStore",
+    "EvalRunStore",
     "ScopeBlock",
     "TurnScore",
     "UsageMeter",

@@ -38,7 +38,7 @@ from worldsmith.evals.inputs import Inputs, Part, digest, fold_summary, load_inp
 from worldsmith.evals.records import Journal, records_frame, write_records
 from worldsmith.evals.report import build_report, write_report
 from worldsmith.evals.report_model import EvalReport
-from worldsmith.evals.runstore import RunFolder, RunStore
+from worldsmith.evals.runstore import EvalRunStore, RunFolder
 from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
 from worldsmith.traces.model import Episode
 from worldsmith.util.code_version import code_version
@@ -73,9 +73,9 @@ class EvalRun:
 
 
 def run_folder(workspace: Workspace | str | Path, name: str) -> Path:
-    """The folder of evaluation run `name` in a workspace (`RunStore(root).run(name).path`)."""
+    """The folder of evaluation run `name` in a workspace (`EvalRunStore(root).run(name).path`)."""
     root = workspace.root if isinstance(workspace, Workspace) else Path(workspace)
-    return RunStore(root).run(name).path
+    return EvalRunStore(root).run(name).path
 
 
 def _resolve_spec(spec: str | None, root: Path) -> str | None:
@@ -97,7 +97,7 @@ class _Opened:
     provenance: dict[str, Any]  # dataset_revision, code_version, llm_spec, judge_spec
 
 
-def _open_run(config: EvalConfig, store: RunStore, inputs: Inputs, llm_spec: str | None,
+def _open_run(config: EvalConfig, store: EvalRunStore, inputs: Inputs, llm_spec: str | None,
               judge_spec: str | None) -> _Opened:
     """Fingerprint the run, refuse a folder holding another configuration, and (re)write config.json."""
     resolved = config.model_copy(update={"book_version": inputs.version})
@@ -243,7 +243,7 @@ def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Pr
     folder holds another configuration.
     """
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    store = RunStore(ws.root)
+    store = EvalRunStore(ws.root)
     llm_spec, judge_spec = _resolve_spec(config.llm, ws.root), _resolve_spec(config.judge, ws.root)
     inputs = load_inputs(config, ws, progress, store.build_cache, book, episodes, construction)
     opened = _open_run(config, store, inputs, llm_spec, judge_spec)

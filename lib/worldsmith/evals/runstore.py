@@ -26,7 +26,7 @@ from worldsmith.util.errors import BadInputError
 from worldsmith.util.jobs import JobFolder
 from worldsmith.workspace.layout import WorkspaceLayout
 
-__all__ = ["RUN_FILES", "RunFileError", "RunFolder", "RunProgress", "RunStore", "read_json_file"]
+__all__ = ["RUN_FILES", "RunFileError", "RunFolder", "RunProgress", "EvalRunStore", "read_json_file"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -158,7 +158,7 @@ class RunFolder:
             "updated": datetime.now(UTC).isoformat(timespec="seconds"), "error": error})
 
 
-class RunStore:
+class EvalRunStore:
     """`<workspace>/runs/eval`: the evaluation runs of a workspace, by name."""
 
     def __init__(self, workspace_root: str | Path) -> None:

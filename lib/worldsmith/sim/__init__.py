@@ -109,7 +109,7 @@ from worldsmith.sim.sources import (
     unregister_source,
 )
 from worldsmith.sim.sources.aligned import AlignedEvidence
-from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.sim.sources.entities import EntityTracker
 from worldsmith.sim.sources.fields import FieldTracker
 from worldsmith.sim.sources.inventory import Carriers, InventoryTracker
@@ -155,7 +155,7 @@ __all__ = [
     "FieldTracker",
     "InventoryTracker",
     "PlaceTracker",
-    "Proposal",
+    "CandidateAnswer",
     "ScopeTracker",
     "ShellTracker",
     "ViewEdits",

@@ -41,7 +41,7 @@ from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, 
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import choose_route
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, SourceSpec, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, SourceSpec, Step
 from worldsmith.sim.sources.registry import build_sources, source_specs
 from worldsmith.sim.sources.suffixes import SuffixConditions
 from worldsmith.sim.turn_counter import TurnCounter
@@ -222,20 +222,20 @@ class Harness(WorldModelBase):
                 if spec.snapshot_key is not None}
 
     # ------------------------------------------------------------------ predict
-    def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[Proposal], list[str]]:
+    def proposals(self, action: Action, name: str, arguments: dict[str, Any]) -> tuple[list[CandidateAnswer], list[str]]:
         """Every routed source's answer for this action now, in registration order, and notes on sources that gave
         none."""
         audit = Audit(route="fast_path")
         return self._proposals(self.current_step(action, name, arguments, audit)), audit.notes
 
-    def _proposals(self, step: Step) -> list[Proposal]:
-        out: list[Proposal] = []
+    def _proposals(self, step: Step) -> list[CandidateAnswer]:
+        out: list[CandidateAnswer] = []
         for _, source in self._stages.get("routed", ()):
             out += source.propose(step)
         self._post_process(out, step.turn)
         return out
 
-    def _post_process(self, proposals: list[Proposal], turn: int) -> None:
+    def _post_process(self, proposals: list[CandidateAnswer], turn: int) -> None:
         """The hooks every answer passes: turn counters set for this episode (an answer recalled from elsewhere),
         a place's view refreshed with the learned edits of what was done there since (`view_edits`)."""
         refresh = self._refresh
@@ -249,7 +249,7 @@ class Harness(WorldModelBase):
                 proposal.observation = refreshed
                 proposal.notes.append("the place as last seen, with the learned edits of what was done there since")
 
-    def _last_resort(self, stage: str, step: Step, *, unseen: bool) -> Proposal | None:
+    def _last_resort(self, stage: str, step: Step, *, unseen: bool) -> CandidateAnswer | None:
         """The first answer of the sources of `stage` ("model" or "fallback"), post-processed; for an action the book
         has never seen (`unseen`), only from sources that take one."""
         for spec, source in self._stages.get(stage, ()):
@@ -261,7 +261,7 @@ class Harness(WorldModelBase):
                 return found[0]
         return None
 
-    def _route(self, proposal: Proposal) -> str:
+    def _route(self, proposal: CandidateAnswer) -> str:
         if proposal.route is not None:
             return proposal.route
         answer = self.answers.get(proposal.source)
@@ -305,7 +305,7 @@ class Harness(WorldModelBase):
                                   effects=chosen.effects, from_rule=True)
         return self._answered(action, name, arguments, chosen, audit, outcome=chosen.outcome, effects=[])
 
-    def _answered(self, action: Action, name: str, arguments: dict[str, Any], answer: Proposal, audit: Audit, *,
+    def _answered(self, action: Action, name: str, arguments: dict[str, Any], answer: CandidateAnswer, audit: Audit, *,
                   outcome: str, effects: list[Effect], from_rule: bool = False) -> Prediction:
         """The prediction of the chosen answer: its source and route in the audit, then the transition."""
         audit.route = self._route(answer)

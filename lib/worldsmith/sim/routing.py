@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.sim.sources.registry import answers, routed_answers, routing_order
 from worldsmith.worldbook.routing import RouteTable
 
@@ -44,7 +44,7 @@ def route_name(source: str) -> str:
 
 
 def choose_route(table: RouteTable | None, action: str,
-                 proposals: Sequence[Proposal]) -> tuple[Proposal | None, list[str]]:
+                 proposals: Sequence[CandidateAnswer]) -> tuple[CandidateAnswer | None, list[str]]:
     """(the proposal to answer with, or None for nearest evidence; notes on why)."""
     known = routing_order()
 
@@ -59,7 +59,7 @@ def choose_route(table: RouteTable | None, action: str,
     if table is None:
         chosen = next((p for p in ranked if trusted(p.source)), None)
         return chosen, []
-    accepted: list[tuple[float, float, Proposal]] = []
+    accepted: list[tuple[float, float, CandidateAnswer]] = []
     notes: list[str] = []
     for proposal in ranked:
         per_action = proposal.source in known and known[proposal.source].per_action

@@ -1,7 +1,7 @@
 """The episode trackers' old home: each now lives with its answer source in `sim.sources` (re-exported here)."""
 
 from worldsmith.sim.sources.aligned import RARE_PAIR_SHARE, AlignedEvidence
-from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.sim.sources.entities import EntityTracker, json_layout
 from worldsmith.sim.sources.places import DEFAULT_PLACE_PATTERNS, ROOM_PATTERNS, PlaceTracker
 from worldsmith.sim.turn_counter import TurnCounter
@@ -13,7 +13,7 @@ __all__ = [
     "AlignedEvidence",
     "EntityTracker",
     "PlaceTracker",
-    "Proposal",
+    "CandidateAnswer",
     "TurnCounter",
     "json_layout",
 ]

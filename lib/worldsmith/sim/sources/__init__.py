@@ -11,7 +11,15 @@ their declared rank, not by the order sources are asked in.
 import importlib
 import pkgutil
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, SourceSpec, Step, TrackerSource
+from worldsmith.sim.sources.base import (
+    Answer,
+    AnswerSource,
+    CandidateAnswer,
+    SourceContext,
+    SourceSpec,
+    Step,
+    TrackerSource,
+)
 from worldsmith.sim.sources.registry import (
     SOURCE_PLUGINS_VARIABLE,
     answer_source,
@@ -28,7 +36,7 @@ __all__ = [
     "SOURCE_PLUGINS_VARIABLE",
     "Answer",
     "AnswerSource",
-    "Proposal",
+    "CandidateAnswer",
     "SourceContext",
     "SourceSpec",
     "Step",

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step, line_key
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step, line_key
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 
@@ -74,7 +74,7 @@ class AlignedEvidence:
                 best = (suffix, observation)
         return best
 
-    def propose(self, action_text: str) -> list[Proposal]:
+    def propose(self, action_text: str) -> list[CandidateAnswer]:
         if not self.shared:
             return []
         line = line_key(action_text)
@@ -92,7 +92,7 @@ class AlignedEvidence:
         if len(answers) > 1:  # equally aligned trajectories disagree: the answer depends on what they do not share
             return []
         answer = answers.pop()
-        return [Proposal("aligned_evidence", answer, notes=[
+        return [CandidateAnswer("aligned_evidence", answer, notes=[
             f"{len(candidates)} recorded trajectories share {top} of this episode's observations; "
             f"after the same {best_suffix} calls they answered so"])]
 
@@ -110,7 +110,7 @@ class AlignedSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.line, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return self.tracker.propose(step.line) if self.gate else []
 
     def snapshot(self) -> dict[str, Any]:

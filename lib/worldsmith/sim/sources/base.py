@@ -9,10 +9,10 @@ answer name, and the prediction's audit names the source that answered (`Audit.s
     class AnswerSource(Protocol):
         def reset(self, opening: str) -> None: ...                    # a new episode starts
         def observe(self, step: Step, observation: str) -> None: ...  # a committed step
-        def propose(self, step: Step) -> list[Proposal]: ...          # answers for the pending step
+        def propose(self, step: Step) -> list[CandidateAnswer]: ...          # answers for the pending step
         def snapshot(self) -> dict[str, Any]: ...                     # what it believes, for people
 
-A source answers under one or more *answer names* (`Proposal.source`: the place source answers
+A source answers under one or more *answer names* (`CandidateAnswer.source`: the place source answers
 `place_memory`, `map`, `place_view`, ...); each name's routing metadata (`Answer`: the audit route,
 the priority rank, trusted while unmeasured, judged per action only) is declared with the source,
 so the routing tables are derived from the registry, never kept beside it.
@@ -27,7 +27,7 @@ scope 50, inventory 60, place_memory 70, map 80, place_view 90, place_form 100, 
 memory 120, scope_form 130, aligned_evidence 140, place_evidence 150.
 
 A tracker of the plain shape (`reset(opening)`, `observe(name, arguments, observation)`,
-`propose(name, arguments, line) -> list[Proposal]`, `snapshot()`) joins through `TrackerSource`, with
+`propose(name, arguments, line) -> list[CandidateAnswer]`, `snapshot()`) joins through `TrackerSource`, with
 its registration in the same file (a module of this package is imported, and so registered, by
 `sim.sources`; one elsewhere through $WORLDSMITH_SOURCE_PLUGINS):
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Answer",
     "AnswerSource",
-    "Proposal",
+    "CandidateAnswer",
     "SourceContext",
     "SourceFactory",
     "SourceSpec",
@@ -80,7 +80,7 @@ def line_key(action_text: str) -> str:
 
 
 @dataclass
-class Proposal:
+class CandidateAnswer:
     """One source's answer for a turn: the observation and why."""
 
     source: str  # the answer name (`Answer.name`): what the route table measures and the audit names
@@ -159,7 +159,7 @@ class AnswerSource(Protocol):
 
     def observe(self, step: Step, observation: str) -> None: ...
 
-    def propose(self, step: Step) -> list[Proposal]: ...
+    def propose(self, step: Step) -> list[CandidateAnswer]: ...
 
     def snapshot(self) -> dict[str, Any]: ...
 
@@ -227,7 +227,7 @@ class TrackerSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.name, dict(step.arguments), observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return list(self.tracker.propose(step.name, dict(step.arguments), step.line)) if self.gate else []
 
     def snapshot(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, layout_of, top_record
@@ -102,7 +102,7 @@ class EntityTracker:
         for key, ident, record in _records(value):
             self.records[(key, str(ident))] = record
 
-    def propose(self, name: str, arguments: dict[str, Any], line: str = "") -> list[Proposal]:
+    def propose(self, name: str, arguments: dict[str, Any], line: str = "") -> list[CandidateAnswer]:
         record = self._selected(name, arguments)
         layout = self.layout.get(name)
         if record is None or layout is None:
@@ -113,7 +113,7 @@ class EntityTracker:
             record = {**record, **self.sets[name]}
             notes.append(f"with what {name!r} sets: {json.dumps(self.sets[name])}")
         text = json.dumps(record, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
-        return [Proposal("entity", text, notes=notes)]
+        return [CandidateAnswer("entity", text, notes=notes)]
 
     def snapshot(self) -> dict[str, Any]:
         return {"records": sorted(f"{k}={v}" for k, v in self.records)}

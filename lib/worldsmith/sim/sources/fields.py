@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.records import layout_of
@@ -164,7 +164,7 @@ class FieldTracker:
             return [*last, given] if kind == "append" else [item for item in last if item != given]
         return _UNSEEN
 
-    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
         keys, layout = self.keys.get(name), self.layout.get(name)
         if not keys or layout is None or not any(self.relations.get((name, k), ("",))[0] in _WRITES for k in keys):
             return []  # no field the call changes: a read, which episode memory and the entity records answer
@@ -173,7 +173,7 @@ class FieldTracker:
             return []
         text = json.dumps(answer, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
         how = ", ".join(f"{k}: {self.relations[(name, k)][0]}" for k in keys)
-        return [Proposal("fields", text, notes=[f"each field from the episode's last values and the call ({how})"])]
+        return [CandidateAnswer("fields", text, notes=[f"each field from the episode's last values and the call ({how})"])]
 
     def snapshot(self) -> dict[str, Any]:
         return {"fields": sorted(self.last)}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.facts import find_lists, learn_list_format, render_list
 from worldsmith.worldbook.model import Evidence
@@ -283,7 +283,7 @@ class InventoryTracker:
         """Whether every inventory's contents are known now (or there is no inventory to know)."""
         return all(items is not None for items in self.items.values())
 
-    def propose(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         items = self.items.get(name)
         if arguments or items is None:
             return []
@@ -294,7 +294,7 @@ class InventoryTracker:
             answer = form.replace(_LIST, render_list(items, self.format)) if form is not None else None
         if answer is None:
             return []
-        return [Proposal("inventory", answer, notes=[f"carried, as last shown and changed since: {items}"])]
+        return [CandidateAnswer("inventory", answer, notes=[f"carried, as last shown and changed since: {items}"])]
 
     def snapshot(self) -> dict[str, Any]:
         return {name: items for name, items in self.items.items()}
@@ -314,7 +314,7 @@ class InventorySource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.name, step.arguments, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return self.tracker.propose(step.name, step.arguments) if self.gate else []
 
     def snapshot(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.engine import match_template, render
 from worldsmith.worldbook.facts import ListFormat
@@ -50,17 +50,17 @@ class EpisodeMemory:
         if call is not None:
             self.lines[call] = observation
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         remembered = self.lines.get(step.line) if self.gate else None
         if remembered is None and self.gate:
             call = _call(step)
             remembered = self.lines.get(call) if call is not None else None
         if remembered is None:
             return []
-        out = [Proposal("memory", remembered, notes=["this action got this observation earlier in the episode"])]
+        out = [CandidateAnswer("memory", remembered, notes=["this action got this observation earlier in the episode"])]
         updated = self.rerender(step, remembered)
         if updated is not None and updated != remembered:
-            out.append(Proposal("memory_state", updated, notes=[
+            out.append(CandidateAnswer("memory_state", updated, notes=[
                 "the earlier observation of this action in its own form, with the state as it is now"]))
         return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class ModelSource:
     def observe(self, step: Step, observation: str) -> None:
         """The agent reads the harness's history itself."""
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         if self.harness.llm is None or step.audit is None:
             return []
         from worldsmith.sim.agent import run_agent  # the agent imports the harness's types
@@ -38,7 +38,7 @@ class ModelSource:
         submitted = run_agent(self.harness, step.action, step.name, step.arguments, step.audit)
         if submitted is None:
             return []
-        return [Proposal("model", submitted.observation, outcome=submitted.outcome, effects=list(submitted.effects))]
+        return [CandidateAnswer("model", submitted.observation, outcome=submitted.outcome, effects=list(submitted.effects))]
 
     def snapshot(self) -> dict[str, Any]:
         return {}

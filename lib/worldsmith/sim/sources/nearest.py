@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from worldsmith.sim.baselines import NearestEvidence
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.sim.sources.scope import ScopeSource
 from worldsmith.traces.model import Action
@@ -33,14 +33,14 @@ class NearestSource:
     def observe(self, step: Step, observation: str) -> None:
         """Nearest evidence keeps no episode state."""
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         if self.nearest is None or not self.gate:
             return []
         avoid = self.scope.tracker.contradicted(step.name, step.arguments) \
             if self.scope is not None and self.scope.gate else set()
         found = self.nearest.nearest(Action(name=step.name, arguments=step.action.arguments, raw=step.action.raw),
                                      avoid=avoid)
-        return [Proposal("nearest_evidence", found.observation, outcome=found.outcome, notes=list(found.audit.notes),
+        return [CandidateAnswer("nearest_evidence", found.observation, outcome=found.outcome, notes=list(found.audit.notes),
                          route=found.audit.route, retrieved=list(found.audit.retrieved))]
 
     def snapshot(self) -> dict[str, Any]:

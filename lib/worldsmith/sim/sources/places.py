@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step, line_key
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step, line_key
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 
@@ -177,33 +177,33 @@ class PlaceTracker:
             return self.came[0]
         return None
 
-    def propose(self, name: str, action_text: str) -> list[Proposal]:
+    def propose(self, name: str, action_text: str) -> list[CandidateAnswer]:
         line = line_key(action_text)
-        out: list[Proposal] = []
+        out: list[CandidateAnswer] = []
         if self.place is None:
             known = self.book_views.get((_START, line))
             if known is not None:
-                out.append(Proposal("place_evidence", known, notes=[
+                out.append(CandidateAnswer("place_evidence", known, notes=[
                     f"the evidence's answer to {line!r} before any place was shown"]))
             return out
         seen_here = self.here.get((self.place, line))
         if seen_here is not None:
-            out.append(Proposal("place_memory", seen_here, notes=[f"this action in {self.place!r} earlier"]))
+            out.append(CandidateAnswer("place_memory", seen_here, notes=[f"this action in {self.place!r} earlier"]))
         target = self.destination(line)
         if target is not None:
             view = self.views.get((target, name)) or self.views.get((target, ""))
             if view is not None:
-                out.append(Proposal("map", view, notes=[f"the map: {line!r} from {self.place!r} leads to {target!r}"]))
+                out.append(CandidateAnswer("map", view, notes=[f"the map: {line!r} from {self.place!r} leads to {target!r}"]))
         current = self.views.get((self.place, ""))
         if current is not None:
-            out.append(Proposal("place_view", current, notes=[f"how {self.place!r} looked when last shown"]))
+            out.append(CandidateAnswer("place_view", current, notes=[f"how {self.place!r} looked when last shown"]))
         form = self.forms.get(line)
         if form is not None and self.place_text:
-            out.append(Proposal("place_form", form.replace(_PLACE_SLOT, self.place_text),
+            out.append(CandidateAnswer("place_form", form.replace(_PLACE_SLOT, self.place_text),
                                 notes=[f"the evidence's form of {line!r} with the place it names here"]))
         known = self.book_views.get((self.place, line))
         if known is not None:
-            out.append(Proposal("place_evidence", known, notes=[f"the evidence's answer to {line!r} in {self.place!r}"]))
+            out.append(CandidateAnswer("place_evidence", known, notes=[f"the evidence's answer to {line!r} in {self.place!r}"]))
         return out
 
     def snapshot(self) -> dict[str, Any]:
@@ -226,7 +226,7 @@ class PlaceSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.name, step.line, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return self.tracker.propose(step.name, step.line) if self.gate else []
 
     def snapshot(self) -> dict[str, Any]:

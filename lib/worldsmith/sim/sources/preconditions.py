@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.worldbook.lookup_specs import Precondition
 from worldsmith.worldbook.preconditions import check, failure_text, selections
 from worldsmith.worldbook.records import EpisodeRecords, RecordStore
@@ -45,7 +45,7 @@ class PreconditionSource:
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.view.observe(arguments, observation)
 
-    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
         rules = self.rules.get(name)
         if not rules:
             return []
@@ -58,7 +58,7 @@ class PreconditionSource:
                     kind, record = selected.get((rule.argument, rule.via), (None, None))
                     read = [{"key": [kind, str(record.get(kind, arguments.get(rule.argument)))], "before": record,
                              "after": record}] if record is not None and kind is not None else []
-                    return [Proposal(source, text, outcome="failure:precondition", form=rule.template,
+                    return [CandidateAnswer(source, text, outcome="failure:precondition", form=rule.template,
                                      rule=self.ids.get(id(rule)), records=read,
                                      notes=[f"precondition of {name!r}: {rule.describe()} "
                                             f"(held on {rule.support} failing calls, no success)"])]

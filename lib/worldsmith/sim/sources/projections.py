@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_rules import projection_rules
@@ -122,7 +122,7 @@ class ProjectionSource:
                 return True
         return False
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         rule = self.rules.get(step.name) if self.gate else None
         if rule is None or rule.projection is None:
             return []
@@ -137,7 +137,7 @@ class ProjectionSource:
         if text is None:
             return []
         entry = {"key": f"{spec.key}={given}", "before": record, "after": record}
-        return [Proposal("projection", text, outcome="success", rule=rule.id, records=[entry],
+        return [CandidateAnswer("projection", text, outcome="success", rule=rule.id, records=[entry],
                          notes=[f"{spec.describe()} (tool rule {rule.id})"])]
 
     def _unmatchable(self, key: str, match: Any, given: Any) -> bool:

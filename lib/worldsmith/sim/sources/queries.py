@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from worldsmith.sim.sources.base import Proposal
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
 from worldsmith.worldbook.records import EpisodeRecords, RecordStore
@@ -58,7 +58,7 @@ class QuerySource:
         if name in self.indexes:
             self.answered[_call(name, arguments)] = observation
 
-    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
         empty = self.empties.get(name)
         rule = self.rules.get(name) or (empty.query if empty is not None else None)
         if rule is None:
@@ -72,7 +72,7 @@ class QuerySource:
             if answer is None:
                 return []
             read = [{"key": [rule.kind, ident], "before": record, "after": record} for ident, record in found[:20]]
-            return [Proposal("query", answer, outcome="success", records=read, notes=[
+            return [CandidateAnswer("query", answer, outcome="success", records=read, notes=[
                 f"the {rule.kind} records whose {compared}: {', '.join(i for i, _ in found[:5])}"])]
         text = fill_slots(empty.template, arguments) if empty is not None else None
         if text is None:
@@ -80,7 +80,7 @@ class QuerySource:
         earlier = self.answered.get(_call(name, arguments))
         if earlier is not None and earlier.strip() != text.strip():
             return []  # this episode answered the same call with a match: "nothing matches" is the store's gap
-        return [Proposal("query_empty", text, rule=empty.id if empty else None,
+        return [CandidateAnswer("query_empty", text, rule=empty.id if empty else None,
                          notes=[f"no known {rule.kind} record has {compared}"])]
 
     def snapshot(self) -> dict[str, Any]:

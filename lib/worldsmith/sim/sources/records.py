@@ -17,7 +17,7 @@ on: a refusal changes nothing). It proposes:
 The entity store (`worldbook.records.RecordStore`, `record_store`) is built once per harness here and shared
 with the `lookups` source (`sim.sources.tools`), which declares `requires=("records",)`.
 
-Each proposal carries the records it read or changed (`Proposal.records`: key, before, after), which the
+Each proposal carries the records it read or changed (`CandidateAnswer.records`: key, before, after), which the
 prediction's audit keeps. Like every tracker it proposes; the route table decides per tool.
 """
 
@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, TrackerSource
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.records import (
@@ -266,14 +266,14 @@ class RecordTracker:
         return None
 
     # ------------------------------------------------------------------ proposals
-    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
         if name in self.executable:
             return self._propose_write(name, arguments)
         if name in self.reads:
             return self._propose_read(name, arguments)
         return []
 
-    def _propose_write(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+    def _propose_write(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         rule = self.writes[name]
         selected = self._selected(name, arguments)
         if selected is None:
@@ -284,11 +284,11 @@ class RecordTracker:
         if text is None:
             return []
         changed = ", ".join(f"{c.path} ({c.op})" for c in rule.changes)
-        return [Proposal("record_write", text, rule=rule.id, records=[_record_entry(rkey, before, after)], notes=[
+        return [CandidateAnswer("record_write", text, rule=rule.id, records=[_record_entry(rkey, before, after)], notes=[
             f"{name} acts on {rkey[0]}={rkey[1]!r} ({'as this episode last showed it' if where == 'episode' else 'its initial version in the entity store'}); "
             f"tool rule {rule.id}: {changed}"])]
 
-    def _propose_read(self, name: str, arguments: Mapping[str, Any]) -> list[Proposal]:
+    def _propose_read(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         selected = self._selected(name, arguments)
         layout = self.layouts.get(name)
         if selected is None or layout is None:
@@ -308,12 +308,12 @@ class RecordTracker:
         text = dump_layout(shown, layout)
         entry = [_record_entry(rkey, None, record)]
         if where == "store":
-            return [Proposal("record_store", text, records=entry, notes=[
+            return [CandidateAnswer("record_store", text, records=entry, notes=[
                 f"{rkey[0]}={rkey[1]!r} as other construction episodes first showed it (every field stable)"])]
         why = "as a write changed it since it was shown" if rkey in self.changed else "as this episode last showed it"
         if completed:
             why += ", the fields it did not show as other construction episodes first showed them"
-        return [Proposal("record_read", text, records=entry, notes=[f"{rkey[0]}={rkey[1]!r} {why}"])]
+        return [CandidateAnswer("record_read", text, records=entry, notes=[f"{rkey[0]}={rkey[1]!r} {why}"])]
 
     def _completed(self, rkey: RecordKey, record: dict[str, Any], keys: frozenset[str]) -> dict[str, Any] | None:
         """The episode's version of a record that showed only part of it (a search listing a product's name and

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.engine import render
 from worldsmith.worldbook.facts import ListFormat
@@ -34,7 +34,7 @@ class RuleSource:
     def observe(self, step: Step, observation: str) -> None:
         """Nothing to remember: the harness reads the state back through the rules."""
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         candidates = [rule for rule in self.rules.get(step.name, []) if rule.executable]
         selection = select_rule(candidates, step.arguments, step.state)
         rule = selection.rule
@@ -44,7 +44,7 @@ class RuleSource:
         if observation is None:
             step.note(f"rule {rule.id} applies but its template needs state not known yet")
             return []
-        proposal = Proposal("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
+        proposal = CandidateAnswer("rule", observation, outcome=rule.outcome, rule=rule.id, effects=list(rule.effects),
                             form=rule.template, conflicts=list(selection.conflicts))
         if selection.route == "assumed":
             proposal.notes.append("conditions of a more specific rule are unknown here: assumed")

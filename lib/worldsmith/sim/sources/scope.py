@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.inventory import COMMON_ANSWERS, Carriers, learn_carriers, names, phrases
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
@@ -293,7 +293,7 @@ class ScopeTracker:
                     out.add(text)
         return out
 
-    def propose(self, name: str, arguments: Mapping[str, Any], *, carried_known: bool = True) -> list[Proposal]:
+    def propose(self, name: str, arguments: Mapping[str, Any], *, carried_known: bool = True) -> list[CandidateAnswer]:
         """`carried_known`: whether what the agent carries is known (an inventory was shown, or episodes start
         empty-handed); when not, the thing a release acts on (`drop(object)`) may be carried unseen: not refused."""
         found = phrases(arguments)
@@ -318,7 +318,7 @@ class ScopeTracker:
             answer = _fill(refusal.observation, arguments)
             if answer is None:
                 return []
-            return [Proposal("scope", answer, outcome="failure", form=refusal.observation, notes=[
+            return [CandidateAnswer("scope", answer, outcome="failure", form=refusal.observation, notes=[
                 f"{missing[0]!r} is not in view ({level}): the evidence refused {whose} so in "
                 f"{refusal.accuracy:.0%} of {refusal.turns} turns"])]
         held = all(p in self.scope.held for p in named)
@@ -328,7 +328,7 @@ class ScopeTracker:
         observation = _fill(form, arguments)
         if observation is None:
             return []
-        return [Proposal("scope_form", observation, form=form, notes=[
+        return [CandidateAnswer("scope_form", observation, form=form, notes=[
             f"everything {name!r} names is {'held' if held else 'in view'}: its usual answer"])]
 
     def snapshot(self) -> dict[str, Any]:
@@ -368,7 +368,7 @@ class ScopeSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.name, step.arguments, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         if not self.gate:
             return []
         return self.tracker.propose(step.name, step.arguments, carried_known=self.inventory.known)

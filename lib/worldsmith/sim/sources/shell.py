@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
 
@@ -224,7 +224,7 @@ class ShellTracker:
         start, end = found.span("path")
         return self.prompt[:start] + target + self.prompt[end:]
 
-    def propose(self, command: str) -> list[Proposal]:
+    def propose(self, command: str) -> list[CandidateAnswer]:
         if not self.framed or self.prompt is None:
             return []
         words = _words(command)
@@ -234,7 +234,7 @@ class ShellTracker:
         prompt = self._next_prompt(words)
         if output is None or prompt is None:
             return []
-        return [Proposal("shell", f"{self.prompt}{command}\n{output}{prompt}",
+        return [CandidateAnswer("shell", f"{self.prompt}{command}\n{output}{prompt}",
                          notes=[f"the shell state: {words[0]!r} in {self.cwd!r}"])]
 
     def snapshot(self) -> dict[str, Any]:
@@ -255,7 +255,7 @@ class ShellSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.line, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return self.tracker.propose(step.line) if self.gate else []
 
     def snapshot(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from worldsmith.sim.sources.base import AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.inventory import names, phrases
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
@@ -228,7 +228,7 @@ class SuffixSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.line, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return []
 
     def snapshot(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worldsmith.sim.sources.base import Answer, AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.preconditions import PreconditionSource
 from worldsmith.sim.sources.queries import QuerySource
 from worldsmith.sim.sources.records import record_store
@@ -54,7 +54,7 @@ class LookupSource:
     def observe(self, step: Step, observation: str) -> None:
         self.queries.observe(step.name, step.arguments, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         if not self.gate:
             return []
         found = [*self.preconditions.propose(step.name, step.arguments, step.line),

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from worldsmith.sim.sources.base import AnswerSource, Proposal, SourceContext, Step
+from worldsmith.sim.sources.base import AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.inventory import Carriers, full_name, names, phrases
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.facts import learn_list_format, parse_list_items, render_list
@@ -300,7 +300,7 @@ class ViewEditSource:
     def observe(self, step: Step, observation: str) -> None:
         self.tracker.observe(step.name, step.arguments, observation)
 
-    def propose(self, step: Step) -> list[Proposal]:
+    def propose(self, step: Step) -> list[CandidateAnswer]:
         return []
 
     def snapshot(self) -> dict[str, Any]:
