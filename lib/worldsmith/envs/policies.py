@@ -11,7 +11,7 @@ import posixpath
 import random
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import orjson
@@ -242,6 +242,21 @@ def weighted_order(rng: random.Random, weights: Mapping[str, float]) -> Iterator
         del available[choice]
 
 
+def draw_candidates(propose: Callable[[str], Action | None], components: Sequence[str], draws: int,
+                    key: Callable[[Action], str]) -> dict[str, list[Action]]:
+    """What each component would offer: `draws` calls of `propose(component)`, distinct actions by `key` in drawn
+    order (the curious and probing policies' `candidates`)."""
+    out: dict[str, list[Action]] = {}
+    for component in components:
+        found: dict[str, Action] = {}
+        for _ in range(draws):
+            action = propose(component)
+            if action is not None:
+                found.setdefault(key(action), action)
+        out[component] = list(found.values())
+    return out
+
+
 class CuriousPolicy:
     """Explores like a curious player: revisits places, re-reads what changed, tries what fails.
 
@@ -326,14 +341,7 @@ class CuriousPolicy:
         if self._env is None:
             raise RuntimeError("reset() the policy before candidates()")
         queue = list(self._queue)
-        out: dict[str, list[Action]] = {}
-        for component in self.PROPOSERS:
-            found: dict[str, Action] = {}
-            for _ in range(draws):
-                action = getattr(self, f"_{component}")()
-                if action is not None:
-                    found.setdefault(self._key(action), action)
-            out[component] = list(found.values())
+        out = draw_candidates(lambda component: getattr(self, f"_{component}")(), self.PROPOSERS, draws, self._key)
         self._queue = queue
         return out
 

@@ -50,6 +50,7 @@ from worldsmith.envs.policies import (  # the curious policy's call vocabulary a
     _CALL_READS,
     _call,
     _name_words,
+    draw_candidates,
     weighted_order,
 )
 from worldsmith.traces.model import Action, Observation
@@ -158,16 +159,9 @@ class ProbingPolicy:
         was really played with `took` and what it got with `observe`."""
         if self._env is None:
             raise RuntimeError("reset() the policy before candidates()")
-        out: dict[str, list[Action]] = {}
-        for component in self.PROPOSERS:
-            found: dict[str, Action] = {}
-            for _ in range(draws):
-                action = getattr(self, f"_{component}")()
-                if action is not None:
-                    key = action.name + orjson.dumps(action.arguments, option=orjson.OPT_SORT_KEYS).decode()
-                    found.setdefault(key, action)
-            out[component] = list(found.values())
-        return out
+        return draw_candidates(lambda component: getattr(self, f"_{component}")(), self.PROPOSERS, draws,
+                               lambda action: action.name + orjson.dumps(action.arguments,
+                                                                         option=orjson.OPT_SORT_KEYS).decode())
 
     def took(self, action: Action, choice: str) -> Action:
         """Record `action` as played this step (chosen by `choice`, a component name or a caller's label)."""
