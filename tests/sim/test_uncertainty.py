@@ -9,8 +9,18 @@ import pytest
 from sim_support import sample_episodes
 
 from worldsmith.sim import Harness, NearestEvidence, Uncertainty, assess, information, rank_actions, situation
-from worldsmith.sim.uncertainty import CONFLICTED, NEAREST, NOTHING, STATE, SUPPORTED, TENTATIVE, book_counts
+from worldsmith.sim.uncertainty import (
+    CONFLICTED,
+    NEAREST,
+    NOTHING,
+    STATE,
+    SUPPORTED,
+    TENTATIVE,
+    book_counts,
+    expected_error,
+)
 from worldsmith.worldbook import BuildConfig, Worldbook, build_worldbook
+from worldsmith.worldbook.routing import RouteStats, RouteTable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +94,44 @@ def test_the_score_orders_sources_and_decays_with_evidence_and_novelty() -> None
     assert information(SUPPORTED, 10_000, 10_000, 10_000) < 0.06
     with pytest.raises(ValueError, match="answer level"):
         information(1.5, 0, 0, 0)
+
+
+def test_expected_error_moves_from_the_source_level_to_the_measured_error() -> None:
+    assert expected_error(SUPPORTED, None) == SUPPORTED
+    assert expected_error(SUPPORTED, RouteStats()) == SUPPORTED
+    assert expected_error(SUPPORTED, RouteStats(proposed=4, exact=4)) < SUPPORTED
+    wrong = [expected_error(SUPPORTED, RouteStats(proposed=n, exact=n // 10)) for n in (1, 10, 100, 1000)]
+    assert wrong == sorted(wrong) and wrong[0] > SUPPORTED and abs(wrong[-1] - 0.9) < 0.01
+    assert expected_error(NEAREST, RouteStats(proposed=6, exact=3)) == pytest.approx(1 - (3 + 4 * 0.2) / 10)
+
+
+def _with_rule_measured(book: Worldbook, name: str, proposed: int, exact: int) -> Harness:
+    """A harness on a copy of `book` whose route table measured the action's rules `exact` of `proposed` held out
+    (no wins or losses against nearest evidence, so the rule still answers)."""
+    table = RouteTable(folds=5)
+    if proposed:
+        table.actions[name] = {"rule": RouteStats(proposed=proposed, exact=exact)}
+    harness = Harness(book.model_copy(update={"routes": table}))
+    episode = sample_episodes("alfworld")[0]
+    harness.start(episode.model_copy(update={"turns": episode.turns[:3]}))
+    return harness
+
+
+def test_a_supported_rule_measured_wrong_held_out_scores_higher_than_one_measured_right(
+        alf: Harness, alf_book: Worldbook) -> None:
+    line = _supported_line(alf)
+    name = assess(alf, line).name
+    wrong = assess(_with_rule_measured(alf_book, name, 20, 2), line)
+    right = assess(_with_rule_measured(alf_book, name, 20, 20), line)
+    unmeasured = assess(_with_rule_measured(alf_book, name, 0, 0), line)
+    for item in (wrong, right, unmeasured):
+        assert item.source == "rule" and item.rule_status == "supported" and item.level == SUPPORTED
+    assert (wrong.measured, wrong.measured_exact, right.measured) == (20, 2, 20)
+    assert wrong.score > unmeasured.score > right.score and wrong.score > right.score + 0.3
+    assert "exact on 2 of 20 held-out turns" in wrong.reason
+    assert unmeasured.measured == 0 and unmeasured.expected_error == SUPPORTED  # no stats: the source level
+    assert unmeasured.score == information(SUPPORTED, unmeasured.evidence, unmeasured.action_seen,
+                                           unmeasured.feature_seen)
 
 
 def test_the_situation_signature_reads_the_preceding_observation_and_repeats() -> None:

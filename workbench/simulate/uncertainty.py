@@ -69,9 +69,12 @@ def recorded_admissible(root: str, session: Session) -> list[str]:
 def render_uncertainty(item: Uncertainty) -> None:
     """One assessment: the score, what would answer, the rule status, the evidence and the novelty, the reason."""
     st.markdown(f"**How unsure the book was** · {md_code(item.source or 'nothing answers')}")
-    columns = st.columns(5)
+    columns = st.columns(6)
     columns[0].metric("score", f"{item.score:.2f}", help="expected information for the book: 1 = nothing answers, "
                       "never seen")
+    columns[5].metric("expected error", f"{item.expected_error:.2f}",
+                      help=f"the answer's source level {item.level:.2f}, moved toward its held-out error rate "
+                           f"({item.measured_exact:d} exact of {item.measured:d} turns measured)")
     columns[1].metric("rule status", md_escape(item.rule_status or "none"))
     columns[2].metric("evidence", f"{item.evidence:d}", help="trace turns backing the answer")
     columns[3].metric("action seen", f"{item.action_seen:d}", help="book turns of this action type")

@@ -9,10 +9,21 @@ The score (expected information for the book, in [0, 1]; 1: nothing answers and 
 
     score = 0.5 * answer + 0.2 * 1 / (1 + evidence) + 0.3 * (1 / (1 + action_seen) + 1 / (1 + feature_seen)) / 2
 
-- `answer`: what would answer, by the level of its source (`SOURCE_LEVELS`): nothing 1.0 > nearest evidence 0.8 >
-  episode memory, entity records and other state sources 0.6 > a conflicted rule that holds here 0.45 > a tentative
-  one 0.35 > a supported rule (or a tool rule's executable answer) 0.1. A non-executable rule that holds here lowers
-  the level of a weaker answer to its own (the book has a hypothesis; a real step tests it rather than discovers).
+- `answer`: the expected error of the answer that would be given. Its prior is the level of its source
+  (`SOURCE_LEVELS`): nothing 1.0 > nearest evidence 0.8 > episode memory, entity records and other state sources
+  0.6 > a conflicted rule that holds here 0.45 > a tentative one 0.35 > a supported rule (or a tool rule's executable
+  answer) 0.1. A non-executable rule that holds here lowers the level of a weaker answer to its own (the book has a
+  hypothesis; a real step tests it rather than discovers). The book's route table (`Worldbook.routes`) measured, by
+  cross-fitting on held-out trajectory families, how often each source was exact for each action; with `proposed`
+  held-out turns of which `exact` were exact the term is the posterior mean of a Beta prior of strength
+  `PRIOR_TURNS` centred on the level:
+
+      answer = 1 - (exact + PRIOR_TURNS * (1 - level)) / (proposed + PRIOR_TURNS)
+
+  (a rule: its form's row, else the action's rules; a source judged per action only: the action's row; others: else
+  the source's pooled row; nearest evidence: its exact turns beside the action's most measured source; nothing
+  answering: 1.0). Unmeasured, it is the level; measured often, it follows the data: a supported rule that was
+  mostly wrong held out stays worth a real step.
 - `evidence`: the trace turns backing the answer: a rule's supporting turns (`RuleProvenance`), else the book's
   evidence turns of the same action line. More evidence, less to learn: a 1/(1+n) decay.
 - novelty: `action_seen` counts the book's evidence turns of the action type (its canonical name);
@@ -41,17 +52,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.retrieval import action_arguments
-from worldsmith.sim.sources.base import line_key
+from worldsmith.sim.sources.base import Proposal, line_key
+from worldsmith.sim.sources.registry import routing_order
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Rule, RuleStatus, Worldbook
 from worldsmith.worldbook.replay import select_rule
+from worldsmith.worldbook.routing import RouteStats, RouteTable
 
 __all__ = [
     "SOURCE_LEVELS",
+    "PRIOR_TURNS",
     "BookCounts",
     "Uncertainty",
     "assess",
     "book_counts",
+    "expected_error",
     "information",
     "rank_actions",
     "situation",
@@ -69,6 +84,7 @@ SOURCE_LEVELS: dict[str | None, float] = {
 _TOOL_RULE_SOURCES = frozenset(name for name, level in SOURCE_LEVELS.items() if level == SUPPORTED and name != "rule")
 _STATUS_LEVEL = {"supported": SUPPORTED, "tentative": TENTATIVE, "conflicted": CONFLICTED}
 W_ANSWER, W_EVIDENCE, W_NOVELTY = 0.5, 0.2, 0.3
+PRIOR_TURNS = 4.0  # held-out turns the source level counts as (the Beta prior's strength)
 
 
 class Uncertainty(BaseModel):
@@ -90,6 +106,11 @@ class Uncertainty(BaseModel):
     signature: str = Field(default="", description="The situation signature `feature_seen` counts.")
     outcome: str = Field(default="unknown", description="The predicted outcome.")
     done: bool = Field(default=False, description="The model predicts the episode ends with this action.")
+    level: float = Field(default=NOTHING, ge=0.0, le=1.0, description="The answer's source level (the prior).")
+    measured: int = Field(default=0, ge=0, description="Held-out turns the route table measured the answer on.")
+    measured_exact: int = Field(default=0, ge=0, description="Of those, exact.")
+    expected_error: float = Field(default=NOTHING, ge=0.0, le=1.0,
+                                  description="The `answer` term: the level moved toward the measured error rate.")
 
 
 # ------------------------------------------------------------------------------------------ situations
@@ -223,6 +244,7 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
     rule_ids: list[str] = list(audit.rules)
     statuses: list[str] = []
     evidence = 0
+    held_level: float | None = None
     if book is not None and rule_ids:
         fired = [rule for rule in book.rules if rule.id in set(rule_ids)]
         statuses = [rule.status.value for rule in fired]
@@ -239,10 +261,17 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
         if held:
             rule_ids = [rule.id for rule in held]
             statuses = [rule.status.value for rule in held]
-            level = min(level, _STATUS_LEVEL[statuses[0]])
+            held_level = _STATUS_LEVEL[statuses[0]]
+            level = min(level, held_level)
     rule_status = _weakest(statuses)
     if rule_status is not None and rule_ids and source in ("rule", *_TOOL_RULE_SOURCES):
         level = _STATUS_LEVEL[rule_status] if rule_status != "supported" else SUPPORTED
+    answered = source if audit.route != "fallback:none" else None
+    forms = [rule.template for rule in (book.rules if book is not None else []) if rule.id in set(audit.rules)]
+    stats = _measured(book.routes if book is not None else None, name, answered, forms[0] if forms else None)
+    error = expected_error(level, stats)
+    if held_level is not None:
+        error = min(error, held_level)
     counts = book_counts(book) if book is not None else None
     if counts is not None and evidence == 0:
         evidence = counts.by_line.get(line_key(line), 0)
@@ -253,18 +282,48 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
     signature = situation(name, arguments, before, repeated)
     action_seen = counts.by_name.get(name, 0) if counts is not None else 0
     feature_seen = counts.by_situation.get(signature, 0) if counts is not None else 0
-    score = information(level, evidence, action_seen, feature_seen)
-    return Uncertainty(action=line, source=source if audit.route != "fallback:none" else None, route=audit.route,
+    score = information(error, evidence, action_seen, feature_seen)
+    return Uncertainty(action=line, source=answered, route=audit.route,
                        rules=rule_ids, rule_status=rule_status, evidence=evidence, action_seen=action_seen,
                        feature_seen=feature_seen, score=score,
-                       reason=_reason(source if audit.route != "fallback:none" else None, rule_status, evidence,
-                                      action_seen, feature_seen),
+                       reason=_reason(answered, rule_status, evidence, action_seen, feature_seen, stats),
                        name=name, signature=signature, outcome=prediction.outcome,
-                       done=prediction.done)
+                       done=prediction.done, level=level, measured=stats.proposed if stats is not None else 0,
+                       measured_exact=stats.exact if stats is not None else 0, expected_error=round(error, 6))
+
+
+def _measured(table: RouteTable | None, name: str, source: str | None, form: str | None) -> RouteStats | None:
+    """The route table's held-out record of the answer `source` would give for action `name` (None: unmeasured).
+
+    A rule: its form's row, else the action's rules' row, else the pooled rules' row. A source judged per action
+    only: the action's own row. Nearest evidence is the baseline every row was measured beside, so its exact turns
+    are read off the action's most measured row (exact, less wins, plus losses). Nothing answering: None."""
+    if table is None or source is None or not name:
+        return None
+    if source == "nearest_evidence":
+        rows = [stats for key, stats in table.actions.get(name, {}).items() if key != "suffix"]
+        if not rows:
+            return None
+        row = max(rows, key=lambda stats: stats.proposed)
+        if row.proposed < table.min_turns:
+            return None
+        return RouteStats(proposed=row.proposed, exact=min(row.proposed, max(0, row.exact - row.wins + row.losses)))
+    known = routing_order().get(source)
+    per_action = known is not None and known.per_action
+    key = Proposal(source, "", form=form).key if form else source
+    return table.stats(name, key, fallback=source, pooled=not per_action)
+
+
+def expected_error(level: float, stats: RouteStats | None, prior_turns: float = PRIOR_TURNS) -> float:
+    """The posterior mean error rate of an answer: a Beta prior of `prior_turns` turns centred on `level` (the
+    source level), updated by the route table's held-out turns `stats`; `level` itself when unmeasured."""
+    if stats is None or stats.proposed == 0:
+        return level
+    return 1.0 - (stats.exact + prior_turns * (1.0 - level)) / (stats.proposed + prior_turns)
 
 
 def information(answer: float, evidence: int, action_seen: int, feature_seen: int) -> float:
-    """The score of the module doc: `answer` the level of what would answer (`SOURCE_LEVELS`, 0..1), then the
+    """The score of the module doc: `answer` the expected error of what would answer (`expected_error`, 0..1), then the
     counts; in [0, 1], 1 for nothing answering an action never seen, lower with every count."""
     if not 0.0 <= answer <= 1.0 or min(evidence, action_seen, feature_seen) < 0:
         raise ValueError(f"information() needs an answer level in [0, 1] and counts >= 0, not "
@@ -277,7 +336,8 @@ def _turns(count: int, what: str = "turn") -> str:
     return f"{count} {what}" + ("" if count == 1 else "s")
 
 
-def _reason(source: str | None, status: str | None, evidence: int, action_seen: int, feature_seen: int) -> str:
+def _reason(source: str | None, status: str | None, evidence: int, action_seen: int, feature_seen: int,
+            stats: RouteStats | None = None) -> str:
     if source is None:
         answer = "nothing in the book answers it"
     elif source == "rule" or source in _TOOL_RULE_SOURCES:
@@ -285,6 +345,8 @@ def _reason(source: str | None, status: str | None, evidence: int, action_seen: 
     else:
         held = f", a {status} rule holds here" if status is not None else ""
         answer = f"{source.replace('_', ' ')} answers it ({_turns(evidence)} of this line{held})"
+    if source is not None and stats is not None and stats.proposed:
+        answer += f", exact on {stats.exact} of {_turns(stats.proposed, 'held-out turn')}"
     if action_seen == 0:
         seen = "the action type was never seen"
     elif feature_seen == 0:
