@@ -161,7 +161,9 @@ def test_a_tentative_rule_that_holds_lowers_a_weaker_answer() -> None:
     assert held, "no tentative or conflicted rule holds for any recorded action at the opening"
     for item in held:
         assert item.rules and f"{item.rule_status} rule holds here" in item.reason
-        assert item.score <= information(STATE, item.evidence, item.action_seen, item.feature_seen) + 1e-9
+        assert item.level <= CONFLICTED  # the hypothesis lowers the prior; measured turns move it
+        if item.measured == 0:
+            assert item.score <= information(STATE, item.evidence, item.action_seen, item.feature_seen) + 1e-9
 
 
 def test_tool_calls_on_the_toolshop_book() -> None:

@@ -13,10 +13,10 @@ The score (expected information for the book, in [0, 1]; 1: nothing answers and 
   (`SOURCE_LEVELS`): nothing 1.0 > nearest evidence 0.8 > episode memory, entity records and other state sources
   0.6 > a conflicted rule that holds here 0.45 > a tentative one 0.35 > a supported rule (or a tool rule's executable
   answer) 0.1. A non-executable rule that holds here lowers the level of a weaker answer to its own (the book has a
-  hypothesis; a real step tests it rather than discovers). The book's route table (`Worldbook.routes`) measured, by
-  cross-fitting on held-out trajectory families, how often each source was exact for each action; with `proposed`
-  held-out turns of which `exact` were exact the term is the posterior mean of a Beta prior of strength
-  `PRIOR_TURNS` centred on the level:
+  hypothesis; a real step tests it rather than discovers), as a prior only. The book's route table
+  (`Worldbook.routes`) measured, by cross-fitting on held-out trajectory families, how often each source was exact
+  for each action; with `proposed` held-out turns of which `exact` were exact the term is the posterior mean of a
+  Beta prior of strength `PRIOR_TURNS` centred on the level:
 
       answer = 1 - (exact + PRIOR_TURNS * (1 - level)) / (proposed + PRIOR_TURNS)
 
@@ -244,7 +244,6 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
     rule_ids: list[str] = list(audit.rules)
     statuses: list[str] = []
     evidence = 0
-    held_level: float | None = None
     if book is not None and rule_ids:
         fired = [rule for rule in book.rules if rule.id in set(rule_ids)]
         statuses = [rule.status.value for rule in fired]
@@ -261,8 +260,7 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
         if held:
             rule_ids = [rule.id for rule in held]
             statuses = [rule.status.value for rule in held]
-            held_level = _STATUS_LEVEL[statuses[0]]
-            level = min(level, held_level)
+            level = min(level, _STATUS_LEVEL[statuses[0]])
     rule_status = _weakest(statuses)
     if rule_status is not None and rule_ids and source in ("rule", *_TOOL_RULE_SOURCES):
         level = _STATUS_LEVEL[rule_status] if rule_status != "supported" else SUPPORTED
@@ -270,8 +268,6 @@ def assess(model: WorldModel, action: Action | str | dict[str, Any]) -> Uncertai
     forms = [rule.template for rule in (book.rules if book is not None else []) if rule.id in set(audit.rules)]
     stats = _measured(book.routes if book is not None else None, name, answered, forms[0] if forms else None)
     error = expected_error(level, stats)
-    if held_level is not None:
-        error = min(error, held_level)
     counts = book_counts(book) if book is not None else None
     if counts is not None and evidence == 0:
         evidence = counts.by_line.get(line_key(line), 0)
