@@ -21,9 +21,9 @@ The score (expected information for the book, in [0, 1]; 1: nothing answers and 
       answer = 1 - (exact + PRIOR_TURNS * (1 - level)) / (proposed + PRIOR_TURNS)
 
   (a rule: its form's row, else the action's rules; a source judged per action only: the action's row; others: else
-  the source's pooled row; nearest evidence: its exact turns beside the action's, else the pooled, most measured
-  source; nothing answering: 1.0). Unmeasured, it is the level; measured often, it follows the data: a supported
-  rule that was mostly wrong held out stays worth a real step.
+  the source's pooled row; nearest evidence: its exact turns beside the action's most measured source; nothing
+  answering: 1.0). Unmeasured, it is the level; measured often, it follows the data: a supported rule that was
+  mostly wrong held out stays worth a real step.
 - `evidence`: the trace turns backing the answer: a rule's supporting turns (`RuleProvenance`), else the book's
   evidence turns of the same action line. More evidence, less to learn: a 1/(1+n) decay.
 - novelty: `action_seen` counts the book's evidence turns of the action type (its canonical name);
@@ -297,13 +297,13 @@ def _measured(table: RouteTable | None, name: str, source: str | None, form: str
     if table is None or source is None or not name:
         return None
     if source == "nearest_evidence":
-        for rows in (table.actions.get(name, {}), table.pooled):  # the action's rows, else the pooled ones
-            measured = [stats for key, stats in rows.items() if key != "suffix"]
-            row = max(measured, key=lambda stats: stats.proposed, default=None)
-            if row is not None and row.proposed >= table.min_turns:
-                nearest = min(row.proposed, max(0, row.exact - row.wins + row.losses))
-                return RouteStats(proposed=row.proposed, exact=nearest)
-        return None
+        rows = [stats for key, stats in table.actions.get(name, {}).items() if key != "suffix"]
+        if not rows:
+            return None
+        row = max(rows, key=lambda stats: stats.proposed)
+        if row.proposed < table.min_turns:
+            return None
+        return RouteStats(proposed=row.proposed, exact=min(row.proposed, max(0, row.exact - row.wins + row.losses)))
     known = routing_order().get(source)
     per_action = known is not None and known.per_action
     key = Proposal(source, "", form=form).key if form else source
