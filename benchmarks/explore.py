@@ -48,6 +48,8 @@ VARIANTS: dict[str, dict[str, Any]] = {  # ExploreConfig fields of each
     "greedy": {"strategy": "explore", "explore": 1.0},  # pure uncertainty-greedy exploration, no expert steps
     "greedy-writes": {"strategy": "explore", "explore": 1.0, "policy_options": {"write_weight": 1.0}},  # writes too
     "anneal": {"strategy": "explore", "explore_schedule": [1.0, 0.75, 0.5]},  # greedy while the book is small
+    "anneal-writes": {"strategy": "explore", "explore_schedule": [1.0, 0.75, 0.5],
+                      "policy_options": {"write_weight": 1.0}},  # the schedule, writes not held back
 }
 TW_KIND = "custom:world_size=6,nb_objects=12,quest_length=10"
 
