@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.retrieval import action_arguments
-from worldsmith.sim.sources.base import Proposal, line_key
+from worldsmith.sim.sources.base import CandidateAnswer, line_key
 from worldsmith.sim.sources.registry import routing_order
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Rule, RuleStatus, Worldbook
@@ -306,7 +306,7 @@ def _measured(table: RouteTable | None, name: str, source: str | None, form: str
         return RouteStats(proposed=row.proposed, exact=min(row.proposed, max(0, row.exact - row.wins + row.losses)))
     known = routing_order().get(source)
     per_action = known is not None and known.per_action
-    key = Proposal(source, "", form=form).key if form else source
+    key = CandidateAnswer(source, "", form=form).key if form else source
     return table.stats(name, key, fallback=source, pooled=not per_action)
 
 
