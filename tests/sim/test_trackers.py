@@ -6,7 +6,7 @@ import json
 
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.routing import choose_route
-from worldsmith.sim.trackers import AlignedEvidence, EntityTracker, PlaceTracker, Proposal, json_layout
+from worldsmith.sim.trackers import AlignedEvidence, CandidateAnswer, EntityTracker, PlaceTracker, json_layout
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import Evidence, Worldbook
 from worldsmith.worldbook.routing import RouteTable
@@ -66,10 +66,10 @@ def test_the_route_table_keeps_nearest_evidence_where_a_source_lost_held_out() -
     for _ in range(4):
         table.record("get_user", "rule", exact=False, nearest_exact=True)  # a constant record: loses
         table.record("look", "place_view", exact=True, nearest_exact=False)
-    rule = Proposal("rule", "someone else's profile", rule="r1")
+    rule = CandidateAnswer("rule", "someone else's profile", rule="r1")
     chosen, notes = choose_route(table, "get_user", [rule])
     assert chosen is None and "lost 4" in notes[0]
-    view = Proposal("place_view", PANTRY)
+    view = CandidateAnswer("place_view", PANTRY)
     assert choose_route(table, "look", [view])[0] is view
     assert choose_route(None, "get_user", [rule])[0] is rule  # no table (an older book): rules first
 
@@ -108,10 +108,10 @@ def test_a_source_never_right_or_only_pooled_for_an_action_specific_source_is_no
     for _ in range(3):
         table.record("unlock", "aligned_evidence", exact=False, nearest_exact=False)  # tied, never right
         table.record("look", "place_view", exact=True, nearest_exact=False)
-    assert choose_route(table, "unlock", [Proposal("aligned_evidence", "x")])[0] is None
+    assert choose_route(table, "unlock", [CandidateAnswer("aligned_evidence", "x")])[0] is None
     # a place's view answers `look`; its pooled record says nothing about `unlock`
-    assert choose_route(table, "examine", [Proposal("place_view", PANTRY)])[0] is None
-    assert choose_route(table, "look", [Proposal("place_view", PANTRY)])[0] is not None
+    assert choose_route(table, "examine", [CandidateAnswer("place_view", PANTRY)])[0] is None
+    assert choose_route(table, "look", [CandidateAnswer("place_view", PANTRY)])[0] is not None
 
 
 def test_schema_checks_compare_segments_so_any_key_fits_its_schema_path() -> None:
