@@ -52,13 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from worldsmith.envs.base import Env, TaskLoadError, UnknownTaskError
 from worldsmith.envs.collect import list_tasks
-from worldsmith.envs.policies import CuriousPolicy, ExpertPolicy, Policy
+from worldsmith.envs.policies import ExpertPolicy, Policy
 from worldsmith.envs.recorder import episode_id_for, record_episode
 from worldsmith.envs.registry import EnvSpec, spec
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.heldout import HeldOut, load_heldout, score_version
 from worldsmith.sim.exploring import ExploringPolicy
 from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.sim.uncertainty import Uncertainty
 from worldsmith.traces.model import Action, Episode
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.executors import make_executor
@@ -239,22 +240,15 @@ class UniformCandidatePolicy(ExploringPolicy):
     adds.
     """
 
+    choice_label = "random"
+
     def __init__(self, book: Worldbook, *, seed: int | None = None, explore: float = 1.0, name: str = "random") -> None:
         super().__init__(book, seed=seed, explore=explore, assess_expert=False)
         self.name = name
 
-    def _exploring(self, expert: Action) -> Action:
-        candidates = self._candidates(expert)
-        if not candidates:  # only the hand-over is left
-            self._detour = 0
-            return self._play(expert, "expert", assessed=None)
+    def choose(self, candidates: list[tuple[Action, str]]) -> tuple[Action, str, Uncertainty | None]:
         action, origin = self._rng.choice(candidates)
-        self._detour = 0 if origin == "expert" else self._detour + 1
-        self._play(action, "random", assessed=None, origin=origin)
-        generator = self._generator
-        if origin != "expert" and isinstance(generator, CuriousPolicy) and generator.kind(action) == "move":
-            self._back = generator.way_back()
-        return action
+        return action, origin, None
 
 
 def strategy_policy(strategy: str, book: Worldbook, *, seed: int, explore: float = 0.5,

@@ -65,6 +65,7 @@ class ExploringPolicy:
     """
 
     name = "explore"
+    choice_label = "explore"  # what `choices` records for a step `choose` picked
 
     def __init__(self, book: Worldbook, *, seed: int | None = None, explore: float = 0.5, max_candidates: int = 48,
                  max_detour: int = 2, draws: int = 3, assess_expert: bool = True, write_weight: float = 0.3,
@@ -181,11 +182,10 @@ class ExploringPolicy:
             found.setdefault(_key(action), (action, "admissible"))
         return list(found.values())
 
-    def _exploring(self, expert: Action) -> Action:
-        candidates = self._candidates(expert)
-        if not candidates:  # only the hand-over is left
-            self._detour = 0
-            return self._play(expert, "expert", assessed=None)
+    def choose(self, candidates: list[tuple[Action, str]]) -> tuple[Action, str, Uncertainty | None] | None:
+        """The candidate to play (action, where it came from, its assessment), or None for the expert's step: the
+        highest score, discounted by how often this situation was tried and for writes (a subclass may choose
+        otherwise, e.g. uniformly, and keep the rest of the policy)."""
         best: tuple[float, Uncertainty, Action, str] | None = None
         generator = self._generator
         for action, origin in candidates:
@@ -198,17 +198,26 @@ class ExploringPolicy:
                 adjusted *= self.write_weight
             if best is None or adjusted > best[0]:
                 best = (adjusted, assessed, action, origin)
-        if best is None:  # every candidate ends the episode, the book says: the expert's step instead
+        return None if best is None else (best[2], best[3], best[1])
+
+    def _exploring(self, expert: Action) -> Action:
+        candidates = self._candidates(expert)
+        if not candidates:  # only the hand-over is left
+            self._detour = 0
+            return self._play(expert, "expert", assessed=None)
+        chosen = self.choose(candidates)
+        if chosen is None:  # every candidate ends the episode, the book says: the expert's step instead
             self._detour = 0
             judged = self.assess_expert and not self._handover(expert)
             return self._play(expert, "expert", assessed=assess(self.harness, expert) if judged else None)
-        _, assessed, action, origin = best
+        action, origin, assessed = chosen
         self.candidate_counts.append(len(candidates))
         if origin == "expert":
-            self._detour = 0  # the most informative action is the expert's own: progress
+            self._detour = 0  # the chosen action is the expert's own: progress
         else:
             self._detour += 1
-        self._play(action, "explore", assessed=assessed, origin=origin)
+        self._play(action, self.choice_label, assessed=assessed, origin=origin)
+        generator = self._generator
         if origin != "expert" and isinstance(generator, CuriousPolicy) and generator.kind(action) == "move":
             self._back = generator.way_back()  # a detour that moved: the way back, should it leave the path
         return action
