@@ -17,8 +17,8 @@ from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from worldsmith.envs import EnvError, spec
+from worldsmith.evals import HeldOut
 from worldsmith.evals.explore import STRATEGIES, ExploreConfig, ExploreProgress, ExploreReport, explore, load_report
-from worldsmith.evals.heldout import HeldOut
 from worldsmith.evals.plots import Point, lines_chart
 from worldsmith.workspace import Workspace, validate_dataset_name
 

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from worldsmith.traces.model import Episode, Turn
+from worldsmith.traces import Episode, Turn
 from worldsmith.workspace import Dataset, DatasetNotFound, EpisodeFilter, Workspace, default_workspace_root
 from worldsmith.workspace import search_turns as _search_turns
 

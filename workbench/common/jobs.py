@@ -17,7 +17,7 @@ __all__ = ["render_running_jobs_sidebar"]
 def render_running_jobs_sidebar(root: str | Path) -> None:
     """A sidebar link per running build and rule proposal (with its share done) and per running evaluation run."""
     from workbench.evaluate.jobs import list_jobs
-    from worldsmith.evals.proposal_jobs import list_proposals
+    from worldsmith.evals import list_proposals
     from worldsmith.worldbook.jobs import list_builds
 
     try:

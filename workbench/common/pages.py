@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worldsmith._resources import pages_root
-from worldsmith.util.registry import Registry
+from worldsmith.util import Registry
 
 __all__ = ["BUILTIN_PAGES", "ENTRY_POINT_GROUP", "PAGES", "PAGE_FILES", "PageSpec", "register_page"]
 

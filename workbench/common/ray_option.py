@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from worldsmith.util.executors import LOCAL_RAY
+from worldsmith.util import LOCAL_RAY
 
 __all__ = ["render_ray_option"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import streamlit as st
 
 from workbench.common.text import md_code
-from worldsmith.traces.model import split_turn_id
+from worldsmith.traces import split_turn_id
 
 DATASET = "tr_dataset"
 EPISODE = "tr_episode"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from worldsmith.evals.bootstrap import small_sample_note
+from worldsmith.evals import small_sample_note
 
 __all__ = ["divergence_timeline", "fidelity_curves", "forest_plot", "heatmap", "judge_bars", "metric_bars"]
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from workbench.common.text import md_code
 from workbench.evaluate import tables
-from worldsmith.evals.report_model import EvalReport
+from worldsmith.evals import EvalReport
 
 __all__ = ["config_differences", "render_compare"]
 

@@ -24,9 +24,8 @@ from workbench.evaluate import charts, tables
 from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
-from worldsmith.evals import misses
+from worldsmith.evals import EvalReport, misses
 from worldsmith.evals.clusters import Cluster, cluster_errors, cluster_rules
-from worldsmith.evals.report_model import EvalReport
 
 __all__ = ["BREAKDOWNS", "CLUSTERS", "render_failures"]
 

@@ -17,8 +17,8 @@ from workbench.common import data
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from worldsmith.evals import EvalRunStore, RunFileError
 from worldsmith.evals.envmatch import EnvMatch
-from worldsmith.evals.runstore import EvalRunStore, RunFileError
 
 __all__ = ["PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "matched_env", "render_jobs",
            "render_launch_form", "spec_problem", "workspace_choices"]
@@ -30,7 +30,7 @@ NOTICE = "ev_launch_notice"
 
 def available_methods() -> list[str]:
     """The method names `worldsmith eval` accepts: the registered world models."""
-    from worldsmith.sim.registry import world_model_names
+    from worldsmith.sim import world_model_names
 
     return world_model_names()
 

@@ -15,9 +15,8 @@ import streamlit as st
 from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
+from worldsmith.evals import EvalReport, RunFolder, ScopeBlock
 from worldsmith.evals.judge import judge_frame
-from worldsmith.evals.report_model import EvalReport, ScopeBlock
-from worldsmith.evals.runstore import RunFolder
 
 __all__ = ["render_results", "scope_options"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from worldsmith.evals.report_model import EvalReport
+from worldsmith.evals import EvalReport
 from worldsmith.evals.runstore import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
 
 __all__ = [

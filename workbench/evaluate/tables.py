@@ -12,10 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from worldsmith.evals import misses
-from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
-from worldsmith.evals.metrics import metric_names
-from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
+from worldsmith.evals import SMALL_SAMPLE, EvalReport, MetricCell, PairCell, metric_names, misses, small_sample_note
 
 __all__ = [
     "METRIC_COLUMNS",

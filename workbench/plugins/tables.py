@@ -6,7 +6,7 @@ from typing import Any
 
 from workbench.common.pages import PAGES
 from worldsmith.cli.extensions import describe, extension_points
-from worldsmith.util.registry import Registry
+from worldsmith.util import Registry
 
 __all__ = ["extension_rows", "failure_rows"]
 

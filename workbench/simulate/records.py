@@ -15,7 +15,7 @@ import streamlit as st
 from workbench.common.text import md_code
 from workbench.traces.timeline import changes_frame
 from worldsmith.sim import Audit
-from worldsmith.traces.json_diff import json_changes
+from worldsmith.traces import json_changes
 
 __all__ = ["LONG_VALUE", "answer_source", "record_name", "record_rows", "render_records", "show_long_values"]
 

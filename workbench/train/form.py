@@ -28,7 +28,7 @@ from workbench.train.jobs import (
 )
 from workbench.train.runs import runs_root
 from worldsmith.envace.config import DEFAULT_MODEL, ConfigError, EnvACEConfig, resolve_path
-from worldsmith.util.atomic import atomic_write_bytes
+from worldsmith.util import atomic_write_bytes
 
 __all__ = ["NOTICE", "config_from_values", "render_run_form", "render_sweep_form", "sweep_config_from_values"]
 

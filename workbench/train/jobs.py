@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.train.runs import load_run, runs_root
-from worldsmith.envace.config import EnvACEConfig
+from worldsmith.envace import EnvACEConfig
 from worldsmith.envace.runstore import launch_dir, launch_jobs
-from worldsmith.util.atomic import atomic_write_json
+from worldsmith.util import atomic_write_json
 from worldsmith.util.jobs import plain_run_name
 
 __all__ = [

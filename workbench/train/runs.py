@@ -18,7 +18,7 @@ import pandas as pd
 
 from worldsmith.envace.runstore import TrainingRunStore, launch_jobs
 from worldsmith.envace.runstore import runs_dir as runs_root  # the Train page's name for it
-from worldsmith.util.processes import process_alive
+from worldsmith.util import process_alive
 
 __all__ = [
     "TrainRun",

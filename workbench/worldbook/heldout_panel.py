@@ -15,8 +15,8 @@ import streamlit as st
 from workbench.common.links import turn_query
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
+from worldsmith.evals import LeakageError
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, book_hash, check_heldout, heldout_delta
-from worldsmith.evals.leakage import LeakageError
 from worldsmith.workspace import Workspace, env_family
 from worldsmith.worldbook import Worldbook, WorldbookStore
 

@@ -17,7 +17,7 @@ from workbench.common.links import turn_query
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.traces.timeline import show_text
-from worldsmith.traces.model import Turn
+from worldsmith.traces import Turn
 from worldsmith.worldbook import Rule, ToolRule
 
 __all__ = [

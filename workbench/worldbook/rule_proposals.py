@@ -16,8 +16,7 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
-from worldsmith.evals.heldout import HeldOutDelta
-from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line
+from worldsmith.evals import HeldOutDelta, ProposalReport, fidelity_line
 from worldsmith.evals.proposal_jobs import (
     ProposalJobError,
     ProposalJobStatus,
@@ -26,9 +25,7 @@ from worldsmith.evals.proposal_jobs import (
     proposal_job_name,
     proposal_status,
 )
-from worldsmith.worldbook import Worldbook, WorldbookStore
-from worldsmith.worldbook.proposal_effects import HeldOutEffect
-from worldsmith.worldbook.proposals import Proposal
+from worldsmith.worldbook import HeldOutEffect, Proposal, Worldbook, WorldbookStore
 
 __all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposal_progress_text",
            "proposals_key", "render_cluster_proposals", "render_rule_proposals"]

@@ -12,8 +12,7 @@ import streamlit as st
 from workbench.common.links import turn_link
 from workbench.common.text import md_escape
 from workbench.worldbook.rule_card import render_turn_links
-from worldsmith.worldbook import Rule, Worldbook
-from worldsmith.worldbook.replay import RuleReplay, check_rule
+from worldsmith.worldbook import Rule, RuleReplay, Worldbook, check_rule
 
 __all__ = ["REPLAYS", "render_rule_replay", "replay_frame", "replay_key"]
 

@@ -10,8 +10,15 @@ import streamlit as st
 from workbench.common.links import turn_query
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
-from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
-from worldsmith.worldbook.index import SEARCH_KINDS, DenseUnavailableError, WorldbookIndex, index_folder
+from worldsmith.worldbook import (
+    SEARCH_KINDS,
+    DenseUnavailableError,
+    Worldbook,
+    WorldbookError,
+    WorldbookIndex,
+    WorldbookStore,
+    index_folder,
+)
 from worldsmith.worldbook.interop import export_version, import_into_store
 
 
