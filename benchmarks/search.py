@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from scale_turns import write_parts  # noqa: E402
+from scale_turns import median_seconds, write_parts  # noqa: E402
 
 from worldsmith.workspace import Dataset, build_index, search_turns  # noqa: E402
 from worldsmith.workspace.search import parse_query, scan_turns  # noqa: E402
@@ -47,15 +47,6 @@ QUERIES = {  # kind -> queries; every term a case-insensitive substring (workspa
 def write_dataset(path: Path, turns: int, seed: int = 0) -> None:
     """A dataset of `turns` turns, part by part, in the layout the real ingest commits (no index yet)."""
     write_parts(path, turns, seed, "search")
-
-
-def timed(action: Any, repeats: int) -> tuple[float, Any]:
-    runs, result = [], None
-    for _ in range(repeats):
-        started = time.perf_counter()
-        result = action()
-        runs.append(time.perf_counter() - started)
-    return statistics.median(runs), result
 
 
 def run_size(root: Path, turns: int, repeats: int, scan_repeats: int, scan_max: int) -> dict[str, Any]:
@@ -77,9 +68,9 @@ def run_size(root: Path, turns: int, repeats: int, scan_repeats: int, scan_max: 
           f"(parts {parquet_bytes / 1e6:.0f} MB)", flush=True)
     for kind, queries in QUERIES.items():
         for query in queries:
-            seconds, result = timed(lambda q=query: search_turns(Dataset(path), q, refresh=False), repeats)
-            scan_s, scanned = (timed(lambda q=query: scan_turns(Dataset(path), parse_query(q), limit=20), scan_repeats)
-                               if scan_repeats else (None, []))
+            seconds, result = median_seconds(lambda q=query: search_turns(Dataset(path), q, refresh=False), repeats)
+            scan_s, scanned = (median_seconds(lambda q=query: scan_turns(Dataset(path), parse_query(q), limit=20),
+                                              scan_repeats) if scan_repeats else (None, []))
             out["queries"][query] = {"kind": kind, "index_s": seconds, "hits": len(result.hits),
                                      "ranked": result.ranked, "scan_s": scan_s, "scan_hits": len(scanned)}
             scan_text = f"{scan_s * 1000:9.0f} ms" if scan_s is not None else "        -"
