@@ -180,6 +180,15 @@ class WorldModelBase:
         self._pending = (parsed, prediction)
         return prediction
 
+    def predict_aside(self, action: Action | str | dict[str, Any]) -> Prediction:
+        """`predict`, keeping the pending prediction as it was: what ranking candidate actions needs, so that a
+        prediction already made can still be committed."""
+        pending = self._pending
+        try:
+            return self.predict(action)
+        finally:
+            self._pending = pending
+
     def commit(self) -> None:
         if self._pending is None:
             raise NothingToCommitError(f"{self.name}: no prediction to commit (predict() first)")

@@ -185,20 +185,10 @@ def book_counts(book: Worldbook) -> BookCounts:
 
 
 def _predict_aside(model: WorldModel, action: Action | str | dict[str, Any]) -> Prediction:
-    """The model's prediction with its pending prediction, history and state put back as they were."""
-    pending = getattr(model, "_pending", None)
-    history = getattr(model, "history", None)
-    steps = len(history) if isinstance(history, list) else None
-    state = getattr(model, "state", None)
-    try:
-        return model.predict(action)
-    finally:
-        if hasattr(model, "_pending"):
-            model._pending = pending
-        if steps is not None and isinstance(history, list):
-            del history[steps:]
-        if state is not None and getattr(model, "state", None) is not state:
-            model.state = state  # type: ignore[attr-defined]
+    """The model's prediction, its pending one kept (`WorldModelBase.predict_aside`); `predict` never changes
+    history or state (the `WorldModel` protocol)."""
+    aside = getattr(model, "predict_aside", None)
+    return aside(action) if callable(aside) else model.predict(action)
 
 
 def _canonical(model: WorldModel, action: Action) -> tuple[str, dict[str, Any]]:
