@@ -229,7 +229,7 @@ class Registry(Generic[T]):
                 return []
             self._groups_loaded.add(group)
             before = set(self.as_dict(load=False))
-            for entry_point, loaded in iter_entry_points(group):
+            for entry_point, loaded in iter_entry_points(group, fresh=again):
                 if isinstance(loaded, BaseException):
                     self._skip(group, entry_point.name, entry_point.value, loaded)
                     continue
