@@ -26,7 +26,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from worldsmith.sim import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode, read_traces  # noqa: E402
-from worldsmith.traces.report import TraceFormatError  # noqa: E402
+from worldsmith.traces.import_report import TraceFormatError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples"

@@ -19,7 +19,7 @@ bundled BFCL samples. Its RSS, thread count and open file descriptors are read f
 
 Each snapshot is taken 12 s after the phase (anyio's idle worker threads live 10 s). Issue 32's
 target: closed, tool_closed and expired within 10% of start. The server returns freed heap to the system after
-closing sessions (`serve.memory.trim_memory`, glibc's `malloc_trim`). Prints a table and writes
+closing sessions (`serve.memory_release.trim_memory`, glibc's `malloc_trim`). Prints a table and writes
 benchmarks/results/serve_sessions.json.
 """
 
@@ -46,7 +46,7 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from worldsmith.serve.tools import CLOSE_SESSION_TOOL  # noqa: E402
+from worldsmith.serve.tool_schemas import CLOSE_SESSION_TOOL  # noqa: E402
 from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
 from worldsmith.worldbook import WorldbookStore  # noqa: E402

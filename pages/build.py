@@ -17,7 +17,7 @@ from workbench.common.text import md_escape
 from workbench.worldbook.build_jobs import render_build_jobs, start_build
 from worldsmith.sim import ROUTE_TURNS
 from worldsmith.workspace import env_family
-from worldsmith.worldbook.jobs import BuildLaunch
+from worldsmith.worldbook.build_jobs import BuildLaunch
 
 root = data.workspace_root()
 st.title("Build a worldbook", anchor=False)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from worldsmith.cli.main import main
-from worldsmith.envace.runstore import launch_jobs
-from worldsmith.evals.runstore import EvalRunStore
+from worldsmith.envace.training_runs import launch_jobs
+from worldsmith.evals.eval_runs import EvalRunStore
 from worldsmith.util.jobs import child_returncode
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from worldsmith.envace.runstore import TrainingRunStore, run_states, runs_dir
+from worldsmith.envace.training_runs import TrainingRunStore, run_states, runs_dir
 from worldsmith.util.atomic import atomic_write_json
 
 

@@ -17,8 +17,8 @@ import pytest
 from envace_support import REPO, small_config
 
 from worldsmith.envace.modeling import load_policy
-from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer import Trainer
+from worldsmith.envace.training_runs import TrainingRunStore
 from worldsmith.envs import available
 
 pytestmark = pytest.mark.slow  # trains the tiny model, in process and in subprocesses

@@ -22,8 +22,8 @@ from worldsmith.envs import (
     spec,
 )
 from worldsmith.envs.shell import ShellEnv, sandbox_available
-from worldsmith.envs.shell import processes as shell_processes
 from worldsmith.envs.shell import sandbox as shell_sandbox
+from worldsmith.envs.shell import sandbox_processes as shell_processes
 from worldsmith.envs.shell_tasks import CHORES, SandboxView
 from worldsmith.traces.model import Action
 

@@ -13,8 +13,8 @@ import pytest
 
 from worldsmith.cli.main import main
 from worldsmith.evals.config import EvalConfig
+from worldsmith.evals.eval_records import RECORD_COLUMNS, records_frame
 from worldsmith.evals.misses import GROUPINGS, action_name, miss_groups, why_missed
-from worldsmith.evals.records import RECORD_COLUMNS, records_frame
 from worldsmith.evals.run import run_eval
 from worldsmith.traces import Episode
 from worldsmith.worldbook import build_worldbook

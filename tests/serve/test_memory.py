@@ -1,11 +1,11 @@
-"""`serve.memory.trim_memory`: runs on glibc, and calls closer together than the interval are skipped."""
+"""`serve.memory_release.trim_memory`: runs on glibc, and calls closer together than the interval are skipped."""
 
 from __future__ import annotations
 
 import pytest
 
-from worldsmith.serve import memory
-from worldsmith.serve.memory import trim_memory
+from worldsmith.serve import memory_release as memory
+from worldsmith.serve.memory_release import trim_memory
 
 
 @pytest.mark.skipif(memory._TRIM is None, reason="not glibc: nothing to trim")

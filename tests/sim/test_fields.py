@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from worldsmith.sim.fields import FieldTracker
+from worldsmith.sim.sources.fields import FieldTracker
 from worldsmith.worldbook import Evidence
 
 

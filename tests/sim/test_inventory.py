@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldsmith.sim.inventory import InventoryTracker, full_name
+from worldsmith.sim.sources.inventory import InventoryTracker, full_name
 from worldsmith.sim.trackers import PlaceTracker
 from worldsmith.worldbook import Evidence
 

@@ -287,7 +287,7 @@ def test_a_held_out_episode_is_not_leaked(split, episode: Episode) -> None:
 
 def test_an_episode_in_the_evidence_is_flagged_and_nearest_skips_its_turns(split) -> None:
     book, _ = split
-    from worldsmith.evals.leakage import book_episode_ids
+    from worldsmith.worldbook.leakage import book_episode_ids
 
     trained = next(e for e in sorted(book_episode_ids(book)))
     source = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})

@@ -31,7 +31,7 @@ from worldsmith.sim.sources import (
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import Worldbook
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
 
 PLUGIN = "last_of_action"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from worldsmith.envs.base import as_action
 from worldsmith.sim.harness import Harness
-from worldsmith.sim.suffixes import SuffixConditions, split_suffix
+from worldsmith.sim.sources.suffixes import SuffixConditions, split_suffix
 from worldsmith.traces import Episode, Observation, Turn
 from worldsmith.worldbook import Evidence, Worldbook
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
 
 POINT = "Your score has just gone up by one point."
 GAP = "\n\n\n\n"

@@ -9,7 +9,7 @@ from worldsmith.sim.routing import choose_route
 from worldsmith.sim.trackers import AlignedEvidence, CandidateAnswer, EntityTracker, PlaceTracker, json_layout
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import Evidence, Worldbook
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
 
 KITCHEN = "-= Kitchen =-\nYou are in a kitchen.\n\nThere is an exit to the north."
 PANTRY = "-= Pantry =-\nYou are in a pantry.\n\nThere is an exit to the south."

@@ -20,7 +20,7 @@ from worldsmith.sim.uncertainty import (
     expected_error,
 )
 from worldsmith.worldbook import BuildConfig, Worldbook, build_worldbook
-from worldsmith.worldbook.routing import RouteStats, RouteTable
+from worldsmith.worldbook.route_table import RouteStats, RouteTable
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from worldsmith.sim.inventory import Carriers
+from worldsmith.sim.sources.inventory import Carriers
+from worldsmith.sim.sources.views import ViewEdits
 from worldsmith.sim.trackers import PlaceTracker
-from worldsmith.sim.views import ViewEdits
 from worldsmith.worldbook import Evidence
 
 

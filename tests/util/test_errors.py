@@ -33,7 +33,7 @@ from worldsmith.util.errors import (
 from worldsmith.util.executors import RayUnavailableError
 from worldsmith.workspace import DatasetNotFound, EpisodeNotFound, Workspace
 from worldsmith.worldbook import PatchConflictError, Worldbook, WorldbookError, WorldbookNotFound, WorldbookStore
-from worldsmith.worldbook.jobs import BuildRunningError
+from worldsmith.worldbook.build_jobs import BuildRunningError
 
 
 def test_each_kind_has_its_own_exit_code_and_the_builtin_base_callers_caught() -> None:

@@ -31,7 +31,7 @@ def open_page() -> AppTest:
 
 def wait_for_build(at: AppTest, root: Path, book: str) -> AppTest:
     """Rerun the page once the background build of `book` has ended."""
-    from worldsmith.worldbook.jobs import build_status
+    from worldsmith.worldbook.build_jobs import build_status
 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -167,7 +167,7 @@ def test_a_running_build_is_linked_from_every_page(empty_root: Path) -> None:
     import sys
 
     from worldsmith.util.jobs import stop
-    from worldsmith.worldbook.jobs import build_jobs
+    from worldsmith.worldbook.build_jobs import build_jobs
 
     job = build_jobs(empty_root).start("shop", [sys.executable, "-c", "import time; time.sleep(60)"],
                                        workspace=empty_root)

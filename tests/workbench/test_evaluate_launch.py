@@ -93,8 +93,8 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     """First start imports the bundled samples, splits them and builds `alfworld` on train: the form's defaults
     (the book's dataset, split test, environment alfworld) evaluate without a leakage refusal."""
     from worldsmith import Workspace
-    from worldsmith.evals.leakage import check_leakage
     from worldsmith.worldbook import WorldbookStore
+    from worldsmith.worldbook.leakage import check_leakage
 
     root = tmp_path / "fresh"
     monkeypatch.setenv("WORLDSMITH_WORKSPACE", str(root))

@@ -12,7 +12,7 @@ from helpers import SAMPLES
 from worldsmith.cli.main import main
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore
-from worldsmith.worldbook.jobs import (
+from worldsmith.worldbook.build_jobs import (
     BuildJobError,
     BuildLaunch,
     build_command,
@@ -21,7 +21,7 @@ from worldsmith.worldbook.jobs import (
     list_builds,
     progress_path,
 )
-from worldsmith.worldbook.jobs import _fraction as fraction
+from worldsmith.worldbook.build_jobs import _fraction as fraction
 
 
 def _wait(root: Path, book: str):

@@ -19,7 +19,7 @@ from worldsmith.worldbook.engine import (
 )
 from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
 from worldsmith.worldbook.induce import induce_rules
-from worldsmith.worldbook.replay import ReviewConfig, check_rule, list_formats, replay_evidence, review_rules
+from worldsmith.worldbook.rule_replay import ReviewConfig, check_rule, list_formats, replay_evidence, review_rules
 
 episodes = sample_episodes
 

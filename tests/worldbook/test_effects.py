@@ -162,7 +162,7 @@ def test_real_toolshop_card_writes_change_the_user_a_later_read_shows() -> None:
 
 
 def test_an_indented_layout_round_trips_and_a_created_record_is_read_back_in_it() -> None:
-    from worldsmith.worldbook.records import dump_layout, json_layout
+    from worldsmith.worldbook.record_store import dump_layout, json_layout
 
     ticket = {"ticket_id": "T-1", "subject": "late", "status": "open", "messages": []}
     for text in (json.dumps(ticket, indent=2), json.dumps(ticket, indent=4, ensure_ascii=False)):

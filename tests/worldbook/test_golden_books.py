@@ -2,7 +2,7 @@
 
 Induction and review are restructured from time to time; the book they build must not move unnoticed. Each golden
 file holds, for one bundled sample, every rule's id, template, conditions, effects, status, support and provenance,
-and the route table of the simulator's book (which the trackers, `sim.scope` among them, decide). The files are written by this test, from
+and the route table of the simulator's book (which the trackers, `sim.sources.scope` among them, decide). The files are written by this test, from
 the code, never by hand: after a deliberate change in what the builder makes, rerun it with
 `WORLDSMITH_UPDATE_GOLDEN=1` and review the diff of `tests/worldbook/golden/` with the change.
 """

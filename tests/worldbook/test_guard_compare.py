@@ -69,7 +69,7 @@ def test_templates_compare_word_by_word(book: Worldbook) -> None:
 
 
 def test_a_summary_says_when_support_counts_more_turns_than_are_kept() -> None:
-    from worldsmith.worldbook.guard import EvidenceRegression
+    from worldsmith.worldbook.rule_guard import EvidenceRegression
 
     regression = EvidenceRegression("go.r1", checked=50, matched_before=50, matched_after=40, support=60)
     assert regression.summary() == ("go.r1: 50/50 → 40/50 supporting turns match (the 50 supporting turns the book "

@@ -16,7 +16,7 @@ import pytest
 from worldsmith.worldbook.engine import _pieces, apply_effects, match_template
 from worldsmith.worldbook.facts import parse_list_items, whole_word_spans
 from worldsmith.worldbook.model import Effect, Evidence
-from worldsmith.worldbook.replay import MatchMemo
+from worldsmith.worldbook.rule_replay import MatchMemo
 
 _ALPHABET = ["a", "b", "ab", " ", ",", "a 1", "{{", "}}", "x_"]
 _SLOTS = ["{arg.object}", "{arg.target}", "{world.contents[arg.target]}", "{world.inventory}", "{world.x.y}",

@@ -11,7 +11,7 @@ from worldsmith.traces import Episode
 from worldsmith.worldbook import StatePath, build_worldbook
 from worldsmith.worldbook.engine import apply_effects, resolve_path
 from worldsmith.worldbook.model import escape_key, join_path
-from worldsmith.worldbook.replay import observe_turn
+from worldsmith.worldbook.rule_replay import observe_turn
 
 HOSTILE = ["MA(20)", "a.b", "bed 1", "x[0]", "]", "[", "{arg.symbol}", "{", "}}", "\\", "a\\]", "", " ", "arg.symbol",
            "arg.x]", "ключ", "名前", "'quoted'", '"double"', "line\nbreak", "*", "{key}", "tab\there", "..", "a-b_c"]

@@ -8,7 +8,7 @@ from typing import Any
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.projections import learn_projections, render_projection
-from worldsmith.worldbook.records import RecordStore
+from worldsmith.worldbook.record_store import RecordStore
 from worldsmith.worldbook.tool_rule_text import describe_tool_rule
 
 WALLETS = {

@@ -6,7 +6,7 @@ from lookup_api import USERS, cancel_log, shop_log
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.preconditions import learn_preconditions
 from worldsmith.worldbook.queries import learn_queries, render_answer, run_query
-from worldsmith.worldbook.records import EpisodeRecords, RecordStore, id_shape
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, id_shape
 
 
 def test_store_keys_records_by_own_id_and_by_the_selecting_argument() -> None:

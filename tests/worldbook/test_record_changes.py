@@ -9,7 +9,7 @@ from helpers import tool_log
 from worldsmith.worldbook.lookup_specs import Match, Projection
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.projections import FieldValues, project, render_projection
-from worldsmith.worldbook.records import learn_unchanging
+from worldsmith.worldbook.record_store import learn_unchanging
 
 
 def _wallet(ident: str, amount: int) -> dict[str, Any]:

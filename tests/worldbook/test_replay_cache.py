@@ -12,7 +12,7 @@ from helpers import sample_episodes
 from worldsmith.worldbook import build_worldbook
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Evidence, Rule, RuleStatus
-from worldsmith.worldbook.replay import MatchMemo, ReplayCache, _observe_order, replay_evidence, review_rules
+from worldsmith.worldbook.rule_replay import MatchMemo, ReplayCache, _observe_order, replay_evidence, review_rules
 
 
 def _built(name: str) -> tuple[list[Evidence], list[Rule], list[Rule]]:

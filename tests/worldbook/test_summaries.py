@@ -11,7 +11,7 @@ from worldsmith.traces import Episode
 from worldsmith.worldbook import build_worldbook
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import learn_selectors
+from worldsmith.worldbook.record_store import learn_selectors
 from worldsmith.worldbook.summaries import EpisodeSummaries, summarized
 from worldsmith.worldbook.writes import learn_tool_rules
 
@@ -58,7 +58,7 @@ def _one_pass_selectors(evidence: list[Evidence]) -> dict[str, tuple[str, str]]:
     from collections import Counter, defaultdict
 
     from worldsmith.worldbook.induce import group_by_episode
-    from worldsmith.worldbook.records import (
+    from worldsmith.worldbook.record_store import (
         MIN_SELECTOR_SHARE,
         _answer_votes,
         _scalar,
@@ -140,7 +140,7 @@ def test_list_formats_from_shared_per_text_pieces_equal_formats_read_afresh() ->
 
 
 def test_a_layout_is_read_once_per_text_and_is_the_layout() -> None:
-    from worldsmith.worldbook.records import json_layout, layout_of
+    from worldsmith.worldbook.record_store import json_layout, layout_of
 
     summaries = EpisodeSummaries()
     texts = ['{"a": 1, "b": [1, 2]}', '{"a":1}', "plain text", '{\n  "a": 1\n}', '{"a": 1, "b": [1, 2]}']

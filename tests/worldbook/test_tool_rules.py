@@ -26,7 +26,7 @@ from worldsmith.worldbook import (
     render_response,
 )
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import own_records
+from worldsmith.worldbook.record_store import own_records
 from worldsmith.worldbook.writes import learn_writes, path_keys, path_of
 
 

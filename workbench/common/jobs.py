@@ -18,7 +18,7 @@ def render_running_jobs_sidebar(root: str | Path) -> None:
     """A sidebar link per running build and rule proposal (with its share done) and per running evaluation run."""
     from workbench.evaluate.jobs import list_jobs
     from worldsmith.evals import list_proposals
-    from worldsmith.worldbook.jobs import list_builds
+    from worldsmith.worldbook.build_jobs import list_builds
 
     try:
         builds = [s for s in list_builds(root) if s.state == "running"]

@@ -1,4 +1,4 @@
-"""Reading evaluation runs from `<workspace>/runs/eval/<run>/` through the library's run store (`evals.runstore`).
+"""Reading evaluation runs from `<workspace>/runs/eval/<run>/` through the library's run store (`evals.eval_runs`).
 
 The page only reads: config.json, report.json (as an `EvalReport`), records.parquet and progress.json.
 A run that is still going has progress.json and maybe no report yet; a broken file is reported naming
@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from worldsmith.evals import EvalReport
-from worldsmith.evals.runstore import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
+from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
 
 __all__ = [
     "RunFileError",

@@ -17,7 +17,7 @@ from typing import Literal
 
 from workbench.train.runs import load_run, runs_root
 from worldsmith.envace import EnvACEConfig
-from worldsmith.envace.runstore import launch_dir, launch_jobs
+from worldsmith.envace.training_runs import launch_dir, launch_jobs
 from worldsmith.util import atomic_write_json
 from worldsmith.util.jobs import plain_run_name
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from worldsmith.envace.runstore import TrainingRunStore, launch_jobs
-from worldsmith.envace.runstore import runs_dir as runs_root  # the Train page's name for it
+from worldsmith.envace.training_runs import TrainingRunStore, launch_jobs
+from worldsmith.envace.training_runs import runs_dir as runs_root  # the Train page's name for it
 from worldsmith.util import process_alive
 
 __all__ = [

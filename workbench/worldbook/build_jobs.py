@@ -1,4 +1,4 @@
-"""A build launched on the Build page runs as a background job (`worldsmith.worldbook.jobs`): leaving the page, or
+"""A build launched on the Build page runs as a background job (`worldsmith.worldbook.build_jobs`): leaving the page, or
 closing the tab, does not stop it, and the page shows its progress again when you come back.
 
 The session remembers the book it launched (`BUILD_JOB`); builds launched elsewhere (another tab, the CLI with
@@ -15,7 +15,7 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.build_report import render_build_report
-from worldsmith.worldbook.jobs import (
+from worldsmith.worldbook.build_jobs import (
     BuildJobError,
     BuildJobStatus,
     BuildLaunch,

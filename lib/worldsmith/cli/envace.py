@@ -105,7 +105,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_runs(args: argparse.Namespace) -> int:
     from worldsmith.cli.common import workspace_from
-    from worldsmith.envace.runstore import run_states, runs_dir
+    from worldsmith.envace.training_runs import run_states, runs_dir
 
     rows = run_states(runs_dir(workspace_from(args).root))
     if getattr(args, "json", False):

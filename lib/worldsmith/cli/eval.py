@@ -23,10 +23,10 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
+from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
 from worldsmith.evals.protocols import PROTOCOLS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
-from worldsmith.evals.runstore import EvalRunStore, RunFolder
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.util.errors import user_path

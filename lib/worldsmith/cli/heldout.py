@@ -13,10 +13,10 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import CommandError
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, check_heldout, heldout_delta
-from worldsmith.evals.leakage import LeakageError
 from worldsmith.util.errors import WorldsmithError
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook, WorldbookStore
+from worldsmith.worldbook.leakage import LeakageError
 
 __all__ = ["add_against", "against_from", "delta_after_patch", "delta_json", "print_delta"]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.envace.runstore import launch_jobs
+from worldsmith.envace.training_runs import launch_jobs
+from worldsmith.evals.eval_runs import EvalRunStore
 from worldsmith.evals.proposal_jobs import proposal_jobs
-from worldsmith.evals.runstore import EvalRunStore
 from worldsmith.util.jobs import Job, stop
-from worldsmith.worldbook.jobs import build_jobs
+from worldsmith.worldbook.build_jobs import build_jobs
 
 __all__ = ["find_jobs", "job_json", "register", "run_list", "run_stop", "workspace_jobs"]
 

@@ -71,9 +71,9 @@ from worldsmith.envace.rollouts import (
     task_reward,
     task_specs,
 )
-from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
 from worldsmith.envace.trainer_state import TrainerState
+from worldsmith.envace.training_runs import TrainingRunStore
 
 __all__ = [
     "ROLE_ACT",

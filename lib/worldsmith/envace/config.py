@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from worldsmith.envace.runstore import runs_dir
+from worldsmith.envace.training_runs import runs_dir
 from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.util.errors import BadInputError
 from worldsmith.util.names import MAX_NAME, check_name

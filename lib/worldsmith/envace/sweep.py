@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from worldsmith.envace.config import ConfigError, EnvACEConfig, apply_overrides, resolve_path
-from worldsmith.envace.runstore import runs_dir
+from worldsmith.envace.training_runs import runs_dir
 from worldsmith.util.atomic import atomic_write_json
 
 __all__ = ["SweepConfig", "SweepEvaluation", "SweepResult", "grid_points", "run_sweep", "run_trial"]

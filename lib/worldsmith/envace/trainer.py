@@ -55,8 +55,8 @@ from worldsmith.envace.grpo_metrics import grpo_metrics, loss_value, mean, round
 from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
-from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.trainer_state import TrainerState
+from worldsmith.envace.training_runs import TrainingRunStore
 from worldsmith.traces.model import Episode
 from worldsmith.util.dirs import replace_dir, staging_dir
 from worldsmith.util.errors import BadInputError, MissingFileError

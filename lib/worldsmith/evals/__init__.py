@@ -29,6 +29,8 @@ from worldsmith.evals.bootstrap import (
     summarize,
 )
 from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
+from worldsmith.evals.eval_records import RECORD_COLUMNS, Journal, records_frame, write_records
+from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress
 from worldsmith.evals.explore import (
     STRATEGIES,
     ExploreConfig,
@@ -62,7 +64,6 @@ from worldsmith.evals.judge import (
     open_judge,
     parse_verdict,
 )
-from worldsmith.evals.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
 from worldsmith.evals.metrics import (
     METRICS,
     edit_similarity,
@@ -98,11 +99,10 @@ from worldsmith.evals.protocols import (
     next_obs_records,
     w2r_record,
 )
-from worldsmith.evals.records import RECORD_COLUMNS, Journal, records_frame, write_records
 from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
-from worldsmith.evals.runstore import EvalRunStore, RunFileError, RunFolder, RunProgress
+from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
 
 __all__ = [
     "ABLATIONS",

@@ -20,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from worldsmith.evals.leakage import check_leakage
 from worldsmith.evals.metrics import METRICS, metric_scores
 from worldsmith.sim.base import WorldModel
 from worldsmith.traces.actions import action_from_text
@@ -29,6 +28,7 @@ from worldsmith.traces.importers.base import iter_json_records
 from worldsmith.traces.model import ContextEvent, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.errors import BadInputError
+from worldsmith.worldbook.leakage import check_leakage
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["PREDICTION_FIELD", "AWBRow", "predict_rows", "read_rows", "row_episode", "score_rows", "write_rows"]

@@ -19,7 +19,6 @@ import orjson
 
 from worldsmith.evals.config import EvalConfig
 from worldsmith.evals.envmatch import env_matches, match_episodes
-from worldsmith.evals.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.dialogue import exclude_dialogue_only
@@ -28,6 +27,7 @@ from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import family_folds, trajectory_family
+from worldsmith.worldbook.leakage import LeakageError, check_leakage, evidence_families
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["Inputs", "Part", "digest", "fold_summary", "in_env", "leak_free", "load_inputs"]

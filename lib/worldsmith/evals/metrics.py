@@ -44,7 +44,7 @@ def _check(name: str, function: MetricFunction) -> None:
     if not name.isidentifier():
         raise ValueError(f"metric name {name!r} must be an identifier (it names a records column)")
     if name not in METRICS:
-        from worldsmith.evals.records import RECORD_COLUMNS  # lazy: records lists the registered metrics
+        from worldsmith.evals.eval_records import RECORD_COLUMNS  # lazy: records lists the registered metrics
 
         if name in RECORD_COLUMNS:
             raise ValueError(f"metric name {name!r} is a run-store column already: choose another name")

@@ -1,4 +1,4 @@
-"""A rule's proposed patches with their held-out effect: the rule's form (`worldbook.proposal_effects`: exact
+"""A rule's proposed patches with their held-out effect: the rule's form (`worldbook.proposal_forms`: exact
 renders and template fits of its action) and the simulator's fidelity (`evals.heldout.heldout_delta`, the no-model
 harness under teacher forcing).
 
@@ -18,7 +18,7 @@ from worldsmith.evals.heldout import HeldOut, HeldOutDelta, heldout_delta
 from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.worldbook.induce import episode_of
-from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
+from worldsmith.worldbook.proposal_forms import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, propose_patches
 from worldsmith.worldbook.store import Patch, WorldbookStore, apply_ops
 

@@ -6,7 +6,7 @@
     run.report.methods["harness"]["exact_match"].mean   # with .low, .high, .n (an `EvalReport`)
 
 A run lives in `<workspace>/runs/eval/<name>/` (config.json, records.jsonl journal, records.parquet,
-report.json, report.md, plots/, progress.json: `evals.runstore` owns that layout). Its fingerprint hashes the configuration that
+report.json, report.md, plots/, progress.json: `evals.eval_runs` owns that layout). Its fingerprint hashes the configuration that
 changes records (not the run name nor the bootstrap settings) with the worldbook version, the
 dataset revision and the package's code fingerprint (`util.code_version`): rerunning the same
 configuration resumes (finished units are not recomputed) and only recomputes the report, while a
@@ -34,11 +34,11 @@ from typing import Any
 import pandas as pd
 
 from worldsmith.evals.config import EvalConfig
+from worldsmith.evals.eval_records import Journal, records_frame, write_records
+from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.inputs import Inputs, Part, digest, fold_summary, load_inputs
-from worldsmith.evals.records import Journal, records_frame, write_records
 from worldsmith.evals.report import build_report, write_report
 from worldsmith.evals.report_model import EvalReport
-from worldsmith.evals.runstore import EvalRunStore, RunFolder
 from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
 from worldsmith.traces.model import Episode
 from worldsmith.util.code_version import code_version

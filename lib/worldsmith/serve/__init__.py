@@ -42,7 +42,7 @@ from worldsmith.serve.guard import (
 )
 from worldsmith.serve.lifetimes import EndedSessions, Ending, SessionEndedError
 from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook, task_episodes
-from worldsmith.serve.tools import (
+from worldsmith.serve.tool_schemas import (
     CLOSE_SESSION_TOOL,
     ToolArgumentError,
     ToolSpec,

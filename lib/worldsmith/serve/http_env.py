@@ -46,7 +46,7 @@ from worldsmith.envs.base import (
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
 from worldsmith.serve.guard import TOKEN_ENV, GuardMiddleware, ServeSecurity, credential_of
 from worldsmith.serve.lifetimes import EndedSessions, Ending
-from worldsmith.serve.memory import trim_memory
+from worldsmith.serve.memory_release import trim_memory
 from worldsmith.traces.model import Action, Observation
 
 __all__ = ["HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app"]

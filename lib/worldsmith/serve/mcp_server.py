@@ -1,6 +1,6 @@
 """The worldbook as an MCP server (the official `mcp` SDK's low-level `Server`).
 
-Its tools are the book's actions with their learned argument schemas (`serve.tools`). A call is
+Its tools are the book's actions with their learned argument schemas (`serve.tool_schemas`). A call is
 predicted by the world model, committed to its session, and answered with the observation as text
 (and, as structured content, the turn, outcome, route, done, reward, the session's saved name
 relative to the server's sessions folder, and the handle that continues it). Errors follow the
@@ -54,9 +54,9 @@ from worldsmith import __version__
 from worldsmith.serve.commands import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS
 from worldsmith.serve.guard import GuardMiddleware, ServeSecurity, bind_warning, credential_of
 from worldsmith.serve.lifetimes import EndedSessions, Ending, SessionEndedError
-from worldsmith.serve.memory import trim_memory
+from worldsmith.serve.memory_release import trim_memory
 from worldsmith.serve.simulator import ServedSession, ServedWorldbook
-from worldsmith.serve.tools import ToolArgumentError, UnknownToolError, action_for_call, close_tool
+from worldsmith.serve.tool_schemas import ToolArgumentError, UnknownToolError, action_for_call, close_tool
 from worldsmith.sim.session import SessionTurn
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
-from worldsmith.serve.tools import ToolSpec, action_for_call, book_tools
+from worldsmith.serve.tool_schemas import ToolSpec, action_for_call, book_tools
 from worldsmith.sim.base import WorldModel
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.registry import make_world_model, needs_llm, world_model_spec

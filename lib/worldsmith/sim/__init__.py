@@ -28,7 +28,7 @@ from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, Searcher,
 from worldsmith.sim.exploring import ExploringPolicy
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.harness import Harness, HarnessConfig, schema_problems
-from worldsmith.sim.oracle import RealEnvOracle
+from worldsmith.sim.oracle_model import RealEnvOracle
 from worldsmith.sim.prompts import (
     PromptContext,
     PromptFit,

@@ -48,7 +48,7 @@ from worldsmith.sim.turn_counter import TurnCounter
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, resolve_path
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
-from worldsmith.worldbook.replay import list_formats, observe_turn
+from worldsmith.worldbook.rule_replay import list_formats, observe_turn
 from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import predicts_done
 

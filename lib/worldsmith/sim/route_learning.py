@@ -69,8 +69,8 @@ from worldsmith.worldbook.facts import learn_list_format
 from worldsmith.worldbook.induce import InducedRules, episode_of
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, Worldbook
 from worldsmith.worldbook.pipeline import Artifacts, BuildContext, ProgressCallback, Stage, with_stage
-from worldsmith.worldbook.replay import MatchMemo, ReplayCache, review_rules
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
+from worldsmith.worldbook.rule_replay import MatchMemo, ReplayCache, review_rules
 from worldsmith.worldbook.schema import induce_action_schema, induce_state_schema
 from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import learn_termination

@@ -7,7 +7,7 @@ this action, else none
 priority and audit route are declared with each source (`sim.sources`): `PRIORITY`, `ROUTE_NAMES`
 and the sets here are derived from that registry. `sim.route_learning` measures that table by cross-fitting. Its
 `suffix` row
-scores answers with their learned trailing line adjusted (`sim.suffixes`) against the same answers
+scores answers with their learned trailing line adjusted (`sim.sources.suffixes`) against the same answers
 left alone: the harness adjusts only where that row is not worse.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.sim.sources.registry import answers, routed_answers, routing_order
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
 
 __all__ = ["PRIORITY", "ROUTE_NAMES", "choose_route", "route_name"]  # noqa: F822 (`__getattr__`)
 

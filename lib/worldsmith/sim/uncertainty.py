@@ -56,8 +56,8 @@ from worldsmith.sim.sources.base import CandidateAnswer, line_key
 from worldsmith.sim.sources.registry import routing_order
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.model import Rule, RuleStatus, Worldbook
-from worldsmith.worldbook.replay import select_rule
-from worldsmith.worldbook.routing import RouteStats, RouteTable
+from worldsmith.worldbook.route_table import RouteStats, RouteTable
+from worldsmith.worldbook.rule_replay import select_rule
 
 __all__ = [
     "SOURCE_LEVELS",

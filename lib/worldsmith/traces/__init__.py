@@ -16,6 +16,7 @@ from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.exporters import EXPORTERS, export_episodes, register_exporter
 from worldsmith.traces.families import family_of, trajectory_family
 from worldsmith.traces.files import expand_paths, is_trace_candidate
+from worldsmith.traces.import_report import FileReport, ImportReport, Reject, TraceFormatError
 from worldsmith.traces.importers import (
     IMPORTERS,
     Detection,
@@ -37,7 +38,6 @@ from worldsmith.traces.model import (
     split_turn_id,
     turn_id,
 )
-from worldsmith.traces.report import FileReport, ImportReport, Reject, TraceFormatError
 from worldsmith.traces.text_diff import DiffSegment, word_diff
 
 __all__ = [

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
+from worldsmith.traces.import_report import ImportReport
 from worldsmith.traces.model import Episode, Turn, split_turn_id
-from worldsmith.traces.report import ImportReport
 from worldsmith.traces.rows import episode_from_rows, turn_from_row
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.errors import BadInputError, NotFoundError

@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from worldsmith.traces.files import expand_paths
+from worldsmith.traces.import_report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
 from worldsmith.traces.importers import detect_format, get_importer
 from worldsmith.traces.importers.base import Importer
 from worldsmith.traces.limits import import_limits, truncate_raw
-from worldsmith.traces.report import FileReport, ImportReport, Reject, RejectLog, TraceFormatError
 from worldsmith.traces.rows import EPISODE_COLUMNS, TURN_COLUMNS, EpisodeRows, episode_to_rows
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.json_depth import text_too_deep

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from worldsmith.traces import read_traces
 from worldsmith.traces.dialogue import exclude_dialogue_only
+from worldsmith.traces.import_report import Reject
 from worldsmith.traces.model import Episode
-from worldsmith.traces.report import Reject
 from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.workspace import Workspace
 

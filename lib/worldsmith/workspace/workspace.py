@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.traces.exporters import export_episodes
+from worldsmith.traces.import_report import ImportReport
 from worldsmith.traces.model import Episode
-from worldsmith.traces.report import ImportReport
 from worldsmith.util.atomic import atomic_write_bytes
 from worldsmith.util.errors import BadInputError
 from worldsmith.util.paths import default_workspace_root

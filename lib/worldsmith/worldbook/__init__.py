@@ -31,7 +31,6 @@ from worldsmith.worldbook.engine import (
     render,
 )
 from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
-from worldsmith.worldbook.guard import EvidenceRegression, evidence_regressions
 from worldsmith.worldbook.index import (
     SEARCH_KINDS,
     DenseUnavailableError,
@@ -77,10 +76,10 @@ from worldsmith.worldbook.model_stages import (
 )
 from worldsmith.worldbook.pipeline import Stage, StageProgress, StageRun, run_stages, with_stage
 from worldsmith.worldbook.preconditions import learn_preconditions
-from worldsmith.worldbook.proposal_effects import HeldOutEffect, heldout_effect, heldout_evidence
+from worldsmith.worldbook.proposal_forms import HeldOutEffect, heldout_effect, heldout_evidence
 from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
 from worldsmith.worldbook.queries import learn_queries
-from worldsmith.worldbook.records import (
+from worldsmith.worldbook.record_store import (
     EpisodeRecords,
     RecordStore,
     StoredRecord,
@@ -88,7 +87,9 @@ from worldsmith.worldbook.records import (
     learn_selectors,
     own_records,
 )
-from worldsmith.worldbook.replay import (
+from worldsmith.worldbook.route_table import RouteStats, RouteTable
+from worldsmith.worldbook.rule_guard import EvidenceRegression, evidence_regressions
+from worldsmith.worldbook.rule_replay import (
     MatchMemo,
     ReplayReport,
     ReviewConfig,
@@ -100,7 +101,6 @@ from worldsmith.worldbook.replay import (
     review_rules,
     select_rule,
 )
-from worldsmith.worldbook.routing import RouteStats, RouteTable
 from worldsmith.worldbook.stages import Extraction, Fact
 from worldsmith.worldbook.store import (
     Patch,

@@ -32,8 +32,8 @@ from worldsmith.worldbook.model import (
     join_path,
 )
 from worldsmith.worldbook.pipeline import Artifacts, BuildContext, stage_names
-from worldsmith.worldbook.replay import ReviewConfig, review_rules
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
+from worldsmith.worldbook.rule_replay import ReviewConfig, review_rules
 from worldsmith.worldbook.schema import (
     induce_action_schema,
     induce_contracts,

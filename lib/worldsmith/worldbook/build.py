@@ -39,7 +39,7 @@ from worldsmith.worldbook.pipeline import (
     digest,
     run_stages,
 )
-from worldsmith.worldbook.replay import ReplayReport, list_formats, replay_evidence
+from worldsmith.worldbook.rule_replay import ReplayReport, list_formats, replay_evidence
 from worldsmith.worldbook.templates import evidence_from_episodes
 
 __all__ = [

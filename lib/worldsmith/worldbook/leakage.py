@@ -9,7 +9,7 @@ episodes at hand it also runs the builder's check. `leaked_episodes` says why ea
 leaks, so a run can drop them instead (`EvalConfig.drop_leaked`). Sharing a trajectory *family*
 (another trial of the same game) is not leakage: those records are reported as "seen" tasks, the
 others as "unseen". Whether a book's evidence holds the evaluated episodes is a question about the book, so it is
-answered here, below the simulator's side-by-side view and the evaluation that both ask it (`evals.leakage`
+answered here, below the simulator's side-by-side view and the evaluation that both ask it (`worldbook.leakage`
 re-exports these names).
 """
 

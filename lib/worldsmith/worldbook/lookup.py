@@ -1,6 +1,6 @@
 """Paths into entity records and what names an entity: the shared vocabulary of query and precondition rules.
 
-The entities themselves (read from JSON tool results by `worldbook.records.entity_records`, kept by
+The entities themselves (read from JSON tool results by `worldbook.record_store.entity_records`, kept by
 `records.RecordStore` with the episode's overlay `records.EpisodeRecords`) are the record store's; here is how a
 rule addresses them: the arguments that select entities (`selects_entities`), the scalar leaves of a record and
 the value at a path (`leaves`, `at_path`).

@@ -2,7 +2,7 @@
 
     rules = learn_lookup_rules(evidence, readers=readers)   # kinds query, empty, precondition, projection
 
-One learn function per family over one record store (`worldbook.records.RecordStore`, its entity reading),
+One learn function per family over one record store (`worldbook.record_store.RecordStore`, its entity reading),
 each linear in the evidence: `query_rules` (an id or list found by matching arguments against record attributes,
 `worldbook.queries`), `empty_rules` (the answer when nothing matches, from the same replay) and
 `precondition_rules` (learned error templates, `worldbook.preconditions`) and `projection_rules` (a part of the
@@ -21,7 +21,7 @@ from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
 from worldsmith.worldbook.preconditions import COMPLETE, learn_preconditions
 from worldsmith.worldbook.projections import learn_projections
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, learn_queries
-from worldsmith.worldbook.records import RecordStore, learn_readers
+from worldsmith.worldbook.record_store import RecordStore, learn_readers
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "projection_rules", "query_rules"]

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from worldsmith.worldbook.routing import RouteTable
+from worldsmith.worldbook.route_table import RouteTable
 from worldsmith.worldbook.termination import Termination
 
 __all__ = [
@@ -402,7 +402,7 @@ class Worldbook(BaseModel):
     demonstrations: list[Demonstration] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
     routes: RouteTable | None = Field(
-        default=None, description="Which answer source beat nearest evidence per action, held out (worldbook.routing).")
+        default=None, description="Which answer source beat nearest evidence per action, held out (`worldbook.route_table`).")
     termination: Termination | None = Field(
         default=None, description="The features that end an episode, learned from evidence (worldbook.termination).")
     tool_rules: list[ToolRule] = Field(

@@ -4,7 +4,7 @@
 enough": for a tool whose evidence holds both successes and a recurring error text, `learn_preconditions` looks
 for a test that holds on every call answered with that error and on no successful call, over the records the
 call's arguments select (at the time of the call: the entity store laid under what the episode showed so far,
-`worldbook.records.EpisodeRecords`), one hop further (an order's `user_id` selects the user), and the
+`worldbook.record_store.EpisodeRecords`), one hop further (an order's `user_id` selects the user), and the
 arguments themselves:
 
 - `unknown`: the selecting argument names no known record of its kind. Only where the store is complete for
@@ -34,7 +34,7 @@ from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
-from worldsmith.worldbook.records import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_json
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_json
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 

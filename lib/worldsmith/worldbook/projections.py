@@ -29,7 +29,7 @@ from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_specs import Match, Projection, Shape
 from worldsmith.worldbook.model import Evidence, RuleStatus
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, SHARE, matches
-from worldsmith.worldbook.records import (
+from worldsmith.worldbook.record_store import (
     Layout,
     RecordStore,
     arguments_of,

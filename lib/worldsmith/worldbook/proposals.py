@@ -26,7 +26,7 @@ import orjson
 
 from worldsmith.worldbook.engine import escape_braces, literal_value, match_template, render
 from worldsmith.worldbook.model import Condition, Evidence, ListFormat, Rule, RuleStatus, Worldbook, join_path
-from worldsmith.worldbook.replay import ARGUMENT_SHAPES, check_rule, list_formats, observe_turn, replay_evidence
+from worldsmith.worldbook.rule_replay import ARGUMENT_SHAPES, check_rule, list_formats, observe_turn, replay_evidence
 from worldsmith.worldbook.store import Patch, PatchOp, apply_ops
 
 __all__ = ["Proposal", "ProposalKind", "describe_condition", "episodes_with_action", "propose_patches"]

@@ -3,7 +3,7 @@
 `find_user_id_by_email(email)` answers `sara_doe_496`: the user record whose `email` equals the argument.
 `learn_queries` finds, per tool, the answer's form (a bare id, a JSON string, a field of a small object, a list
 of ids or records), the kind of record the answered ids belong to in the entity store
-(`worldbook.records.RecordStore`), and for each argument the attribute path it is compared with (`first_name`
+(`worldbook.record_store.RecordStore`), and for each argument the attribute path it is compared with (`first_name`
 -> `name.first_name`, `zip` -> `address.zip`) and how (`exact`; `ci`, case-insensitive, only where some answer needed it; `contains`). The rule
 is then replayed over every call of the tool: it is supported when it reproduces at least `MIN_SUPPORT`
 answers for different arguments and contradicts at most `MAX_CONTRADICTION` of those it could check (an attribute
@@ -23,8 +23,8 @@ from typing import Any
 from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus
-from worldsmith.worldbook.records import EpisodeRecords, Layout, RecordStore, dump_layout, parse_json
-from worldsmith.worldbook.records import json_layout as layout_of
+from worldsmith.worldbook.record_store import EpisodeRecords, Layout, RecordStore, dump_layout, parse_json
+from worldsmith.worldbook.record_store import json_layout as layout_of
 
 __all__ = [
     "MAX_CONTRADICTION",

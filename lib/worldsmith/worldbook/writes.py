@@ -36,7 +36,7 @@ from typing import Any
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Evidence, RuleProvenance, RuleStatus
-from worldsmith.worldbook.records import (
+from worldsmith.worldbook.record_store import (
     Layout,
     RecordStore,
     arguments_of,

@@ -14,8 +14,8 @@ from worldsmith.envs.base import (
     UnknownTaskError,
     as_action,
 )
+from worldsmith.envs.shell.bash_session import Limits, Sandbox
 from worldsmith.envs.shell.sandbox import HOME, HOSTNAME, USER, display_cwd, find_bwrap, sandbox_available
-from worldsmith.envs.shell.session import Limits, Sandbox
 from worldsmith.envs.shell_tasks import CHORES, Chore, SandboxView, snapshot
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Action, Observation

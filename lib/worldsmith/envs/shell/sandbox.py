@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from worldsmith.envs.shell.processes import pidfds_work
+from worldsmith.envs.shell.sandbox_processes import pidfds_work
 from worldsmith.envs.shell_tasks import FIXED_MTIME
 
 __all__ = [

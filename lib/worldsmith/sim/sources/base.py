@@ -175,7 +175,7 @@ class SourceContext:
     harness: Harness  # for a source that reads the history or calls the model (the agent route); most need not
     rules: Mapping[str, Sequence[Rule]]  # executable or not, by action, in the book's order
     all_rules: Mapping[str, Sequence[Rule]]  # every form by action, the best supported first (re-rendering)
-    formats: Mapping[str, ListFormat]  # list formats by state path prefix (`worldbook.replay.list_formats`)
+    formats: Mapping[str, ListFormat]  # list formats by state path prefix (`worldbook.rule_replay.list_formats`)
     requires: tuple[str, ...] = ()
     built: Mapping[str, AnswerSource] = field(default_factory=dict)
     # per-episode pieces of an evidence list `evidence` is a subset of (`worldbook.summaries`): a tracker learned

@@ -18,12 +18,12 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import ID_KEY, iter_records, json_layout, layout_of, top_record
+from worldsmith.worldbook.record_store import ID_KEY, iter_records, json_layout, layout_of, top_record
 from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["EntityTracker", "json_layout"]
 
-# The JSON record primitives live in `worldbook.records` (the builder's write learning and the entity store read
+# The JSON record primitives live in `worldbook.record_store` (the builder's write learning and the entity store read
 # results the same way); the names below are the ones this module has always used.
 _ID_KEY = ID_KEY
 _records = iter_records

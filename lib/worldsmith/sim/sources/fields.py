@@ -28,7 +28,7 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import layout_of
+from worldsmith.worldbook.record_store import layout_of
 from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["MIN_SUPPORT", "SHARE", "FieldTracker", "Relation"]

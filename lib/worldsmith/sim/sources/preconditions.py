@@ -17,7 +17,7 @@ from typing import Any
 from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.worldbook.lookup_specs import Precondition
 from worldsmith.worldbook.preconditions import check, failure_text, selections
-from worldsmith.worldbook.records import EpisodeRecords, RecordStore
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["PreconditionSource"]

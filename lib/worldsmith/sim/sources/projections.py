@@ -23,7 +23,7 @@ from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_rules import projection_rules
 from worldsmith.worldbook.projections import FieldValues, answered_ids, learn_projections, render_projection
 from worldsmith.worldbook.queries import MIN_SUPPORT, fill_slots
-from worldsmith.worldbook.records import learn_unchanging, own_records, parse_json, record_key
+from worldsmith.worldbook.record_store import learn_unchanging, own_records, parse_json, record_key
 from worldsmith.worldbook.toolrules import ToolRule
 from worldsmith.worldbook.writes import answer_form
 
@@ -42,7 +42,7 @@ class ProjectionSource:
                  refusals: Sequence[ToolRule] = ()) -> None:
         """`tracker`: the `records` source's `RecordTracker` (its records, store, stale ids and write rules);
         `unchanging`: (tool, argument) pairs the evidence showed leave what they name as it was
-        (`worldbook.records.learn_unchanging`): such an argument makes nothing unsure; `values`: the field values
+        (`worldbook.record_store.learn_unchanging`): such an argument makes nothing unsure; `values`: the field values
         of the evidence's records, which tell a filter no unknown child can match; `refusals`: the precondition
         rules, whose errors a call answers when it was refused before any effect (it makes nothing unsure)."""
         self.rules = {r.tool: r for r in rules if r.kind == "projection" and r.executable and r.projection}

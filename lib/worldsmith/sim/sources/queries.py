@@ -17,7 +17,7 @@ import orjson
 from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
-from worldsmith.worldbook.records import EpisodeRecords, RecordStore
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore
 from worldsmith.worldbook.toolrules import ToolRule
 
 __all__ = ["QuerySource"]

@@ -1,7 +1,7 @@
 """Tool-API records as an answer source: writes answered with the learned changes, reads with the record as it is.
 
 `RecordTracker` keeps, per episode, the last version of every record the episode showed (JSON answers read
-as records by `worldbook.records.own_records`) and applies the book's supported write rules
+as records by `worldbook.record_store.own_records`) and applies the book's supported write rules
 (`Worldbook.tool_rules`, learned by `worldbook.writes`) to the record a write selects, and its supported effect
 rules to the record another argument names, as it observes each call (a card the answer shows set in the user's
 payment methods, the new order's id appended to the user's orders; only after answers of the forms the rule acts
@@ -14,8 +14,8 @@ on: a refusal changes nothing). It proposes:
 - `record_store`: the first read of a record other construction episodes showed (all its fields stable
   across them), from the entity store.
 
-The entity store (`worldbook.records.RecordStore`, `record_store`) is built once per harness here and shared
-with the `lookups` source (`sim.sources.tools`), which declares `requires=("records",)`.
+The entity store (`worldbook.record_store.RecordStore`, `record_store`) is built once per harness here and shared
+with the `lookups` source (`sim.sources.lookups`), which declares `requires=("records",)`.
 
 Each proposal carries the records it read or changed (`CandidateAnswer.records`: key, before, after), which the
 prediction's audit keeps. Like every tracker it proposes; the route table decides per tool.
@@ -31,7 +31,7 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.records import (
+from worldsmith.worldbook.record_store import (
     Layout,
     RecordStore,
     arguments_of,

@@ -3,7 +3,7 @@
 Every executable rule of the action is checked against the state before the turn (no retrieval limit can hide
 one); equal-rank rules that both hold with different templates are recorded as conflicts on the proposal. A rule
 that holds but whose template needs state not known yet answers nothing, and says so in the audit. The state after
-a turn is read back by the harness itself (`worldbook.replay.observe_turn`), so this source keeps no episode state.
+a turn is read back by the harness itself (`worldbook.rule_replay.observe_turn`), so this source keeps no episode state.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.engine import render
 from worldsmith.worldbook.facts import ListFormat
 from worldsmith.worldbook.model import Rule
-from worldsmith.worldbook.replay import select_rule
+from worldsmith.worldbook.rule_replay import select_rule
 
 __all__ = ["RuleSource"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from worldsmith.traces.import_report import TraceFormatError
 from worldsmith.traces.importers.agentworldbench import AgentWorldBenchImporter
 from worldsmith.traces.importers.base import Importer, ReadItem, read_head, text_head
 from worldsmith.traces.importers.inspect_log import InspectLogImporter
@@ -13,7 +14,6 @@ from worldsmith.traces.importers.openai_chat import OpenAIChatImporter
 from worldsmith.traces.importers.otel import OTelSpansImporter
 from worldsmith.traces.importers.role_prefixed import RolePrefixedImporter
 from worldsmith.traces.importers.trace2env import Trace2EnvImporter
-from worldsmith.traces.report import TraceFormatError
 from worldsmith.util.registry import NotRegisteredError, Registry
 
 __all__ = [

@@ -19,9 +19,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import orjson
 from pydantic import ValidationError
 
+from worldsmith.traces.import_report import Reject, TraceFormatError
 from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import Episode
-from worldsmith.traces.report import Reject, TraceFormatError
 from worldsmith.util.json_depth import too_deep
 
 __all__ = [

@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from worldsmith.traces.import_report import Reject, TraceFormatError
 from worldsmith.traces.importers.base import ReadItem
 from worldsmith.traces.limits import ImportLimits, import_limits, truncate_raw
 from worldsmith.traces.model import (
@@ -40,7 +41,6 @@ from worldsmith.traces.model import (
     Turn,
     content_digest,
 )
-from worldsmith.traces.report import Reject, TraceFormatError
 from worldsmith.util.json_depth import too_deep
 
 __all__ = ["InspectLogImporter"]

@@ -26,6 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from worldsmith.traces.actions import parse_arguments
+from worldsmith.traces.import_report import Reject
 from worldsmith.traces.importers.base import (
     JsonRecord,
     ReadItem,
@@ -33,8 +34,7 @@ from worldsmith.traces.importers.base import (
     iter_json_records,
     safe_records,
 )
-from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
-from worldsmith.traces.report import Reject
+from worldsmith.traces.importers.episode_fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.rows import EPISODE_COLUMNS, EpisodeRows, arguments_json, canonical_json, context_json
 
 __all__ = ["OpenAIChatImporter", "MESSAGE_KEYS"]

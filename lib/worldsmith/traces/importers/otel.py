@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.actions import parse_arguments
+from worldsmith.traces.import_report import Reject
 from worldsmith.traces.importers.base import JsonRecord, ReadItem, iter_json_records
 from worldsmith.traces.importers.otlp import (
     RESOURCE_SPANS_KEYS,
@@ -45,7 +46,6 @@ from worldsmith.traces.model import (
     Turn,
     content_digest,
 )
-from worldsmith.traces.report import Reject
 
 __all__ = ["OTelSpansImporter"]
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worldsmith.traces.actions import action_from_text
+from worldsmith.traces.import_report import Reject
 from worldsmith.traces.importers.base import ReadItem, skip_rest_of_line
 from worldsmith.traces.limits import import_limits
 from worldsmith.traces.model import (
@@ -29,7 +30,6 @@ from worldsmith.traces.model import (
     Turn,
     content_digest,
 )
-from worldsmith.traces.report import Reject
 
 __all__ = ["RolePrefixedImporter"]
 

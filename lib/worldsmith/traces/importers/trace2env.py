@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 
 from worldsmith.traces.actions import action_from_text, parse_arguments
+from worldsmith.traces.import_report import Reject
 from worldsmith.traces.importers.base import JsonRecord, ReadItem, safe_records
-from worldsmith.traces.importers.fields import episode_fields, fallback_episode_id, flatten_content
+from worldsmith.traces.importers.episode_fields import episode_fields, fallback_episode_id, flatten_content
 from worldsmith.traces.model import (
     Action,
     ContextEvent,
@@ -32,7 +33,6 @@ from worldsmith.traces.model import (
     Turn,
     content_digest,
 )
-from worldsmith.traces.report import Reject
 
 __all__ = ["Trace2EnvImporter"]
 

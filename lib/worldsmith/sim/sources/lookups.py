@@ -14,7 +14,7 @@ from worldsmith.sim.sources.registry import answer_source
 from worldsmith.sim.sources.scope import ScopeSource
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.model import Worldbook
-from worldsmith.worldbook.records import RecordStore
+from worldsmith.worldbook.record_store import RecordStore
 
 __all__ = ["LOOKUP_KINDS", "LookupSource", "tool_sources"]
 

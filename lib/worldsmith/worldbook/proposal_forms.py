@@ -16,7 +16,7 @@ from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.induce import episode_of
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.proposals import episodes_with_action
-from worldsmith.worldbook.replay import list_formats, replay_evidence
+from worldsmith.worldbook.rule_replay import list_formats, replay_evidence
 from worldsmith.worldbook.store import WorldbookStore
 from worldsmith.worldbook.templates import evidence_from_episodes
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from worldsmith.worldbook.model import Rule, RuleStatus, Worldbook
-from worldsmith.worldbook.replay import RuleReplay, check_rule
+from worldsmith.worldbook.rule_replay import RuleReplay, check_rule
 from worldsmith.worldbook.store import PatchOp, apply_ops
 
 __all__ = ["EvidenceRegression", "evidence_regressions"]

@@ -19,7 +19,7 @@ import orjson
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from worldsmith.evals.records import Journal
+from worldsmith.evals.eval_records import Journal
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.errors import BadInputError

@@ -19,7 +19,6 @@ import weakref
 from dataclasses import dataclass
 
 from worldsmith.envs.base import EnvError
-from worldsmith.envs.shell.processes import children_of, descendants, open_pidfd, send_signal, stat_fields
 from worldsmith.envs.shell.sandbox import (
     HOME,
     START_SECONDS,
@@ -30,6 +29,7 @@ from worldsmith.envs.shell.sandbox import (
     new_home_base,
     remove_tree,
 )
+from worldsmith.envs.shell.sandbox_processes import children_of, descendants, open_pidfd, send_signal, stat_fields
 from worldsmith.envs.shell_tasks import Chore, materialise
 
 __all__ = ["Limits", "Sandbox"]
