@@ -48,7 +48,8 @@ def test_build_validates_on_the_held_out_split_and_saves_a_version(workspace: Pa
     assert checked["totals"]["turns"] == out["validation"]["totals"]["turns"]
     own = run_json(capsys, "book", "validate", "alf", "--dataset", "alf", "--split", "train",
                    "--workspace", str(workspace))
-    assert not own["leakage"]["ok"] and own["leakage"]["count"] > 0  # its own evidence is flagged
+    assert not own["leakage"]["ok"] and own["leakage"]["leaked_episodes"]  # its own evidence is flagged
+    assert own["leakage"]["version"] == 2 and own["leakage"]["against"] == "evidence"
 
 
 def test_build_with_cross_fitting_and_a_rebuild_as_a_child_version(workspace: Path,

@@ -35,7 +35,7 @@ def test_each_fold_is_evaluated_with_a_book_built_from_the_other_folds(sample, t
     assert all((f.construction_episodes or 0) + (f.episodes or 0) == len(episodes) for f in summary)
     assert [f.book for f in summary] == ["alf-fold1", "alf-fold2", "alf-fold3"]
     leakage = run.report.leakage
-    assert leakage.ok and [f["fold"] for f in leakage.folds] == [1, 2, 3]
+    assert leakage.ok and [f.fold for f in leakage.folds] == [1, 2, 3]
     assert leakage.evaluation_episodes == len(episodes)
     assert run.config.book_version.startswith("folds-") and run.report.config["folds"] == 3
     assert "fold 2/3: book built from" in said[1] and said[-1].startswith("fold 3/3: nearest on ")

@@ -55,7 +55,7 @@ def test_breaking_a_rule_shows_broken_turns_and_a_negative_delta(loop) -> None:
     for turn in delta.broken:
         assert turn.action == "go" and turn.before == turn.target and turn.after == "Nothing at all happens."
     assert delta.turns == sum(len(e.turns) for e in ws.dataset(NAME).iter_episodes("test"))
-    assert "broken" in delta.summary() and delta.leakage["ok"]
+    assert "broken" in delta.summary() and delta.leakage.ok
 
 
 def test_undo_shows_the_reverse_from_the_cache(loop) -> None:

@@ -26,9 +26,9 @@ def _config(name: str) -> EvalConfig:
 def test_a_family_split_is_not_leakage(alfworld_split, alfworld_book: Worldbook) -> None:
     construction, held_out = alfworld_split
     report = check_leakage(alfworld_book, held_out, construction=construction)
-    assert report["ok"] and report["builder_check"]["ok"]
-    assert report["target_turns"] == sum(len(e.turns) for e in held_out)
-    assert not report["shared_episodes"] and not report["leaked_turns"] and not report["duplicated_trajectories"]
+    assert report.ok and report.builder_check is not None and report.builder_check.ok
+    assert report.target_turns == sum(len(e.turns) for e in held_out)
+    assert not report.shared_episodes and not report.leaked_turns and not report.duplicated_trajectories
 
 
 def test_a_planted_episode_is_refused_and_nothing_runs(alfworld_split, tmp_path: Path) -> None:
@@ -37,8 +37,8 @@ def test_a_planted_episode_is_refused_and_nothing_runs(alfworld_split, tmp_path:
     book = build_simulator_book([*construction, planted], name="alfworld").book
     with pytest.raises(LeakageError, match="evaluated episodes are in the book's evidence") as caught:
         check_leakage(book, held_out)
-    assert caught.value.report["shared_episodes"] == [planted.id]
-    assert caught.value.report["leaked_turns"][0].startswith(planted.id + "#")
+    assert caught.value.report.shared_episodes == [planted.id]
+    assert caught.value.report.leaked_turns[0].startswith(planted.id + "#")
     with pytest.raises(LeakageError):
         run_eval(_config("leaky"), tmp_path / "ws", book=book, episodes=held_out)
     assert not (tmp_path / "ws" / "runs" / "eval" / "leaky").exists()
@@ -52,7 +52,7 @@ def test_a_planted_target_turn_is_refused(alfworld_split, alfworld_book: Worldbo
     book = alfworld_book.model_copy(update={"evidence": [*alfworld_book.evidence, evidence]})
     with pytest.raises(LeakageError, match="target turns") as caught:
         check_leakage(book, held_out)
-    assert caught.value.report["leaked_turns"] == [target.id]
+    assert caught.value.report.leaked_turns == [target.id]
 
 
 def test_a_trajectory_copied_under_another_id_is_refused(alfworld_split) -> None:
@@ -63,7 +63,7 @@ def test_a_trajectory_copied_under_another_id_is_refused(alfworld_split) -> None
     evaluated = [held_out[1], held_out[3].model_copy(update={"turns": held_out[3].turns[:2]})]
     with pytest.raises(LeakageError, match="under another id") as caught:
         check_leakage(book, evaluated)
-    duplicated = caught.value.report["duplicated_trajectories"]
+    duplicated = caught.value.report.duplicated_trajectories
     assert duplicated == sorted([f"{held_out[1].id} = renamed-copy",
                                  f"{held_out[3].id} = renamed-truncated (its first 2 turns)"])
 
@@ -73,7 +73,9 @@ def test_construction_episodes_are_checked_with_the_builder_check(alfworld_split
     with pytest.raises(LeakageError, match="construction episodes share"):
         check_leakage(alfworld_book, held_out, construction=[*construction, held_out[0]])
     report = check_leakage(alfworld_book, held_out, construction=[*construction, held_out[0]], raise_on_leak=False)
-    assert not report["ok"] and report["builder_check"]["shared_episodes"] == [held_out[0].id]
+    assert not report.ok and report.builder_check is not None
+    assert report.builder_check.shared_episodes == [held_out[0].id]
+    assert report.leaked_episodes[held_out[0].id] == ["in the construction episodes (the builder's check)"]
 
 
 def test_a_changed_replay_of_a_construction_game_is_seen_not_leaked(alfworld_split, alfworld_book: Worldbook,
@@ -94,12 +96,13 @@ def test_build_and_eval_flag_the_same_copied_trajectory(alfworld_split) -> None:
     source = construction[0]  # another task whose recording is, verbatim, one the book is built from
     copy = _renamed(source, "another-task").model_copy(update={"task_id": "another/task", "family": "another"})
     built = build_simulator_book(construction, name="alfworld", validation=[copy, held_out[0]])
-    assert not built.leakage["ok"] and built.leakage["leaked_episodes"] == ["another-task"]
-    assert built.leakage["duplicated_trajectories"] == [f"another-task = {source.id}"]
+    assert built.leakage is not None and not built.leakage.ok
+    assert built.leakage.leaked_episodes == {"another-task": [f"a copy of {source.id} in the construction episodes"]}
+    assert built.leakage.duplicated_trajectories == [f"another-task = {source.id}"]
     with pytest.raises(LeakageError, match="under another id") as caught:
         check_leakage(built.book, [copy, held_out[0]])
-    assert caught.value.report["duplicated_trajectories"] == built.leakage["duplicated_trajectories"]
-    assert caught.value.report["leaked_episodes"] == {"another-task": [f"a copy of {source.id} in the book's evidence"]}
+    assert caught.value.report.duplicated_trajectories == built.leakage.duplicated_trajectories
+    assert caught.value.report.leaked_episodes == {"another-task": [f"a copy of {source.id} in the book's evidence"]}
 
 
 def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split, tmp_path: Path) -> None:
@@ -126,7 +129,8 @@ def test_drop_leaked_evaluates_the_rest_and_names_what_it_dropped(alfworld_split
 
 def test_the_check_lives_with_the_worldbook_and_evals_names_the_same_objects() -> None:
     from worldsmith import evals, worldbook
-    from worldsmith.evals import leakage
+    from worldsmith.worldbook import leakage
 
-    for name in leakage.__all__:
+    for name in ("LeakageError", "book_episode_ids", "check_leakage", "evidence_families"):
         assert getattr(leakage, name) is getattr(evals, name) is getattr(worldbook, name), name
+    assert leakage.LeakageReport is worldbook.LeakageReport

@@ -105,7 +105,7 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     store = WorldbookStore(root / "worldbooks")
     book = store.load("alfworld")
     held = [e for e in dataset.iter_episodes("test") if (e.env_id or "").startswith("alfworld")]
-    assert held and check_leakage(book, held, raise_on_leak=False)["ok"]
+    assert held and check_leakage(book, held, raise_on_leak=False).ok
     assert store.info("alfworld", store.head("alfworld")).sources[0]["split"] == "train"
     assert at.selectbox(key="ev_new_book").value == "alfworld" and at.selectbox(key="ev_new_dataset").value == "samples"
     assert at.text_input(key="ev_new_split").value == "test" and at.text_input(key="ev_new_env").value == "alfworld"

@@ -207,7 +207,7 @@ def test_cross_fitting_holds_families_out_and_reports_validation() -> None:
     assert summary["pooled"]["common_actions"]["coverage"] > 0.5
     held = [e for e in eps if trajectory_family(e) == trajectory_family(eps[0])]
     leak = leakage_check(eps, held)
-    assert not leak["ok"] and leak["shared_episodes"] == [eps[0].id]
+    assert not leak.ok and leak.shared_episodes == [eps[0].id] and leak.against == "construction"
 
 
 @pytest.mark.parametrize("env", ["textworld", "bfcl", "shell", "scienceworld"])

@@ -10,6 +10,7 @@ import streamlit as st
 from workbench.common.paths import page_file
 from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
+from worldsmith.worldbook import LeakageReport
 
 
 def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
@@ -18,23 +19,11 @@ def validation_frame(report: dict[str, Any]) -> pd.DataFrame:
                          for action, row in report["per_action"].items()])
 
 
-def leakage_frame(leakage: dict[str, Any]) -> pd.DataFrame:
+def leakage_frame(leakage: LeakageReport) -> pd.DataFrame:
     """Which held-out trajectories also stand in the construction episodes, and why: a row per trajectory
-    (`worldbook.build.leakage_check`; its lists of examples are cut at 20)."""
-    why: dict[str, list[str]] = {}
-    for episode in leakage.get("shared_episodes") or []:
-        why.setdefault(episode, []).append("the same episode id is in the construction episodes")
-    turns: dict[str, list[str]] = {}
-    for turn in leakage.get("leaked_turns") or []:
-        turns.setdefault(turn.rsplit("#", 1)[0], []).append(turn)
-    for episode, found in turns.items():
-        why.setdefault(episode, []).append(f"{len(found)} of its target turns are in the construction episodes "
-                                           f"(e.g. {found[0]})")
-    for pair in leakage.get("duplicated_trajectories") or []:
-        copy, _, original = pair.partition(" = ")
-        why.setdefault(copy, []).append(f"a copy of {original} (the same actions and observations)")
-    return pd.DataFrame([{"episode": episode, "why": "; ".join(reasons)} for episode, reasons in why.items()],
-                        columns=["episode", "why"])
+    (`worldbook.build.leakage_check`'s `leaked_episodes`, every leaked episode)."""
+    return pd.DataFrame([{"episode": episode, "why": "; ".join(reasons)}
+                         for episode, reasons in leakage.leaked_episodes.items()], columns=["episode", "why"])
 
 
 def _validation(title: str, report: dict[str, Any]) -> None:
@@ -66,13 +55,14 @@ def render_build_report(outcome: dict[str, Any]) -> None:
         for column, (status, count) in zip(st.columns(len(statuses)), statuses, strict=True):
             column.metric(f"{md_escape(status)} rules", md_escape(count))
     if outcome.get("validation"):
-        leakage = outcome.get("leakage") or {}
+        stored = outcome.get("leakage")
+        leakage = LeakageReport.read(stored) if stored else None
         st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
-                   f"{'passed' if leakage.get('ok') else 'FAILED'}")
-        if leakage and not leakage.get("ok"):
-            leaked = leakage.get("leaked_episodes") or []
-            st.warning(f"{len(leaked)} held-out trajectories also stand in the construction episodes: the held-out "
-                       "numbers below overstate fidelity. Evaluate with `--drop-leaked` or split again.",
+                   f"{'passed' if leakage is not None and leakage.ok else 'FAILED'}")
+        if leakage is not None and not leakage.ok:
+            st.warning(f"{len(leakage.leaked_episodes)} held-out trajectories also stand in the construction "
+                       "episodes: the held-out numbers below overstate fidelity. Evaluate with `--drop-leaked` or "
+                       "split again.",
                        icon=":material/warning:")
             st.dataframe(leakage_frame(leakage), hide_index=True)
         _validation("Replay on held-out trajectories", outcome["validation"])

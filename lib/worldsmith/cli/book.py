@@ -157,7 +157,8 @@ def _register_validate(actions: argparse._SubParsersAction) -> None:
         "validate", help="replay a version's rules over a dataset's trajectories; check its provenance",
         description="Replay the supported rules over held-out trajectories with their observed prefixes (per-action "
                     "coverage and exact match), check that every provenance turn id resolves to a real turn of the "
-                    "source dataset, and report leakage (evaluation turns inside the construction evidence).")
+                    "source dataset, and report leakage (`eval`'s rule: the trajectories, their turns or "
+                    "verbatim copies inside the book's evidence).")
     check.add_argument("book")
     check.add_argument("--dataset", required=True, help="the trajectories to replay")
     check.add_argument("--split")
@@ -431,6 +432,7 @@ def run_search(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     from worldsmith.cli.build import print_validation
     from worldsmith.worldbook.build import validate
+    from worldsmith.worldbook.leakage import check_leakage
 
     workspace = workspace_from(args)
     store = WorldbookStore.of_workspace(workspace)
@@ -440,8 +442,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if not episodes:
         raise CommandError(f"dataset {args.dataset!r} has no episodes" + (f" in split {args.split!r}" if args.split
                                                                           else ""))
-    evidence_turns = {item.turn_id for item in book.evidence}
-    leaked = [turn.id for episode in episodes for turn in episode.turns if turn.id in evidence_turns]
+    leakage = check_leakage(book, episodes, raise_on_leak=False)  # eval's rule: ids, target turns and copies
     source = next((s.get("dataset") for s in info.sources if isinstance(s, dict) and s.get("dataset")), None)
     provenance: dict[str, Any] = {"source_dataset": source, "checked": 0, "missing": []}
     if source and source in workspace.list_datasets():
@@ -451,15 +452,15 @@ def run_validate(args: argparse.Namespace) -> int:
         provenance["missing"] = [t for t in turns if not dataset.has_turn(t)][:50]
     report = validate(book, episodes).to_json()
     out = {"book": args.book, "version": version, "dataset": args.dataset, "split": args.split,
-           "episodes": len(episodes), "leakage": {"ok": not leaked, "leaked_turns": leaked[:20],
-                                                  "count": len(leaked)},
+           "episodes": len(episodes), "leakage": leakage.to_json(),
            "provenance": provenance, **report}
     if _json(args):
         emit_json(out)
         return EXIT_OK
     print(f"{args.book} {version} on {args.dataset}{'/' + args.split if args.split else ''}: {len(episodes)} trajectories")
-    if leaked:
-        print(f"warning: {len(leaked)} of these turns are in the worldbook's own evidence (not held out)")
+    if not leakage.ok:
+        print(f"warning: {len(leakage.leaked_episodes)} of these trajectories are in the worldbook's own evidence "
+              "(not held out)")
     if provenance["checked"]:
         print(f"provenance: {provenance['checked']} turn ids checked in {source}, "
               f"{len(provenance['missing'])} missing")

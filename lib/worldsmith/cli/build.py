@@ -155,7 +155,7 @@ def run_build(args: argparse.Namespace) -> int:
     for warning in outcome.warnings:
         print(f"warning: {warning}")
     if report["validation"]:
-        leak_ok = result.leakage is not None and result.leakage["ok"]
+        leak_ok = result.leakage is not None and result.leakage.ok
         print(f"held-out split {outcome.validation_split!r}; leakage check {'ok' if leak_ok else 'FAILED'}")
         print_validation(report["validation"])
     if outcome.cross_fit is not None:

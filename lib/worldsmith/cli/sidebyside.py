@@ -107,7 +107,8 @@ def run_side_by_side(args: argparse.Namespace) -> int:
         emit_json({"book": args.book, "version": version, "dataset": args.dataset, "episode": episode.id,
                    "mode": args.mode, "methods": methods, "steps": [_step_json(v, args.states) for v in views],
                    "summary": runner.summary(), "leaked": runner.leaked, "leak_notice": runner.leak_notice(),
-                   "excluded_evidence": runner.excluded_evidence, "leakage": runner.leakage})
+                   "excluded_evidence": runner.excluded_evidence,
+                   "leakage": runner.leakage.to_json() if runner.leakage else None})
         return EXIT_OK
     notice = runner.leak_notice()
     if notice:

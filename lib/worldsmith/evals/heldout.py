@@ -19,7 +19,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,6 +36,7 @@ from worldsmith.util.code_version import code_version
 from worldsmith.util.errors import BadInputError
 from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
+from worldsmith.worldbook.leakage_report import LeakageReport
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["DELTA_METRICS", "FlippedTurn", "HeldOut", "HeldOutDelta", "MetricDelta", "TurnScore", "VersionScores",
@@ -156,7 +157,7 @@ class HeldOutDelta(BaseModel):
     metrics: dict[str, MetricDelta]
     by_action: dict[str, dict[str, MetricDelta]]
     flipped: list[FlippedTurn]
-    leakage: dict[str, Any]
+    leakage: LeakageReport
     computed: list[str] = Field(description="Which versions were predicted now ('before', 'after'); others cached.")
     seconds: float = Field(description="Wall seconds of this delta, cache reads included.")
 
@@ -225,13 +226,13 @@ def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | 
     return out
 
 
-def _leak_checked(book: Worldbook, episodes: list[Episode]) -> dict[str, Any]:
+def _leak_checked(book: Worldbook, episodes: list[Episode]) -> LeakageReport:
     """The `worldsmith eval` rule: LeakageError when a held-out episode is in (or copied into) the book's evidence."""
     _, report = leak_free(book, episodes, None, drop=False)
     return report
 
 
-def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> dict[str, Any]:
+def check_heldout(book: Worldbook, heldout: HeldOut, workspace: Workspace) -> LeakageReport:
     """The leakage report of `heldout` against `book` (LeakageError, ValueError as `heldout_delta` raises them):
     what a page or the CLI checks once when the set is chosen, before any edit."""
     try:
@@ -334,6 +335,6 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
     return HeldOutDelta(heldout=heldout, before_hash=before.book_hash, after_hash=after.book_hash, turns=len(pairs),
                         episodes=len({a.episode_id for a, _ in pairs}), actions=actions,
                         metrics=_metrics(pairs, resamples, seed), by_action=by_action, flipped=flipped,
-                        leakage={k: v for k, v in leakage.items() if k != "builder_check"},
+                        leakage=leakage,
                         computed=[n for n, s in (("before", before), ("after", after)) if not s.cached],
                         seconds=round(time.perf_counter() - started, 3))

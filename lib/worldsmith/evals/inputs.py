@@ -28,6 +28,7 @@ from worldsmith.util.progress import Progress
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook.build import family_folds, trajectory_family
 from worldsmith.worldbook.leakage import LeakageError, check_leakage, evidence_families
+from worldsmith.worldbook.leakage_report import Dropped, LeakageReport
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["Inputs", "Part", "digest", "fold_summary", "in_env", "leak_free", "load_inputs"]
@@ -71,7 +72,7 @@ class Part:
     version: str
     episodes: list[Episode]
     families: set[str]  # trajectory families of the book's evidence: their records are "seen" tasks
-    leakage: dict[str, Any]
+    leakage: LeakageReport
     fold: int | None = None  # 1-based
     construction: int | None = None  # episodes the fold's book was built from
 
@@ -92,22 +93,23 @@ def _pool(config: EvalConfig, ws: Workspace, episodes: Sequence[Episode] | None)
     return list(dataset.iter_episodes(config.split)), dataset.revision, dataset
 
 
-def _families(book: Worldbook, candidates: Iterable[Episode], leakage: dict[str, Any]) -> set[str]:
+def _families(book: Worldbook, candidates: Iterable[Episode], leakage: LeakageReport) -> set[str]:
     families, unresolved = evidence_families(book, candidates)
-    leakage.update({"evidence_families": len(families), "evidence_episodes_unresolved": len(unresolved)})
+    leakage.evidence_families, leakage.evidence_episodes_unresolved = len(families), len(unresolved)
     return families
 
 
 def leak_free(book: Worldbook, episodes: list[Episode], construction: Sequence[Episode] | None,
-               drop: bool) -> tuple[list[Episode], dict[str, Any]]:
+               drop: bool) -> tuple[list[Episode], LeakageReport]:
     """The episodes, leakage checked: refused (`LeakageError`), or with `drop` the leaked ones left out, the report
     then describing the episodes kept and naming the dropped ones and why (`dropped`)."""
     leakage = check_leakage(book, episodes, construction=construction, raise_on_leak=not drop)
-    if leakage["ok"]:
+    if leakage.ok:
         return episodes, leakage
-    kept = [e for e in episodes if e.id not in leakage["leaked_episodes"]]
-    dropped = {"count": len(episodes) - len(kept), "episodes": leakage["leaked_episodes"]}
-    return kept, {**(check_leakage(book, kept, construction=construction) if kept else leakage), "dropped": dropped}
+    kept = [e for e in episodes if e.id not in leakage.leaked_episodes]
+    dropped = Dropped(count=len(episodes) - len(kept), episodes=leakage.leaked_episodes)
+    rest = check_leakage(book, kept, construction=construction) if kept else leakage
+    return kept, rest.model_copy(update={"dropped": dropped})
 
 
 def _book_part(config: EvalConfig, ws: Workspace, pool: list[Episode], dataset: Any, book: Worldbook | None,
@@ -169,24 +171,26 @@ def _fold_parts(config: EvalConfig, pool: list[Episode], cache_dir: Path, progre
     return parts
 
 
-def _pooled_leakage(parts: list[Part]) -> dict[str, Any]:
-    """The run's leakage report; a cross-fitted run's pools its folds' (each kept under `folds`)."""
+def _pooled_leakage(parts: list[Part]) -> LeakageReport:
+    """The run's leakage report; a cross-fitted run's pools its folds' (each kept under `folds`, the leaked
+    episodes of every fold on top)."""
     if parts[0].fold is None:
         return parts[0].leakage
-    pooled = {"ok": all(p.leakage["ok"] for p in parts), "target_turns": sum(p.leakage["target_turns"] for p in parts),
-              "evaluation_episodes": sum(p.leakage["evaluation_episodes"] for p in parts),
-              "folds": [{"fold": p.fold, **p.leakage} for p in parts]}
-    dropped = [p.leakage["dropped"] for p in parts if "dropped" in p.leakage]
-    if dropped:
-        pooled["dropped"] = {"count": sum(d["count"] for d in dropped),
-                             "episodes": {k: v for d in dropped for k, v in d["episodes"].items()}}
-    return pooled
+    dropped = [p.leakage.dropped for p in parts if p.leakage.dropped is not None]
+    leaked = {k: v for p in parts for k, v in p.leakage.leaked_episodes.items()}
+    return LeakageReport(
+        against="evidence", leaked_episodes=dict(sorted(leaked.items())),
+        target_turns=sum(p.leakage.target_turns for p in parts),
+        evaluation_episodes=sum(p.leakage.evaluation_episodes or 0 for p in parts),
+        folds=[p.leakage.model_copy(update={"fold": p.fold}) for p in parts],
+        dropped=Dropped(count=sum(d.count for d in dropped),
+                        episodes={k: v for d in dropped for k, v in d.episodes.items()}) if dropped else None)
 
 
 def fold_summary(parts: list[Part]) -> list[dict[str, Any]]:
     return [{"fold": p.fold, "book": p.book.name, "book_version": p.version, "construction_episodes": p.construction,
              "episodes": len(p.episodes), "families": len({trajectory_family(e) for e in p.episodes}),
-             "leakage_ok": p.leakage["ok"]} for p in parts]
+             "leakage_ok": p.leakage.ok} for p in parts]
 
 
 @dataclass
@@ -195,7 +199,7 @@ class Inputs:
 
     parts: list[Part]
     version: str
-    leakage: dict[str, Any]
+    leakage: LeakageReport
     revision: Any
     excluded: dict[str, int] = field(default_factory=dict)  # episodes of the run's environment left out, by why
 
@@ -217,6 +221,7 @@ def load_inputs(config: EvalConfig, ws: Workspace, progress: Progress | None, bu
         version = parts[0].version
     leakage = _pooled_leakage(parts)
     if not any(part.episodes for part in parts):
-        raise LeakageError(f"leakage: all {leakage['dropped']['count']} evaluation episodes leak (drop_leaked), "
+        count = leakage.dropped.count if leakage.dropped else 0
+        raise LeakageError(f"leakage: all {count} evaluation episodes leak (drop_leaked), "
                            "nothing is left to evaluate", leakage)
     return Inputs(parts, version, leakage, revision, excluded)

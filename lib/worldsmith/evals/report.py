@@ -22,6 +22,7 @@ from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sa
 from worldsmith.evals.metrics import METRICS, metric_names
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.util.atomic import atomic_write, atomic_write_json
+from worldsmith.worldbook.leakage_report import LeakageReport
 
 __all__ = ["COST_COLUMNS", "NOVELTY_METRICS", "REPORT_METRICS", "build_report", "write_report"]
 
@@ -140,7 +141,7 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
 
 
 def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint: str, config: dict[str, Any],
-                 methods: list[str], judge: str | None = None, leakage: dict[str, Any] | None = None,
+                 methods: list[str], judge: str | None = None, leakage: LeakageReport | None = None,
                  resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
                  fidelity_metric: str = "exact_match", extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """report.json's content for a run's records."""
@@ -167,7 +168,8 @@ def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint:
         "errors": {m: int(frame[(frame["method"] == m)]["error"].notna().sum()) for m in methods},
         "cost": {m: {c: _num(frame[frame["method"] == m][c].astype(float).mean())
                      for c in COST_COLUMNS} for m in methods if (frame["method"] == m).any()},
-        "leakage": leakage or {}, "seeds": {"bootstrap": seed, "run": config.get("seed", seed)},
+        "leakage": leakage.to_json() if leakage is not None else {},
+        "seeds": {"bootstrap": seed, "run": config.get("seed", seed)},
         "bootstrap": stats, "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if protocol == "drift":

@@ -3,7 +3,8 @@
 The JSON on disk stays the contract (`report.build_report` writes it as a plain dict, byte for byte as
 before); these models only validate and type what readers use. Every model allows unknown keys and
 gives optional fields a default, so reports written by older or newer code still load:
-`report.model_dump(mode="json", exclude_unset=True)` gives back the dict that was read.
+`report.model_dump(mode="json", exclude_unset=True)` gives back the dict that was read, but for `leakage`:
+a `worldbook.LeakageReport`, whose reader upgrades a report stored before its version 2 (it dumps as version 2).
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from worldsmith.worldbook.leakage_report import LeakageReport
+
 __all__ = [
     "BootstrapSettings",
     "CostRow",
-    "Dropped",
     "EvalReport",
     "FidelityPoint",
     "FoldSummary",
     "JudgeStats",
-    "Leakage",
     "MetricCell",
     "PairCell",
     "ScopeBlock",
@@ -66,24 +67,6 @@ class FidelityPoint(MetricCell):
     """fidelity@t of a drift run at step `t`."""
 
     t: int
-
-
-class Dropped(_Open):
-    """Leaked episodes left out of the evaluation set (`drop_leaked`), each with why."""
-
-    count: int = 0
-    episodes: dict[str, list[str]] = Field(default_factory=dict)
-
-
-class Leakage(_Open):
-    """The leakage check of the evaluation set (a cross-fitted run's pools its folds', each under `folds`)."""
-
-    ok: bool | None = None
-    target_turns: int = 0
-    evaluation_episodes: int | None = None
-    dropped: Dropped | None = None
-    leaked_episodes: dict[str, list[str]] = Field(default_factory=dict)
-    folds: list[dict[str, Any]] = Field(default_factory=list)  # a cross-fitted run's: each fold's own check
 
 
 class FoldSummary(_Open):
@@ -165,7 +148,7 @@ class EvalReport(ScopeBlock):
     episodes: int = 0
     errors: dict[str, int] = Field(default_factory=dict)
     cost: dict[str, CostRow] = Field(default_factory=dict)
-    leakage: Leakage = Field(default_factory=Leakage)
+    leakage: LeakageReport = Field(default_factory=LeakageReport)  # read by its own versioned reader
     seeds: dict[str, Any] = Field(default_factory=dict)
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
     created: str | None = None

@@ -39,7 +39,7 @@ from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, epi
 from worldsmith.sim.scoring import DiffSegment, Score, observation_score, word_diff
 from worldsmith.traces.model import Action, Episode, split_turn_id
 from worldsmith.util.errors import BadInputError
-from worldsmith.worldbook.leakage import check_leakage
+from worldsmith.worldbook.leakage import LeakageReport, check_leakage
 from worldsmith.worldbook.model import Worldbook
 
 __all__ = ["REAL", "MethodStatus", "MethodStep", "SideBySide", "StateChange", "StepView", "default_methods",
@@ -160,10 +160,10 @@ def evidence_without(book: Worldbook, episode_ids: set[str]) -> tuple[Worldbook,
     return book.model_copy(update={"evidence": kept}), len(book.evidence) - len(kept)
 
 
-def _leaked_ids(report: Mapping[str, Any], episode: Episode) -> set[str]:
+def _leaked_ids(report: LeakageReport, episode: Episode) -> set[str]:
     """The episode and the evidence episodes its trajectory is a copy of (`a = b` in the leakage report)."""
     ids = {episode.id}
-    for pair in report.get("duplicated_trajectories", []):
+    for pair in report.duplicated_trajectories:
         ids.update(part.strip() for part in str(pair).split(" = "))
     return ids
 
@@ -213,7 +213,7 @@ class SideBySide:
             self.opening = opening or ""
         self._history: list[StepView] = []
         self.diverged_at: int | None = None  # the step at which a typed action left the recording
-        self.leakage: dict[str, Any] | None = None  # eval's leakage report on the episode, when there is one
+        self.leakage: LeakageReport | None = None  # eval's leakage report on the episode, when there is one
         self.excluded_evidence = 0  # evidence items of the episode the methods were not given (from_kinds)
         if episode is not None:
             self.leakage = check_leakage(book, [episode], raise_on_leak=False)
@@ -235,7 +235,7 @@ class SideBySide:
         full, excluded = book, 0
         if episode is not None and exclude_leaked:
             report = check_leakage(book, [episode], raise_on_leak=False)
-            if not report["ok"]:
+            if not report.ok:
                 book, excluded = evidence_without(book, _leaked_ids(report, episode))
         methods: dict[str, WorldModel] = {}
         for kind in kinds:
@@ -265,13 +265,13 @@ class SideBySide:
     @property
     def leaked(self) -> bool:
         """The episode is in the book's construction data by eval's rule: its scores are not held-out numbers."""
-        return self.leakage is not None and not self.leakage["ok"]
+        return self.leakage is not None and not self.leakage.ok
 
     def leak_notice(self) -> str | None:
         """What a screen must say when the episode leaks (None when it does not)."""
         if not self.leaked:
             return None
-        why = "; ".join(reason for reasons in self.leakage["leaked_episodes"].values()  # type: ignore[index]
+        why = "; ".join(reason for reasons in self.leakage.leaked_episodes.values()  # type: ignore[union-attr]
                         for reason in reasons)
         left_out = (f"its {self.excluded_evidence} evidence turns were left out of what the methods retrieve, but "
                     if self.excluded_evidence else "")

@@ -45,6 +45,7 @@ from worldsmith.worldbook.index import (
 from worldsmith.worldbook.induce import InductionConfig, induce_rules
 from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
 from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.worldbook.leakage_report import LeakageReport
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import (
@@ -156,6 +157,7 @@ __all__ = [
     "InductionConfig",
     "Invariant",
     "LeakageError",
+    "LeakageReport",
     "ListFormat",
     "MatchMemo",
     "Note",

@@ -28,6 +28,7 @@ from worldsmith.util.errors import BadInputError
 from worldsmith.util.json_depth import text_too_deep, too_deep
 from worldsmith.workspace.layout import env_family
 from worldsmith.worldbook.book_stages import BOOK_STAGES, deterministic_extract
+from worldsmith.worldbook.leakage_report import EXAMPLES, LeakageReport, leak_reasons, reasons_by_episode
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.pipeline import (
     Artifacts,
@@ -99,7 +100,7 @@ class BuildResult:
     timings: dict[str, float]  # seconds per stage, in the order the stages ran
     stage_reports: dict[str, Any] = field(default_factory=dict)
     validation: ReplayReport | None = None
-    leakage: dict[str, Any] | None = None
+    leakage: LeakageReport | None = None  # the builder's check of `validation` (when given)
     artifacts: Artifacts | None = field(default=None, repr=False, compare=False)  # every stage's output
     excluded: dict[str, int] = field(default_factory=add_exclusions)  # episodes left out, by why
 
@@ -109,7 +110,8 @@ class BuildResult:
             statuses[rule.status.value] = statuses.get(rule.status.value, 0) + 1
         return {"name": self.book.name, "rules": len(self.book.rules), "statuses": statuses,
                 "evidence": len(self.book.evidence), "timings_s": self.timings, "stages": self.stage_reports,
-                "validation": self.validation.to_json() if self.validation else None, "leakage": self.leakage,
+                "validation": self.validation.to_json() if self.validation else None,
+                "leakage": self.leakage.to_json() if self.leakage else None,
                 "excluded": dict(self.excluded)}
 
 
@@ -213,26 +215,27 @@ def duplicate_trajectories(evaluation: Iterable[Episode],
     return out
 
 
-def leakage_check(construction: Sequence[Episode], evaluation: Sequence[Episode]) -> dict[str, Any]:
+def leakage_check(construction: Sequence[Episode], evaluation: Sequence[Episode]) -> LeakageReport:
     """No evaluation episode, target turn or trajectory (verbatim, under another id) may be in the construction
-    episodes; shared families are reported only (another trial of a game is not leakage). `leaked_episodes` lists
-    every evaluated episode that leaks."""
+    episodes; shared families are reported only (another trial of a game is not leakage). `leaked_episodes` says
+    why each evaluated episode that leaks does (`against="construction"`)."""
     built_ids = {e.id for e in construction}
     built_families = {trajectory_family(e) for e in construction}
     built_turns = {t.id or f"{e.id}#{t.index}" for e in construction for t in e.turns}
     shared_episodes = sorted(e.id for e in evaluation if e.id in built_ids)
     shared_families = sorted({trajectory_family(e) for e in evaluation} & built_families)
     targets = [(e.id, t.id or f"{e.id}#{t.index}") for e in evaluation for t in e.turns]
-    leaked_turns = [turn for _, turn in targets if turn in built_turns]
+    leaked_turns = [(e, turn) for e, turn in targets if turn in built_turns]
     duplicated = duplicate_trajectories(evaluation, {e.id: transitions(e) for e in construction})
-    leaked = sorted({*shared_episodes, *(e for e, turn in targets if turn in built_turns), *duplicated})
     built_text = {t.observation.text for e in construction for t in e.turns}
     verbatim = sum(t.observation.text in built_text for e in evaluation for t in e.turns)
-    return {"ok": not leaked, "shared_episodes": shared_episodes[:20], "leaked_turns": leaked_turns[:20],
-            "duplicated_trajectories": [f"{a} = {b}" for a, b in sorted(duplicated.items())][:20],
-            "leaked_episodes": leaked, "shared_families": shared_families[:20],
-            "families_disjoint": not shared_families, "target_turns": len(targets),
-            "targets_seen_verbatim_in_construction": verbatim}
+    return LeakageReport(
+        against="construction",
+        leaked_episodes=reasons_by_episode(leak_reasons("construction", shared_episodes, leaked_turns, duplicated)),
+        shared_episodes=shared_episodes[:EXAMPLES], leaked_turns=[turn for _, turn in leaked_turns][:EXAMPLES],
+        duplicated_trajectories=[f"{a} = {b}" for a, b in sorted(duplicated.items())][:EXAMPLES],
+        target_turns=len(targets), evaluation_episodes=len(evaluation), shared_families=shared_families[:EXAMPLES],
+        families_disjoint=not shared_families, targets_seen_verbatim_in_construction=verbatim)
 
 
 @dataclass
@@ -245,7 +248,7 @@ class CrossFitResult:
         turns = [turn for report in reports for turn in report.turns]
         pooled = ReplayReport(turns)
         return {"folds": len(self.folds), "pooled": pooled.to_json(),
-                "per_fold": [{"families": len(f), "validation": r.totals(), "leakage_ok": fold.leakage["ok"]
+                "per_fold": [{"families": len(f), "validation": r.totals(), "leakage_ok": fold.leakage.ok
                               if fold.leakage else None}
                              for f, r, fold in zip(self.families, reports, self.folds, strict=False)]}
 
@@ -404,7 +407,7 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
         validation={"status": "validated" if validation else "not validated",
                     **({"totals": validation["totals"], "common_actions": validation["common_actions"]}
                        if validation else {}),
-                    "leakage": result.leakage},
+                    "leakage": result.leakage.to_json() if result.leakage else None},
     )
     return BuildOutcome(version=info.version, parent=parent, result=result, episodes=len(episodes),
                         validation_split=held_split, cross_fit=crossed, warnings=warnings)

@@ -9,27 +9,33 @@ episodes at hand it also runs the builder's check. `leaked_episodes` says why ea
 leaks, so a run can drop them instead (`EvalConfig.drop_leaked`). Sharing a trajectory *family*
 (another trial of the same game) is not leakage: those records are reported as "seen" tasks, the
 others as "unseen". Whether a book's evidence holds the evaluated episodes is a question about the book, so it is
-answered here, below the simulator's side-by-side view and the evaluation that both ask it (`worldbook.leakage`
-re-exports these names).
+answered here, below the simulator's side-by-side view and the evaluation that both ask it. Both checks return
+one type, `LeakageReport` (`worldbook.leakage_report`: its JSON, versions and the reader of older stored shapes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from worldsmith.traces.model import Episode, split_turn_id
 from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.build import duplicate_trajectories, leakage_check, trajectory_family
+from worldsmith.worldbook.leakage_report import (
+    BUILDER_REASON,
+    EXAMPLES,
+    LeakageReport,
+    leak_reasons,
+    reasons_by_episode,
+)
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["LeakageError", "book_episode_ids", "check_leakage", "evidence_families"]
+__all__ = ["LeakageError", "LeakageReport", "book_episode_ids", "check_leakage", "evidence_families"]
 
 
 class LeakageError(BadInputError):
     """Evaluation targets are in the worldbook's construction data: the numbers would be dishonest."""
 
-    def __init__(self, message: str, report: dict[str, Any]) -> None:
+    def __init__(self, message: str, report: LeakageReport) -> None:
         super().__init__(message)
         self.report = report
 
@@ -70,14 +76,15 @@ def evidence_families(book: Worldbook, candidates: Iterable[Episode]) -> tuple[s
 
 
 def check_leakage(book: Worldbook, evaluation: Sequence[Episode], *, construction: Sequence[Episode] | None = None,
-                  raise_on_leak: bool = True) -> dict[str, Any]:
+                  raise_on_leak: bool = True) -> LeakageReport:
     """Whether `evaluation` is disjoint from what `book` was built from; raises `LeakageError` when it is not.
 
-    The report: shared episode ids, leaked target turn ids, evaluated trajectories found verbatim in
-    the evidence (whole, or a truncated copy of an evidence trajectory: `worldbook.build.duplicate_trajectories`,
-    which the builder's check uses too), how many target observations occur verbatim in the evidence
-    (informative only: short answers such as "Nothing happens." recur legitimately), the builder's
-    check when `construction` is given, and `leaked_episodes`: why each leaked evaluated episode leaks.
+    The report (`against="evidence"`): shared episode ids, leaked target turn ids, evaluated trajectories found
+    verbatim in the evidence (whole, or a truncated copy of an evidence trajectory:
+    `worldbook.build.duplicate_trajectories`, which the builder's check uses too), how many target observations
+    occur verbatim in the evidence (informative only: short answers such as "Nothing happens." recur
+    legitimately), the builder's check when `construction` is given, and `leaked_episodes`: why each leaked
+    evaluated episode leaks.
     """
     transitions = _evidence_transitions(book)
     evidence_episodes = set(transitions)  # the same ids as book_episode_ids, from one walk of the evidence
@@ -87,41 +94,33 @@ def check_leakage(book: Worldbook, evaluation: Sequence[Episode], *, constructio
     leaked = [(episode_id, turn) for episode_id, turn in targets if turn in evidence_turns]
     duplicated = duplicate_trajectories(evaluation, transitions)
     observed = {item.observation for item in book.evidence}
-    found = [*((e, "in the book's evidence") for e in shared),
-             *((e, "target turns in the book's evidence") for e, _ in leaked),
-             *((e, f"a copy of {copied} in the book's evidence") for e, copied in duplicated.items())]
-    report: dict[str, Any] = {
-        "shared_episodes": shared[:20], "leaked_turns": [turn for _, turn in leaked][:20],
-        "duplicated_trajectories": [f"{a} = {b}" for a, b in sorted(duplicated.items())][:20],
-        "target_turns": len(targets), "evaluation_episodes": len(evaluation),
-        "evidence_episodes": len(evidence_episodes),
-        "targets_seen_verbatim_in_evidence": sum(t.observation.text in observed for e in evaluation for t in e.turns),
-    }
-    if construction is not None:
-        report["builder_check"] = leakage_check(construction, evaluation)
-        found += [(e, "in the construction episodes (the builder's check)")
-                  for e in report["builder_check"]["leaked_episodes"]]
-    why: dict[str, list[str]] = {}
-    for episode_id, reason in dict.fromkeys(found):
-        why.setdefault(episode_id, []).append(reason)
-    report["leaked_episodes"] = dict(sorted(why.items()))
-    report["ok"] = not why
-    if why and raise_on_leak:
+    found = leak_reasons("evidence", shared, leaked, duplicated)
+    builder = leakage_check(construction, evaluation) if construction is not None else None
+    if builder is not None:
+        found += [(e, BUILDER_REASON) for e in builder.leaked_episodes]
+    report = LeakageReport(
+        against="evidence", leaked_episodes=reasons_by_episode(found), shared_episodes=shared[:EXAMPLES],
+        leaked_turns=[turn for _, turn in leaked][:EXAMPLES],
+        duplicated_trajectories=[f"{a} = {b}" for a, b in sorted(duplicated.items())][:EXAMPLES],
+        target_turns=len(targets), evaluation_episodes=len(evaluation), evidence_episodes=len(evidence_episodes),
+        targets_seen_verbatim_in_evidence=sum(t.observation.text in observed for e in evaluation for t in e.turns),
+        builder_check=builder)
+    if not report.ok and raise_on_leak:
         raise LeakageError(f"leakage: refusing to evaluate {book.name!r} on these episodes: " + _reasons(report),
                            report)
     return report
 
 
-def _reasons(report: dict[str, Any]) -> str:
+def _reasons(report: LeakageReport) -> str:
     reasons = []
-    if report["shared_episodes"]:
-        reasons.append(f"evaluated episodes are in the book's evidence (e.g. {report['shared_episodes'][0]})")
-    if report["leaked_turns"]:
-        reasons.append(f"target turns are in the book's evidence (e.g. {report['leaked_turns'][0]})")
-    if report["duplicated_trajectories"]:
+    if report.shared_episodes:
+        reasons.append(f"evaluated episodes are in the book's evidence (e.g. {report.shared_episodes[0]})")
+    if report.leaked_turns:
+        reasons.append(f"target turns are in the book's evidence (e.g. {report.leaked_turns[0]})")
+    if report.duplicated_trajectories:
         reasons.append(f"evaluated trajectories are in the evidence under another id "
-                       f"(e.g. {report['duplicated_trajectories'][0]})")
-    if not report.get("builder_check", {"ok": True})["ok"]:
+                       f"(e.g. {report.duplicated_trajectories[0]})")
+    if report.builder_check is not None and not report.builder_check.ok:
         reasons.append("the construction episodes share episodes, target turns or trajectories with the evaluation "
                        "set")
-    return f"{len(report['leaked_episodes'])} episodes leak: " + "; ".join(reasons)
+    return f"{len(report.leaked_episodes)} episodes leak: " + "; ".join(reasons)
