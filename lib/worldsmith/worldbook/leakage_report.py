@@ -35,7 +35,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from worldsmith.util.errors import BadInputError
 
@@ -117,8 +125,9 @@ class LeakageReport(BaseModel):
             return data
         try:
             return cls.model_validate(data)
-        except ValueError as error:
-            raise BadInputError(f"not a leakage report: {error}", where="leakage") from None
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'report'}: {e['msg']}" for e in error.errors())
+            raise BadInputError(f"not a leakage report ({problems})", where="leakage") from None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (version 2): what report.json, a book's manifest and `--json` hold."""
@@ -168,10 +177,8 @@ def _from_version_1(data: dict[str, Any], stored_ok: Any) -> dict[str, Any]:
         if isinstance(fold, LeakageReport):
             found += [(e, why) for e, reasons in fold.leaked_episodes.items() for why in reasons]
     why = reasons_by_episode(found)
-    if isinstance(stored, list):  # the builder's list of ids: every one leaks, reason or not
-        for episode_id in stored:
-            why.setdefault(str(episode_id), [f"in {_PLACES[against]} (why was not stored)"])
-        why = dict(sorted(why.items()))
+    if isinstance(stored, list):  # the builder's list of ids is the leaked set (a copy's turn ids name its original)
+        why = {str(e): why.get(str(e)) or [f"in {_PLACES[against]} (why was not stored)"] for e in sorted(stored)}
     data["leaked_episodes"] = why
     return _checked(data, stored_ok)
 
