@@ -159,7 +159,8 @@ def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
     frame = leakage_frame(report)
     why = dict(zip(frame["episode"], frame["why"], strict=False))
     assert why[episodes[0].id] == "in the construction episodes; target turns in the construction episodes"
-    assert why["copied-run"] == f"a copy of {episodes[1].id} in the construction episodes"
+    assert why["copied-run"] == ("target turns in the construction episodes; "  # the copy kept its turn ids
+                                 f"a copy of {episodes[1].id} in the construction episodes")
     assert episodes[2].id not in why
 
 
