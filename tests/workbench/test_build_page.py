@@ -164,6 +164,27 @@ def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
     assert episodes[2].id not in why
 
 
+def _old_leaky_build_report() -> None:
+    """A build outcome stored before LeakageReport: the builder's leaked episodes as a list of ids."""
+    import json
+
+    from workbench_support import REPO
+
+    from workbench.worldbook.build_report import render_leakage
+
+    leakage = json.loads((REPO / "tests" / "fixtures" / "leakage" / "build_leaked_v1.json").read_text())
+    render_leakage({"validation_split": "test", "leakage": leakage})
+
+
+def test_an_old_stored_build_outcome_shows_its_leaked_trajectories() -> None:
+    at = no_exception(AppTest.from_function(_old_leaky_build_report, default_timeout=60).run())
+    assert any("leakage check FAILED" in str(c.value) for c in at.caption)
+    assert any(str(w.value).startswith("2 held-out trajectories also stand in the construction episodes")
+               for w in at.warning)
+    frame = at.dataframe[0].value
+    assert list(frame["episode"])[-1] == "copied-run" and frame["why"].str.contains("construction episodes").all()
+
+
 def test_a_running_build_is_linked_from_every_page(empty_root: Path) -> None:
     import sys
 

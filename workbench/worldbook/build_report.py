@@ -43,6 +43,19 @@ def _validation(title: str, report: dict[str, Any]) -> None:
                                 for c in ("coverage", "conditions checked", "exact match")})
 
 
+def render_leakage(outcome: dict[str, Any]) -> None:
+    """The builder's leakage check of the held-out split; an outcome stored by older code reads too."""
+    stored = outcome.get("leakage")
+    leakage = LeakageReport.read(stored) if stored else None
+    st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
+               f"{'passed' if leakage is not None and leakage.ok else 'FAILED'}")
+    if leakage is not None and not leakage.ok:
+        st.warning(f"{len(leakage.leaked_episodes)} held-out trajectories also stand in the construction episodes: "
+                   "the held-out numbers below overstate fidelity. Evaluate with `--drop-leaked` or split again.",
+                   icon=":material/warning:")
+        st.dataframe(leakage_frame(leakage), hide_index=True)
+
+
 def render_build_report(outcome: dict[str, Any]) -> None:
     st.success(f"Saved {md_code(outcome['book'])} version {md_code(outcome['version'])} "
                f"(parent {md_code(outcome['parent'])}): {md_escape(outcome['rules'])} rules from "
@@ -55,16 +68,7 @@ def render_build_report(outcome: dict[str, Any]) -> None:
         for column, (status, count) in zip(st.columns(len(statuses)), statuses, strict=True):
             column.metric(f"{md_escape(status)} rules", md_escape(count))
     if outcome.get("validation"):
-        stored = outcome.get("leakage")
-        leakage = LeakageReport.read(stored) if stored else None
-        st.caption(f"Held-out split {md_code(outcome.get('validation_split'))}; leakage check "
-                   f"{'passed' if leakage is not None and leakage.ok else 'FAILED'}")
-        if leakage is not None and not leakage.ok:
-            st.warning(f"{len(leakage.leaked_episodes)} held-out trajectories also stand in the construction "
-                       "episodes: the held-out numbers below overstate fidelity. Evaluate with `--drop-leaked` or "
-                       "split again.",
-                       icon=":material/warning:")
-            st.dataframe(leakage_frame(leakage), hide_index=True)
+        render_leakage(outcome)
         _validation("Replay on held-out trajectories", outcome["validation"])
     if outcome.get("cross_fit"):
         crossed = outcome["cross_fit"]
