@@ -113,6 +113,7 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
     output = orjson.loads(capsys.readouterr().out)
     train = {e.id for e in Workspace(workspace).dataset("alf").iter_episodes("train")}
     assert output["leakage"]["ok"] and output["dropped"]["count"] == len(train) == 36 - output["records"]
+    assert output["leakage"]["version"] == 2 and output["leakage"]["against"] == "evidence"
     assert set(output["dropped"]["episodes"]) == train
     assert all(why == ["in the book's evidence", "target turns in the book's evidence"]
                for why in output["dropped"]["episodes"].values())
