@@ -12,8 +12,8 @@ JSON (`to_json()`, and any `model_dump` of a model holding one; keys with no val
     ok                       no evaluated episode leaks
     against                  "construction" (builder's check) or "evidence" (a book's evidence)
     leaked_episodes          {episode id: [why, ...]}, sorted by id: every leaked episode, never cut
-    shared_episodes          evaluated episode ids also checked against (first 20)
-    leaked_turns             target turn ids also checked against (first 20)
+    shared_episodes          evaluated episode ids also in what was checked against (first 20)
+    leaked_turns             target turn ids also in what was checked against (first 20)
     duplicated_trajectories  "evaluated id = id it copies[ (its first N turns)]" (first 20)
     target_turns, evaluation_episodes
     shared_families, families_disjoint, targets_seen_verbatim_in_construction     (construction only)
@@ -26,8 +26,9 @@ Reports stored before the version field (run report.json, book manifests, build 
 in one of two dict shapes: the builder's (`leaked_episodes` a list of ids, or absent in the first builds)
 and the evaluation's (`leaked_episodes` a dict, or absent in the first runs). `LeakageReport.read` (and
 `model_validate`, which a stored `EvalReport` goes through) upgrades them: missing reasons are rebuilt from
-the stored lists, which were cut at 20, so a very leaky old report names at least one reason per stored
-example, not every episode. A report from a newer version loads with its unknown keys kept.
+the stored lists, which were cut at 20 (a builder's stored list of ids stays the leaked set; an id with no
+example left gets "why was not stored"), and a stored `ok` that contradicts them is refused. A report from a
+newer version loads with its unknown keys kept.
 """
 
 from __future__ import annotations
