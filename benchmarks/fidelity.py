@@ -41,6 +41,7 @@ import orjson
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.evals.protocols import Scorer, next_obs_records
+from worldsmith.evals.records import EvalRecord
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book
@@ -96,7 +97,7 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
     build_s = time.perf_counter() - started
     novelty = NoveltyIndex.for_book(book)
     models = {"harness": Harness(book), "nearest": NearestEvidence(book)}
-    rows: dict[str, list[dict[str, Any]]] = {method: [] for method in models}
+    rows: dict[str, list[EvalRecord]] = {method: [] for method in models}
     novel: list[bool] = []
     clusters: list[str] = []
     tools: list[str] = []
@@ -107,7 +108,7 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
         tools += [turn.action.name for turn in episode.turns]
         for method, model in models.items():
             rows[method] += next_obs_records(model, episode, Scorer())
-    exact = {m: [float(r["exact_match"]) for r in rows[m]] for m in models}
+    exact = {m: [float(r.exact_match or 0.0) for r in rows[m]] for m in models}
     known = [i for i, flag in enumerate(novel) if not flag]
     diff = [h - n for h, n in zip(exact["harness"], exact["nearest"], strict=True)]
     result: dict[str, Any] = {
@@ -116,17 +117,17 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
         "book": {"rules": len(book.rules), "supported": len(book.supported_rules()), "build_s": round(build_s, 2),
                  "route_folds": book.routes.folds if book.routes else 0},
         "novel_share": round(sum(novel) / len(novel), 4) if novel else None,
-        "routes": dict(Counter(r["route"] for r in rows["harness"]).most_common()),
+        "routes": dict(Counter(r.route for r in rows["harness"]).most_common()),
     }
     for method in models:
-        ended = [r["done_pred"] for r in rows[method] if r["done_real"]]
-        running = [r["done_pred"] for r in rows[method] if not r["done_real"]]
+        ended = [bool(r.done_pred) for r in rows[method] if r.done_real]
+        running = [bool(r.done_pred) for r in rows[method] if not r.done_real]
         result[method] = {
             "all": _interval(clusters, exact[method], resamples),
             "knowable": _interval([clusters[i] for i in known], [exact[method][i] for i in known], resamples),
             "done_recall": round(sum(ended) / len(ended), 4) if ended else None,
             "done_false_alarms": round(sum(running) / len(running), 4) if running else None,
-            "p50_predict_ms": round(statistics.median(r["latency_s"] for r in rows[method]) * 1000, 3),
+            "p50_predict_ms": round(statistics.median(r.latency_s or 0.0 for r in rows[method]) * 1000, 3),
         }
     result["harness - nearest"] = {
         "all": _interval(clusters, diff, resamples),

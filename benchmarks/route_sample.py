@@ -80,7 +80,7 @@ def compare(data: Path, size: int, evaluation: list[Episode], resamples: int) ->
         clusters += [episode.id] * len(marks)
         novel += [bool(values) for values in marks]
         for label, harness in harnesses.items():
-            exact[label] += [float(r["exact_match"]) for r in next_obs_records(harness, episode, Scorer())]
+            exact[label] += [float(r.exact_match or 0.0) for r in next_obs_records(harness, episode, Scorer())]
     known = [i for i, flag in enumerate(novel) if not flag]
     diff = [s - f for s, f in zip(exact["sample"], exact["full"], strict=True)]
     for label in exact:

@@ -34,8 +34,8 @@ def test_the_harness_beats_nearest_evidence_on_held_out_exploration(sample: str,
     for name, model in (("harness", Harness(book)), ("nearest", NearestEvidence(book))):
         for episode in held:
             for record in next_obs_records(model, episode, Scorer()):
-                exact[name] += record["exact_match"]
+                exact[name] += record.exact_match or 0.0
                 if name == "harness":
-                    routes[record["route"]] += 1
+                    routes[record.route or ""] += 1
     assert exact["harness"] > exact["nearest"], (exact, routes)
     assert state_route is None or routes[state_route] > 0, routes  # the map, the file system: state answered

@@ -99,6 +99,7 @@ from worldsmith.evals.protocols import (
     next_obs_records,
     w2r_record,
 )
+from worldsmith.evals.records import RECORD_COLUMNS, EvalRecord, Journal, records_frame, write_records
 from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
@@ -111,6 +112,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "DIMENSIONS",
     "EvalConfig",
+    "EvalRecord",
     "EvalReport",
     "EvalRun",
     "FAMILIES",

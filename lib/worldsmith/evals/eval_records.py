@@ -1,17 +1,27 @@
-"""The run store's records: their columns, the append-only journal a run resumes from, and records.parquet.
+"""The run store's records: `EvalRecord` (whose fields are the records columns), the append-only journal a run
+resumes from, and records.parquet.
+
+Every protocol builds `EvalRecord`s, so a misspelt column is a `TypeError` where the record is made rather than a
+column left null. The arrow schema (`RECORD_SCHEMA`, `RECORD_COLUMNS`) is read off the field declarations, and a
+plug-in metric (`evals.metrics.metric`) rides in `EvalRecord.metrics` and gets its own float column after the
+contract's (`record_schema()`); a metric that is neither a column nor registered is refused (`RecordFieldError`).
 
 A run appends one journal line per finished (method, episode) unit, written with a single append
 and fsynced, so a run killed at any point loses at most the unit in progress; a torn last line is
-dropped when the journal is reopened. `records.parquet` is written from the journal (atomically)
-with the column names and types of the run-store contract.
+dropped when the journal is reopened. Journal lines are JSON with each record flat (plug-in metrics beside the
+columns, null fields left out), as runs made before `EvalRecord` wrote them, so their journals still load.
+`records.parquet` is written from the journal (atomically) with the column names and types of the run-store
+contract.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import orjson
 import pandas as pd
@@ -19,49 +29,168 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from worldsmith.evals.judge import DIMENSIONS
-from worldsmith.evals.metrics import metric_names
+from worldsmith.evals.metrics import METRIC_REGISTRY, metric_names
 from worldsmith.util.atomic import atomic_write, atomic_write_bytes
 from worldsmith.util.errors import BadInputError
 
-__all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "Journal", "record_schema",
-           "records_frame", "write_records"]
+__all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "EvalRecord", "Journal",
+           "RecordFieldError", "record_schema", "records_frame", "records_table", "write_records"]
 
 JUDGE_DIMENSION_COLUMNS = tuple(f"judge_{dimension}" for dimension in DIMENSIONS)  # the judge's dimensions, once
 JUDGE_COLUMNS = ("judge_total", *JUDGE_DIMENSION_COLUMNS)
-# name -> arrow type, in the contract's order; the W2R columns and `error` come last. `novel` (null: unknown, as
-# in runs made before it) says the observation shows values the episode's prefix and the book never showed; `fold`
-# is the fold (1-based) of a cross-fitted run, null otherwise. `source` is the answer source that answered
-# (`Audit.source`, else the route; null in runs made before it); `unseen_action` says the turn's action (tool) never
-# appears in the book's construction data (null: unknown, or a W2R row).
-_COLUMNS: list[tuple[str, pa.DataType]] = [
-    ("run", pa.string()), ("protocol", pa.string()), ("method", pa.string()), ("env_id", pa.string()),
-    ("episode_id", pa.string()), ("family", pa.string()), ("task_seen", pa.bool_()), ("turn", pa.int64()),
-    ("action", pa.string()), ("reference", pa.string()), ("prediction", pa.string()),
-    ("exact_match", pa.float64()), ("edit_similarity", pa.float64()), ("token_f1", pa.float64()),
-    ("json_f1", pa.float64()), *[(name, pa.float64()) for name in JUDGE_COLUMNS],
-    ("route", pa.string()), ("source", pa.string()), ("rules", pa.list_(pa.string())), ("model_calls", pa.int64()),
-    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("latency_s", pa.float64()),
-    ("cost_usd", pa.float64()), ("diverged", pa.bool_()), ("outcome", pa.string()), ("done_pred", pa.bool_()),
-    ("done_real", pa.bool_()), ("novel", pa.bool_()), ("novel_values", pa.list_(pa.string())),
-    ("unseen_action", pa.bool_()), ("fold", pa.int64()),
-    ("policy", pa.string()), ("real_success", pa.bool_()), ("w2r_success", pa.bool_()), ("sim_steps", pa.int64()),
-    ("error", pa.string()),
-]
+
+
+class RecordFieldError(BadInputError):
+    """A record names a field that is neither a records column nor a registered metric (`field` names it)."""
+
+    def __init__(self, message: str, *, field: str, where: str | None = None) -> None:
+        super().__init__(message, where=where)
+        self.field = field
+
+
+@dataclass(slots=True)
+class EvalRecord:
+    """One scored prediction: a turn of next-obs or drift, or an episode of W2R. Each field but `metrics` is a
+    records column, in the contract's order (the W2R columns and `error` last); null means not applicable or not
+    known (runs made before a column existed read it as null).
+
+    Mutable, not frozen: a protocol scores the turn, then the run fills the run-level fields (run, method,
+    episode, fold, novelty) in place rather than copying every record at each stage.
+    """
+
+    run: str | None = None
+    protocol: str | None = None
+    method: str | None = None
+    env_id: str | None = None
+    episode_id: str | None = None
+    family: str | None = None  # the trajectory family (`worldbook.build.trajectory_family`)
+    task_seen: bool | None = None  # the family is among the book's construction families
+    turn: int | None = None  # -1 for a W2R record
+    action: str | None = None
+    reference: str | None = None
+    prediction: str | None = None
+    exact_match: float | None = None  # the built-in metrics (`evals.metrics.METRICS`)
+    edit_similarity: float | None = None
+    token_f1: float | None = None
+    json_f1: float | None = None
+    judge_total: float | None = None  # the judge's total and dimensions (`JUDGE_COLUMNS`), null without a judge
+    judge_format: float | None = None
+    judge_factuality: float | None = None
+    judge_consistency: float | None = None
+    judge_realism: float | None = None
+    judge_quality: float | None = None
+    route: str | None = None
+    source: str | None = None  # the answer source that answered (`Audit.source`, else the route)
+    rules: list[str] | None = None
+    model_calls: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    diverged: bool | None = None  # drift: at or after the first miss
+    outcome: str | None = None
+    done_pred: bool | None = None
+    done_real: bool | None = None
+    novel: bool | None = None  # the observation shows values the episode's prefix and the book never showed
+    novel_values: list[str] | None = None
+    unseen_action: bool | None = None  # the turn's action (tool) never appears in the book's construction data
+    fold: int | None = None  # the fold (1-based) of a cross-fitted run
+    policy: str | None = None  # W2R: the policy, its real success, its replayed success, its steps in simulation
+    real_success: bool | None = None
+    w2r_success: bool | None = None
+    sim_steps: int | None = None
+    error: str | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)  # plug-in metrics by name: not columns above
+
+    def __post_init__(self) -> None:
+        if self.metrics:
+            _check_metrics(self.metrics)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], *, where: str | None = None) -> EvalRecord:
+        """A record from a flat dict (a journal line's, or one built by hand): the columns by name, a registered
+        plug-in metric's score beside them. Any other key raises `RecordFieldError` naming it (and `where`)."""
+        columns: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in _COLUMN_SET:
+                columns[key] = value
+            elif key == "metrics" and isinstance(value, Mapping):
+                extra.update(value)
+            else:
+                extra[key] = value
+        if extra:
+            _check_metrics(extra, where)
+        return cls(**columns, metrics=extra)
+
+    def to_dict(self, *, drop_none: bool = False) -> dict[str, Any]:
+        """The flat dict of a journal line: the columns, then the plug-in metrics (null ones left out with
+        `drop_none`)."""
+        out = {name: getattr(self, name) for name in RECORD_COLUMNS}
+        out.update(self.metrics)
+        return {k: v for k, v in out.items() if v is not None} if drop_none else out
+
+    def value(self, name: str) -> Any:
+        """A column's or a plug-in metric's value by name (null when the metric was not scored); `KeyError` for
+        any other name."""
+        if name in _COLUMN_SET:
+            return getattr(self, name)
+        if name in METRIC_REGISTRY:
+            return self.metrics.get(name)
+        raise KeyError(name)
+
+
+def _check_metrics(metrics: Mapping[str, Any], where: str | None = None) -> None:
+    for name in metrics:
+        if name in _COLUMN_SET:
+            raise RecordFieldError(f"{name!r} is a records column: set the field, not a metric", field=name,
+                                   where=where)
+        if name not in METRIC_REGISTRY:
+            raise RecordFieldError(f"record field {name!r} is neither a records column nor a registered metric "
+                                   f"(register it with @metric, or fix the name)", field=name, where=where)
+
+
+_ARROW_TYPES: dict[Any, pa.DataType] = {str: pa.string(), bool: pa.bool_(), int: pa.int64(), float: pa.float64(),
+                                        list[str]: pa.list_(pa.string())}
+
+
+def _arrow_type(name: str, hint: Any) -> pa.DataType:
+    """`X | None` -> X's arrow type: every column is nullable."""
+    kinds = [kind for kind in get_args(hint) if kind is not type(None)] \
+        if get_origin(hint) in (Union, types.UnionType) else [hint]
+    if len(kinds) != 1 or kinds[0] not in _ARROW_TYPES:
+        raise TypeError(f"EvalRecord.{name}: {hint} has no records column type")
+    return _ARROW_TYPES[kinds[0]]
+
+
+def _contract() -> list[tuple[str, pa.DataType]]:
+    hints = get_type_hints(EvalRecord)
+    return [(f.name, _arrow_type(f.name, hints[f.name])) for f in fields(EvalRecord) if f.name != "metrics"]
+
+
+_COLUMNS = _contract()
 RECORD_COLUMNS = tuple(name for name, _ in _COLUMNS)
 RECORD_SCHEMA = pa.schema([pa.field(name, kind, nullable=True) for name, kind in _COLUMNS])
+_COLUMN_SET = frozenset(RECORD_COLUMNS)
 
 
 def record_schema() -> pa.Schema:
     """The contract's schema plus a float column per registered plug-in metric (`evals.metrics.metric`), after the
     contract's columns, so a metric added in one file reaches records.parquet instead of being dropped."""
-    extra = [name for name in metric_names() if name not in RECORD_COLUMNS]
+    extra = [name for name in metric_names() if name not in _COLUMN_SET]
     if not extra:
         return RECORD_SCHEMA
     return pa.schema([*RECORD_SCHEMA, *(pa.field(name, pa.float64(), nullable=True) for name in extra)])
 
 
+def _as_record(record: EvalRecord | Mapping[str, Any]) -> EvalRecord:
+    return record if isinstance(record, EvalRecord) else EvalRecord.from_dict(record)
+
+
 class Journal:
-    """`records.jsonl` of a run: one JSON line per finished unit `{"method", "episode_id", "records", ...}`."""
+    """`records.jsonl` of a run: one JSON line per finished unit `{"method", "episode_id", "records", ...}`.
+
+    In memory a unit's `records` are `EvalRecord`s; on disk each is its flat dict (`EvalRecord.to_dict`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -79,12 +208,17 @@ class Journal:
             try:
                 unit = orjson.loads(line)
                 key = (str(unit["method"]), str(unit["episode_id"]))
+                rows = unit["records"]
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 if number == data.count(b"\n") + 1:  # the last line, cut by a crash: drop it
                     torn = True
                     continue
                 raise BadInputError(f"{self.path}:{number}: not a journal line (delete the run folder to start "
                                  f"over)") from None
+            if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+                raise BadInputError("the unit's records are not a list of objects (delete the run folder to start "
+                                    "over)", where=f"{self.path}:{number}")
+            unit["records"] = [EvalRecord.from_dict(row, where=f"{self.path}:{number}") for row in rows]
             self.units[key] = unit
             good.append(line)
         if torn:
@@ -94,8 +228,11 @@ class Journal:
         return (method, episode_id) in self.units
 
     def append(self, unit: dict[str, Any]) -> None:
-        """Add a unit with one write and an fsync (a crash leaves at most a torn last line)."""
-        line = orjson.dumps(unit, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        """Add a unit (its `records`: `EvalRecord`s, or flat dicts) with one write and an fsync (a crash leaves at
+        most a torn last line)."""
+        records = [_as_record(record) for record in unit["records"]]
+        written = {**unit, "records": [record.to_dict(drop_none=True) for record in records]}
+        line = orjson.dumps(written, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -103,9 +240,9 @@ class Journal:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.units[(str(unit["method"]), str(unit["episode_id"]))] = unit
+        self.units[(str(unit["method"]), str(unit["episode_id"]))] = {**unit, "records": records}
 
-    def records(self, order: Iterable[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    def records(self, order: Iterable[tuple[str, str]] | None = None) -> list[EvalRecord]:
         """Every record, units in `order` (method, episode id) when given (others after, as appended)."""
         keys = list(self.units)
         if order is not None:
@@ -114,19 +251,31 @@ class Journal:
         return [record for key in keys for record in self.units[key]["records"]]
 
 
-def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def records_table(records: Iterable[EvalRecord | Mapping[str, Any]]) -> pa.Table:
+    """Records as an arrow table of `record_schema()`, built column by column; a flat dict (an older run's
+    journal record) is read with `EvalRecord.from_dict`. A value of the wrong type raises `RecordFieldError`
+    naming its column."""
+    rows = [_as_record(record) for record in records]
+    schema = record_schema()
+    arrays = []
+    for column in schema:
+        name = column.name
+        values = [getattr(row, name) for row in rows] if name in _COLUMN_SET else [row.metrics.get(name) for row in rows]
+        try:
+            arrays.append(pa.array(values, type=column.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise RecordFieldError(f"records column {name!r} ({column.type}): {error}", field=name) from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def records_frame(records: Iterable[EvalRecord | Mapping[str, Any]]) -> pd.DataFrame:
     """Records as a DataFrame with exactly the contract's columns and the registered metrics' (missing ones null)."""
-    schema = record_schema()
-    table = pa.Table.from_pylist([{name: record.get(name) for name in schema.names} for record in records],
-                                 schema=schema)
-    return table.to_pandas()
+    return records_table(records).to_pandas()
 
 
-def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
+def write_records(path: Path, records: Iterable[EvalRecord | Mapping[str, Any]]) -> int:
     """Write records.parquet atomically (the registered metrics' columns too); returns the number of rows."""
-    schema = record_schema()
-    rows = [{name: record.get(name) for name in schema.names} for record in records]
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = records_table(records)
     with atomic_write(Path(path)) as handle:
         pq.write_table(table, handle)
-    return len(rows)
+    return table.num_rows

@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.envmatch import match_episodes
 from worldsmith.evals.inputs import in_env, leak_free
-from worldsmith.evals.metrics import metric_scores
 from worldsmith.evals.protocols import Scorer, next_obs_records
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
@@ -214,13 +213,13 @@ def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | 
     total = sum(len(e.turns) for e in episodes)
     for episode in episodes:
         for record in next_obs_records(model, episode, Scorer()):
-            action = episode.turns[record["turn"]].action
-            metrics = metric_scores(record["prediction"], record["reference"])
-            out.append(TurnScore(episode_id=episode.id, turn=record["turn"], action=model.canonical(action)[0],
-                                 action_text=record["action"], prediction=record["prediction"],
-                                 target=record["reference"], route=record["route"], rules=record["rules"],
-                                 exact_match=float(metrics["exact_match"] or 0.0),
-                                 token_f1=float(metrics["token_f1"] or 0.0), json_f1=metrics["json_f1"]))
+            turn = record.turn or 0
+            action = episode.turns[turn].action
+            out.append(TurnScore(episode_id=episode.id, turn=turn, action=model.canonical(action)[0],
+                                 action_text=record.action or "", prediction=record.prediction or "",
+                                 target=record.reference or "", route=record.route or "", rules=record.rules or [],
+                                 exact_match=float(record.exact_match or 0.0),
+                                 token_f1=float(record.token_f1 or 0.0), json_f1=record.json_f1))
         if progress is not None:
             progress(len(out), total, f"episode {episode.id}")
     return out

@@ -11,8 +11,8 @@ compares whitespace-normalised text; `token_f1` is the F1 of the two bags of low
 reference is not JSON (so it averages over JSON targets only).
 
 A new metric is one function in one file: `@metric` registers `fn(prediction, reference) -> float | None` (None:
-not applicable to this pair), and every evaluation then scores it into its records, records.parquet and the
-report (and so the workbench's leaderboard). An installed package adds one through a `worldsmith.metrics` entry
+not applicable to this pair), and every evaluation then scores it into its records (`EvalRecord.metrics`),
+records.parquet and the report (and so the workbench's leaderboard). An installed package adds one through a `worldsmith.metrics` entry
 point (the function, or a module that uses `@metric`).
 """
 
@@ -46,7 +46,7 @@ def _check(name: str, function: MetricFunction) -> None:
     if name not in METRICS:
         from worldsmith.evals.eval_records import RECORD_COLUMNS  # lazy: records lists the registered metrics
 
-        if name in RECORD_COLUMNS:
+        if name in RECORD_COLUMNS or name == "metrics":  # `EvalRecord.metrics` holds the plug-ins' scores
             raise ValueError(f"metric name {name!r} is a run-store column already: choose another name")
 
 

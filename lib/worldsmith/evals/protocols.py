@@ -9,7 +9,7 @@
   action sequence is replayed in the real environment (real success), and the same policy also acts
   in the real environment directly (Real). W2R / Real is the simulator's consistency.
 
-Records are plain dicts with the run store's columns (`records.RECORD_COLUMNS`); the run adds the
+Records are `records.EvalRecord`s (their fields are the run store's columns); the run fills in the
 run-level ones. Methods are the world models registered in `sim.registry`, by the same names
 (deprecated aliases such as `book` or `harness-schema` resolve to them).
 """
@@ -28,6 +28,8 @@ from worldsmith.envs.replay import replay
 from worldsmith.evals.eval_records import JUDGE_COLUMNS
 from worldsmith.evals.judge import Judge
 from worldsmith.evals.metrics import metric_scores
+from worldsmith.evals.metrics import METRICS, metric_scores
+from worldsmith.evals.records import JUDGE_COLUMNS, EvalRecord
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
@@ -161,21 +163,23 @@ class Scorer:
 
 
 def _turn_record(scorer: Scorer, episode: Episode, turn: int, prediction: Prediction | None,
-                 error: str | None) -> dict[str, Any]:
+                 error: str | None) -> EvalRecord:
     recorded = episode.turns[turn]
     reference = recorded.observation.text
     text = prediction.observation if prediction is not None else ""
-    return {
-        "turn": turn, "action": action_line(recorded.action), "reference": reference, "prediction": text,
-        **metric_scores(text, reference), **scorer.judged(episode, turn, reference, text),
-        "route": prediction.audit.route if prediction is not None else "error",
-        "source": (prediction.audit.source or prediction.audit.route) if prediction is not None else "error",
-        "rules": list(prediction.audit.rules) if prediction is not None else [],
+    scores = metric_scores(text, reference)
+    return EvalRecord(
+        turn=turn, action=action_line(recorded.action), reference=reference, prediction=text,
+        exact_match=scores["exact_match"], edit_similarity=scores["edit_similarity"], token_f1=scores["token_f1"],
+        json_f1=scores["json_f1"], **scorer.judged(episode, turn, reference, text),
+        route=prediction.audit.route if prediction is not None else "error",
+        source=(prediction.audit.source or prediction.audit.route) if prediction is not None else "error",
+        rules=list(prediction.audit.rules) if prediction is not None else [],
         **scorer.usage(prediction),
-        "diverged": None, "outcome": prediction.outcome if prediction is not None else "unknown",
-        "done_pred": bool(prediction.done) if prediction is not None else False, "done_real": bool(recorded.done),
-        "error": error,
-    }
+        diverged=None, outcome=prediction.outcome if prediction is not None else "unknown",
+        done_pred=bool(prediction.done) if prediction is not None else False, done_real=bool(recorded.done),
+        error=error, metrics={name: score for name, score in scores.items() if name not in METRICS},
+    )
 
 
 def _predict(model: WorldModel, action: Any) -> tuple[Prediction | None, str | None]:
@@ -186,7 +190,7 @@ def _predict(model: WorldModel, action: Any) -> tuple[Prediction | None, str | N
 
 
 def next_obs_records(model: WorldModel, episode: Episode, scorer: Scorer, *,
-                     max_turns: int | None = None) -> list[dict[str, Any]]:
+                     max_turns: int | None = None) -> list[EvalRecord]:
     """Teacher forcing: each turn predicted from the real prefix before it."""
     out = []
     for t in range(len(episode.turns) if max_turns is None else min(max_turns, len(episode.turns))):
@@ -200,20 +204,20 @@ def next_obs_records(model: WorldModel, episode: Episode, scorer: Scorer, *,
     return out
 
 
-def first_divergence(records: Sequence[dict[str, Any]], *, metric: str = "exact_match",
+def first_divergence(records: Sequence[EvalRecord], *, metric: str = "exact_match",
                      threshold: float = 1.0) -> int | None:
     """The first turn whose `metric` is below `threshold` (exact match: any miss); None when none is."""
     for record in records:
-        value = record.get(metric)
+        value = record.value(metric)
         if value is None or value < threshold:
-            return int(record["turn"])
+            return int(record.turn or 0)
     return None
 
 
 def drift_records(model: WorldModel, episode: Episode, scorer: Scorer, *, max_turns: int | None = None,
-                  divergence_metric: str = "exact_match", divergence_threshold: float = 1.0) -> list[dict[str, Any]]:
+                  divergence_metric: str = "exact_match", divergence_threshold: float = 1.0) -> list[EvalRecord]:
     """Open loop: start on the opening, predict and commit every recorded action; `diverged` from the first miss."""
-    out: list[dict[str, Any]] = []
+    out: list[EvalRecord] = []
     failed: str | None = None
     try:
         model.start(episode.model_copy(update={"turns": []}))
@@ -234,7 +238,7 @@ def drift_records(model: WorldModel, episode: Episode, scorer: Scorer, *, max_tu
             failed = f"the world model failed at turn {t}: {error}"
     first = first_divergence(out, metric=divergence_metric, threshold=divergence_threshold)
     for record in out:
-        record["diverged"] = first is not None and record["turn"] >= first
+        record.diverged = first is not None and (record.turn or 0) >= first
     return out
 
 
@@ -284,13 +288,12 @@ def with_handovers(episode: Episode, actions: Sequence[Action]) -> tuple[list[Ac
 
 def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Worldbook, policy: Policy,
                real_env: Env, real: Callable[[], RealOutcome], policy_name: str, max_steps: int = 50,
-               seed: int | None = None) -> dict[str, Any]:
+               seed: int | None = None) -> EvalRecord:
     """One episode of world-to-real: the policy in the simulator, its actions replayed for real, and Real."""
-    base: dict[str, Any] = {"turn": -1, "policy": policy_name, "diverged": None, "rules": [], "route": None}
     task = episode.task_id
     if not task:
-        return {**base, "error": f"episode {episode.id!r} has no task id: it cannot be replayed",
-                "real_success": None, "w2r_success": None, "sim_steps": 0}
+        return EvalRecord(turn=-1, policy=policy_name, rules=[], sim_steps=0,
+                          error=f"episode {episode.id!r} has no task id: it cannot be replayed")
     sim = SimEnv(model, tasks=[episode], book=book, max_steps=max_steps)
     calls = prompt = completion = 0
     latency = 0.0
@@ -330,10 +333,10 @@ def w2r_record(model: WorldModel, episode: Episode, scorer: Scorer, *, book: Wor
     outcome = real()
     if outcome.error:
         error = (error + "; " if error else "") + f"real run: {outcome.error}"
-    if inserted:
-        base["route"] = "replayed with the recording's hand-overs"
-    return {**base, "real_success": outcome.success, "w2r_success": w2r_success, "sim_steps": len(actions),
-            "model_calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
-            "latency_s": round(latency or (time.perf_counter() - started), 6),
-            "cost_usd": round(scorer.pricing.cost(prompt, completion), 8), "outcome": "success" if w2r_success
-            else "failure", "done_pred": done_pred, "done_real": done_real, "error": error}
+    return EvalRecord(
+        turn=-1, policy=policy_name, rules=[], route="replayed with the recording's hand-overs" if inserted else None,
+        real_success=outcome.success, w2r_success=w2r_success, sim_steps=len(actions), model_calls=calls,
+        prompt_tokens=prompt, completion_tokens=completion,
+        latency_s=round(latency or (time.perf_counter() - started), 6),
+        cost_usd=round(scorer.pricing.cost(prompt, completion), 8), outcome="success" if w2r_success else "failure",
+        done_pred=done_pred, done_real=done_real, error=error)

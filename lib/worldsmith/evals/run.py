@@ -211,7 +211,7 @@ def _judge_usage(journal: Journal, order: list[tuple[str, str]]) -> dict[str, in
 def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journal, tally: _Tally) -> EvalRun:
     """records.parquet, report.json, report.md and plots/ from the journal; progress.json then says done."""
     keep = set(tally.order)
-    rows = [r for r in journal.records(tally.order) if (r["method"], r["episode_id"]) in keep]
+    rows = [r for r in journal.records(tally.order) if (r.method, r.episode_id) in keep]
     write_records(opened.folder.records_path, rows)
     frame = records_frame(rows)
     judge_spec = opened.provenance["judge_spec"]

@@ -36,6 +36,7 @@ from worldsmith.evals.protocols import (
     real_outcome,
     w2r_record,
 )
+from worldsmith.evals.records import EvalRecord, Journal
 from worldsmith.traces.model import Episode
 from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.layout import env_family
@@ -129,8 +130,9 @@ class UnitComputer:
             _mark_unseen_actions(records, episode, self.seen_actions[part.fold])
         family = trajectory_family(episode)
         for record in records:
-            record.update(run=config.name, protocol=config.protocol, method=method, env_id=episode.env_id,
-                          episode_id=episode.id, family=family, task_seen=family in part.families, fold=part.fold)
+            record.run, record.protocol, record.method = config.name, config.protocol, method
+            record.env_id, record.episode_id, record.family = episode.env_id, episode.id, family
+            record.task_seen, record.fold = family in part.families, part.fold
         return {"method": method, "episode_id": episode.id, "records": records,
                 "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage}
 
@@ -244,23 +246,23 @@ class _Policies:
             closer()
 
 
-def _mark_unseen_actions(records: list[dict[str, Any]], episode: Episode, seen: set[str]) -> None:
+def _mark_unseen_actions(records: list[EvalRecord], episode: Episode, seen: set[str]) -> None:
     """Each turn's record says whether its action (tool) never appears in the book's construction data."""
     for record in records:
-        turn = record["turn"]
-        record["unseen_action"] = episode.turns[turn].action.name not in seen if 0 <= turn < len(episode.turns) \
+        turn = record.turn if record.turn is not None else -1
+        record.unseen_action = episode.turns[turn].action.name not in seen if 0 <= turn < len(episode.turns) \
             else None
 
 
-def _mark_novelty(records: list[dict[str, Any]], novel: list[list[str]]) -> None:
+def _mark_novelty(records: list[EvalRecord], novel: list[list[str]]) -> None:
     """Each turn's record says whether its observation was knowable (and shows a few of the values that were not)."""
     for record in records:
-        values = novel[record["turn"]]
-        record.update(novel=bool(values), novel_values=values[:MAX_NOVEL_VALUES])
+        values = novel[record.turn or 0]
+        record.novel, record.novel_values = bool(values), values[:MAX_NOVEL_VALUES]
 
 
 def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,
-         real_cache: dict[str, RealOutcome], journal: Journal | None, policies: _Policies) -> dict[str, Any]:
+         real_cache: dict[str, RealOutcome], journal: Journal | None, policies: _Policies) -> EvalRecord:
     """One W2R unit; the policy's real outcome on the episode's task is computed once for every method."""
     env = real_envs.for_episode(episode)
     seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
@@ -269,9 +271,9 @@ def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book:
         if episode.id not in real_cache:
             finished = journal.units.items() if journal is not None else ()  # in a worker: none
             for (_, episode_id), unit in finished:  # a resumed run: another method's record has it
-                if episode_id == episode.id and unit["records"] and unit["records"][0].get("real_success") is not None:
-                    record = unit["records"][0]
-                    real_cache[episode.id] = RealOutcome(bool(record["real_success"]), 0)
+                first: EvalRecord | None = unit["records"][0] if unit["records"] else None
+                if episode_id == episode.id and first is not None and first.real_success is not None:
+                    real_cache[episode.id] = RealOutcome(first.real_success, 0)
                     break
             else:
                 real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real"), episode.task_id or "",
