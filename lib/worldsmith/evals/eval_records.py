@@ -110,6 +110,8 @@ class EvalRecord:
     def from_dict(cls, values: Mapping[str, Any], *, where: str | None = None) -> EvalRecord:
         """A record from a flat dict (a journal line's, or one built by hand): the columns by name, a registered
         plug-in metric's score beside them. Any other key raises `RecordFieldError` naming it (and `where`)."""
+        if _COLUMN_SET.issuperset(values):  # columns only: the common case, at constructor speed
+            return cls(**values)
         columns: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in values.items():
