@@ -7,7 +7,8 @@ On `--records` realistic next-obs records (every column set, as a protocol and t
    the same fields, validated and with `model_construct`; with the bytes each live record holds (tracemalloc);
 2. records -> arrow table: `records_table` (column by column) on `EvalRecord`s and on flat dicts (an older run's
    journal), beside the dict path that was used before (`pa.Table.from_pylist` over per-record dicts);
-3. the journal: appending every record in units of 10 turns, and reopening it (each line parsed into records).
+3. the journal (units of 10 records): an fsynced append per unit, serialising the lines from `EvalRecord`s and
+   from dicts (before), and reopening it (each line parsed into records) beside parsing the JSON alone.
 Median seconds of `--repeats`; prints and writes the JSON.
 """
 
@@ -31,6 +32,7 @@ from typing import Any, get_type_hints
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "lib"))
 
+import orjson  # noqa: E402
 import pyarrow as pa  # noqa: E402
 from pydantic import create_model  # noqa: E402
 
@@ -99,19 +101,31 @@ def bench(n: int, repeats: int) -> dict[str, Any]:
     table = {"records_table_EvalRecords": _median_s(lambda: records_table(records), repeats),
              "records_table_dicts": _median_s(lambda: records_table(rows), repeats),
              "before_from_pylist_dicts": _median_s(lambda: _old_table(rows), repeats)}
+    units = [records[i:i + 10] for i in range(0, n, 10)]
+    dict_units = [rows[i:i + 10] for i in range(0, n, 10)]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "records.jsonl"
-        units = [records[i:i + 10] for i in range(0, n, 10)]
 
-        def append() -> None:
+        def append(count: int) -> None:
             path.unlink(missing_ok=True)
             journal = Journal(path)
-            for index, unit in enumerate(units):
+            for index, unit in enumerate(units[:count]):
                 journal.append({"method": "m", "episode_id": f"e{index}", "records": unit, "seconds": 0.1})
 
-        journal = {"append_fsync_per_unit": _median_s(append, 1),
-                   "reopen": _median_s(lambda: Journal(path), repeats),
-                   "bytes_per_record": round(path.stat().st_size / n)}
+        fsynced = min(len(units), 1000)  # each append is fsynced: the disk, not the records, sets this
+        append_ms = _median_s(lambda: append(fsynced), 1) / fsynced * 1000
+        append(len(units))
+        lines = path.read_bytes().split(b"\n")
+        journal = {
+            "append_ms_per_unit_fsynced": round(append_ms, 3),
+            "serialise_lines_EvalRecords": _median_s(lambda: [orjson.dumps({"records": [r.to_dict(drop_none=True)
+                                                                             for r in unit]}) for unit in units],
+                                                     repeats),
+            "serialise_lines_dicts_before": _median_s(lambda: [orjson.dumps({"records": unit}) for unit in dict_units],
+                                                      repeats),
+            "reopen": _median_s(lambda: Journal(path), repeats),
+            "reopen_json_parse_only": _median_s(lambda: [orjson.loads(line) for line in lines if line], repeats),
+            "bytes_per_record": round(path.stat().st_size / n)}
     return {"records": n, "construct_s": construct, "bytes_per_record": memory, "to_arrow_s": table,
             "journal_s": journal}
 

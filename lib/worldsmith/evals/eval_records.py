@@ -16,6 +16,7 @@ contract.
 
 from __future__ import annotations
 
+import operator
 import os
 import types
 from collections.abc import Iterable, Mapping
@@ -128,9 +129,10 @@ class EvalRecord:
     def to_dict(self, *, drop_none: bool = False) -> dict[str, Any]:
         """The flat dict of a journal line: the columns, then the plug-in metrics (null ones left out with
         `drop_none`)."""
-        out = {name: getattr(self, name) for name in RECORD_COLUMNS}
-        out.update(self.metrics)
-        return {k: v for k, v in out.items() if v is not None} if drop_none else out
+        pairs = zip(RECORD_COLUMNS, _column_values(self), strict=True)
+        out = {k: v for k, v in pairs if v is not None} if drop_none else dict(pairs)
+        out.update((k, v) for k, v in self.metrics.items() if v is not None or not drop_none)
+        return out
 
     def value(self, name: str) -> Any:
         """A column's or a plug-in metric's value by name (null when the metric was not scored); `KeyError` for
@@ -174,6 +176,7 @@ _COLUMNS = _contract()
 RECORD_COLUMNS = tuple(name for name, _ in _COLUMNS)
 RECORD_SCHEMA = pa.schema([pa.field(name, kind, nullable=True) for name, kind in _COLUMNS])
 _COLUMN_SET = frozenset(RECORD_COLUMNS)
+_column_values = operator.attrgetter(*RECORD_COLUMNS)  # a record's column values, in order, in one C call
 
 
 def record_schema() -> pa.Schema:
