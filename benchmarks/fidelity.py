@@ -39,9 +39,9 @@ import numpy as np
 import orjson
 
 from worldsmith.evals.bootstrap import bootstrap_mean
+from worldsmith.evals.eval_records import EvalRecord
 from worldsmith.evals.novelty import NoveltyIndex
 from worldsmith.evals.protocols import Scorer, next_obs_records
-from worldsmith.evals.records import EvalRecord
 from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book

@@ -36,7 +36,7 @@ import orjson  # noqa: E402
 import pyarrow as pa  # noqa: E402
 from pydantic import create_model  # noqa: E402
 
-from worldsmith.evals.records import EvalRecord, Journal, record_schema, records_table  # noqa: E402
+from worldsmith.evals.eval_records import EvalRecord, Journal, record_schema, records_table  # noqa: E402
 
 
 def _median_s(run: Callable[[], Any], repeats: int) -> float:

@@ -13,9 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from worldsmith.evals import EvalConfig, EvalRecord, records_frame, run_eval
-from worldsmith.evals.judge import DIMENSIONS
-from worldsmith.evals.metrics import METRIC_REGISTRY, metric
-from worldsmith.evals.records import (
+from worldsmith.evals.eval_records import (
     JUDGE_COLUMNS,
     RECORD_COLUMNS,
     RECORD_SCHEMA,
@@ -23,6 +21,8 @@ from worldsmith.evals.records import (
     RecordFieldError,
     write_records,
 )
+from worldsmith.evals.judge import DIMENSIONS
+from worldsmith.evals.metrics import METRIC_REGISTRY, metric
 
 # What a next-obs record held before the novelty, fold, source and unseen-action columns existed (the first run
 # store): a journal line of such a run.

@@ -29,7 +29,7 @@ from worldsmith.evals.bootstrap import (
     summarize,
 )
 from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
-from worldsmith.evals.eval_records import RECORD_COLUMNS, Journal, records_frame, write_records
+from worldsmith.evals.eval_records import RECORD_COLUMNS, EvalRecord, Journal, records_frame, write_records
 from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress
 from worldsmith.evals.explore import (
     STRATEGIES,
@@ -99,7 +99,6 @@ from worldsmith.evals.protocols import (
     next_obs_records,
     w2r_record,
 )
-from worldsmith.evals.records import RECORD_COLUMNS, EvalRecord, Journal, records_frame, write_records
 from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
 from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder

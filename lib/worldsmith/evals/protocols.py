@@ -25,11 +25,9 @@ from worldsmith.envs.base import Env
 from worldsmith.envs.policies import Policy
 from worldsmith.envs.recorder import HANDOVER_PREFIX, record_episode
 from worldsmith.envs.replay import replay
-from worldsmith.evals.eval_records import JUDGE_COLUMNS
+from worldsmith.evals.eval_records import JUDGE_COLUMNS, EvalRecord
 from worldsmith.evals.judge import Judge
-from worldsmith.evals.metrics import metric_scores
 from worldsmith.evals.metrics import METRICS, metric_scores
-from worldsmith.evals.records import JUDGE_COLUMNS, EvalRecord
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec

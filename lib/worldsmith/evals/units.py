@@ -20,7 +20,7 @@ import orjson
 
 from worldsmith.envs.base import Env
 from worldsmith.evals.envmatch import construction_actions
-from worldsmith.evals.eval_records import Journal
+from worldsmith.evals.eval_records import EvalRecord, Journal
 from worldsmith.evals.judge import Judge, open_judge
 from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
 from worldsmith.evals.protocols import (
@@ -36,7 +36,6 @@ from worldsmith.evals.protocols import (
     real_outcome,
     w2r_record,
 )
-from worldsmith.evals.records import EvalRecord, Journal
 from worldsmith.traces.model import Episode
 from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.layout import env_family
