@@ -25,8 +25,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
-import os
 import shutil
 import time
 import traceback
@@ -35,30 +33,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worldsmith.envace.advantages import TRAINED_ROLES, rollout_advantages
 from worldsmith.envace.config import EnvACEConfig, resolve_path
-from worldsmith.envace.data import (
-    ROLE_ACT,
-    ROLE_REHEARSE,
-    ChatFormat,
-    DualRoleStream,
-    EnvErrorOracle,
-    Templates,
-    build_streams,
-    transcript_from_episode,
-)
-from worldsmith.envace.distributed import DataParallel, flatten_gradients
-from worldsmith.envace.generate import DecodeStats
-from worldsmith.envace.grpo import GRPOTerms, grpo_loss
-from worldsmith.envace.grpo_batch import GRPOBatch, GRPOUpdate, ScoredRollouts, pack_batch, rollout_settings
-from worldsmith.envace.grpo_metrics import grpo_metrics, loss_value, mean, rounded
-from worldsmith.envace.modeling import collate_streams, load_policy, resolve_device, target_logprobs
+from worldsmith.envace.data import ChatFormat, EnvErrorOracle, Templates, build_streams, transcript_from_episode
+from worldsmith.envace.distributed import DataParallel
+from worldsmith.envace.grpo_metrics import mean, rounded
+from worldsmith.envace.grpo_step import GrpoPolicy, GrpoStep
+from worldsmith.envace.modeling import load_policy, resolve_device
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rollouts import RealResponseCache, make_source_factory, rollout, score_rollouts, task_specs
+from worldsmith.envace.rollouts import RealResponseCache, task_specs
+from worldsmith.envace.runstore import TrainingRunStore
+from worldsmith.envace.supervised_step import RoleLosses, SupervisedStep
 from worldsmith.envace.trainer_state import TrainerState
-from worldsmith.envace.training_runs import TrainingRunStore
+from worldsmith.llm.training import Optimization, OptimizationSettings, save_pretrained, staged_folder
 from worldsmith.traces.model import Episode
-from worldsmith.util.dirs import replace_dir, staging_dir
 from worldsmith.util.errors import BadInputError, MissingFileError
 
 __all__ = ["TrainSummary", "Trainer", "load_episodes"]
@@ -142,7 +129,6 @@ class Trainer:
         if config.batch_size < self.parallel.world:
             raise BadInputError(f"batch_size ({config.batch_size}) must be at least the number of processes "
                              f"({self.parallel.world}): each takes a share of every step's batch")
-        self._share = 1.0  # this process's share of the step's batch (gradients are averaged with it)
         episodes = load_episodes(config.data.paths, config.data.dataset, config.data.split, config.workspace)
         if config.data.max_episodes is not None:
             episodes = episodes[: config.data.max_episodes]
@@ -197,13 +183,11 @@ class Trainer:
             self.reference = copy.deepcopy(self.model).eval()
             for parameter in self.reference.parameters():
                 parameter.requires_grad_(False)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        decay = [p for p in trainable if p.dim() >= 2]
-        no_decay = [p for p in trainable if p.dim() < 2]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=config.lr, betas=(0.9, 0.95),
-        )
+        self.optimization = Optimization(self.model, OptimizationSettings(
+            lr=config.lr, steps=config.steps, warmup_steps=config.warmup_steps, schedule=config.lr_schedule,
+            weight_decay=config.weight_decay, grad_clip=config.grad_clip,
+        ))
+        self.losses = RoleLosses(self.model, pad_id=self.fmt.pad_id, device=self.device)
         # what a checkpoint carries besides tensors
         self.state = TrainerState.fresh(config.seed, config.rollout_source)
         # each process samples its own rollouts (process 0 draws what a single process would)
@@ -226,6 +210,7 @@ class Trainer:
                 self._restore(*latest)
             else:
                 self._fresh_start()
+            self.objective_step = self._make_step()
             if main:
                 store.write_config(self.config.to_json())  # exactly an EnvACEConfig: readers validate it
             summary = self._loop()
@@ -271,16 +256,12 @@ class Trainer:
         while self.state.step < config.steps:
             self.state.step += 1
             step_started = time.perf_counter()
-            self._set_lr()
-            if config.objective == "joint":
-                row = self._joint_step()
-            else:
-                row = self._grpo_step()
-            row = self.parallel.merge_rows(row)
+            self.optimization.set_step(self.state.step - 1)
+            row = self.parallel.merge_rows(self.objective_step(self.state))
             elapsed = time.perf_counter() - step_started
             tokens_total += row.pop("_tokens", 0)
             seconds_total += elapsed
-            row.update(step=self.state.step, lr=self.optimizer.param_groups[0]["lr"], time_s=round(elapsed, 4),
+            row.update(step=self.state.step, lr=self.optimization.lr, time_s=round(elapsed, 4),
                        tokens_per_s=round(row.get("tokens", 0) / max(elapsed, 1e-9), 1))
             last = self.state.step == config.steps
             if (config.probe.every and self.state.step % config.probe.every == 0) or last:
@@ -327,172 +308,21 @@ class Trainer:
                   "probe_transitions": len(self.probe_samples), "diagnostic_streams": len(self.diagnostic)},
         )
 
-    def _set_lr(self) -> None:
+    def _make_step(self) -> SupervisedStep | GrpoStep:
+        """The step the objective takes, over this run's model, optimizer and data (built after a resume, which
+        replaces the response cache)."""
         config = self.config
-        step = self.state.step - 1
-        if config.warmup_steps and step < config.warmup_steps:
-            factor = (step + 1) / config.warmup_steps
-        elif config.lr_schedule == "cosine":
-            progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-            factor = 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        else:
-            factor = 1.0
-        for group in self.optimizer.param_groups:
-            group["lr"] = config.lr * factor
-
-    def _next(self, order: list[int], count: int, size: int) -> list[int]:
-        """The next `size` indexes of a seeded order over `count` items, reshuffled every pass."""
-        picked: list[int] = []
-        while len(picked) < size:
-            if not order:
-                order.extend(range(count))
-                self.state.rng.shuffle(order)
-            picked.append(order.pop())
-        return picked
-
-    def _role_losses(self, streams: list[DualRoleStream]) -> tuple[Any, dict[str, Any], int]:
-        """(per-role CE tensors, batch tokens) of packed streams."""
-        batch = collate_streams(streams, self.fmt.pad_id, self.device)
-        logprobs = target_logprobs(self.model, batch)
-        out: dict[str, Any] = {}
-        for role, name in ((ROLE_ACT, "act"), (ROLE_REHEARSE, "rehearse")):
-            picked = batch.roles == role
-            out[name] = -logprobs[picked].mean() if bool(picked.any()) else None
-        return logprobs, out, batch.tokens
+        supervised = SupervisedStep(self.losses, self.streams, self.optimization, self.parallel,
+                                    batch_size=config.batch_size, lam=config.lam)
+        if config.objective == "joint":
+            return supervised
+        policy = GrpoPolicy(self.model, self.tokenizer, self.reference, self.generator)
+        return GrpoStep(config, policy, supervised, specs=self.specs, templates=self.templates,
+                        diagnostic=self.diagnostic, book=self.book, cache=self.cache, pad_id=self.fmt.pad_id,
+                        device=self.device)
 
     def _diagnostic_losses(self) -> dict[str, float | None]:
-        import torch
-
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                _, losses, _ = self._role_losses(self.diagnostic)
-        finally:
-            self.model.train(was_training)
-        return {name: (float(value) if value is not None else None) for name, value in losses.items()}
-
-    def _alignment(self, parts: dict[str, Any]) -> dict[str, float]:
-        """Per role, the cosine between the gradient of its policy-gradient loss (`parts`) and that of its
-        cross-entropy on the diagnostic chunks: > 0 means a small gradient step on that role's GRPO loss alone
-        lowers its supervised loss (first order; Adam rescales each coordinate, so its step can differ)."""
-        import torch
-
-        parameters = [p for p in self.model.parameters() if p.requires_grad]
-
-        def flat(value: Any) -> Any:
-            grads = torch.autograd.grad(value, parameters, retain_graph=True, allow_unused=True)
-            return flatten_gradients(grads, parameters)
-
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            _, losses, _ = self._role_losses(self.diagnostic)
-            return {name: float(torch.nn.functional.cosine_similarity(flat(part), flat(losses[name]), dim=0))
-                    for name, part in parts.items() if losses.get(name) is not None}
-        finally:
-            self.model.train(was_training)
-
-    def _optimize(self, loss: Any) -> float:
-        import torch
-
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        parameters = [p for p in self.model.parameters() if p.requires_grad]
-        self.parallel.average_gradients(parameters, self._share)
-        norm = torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
-        self.optimizer.step()
-        return float(norm)
-
-    def _joint_loss(self) -> tuple[Any, dict[str, Any], int]:
-        config = self.config
-        batch = self._next(self.state.data_order, len(self.streams), config.batch_size)
-        picked = self.parallel.shard(batch)
-        self._share = len(picked) / len(batch)
-        logprobs, losses, tokens = self._role_losses([self.streams[i] for i in picked])
-        loss = logprobs.sum() * 0.0
-        if losses["act"] is not None:
-            loss = loss + losses["act"]
-        if losses["rehearse"] is not None and config.lam > 0:
-            loss = loss + config.lam * losses["rehearse"]
-        return loss, losses, tokens
-
-    def _joint_step(self) -> dict[str, Any]:
-        loss, losses, tokens = self._joint_loss()
-        norm = self._optimize(loss)
-        return {
-            "loss": round(float(loss.detach()), 6),
-            "act_loss": loss_value(losses["act"]),
-            "rehearse_loss": loss_value(losses["rehearse"]),
-            "grad_norm": round(norm, 4), "tokens": tokens, "_tokens": tokens,
-        }
-
-    def _grpo_step(self) -> dict[str, Any]:
-        """Generate and score G rollouts per task, broadcast their advantages to tokens, update, report."""
-        grpo = self.config.grpo
-        scored = self._generate_and_score()
-        advantages = rollout_advantages(scored.groups, dr_grpo=grpo.dr_grpo, credit=grpo.rehearse_credit)
-        batch = pack_batch(scored, advantages, TRAINED_ROLES[grpo.train_roles], pad_id=self.fmt.pad_id,
-                           device=self.device)
-        update = self._grpo_update(batch)
-        return grpo_metrics(scored, advantages, update, source=self.state.source, log_alignment=grpo.log_alignment)
-
-    def _generate_and_score(self) -> ScoredRollouts:
-        """This process's share of the step's tasks, rolled out from the current source and scored."""
-        config, grpo = self.config, self.config.grpo
-        batch_tasks = self._next(self.state.task_order, len(self.specs), config.batch_size)
-        picked = self.parallel.shard(batch_tasks)
-        self._share = len(picked) / len(batch_tasks)
-        specs = [self.specs[i] for i in picked]
-        factory = make_source_factory(self.state.source, env=config.data.env, book=self.book, cache=self.cache)
-        settings = rollout_settings(grpo, self.templates, config.prompt_lookup.settings(rollouts=True))
-        stats = DecodeStats()
-        groups = rollout(self.model, self.tokenizer, specs, factory, settings, generator=self.generator, stats=stats)
-        score_rollouts(groups, env=config.data.env, reward=grpo.reward, rehearse_metric=grpo.rehearse_metric,
-                       cache=self.cache if self.state.source == "cache" else None)
-        return ScoredRollouts(groups, stats)
-
-    def _grpo_update(self, batch: GRPOBatch) -> GRPOUpdate:
-        """`updates_per_batch` optimizer steps on the clipped GRPO loss of `batch` (+ the supervised term)."""
-        import torch
-
-        grpo = self.config.grpo
-        packed, keep = batch.packed, batch.keep
-        ref = None
-        if self.reference is not None and batch.keep.numel():
-            with torch.no_grad():
-                ref = target_logprobs(self.reference, packed, temperature=grpo.temperature)[keep]
-        old = None
-        if grpo.updates_per_batch > 1 and batch.keep.numel():
-            with torch.no_grad():
-                old = target_logprobs(self.model, packed, temperature=grpo.temperature)[keep]
-
-        def surrogate(logprobs: Any, picked: Any = slice(None)) -> GRPOTerms:
-            before = old if old is not None else logprobs.detach()
-            return grpo_loss(logprobs[picked], before[picked], batch.values[picked], batch.sequences[picked],
-                             batch.roles[picked], clip=grpo.clip, ref_logprobs=ref[picked] if ref is not None else None,
-                             kl_coef=grpo.kl_coef, dr_grpo=grpo.dr_grpo,
-                             normaliser=float(grpo.max_new_tokens * grpo.max_steps))
-
-        terms: GRPOTerms | None = None
-        sft_losses: dict[str, Any] = {}
-        alignment: dict[str, float] = {}
-        tokens = packed.tokens
-        for update in range(grpo.updates_per_batch):
-            logprobs = target_logprobs(self.model, packed, temperature=grpo.temperature)[keep]
-            terms = surrogate(logprobs)
-            loss = terms.loss
-            if grpo.log_alignment and update == 0:
-                masks = {"act": batch.roles == ROLE_ACT, "rehearse": batch.roles == ROLE_REHEARSE}
-                alignment = self._alignment({name: surrogate(logprobs, mask).loss
-                                             for name, mask in masks.items() if bool(mask.any())})
-            if grpo.sft_coef > 0:
-                sft, sft_losses, sft_tokens = self._joint_loss()
-                loss = loss + grpo.sft_coef * sft
-                tokens += sft_tokens
-            self._optimize(loss)
-        assert terms is not None
-        return GRPOUpdate(terms, alignment, sft_losses, tokens)
+        return self.losses.evaluate(self.diagnostic)
 
     # ================================================================== probe
 
@@ -544,7 +374,6 @@ class Trainer:
     def _save_checkpoint(self) -> None:
         import torch
         from safetensors.torch import save_file
-        from transformers.utils import logging as hf_logging
 
         # every process's RNG (each samples its own rollouts) and a checksum of its weights; only the main process
         # writes, after checking that the processes still hold the same weights
@@ -557,29 +386,15 @@ class Trainer:
         if not self.is_main:
             self.parallel.barrier()
             return
-        target = self.store.checkpoint_dir(self.state.step)
-        staging = staging_dir(target, "checkpoint")
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
+        with staged_folder(self.store.checkpoint_dir(self.state.step), "checkpoint") as staging:
             if self.config.lora is not None:
-                merged = copy.deepcopy(self.model).merge_and_unload()
-                merged.save_pretrained(staging, safe_serialization=True)
-                self.model.save_pretrained(staging / "adapter")
+                save_pretrained(staging, copy.deepcopy(self.model).merge_and_unload(), self.tokenizer)
+                save_pretrained(staging / "adapter", self.model)
             else:
-                self.model.save_pretrained(staging, safe_serialization=True)
-            self.tokenizer.save_pretrained(staging)
+                save_pretrained(staging, self.model, self.tokenizer)
             # the run's config travels with the checkpoint (prompt templates for evaluation elsewhere)
             (staging / "envace_config.json").write_text(json.dumps(self.config.to_json(), indent=1), encoding="utf-8")
-            state = self.optimizer.state_dict()
-            tensors: dict[str, Any] = {}
-            for index, values in state["state"].items():
-                for name, value in values.items():
-                    tensors[f"{index}/{name}"] = value.detach().to("cpu").contiguous()
-            save_file(tensors, str(staging / "optimizer.safetensors"))
-            groups = [{key: (list(value) if isinstance(value, tuple) else value) for key, value in group.items()}
-                      for group in state["param_groups"]]
-            (staging / "optimizer.json").write_text(json.dumps({"param_groups": groups}), encoding="utf-8")
+            self.optimization.save(staging)
             rng = {"torch_cpu": states[0][0], "sampler": states[0][1]}
             for rank, (cpu_state, sampler, _) in enumerate(states[1:], start=1):
                 rng[f"torch_cpu_rank{rank}"], rng[f"sampler_rank{rank}"] = cpu_state, sampler
@@ -588,16 +403,6 @@ class Trainer:
                     rng[f"torch_cuda_{index}"] = value
             save_file(rng, str(staging / "rng.safetensors"))
             (staging / "trainer_state.json").write_text(json.dumps(self._trainer_state()), encoding="utf-8")
-            for path in staging.rglob("*"):
-                if path.is_file():
-                    os.chmod(path, 0o644)
-            replace_dir(staging, target)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
         for _, old in self.store.checkpoints()[: -self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
         self.parallel.barrier()
@@ -623,16 +428,7 @@ class Trainer:
             self.model.load_state_dict(restored.state_dict())
             del restored
         self.model.train()
-        tensors = load_file(str(folder / "optimizer.safetensors"), device=str(self.device))
-        groups = json.loads((folder / "optimizer.json").read_text(encoding="utf-8"))["param_groups"]
-        for group in groups:
-            if isinstance(group.get("betas"), list):
-                group["betas"] = tuple(group["betas"])
-        per_param: dict[int, dict[str, Any]] = {}
-        for key, value in tensors.items():
-            index, name = key.split("/", 1)
-            per_param.setdefault(int(index), {})[name] = value.to("cpu") if name == "step" else value
-        self.optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+        self.optimization.load(folder, self.device)
         rng = load_file(str(folder / "rng.safetensors"))
         suffix = f"_rank{self.parallel.rank}" if self.parallel.rank else ""
         if f"sampler{suffix}" not in rng:

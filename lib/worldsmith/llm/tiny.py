@@ -13,13 +13,11 @@ load it like any other local model. `worldsmith_tiny.json` in the folder records
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
 import platform
 import random
-import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -28,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.llm.base import Message
+from worldsmith.llm.training import Optimization, OptimizationSettings, next_indexes, save_pretrained, staged_folder
 from worldsmith.traces.actions import action_line
 from worldsmith.traces.model import Episode
-from worldsmith.util.dirs import replace_dir, staging_dir
 from worldsmith.util.errors import BadInputError
 from worldsmith.util.text import clip
 
@@ -354,14 +352,6 @@ def _documents(samples: list[_Sample], seq_len: int, pad_id: int) -> list[tuple[
     return rows
 
 
-def _lr_factor(step: int, steps: int, warmup: int, min_ratio: float) -> float:
-    """Linear warmup, then cosine decay to `min_ratio` of the peak."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, steps - warmup)
-    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
 def _versions() -> dict[str, str]:
     import tokenizers
     import torch
@@ -407,7 +397,6 @@ def train_tiny(
     """
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-    from transformers.utils import logging as hf_logging
 
     started = time.perf_counter()
     out = Path(out_dir)
@@ -467,16 +456,10 @@ def train_tiny(
     model = LlamaForCausalLM(model_config)
     model.train()
     parameters = sum(parameter.numel() for parameter in model.parameters())
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-        betas=(0.9, 0.95),
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: _lr_factor(step, steps, config.warmup_steps, config.min_lr_ratio)
-    )
+    optimization = Optimization(model, OptimizationSettings(
+        lr=config.lr, steps=steps, warmup_steps=config.warmup_steps, min_lr_ratio=config.min_lr_ratio,
+        weight_decay=config.weight_decay, grad_clip=config.grad_clip,
+    ))
 
     # 5. train: rows in a seeded order, reshuffled every epoch
     ids_all = torch.tensor([row[0] for row in rows], dtype=torch.long)
@@ -489,24 +472,15 @@ def train_tiny(
     train_started = time.perf_counter()
     deadline = train_started + config.max_minutes * 60
     for step in range(steps):
-        batch: list[int] = []
-        while len(batch) < config.batch_size:
-            if not order:
-                order = list(range(rows_per_epoch))
-                rng.shuffle(order)
-            batch.append(order.pop())
-        index = torch.tensor(batch)
+        lr = optimization.set_step(step)
+        index = torch.tensor(next_indexes(order, rows_per_epoch, config.batch_size, rng))
         input_ids, labels, positions = ids_all[index], labels_all[index], positions_all[index]
         # position ids that restart per sample make transformers mask attention within each packed sample
         logits = model(input_ids=input_ids, position_ids=positions).logits
         loss = torch.nn.functional.cross_entropy(
             logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
         )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
+        optimization.step(loss)
         losses.append(round(float(loss.item()), 5))
         tokens_trained += int(input_ids.numel())
         if progress is not None:
@@ -515,7 +489,7 @@ def train_tiny(
                     step=step + 1,
                     steps=steps,
                     loss=losses[-1],
-                    lr=float(scheduler.get_last_lr()[0]),
+                    lr=lr,
                     tokens=tokens_trained,
                     elapsed_s=time.perf_counter() - train_started,
                 )
@@ -540,23 +514,10 @@ def train_tiny(
         chat_template=CHAT_TEMPLATE,
     )
     hf_tokenizer.chat_template = CHAT_TEMPLATE
-    staging = staging_dir(out)
-    try:
+    with staged_folder(out) as staging:
         model.to(getattr(torch, config.save_dtype))
-        save_kwargs: dict[str, Any] = {}
-        if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
-            save_kwargs["safe_serialization"] = True
-        progress_bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()
-        try:
-            model.save_pretrained(staging, **save_kwargs)
-            hf_tokenizer.save_pretrained(staging)
-        finally:
-            if progress_bars:
-                hf_logging.enable_progress_bar()
+        save_pretrained(staging, model, hf_tokenizer)
         _portable_tokenizer_config(staging / "tokenizer_config.json")
-        for path in staging.iterdir():
-            os.chmod(path, 0o644)  # save_pretrained leaves some files private (0600)
         weights_bytes = sum(path.stat().st_size for path in staging.glob("*.safetensors"))
         report = TinyReport(
             out_dir=str(out),
@@ -564,7 +525,7 @@ def train_tiny(
             steps=len(losses),
             planned_steps=steps,
             first_loss=losses[0],
-            last_loss=float(sum(losses[-10:]) / len(losses[-10:])),
+            last_loss=round(float(sum(losses[-10:]) / len(losses[-10:])), 5),
             losses=losses,
             tokens_trained=tokens_trained,
             seconds=0.0,
@@ -588,15 +549,10 @@ def train_tiny(
             config={**asdict(config), "roles": list(config.roles)},
             versions=_versions(),
         )
-        report.last_loss = round(report.last_loss, 5)
         report.seconds = round(time.perf_counter() - started, 2)
         record = {key: value for key, value in report.to_json().items() if key != "out_dir"}  # the folder is itself
         (staging / REPORT_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         os.chmod(staging, 0o755)
-        replace_dir(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return report
 
 
