@@ -3,7 +3,8 @@
     from worldsmith.envace import EnvACEConfig, Trainer
     summary = Trainer(EnvACEConfig.from_file("configs/envace_tiny.yaml")).train()
 
-Dual-role data (`data`), joint supervised and role-wise GRPO training (`trainer`, `grpo`),
+Dual-role data (`data`), joint supervised and role-wise GRPO training (`trainer` runs `supervised_step` or
+`grpo_step`, both on the optimizer core `worldsmith.llm.training`; `grpo`),
 rollouts from imagined / real / worldbook / cached answers with the act -> rehearse prefix
 reused on one key/value cache (`rollouts`, `generate`), the rehearsal-fidelity probe (`probe`),
 Ray Tune sweeps (`sweep`) and the run store (`runstore`).
@@ -41,6 +42,7 @@ from worldsmith.envace.distributed import DataParallel
 from worldsmith.envace.evaluate import EvalResult, EvalSettings, TaskRecord, evaluate_checkpoint
 from worldsmith.envace.generate import DecodeStats, SegmentDecoder
 from worldsmith.envace.grpo import group_advantages, grpo_loss
+from worldsmith.envace.grpo_step import GrpoStep
 from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
 from worldsmith.envace.probe import metric_functions, probe_transitions, rehearsal_fidelity
 from worldsmith.envace.rehearsal import (
@@ -71,6 +73,8 @@ from worldsmith.envace.rollouts import (
     task_reward,
     task_specs,
 )
+from worldsmith.envace.runstore import TrainingRunStore
+from worldsmith.envace.supervised_step import SupervisedStep
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.envace.training_runs import TrainingRunStore
@@ -94,6 +98,7 @@ __all__ = [
     "EvalSettings",
     "Exchange",
     "GRPOConfig",
+    "GrpoStep",
     "ImaginedSource",
     "LoraSettings",
     "ProbeConfig",
@@ -111,6 +116,7 @@ __all__ = [
     "RolloutStep",
     "TrainingRunStore",
     "SegmentDecoder",
+    "SupervisedStep",
     "TaskRecord",
     "TaskSpec",
     "TemplateConfig",

@@ -6,9 +6,12 @@ Joint: L = CE(act) + λ·CE(rehearse) over packed dual-role streams (one forward
 GRPO: G rollouts per task from the configured source (`rollouts`), a task reward for the act
 role and a fidelity reward for the rehearse role, advantages per (task, role) group broadcast to the
 tokens (`advantages`), the clipped loss (`grpo`: optional KL to the starting model, Dr.GRPO, one role
-only, an optional supervised term). A step is generate-and-score, the per-token advantages, the update
-and the metrics row (`grpo_batch`, `grpo_metrics`). Either objective can start from the other's
-checkpoint: a checkpoint folder is a normal Hugging Face model folder, so `model:` may name one.
+only, an optional supervised term). Each step is a small class (`supervised_step.SupervisedStep`,
+`grpo_step.GrpoStep`: generate-and-score, the per-token advantages, the update, the metrics row) over
+the optimizer, schedule and batch order `train_tiny` uses too (`worldsmith.llm.training`); this module
+keeps the orchestration: data, model, the loop, probes, logging, checkpoints and resume. Either
+objective can start from the other's checkpoint: a checkpoint folder is a normal Hugging Face model
+folder, so `model:` may name one.
 
 Every logged step goes to `metrics.jsonl`; the probe (`probe.rehearsal_fidelity`) runs every N
 steps on held-out real transitions, can move GRPO from real to imagined rollouts once it passes a
