@@ -28,7 +28,7 @@ class RoleLosses:
         self.model, self.pad_id, self.device = model, pad_id, device
 
     def __call__(self, streams: Sequence[DualRoleStream]) -> tuple[Any, dict[str, Any], int]:
-        """(the target tokens' log-probabilities, per-role CE tensors (None for a role with no tokens), batch tokens)."""
+        """(the target tokens' log-probabilities, each role's CE tensor (None: no tokens), the batch's tokens)."""
         batch = collate_streams(streams, self.pad_id, self.device)
         logprobs = target_logprobs(self.model, batch)
         out: dict[str, Any] = {}

@@ -37,33 +37,24 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.envace.config import EnvACEConfig, resolve_path
-from worldsmith.envace.data import ChatFormat, EnvErrorOracle, Templates, build_streams, transcript_from_episode
+from worldsmith.envace.data import ChatFormat, Templates
 from worldsmith.envace.distributed import DataParallel
 from worldsmith.envace.grpo_metrics import mean, rounded
 from worldsmith.envace.grpo_step import GrpoPolicy, GrpoStep
 from worldsmith.envace.modeling import load_policy, resolve_device
-from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rollouts import RealResponseCache, task_specs
+from worldsmith.envace.probe import rehearsal_fidelity
+from worldsmith.envace.rollouts import RealResponseCache
+from worldsmith.envace.run_data import build_run_data, load_episodes, split_episodes
 from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.supervised_step import RoleLosses, SupervisedStep
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.llm.training import Optimization, OptimizationSettings, save_pretrained, staged_folder
-from worldsmith.traces.model import Episode
 from worldsmith.util.errors import BadInputError, MissingFileError
 
 __all__ = ["TrainSummary", "Trainer", "load_episodes"]
 
 _NOT_FINGERPRINTED = ("steps", "checkpoint_every", "keep_checkpoints", "out", "name", "workspace", "log_every",
                       "threads", "device")
-_DIAGNOSTIC_STREAMS = 8
-
-
-def load_episodes(paths: list[str], dataset: str | None, split: str | None, workspace: str | None) -> list[Episode]:
-    """Episodes from trace files (config paths, resolved as configs are) and/or a workspace dataset, by split."""
-    from worldsmith.workspace.sources import episodes_from
-
-    return episodes_from([resolve_path(path, workspace) for path in paths], dataset=dataset, split=split,
-                         workspace=workspace)
 
 
 @dataclass
@@ -132,48 +123,15 @@ class Trainer:
         if config.batch_size < self.parallel.world:
             raise BadInputError(f"batch_size ({config.batch_size}) must be at least the number of processes "
                              f"({self.parallel.world}): each takes a share of every step's batch")
-        episodes = load_episodes(config.data.paths, config.data.dataset, config.data.split, config.workspace)
-        if config.data.max_episodes is not None:
-            episodes = episodes[: config.data.max_episodes]
-        probe_episodes = load_episodes(config.probe.paths, config.probe.dataset, config.probe.split, config.workspace)
-        self.probe_source = "held-out" if probe_episodes else "train"
-        if not probe_episodes and config.probe.holdout:
-            ordered = sorted(episodes, key=lambda episode: episode.id)
-            held = {episode.id for episode in ordered[-config.probe.holdout:]}
-            probe_episodes = [episode for episode in episodes if episode.id in held]
-            episodes = [episode for episode in episodes if episode.id not in held]
-            self.probe_source = "holdout"
-        if not episodes:
-            raise BadInputError("no training episodes: check data.paths / data.dataset / data.split")
-        self.episodes = episodes
-        self.probe_episodes = probe_episodes or episodes
+        episodes = split_episodes(config)
         torch.manual_seed(config.seed)
-        self.model, self.tokenizer = load_policy(resolve_path(config.model, config.workspace), device=str(self.device), dtype=config.dtype,
-                                                 lora=config.lora)
+        self.model, self.tokenizer = load_policy(resolve_path(config.model, config.workspace), device=str(self.device),
+                                                 dtype=config.dtype, lora=config.lora)
         self.model.train()
         self.fmt = ChatFormat(self.tokenizer)
-        oracle = None
-        if config.data.invalid_call_rate > 0 and config.data.env:
-            try:
-                oracle = EnvErrorOracle(config.data.env)
-            except Exception:  # noqa: BLE001 - no real environment here: structured JSON errors instead
-                oracle = None
-        try:
-            self.streams = build_streams(self.episodes, self.tokenizer, config.data, seed=config.seed, oracle=oracle)
-        finally:
-            if oracle is not None:
-                oracle.close()
-        if not self.streams:
-            raise BadInputError("the training episodes give no samples (no turns)")
-        spread = max(1, len(self.streams) // _DIAGNOSTIC_STREAMS)
-        self.diagnostic = self.streams[::spread][:_DIAGNOSTIC_STREAMS]
-        self.probe_samples = probe_transitions(self.probe_episodes, self.tokenizer, config.data,
-                                               n=config.probe.n_transitions)
-        transcripts = [transcript_from_episode(episode, max_observation_chars=config.data.max_observation_chars,
-                                               handovers=config.data.handovers) for episode in self.episodes]
-        self.specs = task_specs(transcripts)
+        self.data = build_run_data(config, episodes, self.tokenizer)
         self.cache = RealResponseCache(config.grpo.cache_key)
-        self.cache.add_transcripts(transcripts)
+        self.cache.add_transcripts(self.data.transcripts)
         self.book = None
         if config.objective == "grpo" and config.rollout_source == "worldbook":
             from worldsmith.workspace import Workspace
@@ -305,35 +263,34 @@ class Trainer:
             resumed_from=self.resumed_from,
             drift=self.state.drift,
             switched_at=self.state.switched_at,
-            probe_source=self.probe_source,
+            probe_source=self.data.episodes.probe_source,
             fingerprint=_fingerprint(config),
-            data={"episodes": len(self.episodes), "streams": len(self.streams), "tasks": len(self.specs),
-                  "probe_transitions": len(self.probe_samples), "diagnostic_streams": len(self.diagnostic)},
+            data=self.data.counts(),
         )
 
     def _make_step(self) -> SupervisedStep | GrpoStep:
         """The step the objective takes, over this run's model, optimizer and data (built after a resume, which
         replaces the response cache)."""
         config = self.config
-        supervised = SupervisedStep(self.losses, self.streams, self.optimization, self.parallel,
+        supervised = SupervisedStep(self.losses, self.data.streams, self.optimization, self.parallel,
                                     batch_size=config.batch_size, lam=config.lam)
         if config.objective == "joint":
             return supervised
         policy = GrpoPolicy(self.model, self.tokenizer, self.reference, self.generator)
-        return GrpoStep(config, policy, supervised, specs=self.specs, templates=self.templates,
-                        diagnostic=self.diagnostic, book=self.book, cache=self.cache, pad_id=self.fmt.pad_id,
+        return GrpoStep(config, policy, supervised, specs=self.data.specs, templates=self.templates,
+                        diagnostic=self.data.diagnostic, book=self.book, cache=self.cache, pad_id=self.fmt.pad_id,
                         device=self.device)
 
     def _diagnostic_losses(self) -> dict[str, float | None]:
-        return self.losses.evaluate(self.diagnostic)
+        return self.losses.evaluate(self.data.diagnostic)
 
     # ================================================================== probe
 
     def _probe(self) -> dict[str, Any]:
         config = self.config
         probe = config.probe
-        result = rehearsal_fidelity(self.model, self.tokenizer, self.probe_samples, max_new_tokens=probe.max_new_tokens,
-                                    lookup=config.prompt_lookup.settings())
+        result = rehearsal_fidelity(self.model, self.tokenizer, self.data.probe_samples,
+                                    max_new_tokens=probe.max_new_tokens, lookup=config.prompt_lookup.settings())
         value = result.get(probe.metric)
         self.state.last_fidelity = result
         drift = False
@@ -354,7 +311,7 @@ class Trainer:
         diagnostic = self._diagnostic_losses()
         if self.is_main:
             self.store.append_probe({"step": self.state.step, "metric": probe.metric, "value": value, "drift": drift,
-                                     "source": self.probe_source, **result})
+                                     "source": self.data.episodes.probe_source, **result})
         row: dict[str, Any] = {
             "rehearsal_fidelity": rounded(value), "drift": drift,
             "act_loss_eval": rounded(diagnostic.get("act")), "rehearse_loss_eval": rounded(diagnostic.get("rehearse")),
