@@ -205,7 +205,7 @@ class TrainProgress:
     step: int
     steps: int
     loss: float
-    lr: float
+    lr: float  # the rate this step used (`llm.training.Optimization.set_step`)
     tokens: int
     elapsed_s: float
 
@@ -382,6 +382,46 @@ def _conversations(episodes: Iterable[Episode], config: TinyConfig) -> tuple[lis
     return [messages for messages in conversations if messages], episode_count, turn_count
 
 
+def _new_model(config: TinyConfig, vocab_size: int, *, pad_id: int, end_id: int) -> Any:
+    """A freshly initialised Llama-architecture decoder of the configured size (torch's RNG draws its weights)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    rope: dict[str, Any] = {"rope_theta": config.rope_theta}  # transformers 5 files it under rope_parameters
+    model_config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_kv_heads,
+        max_position_embeddings=config.context_length,
+        **rope,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=end_id,
+        pad_token_id=pad_id,
+        attention_dropout=0.0,
+    )
+    return LlamaForCausalLM(model_config)
+
+
+def _hf_tokenizer(tokenizer: Any, context_length: int) -> Any:
+    """The trained `tokenizers` BPE as a transformers tokenizer with the ChatML template and specials."""
+    from transformers import PreTrainedTokenizerFast
+
+    hf_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token=IM_END,
+        pad_token=PAD,
+        additional_special_tokens=[IM_START],
+        model_max_length=context_length,
+        padding_side="left",
+        chat_template=CHAT_TEMPLATE,
+    )
+    hf_tokenizer.chat_template = CHAT_TEMPLATE
+    return hf_tokenizer
+
+
 def train_tiny(
     episodes: Iterable[Episode],
     out_dir: str | Path,
@@ -396,7 +436,7 @@ def train_tiny(
     run never leaves half a model behind.
     """
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import GenerationConfig
 
     started = time.perf_counter()
     out = Path(out_dir)
@@ -437,23 +477,7 @@ def train_tiny(
 
     # 4. model
     torch.manual_seed(config.seed)
-    rope: dict[str, Any] = {"rope_theta": config.rope_theta}  # transformers 5 files it under rope_parameters
-    model_config = LlamaConfig(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=config.hidden_size,
-        intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.num_layers,
-        num_attention_heads=config.num_heads,
-        num_key_value_heads=config.num_kv_heads,
-        max_position_embeddings=config.context_length,
-        **rope,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=end_id,
-        pad_token_id=pad_id,
-        attention_dropout=0.0,
-    )
-    model = LlamaForCausalLM(model_config)
+    model = _new_model(config, tokenizer.get_vocab_size(), pad_id=pad_id, end_id=end_id)
     model.train()
     parameters = sum(parameter.numel() for parameter in model.parameters())
     optimization = Optimization(model, OptimizationSettings(
@@ -504,16 +528,7 @@ def train_tiny(
     model.generation_config = GenerationConfig(
         eos_token_id=end_id, pad_token_id=pad_id, do_sample=False, max_new_tokens=128
     )
-    hf_tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        eos_token=IM_END,
-        pad_token=PAD,
-        additional_special_tokens=[IM_START],
-        model_max_length=config.context_length,
-        padding_side="left",
-        chat_template=CHAT_TEMPLATE,
-    )
-    hf_tokenizer.chat_template = CHAT_TEMPLATE
+    hf_tokenizer = _hf_tokenizer(tokenizer, config.context_length)
     with staged_folder(out) as staging:
         model.to(getattr(torch, config.save_dtype))
         save_pretrained(staging, model, hf_tokenizer)
