@@ -32,8 +32,8 @@ def _sha(path: Path) -> str:
 def _envace(out: Path, **fields: Any) -> dict[str, Any]:
     from envace_support import small_config
 
-    from worldsmith.envace.runstore import TrainingRunStore
     from worldsmith.envace.trainer import Trainer
+    from worldsmith.envace.training_runs import TrainingRunStore
 
     summary = Trainer(small_config(out, **fields)).train().to_json()
     rows = [{key: value for key, value in row.items() if key not in _VOLATILE}

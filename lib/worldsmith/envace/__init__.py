@@ -73,7 +73,6 @@ from worldsmith.envace.rollouts import (
     task_reward,
     task_specs,
 )
-from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.supervised_step import SupervisedStep
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
 from worldsmith.envace.trainer_state import TrainerState

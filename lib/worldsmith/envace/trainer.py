@@ -45,9 +45,9 @@ from worldsmith.envace.modeling import load_policy, resolve_device
 from worldsmith.envace.probe import rehearsal_fidelity
 from worldsmith.envace.rollouts import RealResponseCache
 from worldsmith.envace.run_data import build_run_data, load_episodes, split_episodes
-from worldsmith.envace.runstore import TrainingRunStore
 from worldsmith.envace.supervised_step import RoleLosses, SupervisedStep
 from worldsmith.envace.trainer_state import TrainerState
+from worldsmith.envace.training_runs import TrainingRunStore
 from worldsmith.llm.training import Optimization, OptimizationSettings, save_pretrained, staged_folder
 from worldsmith.util.errors import BadInputError, MissingFileError
 
