@@ -17,7 +17,7 @@ from workbench.common.text import md_escape
 from workbench.worldbook.build_jobs import render_build_jobs, start_build
 from worldsmith.sim import ROUTE_TURNS
 from worldsmith.workspace import env_family
-from worldsmith.worldbook.build_jobs import BuildLaunch
+from worldsmith.worldbook import build_jobs
 
 root = data.workspace_root()
 st.title("Build a worldbook", anchor=False)
@@ -72,7 +72,7 @@ with st.form("build_form", enter_to_submit=False):  # Enter then Build would lau
     submitted = st.form_submit_button("Build", icon=":material/construction:")
 
 if submitted:
-    start_build(root, BuildLaunch(
+    start_build(root, build_jobs.BuildLaunch(
         out=out.strip(), dataset=dataset_name, split=None if split == "(all)" else split,
         validate_split=None if held == "(default)" else held, env=None if env == "(all)" else env,
         folds=int(folds), route_folds=int(route_folds), route_turns=int(route_turns), llm=spec.strip() or None,

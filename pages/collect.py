@@ -18,7 +18,7 @@ from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from worldsmith.envs import POLICIES, EnvError, spec
-from worldsmith.envs.collect import CollectConfig, CollectProgress, collect
+from worldsmith.envs import collect as collection
 from worldsmith.llm import default_model_spec
 from worldsmith.workspace import validate_dataset_name
 
@@ -74,7 +74,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     except ValueError as error:
         st.error(md_escape(error))
         st.stop()
-    config = CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
+    config = collection.CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
                            seed=int(seed), max_steps=int(max_steps), workers=int(workers), ray_address=ray_address,
                            episode_timeout=float(timeout), keep=keep, model=model or None,
                            policy_options=policy_options)
@@ -82,7 +82,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     log = st.empty()
     rows: list[dict] = []
 
-    def show(progress: CollectProgress) -> None:
+    def show(progress: collection.CollectProgress) -> None:
         fraction = progress.done / progress.total if progress.total else 1.0
         bar.progress(fraction, text=f"{progress.done:d}/{progress.total:d} episodes")
         if progress.result is not None:
@@ -92,7 +92,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
             log.dataframe(pd.DataFrame(rows), hide_index=True, use_container_width=True)
 
     try:
-        report = collect(workspace, dataset, config, progress=show)
+        report = collection.collect(workspace, dataset, config, progress=show)
     except (EnvError, ValueError, OSError, RuntimeError) as error:  # ConnectionError: no Ray at the address
         st.error(f"Collection failed: {md_escape(error)}", icon=":material/error:")
         st.stop()

@@ -13,16 +13,7 @@ import streamlit as st
 
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
-from worldsmith.llm import LLMError, configured_models
-from worldsmith.llm.catalog import (
-    backend_rows,
-    call_prompt,
-    chat_once,
-    model_rows,
-    open_call_log,
-    run_rows,
-    workbench_run_id,
-)
+from worldsmith.llm import LLMError, catalog, configured_models
 
 PAGE_SIZE = 20
 
@@ -37,11 +28,11 @@ except ValueError as error:  # a broken models.toml: say where, keep the page us
     st.error(md_escape(error), icon=":material/error:")
     models = {}
 if models:
-    st.dataframe(pd.DataFrame(model_rows(models)), hide_index=True, use_container_width=True)
+    st.dataframe(pd.DataFrame(catalog.model_rows(models)), hide_index=True, use_container_width=True)
 st.caption(f"Add models in {md_code(root / 'models.toml')} (`[models.NAME]` with `spec = \"openai:MODEL@URL\"`), "
            "or set `WORLDSMITH_MODEL`.")
 with st.expander("Backends (spec prefixes)", icon=":material/extension:"):
-    st.dataframe(pd.DataFrame(backend_rows()).rename(columns={"available": "ready"}),
+    st.dataframe(pd.DataFrame(catalog.backend_rows()).rename(columns={"available": "ready"}),
                  hide_index=True, use_container_width=True, key="mo_backends")
 
 with st.form("mo_try"):
@@ -63,8 +54,8 @@ if sent:
     else:
         try:
             with st.spinner(f"Asking {md_escape(spec)}…"):
-                [completion] = chat_once(spec, root, prompt, system=system, component="workbench",
-                                         run=st.session_state.setdefault("mo_run", workbench_run_id()),
+                [completion] = catalog.chat_once(spec, root, prompt, system=system, component="workbench",
+                                         run=st.session_state.setdefault("mo_run", catalog.workbench_run_id()),
                                          max_tokens=int(max_tokens), temperature=float(temperature),
                                          seed=int(seed)).completions
         except (LLMError, ValueError, OSError) as error:
@@ -76,13 +67,13 @@ if sent:
                        + ("from the response cache" if completion.cached else f"{completion.latency_s:.2f} s")
                        + f" · finish: {md_escape(completion.finish_reason)}")
 
-log = open_call_log(root)
+log = catalog.open_call_log(root)
 if log is None:
     st.info("No model calls logged in this workspace yet.", icon=":material/info:")
     st.stop()
 st.subheader("Runs", anchor=False)
 runs = log.runs()
-st.dataframe(pd.DataFrame(run_rows(runs)), hide_index=True, use_container_width=True)
+st.dataframe(pd.DataFrame(catalog.run_rows(runs)), hide_index=True, use_container_width=True)
 
 st.subheader("Call log", anchor=False)
 left, middle, right = st.columns([2, 2, 1])
@@ -93,7 +84,7 @@ calls = log.calls(run=run, search=search or None, limit=PAGE_SIZE, offset=(int(p
 if not calls:
     st.caption("No calls match.")
 for call in calls:
-    prompt_text = call_prompt(call)
+    prompt_text = catalog.call_prompt(call)
     label = (f"#{call.id:d} · {md_escape(call.component)} · {md_escape(call.spec)} · "
              + ("cache" if call.from_cache else f"{call.latency_s:.2f}s") + f" · {md_escape(prompt_text[:80])}")
     with st.expander(label, icon=":material/error:" if call.error else ":material/chat:"):

@@ -26,8 +26,17 @@ from workbench.simulate.uncertainty import (
     render_uncertainty,
 )
 from worldsmith.llm import LLMError, default_model_spec, open_llm
-from worldsmith.sim import Session, SessionError, find_sessions, new_session_name, session_name
-from worldsmith.sim.registry import make_world_model, takes_llm, world_model_spec, world_models
+from worldsmith.sim import (
+    Session,
+    SessionError,
+    find_sessions,
+    make_world_model,
+    new_session_name,
+    session_name,
+    takes_llm,
+    world_model_spec,
+    world_models,
+)
 from worldsmith.workspace import EpisodeFilter, WorkspaceLayout
 from worldsmith.worldbook import WorldbookError, WorldbookStore
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worldsmith import sim, traces
+from worldsmith import traces
 from worldsmith.sim import scoring
 from worldsmith.traces.text_diff import DiffSegment, word_diff
 
@@ -15,4 +15,4 @@ def test_a_changed_word_is_the_old_word_deleted_then_the_new_one_inserted() -> N
 
 def test_the_old_import_paths_name_the_same_objects() -> None:
     assert scoring.word_diff is word_diff is traces.word_diff
-    assert scoring.DiffSegment is DiffSegment is sim.DiffSegment is traces.DiffSegment
+    assert scoring.DiffSegment is DiffSegment is traces.DiffSegment

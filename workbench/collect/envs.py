@@ -7,15 +7,14 @@ from typing import Any
 import streamlit as st
 
 from workbench.common.text import md_code, md_escape
-from worldsmith.envs import EnvError, registry
-from worldsmith.envs.collect import list_tasks
+from worldsmith.envs import EnvError, collect, registry
 
 
 @st.cache_data(show_spinner="Listing the environment's tasks…", ttl=3600)
 def cached_tasks(env: str, kwargs_items: tuple[tuple[str, Any], ...] = ()) -> tuple[list[str], str | None]:
     """Task ids of an environment (cached: listing may start a JVM); (ids, error message)."""
     try:
-        return list_tasks(env, dict(kwargs_items)), None
+        return collect.list_tasks(env, dict(kwargs_items)), None
     except (EnvError, ImportError, OSError, ValueError) as error:
         return [], f"{type(error).__name__}: {error}" if isinstance(error, ImportError) else str(error)
 

@@ -17,9 +17,16 @@ from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from worldsmith.envs import EnvError, spec
-from worldsmith.evals import HeldOut
-from worldsmith.evals.explore import STRATEGIES, ExploreConfig, ExploreProgress, ExploreReport, explore, load_report
-from worldsmith.evals.plots import Point, lines_chart
+from worldsmith.evals import (
+    STRATEGIES,
+    ExploreConfig,
+    ExploreProgress,
+    ExploreReport,
+    HeldOut,
+    explore,
+    load_report,
+    plots,
+)
 from worldsmith.workspace import Workspace, validate_dataset_name
 
 __all__ = ["render_explore", "render_explore_report"]
@@ -114,10 +121,10 @@ def render_explore_report(report: ExploreReport) -> None:
                icon=":material/check_circle:")
     scored = [r for r in report.rounds if r.exact_match is not None]
     if scored:
-        points = [Point(series=config.strategy, x=r.total_steps, mean=r.exact_match or 0.0, low=r.low, high=r.high)
-                  for r in scored]
+        points = [plots.Point(series=config.strategy, x=r.total_steps, mean=r.exact_match or 0.0, low=r.low,
+                              high=r.high) for r in scored]
         held = config.heldout.label() if config.heldout else ""
-        st.plotly_chart(lines_chart(points, title=f"Held-out next-observation exact match ({held})",
+        st.plotly_chart(plots.lines_chart(points, title=f"Held-out next-observation exact match ({held})",
                                     x_label="real steps spent", y_label="exact match"), key="co_ex_curve")
     else:
         st.caption("No held-out set: the rounds are not scored.")

@@ -54,8 +54,7 @@ def _sample_worldbook(workspace: Workspace) -> str | None:
     """Build worldbook `alfworld` from the samples' train-split ALFWorld episodes, validated on the validation
     split (about a second); the test split stays out of it for evaluation."""
     from worldsmith.sim import SIMULATOR_STAGES
-    from worldsmith.worldbook import WorldbookStore
-    from worldsmith.worldbook.build import build_dataset
+    from worldsmith.worldbook import WorldbookStore, build_dataset
 
     if WorldbookStore.of_workspace(workspace).names():
         return None

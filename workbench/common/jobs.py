@@ -17,13 +17,13 @@ __all__ = ["render_running_jobs_sidebar"]
 def render_running_jobs_sidebar(root: str | Path) -> None:
     """A sidebar link per running build and rule proposal (with its share done) and per running evaluation run."""
     from workbench.evaluate.jobs import list_jobs
-    from worldsmith.evals import list_proposals
-    from worldsmith.worldbook.build_jobs import list_builds
+    from worldsmith.evals import proposal_jobs
+    from worldsmith.worldbook import build_jobs
 
     try:
-        builds = [s for s in list_builds(root) if s.state == "running"]
+        builds = [s for s in build_jobs.list_builds(root) if s.state == "running"]
         runs = [j for j in list_jobs(root) if j.state == "running"]
-        proposals = [p for p in list_proposals(root) if p.state == "running"]
+        proposals = [p for p in proposal_jobs.list_proposals(root) if p.state == "running"]
     except OSError:
         return
     for build in builds:

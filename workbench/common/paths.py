@@ -32,6 +32,6 @@ def sample_files(folder: Path | None) -> list[Path]:
     """The trace files of the samples folder, as ingest would pick them (no docs, code, hidden files or assets)."""
     if folder is None or not folder.is_dir():
         return []
-    from worldsmith.traces.files import sample_trace_files
+    from worldsmith.traces import sample_trace_files
 
     return sample_trace_files(folder)

@@ -25,13 +25,13 @@ from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
 from worldsmith.evals import EvalReport, misses
-from worldsmith.evals.clusters import Cluster, cluster_errors, cluster_rules
+from worldsmith.evals import clusters as error_clusters
 
 __all__ = ["BREAKDOWNS", "CLUSTERS", "render_failures"]
 
 T = TypeVar("T")
 
-CLUSTERS = "ev_clusters"  # {key: list[Cluster]}
+CLUSTERS = "ev_clusters"  # {key: list[error_clusters.Cluster]}
 BREAKDOWNS = "ev_fx_breakdowns"  # {(what, run, methods, metric, threshold, records, sum): result}: the latest only
 
 
@@ -95,7 +95,7 @@ def _render_selected(row: pd.Series, dataset: str | None, book: str | None, metr
                    icon=":material/open_in_new:")
 
 
-def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str | None) -> None:
+def _render_cluster(index: int, cluster: error_clusters.Cluster, dataset: str | None, book: str | None) -> None:
     actions = ", ".join(f"{md_escape(name)} ×{count:d}" for name, count in cluster.top_actions)
     with st.expander(f"Cluster {index + 1:d} · {cluster.size:d} wrong predictions · {actions}"):
         if cluster.cause:
@@ -108,12 +108,12 @@ def _render_cluster(index: int, cluster: Cluster, dataset: str | None, book: str
                        "(see what answered it above).")
         st.dataframe(_linked(cluster.records, dataset, book), hide_index=True, key=f"ev_fx_cluster_{index}",
                      column_config=LINKS)
-        render_cluster_proposals(book, cluster_rules(cluster.records), key=f"ev_fx_prop_{index}",
+        render_cluster_proposals(book, error_clusters.cluster_rules(cluster.records), key=f"ev_fx_prop_{index}",
                                  actions=[name for name, _ in cluster.top_actions],
                                  reason=_no_rule_reason(cluster))
 
 
-def _no_rule_reason(cluster: Cluster) -> str:
+def _no_rule_reason(cluster: error_clusters.Cluster) -> str:
     """Why no rule is behind a cluster, and what would fix it, for the 'nothing to propose' line."""
     records = cluster.records
     unseen = misses.unseen_actions(records, action_of=tables.action_kind)
@@ -253,12 +253,12 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     st.subheader("Clusters of wrong predictions", anchor=False)
     k = st.slider("Clusters (k)", min_value=2, max_value=8, value=4, key="ev_fx_k")
     key = f"{run}|{method}|{metric}|{threshold}|{k}"
-    store: dict[str, list[Cluster]] = st.session_state.setdefault(CLUSTERS, {})
+    store: dict[str, list[error_clusters.Cluster]] = st.session_state.setdefault(CLUSTERS, {})
     if st.button("Cluster the wrong predictions", key="ev_fx_cluster", icon=":material/bubble_chart:",
                  disabled=wrong.empty):
         with st.spinner("Embedding the predictions (MiniLM) and clustering"):
             store.clear()
-            store[key] = cluster_errors(wrong, k)
+            store[key] = error_clusters.cluster_errors(wrong, k)
     clusters = store.get(key)
     if clusters is not None:
         st.caption(f"{len(clusters)} clusters of {len(wrong)} wrong predictions (MiniLM embeddings, k-means, seed 0)")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import orjson
 
 from worldsmith.evals import EvalRunStore
-from worldsmith.util.jobs import plain_run_name
+from worldsmith.util import plain_run_name
 
 __all__ = ["EvalLaunch", "JobError", "JobStatus", "eval_command", "job_status", "launch", "list_jobs",
            "validate_run_name"]

@@ -17,8 +17,7 @@ from workbench.common import data
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
-from worldsmith.evals import EvalRunStore, RunFileError
-from worldsmith.evals.envmatch import EnvMatch
+from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
 __all__ = ["PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "matched_env", "render_jobs",
            "render_launch_form", "spec_problem", "workspace_choices"]
@@ -79,7 +78,7 @@ def matched_env(root: Path, book: str, dataset: str) -> str | None:
     return match.suggested_env if match is not None else None
 
 
-def env_match(root: Path, book: str, dataset: str) -> EnvMatch | None:
+def env_match(root: Path, book: str, dataset: str) -> envmatch.EnvMatch | None:
     """`book` (its head) against `dataset`'s environments, cached per book version and dataset revision."""
     from worldsmith.worldbook import WorldbookError, WorldbookStore
 
@@ -94,8 +93,7 @@ def env_match(root: Path, book: str, dataset: str) -> EnvMatch | None:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _env_match(root: str, book: str, version: str, dataset: str, revision: int) -> EnvMatch | None:
-    from worldsmith.evals.envmatch import match_dataset
+def _env_match(root: str, book: str, version: str, dataset: str, revision: int) -> envmatch.EnvMatch | None:
     from worldsmith.worldbook import WorldbookError, WorldbookStore
 
     opened = data.open_dataset(root, dataset)
@@ -103,7 +101,7 @@ def _env_match(root: str, book: str, version: str, dataset: str, revision: int) 
         loaded = WorldbookStore.of_workspace(root).load(book, version)
     except (WorldbookError, OSError, ValueError):
         return None
-    return match_dataset(loaded, opened) if opened is not None else None
+    return envmatch.match_dataset(loaded, opened) if opened is not None else None
 
 
 def spec_problem(spec: str, root: Path) -> str | None:

@@ -16,7 +16,7 @@ from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
 from worldsmith.evals import EvalReport, RunFolder, ScopeBlock
-from worldsmith.evals.judge import judge_frame
+from worldsmith.evals import judge as llm_judge
 
 __all__ = ["render_results", "scope_options"]
 
@@ -115,7 +115,7 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
             with st.expander("Paired differences (table)"):
                 st.dataframe(pairs, hide_index=True, key="ev_pairs")
 
-    judged = judge_frame(records) if not records.empty else pd.DataFrame()
+    judged = llm_judge.judge_frame(records) if not records.empty else pd.DataFrame()
     if not judged.empty:
         st.subheader("Judge dimensions", anchor=False)
         st.plotly_chart(charts.judge_bars(judged), key="ev_judge")

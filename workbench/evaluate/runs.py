@@ -15,8 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from worldsmith.evals import EvalReport
-from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
+from worldsmith.evals import EvalReport, EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
 
 __all__ = [
     "RunFileError",

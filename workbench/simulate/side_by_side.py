@@ -25,17 +25,16 @@ from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, render_records, show_long_values
 from workbench.traces.timeline import render_json_changes, show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
-from worldsmith.sim.htmlview import DIFF_LEGEND, diff_html, text_html
-from worldsmith.sim.registry import needs_llm, world_model_names
-from worldsmith.sim.sidebyside import MethodStep, SideBySide, StateChange, StepView, default_methods
-from worldsmith.traces.json_diff import json_text_changes, parse_json_text
+from worldsmith.sim import htmlview, needs_llm, sidebyside, world_model_names
+from worldsmith.traces import json_text_changes, parse_json_text
 from worldsmith.workspace import EpisodeFilter, env_family
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
 __all__ = [
     "apply_simulate_link", "changes_frame", "NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
 
-RUNNER = "sbs_runner"  # (config key, SideBySide)
+DIFF_LEGEND = htmlview.DIFF_LEGEND  # the library's constant legend: Markdown with no outside text
+RUNNER = "sbs_runner"  # (config key, sidebyside.SideBySide)
 ERROR = "sbs_error"
 NOTICE = "sbs_notice"
 SHOW = "sbs_show"
@@ -55,7 +54,7 @@ def _book(root: str, name: str, version: str) -> Worldbook:
     return WorldbookStore.of_workspace(root).load(name, version)  # versions are immutable
 
 
-def scores_frame(history: list[StepView], methods: list[str]) -> pd.DataFrame:
+def scores_frame(history: list[sidebyside.StepView], methods: list[str]) -> pd.DataFrame:
     """One row per step: the action and each method's F1 and edit similarity against the real observation."""
     rows = []
     for view in history:
@@ -74,7 +73,7 @@ def scores_frame(history: list[StepView], methods: list[str]) -> pd.DataFrame:
 # ------------------------------------------------------------------ callbacks (they run before the script)
 
 
-def _runner() -> SideBySide | None:
+def _runner() -> sidebyside.SideBySide | None:
     held = st.session_state.get(RUNNER)
     return held[1] if held else None
 
@@ -190,7 +189,7 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-def changes_frame(changes: list[StateChange]) -> pd.DataFrame:
+def changes_frame(changes: list[sidebyside.StateChange]) -> pd.DataFrame:
     """One row per state path changed: the kind of change, and the values before and after in full (JSON text; a
     list's items added and removed)."""
     rows = []
@@ -205,7 +204,7 @@ def changes_frame(changes: list[StateChange]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["path", "change", "before", "after"])
 
 
-def _state_panel(changes: list[StateChange], state_after: dict[str, Any] | None, key: str) -> None:
+def _state_panel(changes: list[sidebyside.StateChange], state_after: dict[str, Any] | None, key: str) -> None:
     with st.expander(f"State: {len(changes)} change{'s' if len(changes) != 1 else ''}"):
         if changes:
             frame = changes_frame(changes)
@@ -217,7 +216,7 @@ def _state_panel(changes: list[StateChange], state_after: dict[str, Any] | None,
             st.json(state_after, expanded=False)
 
 
-def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: str, key: str, *,
+def _audit_panel(step: sidebyside.MethodStep, book: Worldbook, dataset: str | None, root: str, key: str, *,
                  expanded: bool = False) -> None:
     audit = step.audit
     if audit is None:
@@ -259,7 +258,7 @@ def _audit_panel(step: MethodStep, book: Worldbook, dataset: str | None, root: s
             st.json(shown, expanded=False)
 
 
-def _real_column(view: StepView, episode: Any) -> None:
+def _real_column(view: sidebyside.StepView, episode: Any) -> None:
     st.markdown("**real**")
     if view.real is None:
         st.caption("typed action: no real observation")
@@ -267,13 +266,13 @@ def _real_column(view: StepView, episode: Any) -> None:
     if parse_json_text(view.real) is not None:  # JSON: indented as the methods' JSON results are
         show_text(view.real)
     else:
-        st.markdown(text_html(view.real), unsafe_allow_html=True)
+        st.markdown(htmlview.text_html(view.real), unsafe_allow_html=True)
     st.caption("recorded observation")
     if episode is not None and any(turn.state is not None for turn in episode.turns):
         _state_panel(view.real_changes, episode.turns[view.index].state, f"sbs_real_{view.index}")
 
 
-def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | None, root: str, index: int,
+def _method_column(name: str, step: sidebyside.MethodStep, book: Worldbook, dataset: str | None, root: str, index: int,
                    real: str | None = None) -> None:
     st.markdown(f"**{md_escape(name)}**" + (" · fallback" if step.status == "fallback" else ""))
     if step.error is not None:
@@ -289,7 +288,7 @@ def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | 
         show_text(step.observation)
         render_json_changes(changes, label="JSON diff from the real result", key=f"sbs_json_{name}_{index}")
     else:
-        body = diff_html(step.diff) if step.diff is not None else text_html(step.observation)
+        body = htmlview.diff_html(step.diff) if step.diff is not None else htmlview.text_html(step.observation)
         st.markdown(body, unsafe_allow_html=True)
     if step.status == "fallback" and step.fallback_score is not None:
         fell = step.fallback_score
@@ -303,7 +302,7 @@ def _method_column(name: str, step: MethodStep, book: Worldbook, dataset: str | 
                  expanded=st.session_state.get(AUDIT_OPEN) == name)
 
 
-def _controls(runner: SideBySide) -> None:
+def _controls(runner: sidebyside.SideBySide) -> None:
     columns = st.columns([1, 1, 1, 1, 1])
     columns[0].button("Step", key="sbs_step", on_click=_act, args=("step",), icon=":material/play_arrow:",
                       disabled=runner.done, help="the next recorded action")
@@ -342,8 +341,8 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     episode, opening, dataset = _pick_episode(root_text, book, source_dataset)
 
     methods_column, spec_column, tokens_column = st.columns([3, 2, 1])
-    methods = methods_column.multiselect("Methods", world_model_names(), default=default_methods(default_model_spec()),
-                                         key="sbs_methods",
+    methods = methods_column.multiselect("Methods", world_model_names(),
+                                         default=sidebyside.default_methods(default_model_spec()), key="sbs_methods",
                                          help="each gets its own column; the real observation is always shown")
     spec = spec_column.text_input("Model spec (direct, rag, worldbook-prompt)", value=default_model_spec() or "", key="sbs_llm")
     max_tokens = int(tokens_column.number_input("Max tokens", min_value=1, max_value=4096, value=64,
@@ -362,8 +361,8 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     if held is None or held[0] != config:
         try:
             llm = _llm(spec.strip(), root_text) if needs_model else None
-            runner = SideBySide.from_kinds(book, methods, llm=llm, episode=episode, opening=opening, mode=mode,
-                                           max_tokens=max_tokens)
+            runner = sidebyside.SideBySide.from_kinds(book, methods, llm=llm, episode=episode, opening=opening,
+                                                      mode=mode, max_tokens=max_tokens)
         except (LLMError, ValueError) as error:
             st.error(md_escape(error), icon=":material/error:")
             st.stop()
@@ -385,7 +384,7 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
             show(st.session_state.pop(key))
 
     with st.expander("Opening observation", expanded=runner.position == 0):
-        st.markdown(text_html(runner.opening, empty="(no opening observation)"), unsafe_allow_html=True)
+        st.markdown(htmlview.text_html(runner.opening, empty="(no opening observation)"), unsafe_allow_html=True)
         if episode is not None and episode.task:
             st.caption(f"task: {md_escape(episode.task)}")
     total = f" of {len(episode.turns)} recorded" if episode is not None else ""

@@ -12,7 +12,8 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, record_name, render_records
-from worldsmith.sim import Session, SessionTurn, action_line
+from worldsmith.sim import Session, SessionTurn
+from worldsmith.traces import action_line
 
 TURN_COLUMNS = ["turn", "action", "observation", "outcome", "source", "route", "records", "model calls", "tokens"]
 

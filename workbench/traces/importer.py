@@ -12,8 +12,13 @@ from workbench.common import state
 from workbench.common.text import md_escape
 from workbench.traces.import_report import render_import_report
 from worldsmith.traces import IMPORTERS
-from worldsmith.workspace import IngestProgress, Workspace, validate_dataset_name
-from worldsmith.workspace.isolated_ingest import IsolatedIngestError, ingest_isolated
+from worldsmith.workspace import (
+    IngestProgress,
+    IsolatedIngestError,
+    Workspace,
+    ingest_isolated,
+    validate_dataset_name,
+)
 
 AUTO = "auto-detect"
 DEFAULT_DATASET = "uploads"

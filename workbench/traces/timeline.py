@@ -16,8 +16,7 @@ import streamlit as st
 from workbench.common import data, state
 from workbench.common.links import turn_link
 from workbench.common.text import md_code, md_escape
-from worldsmith.traces import JsonChange, json_changes
-from worldsmith.traces.model import ContextEvent, Episode, Turn, parse_json_text
+from worldsmith.traces import ContextEvent, Episode, JsonChange, Turn, json_changes, parse_json_text
 
 MAX_CHARS = 20_000
 LINKED_KEY = "linked-turn"

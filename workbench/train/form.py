@@ -27,7 +27,7 @@ from workbench.train.jobs import (
     write_launch_config,
 )
 from workbench.train.runs import runs_root
-from worldsmith.envace.config import DEFAULT_MODEL, ConfigError, EnvACEConfig, resolve_path
+from worldsmith.envace import DEFAULT_MODEL, ConfigError, EnvACEConfig, resolve_path
 from worldsmith.util import atomic_write_bytes
 
 __all__ = ["NOTICE", "config_from_values", "render_run_form", "render_sweep_form", "sweep_config_from_values"]
@@ -77,7 +77,7 @@ def sweep_config_from_values(name: str, base: dict[str, Any], grid_text: str, me
     """A sweep config (as `worldsmith envace sweep` reads it) from the form; raises ConfigError naming the problem."""
     from pydantic import ValidationError
 
-    from worldsmith.envace.sweep import SweepConfig
+    from worldsmith.envace import SweepConfig
 
     try:
         grid = yaml.safe_load(grid_text) if grid_text.strip() else {}

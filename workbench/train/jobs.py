@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 from workbench.train.runs import load_run, runs_root
-from worldsmith.envace import EnvACEConfig
-from worldsmith.envace.training_runs import launch_dir, launch_jobs
-from worldsmith.util import atomic_write_json
-from worldsmith.util.jobs import plain_run_name
+from worldsmith.envace import EnvACEConfig, training_runs
+from worldsmith.util import atomic_write_json, plain_run_name
 
 __all__ = [
     "JobRecord",
@@ -32,6 +30,8 @@ __all__ = [
     "validate_run_name",
     "write_launch_config",
 ]
+
+launch_dir = training_runs.launch_dir  # where launch configs lie, named here for the page
 
 
 class LaunchError(ValueError):
@@ -89,14 +89,14 @@ def launch(root: str | Path, run: str, command: list[str], *,
         raise LaunchError(f"run {run!r} is already running (pid {current.pid})")
     if kind == "train" and load_run(runs_root(root) / run).active:
         raise LaunchError(f"run {run!r} is already running (its status.json says so and its process lives)")
-    job = launch_jobs(root).start(run, command, workspace=root, kind=kind)
+    job = training_runs.launch_jobs(root).start(run, command, workspace=root, kind=kind)
     return JobRecord(run=run, kind=kind, pid=job.pid, started=job.started, command=job.command, alive=True,
                      returncode=None, log_tail="")
 
 
 def job_record(root: str | Path, run: str) -> JobRecord | None:
     """The process the page launched for `run` (None if it never launched one)."""
-    job = launch_jobs(root).load(run)
+    job = training_runs.launch_jobs(root).load(run)
     if job is None:
         return None
     return JobRecord(run=run, kind=job.kind, pid=job.pid, started=job.started, command=job.command, alive=job.alive,

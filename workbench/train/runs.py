@@ -16,8 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from worldsmith.envace.training_runs import TrainingRunStore, launch_jobs
-from worldsmith.envace.training_runs import runs_dir as runs_root  # the Train page's name for it
+from worldsmith.envace import TrainingRunStore, training_runs
 from worldsmith.util import process_alive
 
 __all__ = [
@@ -30,6 +29,8 @@ __all__ = [
     "process_alive",
     "runs_root",
 ]
+
+runs_root = training_runs.runs_dir  # the Train page's name for it
 
 RunState = str  # "running" | "done" | "failed" | "stopped" | "new"
 
@@ -114,7 +115,7 @@ def list_runs(root: str | Path) -> list[TrainRun]:
             if path.is_dir() and not path.name.startswith(".") and TrainingRunStore(path).is_run()]
     listed = {run.name for run in runs}
     # launched from the page but nothing written yet (starting, or died at once): listed, so it shows at once
-    launched = launch_jobs(root)
+    launched = training_runs.launch_jobs(root)
     for name in launched.runs():
         if name not in listed and (launched.path / f"{name}.json").exists():
             runs.append(load_run(folder / name))

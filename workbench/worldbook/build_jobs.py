@@ -15,14 +15,7 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.build_report import render_build_report
-from worldsmith.worldbook.build_jobs import (
-    BuildJobError,
-    BuildJobStatus,
-    BuildLaunch,
-    build_status,
-    launch_build,
-    list_builds,
-)
+from worldsmith.worldbook import build_jobs
 
 __all__ = ["BUILD_JOB", "BUILD_LAST", "progress_text", "render_build_jobs", "start_build"]
 
@@ -35,19 +28,19 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
 
 
-def progress_text(status: BuildJobStatus) -> str:
+def progress_text(status: build_jobs.BuildJobStatus) -> str:
     """One line: the stage running, the time taken and the estimate of the time left."""
     stage = status.stage or "starting"
     left = f" · about {_seconds(status.remaining_s)} left" if status.remaining_s is not None else ""
     return f"{stage} · {status.fraction:.0%} · {_seconds(status.elapsed_s)} elapsed{left}"
 
 
-def start_build(root: str | Path, launch: BuildLaunch) -> bool:
+def start_build(root: str | Path, launch: build_jobs.BuildLaunch) -> bool:
     """Launch the build in the background and remember it in the session; False (with the error shown) if it
     cannot start."""
     try:
-        launch_build(root, launch)
-    except (BuildJobError, OSError) as error:
+        build_jobs.launch_build(root, launch)
+    except (build_jobs.BuildJobError, OSError) as error:
         st.error(f"Build failed: {md_escape(error)}", icon=":material/error:")
         return False
     st.session_state[BUILD_JOB] = launch.out.strip()
@@ -55,13 +48,13 @@ def start_build(root: str | Path, launch: BuildLaunch) -> bool:
     return True
 
 
-def _stages(status: BuildJobStatus) -> pd.DataFrame:
+def _stages(status: build_jobs.BuildJobStatus) -> pd.DataFrame:
     rows = [{"stage": e.get("stage"), "seconds": e.get("seconds"), "cached": e.get("cached")}
             for e in status.events if e.get("state") == "finished"]
     return pd.DataFrame(rows, columns=["stage", "seconds", "cached"])
 
 
-def _show_running(status: BuildJobStatus) -> None:
+def _show_running(status: build_jobs.BuildJobStatus) -> None:
     st.markdown(f"**Building {md_code(status.book)}** in the background (pid {status.pid:d})")
     st.progress(status.fraction, text=md_escape(progress_text(status)))
     stages = _stages(status)
@@ -72,7 +65,7 @@ def _show_running(status: BuildJobStatus) -> None:
 
 @st.fragment(run_every=1.0)
 def _watch(root: str, book: str) -> None:
-    status = build_status(root, book)
+    status = build_jobs.build_status(root, book)
     if status is None:
         return
     if status.state != "running":
@@ -87,7 +80,7 @@ def render_build_jobs(root: str | Path) -> None:
     still running in the workspace."""
     root_text = str(root)
     mine = st.session_state.get(BUILD_JOB)
-    status = build_status(root_text, mine) if mine else None
+    status = build_jobs.build_status(root_text, mine) if mine else None
     if status is not None and status.state == "running":
         _watch(root_text, status.book)
     elif status is not None and status.state == "finished" and status.result is not None:
@@ -100,7 +93,7 @@ def render_build_jobs(root: str | Path) -> None:
         if status.log_tail.strip():
             with st.expander("The build's log"):
                 st.code(status.log_tail, language=None)
-    others = [s for s in list_builds(root_text) if s.state == "running" and s.book != mine]
+    others = [s for s in build_jobs.list_builds(root_text) if s.state == "running" and s.book != mine]
     for other in others:
         with st.container(border=True):
             _show_running(other)

@@ -15,8 +15,8 @@ import streamlit as st
 from workbench.common.links import turn_query
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
-from worldsmith.evals import LeakageError
-from worldsmith.evals.heldout import HeldOut, HeldOutDelta, MetricDelta, book_hash, check_heldout, heldout_delta
+from worldsmith.evals import HeldOut, HeldOutDelta, LeakageError
+from worldsmith.evals import heldout as heldout_scores
 from worldsmith.workspace import Workspace, env_family
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
@@ -75,11 +75,11 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
 def _checked(workspace: Workspace, book: Worldbook, heldout: HeldOut) -> str | None:
     """Why `heldout` cannot be scored against `book` (leakage, a missing split), None when it can; kept per
     (book content, set, dataset revision) for the session, so reruns do not reread the split."""
-    key = f"{book_hash(book)}:{heldout.key(workspace.dataset(heldout.dataset).revision)}"
+    key = f"{heldout_scores.book_hash(book)}:{heldout.key(workspace.dataset(heldout.dataset).revision)}"
     memo: dict[str, str | None] = st.session_state.setdefault(CHECKS, {})
     if key not in memo:
         try:
-            check_heldout(book, heldout, workspace)
+            heldout_scores.check_heldout(book, heldout, workspace)
             memo[key] = None
         except (LeakageError, ValueError, LookupError) as error:
             memo[key] = str(error)
@@ -97,15 +97,15 @@ def _delta(store: WorldbookStore, workspace: Workspace, name: str, parent: str, 
             bar.progress(min(done / max(total, 1), 1.0), text=f"Scored {done:d} of {total:d} held-out turns…")
 
         try:
-            memo[key] = heldout_delta(store.load(name, parent), store.load(name, version), heldout, workspace,
-                                      progress=progress)
+            memo[key] = heldout_scores.heldout_delta(store.load(name, parent), store.load(name, version), heldout,
+                                                     workspace, progress=progress)
         except (LeakageError, ValueError) as error:
             memo[key] = str(error)
         bar.empty()
     return memo[key]
 
 
-def _metric_line(label: str, value: MetricDelta) -> str:
+def _metric_line(label: str, value: heldout_scores.MetricDelta) -> str:
     return (f"{md_escape(label)}: {value.before:.3f} → {value.after:.3f}, **{value.diff:+.3f}** "
             f"\\[{value.low:+.3f}, {value.high:+.3f}\\] on {value.n:d} turns")
 

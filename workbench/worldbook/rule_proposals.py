@@ -16,15 +16,7 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
-from worldsmith.evals import HeldOutDelta, ProposalReport, fidelity_line
-from worldsmith.evals.proposal_jobs import (
-    ProposalJobError,
-    ProposalJobStatus,
-    ProposalLaunch,
-    launch_proposal,
-    proposal_job_name,
-    proposal_status,
-)
+from worldsmith.evals import HeldOutDelta, ProposalReport, fidelity_line, proposal_jobs
 from worldsmith.worldbook import HeldOutEffect, Proposal, Worldbook, WorldbookStore
 
 __all__ = ["PROPOSALS", "cluster_rule_choices", "effect_line", "lowers_fidelity", "proposal_progress_text",
@@ -82,7 +74,7 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
 
 
-def proposal_progress_text(status: ProposalJobStatus) -> str:
+def proposal_progress_text(status: proposal_jobs.ProposalJobStatus) -> str:
     """One line: what the job does now, the share done, the time taken and the estimate of the time left."""
     left = f" · about {_seconds(status.remaining_s)} left" if status.remaining_s is not None else ""
     return f"{status.step or 'starting'} · {status.fraction:.0%} · {_seconds(status.elapsed_s)} elapsed{left}"
@@ -90,7 +82,7 @@ def proposal_progress_text(status: ProposalJobStatus) -> str:
 
 @st.fragment(run_every=1.0)
 def _watch(root: str, name: str) -> None:
-    status = proposal_status(root, name)
+    status = proposal_jobs.proposal_status(root, name)
     if status is None:
         return
     if status.state != "running":
@@ -109,23 +101,23 @@ def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, ve
     shown: dict[str, tuple[float, ProposalReport]] = st.session_state.setdefault(PROPOSALS, {}).setdefault(prefix, {})
     for stale in [k for k in shown if k != key]:
         del shown[stale]
-    launch = ProposalLaunch(book=book, version=version, rule_id=rule_id, split=split)
+    launch = proposal_jobs.ProposalLaunch(book=book, version=version, rule_id=rule_id, split=split)
     try:
-        name = proposal_job_name(launch)
-    except ProposalJobError as error:
+        name = proposal_jobs.proposal_job_name(launch)
+    except proposal_jobs.ProposalJobError as error:
         st.caption(f"No proposals: {md_escape(error)}")
         return
-    status = proposal_status(root, name)
+    status = proposal_jobs.proposal_status(root, name)
     running = status is not None and status.state == "running"
     if st.button("Propose fixes for its failed turns", key=f"{prefix}_run_{key}", icon=":material/auto_fix_high:",
                  disabled=running, help="Runs in the background: leaving the page does not stop it."):
         try:
-            launch_proposal(root, launch)
-        except (ProposalJobError, OSError) as error:
+            proposal_jobs.launch_proposal(root, launch)
+        except (proposal_jobs.ProposalJobError, OSError) as error:
             st.error(f"No proposals: {md_escape(error)}", icon=":material/error:")
             return
         shown.pop(key, None)
-        status = proposal_status(root, name)
+        status = proposal_jobs.proposal_status(root, name)
     if status is None:
         return
     if status.state == "running":

@@ -21,15 +21,16 @@ import streamlit as st
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.rule_card import render_rule_evidence
 from workbench.worldbook.state import submit_patch
-from worldsmith.worldbook import TOOL_RULE_KINDS, FieldChange, PatchOp, RuleStatus, ToolRule, Worldbook, WorldbookStore
-from worldsmith.worldbook.tool_rule_edits import (
-    TEMPLATED_KINDS,
-    change_status_op,
-    drop_change_op,
-    template_op,
-    tool_rule_status_op,
+from worldsmith.worldbook import (
+    TOOL_RULE_KINDS,
+    FieldChange,
+    PatchOp,
+    RuleStatus,
+    ToolRule,
+    Worldbook,
+    WorldbookStore,
+    curation,
 )
-from worldsmith.worldbook.tool_rule_text import describe_change, describe_tool_rule
 
 __all__ = ["KINDS", "TOOL_RULE_KEY", "ToolRuleFilter", "changes_frame", "render_tool_rules", "select_tool_rules",
            "tool_rules_frame"]
@@ -57,7 +58,7 @@ def select_tool_rules(rules: Sequence[ToolRule], chosen: ToolRuleFilter) -> list
 
 def tool_rules_frame(rules: Sequence[ToolRule]) -> pd.DataFrame:
     return pd.DataFrame([{"id": r.id, "tool": r.tool, "kind": r.kind, "status": r.status.value, "support": r.support,
-                          "counterexamples": len(r.counterexamples), "summary": describe_tool_rule(r)}
+                          "counterexamples": len(r.counterexamples), "summary": curation.describe_tool_rule(r)}
                          for r in rules],
                         columns=["id", "tool", "kind", "status", "support", "counterexamples", "summary"])
 
@@ -75,7 +76,8 @@ def _operand(change: FieldChange) -> str:
 def changes_frame(changes: Sequence[FieldChange]) -> pd.DataFrame:
     """A write rule's field changes: path, op, what from, status, in how many of the turns checked it held."""
     return pd.DataFrame([{"path": c.path, "op": c.op, "from": _operand(c), "status": c.status.value,
-                          "held": f"{c.support:d}/{c.checked:d}", "reads as": describe_change(c)} for c in changes],
+                          "held": f"{c.support:d}/{c.checked:d}", "reads as": curation.describe_change(c)}
+                         for c in changes],
                         columns=["path", "op", "from", "status", "held", "reads as"])
 
 
@@ -121,7 +123,7 @@ def _status_editor(store: WorldbookStore, name: str, version: str, rule: ToolRul
     for column, status in zip(st.columns(len(RuleStatus)), RuleStatus, strict=True):
         if column.button(md_escape(status.value), key=f"wb_tset_{status.value}",
                          disabled=status == rule.status or not reason.strip()):
-            _save(store, name, version, tool_rule_status_op(rule, status),
+            _save(store, name, version, curation.tool_rule_status_op(rule, status),
                   f"{rule.id}: {status.value}: {reason.strip()}", f"{md_code(rule.id)} is now {md_escape(status.value)}")
 
 
@@ -130,7 +132,7 @@ def _template_editor(store: WorldbookStore, name: str, version: str, rule: ToolR
         template = st.text_area("Answer template ({arg.x} slots the call's argument x)", value=rule.template,
                                 key=f"wb_ttemplate:{rule.id}", height=90)
         if st.form_submit_button("Save the template", icon=":material/save:") and template != rule.template:
-            _save(store, name, version, _edit_op(template_op, rule, template), f"{rule.id}: template edited",
+            _save(store, name, version, _edit_op(curation.template_op, rule, template), f"{rule.id}: template edited",
                   f"{md_code(rule.id)}'s template saved")
 
 
@@ -145,12 +147,12 @@ def _changes_editor(store: WorldbookStore, name: str, version: str, rule: ToolRu
                               key=f"wb_tchange_status:{rule.id}:{path}",
                               help="the verdict on this change; the rule's own status decides whether it executes")
     if right.button("Set", key="wb_tchange_set", disabled=status == change.status.value):
-        _save(store, name, version, _edit_op(change_status_op, rule, path, status),
+        _save(store, name, version, _edit_op(curation.change_status_op, rule, path, status),
               f"{rule.id}: change {path}: {status}", f"{md_code(rule.id)}: the change of {md_code(path)} is {md_escape(status)}")
     if st.button(f"Drop the change of {md_escape(path)}", key="wb_tchange_drop", icon=":material/delete:",
                  help="the rule no longer sets this field; the field keeps its value when the rule executes"):
-        _save(store, name, version, _edit_op(drop_change_op, rule, path), f"{rule.id}: dropped the change of {path}",
-              f"{md_code(rule.id)} no longer changes {md_code(path)}")
+        _save(store, name, version, _edit_op(curation.drop_change_op, rule, path),
+              f"{rule.id}: dropped the change of {path}", f"{md_code(rule.id)} no longer changes {md_code(path)}")
 
 
 def _card(store: WorldbookStore, name: str, version: str, rule: ToolRule, dataset: str | None) -> None:
@@ -158,7 +160,7 @@ def _card(store: WorldbookStore, name: str, version: str, rule: ToolRule, datase
     st.markdown(f"**Tool** {md_code(rule.tool)} · **kind** {md_code(rule.kind)} · **status** "
                 f"{md_code(rule.status.value)} · support {rule.support:d} · "
                 f"{len(rule.counterexamples):d} counterexamples")
-    st.text(describe_tool_rule(rule))
+    st.text(curation.describe_tool_rule(rule))
     if rule.description:
         st.caption(md_escape(rule.description))
     if rule.changes:
@@ -172,7 +174,7 @@ def _card(store: WorldbookStore, name: str, version: str, rule: ToolRule, datase
     render_rule_evidence(rule, dataset)
     st.divider()
     _status_editor(store, name, version, rule)
-    if rule.kind in TEMPLATED_KINDS:
+    if rule.kind in curation.TEMPLATED_KINDS:
         _template_editor(store, name, version, rule)
     if rule.kind == "write" and rule.changes:
         _changes_editor(store, name, version, rule)

@@ -18,8 +18,8 @@ from worldsmith.worldbook import (
     WorldbookIndex,
     WorldbookStore,
     index_folder,
+    interop,
 )
-from worldsmith.worldbook.interop import export_version, import_into_store
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -62,7 +62,7 @@ def render_package(store: WorldbookStore, name: str, version: str) -> None:
     overwrite = right.checkbox("Replace a non-empty folder", key="wb_export_overwrite")
     if st.button("Export", key="wb_export", icon=":material/upload:") and target.strip():
         try:
-            out = export_version(store, name, target.strip(), version=version, overwrite=overwrite)
+            out = interop.export_version(store, name, target.strip(), version=version, overwrite=overwrite)
         except (WorldbookError, OSError) as error:
             st.error(md_escape(error), icon=":material/error:")
         else:
@@ -74,7 +74,7 @@ def render_package(store: WorldbookStore, name: str, version: str) -> None:
     new_name = right.text_input("Name (optional)", key="wb_import_name")
     if st.button("Import", key="wb_import", icon=":material/download:") and source.strip():
         try:
-            book, info, ignored = import_into_store(store, source.strip(), name=new_name.strip() or None,
+            book, info, ignored = interop.import_into_store(store, source.strip(), name=new_name.strip() or None,
                                                     author="workbench")
         except (WorldbookError, OSError) as error:
             st.error(md_escape(error), icon=":material/error:")

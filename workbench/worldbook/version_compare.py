@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common.text import md_code, md_escape
-from worldsmith.sim import DiffSegment
+from worldsmith.traces import DiffSegment
 from worldsmith.worldbook import WorldbookStore, diff_worldbooks, template_changes
 
 __all__ = ["other_rule_changes", "render_version_compare", "segments_markdown"]

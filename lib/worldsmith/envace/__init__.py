@@ -7,10 +7,18 @@ Dual-role data (`data`), joint supervised and role-wise GRPO training (`trainer`
 `grpo_step`, both on the optimizer core `worldsmith.llm.training`; `grpo`),
 rollouts from imagined / real / worldbook / cached answers with the act -> rehearse prefix
 reused on one key/value cache (`rollouts`, `generate`), the rehearsal-fidelity probe (`probe`),
-Ray Tune sweeps (`sweep`) and the run store (`runstore`).
+Ray Tune sweeps (`sweep`) and the run store (`training_runs`).
+
+Exported: the configuration (`EnvACEConfig` and its parts, `ConfigError`, `resolve_path`), training
+(`Trainer`, `TrainSummary`, `TrainerState`), evaluation and rehearsal of a checkpoint (`evaluate_checkpoint`,
+`RehearsalPolicy`, `rehearsal_fidelity`), the dual-role prompts (`Templates`, `ChatFormat`, `policy_prompt`,
+...), `SweepConfig` and the run store (`TrainingRunStore`). Namespace: `training_runs` (run folders and launched
+jobs). Rollout sources, GRPO losses and modeling helpers: import from their modules.
 """
 
+from worldsmith.envace import training_runs
 from worldsmith.envace.config import (
+    DEFAULT_MODEL,
     ConfigError,
     DataConfig,
     EnvACEConfig,
@@ -19,134 +27,68 @@ from worldsmith.envace.config import (
     ProbeConfig,
     RehearsalBudget,
     TemplateConfig,
+    resolve_path,
 )
 from worldsmith.envace.data import (
     ROLE_ACT,
-    ROLE_IDS,
     ROLE_REHEARSE,
     ChatFormat,
-    DualRoleSample,
-    DualRoleStream,
-    EnvErrorOracle,
-    Exchange,
     Templates,
-    Transcript,
     build_samples,
-    build_streams,
     environment_prompt,
-    parse_call,
     policy_prompt,
     transcript_from_episode,
 )
-from worldsmith.envace.distributed import DataParallel
-from worldsmith.envace.evaluate import EvalResult, EvalSettings, TaskRecord, evaluate_checkpoint
-from worldsmith.envace.generate import DecodeStats, SegmentDecoder
-from worldsmith.envace.grpo import group_advantages, grpo_loss
+from worldsmith.envace.evaluate import EvalResult, EvalSettings, evaluate_checkpoint
+from worldsmith.envace.generate import SegmentDecoder
 from worldsmith.envace.grpo_step import GrpoStep
-from worldsmith.envace.modeling import collate_streams, load_policy, target_logprobs
-from worldsmith.envace.probe import metric_functions, probe_transitions, rehearsal_fidelity
-from worldsmith.envace.rehearsal import (
-    RehearsalConfig,
-    RehearsalPolicy,
-    RehearsalRecord,
-    is_irreversible,
-    load_checkpoint_llm,
-    templates_for_checkpoint,
-)
-from worldsmith.envace.rollouts import (
-    SOURCES,
-    CacheSource,
-    ImaginedSource,
-    RealResponseCache,
-    RealSource,
-    Reply,
-    Rollout,
-    RolloutGroup,
-    RolloutSettings,
-    RolloutSource,
-    RolloutStep,
-    TaskSpec,
-    WorldbookSource,
-    make_source_factory,
-    rollout,
-    score_rollouts,
-    task_reward,
-    task_specs,
-)
+from worldsmith.envace.modeling import load_policy
+from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
+from worldsmith.envace.rehearsal import RehearsalConfig, RehearsalPolicy, load_checkpoint_llm
+from worldsmith.envace.rollouts import task_specs
 from worldsmith.envace.supervised_step import SupervisedStep
+from worldsmith.envace.sweep import SweepConfig
 from worldsmith.envace.trainer import Trainer, TrainSummary, load_episodes
 from worldsmith.envace.trainer_state import TrainerState
 from worldsmith.envace.training_runs import TrainingRunStore
 
 __all__ = [
+    "DEFAULT_MODEL",
     "ROLE_ACT",
-    "ROLE_IDS",
     "ROLE_REHEARSE",
-    "SOURCES",
-    "CacheSource",
     "ChatFormat",
     "ConfigError",
     "DataConfig",
-    "DataParallel",
-    "DecodeStats",
-    "DualRoleSample",
-    "DualRoleStream",
     "EnvACEConfig",
-    "EnvErrorOracle",
     "EvalResult",
     "EvalSettings",
-    "Exchange",
     "GRPOConfig",
     "GrpoStep",
-    "ImaginedSource",
     "LoraSettings",
     "ProbeConfig",
-    "RealSource",
     "RehearsalBudget",
     "RehearsalConfig",
     "RehearsalPolicy",
-    "RehearsalRecord",
-    "Reply",
-    "RealResponseCache",
-    "Rollout",
-    "RolloutGroup",
-    "RolloutSettings",
-    "RolloutSource",
-    "RolloutStep",
-    "TrainingRunStore",
     "SegmentDecoder",
     "SupervisedStep",
-    "TaskRecord",
-    "TaskSpec",
+    "SweepConfig",
     "TemplateConfig",
     "Templates",
     "TrainSummary",
     "Trainer",
     "TrainerState",
-    "Transcript",
-    "WorldbookSource",
+    "TrainingRunStore",
     "build_samples",
-    "build_streams",
-    "collate_streams",
     "environment_prompt",
     "evaluate_checkpoint",
-    "group_advantages",
-    "grpo_loss",
-    "is_irreversible",
     "load_checkpoint_llm",
     "load_episodes",
     "load_policy",
-    "make_source_factory",
-    "metric_functions",
-    "parse_call",
     "policy_prompt",
     "probe_transitions",
     "rehearsal_fidelity",
-    "rollout",
-    "score_rollouts",
-    "target_logprobs",
-    "task_reward",
+    "resolve_path",
     "task_specs",
-    "templates_for_checkpoint",
+    "training_runs",
     "transcript_from_episode",
 ]

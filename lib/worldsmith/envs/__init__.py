@@ -6,8 +6,14 @@
 
 Adapters import their environment package only when built, so listing the registry is cheap
 and a missing package is a clear `EnvUnavailableError` naming what to install.
+
+Exported: the protocol (`Env`, `EnvBase`, `Step`), the registry (`make`, `register`, `spec`, `registry`,
+`check_env`), policies (`POLICIES`, `make_policy`, the policy classes) and recording (`EpisodeRecorder`,
+`record_episode`). Namespace: `collect` (collection runs into a workspace dataset: `collect.collect`,
+`collect.CollectConfig`, ...). The environments themselves (`envs.alfworld`, `envs.bfcl`, ...) register on import.
 """
 
+from worldsmith.envs import collect
 from worldsmith.envs.base import (
     Env,
     EnvBase,
@@ -108,6 +114,7 @@ __all__ = [
     "as_action",
     "available",
     "check_env",
+    "collect",
     "episode_id_for",
     "make",
     "make_policy",

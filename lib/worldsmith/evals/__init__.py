@@ -9,205 +9,69 @@
 Protocols (next-observation, open-loop drift, world-to-real), text metrics and an LLM judge, the
 paired bootstrap over episodes, per-turn novelty (exact match on the knowable turns), leakage control, the run store (config, records, report, plots,
 progress), the construction-size curve and AgentWorldBench interop.
+
+Exported: running (`EvalConfig`, `run_eval`, `metric`, `metric_names`), the report (`EvalReport`, `MetricCell`,
+`PairCell`, `ScopeBlock`, `small_sample_note`), the run store (`EvalRunStore`, `RunFolder`, `RunProgress`),
+held-out deltas (`HeldOut`, `HeldOutDelta`), proposals with their effect (`ProposalReport`,
+`propose_with_effect`), active collection (`explore`, `ExploreConfig`, `ExploreReport`) and
+`construction_size_curve`. Namespaces: `heldout` (scoring book versions on held-out turns), `proposal_jobs`
+(proposals as background jobs), `misses` and `clusters` (why predictions missed), `envmatch` (which
+environments a book simulates), `judge` (the LLM judge), `plots` (the report's figures). Protocols, bootstrap,
+records and AgentWorldBench rows: import from their modules.
 """
 
-from worldsmith.evals.agentworldbench import (
-    AWBRow,
-    predict_rows,
-    read_rows,
-    row_episode,
-    score_rows,
-    write_rows,
-)
-from worldsmith.evals.bootstrap import (
-    SMALL_SAMPLE,
-    Interval,
-    bootstrap_mean,
-    bootstrap_ratio,
-    pair_name,
-    small_sample_note,
-    summarize,
-)
-from worldsmith.evals.curves import DEFAULT_SIZES, CurveResult, ablation_methods, construction_size_curve
-from worldsmith.evals.eval_records import RECORD_COLUMNS, EvalRecord, Journal, records_frame, write_records
-from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress
-from worldsmith.evals.explore import (
-    STRATEGIES,
-    ExploreConfig,
-    ExploreProgress,
-    ExploreReport,
-    ExploreRound,
-    RuleChange,
-    explore,
-)
-from worldsmith.evals.heldout import (
-    FlippedTurn,
-    HeldOut,
-    HeldOutDelta,
-    MetricDelta,
-    TurnScore,
-    VersionScores,
-    check_heldout,
-    edited_actions,
-    heldout_delta,
-    load_heldout,
-    score_version,
-)
-from worldsmith.evals.judge import (
-    DIMENSIONS,
-    FAMILIES,
-    Judge,
-    JudgeVerdict,
-    judge_family,
-    judge_messages,
-    judge_total,
-    open_judge,
-    parse_verdict,
-)
-from worldsmith.evals.metrics import (
-    METRICS,
-    edit_similarity,
-    exact_match,
-    flatten_json,
-    json_f1,
-    metric,
-    metric_names,
-    metric_scores,
-    token_f1,
-    word_tokens,
-)
-from worldsmith.evals.misses import miss_groups, paired_miss_differences, why_missed
-from worldsmith.evals.novelty import NoveltyIndex, text_values, vocabulary
+from worldsmith.evals import clusters, envmatch, heldout, judge, misses, plots, proposal_jobs
+from worldsmith.evals.bootstrap import SMALL_SAMPLE, Interval, small_sample_note
+from worldsmith.evals.curves import construction_size_curve
+from worldsmith.evals.eval_records import EvalRecord
+from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
+from worldsmith.evals.explore import STRATEGIES, ExploreConfig, ExploreProgress, ExploreReport, explore, load_report
+from worldsmith.evals.heldout import HeldOut, HeldOutDelta
+from worldsmith.evals.metrics import METRICS, metric, metric_names
 from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
-from worldsmith.evals.proposal_jobs import (
-    ProposalJobError,
-    ProposalJobStatus,
-    ProposalLaunch,
-    launch_proposal,
-    list_proposals,
-    proposal_status,
-)
-from worldsmith.evals.protocols import (
-    ABLATIONS,
-    PROTOCOLS,
-    UsageMeter,
-    drift_records,
-    first_divergence,
-    make_method,
-    method_kind,
-    needs_llm,
-    next_obs_records,
-    w2r_record,
-)
-from worldsmith.evals.report import NOVELTY_METRICS, REPORT_METRICS, build_report, write_report
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ScopeBlock
-from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval, run_folder
-from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.evals.run import EvalConfig, EvalRun, RunConflictError, run_eval
+from worldsmith.worldbook.leakage import LeakageError
 
 __all__ = [
-    "ABLATIONS",
-    "AWBRow",
-    "CurveResult",
-    "DEFAULT_SIZES",
-    "DIMENSIONS",
+    "METRICS",
+    "SMALL_SAMPLE",
+    "STRATEGIES",
     "EvalConfig",
     "EvalRecord",
     "EvalReport",
     "EvalRun",
-    "FAMILIES",
+    "EvalRunStore",
     "ExploreConfig",
     "ExploreProgress",
     "ExploreReport",
-    "ExploreRound",
-    "FlippedTurn",
     "HeldOut",
     "HeldOutDelta",
     "Interval",
-    "Journal",
-    "Judge",
-    "JudgeVerdict",
     "LeakageError",
-    "METRICS",
     "MetricCell",
-    "MetricDelta",
-    "NOVELTY_METRICS",
-    "NoveltyIndex",
-    "PROTOCOLS",
     "PairCell",
     "ProposalReport",
-    "RECORD_COLUMNS",
-    "REPORT_METRICS",
     "RunConflictError",
     "RunFileError",
     "RunFolder",
     "RunProgress",
-    "EvalRunStore",
     "ScopeBlock",
-    "TurnScore",
-    "UsageMeter",
-    "VersionScores",
-    "ablation_methods",
-    "book_episode_ids",
-    "RuleChange",
-    "SMALL_SAMPLE",
-    "STRATEGIES",
-    "small_sample_note",
-    "bootstrap_mean",
-    "bootstrap_ratio",
-    "build_report",
-    "check_heldout",
-    "check_leakage",
+    "clusters",
     "construction_size_curve",
-    "drift_records",
-    "edit_similarity",
-    "edited_actions",
+    "envmatch",
     "explore",
-    "evidence_families",
-    "exact_match",
     "fidelity_line",
-    "first_divergence",
-    "flatten_json",
-    "heldout_delta",
-    "json_f1",
-    "judge_family",
-    "judge_messages",
-    "judge_total",
-    "load_heldout",
-    "make_method",
-    "method_kind",
-    "needs_llm",
-    "next_obs_records",
-    "open_judge",
-    "pair_name",
-    "parse_verdict",
-    "predict_rows",
-    "propose_with_effect",
-    "read_rows",
-    "records_frame",
-    "row_episode",
-    "run_eval",
-    "run_folder",
+    "heldout",
+    "judge",
+    "load_report",
     "metric",
     "metric_names",
-    "metric_scores",
-    "score_rows",
-    "score_version",
-    "summarize",
-    "text_values",
-    "token_f1",
-    "vocabulary",
-    "w2r_record",
-    "word_tokens",
-    "write_records",
-    "write_report",
-    "write_rows",
-    "miss_groups",
-    "paired_miss_differences",
-    "why_missed",
-    "ProposalJobError",
-    "ProposalJobStatus",
-    "ProposalLaunch",
-    "launch_proposal",
-    "list_proposals",
-    "proposal_status",
+    "misses",
+    "plots",
+    "proposal_jobs",
+    "propose_with_effect",
+    "read_json_file",
+    "run_eval",
+    "small_sample_note",
 ]

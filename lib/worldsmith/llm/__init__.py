@@ -4,8 +4,14 @@
     llm = make_llm("tiny:data_samples/models/tiny")
     [completion] = llm.chat([{"role": "user", "content": "look"}], max_tokens=32)
     print(completion.text, completion.prompt_tokens, completion.latency_s)
+
+Exported: the protocol and its types (`LLM`, `Message`, `Completion`, the errors), opening models by spec
+(`open_llm`, `make_llm`, `parse_spec`, `configured_models`), backends (`register_backend`, `backends`), call
+logging and caching, prompt budgets and structured output. Namespace: `catalog` (what the Models page and
+`worldsmith llm` show: model and backend rows, one prompt sent the way every call is).
 """
 
+from worldsmith.llm import catalog
 from worldsmith.llm.base import (
     LLM,
     BackendUnavailableError,
@@ -65,6 +71,7 @@ __all__ = [
     "TransientLLMError",
     "backend",
     "backends",
+    "catalog",
     "chat_structured",
     "check_messages",
     "configured_models",

@@ -12,6 +12,11 @@ token) that opened them, are closed by it (`close_session`, `POST /close`) or wh
 and a closed or expired one fails with why when used again (`SessionEndedError`). The MCP and HTTP parts need the `serve` extra (mcp, fastapi,
 uvicorn, httpx); they load on first use, so the tool schemas (`book_tools`, used by the workbench)
 work without it.
+
+Exported: the served book (`ServeConfig`, `ServedWorldbook`), the MCP server (`build_mcp_server`,
+`run_mcp_stdio`, `run_mcp_http`), the HTTP `Env` (`build_env_app`, `HttpEnv`), the guard (`ServeSecurity`,
+`GuardMiddleware`), the tool schemas (`book_tools`, `ToolSpec`) and the command lines the workbench shows
+(`serve_commands`). Request/response models, credential helpers and session lifetimes: import from their modules.
 """
 
 from __future__ import annotations
@@ -28,19 +33,14 @@ from worldsmith.serve.commands import (
     serve_commands,
 )
 from worldsmith.serve.guard import (
-    CREDENTIAL_SCOPE_KEY,
-    DEFAULT_MAX_REQUEST_BYTES,
-    DEFAULT_MAX_RESPONSE_BYTES,
     TOKEN_ENV,
     GuardMiddleware,
     ServeSecurity,
     bind_warning,
-    credential_of,
-    is_loopback,
     read_token_file,
     serve_security,
 )
-from worldsmith.serve.lifetimes import EndedSessions, Ending, SessionEndedError
+from worldsmith.serve.lifetimes import SessionEndedError
 from worldsmith.serve.simulator import ServeConfig, ServedSession, ServedWorldbook, task_episodes
 from worldsmith.serve.tool_schemas import (
     CLOSE_SESSION_TOOL,
@@ -55,20 +55,14 @@ from worldsmith.serve.tool_schemas import (
 
 __all__ = [
     "CLOSE_SESSION_TOOL",
-    "CREDENTIAL_SCOPE_KEY",
     "DEFAULT_ENV_PORT",
     "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_MAX_REQUEST_BYTES",
-    "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MCP_PORT",
-    "EndedSessions",
-    "Ending",
+    "SESSION_META_KEY",
+    "TOKEN_ENV",
     "GuardMiddleware",
     "HttpEnv",
-    "ResetRequest",
-    "ResetResponse",
-    "SESSION_META_KEY",
     "ServeCommands",
     "ServeConfig",
     "ServeSecurity",
@@ -76,9 +70,6 @@ __all__ = [
     "ServedWorldbook",
     "SessionEndedError",
     "SessionRegistry",
-    "StepRequest",
-    "StepResponse",
-    "TOKEN_ENV",
     "ToolArgumentError",
     "ToolSpec",
     "UnknownSessionError",
@@ -91,20 +82,17 @@ __all__ = [
     "build_mcp_server",
     "call_text",
     "close_tool",
-    "credential_of",
-    "is_loopback",
     "read_token_file",
     "run_mcp_http",
     "run_mcp_stdio",
     "serve_commands",
     "serve_security",
     "task_episodes",
-    "turn_result",
 ]
 
 _LAZY = {
     name: "worldsmith.serve.http_env"
-    for name in ("HttpEnv", "ResetRequest", "ResetResponse", "StepRequest", "StepResponse", "build_env_app")
+    for name in ("HttpEnv", "build_env_app")
 }
 _LAZY.update(
     {
@@ -117,7 +105,6 @@ _LAZY.update(
             "build_mcp_server",
             "run_mcp_http",
             "run_mcp_stdio",
-            "turn_result",
         )
     }
 )

@@ -3,6 +3,10 @@
     from worldsmith.traces import read_traces
     for item in read_traces(["runs/airline.json"]):
         ...  # Episode, or Reject (file, line/pointer, reason, raw record)
+
+Exported: the trace model (`Episode`, `Turn`, `Action`, `Observation`, ...), reading (`read_traces`,
+`detect_format`, the `IMPORTERS` registry), writing (`export_episodes`, `EXPORTERS`), the diffs every layer
+shows (`word_diff`, `json_changes`) and trajectory families. File walking, limits and rows: their modules.
 """
 
 from __future__ import annotations
@@ -14,9 +18,8 @@ from typing import Any
 from worldsmith.traces.actions import action_from_json, action_from_text, action_line
 from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.exporters import EXPORTERS, export_episodes, register_exporter
-from worldsmith.traces.families import family_of, trajectory_family
-from worldsmith.traces.files import expand_paths, is_trace_candidate
-from worldsmith.traces.import_report import FileReport, ImportReport, Reject, TraceFormatError
+from worldsmith.traces.families import trajectory_family
+from worldsmith.traces.files import expand_paths, sample_trace_files
 from worldsmith.traces.importers import (
     IMPORTERS,
     Detection,
@@ -35,6 +38,7 @@ from worldsmith.traces.model import (
     Provenance,
     SourceRef,
     Turn,
+    parse_json_text,
     split_turn_id,
     turn_id,
 )
@@ -66,18 +70,17 @@ __all__ = [
     "detect_format",
     "episode_json_schema",
     "exclude_dialogue_only",
-    "expand_paths",
-    "family_of",
+    "export_episodes",
+    "get_importer",
     "json_changes",
     "json_text_changes",
-    "export_episodes",
-    "trajectory_family",
-    "get_importer",
-    "is_trace_candidate",
+    "parse_json_text",
     "read_traces",
     "register_exporter",
     "register_importer",
+    "sample_trace_files",
     "split_turn_id",
+    "trajectory_family",
     "turn_id",
     "word_diff",
 ]

@@ -26,6 +26,7 @@ from worldsmith.util.executors import (
     make_executor,
     ray_session,
 )
+from worldsmith.util.jobs import plain_run_name
 from worldsmith.util.names import InvalidName, check_name
 from worldsmith.util.paths import default_workspace_root, read_user_bytes, read_user_text, resolve_user_path
 from worldsmith.util.processes import process_alive
@@ -38,6 +39,7 @@ __all__ = ["LOCAL_RAY", "AlreadyRegisteredError", "BadInputError", "BusyError", 
            "InlineExecutor", "InvalidName", "MissingFileError", "NotFoundError", "NotRegisteredError", "ProcessExecutor", "Progress",
            "RayExecutor", "Registry", "UnavailableError", "UnitOutcome", "WorldsmithError", "atomic_write",
            "atomic_write_bytes", "atomic_write_json", "check_name", "clip",
-           "code_version", "default_workspace_root", "make_executor", "make_staging", "process_alive", "publish_dir", "ray_session",
+           "code_version", "default_workspace_root", "make_executor", "make_staging", "plain_run_name", "process_alive",
+           "publish_dir", "ray_session",
            "read_user_bytes", "read_user_text",
            "replace_dir", "resolve_user_path", "staging_dir", "sweep_stale", "user_path", "user_path_error"]

@@ -1,6 +1,16 @@
-"""The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export."""
+"""The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export.
 
-from worldsmith.traces.files import expand_paths, is_trace_candidate
+Exported: `Workspace` and its `Dataset`s (with `EpisodeFilter`), ingest (`ingest_files`, and `ingest_isolated`:
+the same in a child process under a memory limit, what the workbench uses for uploads), splits, relabelling and
+the turn search index. `ingest_isolated` and `IsolatedIngestError` load on first use: their module is also run
+as `python -m worldsmith.workspace.isolated_ingest`, which must not find it imported by this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, EpisodeNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
 from worldsmith.workspace.layout import WorkspaceLayout, env_family
@@ -26,6 +36,7 @@ __all__ = [
     "EpisodeNotFound",
     "IndexStats",
     "IngestProgress",
+    "IsolatedIngestError",
     "RelabelResult",
     "SearchHit",
     "SearchResult",
@@ -38,16 +49,27 @@ __all__ = [
     "declared_tool_names",
     "default_workspace_root",
     "env_family",
-    "expand_paths",
     "has_index",
     "ingest_files",
-    "tool_set_env_id",
-    "is_trace_candidate",
+    "ingest_isolated",
     "parse_query",
     "parse_ratios",
     "relabel_env",
     "sanitize_filename",
     "search_turns",
+    "tool_set_env_id",
     "update_index",
     "validate_dataset_name",
 ]
+
+if TYPE_CHECKING:
+    from worldsmith.workspace.isolated_ingest import IsolatedIngestError, ingest_isolated
+
+_LAZY = {"IsolatedIngestError": "worldsmith.workspace.isolated_ingest",
+         "ingest_isolated": "worldsmith.workspace.isolated_ingest"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'worldsmith.workspace' has no attribute {name!r}")

@@ -5,62 +5,27 @@
     book = store.load("alfworld")
     store.patch("alfworld", Patch(base=store.head("alfworld"),
                                   ops=[PatchOp(op="update_rule", id="take-1", fields={"status": "conflicted"})]))
+
+Exported: the book and its parts (`Worldbook`, `Rule`, `ToolRule`, `Condition`, `Effect`, `Evidence`, ...), the
+versioned store and its patches (`WorldbookStore`, `Patch`, `PatchOp`, `diff_worldbooks`), building
+(`build_worldbook`, `BuildConfig`, `build_dataset`), checking and proposing edits (`check_rule`,
+`evidence_regressions`, `propose_patches`, `template_changes`) and search (`WorldbookIndex`, `index_folder`).
+Namespaces: `build_jobs` (builds as background jobs), `curation` (tool-rule edit ops and their text), `interop`
+(Trace2Env packages, version export/import). Everything else (the build stages, induction, replay internals)
+is imported from its module, e.g. `worldsmith.worldbook.rule_replay`.
 """
 
-from worldsmith.worldbook.book_stages import BOOK_STAGES, STAGES, BookStage, CandidateRules
-from worldsmith.worldbook.build import (
-    BuildConfig,
-    BuildResult,
-    CrossFitResult,
-    build_worldbook,
-    cross_fit,
-    duplicate_trajectories,
-    families_in_fold_order,
-    family_folds,
-    leakage_check,
-    mixed_environment_warning,
-    trajectory_family,
-    validate,
-)
-from worldsmith.worldbook.compare import TemplateChange, template_changes
-from worldsmith.worldbook.engine import (
-    EffectError,
-    apply_effects,
-    check_conditions,
-    match_template,
-    render,
-)
-from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
-from worldsmith.worldbook.index import (
-    SEARCH_KINDS,
-    DenseUnavailableError,
-    Embedder,
-    SearchHit,
-    SentenceTransformerEmbedder,
-    WorldbookIndex,
-    book_key,
-    default_embedder,
-    index_folder,
-)
-from worldsmith.worldbook.induce import InductionConfig, induce_rules
-from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
-from worldsmith.worldbook.leakage import LeakageError, book_episode_ids, check_leakage, evidence_families
+from worldsmith.worldbook import build_jobs, curation, interop
+from worldsmith.worldbook.build import BuildConfig, BuildResult, build_dataset, build_worldbook
+from worldsmith.worldbook.compare import template_changes
+from worldsmith.worldbook.index import SEARCH_KINDS, DenseUnavailableError, WorldbookIndex, index_folder
 from worldsmith.worldbook.leakage_report import LeakageReport
-from worldsmith.worldbook.lookup_rules import learn_lookup_rules
-from worldsmith.worldbook.lookup_specs import Precondition, QueryRule
 from worldsmith.worldbook.model import (
     NAMESPACES,
-    ActionSchema,
-    ActionSpec,
-    ArgumentSpec,
     Condition,
-    Demonstration,
     Effect,
     Evidence,
-    Invariant,
-    ListFormat,
     Note,
-    ObservationContract,
     Rule,
     RuleProvenance,
     RuleStatus,
@@ -68,195 +33,60 @@ from worldsmith.worldbook.model import (
     StateSchema,
     Worldbook,
 )
-from worldsmith.worldbook.model_stages import (
-    StageReport,
-    compare_stage_outputs,
-    model_extract,
-    model_notes,
-    model_rules,
-)
-from worldsmith.worldbook.pipeline import Stage, StageProgress, StageRun, run_stages, with_stage
-from worldsmith.worldbook.preconditions import learn_preconditions
-from worldsmith.worldbook.proposal_forms import HeldOutEffect, heldout_effect, heldout_evidence
-from worldsmith.worldbook.proposals import Proposal, ProposalKind, describe_condition, propose_patches
-from worldsmith.worldbook.queries import learn_queries
-from worldsmith.worldbook.record_store import (
-    EpisodeRecords,
-    RecordStore,
-    StoredRecord,
-    iter_records,
-    learn_selectors,
-    own_records,
-)
-from worldsmith.worldbook.route_table import RouteStats, RouteTable
-from worldsmith.worldbook.rule_guard import EvidenceRegression, evidence_regressions
-from worldsmith.worldbook.rule_replay import (
-    MatchMemo,
-    ReplayReport,
-    ReviewConfig,
-    RuleReplay,
-    Selection,
-    TurnCheck,
-    check_rule,
-    replay_evidence,
-    review_rules,
-    select_rule,
-)
-from worldsmith.worldbook.stages import Extraction, Fact
+from worldsmith.worldbook.proposal_forms import HeldOutEffect
+from worldsmith.worldbook.proposals import Proposal, propose_patches
+from worldsmith.worldbook.rule_guard import evidence_regressions
+from worldsmith.worldbook.rule_replay import RuleReplay, check_rule
 from worldsmith.worldbook.store import (
     Patch,
     PatchConflictError,
     PatchOp,
-    VersionInfo,
     WorldbookError,
     WorldbookNotFound,
     WorldbookStore,
-    apply_ops,
     diff_worldbooks,
-    iter_rule_turns,
 )
-from worldsmith.worldbook.templates import (
-    evidence_from_episodes,
-    render_template,
-    text_arguments,
-)
-from worldsmith.worldbook.termination import Termination, TerminationFeature, learn_termination, predicts_done
-from worldsmith.worldbook.toolrules import TOOL_RULE_KINDS, FieldChange, ResponseSpec, Selector, ToolRule
-from worldsmith.worldbook.writes import WriteConfig, apply_changes, learn_tool_rules, render_response
+from worldsmith.worldbook.toolrules import TOOL_RULE_KINDS, FieldChange, ToolRule
 
 __all__ = [
-    "BOOK_STAGES",
     "NAMESPACES",
     "SEARCH_KINDS",
-    "STAGES",
-    "TRACE2ENV_FILES",
-    "ActionSchema",
-    "ActionSpec",
-    "ArgumentSpec",
-    "BookStage",
-    "Precondition",
-    "QueryRule",
-    "RecordStore",
+    "TOOL_RULE_KINDS",
     "BuildConfig",
     "BuildResult",
-    "CandidateRules",
     "Condition",
-    "CrossFitResult",
-    "Demonstration",
     "DenseUnavailableError",
     "Effect",
-    "EffectError",
-    "Embedder",
-    "EpisodeRecords",
     "Evidence",
-    "EvidenceRegression",
-    "Extraction",
-    "Fact",
     "FieldChange",
     "HeldOutEffect",
-    "InductionConfig",
-    "Invariant",
-    "LeakageError",
     "LeakageReport",
-    "ListFormat",
-    "MatchMemo",
     "Note",
-    "ObservationContract",
     "Patch",
     "PatchConflictError",
     "PatchOp",
     "Proposal",
-    "ProposalKind",
-    "ReplayReport",
-    "ResponseSpec",
-    "ReviewConfig",
-    "RouteStats",
-    "RouteTable",
     "Rule",
     "RuleProvenance",
     "RuleReplay",
     "RuleStatus",
-    "SearchHit",
-    "Selection",
-    "Selector",
-    "SentenceTransformerEmbedder",
-    "Stage",
-    "StageProgress",
-    "StageReport",
-    "StageRun",
     "StatePath",
     "StateSchema",
-    "StoredRecord",
-    "TemplateChange",
-    "Termination",
-    "TerminationFeature",
-    "TOOL_RULE_KINDS",
     "ToolRule",
-    "Trace2EnvError",
-    "TurnCheck",
-    "VersionInfo",
     "Worldbook",
     "WorldbookError",
     "WorldbookIndex",
     "WorldbookNotFound",
     "WorldbookStore",
-    "WriteConfig",
-    "apply_changes",
-    "apply_effects",
-    "apply_ops",
-    "book_episode_ids",
-    "book_key",
+    "build_dataset",
+    "build_jobs",
     "build_worldbook",
-    "check_conditions",
-    "check_leakage",
     "check_rule",
-    "compare_stage_outputs",
-    "cross_fit",
-    "default_embedder",
-    "describe_condition",
+    "curation",
     "diff_worldbooks",
-    "duplicate_trajectories",
-    "evidence_families",
-    "evidence_from_episodes",
     "evidence_regressions",
-    "export_trace2env",
-    "extract_facts",
-    "families_in_fold_order",
-    "family_folds",
-    "heldout_effect",
-    "heldout_evidence",
-    "import_trace2env",
     "index_folder",
-    "induce_rules",
-    "iter_records",
-    "iter_rule_turns",
-    "leakage_check",
-    "learn_list_format",
-    "learn_selectors",
-    "learn_termination",
-    "learn_tool_rules",
-    "learn_lookup_rules",
-    "learn_preconditions",
-    "learn_queries",
-    "match_template",
-    "mixed_environment_warning",
-    "model_extract",
-    "model_notes",
-    "model_rules",
-    "own_records",
-    "predicts_done",
+    "interop",
     "propose_patches",
-    "render",
-    "render_list",
-    "render_response",
-    "render_template",
-    "replay_evidence",
-    "review_rules",
-    "run_stages",
-    "select_rule",
     "template_changes",
-    "text_arguments",
-    "trajectory_family",
-    "validate",
-    "with_stage",
 ]
