@@ -88,9 +88,9 @@ def bench_intervals(episodes: int, turns: int, resamples: int, repeats: int) -> 
 
 def bench_prompt_fit() -> dict[str, Any]:
     from worldsmith.llm import open_llm, prompt_budget
-    from worldsmith.sim import action_line, episode_preamble
     from worldsmith.sim.base import HistoryItem
-    from worldsmith.sim.prompts import fit_simulator_messages
+    from worldsmith.sim.prompts import episode_preamble, fit_simulator_messages
+    from worldsmith.traces import action_line
     from worldsmith.traces.importers.openai_chat import OpenAIChatImporter
 
     episodes = list(OpenAIChatImporter().read(REPO / "data_samples" / "toolshop" / "conversations.openai.jsonl"))

@@ -28,7 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import orjson  # noqa: E402
 
-from worldsmith.evals import HeldOut, heldout_delta, score_version  # noqa: E402
+from worldsmith.evals import HeldOut  # noqa: E402
+from worldsmith.evals.heldout import heldout_delta, score_version  # noqa: E402
 from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
 from worldsmith.traces import Episode  # noqa: E402
 from worldsmith.workspace import Workspace  # noqa: E402

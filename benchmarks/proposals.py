@@ -27,8 +27,9 @@ def run(env: str, seed: int) -> dict:
     from worldsmith.evals.heldout import HeldOut, heldout_delta
     from worldsmith.traces.files import sample_trace_files
     from worldsmith.workspace import Workspace
-    from worldsmith.worldbook import WorldbookStore, apply_ops, propose_patches
+    from worldsmith.worldbook import WorldbookStore, propose_patches
     from worldsmith.worldbook.build import build_dataset
+    from worldsmith.worldbook.store import apply_ops
 
     root = Path(tempfile.mkdtemp(prefix="bench-proposals-")) / "ws"
     workspace = Workspace(root)

@@ -49,8 +49,9 @@ import orjson  # noqa: E402
 from worldsmith.sim.harness import Harness  # noqa: E402
 from worldsmith.sim.registry import make_world_model, needs_llm  # noqa: E402
 from worldsmith.sim.route_learning import build_simulator_book  # noqa: E402
-from worldsmith.traces import Episode  # noqa: E402
-from worldsmith.worldbook import Worldbook, cross_fit, trajectory_family  # noqa: E402
+from worldsmith.traces import Episode, trajectory_family  # noqa: E402
+from worldsmith.worldbook import Worldbook  # noqa: E402
+from worldsmith.worldbook.build import cross_fit  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples" / "collected"

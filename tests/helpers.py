@@ -78,7 +78,7 @@ def sample_episodes(name: str) -> list[Any]:
 
 def split_by_family(episodes: list[Any], every: int = 4) -> tuple[list[Any], list[Any]]:
     """(construction, held out): every `every`-th trajectory family (sorted) is held out, whole."""
-    from worldsmith.worldbook import trajectory_family
+    from worldsmith.traces import trajectory_family
 
     families = sorted({trajectory_family(e) for e in episodes})
     held = set(families[::every])

@@ -240,7 +240,9 @@ def test_a_plug_in_metric_is_scored_into_an_evaluation_the_workbench_shows(insta
     from eval_fixtures import write_run
 
     from workbench.common.pages import PAGE_FILES
-    from worldsmith.evals import build_report, metric_scores, records_frame, write_records
+    from worldsmith.evals.eval_records import records_frame, write_records
+    from worldsmith.evals.metrics import metric_scores
+    from worldsmith.evals.report import build_report
 
     folder = write_run(tmp_path / "ws", "shout-run", ["harness", "nearest"])  # a run folder by the contract
     rows = records_frame([]).columns  # the contract's columns and the plug-in metric's

@@ -10,16 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from worldsmith.worldbook import (
-    Evidence,
-    Note,
-    Rule,
-    RuleProvenance,
-    RuleStatus,
-    Worldbook,
-    WorldbookStore,
-    import_trace2env,
-)
+from worldsmith.worldbook import Evidence, Note, Rule, RuleProvenance, RuleStatus, Worldbook, WorldbookStore
+from worldsmith.worldbook.interop import import_trace2env
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 

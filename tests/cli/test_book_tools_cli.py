@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 import tool_api
-from worldsmith.worldbook import Worldbook, WorldbookStore, learn_tool_rules
+from worldsmith.worldbook import Worldbook, WorldbookStore
+from worldsmith.worldbook.writes import learn_tool_rules
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per call
 

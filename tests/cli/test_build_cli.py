@@ -9,7 +9,8 @@ import pytest
 
 from worldsmith.cli.main import main
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import STAGES, WorldbookStore
+from worldsmith.worldbook import WorldbookStore
+from worldsmith.worldbook.book_stages import STAGES
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data_samples" / "collected" / "alfworld_expert.jsonl"
 

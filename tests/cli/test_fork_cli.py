@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from worldsmith.cli.main import main
-from worldsmith.sim import Audit, Prediction, Session, TurnRecord
+from worldsmith.sim import Audit, Prediction, Session
+from worldsmith.sim.session import TurnRecord
 from worldsmith.traces import Action
 
 

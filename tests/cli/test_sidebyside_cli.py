@@ -12,9 +12,9 @@ import pytest
 
 from ports import free_port
 from worldsmith.sim.route_learning import build_simulator_book
-from worldsmith.traces import Episode
+from worldsmith.traces import Episode, trajectory_family
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, trajectory_family
+from worldsmith.worldbook import WorldbookStore
 
 pytestmark = pytest.mark.slow  # runs `python -m worldsmith` in a subprocess per test
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from worldsmith.evals import LeakageError, make_method, predict_rows, read_rows, row_episode, score_rows, write_rows
+from worldsmith.evals import LeakageError
+from worldsmith.evals.agentworldbench import predict_rows, read_rows, row_episode, score_rows, write_rows
+from worldsmith.evals.protocols import make_method
 from worldsmith.sim.route_learning import build_simulator_book
 
 REPO = Path(__file__).resolve().parents[2]

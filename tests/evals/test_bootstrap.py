@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from worldsmith.evals import bootstrap_mean, bootstrap_ratio, summarize
+from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, summarize
 
 
 def _records(method: str, values: dict[str, list[float | None]], metric: str = "exact_match") -> list[dict]:

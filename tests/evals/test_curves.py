@@ -7,7 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from worldsmith.evals import ablation_methods, construction_size_curve, method_kind
+from worldsmith.evals import construction_size_curve
+from worldsmith.evals.curves import ablation_methods
+from worldsmith.evals.protocols import method_kind
 from worldsmith.sim import world_model_names
 
 

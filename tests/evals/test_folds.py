@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from worldsmith.evals import EvalConfig, RunConflictError, run_eval
 from worldsmith.sim.route_learning import build_simulator_book
-from worldsmith.worldbook import trajectory_family
+from worldsmith.traces import trajectory_family
 from worldsmith.worldbook.build import family_folds
 
 

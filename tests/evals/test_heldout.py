@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.evals import (
-    HeldOut,
-    LeakageError,
-    edited_actions,
-    heldout_delta,
-    score_version,
-)
-from worldsmith.evals.heldout import CACHE_KIND, book_hash
+from worldsmith.evals import HeldOut, LeakageError
+from worldsmith.evals.heldout import CACHE_KIND, book_hash, edited_actions, heldout_delta, score_version
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import Worldbook

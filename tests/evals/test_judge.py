@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from worldsmith.evals import DIMENSIONS, Judge, judge_family, judge_messages, judge_total, parse_verdict
+from worldsmith.evals.judge import DIMENSIONS, Judge, judge_family, judge_messages, judge_total, parse_verdict
 from worldsmith.llm import Completion, GenerationParams, LLMBase, Message, ResponseCache, TrackedLLM
 
 VALID = '{"format": 5, "factuality": 4, "consistency": 4, "realism": 5, "quality": 3}'

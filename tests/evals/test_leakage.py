@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from worldsmith.evals import EvalConfig, LeakageError, check_leakage, run_eval
+from worldsmith.evals import EvalConfig, LeakageError, run_eval
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode, Observation
 from worldsmith.worldbook import Evidence, Worldbook
+from worldsmith.worldbook.leakage import check_leakage
 
 
 def _renamed(episode: Episode, new_id: str, turns: int | None = None) -> Episode:

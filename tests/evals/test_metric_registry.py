@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from worldsmith.evals import build_report, records_frame
-from worldsmith.evals.eval_records import RECORD_COLUMNS, write_records
+from worldsmith.evals.eval_records import RECORD_COLUMNS, records_frame, write_records
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS, metric, metric_names, metric_scores
+from worldsmith.evals.report import build_report
 
 
 @pytest.fixture

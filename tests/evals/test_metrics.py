@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from worldsmith.evals import (
-    METRICS,
-    edit_similarity,
-    exact_match,
-    flatten_json,
-    json_f1,
-    metric_scores,
-    token_f1,
-    word_tokens,
-)
+from worldsmith.evals import METRICS
+from worldsmith.evals.metrics import flatten_json, json_f1, metric_scores
 from worldsmith.sim import scoring
+from worldsmith.sim.scoring import edit_similarity, exact_match, token_f1, word_tokens
 
 
 def test_one_implementation_with_the_side_by_side_view() -> None:

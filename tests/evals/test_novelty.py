@@ -5,8 +5,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from worldsmith.evals import NoveltyIndex, build_report, records_frame, text_values, vocabulary
-from worldsmith.evals.novelty import call_key
+from worldsmith.evals.eval_records import records_frame
+from worldsmith.evals.novelty import NoveltyIndex, call_key, text_values, vocabulary
+from worldsmith.evals.report import build_report
 from worldsmith.traces import Action, ContextEvent, Episode, Observation, Turn
 
 

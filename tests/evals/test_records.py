@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from worldsmith.evals import EvalConfig, EvalRecord, records_frame, run_eval
+from worldsmith.evals import EvalConfig, EvalRecord, run_eval
 from worldsmith.evals.eval_records import (
     JUDGE_COLUMNS,
     RECORD_COLUMNS,
     RECORD_SCHEMA,
     Journal,
     RecordFieldError,
+    records_frame,
     write_records,
 )
 from worldsmith.evals.judge import DIMENSIONS

@@ -9,7 +9,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from worldsmith.evals import RECORD_COLUMNS, EvalConfig, RunConflictError, run_eval
+from worldsmith.evals import EvalConfig, RunConflictError, run_eval
+from worldsmith.evals.eval_records import RECORD_COLUMNS
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook

@@ -10,15 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from worldsmith.evals import (
-    EvalConfig,
-    EvalReport,
-    EvalRun,
-    EvalRunStore,
-    RunFileError,
-    run_eval,
-    run_folder,
-)
+from worldsmith.evals import EvalConfig, EvalReport, EvalRun, EvalRunStore, RunFileError, run_eval
+from worldsmith.evals.run import run_folder
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook
 

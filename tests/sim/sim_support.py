@@ -34,7 +34,8 @@ def opening(episode: Episode, turns: int = 0) -> Episode:
 
 def counter_turn(count: int):
     """The turn a worker commits: state {"count": n, "padding": ...} so each commit writes some bytes."""
-    from worldsmith.sim import Audit, Prediction, TurnRecord
+    from worldsmith.sim import Audit, Prediction
+    from worldsmith.sim.session import TurnRecord
     from worldsmith.traces import Action
 
     state = {"count": count, "padding": "x" * 20_000}

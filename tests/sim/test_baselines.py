@@ -13,20 +13,19 @@ from sim_support import book_from, opening
 from worldsmith.llm import Completion, ContextOverflowError, LLMBase
 from worldsmith.sim import (
     DirectPrompting,
-    EvidenceScorer,
     HistoryItem,
     NearestEvidence,
-    NothingToCommitError,
     Prediction,
     TraceRAG,
     WorldbookPrompting,
     WorldModel,
-    parse_observation,
-    render_worldbook,
-    simulator_messages,
 )
+from worldsmith.sim.base import NothingToCommitError
+from worldsmith.sim.prompts import parse_observation, render_worldbook, simulator_messages
+from worldsmith.sim.retrieval import EvidenceScorer
 from worldsmith.traces import Action, Episode
-from worldsmith.worldbook import Worldbook, evidence_from_episodes
+from worldsmith.worldbook import Worldbook
+from worldsmith.worldbook.templates import evidence_from_episodes
 
 # ------------------------------------------------------------------ prompts and parsing
 

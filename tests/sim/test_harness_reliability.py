@@ -27,8 +27,8 @@ from worldsmith.sim import Session
 from worldsmith.sim.harness import Harness, HarnessConfig
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.sim.session import AUDIT_FILE, STATE_FILE
-from worldsmith.traces import Action, Episode
-from worldsmith.worldbook import Worldbook, trajectory_family
+from worldsmith.traces import Action, Episode, trajectory_family
+from worldsmith.worldbook import Worldbook
 
 
 @pytest.fixture(scope="module")

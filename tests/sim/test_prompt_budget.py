@@ -9,8 +9,8 @@ from toolshop_support import toolshop_book, toolshop_episodes
 
 from worldsmith.llm import LLMBase, PromptBudget, context_window, prompt_budget
 from worldsmith.llm.base import Completion, GenerationParams, Message
-from worldsmith.sim import DirectPrompting, HistoryItem, PromptContext, TraceRAG, WorldbookPrompting
-from worldsmith.sim.prompts import OMITTED_NOTE, fit_simulator_messages
+from worldsmith.sim import DirectPrompting, HistoryItem, TraceRAG, WorldbookPrompting
+from worldsmith.sim.prompts import OMITTED_NOTE, PromptContext, fit_simulator_messages
 from worldsmith.traces import Action
 
 

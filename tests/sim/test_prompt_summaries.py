@@ -19,9 +19,9 @@ from worldsmith.llm import (
     summarize_tools,
 )
 from worldsmith.llm.base import Message
-from worldsmith.sim import DirectPrompting, HistoryItem, action_line, episode_preamble
-from worldsmith.sim.prompts import PromptFit, fit_simulator_messages
-from worldsmith.traces import Action, Episode
+from worldsmith.sim import DirectPrompting, HistoryItem
+from worldsmith.sim.prompts import PromptFit, episode_preamble, fit_simulator_messages
+from worldsmith.traces import Action, Episode, action_line
 from worldsmith.traces.importers.openai_chat import OpenAIChatImporter
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ from worldsmith.envs import make, make_policy, record_episode
 from worldsmith.sim import build_simulator_book
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
-from worldsmith.worldbook import Evidence, RecordStore
+from worldsmith.worldbook import Evidence
+from worldsmith.worldbook.record_store import RecordStore
 
 
 def _evidence(turn: str, action: str, arguments: dict[str, object], answer: object) -> Evidence:

@@ -14,7 +14,9 @@ from worldsmith.sim import build_simulator_book
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.sources.records import RecordTracker
 from worldsmith.traces.model import Action, Episode, Observation, Turn
-from worldsmith.worldbook import RecordStore, Worldbook, learn_tool_rules
+from worldsmith.worldbook import Worldbook
+from worldsmith.worldbook.record_store import RecordStore
+from worldsmith.worldbook.writes import learn_tool_rules
 
 
 def _book(episodes: int = 30) -> Worldbook:

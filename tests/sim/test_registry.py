@@ -130,7 +130,7 @@ def test_a_registered_model_reaches_every_front_end(plugin: str, book: Worldbook
         warnings.simplefilter("ignore")
         parser.parse_args(["simulate", "bfcl", "--session", "s1", "--action", "look", "--model", "oracle"])
 
-    from worldsmith.sim import SideBySide
+    from worldsmith.sim.sidebyside import SideBySide
 
     view = SideBySide.from_kinds(book, [plugin, "nearest"])
     assert list(view.methods) == [plugin, "nearest"]

@@ -7,18 +7,13 @@ from collections import Counter
 from typing import Any
 
 from helpers import sample_episodes
-from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book, fold_book, simulator_stages
-from worldsmith.sim.route_learning import route_budget, route_fold_assignment, route_sample
-from worldsmith.traces import Action, Episode, Observation, Turn
+from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book
+from worldsmith.sim.route_learning import fold_book, route_budget, route_fold_assignment, route_sample, simulator_stages
+from worldsmith.traces import Action, Episode, Observation, Turn, trajectory_family
 from worldsmith.traces.model import turn_id
-from worldsmith.worldbook import (
-    BOOK_STAGES,
-    BuildConfig,
-    build_worldbook,
-    families_in_fold_order,
-    family_folds,
-    trajectory_family,
-)
+from worldsmith.worldbook import BuildConfig, build_worldbook
+from worldsmith.worldbook.book_stages import BOOK_STAGES
+from worldsmith.worldbook.build import families_in_fold_order, family_folds
 from worldsmith.worldbook.induce import episode_of
 
 

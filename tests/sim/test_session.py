@@ -14,22 +14,25 @@ from sim_support import book_from, counter_turn
 
 from worldsmith.sim import (
     Audit,
-    MemoryItem,
     NearestEvidence,
     Prediction,
     Session,
     SessionError,
+    WorldModelBase,
+    new_session_name,
+    session_name,
+)
+from worldsmith.sim.session import (
+    AUDIT_FILE,
+    STATE_FILE,
+    MemoryItem,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
     TurnRecord,
-    WorldModelBase,
     fork_directory,
-    new_session_name,
-    session_name,
     state_differences,
 )
-from worldsmith.sim.session import AUDIT_FILE, STATE_FILE
 from worldsmith.traces import Action
 
 

@@ -14,8 +14,8 @@ from worldsmith.llm import LLM, open_llm
 from worldsmith.sim import Prediction, WorldModelBase
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.sim.sidebyside import SideBySide, StepView, state_changes
-from worldsmith.traces import Action, Episode
-from worldsmith.worldbook import Worldbook, trajectory_family
+from worldsmith.traces import Action, Episode, trajectory_family
+from worldsmith.worldbook import Worldbook
 
 METHODS = ["harness", "nearest", "direct"]
 

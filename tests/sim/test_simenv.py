@@ -9,9 +9,11 @@ from sim_support import book_from, opening
 
 from worldsmith.envs import ExpertPolicy, Step, UnknownTaskError, check_env, make_policy, record_episode
 from worldsmith.envs.replay import replay
-from worldsmith.sim import GYMNASIUM_AVAILABLE, GymnasiumSimEnv, NearestEvidence, RealEnvOracle, SimEnv
+from worldsmith.sim import NearestEvidence, SimEnv
 from worldsmith.sim.harness import Harness
+from worldsmith.sim.oracle_model import RealEnvOracle
 from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.sim.simenv import GYMNASIUM_AVAILABLE, GymnasiumSimEnv
 from worldsmith.traces import Action, Episode, Observation
 
 

@@ -220,7 +220,7 @@ def _counters_by_sets(evidence: list[Evidence]) -> dict[str, tuple[int, int]]:
 def test_turn_counter_skipping_odd_numbers_learns_what_the_sets_learned() -> None:
     from helpers import sample_episodes
     from worldsmith.sim.turn_counter import TurnCounter
-    from worldsmith.worldbook import evidence_from_episodes
+    from worldsmith.worldbook.templates import evidence_from_episodes
 
     learned = 0
     for name in ("textworld", "textworld_curious", "bfcl_curious", "alfworld_curious", "scienceworld", "shell"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sim_support import sample_episodes
 
-from worldsmith.sim import Harness, NearestEvidence, Uncertainty, assess, information, rank_actions, situation
+from worldsmith.sim import Harness, NearestEvidence, Uncertainty, assess, rank_actions
 from worldsmith.sim.uncertainty import (
     CONFLICTED,
     NEAREST,
@@ -18,6 +18,8 @@ from worldsmith.sim.uncertainty import (
     TENTATIVE,
     book_counts,
     expected_error,
+    information,
+    situation,
 )
 from worldsmith.worldbook import BuildConfig, Worldbook, build_worldbook
 from worldsmith.worldbook.route_table import RouteStats, RouteTable

@@ -15,7 +15,8 @@ from browser_support import require_browser, streamlit_server
 from proposal_samples import BFCL_BOOK, BFCL_RULE, BFCL_SEED, BOOK, RULE, build_heldout_workspace
 from worldsmith.evals.heldout import HeldOut, heldout_delta
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, heldout_evidence
+from worldsmith.worldbook import WorldbookStore
+from worldsmith.worldbook.proposal_forms import heldout_evidence
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 

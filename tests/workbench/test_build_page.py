@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 from workbench_support import APP, REPO
 
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import STAGES, WorldbookStore
+from worldsmith.worldbook import WorldbookStore
+from worldsmith.worldbook.book_stages import STAGES
 
 PAGE = REPO / "pages" / "build.py"
 SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"
@@ -150,7 +151,7 @@ def test_first_start_on_the_bundled_samples_builds_an_alfworld_worldbook(monkeyp
 def test_the_leakage_table_names_each_leaked_trajectory_and_why() -> None:
     from helpers import sample_episodes
     from workbench.worldbook.build_report import leakage_frame
-    from worldsmith.worldbook import leakage_check
+    from worldsmith.worldbook.build import leakage_check
 
     episodes = sample_episodes("alfworld_expert")[:3]
     copy = episodes[1].model_copy(update={"id": "copied-run", "task_id": "another-task"})

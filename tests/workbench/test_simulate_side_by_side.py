@@ -17,9 +17,9 @@ from workbench_support import APP, REPO, shown
 from ports import free_port
 from worldsmith.sim.htmlview import escape_html
 from worldsmith.sim.route_learning import build_simulator_book
-from worldsmith.traces import Episode
+from worldsmith.traces import Episode, trajectory_family
 from worldsmith.workspace import Workspace
-from worldsmith.worldbook import WorldbookStore, trajectory_family
+from worldsmith.worldbook import WorldbookStore
 
 PAGE = REPO / "pages" / "simulate.py"
 SAMPLE = REPO / "data_samples" / "collected" / "alfworld_expert.jsonl"

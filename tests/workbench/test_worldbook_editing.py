@@ -22,15 +22,10 @@ from workbench.worldbook.rule_edits import (
 )
 from workbench.worldbook.rule_table import RuleFilter, select_rules
 from worldsmith.worldbook import (
-    ActionSchema,
-    ActionSpec,
-    ArgumentSpec,
     Condition,
     Effect,
     Evidence,
-    Invariant,
     Note,
-    ObservationContract,
     Patch,
     PatchOp,
     Rule,
@@ -41,6 +36,7 @@ from worldsmith.worldbook import (
     Worldbook,
     WorldbookStore,
 )
+from worldsmith.worldbook.model import ActionSchema, ActionSpec, ArgumentSpec, Invariant, ObservationContract
 
 PAGE = REPO / "pages" / "worldbook.py"
 NAME = "kitchen"

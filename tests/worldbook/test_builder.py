@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.worldbook import Condition, Effect, Evidence, ListFormat, RuleStatus
+from worldsmith.worldbook import Condition, Effect, Evidence, RuleStatus
 from worldsmith.worldbook.build import BuildConfig, build_worldbook, cross_fit, leakage_check, trajectory_family
 from worldsmith.worldbook.engine import (
     EffectError,
@@ -19,6 +19,7 @@ from worldsmith.worldbook.engine import (
 )
 from worldsmith.worldbook.facts import extract_facts, learn_list_format, render_list
 from worldsmith.worldbook.induce import induce_rules
+from worldsmith.worldbook.model import ListFormat
 from worldsmith.worldbook.rule_replay import ReviewConfig, check_rule, list_formats, replay_evidence, review_rules
 
 episodes = sample_episodes

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from worldsmith.traces import Action, Episode, Observation, Turn
-from worldsmith.worldbook import (
-    Condition,
-    Evidence,
-    Rule,
-    RuleProvenance,
-    RuleStatus,
-    build_worldbook,
-    review_rules,
-)
+from worldsmith.worldbook import Condition, Evidence, Rule, RuleProvenance, RuleStatus, build_worldbook
+from worldsmith.worldbook.rule_replay import review_rules
 
 
 def _mv(index: int, destination: str, observation: str) -> Evidence:

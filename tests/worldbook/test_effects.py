@@ -12,9 +12,9 @@ from typing import Any
 
 from worldsmith.envs.toolshop import Store, base_db, run_tool
 from worldsmith.sim.sources.records import RecordTracker
-from worldsmith.worldbook import RuleStatus, ToolRule, learn_tool_rules
+from worldsmith.worldbook import RuleStatus, ToolRule
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.writes import answer_form, apply_changes
+from worldsmith.worldbook.writes import answer_form, apply_changes, learn_tool_rules
 
 
 def _ev(episode: str, index: int, tool: str, arguments: dict[str, Any], observation: Any) -> Evidence:

@@ -9,17 +9,8 @@ import orjson
 import pytest
 
 from worldsmith.traces import Episode
-from worldsmith.worldbook import (
-    DenseUnavailableError,
-    Note,
-    SearchHit,
-    Worldbook,
-    WorldbookIndex,
-    build_worldbook,
-    default_embedder,
-    index_folder,
-)
-from worldsmith.worldbook.index import _readable, fts_query
+from worldsmith.worldbook import DenseUnavailableError, Note, Worldbook, WorldbookIndex, build_worldbook, index_folder
+from worldsmith.worldbook.index import SearchHit, _readable, default_embedder, fts_query
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data_samples" / "collected"
 WEIRD = ['"unbalanced', "pick-up", "take OR", "NOT AND NEAR(", "*", "apple*", "'; DROP TABLE items; --", "^col:x",

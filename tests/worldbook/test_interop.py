@@ -8,26 +8,25 @@ import orjson
 import pytest
 
 from worldsmith.worldbook import (
-    TRACE2ENV_FILES,
-    ActionSchema,
-    ActionSpec,
-    ArgumentSpec,
     Condition,
-    Demonstration,
     Effect,
     Evidence,
-    Invariant,
     Note,
-    ObservationContract,
     Rule,
     RuleProvenance,
     RuleStatus,
     StatePath,
     StateSchema,
-    Trace2EnvError,
     Worldbook,
-    export_trace2env,
-    import_trace2env,
+)
+from worldsmith.worldbook.interop import TRACE2ENV_FILES, Trace2EnvError, export_trace2env, import_trace2env
+from worldsmith.worldbook.model import (
+    ActionSchema,
+    ActionSpec,
+    ArgumentSpec,
+    Demonstration,
+    Invariant,
+    ObservationContract,
 )
 
 

@@ -12,18 +12,15 @@ import pytest
 from worldsmith.llm import Completion, GenerationParams, LLMBase, Message, TransientLLMError, open_llm
 from worldsmith.llm.calllog import CallLog
 from worldsmith.traces import Episode
-from worldsmith.worldbook import (
-    Evidence,
-    Note,
-    Rule,
-    RuleStatus,
+from worldsmith.worldbook import Evidence, Note, Rule, RuleStatus
+from worldsmith.worldbook.induce import induce_rules
+from worldsmith.worldbook.model_stages import (
     StageReport,
     compare_stage_outputs,
     model_extract,
     model_notes,
     model_rules,
 )
-from worldsmith.worldbook.induce import induce_rules
 from worldsmith.worldbook.stages import Extraction
 from worldsmith.worldbook.templates import evidence_from_episodes
 

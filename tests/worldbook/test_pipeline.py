@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.worldbook import BOOK_STAGES, STAGES, StageProgress, build_worldbook, with_stage
-from worldsmith.worldbook.book_stages import BookStage
-from worldsmith.worldbook.pipeline import Artifacts, BuildContext
+from worldsmith.worldbook import build_worldbook
+from worldsmith.worldbook.book_stages import BOOK_STAGES, STAGES, BookStage
+from worldsmith.worldbook.pipeline import Artifacts, BuildContext, StageProgress, with_stage
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from worldsmith.worldbook import (
-    Evidence,
-    Rule,
-    RuleStatus,
-    Worldbook,
-    apply_ops,
-    check_rule,
-    heldout_effect,
-    propose_patches,
-)
+from worldsmith.worldbook import Evidence, Rule, RuleStatus, Worldbook, check_rule, propose_patches
+from worldsmith.worldbook.proposal_forms import heldout_effect
+from worldsmith.worldbook.store import apply_ops
 
 
 def _turn(episode: str, index: int, action: str, argument: str | None, observation: str) -> Evidence:

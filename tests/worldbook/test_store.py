@@ -25,8 +25,8 @@ from worldsmith.worldbook import (
     WorldbookError,
     WorldbookStore,
     diff_worldbooks,
-    iter_rule_turns,
 )
+from worldsmith.worldbook.store import iter_rule_turns
 
 
 def book() -> Worldbook:

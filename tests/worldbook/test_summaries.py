@@ -119,8 +119,8 @@ def test_list_formats_from_shared_per_text_pieces_equal_formats_read_afresh() ->
     """`learn_list_format` reading each observation's lists once (`written_lists`, kept in the summaries) learns what
     reading them in place learned, for every subset, whichever other observations the summaries hold."""
     from helpers import sample_episodes
-    from worldsmith.worldbook import evidence_from_episodes
     from worldsmith.worldbook.facts import find_lists, learn_list_format, parse_list_items
+    from worldsmith.worldbook.templates import evidence_from_episodes
 
     def read_in_place(observations: list[str]) -> list[tuple[list[str], dict[str, str]]]:
         return [parsed for text in observations for found in find_lists(text)

@@ -8,17 +8,16 @@ import orjson
 import pytest
 
 from helpers import sample_episodes
-from worldsmith.worldbook import (
-    Evidence,
+from worldsmith.worldbook import Evidence, Worldbook, WorldbookStore, build_worldbook
+from worldsmith.worldbook.templates import evidence_from_episodes
+from worldsmith.worldbook.termination import (
+    MIN_PRECISION,
+    MIN_SUPPORT,
     Termination,
-    Worldbook,
-    WorldbookStore,
-    build_worldbook,
-    evidence_from_episodes,
     learn_termination,
     predicts_done,
+    turn_features,
 )
-from worldsmith.worldbook.termination import MIN_PRECISION, MIN_SUPPORT, turn_features
 
 
 def test_textworld_termination_predicts_the_final_turns_of_unseen_games() -> None:

@@ -9,19 +9,11 @@ import pytest
 
 import lookup_api
 import tool_api
-from worldsmith.worldbook import (
-    FieldChange,
-    Patch,
-    RuleStatus,
-    ToolRule,
-    Worldbook,
-    WorldbookStore,
-    apply_changes,
-    learn_tool_rules,
-)
+from worldsmith.worldbook import FieldChange, Patch, RuleStatus, ToolRule, Worldbook, WorldbookStore
 from worldsmith.worldbook.lookup_rules import learn_lookup_rules
 from worldsmith.worldbook.tool_rule_edits import change_status_op, drop_change_op, template_op, tool_rule_status_op
 from worldsmith.worldbook.tool_rule_text import describe_change, describe_tool_rule
+from worldsmith.worldbook.writes import apply_changes, learn_tool_rules
 
 
 @pytest.fixture(scope="module")

@@ -10,24 +10,17 @@ import pytest
 from pydantic import ValidationError
 
 import tool_api
-from worldsmith.worldbook import (
-    EpisodeRecords,
-    FieldChange,
-    Patch,
-    PatchOp,
-    RecordStore,
-    RuleStatus,
-    ToolRule,
-    Worldbook,
-    WorldbookStore,
+from worldsmith.worldbook import FieldChange, Patch, PatchOp, RuleStatus, ToolRule, Worldbook, WorldbookStore
+from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, learn_selectors, own_records
+from worldsmith.worldbook.writes import (
     apply_changes,
-    learn_selectors,
     learn_tool_rules,
+    learn_writes,
+    path_keys,
+    path_of,
     render_response,
 )
-from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.record_store import own_records
-from worldsmith.worldbook.writes import learn_writes, path_keys, path_of
 
 
 def _ev(episode: str, index: int, tool: str, arguments: dict[str, Any], observation: Any) -> Evidence:

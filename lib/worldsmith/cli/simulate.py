@@ -17,10 +17,11 @@ import orjson
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
 from worldsmith.llm import LLMError, default_model_spec, open_llm, resolve_spec
-from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, action_line, new_session_name
+from worldsmith.sim import Session, SessionError, SessionTurn, WorldModel, new_session_name
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.registry import canonical_world_model, make_world_model, needs_llm, takes_llm, world_models
 from worldsmith.sim.uncertainty import assess, rank_actions
+from worldsmith.traces import action_line
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
 

@@ -20,6 +20,7 @@ from worldsmith.traces.dialogue import add_exclusions, exclude_dialogue_only
 from worldsmith.traces.exporters import EXPORTERS, export_episodes, register_exporter
 from worldsmith.traces.families import trajectory_family
 from worldsmith.traces.files import expand_paths, sample_trace_files
+from worldsmith.traces.import_report import FileReport, ImportReport, Reject, TraceFormatError
 from worldsmith.traces.importers import (
     IMPORTERS,
     Detection,
