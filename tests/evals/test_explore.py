@@ -13,7 +13,7 @@ import pytest
 from worldsmith.cli.main import main
 from worldsmith.envs.collect import CollectConfig, collect
 from worldsmith.evals import ExploreConfig, ExploreProgress, HeldOut, explore
-from worldsmith.evals.explore import load_report, run_dir
+from worldsmith.evals.explore import load_explore_report, run_dir
 from worldsmith.traces.model import split_turn_id
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore
@@ -78,7 +78,7 @@ def test_rounds_resume_and_new_rules_link_to_the_turns_that_taught_them(shop: tu
     assert again.rounds[:2] == first.rounds[:2]
     assert again.rounds[2].episode_ids == first.rounds[2].episode_ids and again.rounds[2].steps == 10
     assert explore(workspace, "shop-resume", config).resumed == 3  # nothing left to do
-    report = load_report(workspace.root, "shop-resume")
+    report = load_explore_report(workspace.root, "shop-resume")
     assert report is not None and len(report.rounds) == 3
 
     dataset_turns = {f"{e.id}#{t.index}" for e in workspace.dataset("shop-resume").iter_episodes() for t in e.turns}

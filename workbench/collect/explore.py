@@ -24,7 +24,7 @@ from worldsmith.evals import (
     ExploreReport,
     HeldOut,
     explore,
-    load_report,
+    load_explore_report,
     plots,
 )
 from worldsmith.workspace import Workspace, validate_dataset_name
@@ -107,7 +107,7 @@ def render_explore(workspace: Workspace, env: str, tasks: list[str]) -> None:
         st.session_state["co_ex_last"] = dataset
     shown = st.session_state.get("co_ex_last")
     if shown:
-        report = load_report(workspace.root, shown)
+        report = load_explore_report(workspace.root, shown)
         if report is not None:
             render_explore_report(report)
 

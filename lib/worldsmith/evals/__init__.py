@@ -25,7 +25,14 @@ from worldsmith.evals.bootstrap import SMALL_SAMPLE, Interval, small_sample_note
 from worldsmith.evals.curves import construction_size_curve
 from worldsmith.evals.eval_records import EvalRecord
 from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
-from worldsmith.evals.explore import STRATEGIES, ExploreConfig, ExploreProgress, ExploreReport, explore, load_report
+from worldsmith.evals.explore import (
+    STRATEGIES,
+    ExploreConfig,
+    ExploreProgress,
+    ExploreReport,
+    explore,
+    load_explore_report,
+)
 from worldsmith.evals.heldout import HeldOut, HeldOutDelta
 from worldsmith.evals.metrics import METRICS, metric, metric_names
 from worldsmith.evals.proposal_effects import ProposalReport, fidelity_line, propose_with_effect
@@ -64,7 +71,7 @@ __all__ = [
     "fidelity_line",
     "heldout",
     "judge",
-    "load_report",
+    "load_explore_report",
     "metric",
     "metric_names",
     "misses",

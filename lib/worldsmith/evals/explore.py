@@ -70,7 +70,7 @@ from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookStore, check_book_name
 
 __all__ = ["STRATEGIES", "ExploreConfig", "ExploreProgress", "ExploreReport", "ExploreRound", "RuleChange", "Strategy",
-           "UniformCandidatePolicy", "explore", "explore_unit", "load_report", "run_dir", "strategy_policy"]
+           "UniformCandidatePolicy", "explore", "explore_unit", "load_explore_report", "run_dir", "strategy_policy"]
 
 Strategy = Literal["explore", "random", "expert", "mix"]
 STRATEGIES: tuple[str, ...] = ("explore", "random", "expert", "mix")
@@ -450,7 +450,7 @@ def _check_resume(folder: Path, config: ExploreConfig) -> None:
                          "another dataset, or remove that folder to start over")
 
 
-def load_report(workspace_root: Path, dataset: str) -> ExploreReport | None:
+def load_explore_report(workspace_root: Path, dataset: str) -> ExploreReport | None:
     """The explore run of `dataset` as far as it got (None: there is none)."""
     folder = run_dir(workspace_root, dataset)
     if not (folder / "config.json").exists():
