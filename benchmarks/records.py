@@ -37,6 +37,7 @@ import pyarrow as pa  # noqa: E402
 from pydantic import create_model  # noqa: E402
 
 from worldsmith.evals.eval_records import EvalRecord, Journal, record_schema, records_table  # noqa: E402
+from worldsmith.util.atomic import atomic_write_json  # noqa: E402
 
 
 def _median_s(run: Callable[[], Any], repeats: int) -> float:
@@ -141,9 +142,7 @@ def main() -> None:
     text = json.dumps(result, indent=2)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = args.out.with_suffix(".json.tmp")
-    temporary.write_text(text + "\n", encoding="utf-8")
-    temporary.replace(args.out)
+    atomic_write_json(args.out, result)
 
 
 if __name__ == "__main__":
