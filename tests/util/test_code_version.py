@@ -19,8 +19,8 @@ def package(tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("module", ["worldbook/engine.py", "worldbook/replay.py", "worldbook/stages.py",
-                                    "sim/scope.py", "envs/base.py"])
+@pytest.mark.parametrize("module", ["worldbook/engine.py", "worldbook/rule_replay.py", "worldbook/stages.py",
+                                    "sim/sources/scope.py", "envs/base.py"])
 def test_a_change_to_any_module_that_makes_predictions_changes_the_fingerprint(package: Path, module: str) -> None:
     before = code_version(package)
     path = package / module

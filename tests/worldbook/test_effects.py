@@ -206,7 +206,7 @@ def test_an_effect_rule_reads_as_one_line_and_lists_in_the_cli(tmp_path: Any) ->
 
 _TWO_KEYS = """
 import json
-from worldsmith.worldbook import learn_tool_rules
+from worldsmith.worldbook.writes import learn_tool_rules
 from worldsmith.worldbook.model import Evidence
 ev = []
 for n in range(8):
