@@ -10,7 +10,7 @@ reused on one key/value cache (`rollouts`, `generate`), the rehearsal-fidelity p
 Ray Tune sweeps (`sweep`) and the run store (`training_runs`).
 
 Exported: the configuration (`EnvACEConfig` and its parts, `ConfigError`, `resolve_path`), training
-(`Trainer`, `TrainSummary`, `TrainerState`), evaluation and rehearsal of a checkpoint (`evaluate_checkpoint`,
+(`Trainer`, `TrainSummary`, `TrainerState`, and its steps `SupervisedStep` and `GrpoStep`), evaluation and rehearsal of a checkpoint (`evaluate_checkpoint`,
 `RehearsalPolicy`, `rehearsal_fidelity`), the dual-role prompts (`Templates`, `ChatFormat`, `policy_prompt`,
 ...), `SweepConfig` and the run store (`TrainingRunStore`). Namespace: `training_runs` (run folders and launched
 jobs). Rollout sources, GRPO losses and modeling helpers: import from their modules.

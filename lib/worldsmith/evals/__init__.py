@@ -11,13 +11,13 @@ paired bootstrap over episodes, per-turn novelty (exact match on the knowable tu
 progress), the construction-size curve and AgentWorldBench interop.
 
 Exported: running (`EvalConfig`, `run_eval`, `metric`, `metric_names`), the report (`EvalReport`, `MetricCell`,
-`PairCell`, `ScopeBlock`, `small_sample_note`), the run store (`EvalRunStore`, `RunFolder`, `RunProgress`),
+`PairCell`, `ScopeBlock`, `small_sample_note`), the run store (`EvalRunStore`, `RunFolder`, `RunProgress`) and its records (`EvalRecord`),
 held-out deltas (`HeldOut`, `HeldOutDelta`), proposals with their effect (`ProposalReport`,
 `propose_with_effect`), active collection (`explore`, `ExploreConfig`, `ExploreReport`) and
 `construction_size_curve`. Namespaces: `heldout` (scoring book versions on held-out turns), `proposal_jobs`
 (proposals as background jobs), `misses` and `clusters` (why predictions missed), `envmatch` (which
 environments a book simulates), `judge` (the LLM judge), `plots` (the report's figures). Protocols, bootstrap,
-records and AgentWorldBench rows: import from their modules.
+the records' journal and AgentWorldBench rows: import from their modules.
 """
 
 from worldsmith.evals import clusters, envmatch, heldout, judge, misses, plots, proposal_jobs

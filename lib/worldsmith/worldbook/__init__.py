@@ -9,7 +9,7 @@
 Exported: the book and its parts (`Worldbook`, `Rule`, `ToolRule`, `Condition`, `Effect`, `Evidence`, ...), the
 versioned store and its patches (`WorldbookStore`, `Patch`, `PatchOp`, `diff_worldbooks`), building
 (`build_worldbook`, `BuildConfig`, `build_dataset`), checking and proposing edits (`check_rule`,
-`evidence_regressions`, `propose_patches`, `template_changes`) and search (`WorldbookIndex`, `index_folder`).
+`evidence_regressions`, `propose_patches`, `template_changes`), what a book was built from (`LeakageReport`) and search (`WorldbookIndex`, `index_folder`).
 Namespaces: `build_jobs` (builds as background jobs), `curation` (tool-rule edit ops and their text), `interop`
 (Trace2Env packages, version export/import). Everything else (the build stages, induction, replay internals)
 is imported from its module, e.g. `worldsmith.worldbook.rule_replay`.
