@@ -177,6 +177,8 @@ RECORD_COLUMNS = tuple(name for name, _ in _COLUMNS)
 RECORD_SCHEMA = pa.schema([pa.field(name, kind, nullable=True) for name, kind in _COLUMNS])
 _COLUMN_SET = frozenset(RECORD_COLUMNS)
 _column_values = operator.attrgetter(*RECORD_COLUMNS)  # a record's column values, in order, in one C call
+if _unfielded := [name for name in JUDGE_COLUMNS if name not in _COLUMN_SET]:  # a judge dimension added alone
+    raise TypeError(f"EvalRecord has no field for the judge's {_unfielded}: add them beside `judge_total`")
 
 
 def record_schema() -> pa.Schema:

@@ -20,13 +20,12 @@ import json
 import math
 import os
 import random
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.dirs import replacing_dir
 
 __all__ = [
     "Optimization",
@@ -158,16 +157,11 @@ class Optimization:
 def staged_folder(target: Path, purpose: str = "staging") -> Iterator[Path]:
     """A new folder beside `target` to write into; on success its files become world-readable and it replaces
     `target` in one rename, on failure it is deleted (a reader never sees half a model or checkpoint)."""
-    staging = staging_dir(target, purpose)
-    try:
+    with replacing_dir(target, purpose) as staging:
         yield staging
         for path in staging.rglob("*"):
             if path.is_file():
                 os.chmod(path, 0o644)  # save_pretrained leaves some files private (0600)
-        replace_dir(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def save_pretrained(folder: Path, *parts: Any) -> None:

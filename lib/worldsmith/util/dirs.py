@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["publish_dir", "replace_dir", "staging_dir"]
+__all__ = ["publish_dir", "replace_dir", "replacing_dir", "staging_dir"]
 
 
 def _umask() -> int:
@@ -42,6 +44,19 @@ def replace_dir(staging: Path, target: Path) -> None:
         raise
     finally:
         shutil.rmtree(trash, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def replacing_dir(target: Path, purpose: str = "staging") -> Iterator[Path]:
+    """A staging folder beside `target` to write into: on success it replaces `target` (`replace_dir`), on any
+    failure it is deleted, so `target` is the old folder or the whole new one."""
+    staging = staging_dir(target, purpose)
+    try:
+        yield staging
+        replace_dir(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def publish_dir(staging: Path, target: Path) -> bool:

@@ -22,7 +22,6 @@ import importlib
 import importlib.util
 import os
 import re
-import shutil
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import orjson
 
-from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.dirs import replacing_dir
 from worldsmith.util.errors import BadInputError, UnavailableError
 from worldsmith.worldbook.model import Worldbook
 from worldsmith.worldbook.store import WorldbookError
@@ -261,8 +260,7 @@ class WorldbookIndex:
         entries = list(_entries(book))
         meta = {"schema": _SCHEMA, "key": book_key(book), "name": book.name, "count": str(len(entries)),
                 "dense": "1" if dense else "0", "embedder": embedder.name if dense and embedder else ""}
-        staging = staging_dir(folder, "build")
-        try:
+        with replacing_dir(folder, "build") as staging:
             index = None
             if dense and embedder is not None:
                 texts = [entry.meaning or entry.text for entry in entries]
@@ -287,10 +285,6 @@ class WorldbookIndex:
             for file in staging.iterdir():
                 with open(file, "rb") as handle:
                     os.fsync(handle.fileno())
-            replace_dir(staging, folder)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return cls(folder, meta, index, embedder if dense else None)
 
     @classmethod

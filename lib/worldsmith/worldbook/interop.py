@@ -23,7 +23,6 @@ an error naming the file, the line (or item) and the field.
 from __future__ import annotations
 
 import os
-import shutil
 import types
 import typing
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from worldsmith.util.dirs import replace_dir, staging_dir
+from worldsmith.util.dirs import replacing_dir
 from worldsmith.worldbook.model import (
     ActionSchema,
     ActionSpec,
@@ -149,8 +148,7 @@ def export_trace2env(book: Worldbook, out_dir: str | Path, *, manifest: dict[str
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise Trace2EnvError("folder is not empty (pass overwrite=True / --overwrite to replace it)", where=str(out))
     files = _package_files(book, manifest)
-    staging = staging_dir(out, "export")
-    try:
+    with replacing_dir(out, "export") as staging:
         for relative, data in files.items():
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,10 +156,6 @@ def export_trace2env(book: Worldbook, out_dir: str | Path, *, manifest: dict[str
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-        replace_dir(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 
