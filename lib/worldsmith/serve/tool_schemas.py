@@ -3,21 +3,20 @@
 The schema a tool offers is the one the worldbook learned from evidence (argument names, types,
 which are always present), with each argument described by the values the evidence shows. A
 call is checked against that schema (jsonschema) and then becomes exactly the `Action` a
-recorded trace stores for it, so a simulator answers an MCP call as it answers the same action
-in-process: tool-call worlds (BFCL) get `name(arg=value, ...)` text with the JSON arguments,
-text worlds (ALFWorld) get the command the action's learned pattern writes (`go to bed 1`),
-parsed as any typed command is.
+recorded trace stores for it (`sim.canonical.canonical_action`), so a simulator answers an MCP call as it
+answers the same action in-process: tool-call worlds get their JSON arguments (and `name(arg=value, ...)` text
+where the recording wrote calls so, as BFCL does), text worlds (ALFWorld) get the command the action's learned
+pattern writes (`go to bed 1`), parsed as any typed command is.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from worldsmith.envs.base import as_action
+from worldsmith.sim.canonical import call_text, canonical_action
 from worldsmith.traces.model import Action
 from worldsmith.util.errors import BadInputError, NotFoundError
 from worldsmith.worldbook.model import ActionSpec, Worldbook
@@ -36,8 +35,6 @@ __all__ = [
 CLOSE_SESSION_TOOL = "close_session"
 """The MCP server's own tool that ends a session now (`worldsmith_close_session` if the book has an action so named)."""
 
-_GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>\.\+\?\)")
-_ESCAPED = re.compile(r"\\(.)")
 _EXAMPLE_VALUES = 3
 _VALUE_CHARS = 60
 
@@ -58,11 +55,6 @@ class ToolSpec(BaseModel):
     name: str
     description: str
     input_schema: dict[str, Any] = Field(description="JSON Schema (draft 2020-12) of the arguments object.")
-
-
-def _is_call_world(spec: ActionSpec) -> bool:
-    """Whether the action was recorded as a function call (`name(...)`) rather than a text command."""
-    return any(example.startswith(f"{spec.name}(") for example in spec.examples)
 
 
 def _argument_values(book: Worldbook) -> dict[tuple[str, str], list[str]]:
@@ -125,22 +117,6 @@ def close_tool(book: Worldbook) -> ToolSpec:
     )
 
 
-def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """A tool call written as Python call syntax, the way BFCL traces record it."""
-    return f"{name}(" + ",".join(f"{key}={value!r}" for key, value in arguments.items()) + ")"
-
-
-def _command_text(spec: ActionSpec, arguments: dict[str, Any]) -> str:
-    """The text command the action's learned pattern writes for these arguments (`go to {target}`)."""
-    if not spec.pattern:
-        return " ".join([spec.name, *(str(value) for value in arguments.values())])
-    body = spec.pattern.removeprefix("^").removesuffix("$")
-    parts = _GROUP.split(body)  # literal, name, literal, name, ..., literal
-    text = "".join(_ESCAPED.sub(r"\1", part) if index % 2 == 0 else str(arguments.get(part, ""))
-                   for index, part in enumerate(parts))
-    return text
-
-
 def action_for_call(book: Worldbook, name: str, arguments: dict[str, Any] | None) -> Action:
     """The trace `Action` for a tool call, after checking the arguments against the learned schema.
 
@@ -160,6 +136,4 @@ def action_for_call(book: Worldbook, name: str, arguments: dict[str, Any] | None
         reasons = "; ".join((f"argument {'.'.join(map(str, e.path))!r}: " if e.path else "") + e.message
                             for e in errors)
         raise ToolArgumentError(f"tool {name!r}: {reasons}")
-    if _is_call_world(spec) or not spec.examples:
-        return Action(name=name, arguments=arguments, raw=call_text(name, arguments))
-    return as_action(_command_text(spec, arguments))
+    return canonical_action(Action(name=name, arguments=arguments), book.action_schema)

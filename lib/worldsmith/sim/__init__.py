@@ -13,8 +13,9 @@ prediction's audit names its source (`Audit.source`).
     print(turn.prediction.observation, turn.prediction.audit.route)
 
 Exported: the protocol (`WorldModel`, `WorldModelBase`, `Prediction`, `Audit`), the registry (`world_model`,
-`make_world_model`, `world_models`, ...), the baselines and the harness, sessions (`Session`, `find_sessions`,
-...), `SimEnv`, `build_simulator_book` and the uncertainty score (`Uncertainty`, `assess`, `rank_actions`).
+`make_world_model`, `world_models`, ...), `canonical_action` (every spelling of a call one action), the
+baselines and the harness, sessions (`Session`, `find_sessions`, ...), `SimEnv`, `build_simulator_book` and the
+uncertainty score (`Uncertainty`, `assess`, `rank_actions`).
 Namespaces: `sources` (the answer-source plug-in API), `sidebyside` (several models stepped through one
 episode), `htmlview` (those steps as HTML). Prompts, scoring, routing internals: import from their modules.
 """
@@ -22,6 +23,7 @@ episode), `htmlview` (those steps as HTML). Prompts, scoring, routing internals:
 from worldsmith.sim import htmlview, sidebyside, sources
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModel, WorldModelBase
 from worldsmith.sim.baselines import DirectPrompting, NearestEvidence, TraceRAG, WorldbookPrompting
+from worldsmith.sim.canonical import canonical_action
 from worldsmith.sim.exploring import ExploringPolicy
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL
 from worldsmith.sim.harness import Harness, HarnessConfig
@@ -66,6 +68,7 @@ __all__ = [
     "WorldbookPrompting",
     "assess",
     "build_simulator_book",
+    "canonical_action",
     "find_sessions",
     "htmlview",
     "make_world_model",

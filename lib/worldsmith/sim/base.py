@@ -21,10 +21,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from worldsmith.envs.base import InvalidActionError, as_action
+from worldsmith.envs.base import InvalidActionError
+from worldsmith.sim.canonical import canonical_action
 from worldsmith.traces.actions import action_line  # what prompts show: the tiny model's training line
 from worldsmith.traces.model import Action, Episode, Observation, Turn
-from worldsmith.worldbook.model import Effect
+from worldsmith.worldbook.model import ActionSchema, Effect
 
 __all__ = [
     "Audit",
@@ -130,9 +131,10 @@ def episode_prefix(initial_observation: str, *, task: str | None = None, env_id:
 class WorldModelBase:
     """History, state and the predict/commit bookkeeping; subclasses implement `_predict`.
 
-    `predict` parses the action (a malformed one gets a `failure:invalid_action` prediction, not
-    an exception), times the call and keeps the prediction pending; `commit` appends it to the
-    history and takes its state. A subclass that raises leaves history and state untouched.
+    `predict` parses the action into its one canonical form (`sim.canonical`: with the book's action
+    schema when the model has one, so no answer depends on how a call is spelled; a malformed one gets
+    a `failure:invalid_action` prediction, not an exception), times the call and keeps the prediction
+    pending; `commit` appends it to the history and takes its state. A subclass that raises leaves history and state untouched.
     """
 
     name = "world-model"
@@ -145,6 +147,7 @@ class WorldModelBase:
         self.state: dict[str, Any] = {}
         self._pending: tuple[Action, Prediction] | None = None
         self._started = False
+        self.action_schema: ActionSchema | None = None  # a book's: every spelling of a call becomes one action
 
     # -- protocol
 
@@ -168,7 +171,7 @@ class WorldModelBase:
             raise RuntimeError(f"{self.name}: start() the world model before predict()")
         began = time.perf_counter()
         try:
-            parsed = as_action(action)
+            parsed = canonical_action(action, self.action_schema)
         except InvalidActionError as error:
             parsed = Action(name="", arguments={}, raw=str(action)[:500], parse_error=str(error))
         if parsed.parse_error is not None or not parsed.name:

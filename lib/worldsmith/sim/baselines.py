@@ -92,6 +92,7 @@ class NearestEvidence(WorldModelBase):
         super().__init__()
         self.same_shape_first = same_shape_first
         self.book = evidence if isinstance(evidence, Worldbook) else None
+        self.action_schema = self.book.action_schema if self.book is not None else None
         self.scorer = EvidenceScorer(_evidence_of(evidence))
         self.k = k
         self._templates: dict[str, str] = {}
@@ -240,6 +241,7 @@ class _ModelBaseline(WorldModelBase):
         super().__init__()
         self.llm = llm
         self.fallback = NearestEvidence(evidence) if evidence is not None and _evidence_of(evidence) else None
+        self.action_schema = evidence.action_schema if isinstance(evidence, Worldbook) else None
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.history_chars = history_chars
@@ -401,6 +403,7 @@ class WorldbookPrompting(_ModelBaseline):
         options.setdefault("evidence", book)
         super().__init__(llm, **options)
         self.book = book
+        self.action_schema = book.action_schema
         self.rendered = render_worldbook(book, max_chars=book_chars)
 
     def prompt_context(self, action: Action) -> tuple[PromptContext, list[dict[str, Any]]]:

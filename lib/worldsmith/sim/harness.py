@@ -2,8 +2,8 @@
 
 One `predict`:
 
-1. canonicalize the action through the action schema (aliases, text commands split into named
-   arguments) and type-check it (required arguments present);
+1. canonicalize the action through the action schema (`sim.canonical`: every spelling of a call one action;
+   aliases, text commands split into named arguments) and type-check it (required arguments present);
 2. check *every* executable rule of the action against the session state (no retrieval limit can
    hide one); equal-rank rules that both hold with different templates are a recorded conflict;
 3. ask every registered answer source (`sim.sources`, in registration order) for its answer: the
@@ -35,10 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from worldsmith.envs.base import as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
+from worldsmith.sim.canonical import canonical_action
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import choose_route
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, SourceSpec, Step
@@ -113,6 +113,7 @@ class Harness(WorldModelBase):
         folds' harnesses share them: what a tracker learns from each episode is learned once)."""
         super().__init__()
         self.book = book
+        self.action_schema = book.action_schema
         self.llm = llm
         self.config = config
         self.formats = list_formats(book)
@@ -207,7 +208,7 @@ class Harness(WorldModelBase):
 
     def observe(self, action: Action | str | dict[str, Any], observation: str) -> None:
         """Teacher forcing: take a real (action, observation) into history, state and memory without predicting."""
-        parsed = as_action(action)
+        parsed = canonical_action(action, self.action_schema)
         self._observe_item(parsed, observation)
         self.history.append(HistoryItem(action=parsed, observation=observation))
         self._pending = None
