@@ -56,6 +56,31 @@ def render_leakage(outcome: dict[str, Any]) -> None:
         st.dataframe(leakage_frame(leakage), hide_index=True)
 
 
+def demotion_frame(outcome: dict[str, Any]) -> pd.DataFrame:
+    """The rules reviewed as supported that did not hold out (`worldbook.holdout`), one row each."""
+    def held(row: dict[str, Any]) -> str:
+        answered = row.get("held_out_answered")
+        return "not measured" if answered is None else f"{row.get('held_out_exact')}/{answered}"
+
+    return pd.DataFrame([{"rule": row["rule"], "kind": row["kind"], "families": row["families"],
+                          "held-out exact": held(row), "why": "; ".join(row["reasons"])}
+                         for row in outcome.get("demoted") or []],
+                        columns=["rule", "kind", "families", "held-out exact", "why"])
+
+
+def _demotions(outcome: dict[str, Any]) -> None:
+    demoted = outcome.get("demoted") or []
+    if demoted:
+        st.markdown(f"**{len(demoted)} rules reviewed as supported did not hold out: tentative**")
+        st.caption("Supported needs support from at least 3 trajectory families, no value in the template that one "
+                   "family alone showed, and at least 90% exact on the held-out turns the rule answered in the "
+                   "route table's cross-fitting.")
+        st.dataframe(demotion_frame(outcome), hide_index=True)
+    elif outcome.get("held_out_measured") is False:
+        st.caption("Held-out exactness per rule was not measured (no route table): supported rules passed the "
+                   "family and literal tests only.")
+
+
 def render_build_report(outcome: dict[str, Any]) -> None:
     st.success(f"Saved {md_code(outcome['book'])} version {md_code(outcome['version'])} "
                f"(parent {md_code(outcome['parent'])}): {md_escape(outcome['rules'])} rules from "
@@ -67,6 +92,7 @@ def render_build_report(outcome: dict[str, Any]) -> None:
     if statuses:  # the rule counts by status, as figures rather than a JSON tree
         for column, (status, count) in zip(st.columns(len(statuses)), statuses, strict=True):
             column.metric(f"{md_escape(status)} rules", md_escape(count))
+    _demotions(outcome)
     if outcome.get("validation"):
         render_leakage(outcome)
         _validation("Replay on held-out trajectories", outcome["validation"])

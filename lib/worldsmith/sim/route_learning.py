@@ -55,6 +55,7 @@ from typing import Any
 from worldsmith.sim.base import action_line
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.scoring import exact_match
+from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.traces.model import Action, Episode
 from worldsmith.worldbook.book_stages import BOOK_STAGES, review_config
 from worldsmith.worldbook.build import (
@@ -66,7 +67,9 @@ from worldsmith.worldbook.build import (
     trajectory_family,
 )
 from worldsmith.worldbook.facts import learn_list_format
+from worldsmith.worldbook.holdout import rule_key
 from worldsmith.worldbook.induce import InducedRules, episode_of
+from worldsmith.worldbook.lookup_rules import rule_id as lookup_rule_id
 from worldsmith.worldbook.model import Evidence, Rule, RuleProvenance, Worldbook
 from worldsmith.worldbook.pipeline import Artifacts, BuildContext, ProgressCallback, Stage, with_stage
 from worldsmith.worldbook.route_table import RouteTable
@@ -246,12 +249,31 @@ def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], cand
         held = [e for e in episodes if assignment.get(families[e.id]) == fold]
         kept = {e.id for e in episodes if assignment.get(families[e.id]) != fold}
         book = fold_book(evidence, candidates, kept, config, families, memo=memo, cache=cache, summaries=summaries)
-        _replay_fold(table, Harness(book, summaries=summaries), held)
+        _replay_fold(table, Harness(book, summaries=summaries), held, _rule_keys(book))
     return table
 
 
-def _replay_fold(table: RouteTable, harness: Harness, held: Sequence[Episode]) -> None:
-    """Every held-out turn, teacher-forced: each source's answer scored beside nearest evidence's."""
+def _rule_keys(book: Worldbook) -> dict[str, str]:
+    """A fold book's rule and tool rule ids -> their `holdout.rule_key` (the same rule's key in the final book)."""
+    return {**{rule.id: rule_key(rule) for rule in book.rules},
+            **{f"tool:{rule.id}": rule_key(rule) for rule in book.tool_rules}}
+
+
+def _answering_rule(proposal: CandidateAnswer, name: str, keys: Mapping[str, str]) -> str | None:
+    """The key of the rule that gave `proposal`, if a rule did: a text rule (source `rule`), else a tool rule by the
+    id the source names, or an action's query rule (the `query` source answers with its action's one query)."""
+    if proposal.source == "rule" and proposal.rule is not None:
+        return keys.get(proposal.rule)
+    if proposal.rule is not None:
+        return keys.get(f"tool:{proposal.rule}")
+    if proposal.source == "query":
+        return keys.get(f"tool:{lookup_rule_id('query', name)}")
+    return None
+
+
+def _replay_fold(table: RouteTable, harness: Harness, held: Sequence[Episode], keys: Mapping[str, str]) -> None:
+    """Every held-out turn, teacher-forced: each source's answer scored beside nearest evidence's, and each rule
+    that answered (`keys`: rule ids -> `holdout.rule_key`) scored in `RouteTable.rules`."""
     nearest = harness.nearest  # the baseline every source is scored against
     for episode in held:
         harness.start(episode.model_copy(update={"turns": []}))
@@ -269,7 +291,11 @@ def _replay_fold(table: RouteTable, harness: Harness, held: Sequence[Episode]) -
                     bases.add(answer)
                 _record_suffixes(table, harness, turn.action, name, arguments, bases, reference)
             exact: dict[str, tuple[str, bool]] = {}
+            answering: dict[str, bool] = {}
             for proposal in proposals:
+                key = _answering_rule(proposal, name, keys)
+                if key is not None:
+                    answering[key] = answering.get(key, False) or bool(exact_match(proposal.observation, reference))
                 if proposal.key not in exact:
                     right = bool(exact_match(proposal.observation, reference))
                     exact[proposal.key] = (proposal.observation, right)
@@ -280,6 +306,8 @@ def _replay_fold(table: RouteTable, harness: Harness, held: Sequence[Episode]) -
                 for loser, (other, wrong) in exact.items():
                     if right and not wrong and said != other:
                         table.record_duel(name, winner, loser)
+            for key, right in answering.items():
+                table.record_rule(key, right)
             table.turns += 1
             harness.observe(turn.action, reference)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from worldsmith.worldbook.engine import literal_value
 from worldsmith.worldbook.facts import extract_facts, learn_list_format
+from worldsmith.worldbook.holdout import apply_holdout
 from worldsmith.worldbook.induce import InducedRules, InductionConfig, episode_of, induce_candidates
 from worldsmith.worldbook.model import (
     ActionSchema,
@@ -234,16 +235,23 @@ def _tools(artifacts: Artifacts, context: BuildContext) -> list[ToolRule]:
 
 
 def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
+    """The book, with every reviewed-supported rule that does not hold out made tentative (`worldbook.holdout`:
+    family span, one-family literals, the route stage's held-out exactness), the demotions listed in the book."""
+    from worldsmith.worldbook.build import trajectory_family  # build.py orchestrates these stages
+
     episodes = artifacts["episodes"]
     env_ids = sorted({e.env_id for e in episodes if e.env_id})
     env_id = context.env_id or (env_ids[0] if len(env_ids) == 1 else None)
     action_schema, state_schema = artifacts["schema"]
     routes: RouteTable | None = artifacts.get("routes")
+    rules, tool_rules, demotions = apply_holdout(artifacts["reviewed"], artifacts["tool_rules"], artifacts["evidence"],
+                                                 {e.id: trajectory_family(e) for e in episodes}, routes)
+    context.report("compile")["demoted"] = len(demotions)  # listed in the book and the build report
     return Worldbook(name=context.name, env_id=env_id, action_schema=action_schema,
-                     state_schema=state_schema, rules=artifacts["reviewed"], contracts=artifacts["contracts"],
+                     state_schema=state_schema, rules=rules, contracts=artifacts["contracts"],
                      notes=artifacts["notes"], demonstrations=artifacts["demonstrations"],
                      evidence=artifacts["evidence"], routes=routes, termination=artifacts["termination"],
-                     tool_rules=artifacts["tool_rules"]).canonical()
+                     tool_rules=tool_rules, demotions=demotions).canonical()
 
 
 BOOK_STAGES: tuple[BookStage, ...] = (

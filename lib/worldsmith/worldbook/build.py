@@ -55,6 +55,7 @@ __all__ = [
     "builder_view",
     "mixed_environment_warning",
     "cross_fit",
+    "demotion_report",
     "deterministic_extract",
     "duplicate_trajectories",
     "exclude_too_deep",
@@ -112,7 +113,13 @@ class BuildResult:
                 "evidence": len(self.book.evidence), "timings_s": self.timings, "stages": self.stage_reports,
                 "validation": self.validation.to_json() if self.validation else None,
                 "leakage": self.leakage.to_json() if self.leakage else None,
-                "excluded": dict(self.excluded)}
+                "excluded": dict(self.excluded), **demotion_report(self.book)}
+
+
+def demotion_report(book: Worldbook) -> dict[str, Any]:
+    """What the build report lists of `worldbook.holdout`: the rules reviewed as supported that did not hold out
+    (id, families, held-out exact n/k, literals, reasons), and whether a route table measured held-out exactness."""
+    return {"demoted": [demotion.to_json() for demotion in book.demotions], "held_out_measured": book.routes is not None}
 
 
 def builder_view(episode: Episode) -> Episode:
@@ -407,7 +414,8 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
         validation={"status": "validated" if validation else "not validated",
                     **({"totals": validation["totals"], "common_actions": validation["common_actions"]}
                        if validation else {}),
-                    "leakage": result.leakage.to_json() if result.leakage else None},
+                    "leakage": result.leakage.to_json() if result.leakage else None,
+                    **demotion_report(result.book)},
     )
     return BuildOutcome(version=info.version, parent=parent, result=result, episodes=len(episodes),
                         validation_split=held_split, cross_fit=crossed, warnings=warnings)

@@ -24,10 +24,11 @@ from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, learn_q
 from worldsmith.worldbook.record_store import RecordStore, learn_readers
 from worldsmith.worldbook.toolrules import ToolRule
 
-__all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "projection_rules", "query_rules"]
+__all__ = ["empty_rules", "learn_lookup_rules", "precondition_rules", "projection_rules", "query_rules", "rule_id"]
 
 
-def _id(*parts: str) -> str:
+def rule_id(*parts: str) -> str:
+    """A tool rule's id from its kind and tool (and a number): ":"-joined, other characters made "_"."""
     return ":".join(re.sub(r"[^A-Za-z0-9_.\-]", "_", part) for part in parts)
 
 
@@ -43,7 +44,7 @@ def _compared(rule: QueryRule) -> str:
 
 def query_rules(queries: Sequence[QueryRule]) -> list[ToolRule]:
     """Kind `query`: the records of `query.kind` whose attributes match the arguments, answered in the tool's form."""
-    return [ToolRule(id=_id("query", q.action), tool=q.action, kind="query", query=q, status=q.status,
+    return [ToolRule(id=rule_id("query", q.action), tool=q.action, kind="query", query=q, status=q.status,
                      support=q.support, counterexamples=list(q.contradicting_turns),
                      provenance=_provenance(q.supporting_turns, q.contradicting_turns, q.support, q.contradicting),
                      description=f"{q.kind} records whose {_compared(q)}, answered as {q.form}")
@@ -62,7 +63,7 @@ def empty_rules(queries: Sequence[QueryRule], store: RecordStore) -> list[ToolRu
         coverage = store.coverage(q.kind, list(store.of_kind(q.kind)))
         ok = q.status == RuleStatus.SUPPORTED and q.empty_support >= MIN_SUPPORT \
             and q.empty_contradicting <= MAX_CONTRADICTION * q.empty_support and coverage >= COMPLETE
-        out.append(ToolRule(id=_id("empty", q.action), tool=q.action, kind="empty", query=q, template=q.empty,
+        out.append(ToolRule(id=rule_id("empty", q.action), tool=q.action, kind="empty", query=q, template=q.empty,
                             status=RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE, support=q.empty_support,
                             description=f"no {q.kind} record whose {_compared(q)}: {q.empty_contradicting} such "
                                         f"calls were answered otherwise; {coverage:.0%} of the {q.kind} records "
@@ -76,7 +77,7 @@ def precondition_rules(preconditions: Sequence[Precondition]) -> list[ToolRule]:
     counts: dict[str, int] = {}
     for p in preconditions:
         counts[p.action] = counts.get(p.action, 0) + 1
-        out.append(ToolRule(id=_id("precondition", p.action, str(counts[p.action])), tool=p.action,
+        out.append(ToolRule(id=rule_id("precondition", p.action, str(counts[p.action])), tool=p.action,
                             kind="precondition", precondition=p, template=p.template, status=p.status,
                             support=p.support, counterexamples=list(p.contradicting_turns),
                             provenance=_provenance(p.supporting_turns, p.contradicting_turns, p.support,
@@ -87,7 +88,7 @@ def precondition_rules(preconditions: Sequence[Precondition]) -> list[ToolRule]:
 
 def projection_rules(projections: Sequence[Projection]) -> list[ToolRule]:
     """Kind `projection`: the part of the record the selecting argument names, in the tool's layout."""
-    return [ToolRule(id=_id("projection", p.action), tool=p.action, kind="projection", projection=p,
+    return [ToolRule(id=rule_id("projection", p.action), tool=p.action, kind="projection", projection=p,
                      status=p.status, support=p.support, counterexamples=list(p.contradicting_turns),
                      provenance=_provenance(p.supporting_turns, p.contradicting_turns, p.support, p.contradicting),
                      description=p.describe())

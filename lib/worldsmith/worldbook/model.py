@@ -34,6 +34,7 @@ __all__ = [
     "ArgumentSpec",
     "Condition",
     "Demonstration",
+    "Demotion",
     "Effect",
     "Evidence",
     "Invariant",
@@ -233,6 +234,24 @@ def _without_unset(data: dict[str, Any], item: BaseModel, names: tuple[str, ...]
     return data
 
 
+def spread_turns(turns: Sequence[str], cap: int) -> list[str]:
+    """At most `cap` of `turns` (ids `episode#turn`), taken round-robin over their episodes in order of first
+    appearance, each episode's in its order: a capped list still names as many episodes as it can, so the
+    trajectory families a rule's support spans can be read off it (`worldbook.holdout`). Within the cap: all."""
+    if len(turns) <= cap:
+        return list(turns)
+    by_episode: dict[str, list[str]] = {}
+    for turn in turns:
+        by_episode.setdefault(turn.partition("#")[0], []).append(turn)
+    queues = list(by_episode.values())
+    out: list[str] = []
+    depth = 0
+    while len(out) < cap:
+        out += [queue[depth] for queue in queues if depth < len(queue)][: cap - len(out)]
+        depth += 1
+    return out
+
+
 class RuleProvenance(BaseModel):
     """The trace turns that support and that contradict a rule: the first ones, and how many there were.
 
@@ -267,8 +286,9 @@ class RuleProvenance(BaseModel):
 
     @classmethod
     def capped(cls, supporting: Sequence[str], contradicting: Sequence[str] = (), *, cap: int) -> RuleProvenance:
-        """The first `cap` turns of each list, with the totals where some were dropped."""
-        return cls(supporting=list(supporting[:cap]), contradicting=list(contradicting[:cap]),
+        """At most `cap` turns of each list, spread over episodes (`spread_turns`), with the totals where some
+        were dropped."""
+        return cls(supporting=spread_turns(supporting, cap), contradicting=spread_turns(contradicting, cap),
                    supporting_total=len(supporting) if len(supporting) > cap else None,
                    contradicting_total=len(contradicting) if len(contradicting) > cap else None)
 
@@ -386,6 +406,25 @@ class Evidence(BaseModel):
         return _without_unset(handler(self), self, ("done",))
 
 
+class Demotion(BaseModel):
+    """A rule its review found supported that the build does not let execute, and why (`worldbook.holdout`)."""
+
+    model_config = _STRICT
+
+    rule: str = Field(description="The rule's id (a tool rule's among `tool_rules`).")
+    kind: Literal["rule", "tool_rule"] = "rule"
+    reasons: list[str] = Field(min_length=1)
+    families: int = Field(ge=0, description="Trajectory families its supporting turns come from.")
+    held_out_answered: int | None = Field(default=None, ge=0, description="Held-out turns of the route stage's "
+                                          "cross-fitting it answered (None: not measured, no route table).")
+    held_out_exact: int | None = Field(default=None, ge=0, description="Of those, answers equal to the recording.")
+    literals: list[str] = Field(default_factory=list, description="Values its template states that one family's "
+                                                                  "observations alone showed.")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 class Worldbook(BaseModel):
     """Everything a worldbook version holds (the manifest lives beside it, in the store)."""
 
@@ -407,6 +446,9 @@ class Worldbook(BaseModel):
         default=None, description="The features that end an episode, learned from evidence (worldbook.termination).")
     tool_rules: list[ToolRule] = Field(
         default_factory=list, description="What tool-API calls do to the records they select (worldbook.toolrules).")
+    demotions: list[Demotion] = Field(
+        default_factory=list, description="Rules reviewed as supported that did not hold out, and why "
+                                          "(worldbook.holdout); they are tentative in `rules` / `tool_rules`.")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Worldbook:
@@ -422,8 +464,9 @@ class Worldbook(BaseModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = _without_unset(handler(self), self, ("termination", "routes"))
-        if not self.tool_rules:  # a book without tool rules dumps (and hashes) as books written before them
-            data.pop("tool_rules", None)
+        for name in ("tool_rules", "demotions"):  # a book without them dumps (and hashes) as books written before
+            if not getattr(self, name):
+                data.pop(name, None)
         return data
 
     def canonical(self) -> Worldbook:

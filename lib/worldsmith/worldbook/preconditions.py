@@ -32,7 +32,7 @@ from typing import Any
 
 from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
-from worldsmith.worldbook.model import Evidence, RuleStatus
+from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
 from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_json
 
@@ -251,7 +251,8 @@ def _score(rule: Precondition, calls: Sequence[_Call], store: RecordStore) -> Pr
             contradicting.append(call.item.turn_id)
     ok = len(supporting) >= MIN_SUPPORT and not contradicting
     return rule.model_copy(update={"support": len(supporting), "contradicting": len(contradicting),
-                                   "supporting_turns": supporting[:20], "contradicting_turns": contradicting[:20],
+                                   "supporting_turns": spread_turns(supporting, 20),
+                                   "contradicting_turns": spread_turns(contradicting, 20),
                                    "status": RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE})
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_specs import Match, Projection, Shape
-from worldsmith.worldbook.model import Evidence, RuleStatus
+from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
 from worldsmith.worldbook.queries import MAX_CONTRADICTION, MIN_SUPPORT, SHARE, matches
 from worldsmith.worldbook.record_store import (
     Layout,
@@ -341,8 +341,9 @@ def _review(tool: str, candidate: _Candidate, calls: Sequence[_Call], layout: La
     ok = len(values) >= MIN_SUPPORT and len(contradicting) <= MAX_CONTRADICTION * support
     return rule.model_copy(update={"status": RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE,
                                    "support": support, "contradicting": len(contradicting),
-                                   "unsure_after": sorted(blamed), "supporting_turns": supporting[:_PROVENANCE],
-                                   "contradicting_turns": contradicting[:_PROVENANCE]})
+                                   "unsure_after": sorted(blamed),
+                                   "supporting_turns": spread_turns(supporting, _PROVENANCE),
+                                   "contradicting_turns": spread_turns(contradicting, _PROVENANCE)})
 
 
 def _blamed(judged: Sequence[tuple[_Call, bool]]) -> set[str]:

@@ -22,9 +22,10 @@ from typing import Any
 
 from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
-from worldsmith.worldbook.model import Evidence, RuleStatus
+from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
 from worldsmith.worldbook.record_store import EpisodeRecords, Layout, RecordStore, dump_layout, parse_json
 from worldsmith.worldbook.record_store import json_layout as layout_of
+from worldsmith.worldbook.templates import slot_pieces
 
 __all__ = [
     "MAX_CONTRADICTION",
@@ -100,13 +101,13 @@ def matches(leaf: Any, argument: Any, mode: Mode) -> bool:
 
 
 def slot_arguments(text: str, arguments: Mapping[str, Any]) -> str:
-    """`text` with each argument's value (two characters or more, longest first) as `{arg.name}`; a value two
-    arguments hold is the one whose name says it names a record (`user_id` over `status`)."""
+    """`text` with each argument's value (two characters or more, longest first) as `{arg.name}` where it stands
+    between token boundaries (`templates.slot_pieces`: `no` is never slotted inside "not"); a value two arguments
+    hold is the one whose name says it names a record (`user_id` over `status`)."""
     pairs = sorted(((str(v), k) for k, v in arguments.items() if _scalar(v) and len(str(v)) >= 2),
                    key=lambda pair: (-len(pair[0]), not selects_entities(pair[1])))  # equal values: the id's name
-    for value, name in pairs:
-        text = text.replace(value, "{arg." + name + "}")
-    return text
+    pieces = slot_pieces(text, [(name, value) for value, name in pairs])
+    return "".join(piece if slot is None else "{arg." + slot + "}" for slot, piece in pieces)
 
 
 def fill_slots(template: str, arguments: Mapping[str, Any]) -> str | None:
@@ -346,8 +347,8 @@ def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], st
         "empty": empty, "empty_support": empty_support,
         "empty_contradicting": empty_wrong + sum(empties.values()) - empty_support,
         "status": RuleStatus.SUPPORTED if ok else RuleStatus.TENTATIVE, "support": support,
-        "contradicting": len(contradicting), "supporting_turns": supporting[:20],
-        "contradicting_turns": contradicting[:20]})
+        "contradicting": len(contradicting), "supporting_turns": spread_turns(supporting, 20),
+        "contradicting_turns": spread_turns(contradicting, 20)})
 
 
 def learn_queries(evidence: Iterable[Evidence], store: RecordStore | None = None) -> list[QueryRule]:

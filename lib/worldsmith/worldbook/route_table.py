@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RouteStats", "RouteTable"]
+__all__ = ["RuleHeldOut", "RouteStats", "RouteTable"]
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -50,6 +50,15 @@ class RouteStats(BaseModel):
             self.losses += nearest_exact and not exact
 
 
+class RuleHeldOut(BaseModel):
+    """One rule on the held-out turns it answered in the cross-fitting (`worldbook.holdout` reads it)."""
+
+    model_config = _STRICT
+
+    answered: int = Field(default=0, ge=0, description="Held-out turns the rule, learned without them, answered.")
+    exact: int = Field(default=0, ge=0, description="Of those, answers equal to the recorded observation.")
+
+
 class RouteTable(BaseModel):
     """Per action (and pooled over actions) per source: held-out exactness and wins against nearest."""
 
@@ -64,6 +73,9 @@ class RouteTable(BaseModel):
     duels: dict[str, dict[str, int]] = Field(
         default_factory=dict, description='Per action, "A>B": turns where A and B answered differently and A was exact.')
     pooled_duels: dict[str, int] = Field(default_factory=dict)
+    rules: dict[str, RuleHeldOut] = Field(
+        default_factory=dict, description="Per rule key (`holdout.rule_key`: the same rule in every fold book and "
+                                          "the final book): the held-out turns it answered and how many exactly.")
 
     @property
     def measured_by(self) -> str:
@@ -85,6 +97,12 @@ class RouteTable(BaseModel):
             if ab + ba >= (self.min_turns if counts is not self.pooled_duels else 1):
                 return ab > ba if ab != ba else None
         return None
+
+    def record_rule(self, key: str, exact: bool) -> None:
+        """A rule (by `holdout.rule_key`) answered a held-out turn."""
+        held = self.rules.setdefault(key, RuleHeldOut())
+        held.answered += 1
+        held.exact += exact
 
     def record(self, action: str, source: str, exact: bool, nearest_exact: bool | None) -> None:
         self.actions.setdefault(action, {}).setdefault(source, RouteStats()).add(exact, nearest_exact)

@@ -21,7 +21,8 @@ from worldsmith.worldbook.engine import escape_braces, render
 from worldsmith.worldbook.facts import whole_word_spans
 from worldsmith.worldbook.model import Evidence
 
-__all__ = ["evidence_from_episodes", "make_template", "observation_outcome", "render_template", "text_arguments"]
+__all__ = ["evidence_from_episodes", "make_template", "observation_outcome", "render_template", "slot_pieces",
+           "text_arguments"]
 
 # Words that separate the objects of a text command ("put apple 1 in/on countertop 1").
 _SEPARATORS = re.compile(r"\s+(from|in/on|into|onto|in|on|to|with|at|using)\s+")
@@ -116,13 +117,22 @@ def _split_on(pieces: list[tuple[str | None, str]], name: str, value: str) -> li
     return out
 
 
+def slot_pieces(text: str, values: Iterable[tuple[str, str]]) -> list[tuple[str | None, str]]:
+    """`text` as (slot name or None for text, text) pieces with each (name, value), in the order given, made a slot
+    wherever it stands between token boundaries: the characters either side of it are not letters, digits or `_`
+    in any script (`whole_word_spans`), so "no" is never cut out of "not" nor "1.5" out of "21.50", and a later
+    value is never found inside an earlier one's slot."""
+    pieces: list[tuple[str | None, str]] = [(None, text)]
+    for name, value in values:
+        pieces = _split_on(pieces, name, value)
+    return pieces
+
+
 def make_template(arguments: dict[str, Any], observation: str) -> str:
-    """The observation with each argument value (longest first) replaced by its slot. The text between slots is
-    escaped (`escape_braces`): braces it shows, JSON or a literal `{arg.x}`, never read as slots, so
-    `render_template` gives the observation back exactly."""
-    pieces: list[tuple[str | None, str]] = [(None, observation)]
-    for name, text in _flat_values(arguments):
-        pieces = _split_on(pieces, name, text)
+    """The observation with each argument value (longest first) replaced by its slot at token boundaries
+    (`slot_pieces`). The text between slots is escaped (`escape_braces`): braces it shows, JSON or a literal
+    `{arg.x}`, never read as slots, so `render_template` gives the observation back exactly."""
+    pieces = slot_pieces(observation, _flat_values(arguments))
     return "".join(escape_braces(text) if slot is None else f"{{arg.{slot}}}" for slot, text in pieces)
 
 
