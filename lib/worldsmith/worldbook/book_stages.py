@@ -246,7 +246,6 @@ def _compile(artifacts: Artifacts, context: BuildContext) -> Worldbook:
     routes: RouteTable | None = artifacts.get("routes")
     rules, tool_rules, demotions = apply_holdout(artifacts["reviewed"], artifacts["tool_rules"], artifacts["evidence"],
                                                  {e.id: trajectory_family(e) for e in episodes}, routes)
-    context.report("compile")["demoted"] = len(demotions)  # listed in the book and the build report
     return Worldbook(name=context.name, env_id=env_id, action_schema=action_schema,
                      state_schema=state_schema, rules=rules, contracts=artifacts["contracts"],
                      notes=artifacts["notes"], demonstrations=artifacts["demonstrations"],
