@@ -35,6 +35,9 @@ def test_build_validates_on_the_held_out_split_and_saves_a_version(workspace: Pa
     assert out["version"].startswith("v0001") and out["statuses"]["supported"] >= 5
     assert list(out["timings_s"]) == [*STAGES[:-1], "routes", "compile"]  # the simulator's stages, in order
     assert out["leakage"]["ok"] and out["leakage"]["families_disjoint"]
+    assert out["held_out_measured"] is True and out["statuses"].get("tentative", 0) >= len(out["demoted"])
+    for row in out["demoted"]:  # what `worldbook.holdout` demoted, and why
+        assert row["reasons"] and row["held_out_answered"] is not None and row["families"] >= 0
     common = out["validation"]["common_actions"]
     assert set(common["actions"]) >= {"go", "take", "put"} and common["coverage"] > 0.5
     rules = run_json(capsys, "book", "rules", "alf", "--workspace", str(workspace))
@@ -42,6 +45,7 @@ def test_build_validates_on_the_held_out_split_and_saves_a_version(workspace: Pa
     assert take["provenance"]["supporting"] and take["provenance"]["contradicting"] == []
     shown = run_json(capsys, "book", "show", "alf", "--workspace", str(workspace))
     assert shown["validation"]["status"] == "validated" and shown["sources"][0]["dataset"] == "alf"
+    assert shown["validation"]["demoted"] == out["demoted"]  # the manifest lists the demotions too
 
     checked = run_json(capsys, "book", "validate", "alf", "--dataset", "alf", "--split", "test",
                        "--workspace", str(workspace))

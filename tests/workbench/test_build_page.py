@@ -202,3 +202,16 @@ def test_a_running_build_is_linked_from_every_page(empty_root: Path) -> None:
         assert "Building shop: 0%" in [link.label for link in at.sidebar.get("page_link")]
     finally:
         stop(job, grace_s=1.0)
+
+
+def test_the_demotion_table_lists_each_rule_its_families_held_out_and_why() -> None:
+    from workbench.worldbook.build_report import demotion_frame
+
+    frame = demotion_frame({"demoted": [
+        {"rule": "calculate.r1", "kind": "rule", "families": 4, "held_out_answered": 100, "held_out_exact": 1,
+         "reasons": ["held out it was exact on 1/100 turns it answered"], "literals": []},
+        {"rule": "precondition:pay:1", "kind": "tool_rule", "families": 1, "held_out_answered": None,
+         "held_out_exact": None, "reasons": ["its support spans 1 trajectory family", "a literal"], "literals": ["12.5"]}]})
+    assert list(frame["rule"]) == ["calculate.r1", "precondition:pay:1"]
+    assert list(frame["held-out exact"]) == ["1/100", "not measured"] and list(frame["families"]) == [4, 1]
+    assert frame["why"][1] == "its support spans 1 trajectory family; a literal"
