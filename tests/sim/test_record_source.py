@@ -81,7 +81,9 @@ def test_first_read_from_the_store_and_a_refused_write_changes_nothing() -> None
     tracker.observe("return_items", {"order_id": "#W1002", "item_ids": ["it2a"]}, "Error: order not delivered")
     [again] = tracker.propose("get_order", {"order_id": "#W1002"})
     assert json.loads(again.observation)["status"] == "pending"
-    assert tracker.propose("get_order", {"order_id": "#nobody"}) == []
+    [unseen] = tracker.propose("get_order", {"order_id": "#nobody"})  # never shown, and no evidence of absent ids
+    assert unseen.source == "record_invented" and json.loads(unseen.observation)["order_id"] == "#nobody"
+    assert unseen.records[0]["origin"] == "invented"
 
 
 # TradingBot entries whose curious recordings cancel orders (the policy reads again after writes)

@@ -11,7 +11,10 @@ One `predict`:
    memory, places and the map, entity records, fields, scope, inventory, aligned evidence, the
    shell; each answer passes the post-processing hooks (turn counters set for this episode, a
    place's view refreshed with the `view_edits` source's edits); routing (`sim.routing`) picks
-   one by the route table's held-out record;
+   one by the route table's held-out record, except that an answer a source vetoes is dropped (an answer about
+   another entity than the one asked), and once the episode goes on from the harness's own answers (open loop)
+   an authoritative answer from the session's own state comes first (`Answer.authoritative`: a record it
+   answered, an id it said does not exist, an entity it invented);
    **model stage** where none was chosen and no rule rendered, when a model is attached: the agent
    route, a brief and a bounded tool loop (`sim.agent`), ending in a submitted transition;
    **fallback stage** otherwise: the closest evidence for the action adapted to the current
@@ -41,12 +44,21 @@ from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.canonical import canonical_action
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import choose_route
-from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, SourceSpec, Step
+from worldsmith.sim.sources.base import (
+    Answer,
+    AnswerSource,
+    CandidateAnswer,
+    SourceContext,
+    SourceSpec,
+    Step,
+    Vetoing,
+)
 from worldsmith.sim.sources.registry import build_sources, source_specs
 from worldsmith.sim.sources.suffixes import SuffixConditions
 from worldsmith.sim.turn_counter import TurnCounter
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.engine import EffectError, apply_effects, resolve_path
+from worldsmith.worldbook.holdout import as_routed
 from worldsmith.worldbook.model import Effect, Evidence, Rule, Worldbook, join_path
 from worldsmith.worldbook.rule_replay import list_formats, observe_turn
 from worldsmith.worldbook.summaries import EpisodeSummaries
@@ -114,6 +126,8 @@ class Harness(WorldModelBase):
         super().__init__()
         self.book = book
         self.action_schema = book.action_schema
+        self.demoted = {demotion.rule: demotion for demotion in book.demotions}
+        book = as_routed(book)  # rules the hold-out tests demoted answer where the route table says (holdout doc)
         self.llm = llm
         self.config = config
         self.formats = list_formats(book)
@@ -136,6 +150,8 @@ class Harness(WorldModelBase):
             self._stages.setdefault(spec.stage, []).append((spec, self.sources[source_name]))
         self._refresh = getattr(self.sources.get("view_edits"), "refresh", None)  # the view-edits hook
         self.routes = book.routes if config.knowledge else None
+        self.vetoing = [source for source in self.sources.values() if isinstance(source, Vetoing)]
+        self.acting = False  # whether the episode goes on from the harness's own answers (open loop) since its prefix
         if not config.knowledge:
             self.name = "harness-no-book"  # the registered name (sim.factory)
 
@@ -190,6 +206,7 @@ class Harness(WorldModelBase):
 
     def _on_start(self) -> None:
         """Rebuild state and every source by reading the observed prefix."""
+        self.acting = False
         for source in self.sources.values():
             source.reset(self.initial_observation)
         for item in self.history:
@@ -211,11 +228,13 @@ class Harness(WorldModelBase):
         parsed = canonical_action(action, self.action_schema)
         self._observe_item(parsed, observation)
         self.history.append(HistoryItem(action=parsed, observation=observation))
+        self.acting = False
         self._pending = None
 
     def _on_commit(self, action: Action, prediction: Prediction) -> None:
         name, arguments, _ = self.canonical(action)
         self._remember(action, name, arguments, prediction.observation)
+        self.acting = True
 
     def tracked(self) -> dict[str, Any]:
         """What the sources believe now (place, map, entity records): for the audit and for people."""
@@ -234,7 +253,24 @@ class Harness(WorldModelBase):
         for _, source in self._stages.get("routed", ()):
             out += source.propose(step)
         self._post_process(out, step.turn)
-        return out
+        return [proposal for proposal in out if not self._vetoed(step, proposal)]
+
+    def _vetoed(self, step: Step, proposal: CandidateAnswer) -> bool:
+        """Whether a source refuses this answer (`Vetoing`): noted in the step's audit."""
+        for source in self.vetoing:
+            reason = source.veto(step, proposal.observation)
+            if reason is not None:
+                step.note(f"{proposal.source} not used: {reason}")
+                return True
+        return False
+
+    def _authority(self, proposals: Sequence[CandidateAnswer]) -> CandidateAnswer | None:
+        """Open loop, the session's own state answers first (`Answer.authoritative`): the best-ranked such answer."""
+        if not self.acting:
+            return None
+        found = [(self.answers[p.source].rank, index, p) for index, p in enumerate(proposals)
+                 if p.source in self.answers and self.answers[p.source].authoritative]
+        return min(found)[2] if found else None
 
     def _post_process(self, proposals: list[CandidateAnswer], turn: int) -> None:
         """The hooks every answer passes: turn counters set for this episode (an answer recalled from elsewhere),
@@ -291,14 +327,18 @@ class Harness(WorldModelBase):
         rule_proposal = next((p for p in proposals if p.source == "rule"), None)
         if rule_proposal is not None:
             audit.conflicts = list(rule_proposal.conflicts)
-        chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
+        chosen = self._authority(proposals)
+        if chosen is not None:
+            why = [f"{chosen.source}: the session's own state answers (open loop)"]
+        else:
+            chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
         if chosen is None and rule_proposal is None:  # the model stage: only where no other source answered
             submitted = self._last_resort("model", step, unseen=False)
             if submitted is not None:
                 return self._answered(action, name, arguments, submitted, audit, outcome=submitted.outcome,
                                       effects=submitted.effects)
         if chosen is None:
-            return self._fallback(action, name, arguments, audit, why, step=step)
+            return self._fallback(action, name, arguments, audit, why, step=step, alternatives=proposals)
         audit.notes.extend([*why, *chosen.notes])
         if chosen.source == "rule":
             audit.rules = [chosen.rule] if chosen.rule else []
@@ -312,6 +352,10 @@ class Harness(WorldModelBase):
         audit.route = self._route(answer)
         audit.source = answer.source
         audit.records = list(answer.records)
+        demotion = self.demoted.get(answer.rule) if answer.rule is not None else None
+        if demotion is not None:
+            audit.notes.append(f"{answer.rule} is tentative ({'; '.join(demotion.reasons)}); it answered because "
+                               "the route table's held-out record for this action let it")
         return self._transition(action, name, arguments, answer.observation, outcome, effects, audit,
                                 from_rule=from_rule)
 
@@ -319,8 +363,10 @@ class Harness(WorldModelBase):
         return (self.nearest.generic_failure or "") if self.nearest is not None else ""
 
     def _fallback(self, action: Action, name: str, arguments: dict[str, Any], audit: Audit, notes: list[str],
-                  outcome: str | None = None, *, unseen: bool = False, step: Step | None = None) -> Prediction:
-        """The fallback stage's answer (nearest evidence), or no answer at all (`fallback:none`)."""
+                  outcome: str | None = None, *, unseen: bool = False, step: Step | None = None,
+                  alternatives: Sequence[CandidateAnswer] = ()) -> Prediction:
+        """The fallback stage's answer (nearest evidence), or no answer at all (`fallback:none`). A fallback a source
+        vetoes gives way to the best-ranked authoritative one of `alternatives` (an invented record, say)."""
         audit.notes.extend(notes)
         step = step if step is not None else self.current_step(action, name, arguments, audit)
         if unseen:  # an action the book has never seen: only model-stage sources that take unseen actions
@@ -329,6 +375,13 @@ class Harness(WorldModelBase):
                 return self._answered(action, name, arguments, submitted, audit, outcome=outcome or submitted.outcome,
                                       effects=submitted.effects)
         found = self._last_resort("fallback", step, unseen=unseen)
+        if found is not None and self._vetoed(step, found):
+            instead = min(((self.answers[p.source].rank, i, p) for i, p in enumerate(alternatives)
+                           if p.source in self.answers and self.answers[p.source].authoritative), default=None)
+            if instead is not None:
+                return self._answered(action, name, arguments, instead[2], audit, outcome=instead[2].outcome,
+                                      effects=[])
+            found = None
         if found is None:
             audit.route = "fallback:none"
             audit.notes.append("fallbacks are off (ablation)" if not self.config.fallback

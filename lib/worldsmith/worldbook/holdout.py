@@ -24,6 +24,11 @@ Effect rules (`ToolRule.kind == "effect"`) change records and answer nothing the
 theirs to answer: the third test does not apply to them (the reads that follow them are measured as the answers of
 other sources). Every demotion is listed in `Worldbook.demotions` (rule id, families, held-out n/k, literals, the
 reasons) and the build report.
+
+A demoted rule's status is the book's honest claim; what its simulator answers is decided, as for every answer
+source, by the route table's held-out record per action (`as_routed`): a write rule exact on 30 of 38 held-out turns
+is tentative, and still answers where held out it beat nearest evidence (the audit says so), while a lookup table
+exact on 1% loses to nearest evidence and does not.
 """
 
 from __future__ import annotations
@@ -34,11 +39,11 @@ from typing import Any
 
 from worldsmith.worldbook.facts import whole_word_spans
 from worldsmith.worldbook.induce import episode_of
-from worldsmith.worldbook.model import Demotion, Evidence, Rule, RuleStatus
+from worldsmith.worldbook.model import Demotion, Evidence, Rule, RuleStatus, Worldbook
 from worldsmith.worldbook.route_table import RouteTable, RuleHeldOut
 from worldsmith.worldbook.toolrules import ToolRule
 
-__all__ = ["MIN_FAMILIES", "MIN_HELD_OUT_EXACT", "apply_holdout", "rule_key", "template_literals"]
+__all__ = ["MIN_FAMILIES", "MIN_HELD_OUT_EXACT", "apply_holdout", "as_routed", "rule_key", "template_literals"]
 
 MIN_FAMILIES = 3
 """Trajectory families a supported rule's supporting turns must come from."""
@@ -137,3 +142,20 @@ def apply_holdout(rules: Sequence[Rule], tool_rules: Sequence[ToolRule], evidenc
         out_tools.append(tool_rule if demotion is None else _demoted(tool_rule, demotion))
         demotions += [demotion] if demotion is not None else []
     return out_rules, out_tools, demotions
+
+
+def as_routed(book: Worldbook) -> Worldbook:
+    """The book a simulator answers with: each rule the hold-out tests alone demoted (`Worldbook.demotions`, still
+    tentative) supported again, so the route table decides whether its answers are given (the module doc). A rule a
+    person has since given another status keeps it. The book itself (its statuses, its report) is unchanged."""
+    demoted = {demotion.rule for demotion in book.demotions}
+    if not demoted:
+        return book
+
+    def restored(rule: Any) -> Any:
+        if rule.id in demoted and rule.status == RuleStatus.TENTATIVE:
+            return rule.model_copy(update={"status": RuleStatus.SUPPORTED})
+        return rule
+
+    return book.model_copy(update={"rules": [restored(r) for r in book.rules],
+                                   "tool_rules": [restored(r) for r in book.tool_rules]})

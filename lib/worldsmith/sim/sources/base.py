@@ -12,6 +12,9 @@ answer name, and the prediction's audit names the source that answered (`Audit.s
         def propose(self, step: Step) -> list[CandidateAnswer]: ...          # answers for the pending step
         def snapshot(self) -> dict[str, Any]: ...                     # what it believes, for people
 
+A source may also refuse any source's answer to a step (`Vetoing.veto(step, observation)`: a reason, or None): the
+harness drops a refused answer, whichever source gave it (the records source refuses one about another entity).
+
 A source answers under one or more *answer names* (`CandidateAnswer.source`: the place source answers
 `place_memory`, `map`, `place_view`, ...); each name's routing metadata (`Answer`: the audit route,
 the priority rank, trusted while unmeasured, judged per action only) is declared with the source,
@@ -68,6 +71,7 @@ __all__ = [
     "Stage",
     "Step",
     "TrackerSource",
+    "Vetoing",
     "line_key",
 ]
 
@@ -135,7 +139,10 @@ class Answer:
     with a place's view, refreshed by the view edits of what was done there since; `fix_turns`: lines that print
     the turn count are set for this episode's turn (`sim.turn_counter`: an answer recalled from elsewhere);
     `must_win`: used only where held out it won more turns than it lost against nearest evidence (a tie is not
-    enough: e.g. an argument value the construction episodes never showed may be valid in a held-out task)."""
+    enough: e.g. an argument value the construction episodes never showed may be valid in a held-out task);
+    `authoritative`: an answer from the session's own state (a record it answered, an id it said does not exist):
+    once the harness acts on its own answers (open loop), it is chosen over every routed answer, so the session
+    never contradicts what it said."""
 
     name: str
     route: str | None = None  # the audit route; None: "state:<name>"
@@ -145,6 +152,7 @@ class Answer:
     view: bool = False
     fix_turns: bool = True
     must_win: bool = False
+    authoritative: bool = False
 
     @property
     def audit_route(self) -> str:
@@ -162,6 +170,14 @@ class AnswerSource(Protocol):
     def propose(self, step: Step) -> list[CandidateAnswer]: ...
 
     def snapshot(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Vetoing(Protocol):
+    """A source that can refuse any source's answer to a step (the records source refuses an answer about another
+    entity than the one asked): the reason, or None when the answer may be given."""
+
+    def veto(self, step: Step, observation: str) -> str | None: ...
 
 
 @dataclass
@@ -229,6 +245,11 @@ class TrackerSource:
 
     def propose(self, step: Step) -> list[CandidateAnswer]:
         return list(self.tracker.propose(step.name, dict(step.arguments), step.line)) if self.gate else []
+
+    def veto(self, step: Step, observation: str) -> str | None:
+        """The tracker's `veto(name, arguments, observation)`, where it has one."""
+        judge = getattr(self.tracker, "veto", None)
+        return judge(step.name, step.arguments, observation) if judge is not None and self.gate else None
 
     def snapshot(self) -> dict[str, Any]:
         return dict(self.tracker.snapshot())

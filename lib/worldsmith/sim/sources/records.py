@@ -12,7 +12,19 @@ on: a refusal changes nothing). It proposes:
 - `record_read`: a read of a record the episode has (changed since by a write the answer did not show, or
   shown earlier by another tool), in the read tool's layout;
 - `record_store`: the first read of a record other construction episodes showed (all its fields stable
-  across them), from the entity store.
+  across them), from the entity store;
+- `record_absent`: the API's learned answer for an id that does not exist (`sim.sources.unseen`), for an id this
+  episode was told does not exist, or one no answer or store showed that the evidence's rates say is absent;
+- `record_invented`: a read (or a write) of an entity no answer or store showed that exists: its record built from
+  the read tool's learned response schema (`UnseenEntities.invent`), the asked id echoed, and remembered like any
+  answered record once committed.
+
+The session's answers are its state: once the harness acts on its own answers (open loop), `record_read`,
+`record_absent` and `record_invented` are authoritative (`Answer.authoritative`): a record it answered is what
+later reads return, a "not found" stays not found. A write is not: its learned refusals (preconditions) come
+first, so routing picks among them and the write's answer as it does teacher-forced. And no answer about another entity is
+let through: `veto` refuses any source's answer to a read or write whose own record is another id of the
+selected kind.
 
 The entity store (`worldbook.record_store.RecordStore`, `record_store`) is built once per harness here and shared
 with the `lookups` source (`sim.sources.lookups`), which declares `requires=("records",)`.
@@ -30,6 +42,7 @@ from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
+from worldsmith.sim.sources.unseen import UnseenEntities
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.record_store import (
     Layout,
@@ -49,7 +62,7 @@ from worldsmith.worldbook.writes import aliases, answer_form, apply_changes, ren
 
 __all__ = ["RECORD_SOURCES", "RecordTracker", "record_store"]
 
-RECORD_SOURCES = ("record_write", "record_read", "record_store")
+RECORD_SOURCES = ("record_write", "record_read", "record_store", "record_absent", "record_invented")
 RecordKey = tuple[str, str]
 _WHOLE_SHARE = 0.8  # a read answers with the whole record when its answer is the selected record this often
 
@@ -143,6 +156,7 @@ class RecordTracker:
         self.shows: dict[str, frozenset[str]] = {}  # read tool -> the keys it always shows (a projection: a status)
         self._learn_reads(evidence)
         self.effectful = _effectful(evidence, self.reads | self.executable, self.reads)
+        self.unseen = UnseenEntities(evidence, self.selectors, self.store, self.reads)
         self.reset()
 
     def _learn_reads(self, evidence: Sequence[Evidence]) -> None:
@@ -177,6 +191,8 @@ class RecordTracker:
         self.records: dict[RecordKey, dict[str, Any]] = {}  # the order of updates: the last is the newest
         self.changed: set[RecordKey] = set()  # records a write changed in ways its answer did not show
         self.stale: set[str] = set()  # ids a call of an unknown effect named since their record was last shown
+        self.absent: set[RecordKey] = set()  # records the episode was answered do not exist
+        self.texts: list[str] = [opening]  # what the episode was told and answered: where an id is listed
 
     def _keys(self, tool: str, ident: Any) -> list[RecordKey]:
         argument, key = self.selectors[tool]
@@ -209,6 +225,8 @@ class RecordTracker:
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         value = parse_json(observation)
+        self.texts.append(observation)
+        self._existence(name, arguments, observation)
         if name in self.effectful:  # a call of unknown effect that changed what it named in the evidence
             self.stale.update(str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool))
         updated = self._written(name, arguments, observation, value) if name in self.writes else None
@@ -216,6 +234,7 @@ class RecordTracker:
             for key, ident, record in own_records(value):
                 self._put(record_key(key, ident), copy.deepcopy(record))
                 self.changed.discard(record_key(key, ident))
+                self.absent.discard(record_key(key, ident))
                 self.stale.discard(str(ident))
         if updated is not None:
             self.stale.discard(updated[0][1])
@@ -224,6 +243,19 @@ class RecordTracker:
                 self.changed.add(updated[0])
         for rule in self.effects.get(name, ()):
             self._affected(rule, arguments, observation, value)
+
+    def _existence(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
+        """An answer that the named record does not exist: remembered (a record the episode had is gone)."""
+        selector = self.selectors.get(name)
+        if selector is None or selector[0] not in arguments:
+            return
+        ident = str(arguments[selector[0]])
+        if observation != self.unseen.absent_answer(name, ident):
+            return
+        for rkey in self._keys(name, ident):
+            self.absent.add(rkey)
+            self.records.pop(rkey, None)
+            self.changed.discard(rkey)
 
     def _affected(self, rule: ToolRule, arguments: Mapping[str, Any], observation: str, value: Any) -> None:
         """An effect rule's changes to the record its argument names, when the answer has a form it acts on (the
@@ -267,11 +299,71 @@ class RecordTracker:
 
     # ------------------------------------------------------------------ proposals
     def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
+        if name not in self.executable and name not in self.reads:
+            return []
+        selector = self.selectors.get(name)
+        if selector is None or selector[0] not in arguments:
+            return []
+        ident = str(arguments[selector[0]])
+        keys = self._keys(name, ident)
+        if any(k in self.absent for k in keys) and not any(k in self.records for k in keys):
+            return self._absent(name, ident, f"{selector[1]}={ident!r} was answered not to exist in this episode")
+        found = self._propose_write(name, arguments) if name in self.executable else self._propose_read(name, arguments)
+        if found or self._selected(name, arguments) is not None:
+            return found
+        return self._unseen(name, arguments, selector[1], ident)
+
+    def _absent(self, name: str, ident: str, why: str) -> list[CandidateAnswer]:
+        text = self.unseen.absent_answer(name, ident)
+        return [CandidateAnswer("record_absent", text, notes=[why])] if text is not None else []
+
+    def _unseen(self, name: str, arguments: Mapping[str, Any], key: str, ident: str) -> list[CandidateAnswer]:
+        """A call naming an entity no answer of this episode and no stored record showed: absent, or invented."""
+        decided = self.unseen.exists(name, key, ident, self.texts)
+        if not decided.exists:
+            return self._absent(name, ident, decided.note(ident))
+        reader = name if self.unseen.can_invent(name) else next(
+            (tool for tool, (_, k) in self.selectors.items() if k == key and self.unseen.can_invent(tool)), None)
+        if reader is None:
+            return []
+        record = self.unseen.invent(reader, key, arguments[self.selectors[name][0]], arguments)
+        if record is None:
+            return []
+        rkey = record_key(key, ident)
+        notes = [decided.note(ident), f"{key}={ident!r} invented from {reader}'s learned response schema "
+                                      "(no answer or stored record showed it)"]
         if name in self.executable:
-            return self._propose_write(name, arguments)
-        if name in self.reads:
-            return self._propose_read(name, arguments)
-        return []
+            rule = self.writes[name]
+            after = apply_changes(rule, record, arguments)
+            text = render_response(rule, record, after, arguments) if after is not None else None
+            if text is None:
+                return []
+            return [CandidateAnswer("record_invented", text, rule=rule.id, notes=notes,
+                                    records=[{**_record_entry(rkey, record, after), "origin": "invented"}])]
+        layout = self.layouts.get(name)
+        keys = self.shows.get(name)
+        if layout is None:
+            return []
+        shown = {k: v for k, v in record.items() if keys is None or k in keys}
+        return [CandidateAnswer("record_invented", dump_layout(shown, layout), notes=notes,
+                                records=[{**_record_entry(rkey, None, record), "origin": "invented"}])]
+
+    def veto(self, name: str, arguments: Mapping[str, Any], observation: str) -> str | None:
+        """Why an answer to this call may not be given (None: it may): a read or a write of the record `arguments`
+        select answered with another record of that kind as its whole answer."""
+        selector = self.selectors.get(name)
+        if selector is None or selector[0] not in arguments or (name not in self.reads and name not in self.writes):
+            return None
+        value = parse_json(observation)
+        if not isinstance(value, dict):
+            return None
+        own = next(iter(own_records(value)), None)
+        if own is None or own[2] is not value or own[0] != selector[1]:
+            return None
+        asked = str(arguments[selector[0]])
+        if str(own[1]) == asked:
+            return None
+        return f"it answers about {own[0]}={own[1]!r}, not the {asked!r} asked"
 
     def _propose_write(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         rule = self.writes[name]
@@ -327,11 +419,15 @@ class RecordTracker:
     def snapshot(self) -> dict[str, Any]:
         return {"records": sorted(f"{k}={v}" for k, v in self.records), "changed": sorted(f"{k}={v}" for k, v in
                                                                                             self.changed),
+                "absent": sorted(f"{k}={v}" for k, v in self.absent),
                 "write_rules": sorted(self.executable), "store": len(self.store)}
 
 
 @answer_source("records", snapshot_key="records", answers=(
-        Answer("record_write", rank=25, trusted=True), Answer("record_read", rank=27, trusted=True, per_action=True),
+        Answer("record_write", rank=25, trusted=True),
+        Answer("record_absent", rank=26, per_action=True, authoritative=True),
+        Answer("record_read", rank=27, trusted=True, per_action=True, authoritative=True),
+        Answer("record_invented", rank=29, per_action=True, authoritative=True),
         Answer("record_store", route="evidence:record_store", rank=135, per_action=True)))
 def _records(context: SourceContext) -> AnswerSource:
     """Tool-API records: writes answered with their learned changes, reads of changed or known records."""

@@ -1,0 +1,295 @@
+"""Entities the logs never showed: does one exist, how does the API say it does not, and what is its record.
+
+An agent acting in a simulator names entities the construction logs never showed: an order id from its task,
+an id the simulator itself answered earlier, an id it guessed. Answering such a call with another entity's
+record (the nearest recorded answer with the id swapped in) makes the world contradict itself. This module
+learns, from the book's evidence alone, what the records source (`sim.sources.records`) needs to answer it
+consistently:
+
+- **how the API answers an id that does not exist** (`absent_form`): per tool, the answer most calls of ids no
+  evidence answer ever showed as a record got (the id as a slot: `Error: order {id} not found`), else the form
+  other tools selecting the same kind of record use;
+- **whether an id exists** (`exists`): the evidence's rate of found answers per tool (pooled over tools where a
+  tool has few calls) for ids in three situations, the same situations a session is in: *listed* (an earlier
+  answer or the task showed the id), *stored* (another episode showed its record) and *unlisted* (neither).
+  An id the session answered about stays as answered (the records source remembers both kinds);
+- **its record** (`invent`): from the read tool's learned response schema (the keys its answers show, in their
+  order): the asked id echoed, fields the evidence shows equal to an argument taken from the arguments, other
+  values drawn from the values the evidence shows for that field, with every identifier inside them replaced by
+  a fresh one of the same shape (a drawn order never names another user or another order). Draws are seeded by
+  the entity and the field, so two tools that show one field of one invented entity show the same value.
+
+Nothing here is tuned to one world: every form, rate and value comes from the evidence.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import random
+import re
+import string
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from worldsmith.worldbook.induce import group_by_episode
+from worldsmith.worldbook.model import Evidence
+from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_json, top_record
+
+__all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "slot_id"]
+
+LISTED, STORED, UNLISTED = "listed", "stored", "unlisted"
+MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; fewer: the rate pooled over tools
+MIN_ABSENT = 2  # calls of ids never shown that an absent form needs
+DERIVED_SHARE = 0.9  # a field equal to an argument this often is taken from the arguments
+_OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
+_WORD = r"[^\W_]"
+
+
+def mentions(text: str, ident: str) -> bool:
+    """Whether `text` shows `ident` as a whole token (not inside a longer word or number)."""
+    if not ident:
+        return False
+    return re.search(rf"(?<!{_WORD}){re.escape(ident)}(?!{_WORD})", text) is not None
+
+
+def slot_id(text: str, ident: str) -> str:
+    """`text` with each whole-token occurrence of `ident` as `{id}` (other braces doubled, so it renders back)."""
+    escaped = text.replace("{", "{{").replace("}", "}}")
+    return re.sub(rf"(?<!{_WORD}){re.escape(ident.replace('{', '{{').replace('}', '}}'))}(?!{_WORD})", "{id}",
+                  escaped)
+
+
+def _render(form: str, ident: str) -> str:
+    return form.replace("{id}", ident).replace("{{", "{").replace("}}", "}")
+
+
+def _shows_record(value: Any, ident: str) -> bool:
+    return value is not None and any(str(found) == ident for _, found, _ in own_records(value))
+
+
+@dataclass(frozen=True)
+class Existence:
+    """A decision on whether an entity exists: the situation, the evidence's found rate there, and why."""
+
+    exists: bool
+    situation: str
+    rate: float | None  # found share of the evidence's calls in this situation (None: no evidence of absence)
+    calls: int
+
+    def note(self, ident: str) -> str:
+        if self.rate is None:
+            return f"{ident!r} ({self.situation}) taken to exist: the evidence shows no answer of an absent id"
+        verdict = "exists" if self.exists else "does not exist"
+        return (f"{ident!r} {verdict}: {self.situation} ids were found in {self.rate:.0%} of {self.calls} "
+                "evidence calls")
+
+
+class _Schema:
+    """A read tool's learned response: its keys in order, each field's values, fields equal to an argument."""
+
+    def __init__(self, examples: Sequence[tuple[dict[str, Any], Mapping[str, Any]]]) -> None:
+        keysets = Counter(tuple(record) for record, _ in examples)
+        self.keys: tuple[str, ...] = keysets.most_common(1)[0][0]
+        self.values: dict[str, list[Any]] = defaultdict(list)
+        same: dict[str, Counter[str]] = defaultdict(Counter)
+        for record, arguments in examples:
+            for name, value in record.items():
+                self.values[name].append(value)
+                for argument, given in arguments.items():
+                    if given == value:
+                        same[name][argument] += 1
+        self.derived: dict[str, str] = {}
+        for name, counts in same.items():
+            argument, count = counts.most_common(1)[0]
+            if count >= 2 and count >= DERIVED_SHARE * len(self.values[name]):
+                self.derived[name] = argument
+
+
+class UnseenEntities:
+    """What the evidence says of ids it never showed (see the module doc)."""
+
+    def __init__(self, evidence: Sequence[Evidence], selectors: Mapping[str, tuple[str, str]], store: RecordStore,
+                 readers: set[str]) -> None:
+        """`selectors`: tool -> (argument, id key) (`learn_selectors` and the write rules'); `readers`: the tools
+        whose answer is the selected record (their response schemas are learned)."""
+        self.selectors = selectors
+        self.store = store
+        episodes = group_by_episode(evidence)
+        shown: dict[str, set[str]] = defaultdict(set)  # id -> the episodes whose answers showed its record
+        for episode, items in episodes.items():
+            for item in items:
+                value = parse_json(item.observation)
+                if value is not None:
+                    for _, ident, _ in own_records(value):
+                        shown[str(ident)].add(episode)
+        votes: dict[str, Counter[str]] = defaultdict(Counter)
+        examples: dict[str, list[tuple[dict[str, Any], Mapping[str, Any]]]] = defaultdict(list)
+        calls: list[tuple[str, str, str, str]] = []  # (tool, id, observation, situation)
+        for episode, items in episodes.items():
+            seen_text: list[str] = []
+            for item in items:
+                selector = selectors.get(item.action)
+                arguments = arguments_of(item)
+                if selector is not None and selector[0] in arguments:
+                    ident = str(arguments[selector[0]])
+                    value = parse_json(item.observation)
+                    calls.append((item.action, ident, item.observation, _situation(ident, episode, seen_text, shown)))
+                    if ident not in shown and not _shows_record(value, ident):
+                        votes[item.action][slot_id(item.observation, ident)] += 1
+                    if item.action in readers and isinstance(value, dict) and top_record(value, arguments[selector[0]]):
+                        examples[item.action].append((value, arguments))
+                seen_text.append(item.observation)
+        self._learn_absent(votes)
+        self._learn_rates(calls)
+        self.schemas = {tool: _Schema(found) for tool, found in examples.items() if found}
+        self._prefixes: dict[str, str] = {}
+
+    def _learn_absent(self, votes: Mapping[str, Counter[str]]) -> None:
+        """Per tool, the answer most calls of never-shown ids got (when most did, at least `MIN_ABSENT` times), and
+        per id key the form its tools share most."""
+        self.absent: dict[str, str] = {}
+        by_key: dict[str, Counter[str]] = defaultdict(Counter)
+        for tool, counts in votes.items():
+            form, count = counts.most_common(1)[0]
+            if count >= MIN_ABSENT and count * 2 >= counts.total():
+                self.absent[tool] = form
+                by_key[self.selectors[tool][1]][form] += count
+        self.absent_by_key = {key: counts.most_common(1)[0][0] for key, counts in by_key.items()}
+
+    def _learn_rates(self, calls: Sequence[tuple[str, str, str, str]]) -> None:
+        """Found answers per tool (and pooled, "*") and situation, over the calls of tools with an absent form."""
+        self.rates: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (tool|*, situation) -> found, all
+        for tool, ident, observation, situation in calls:
+            form = self.absent_form(tool)
+            if form is None:
+                continue
+            found = int(observation != _render(form, ident))
+            for scope in (tool, "*"):
+                self.rates[(scope, situation)][0] += found
+                self.rates[(scope, situation)][1] += 1
+
+    # ------------------------------------------------------------------ existence
+    def absent_form(self, tool: str) -> str | None:
+        """How `tool` answers an id that does not exist (`{id}` its slot), else how tools selecting the same kind of
+        record do; None when the evidence never showed one."""
+        if tool in self.absent:
+            return self.absent[tool]
+        selector = self.selectors.get(tool)
+        return self.absent_by_key.get(selector[1]) if selector is not None else None
+
+    def absent_answer(self, tool: str, ident: str) -> str | None:
+        form = self.absent_form(tool)
+        return _render(form, ident) if form is not None else None
+
+    def situation(self, key: str, ident: str, texts: Sequence[str]) -> str:
+        """Where a session stands with an id: listed (a text it was told or answered shows it), stored (the book's
+        store holds its record), else unlisted."""
+        if any(mentions(text, ident) for text in texts):
+            return LISTED
+        if self.store.keys_for(ident):
+            return STORED
+        return UNLISTED
+
+    def exists(self, tool: str, key: str, ident: str, texts: Sequence[str]) -> Existence:
+        """Whether the entity `ident` (id key `key`) a call of `tool` names exists, for a session whose texts so far
+        (task, opening, observations) are `texts` and that never answered about it."""
+        situation = self.situation(key, ident, texts)
+        for scope in (tool, "*"):
+            found, total = self.rates.get((scope, situation), (0, 0))
+            if total >= MIN_CALLS:
+                rate = found / total
+                return Existence(rate >= 0.5, situation, rate, total)
+        return Existence(True, situation, None, 0)
+
+    # ------------------------------------------------------------------ invention
+    def can_invent(self, tool: str) -> bool:
+        return tool in self.schemas
+
+    def invent(self, tool: str, key: str, ident: Any, arguments: Mapping[str, Any],
+               base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """A record for `ident` in `tool`'s response schema: `base`'s fields kept (what the session already
+        answered about it), the id echoed, derived fields from the arguments, the rest drawn (module doc)."""
+        schema = self.schemas.get(tool)
+        if schema is None:
+            return None
+        record: dict[str, Any] = {}
+        for name in schema.keys:
+            if base is not None and name in base:
+                record[name] = copy.deepcopy(base[name])
+            elif name == key:
+                record[name] = ident
+            elif name in schema.derived and schema.derived[name] in arguments:
+                record[name] = copy.deepcopy(arguments[schema.derived[name]])
+            else:
+                rng = _rng(key, str(ident), name)
+                record[name] = self._fresh(copy.deepcopy(rng.choice(schema.values[name])), rng)
+        if base is not None:
+            record.update({name: copy.deepcopy(value) for name, value in base.items() if name not in record})
+        return record
+
+    def _fresh(self, value: Any, rng: random.Random) -> Any:
+        """`value` with every identifier in it (an id field, or a known record's id in a list) a fresh one."""
+        if isinstance(value, dict):
+            return {name: (self._fresh_id(name, item, rng) if _OWN_ID.search(name) and _scalar(item)
+                           else self._fresh(item, rng)) for name, item in value.items()}
+        if isinstance(value, list):
+            return [self._fresh_id(self.store.keys_for(item)[0][0], item, rng)
+                    if _scalar(item) and self.store.keys_for(item) else self._fresh(item, rng) for item in value]
+        return value
+
+    def _fresh_id(self, kind: str, example: Any, rng: random.Random) -> Any:
+        """A new id of `example`'s shape: the prefix the kind's stored ids share kept, each other letter or digit
+        redrawn from its class (hex where the kind's ids are hex)."""
+        if isinstance(example, int):
+            digits = len(str(abs(example)))
+            return rng.randrange(10 ** (digits - 1), 10 ** digits) if digits > 1 else rng.randrange(10)
+        text = str(example)
+        prefix = self._prefix(kind, text)
+        tail = text[len(prefix):]
+        hexadecimal = all(c in string.hexdigits for c in tail if c.isalnum())
+        out = []
+        for char in tail:
+            if char.isdigit():
+                out.append(rng.choice(string.digits))
+            elif char.isalpha() and hexadecimal:
+                out.append(rng.choice("abcdef" if char.islower() else "ABCDEF"))
+            elif char.islower():
+                out.append(rng.choice(string.ascii_lowercase))
+            elif char.isupper():
+                out.append(rng.choice(string.ascii_uppercase))
+            else:
+                out.append(char)
+        return prefix + "".join(out)
+
+    def _prefix(self, kind: str, example: str) -> str:
+        if kind not in self._prefixes:
+            idents = [ident for key, ident in self.store.records if key == kind][:200]
+            common = os.path.commonprefix(idents) if len(idents) >= 2 else ""
+            self._prefixes[kind] = common
+        prefix = self._prefixes[kind]
+        if not example.startswith(prefix) or len(example) - len(prefix) < 3:
+            prefix = re.match(r"[^0-9]*", example).group(0) if example else ""  # type: ignore[union-attr]
+            prefix = prefix[: max(0, len(example) - 3)]
+        return prefix
+
+
+def _situation(ident: str, episode: str, seen: Sequence[str], shown: Mapping[str, set[str]]) -> str:
+    """An evidence call's situation: its id listed by an earlier answer of its episode, else stored (another
+    episode showed its record), else unlisted."""
+    if any(mentions(text, ident) for text in seen):
+        return LISTED
+    if shown.get(ident, set()) - {episode}:
+        return STORED
+    return UNLISTED
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _rng(*parts: str) -> random.Random:
+    return random.Random(hashlib.sha256("\x00".join(parts).encode()).digest())
