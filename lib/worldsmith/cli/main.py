@@ -14,6 +14,7 @@ from worldsmith import __version__
 from worldsmith.cli import (
     book,
     build,
+    consistency,
     envace,
     envs,
     explore,
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ingest, traces, split, export, envs, explore, llm, build, book, simulate, fork, sidebyside, evaluate,
-                   envace, jobs, workbench, serve, plugins):
+                   consistency, envace, jobs, workbench, serve, plugins):
         module.register(subparsers)
     return parser
 
