@@ -14,14 +14,15 @@ Exported: running (`EvalConfig`, `run_eval`, `metric`, `metric_names`), the repo
 `PairCell`, `ScopeBlock`, `small_sample_note`), the run store (`EvalRunStore`, `RunFolder`, `RunProgress`) and its records (`EvalRecord`),
 held-out deltas (`HeldOut`, `HeldOutDelta`), proposals with their effect (`ProposalReport`,
 `propose_with_effect`), active collection (`explore`, `ExploreConfig`, `ExploreReport`) and
-`construction_size_curve`. Namespaces: `heldout` (scoring book versions on held-out turns), `proposal_jobs`
+`construction_size_curve`. Namespaces: `consistency` (open-loop probes of the invariants every stateful API obeys:
+`check_consistency`, `ConsistencyReport`), `heldout` (scoring book versions on held-out turns), `proposal_jobs`
 (proposals as background jobs), `misses` and `clusters` (why predictions missed), `envmatch` (which
-environments a book simulates), `judge` (the LLM judge), `plots` (the report's figures). Protocols, bootstrap,
-the records' journal and AgentWorldBench rows: import from their modules.
+environments a book simulates), `judge` (the LLM judge), `plots` (the report's figures). Protocols, bootstrap
+(`Interval`), the records' journal and AgentWorldBench rows: import from their modules.
 """
 
-from worldsmith.evals import clusters, envmatch, heldout, judge, misses, plots, proposal_jobs
-from worldsmith.evals.bootstrap import SMALL_SAMPLE, Interval, small_sample_note
+from worldsmith.evals import clusters, consistency, envmatch, heldout, judge, misses, plots, proposal_jobs
+from worldsmith.evals.bootstrap import SMALL_SAMPLE, small_sample_note
 from worldsmith.evals.curves import construction_size_curve
 from worldsmith.evals.eval_records import EvalRecord
 from worldsmith.evals.eval_runs import EvalRunStore, RunFileError, RunFolder, RunProgress, read_json_file
@@ -54,7 +55,6 @@ __all__ = [
     "ExploreReport",
     "HeldOut",
     "HeldOutDelta",
-    "Interval",
     "LeakageError",
     "MetricCell",
     "PairCell",
@@ -65,6 +65,7 @@ __all__ = [
     "RunProgress",
     "ScopeBlock",
     "clusters",
+    "consistency",
     "construction_size_curve",
     "envmatch",
     "explore",

@@ -35,7 +35,7 @@ from worldsmith.evals.consistency_checks import (
     write_read_agreement,
 )
 from worldsmith.evals.consistency_plan import ProbePlan, ToolProfile, plan_probes
-from worldsmith.evals.consistency_report import INVARIANTS, ConsistencyReport, Violation
+from worldsmith.evals.consistency_report import INVARIANTS, ConsistencyReport, Tally, Violation, read_report
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import HistoryItem, WorldModel, episode_prefix
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, make_world_model
@@ -43,8 +43,8 @@ from worldsmith.traces.model import Action
 from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["INVARIANTS", "ConsistencyConfig", "ConsistencyReport", "ProbePlan", "Violation", "check_consistency",
-           "plan_probes"]
+__all__ = ["INVARIANTS", "ConsistencyConfig", "ConsistencyReport", "ProbePlan", "Tally", "Violation",
+           "check_consistency", "plan_probes", "read_report"]
 
 CALL_CHARS = 200  # a call's text in a violation example
 ANSWER_CHARS = 300  # an answer's text in a violation example

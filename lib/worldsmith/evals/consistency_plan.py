@@ -285,12 +285,13 @@ def _agreeing_pairs(evidence: Sequence[Evidence], tools: dict[str, ToolProfile])
 
 
 def perturb_id(value: Any, rng: random.Random, taken: set[str], charset: dict[str, str]) -> Any:
-    """An id shaped like `value` (its prefix up to the last separator kept; each later digit, lower or upper case
-    letter replaced by one of the same class from `charset`), named nowhere in `taken`; None when 50 tries fail."""
+    """An id shaped like `value` (its prefix up to the last separator kept, and the letters before a number; each
+    later digit, lower or upper case letter replaced by one of the same class from `charset`), named nowhere in
+    `taken`; None when 50 tries fail."""
     text = str(value)
     cut = max((i + 1 for i, c in enumerate(text) if not c.isalnum()), default=0)
-    if cut == 0:  # no separator: keep the leading letters of a letters-then-digits id (#O123 -> #O, INV12 -> INV)
-        cut = len(text) - len(text.lstrip(string.ascii_letters)) if any(c.isdigit() for c in text) else 0
+    letters = re.match(r"[A-Za-z]*(?=\d)", text[cut:])  # a letters-then-digits part keeps its letters (#O123, INV12)
+    cut += letters.end() if letters else 0
     for _ in range(50):
         tail = "".join(rng.choice(charset[_kind(c)]) if _kind(c) in charset else c for c in text[cut:])
         candidate = text[:cut] + tail
