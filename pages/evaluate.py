@@ -15,6 +15,7 @@ import streamlit as st
 from workbench.common import data
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.compare import render_compare
+from workbench.evaluate.consistency import render_consistency
 from workbench.evaluate.failures import render_failures
 from workbench.evaluate.jobs import list_jobs
 from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices
@@ -30,7 +31,7 @@ from workbench.evaluate.runs import (
     run_dataset,
 )
 
-TAB_KEY = "ev_tab"  # the open tab: Results, Records, Failures, Compare or Launch
+TAB_KEY = "ev_tab"  # the open tab: Results, Records, Failures, Compare, Consistency or Launch
 RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
 root = Path(data.workspace_root())
@@ -77,15 +78,23 @@ if st.session_state.get("ev_shown_run") != chosen:
         del st.session_state[key]
     st.session_state["ev_shown_run"] = chosen
 
-# Only the open tab is drawn (a rerun on switching): drawing all five cost the browser seconds (Plotly, highlighted
+# Only the open tab is drawn (a rerun on switching): drawing all of them cost the browser seconds (Plotly, highlighted
 # code, a dozen data grids; benchmarks/page_load.py), for tabs nobody looks at.
-results_tab, records_tab, failures_tab, compare_tab, launch_tab = st.tabs(
-    ["Results", "Records", "Failures", "Compare", "Launch"], key=TAB_KEY, on_change="rerun"
+results_tab, records_tab, failures_tab, compare_tab, consistency_tab, launch_tab = st.tabs(
+    ["Results", "Records", "Failures", "Compare", "Consistency", "Launch"], key=TAB_KEY, on_change="rerun"
 )
 
 if launch_tab.open:
     with launch_tab:
         render_launch_form(root, *workspace_choices(root))
+if consistency_tab.open:  # needs no evaluation run; the chosen one's per-tool fidelity is shown beside
+    with consistency_tab:
+        shown_run = by_name.get(chosen) if chosen else None
+        try:
+            run_records = load_records(shown_run.path) if shown_run is not None and not shown_run.error else None
+        except RunFileError:
+            run_records = None
+        render_consistency(root, workspace_choices(root)[0], run_records, chosen)
 
 info = by_name.get(chosen) if chosen else None
 if info is None:
