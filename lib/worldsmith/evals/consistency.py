@@ -110,8 +110,9 @@ class _Session:
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Predict the call, check its other spellings from the same point, commit it; its answer."""
         forms = spellings(tool, arguments)
+        structured = Action(name=tool, arguments=dict(arguments))
         self.report.predictions += 1
-        answer = self.model.predict(forms["action"]).observation
+        answer = self.model.predict(structured).observation
         others = {name: self._aside(forms[name]) for name in SPELLINGS[1:]}
         differ = [name for name, other in others.items() if not same_answer(answer, other)]
         call = _call_text(tool, arguments)
@@ -119,7 +120,7 @@ class _Session:
                     [answer, *(others[name] for name in differ)],
                     f"differs from the Action's answer: {', '.join(differ)}" if differ else "")
         self.model.commit()
-        self.history.append(HistoryItem(action=forms["action"], observation=answer))
+        self.history.append(HistoryItem(action=structured, observation=answer))
         return answer
 
     def read(self, profile: ToolProfile, arguments: dict[str, Any], repeat: bool) -> str:
