@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 PORT ?= 8501
 # bfcl-eval's own dependency list pulls a CUDA torch: install it without dependencies (it needs only mpmath).
 BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
+# agentdojo's own list pulls langchain and pins of every LLM SDK: install it alone; the packages its suites import
+# (deepdiff, docstring-parser, pyyaml, the model clients its agent_pipeline package imports) are in the `envs` extra.
+AGENTDOJO := 'agentdojo==0.1.35'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
@@ -16,6 +19,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/python -m pip install --quiet 'torch==2.13.0'
 	$(BIN)/python -m pip install --quiet -e '.[dev,envs]'
 	$(BIN)/python -m pip install --quiet --no-deps $(BFCL)
+	$(BIN)/python -m pip install --quiet --no-deps $(AGENTDOJO)
 	touch $@
 
 install: $(VENV)/.installed

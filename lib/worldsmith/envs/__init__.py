@@ -10,7 +10,7 @@ and a missing package is a clear `EnvUnavailableError` naming what to install.
 Exported: the protocol (`Env`, `EnvBase`, `Step`), the registry (`make`, `register`, `spec`, `registry`,
 `check_env`), policies (`POLICIES`, `make_policy`, the policy classes) and recording (`EpisodeRecorder`,
 `record_episode`). Namespace: `collect` (collection runs into a workspace dataset: `collect.collect`,
-`collect.CollectConfig`, ...). The environments themselves (`envs.alfworld`, `envs.bfcl`, ...) register on import.
+`collect.CollectConfig`, ...). The environments themselves (`envs.alfworld`, `envs.bfcl`, `envs.agentdojo`, ...) register on import.
 """
 
 from worldsmith.envs import collect
@@ -75,6 +75,18 @@ register(EnvSpec(
     requires=("bfcl_eval", "mpmath"),
     install_hint="pip install --no-deps bfcl-eval mpmath (never a plain install: it pulls a CUDA torch)",
 ))
+for _suite in ("workspace", "slack", "travel"):
+    register(EnvSpec(
+        name=f"agentdojo-{_suite}",
+        entry_point="worldsmith.envs.agentdojo:AgentDojoEnv",
+        description=f"AgentDojo's {_suite} tool suite (v1.2.2 user tasks) on its real tools and state; ground-truth "
+                    "calls, the task's own utility check",
+        kwargs={"suite": _suite},
+        max_steps=40,
+        requires=("agentdojo", "deepdiff"),
+        install_hint="pip install --no-deps agentdojo==0.1.35, then pip install 'worldsmith[envs]' (or: make install)",
+    ))
+del _suite
 register(EnvSpec(
     name="shell",
     entry_point="worldsmith.envs.shell:ShellEnv",

@@ -14,7 +14,7 @@ environment (toolshop, BFCL):
   without required arguments (`ls()`), else the latest read again; three times as likely while a
   write waits for it, and the hand-over waits for it;
 - `query`: a read or query tool with each argument an existing value (seen in an earlier call's
-  arguments or in a JSON answer under the same key) or a value that exists nowhere (an id of the
+  arguments or in a JSON or YAML answer under the same key) or a value that exists nowhere (an id of the
   same shape with other digits, `no_such_<word>`, an email at an `.invalid` domain), so empty
   results and not-found errors appear;
 - `fail`: a call that must fail: an earlier call with one known value replaced by one that does
@@ -195,11 +195,9 @@ class ProbingPolicy:
         if isinstance(action.arguments, dict):
             for key, value in action.arguments.items():
                 _scalars(value, key, self._pool)
-        if text.lstrip()[:1] in ("{", "["):
-            try:
-                _scalars(orjson.loads(text), None, self._pool)
-            except orjson.JSONDecodeError:
-                pass
+        answer = _structured(text)
+        if answer is not None:
+            _scalars(answer, None, self._pool)
         for key, values in self._pool.items():
             if len(values) > _POOL_LIMIT:
                 self._pool[key] = list(dict.fromkeys(values))[-_POOL_LIMIT:]
@@ -367,14 +365,32 @@ class ProbingPolicy:
         return _call(self._rng.choice(needy), {}) if needy else None
 
 
-def _top_level(text: str) -> dict[str, Any]:
-    """The scalar fields of a JSON object answer (else nothing)."""
-    if not text.lstrip().startswith("{"):
-        return {}
+# A YAML block answer (AgentDojo's tool-output format): `key: value` lines or `- ` list items.
+_YAML_BLOCK = re.compile(r"^(- |[A-Za-z_][\w.-]*:( |$))")
+
+
+def _structured(text: str) -> Any:
+    """A JSON answer, or a YAML block of mappings or lists, as data; None for anything else (plain text)."""
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            return None
+    if not _YAML_BLOCK.match(stripped):
+        return None
+    import yaml  # pyyaml: safe_load builds plain data only
+
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return {}
+        value = yaml.load(stripped, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    return value if isinstance(value, dict | list) else None
+
+
+def _top_level(text: str) -> dict[str, Any]:
+    """The scalar fields of an object answer, JSON or YAML (else nothing)."""
+    value = _structured(text)
     if not isinstance(value, dict):
         return {}
     return {key: item for key, item in value.items() if isinstance(item, str | int | float)}
