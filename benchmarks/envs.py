@@ -73,7 +73,8 @@ def measure(name: str, episodes: int, tasks: list[str] | None) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", nargs="+", default=["alfworld", "textworld", "scienceworld", "bfcl", "shell"])
+    parser.add_argument("--envs", nargs="+", default=["alfworld", "textworld", "scienceworld", "bfcl", "shell",
+                                                       "agentdojo-workspace", "agentdojo-slack", "agentdojo-travel"])
     parser.add_argument("--episodes", type=int, default=3)
     parser.add_argument("--tasks", nargs="+", help="task ids (with a single --envs)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "envs.json")
@@ -83,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         row = measure(name, options.episodes, options.tasks)
         rows.append(row)
         if "error" in row:
-            print(f"{name:<13} {row['error']}")
+            print(f"{name:<20} {row['error']}")
         else:
-            print(f"{name:<13} {row['steps_per_s']:>9,.1f} steps/s  median {row['median_step_ms']:.2f} ms  "
+            print(f"{name:<20} {row['steps_per_s']:>9,.1f} steps/s  median {row['median_step_ms']:.2f} ms  "
                   f"p90 {row['p90_step_ms']:.2f} ms  reset {row['mean_reset_s']:.2f} s  "
                   f"({row['steps']} steps, {row['won']}/{row['episodes']} won)")
     result = {

@@ -24,6 +24,8 @@ Everything here is real and deterministic (fixed seeds, stable ids):
   validated on games outside the construction set (`--only alfworld_expert`).
 * collected/<env>_curious.jsonl: exploratory episodes of the curious policy (`--only curious`; no state):
   revisits, reads after writes and invalid actions, which expert episodes lack.
+* agentdojo/<suite>.jsonl: AgentDojo's workspace, slack and travel suites (`--only agentdojo`; needs
+  `pip install --no-deps agentdojo==0.1.35` and the `envs` extra): expert and probing episodes, no state.
 
 Nothing at run time needs this script: the generated files are committed.
 """
@@ -507,6 +509,53 @@ def make_curious(out: Path, envs: list[str]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------------------------
+# AgentDojo suites (a folder of their own, left out of the first-start import like toolshop/)
+# --------------------------------------------------------------------------------------------
+
+AGENTDOJO_DIR = "agentdojo"
+AGENTDOJO_SUITES = ("workspace", "slack", "travel")
+AGENTDOJO_TASKS = 14  # evenly spaced user tasks per suite; each played by the expert and by the probing policy
+
+
+def _spaced(tasks: list[str], count: int) -> list[str]:
+    """`count` tasks spread over the whole list (first and last included), in list order."""
+    if len(tasks) <= count:
+        return list(tasks)
+    return [tasks[round(index * (len(tasks) - 1) / (count - 1))] for index in range(count)]
+
+
+def make_agentdojo(out: Path) -> dict[str, int]:
+    """`agentdojo/<suite>.jsonl`: expert (ground truth, utility check passes) and probing episodes (seed 0) of
+    evenly spaced user tasks, no ground-truth state (the workspace state alone is ~115 KB a snapshot)."""
+    from worldsmith.envs import make
+    from worldsmith.envs.collect import CollectConfig, collect, load_run_episodes
+    from worldsmith.traces.exporters import export_episodes
+    from worldsmith.workspace import Workspace
+
+    folder = out / AGENTDOJO_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    with tempfile.TemporaryDirectory(prefix="ws-samples-") as tmp:
+        workspace = Workspace(Path(tmp) / "workspace")
+        for suite in AGENTDOJO_SUITES:
+            env = f"agentdojo-{suite}"
+            tasks = _spaced(make(env).tasks(), AGENTDOJO_TASKS)
+            episodes = []
+            for policy in ("expert", "probing"):
+                run = f"{env}-{policy}"
+                report = collect(workspace, run, CollectConfig(env=env, tasks=tasks, policy=policy, workers=0,
+                                                               keep="all", record_state=False))
+                failures = report.summary()["failures"]
+                if policy == "expert" and failures:
+                    raise RuntimeError(f"{env}: the ground truth did not pass every sampled task: {failures}")
+                if any(f["status"] not in ("ok", "failed") for f in failures):
+                    raise RuntimeError(f"{env}: {policy} episodes did not run: {failures}")
+                episodes += sorted(load_run_episodes(workspace.root, run), key=lambda e: e.id)
+            counts[suite] = export_episodes(episodes, "jsonl", folder / f"{suite}.jsonl")
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
 # Format samples
 # --------------------------------------------------------------------------------------------
 
@@ -534,8 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=("textworld", "bfcl", "formats", "alfworld", "collected", "alfworld_expert", "curious"),
-        default=["textworld", "bfcl", "formats", "alfworld", "collected"],
+        choices=("textworld", "bfcl", "formats", "alfworld", "collected", "alfworld_expert", "curious", "agentdojo"),
+        default=["textworld", "bfcl", "formats", "alfworld", "collected", "agentdojo"],
         help="regenerate only these parts",
     )
     parser.add_argument("--envs", nargs="+", choices=sorted(COLLECTED_TASKS), default=sorted(COLLECTED_TASKS),
@@ -567,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
     if "curious" in options.only:
         for env, count in make_curious(out, options.envs).items():
             print(f"{COLLECTED_DIR}/{env}_curious.jsonl: {count} curious-policy episodes")
+    if "agentdojo" in options.only:
+        for suite, count in make_agentdojo(out).items():
+            print(f"{AGENTDOJO_DIR}/{suite}.jsonl: {count} expert and probing episodes")
     if "formats" in options.only:
         for path in copy_formats(out, options.shared):
             print(f"{path.name}: copied")

@@ -173,3 +173,21 @@ def test_collect_through_the_cli(tmp_path, capsys) -> None:
     assert main(["envs", "list", "--json"]) == 0
     listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)["environments"]}
     assert all(listed[f"agentdojo-{suite}"]["available"] for suite in SUITES)
+
+
+def test_committed_samples_are_small_and_regenerable() -> None:
+    from pathlib import Path
+
+    from worldsmith.traces.files import sample_trace_files
+
+    root = Path(__file__).resolve().parents[2] / "data_samples"
+    for suite in SUITES:
+        path = root / "agentdojo" / f"{suite}.jsonl"
+        assert path.stat().st_size < 1_000_000, path
+        episodes = [json.loads(line) for line in path.read_text().splitlines()]
+        expert = [episode for episode in episodes if episode["metadata"]["policy"] == "expert"]
+        assert len(episodes) == 28 and len(expert) == 14 and all(episode["success"] for episode in expert)
+    assert not any("agentdojo" in path.parts for path in sample_trace_files(root))  # not in the first-start import
+    first = next(json.loads(line) for line in (root / "agentdojo" / "slack.jsonl").read_text().splitlines())
+    again = record_episode(make("agentdojo-slack"), make_policy(first["metadata"]["policy"], seed=0), first["task_id"])
+    assert [t.observation.text for t in again.turns] == [t["observation"]["text"] for t in first["turns"]]

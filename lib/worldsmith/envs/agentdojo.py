@@ -26,9 +26,10 @@ the tool's pydantic parameter model as JSON Schema); a tool step has `tool` and 
 answer has `won`, `ground_truth_calls` and, when the check itself crashed, `utility_error`.
 `state()` is the whole environment (`model_dump(mode="json")`).
 
-Determinism: every episode starts from the same state. The suites' writes stamp wall-clock time
-(`send_email`'s `timestamp`, a file's `last_modified`), as in AgentDojo, so those fields of an
-answer differ between runs; nothing else does.
+Determinism: every episode starts from the same state. Two things in AgentDojo's tools vary between
+runs, and are left as they are: writes stamp wall-clock time (`send_email`'s `timestamp`, a file's
+`last_modified`), and a new calendar event lists its participants in `set` order, which follows
+Python's string hashing (the same within a process; set PYTHONHASHSEED for the same across processes).
 """
 
 from __future__ import annotations

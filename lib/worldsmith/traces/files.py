@@ -52,8 +52,8 @@ def _failed(error: OSError, root: Path, unreadable: list[tuple[Path, str]] | Non
 
 
 # Sub-folders of the bundled samples folder kept out of its import: assets, not traces (ALFWorld game files,
-# the tiny model), and the toolshop testbed's traces (their families would reshuffle the samples' seeded split).
-SAMPLE_ASSET_DIRS = ("alfworld", "models", "toolshop")
+# the tiny model), and the toolshop and AgentDojo traces (their families would reshuffle the samples' seeded split).
+SAMPLE_ASSET_DIRS = ("alfworld", "models", "toolshop", "agentdojo")
 
 
 def sample_trace_files(folder: Path) -> list[Path]:
