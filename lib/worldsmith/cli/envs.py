@@ -109,7 +109,7 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         for row in rows:
             state = "ready" if row["available"] else f"missing {', '.join(row['missing'])}: {row['install']}"
-            print(f"{row['name']:<14} {row['description']}  [{state}]")
+            print(f"{row['name']:<20} {row['description']}  [{state}]")
     return EXIT_OK
 
 
