@@ -92,11 +92,18 @@ def test_eval_cross_fitted_by_folds(workspace: Path, capsys: pytest.CaptureFixtu
     captured = capsys.readouterr()
     output = orjson.loads(captured.out)
     assert [f["fold"] for f in output["folds"]] == [1, 2, 3] and output["leakage"]["ok"]
-    assert sum(f["episodes"] for f in output["folds"]) * 2 == output["computed"]
-    assert "fold 1/3: book built from" in captured.err and "fold 3/3: nearest on" in captured.err
+    assert sum(f["episodes"] for f in output["folds"]) * 2 * 2 == output["computed"]  # methods x protocols
+    assert output["protocols"] == ["drift", "next-obs"] and output["protocol"] == "drift"  # both, open loop first
+    assert {p: b["label"] for p, b in output["by_protocol"].items()} == {
+        "drift": "open loop (drift)", "next-obs": "teacher forced (next-obs)"}
+    assert output["by_protocol"]["drift"]["methods"] == output["methods"]
+    assert "exact_match_knowable_tf" in output["by_protocol"]["drift"]["methods"]["harness"]
+    assert "exact_match_knowable_tf" not in output["by_protocol"]["next-obs"]["methods"]["harness"]
+    assert "fold 1/3: book built from" in captured.err and "fold 3/3: next-obs: nearest on" in captured.err
     assert main(args) == 0  # resumed, in text
     printed = capsys.readouterr().out
     assert "0 units computed" in printed and "fold 2: book alf-fold2@" in printed
+    assert printed.index("open loop (drift):") < printed.index("teacher forced (next-obs):")
     assert main([*args[:-2], "--folds", "1", "--out", "x"]) == 2
     assert "at least 2" in capsys.readouterr().err
     assert main(["eval", "--workspace", str(workspace), "--dataset", "alf", "--out", "x"]) == 2
@@ -112,7 +119,7 @@ def test_eval_drop_leaked_leaves_out_the_construction_episodes(workspace: Path,
     assert main([*base, "--drop-leaked", "--out", "cli-dropped", "--json"]) == 0
     output = orjson.loads(capsys.readouterr().out)
     train = {e.id for e in Workspace(workspace).dataset("alf").iter_episodes("train")}
-    assert output["leakage"]["ok"] and output["dropped"]["count"] == len(train) == 36 - output["records"]
+    assert output["leakage"]["ok"] and output["dropped"]["count"] == len(train) == 36 - output["records"] // 2  # 2 protocols
     assert output["leakage"]["version"] == 2 and output["leakage"]["against"] == "evidence"
     assert set(output["dropped"]["episodes"]) == train
     assert all(why == ["in the book's evidence", "target turns in the book's evidence"]

@@ -38,7 +38,7 @@ def test_each_fold_is_evaluated_with_a_book_built_from_the_other_folds(sample, t
     assert leakage.ok and [f.fold for f in leakage.folds] == [1, 2, 3]
     assert leakage.evaluation_episodes == len(episodes)
     assert run.config.book_version.startswith("folds-") and run.report.config["folds"] == 3
-    assert "fold 2/3: book built from" in said[1] and said[-1].startswith("fold 3/3: nearest on ")
+    assert "fold 2/3: book built from" in said[1] and said[-1].startswith("fold 3/3: next-obs: nearest on ")
     assert "## Folds" in (run.directory / "report.md").read_text()
 
     # fold 2 is exactly a plain run of the book built from folds 1 and 3 on fold 2's episodes
@@ -48,12 +48,13 @@ def test_each_fold_is_evaluated_with_a_book_built_from_the_other_folds(sample, t
     plain = run_eval(EvalConfig(name="fold-2", book="alf-fold2", dataset="alf", methods=["harness", "nearest"],
                                 max_turns=3, resamples=200), tmp_path / "ws", book=book, episodes=held,
                      construction=kept)
-    columns = ["method", "episode_id", "turn", "prediction", "exact_match", "novel"]
-    mine = run.records[run.records["fold"] == 2][columns].sort_values(columns[:3]).reset_index(drop=True)
-    assert mine.equals(plain.records[columns].sort_values(columns[:3]).reset_index(drop=True))
+    columns = ["protocol", "method", "episode_id", "turn", "prediction", "exact_match", "novel"]
+    mine = run.records[run.records["fold"] == 2][columns].sort_values(columns[:4]).reset_index(drop=True)
+    assert mine.equals(plain.records[columns].sort_values(columns[:4]).reset_index(drop=True))
 
     again = run_eval(_config(), tmp_path / "ws", episodes=episodes)
-    assert again.computed == 0 and again.reused == 2 * len(episodes) and again.fingerprint == run.fingerprint
+    assert again.computed == 0 and again.reused == 2 * 2 * len(episodes)  # methods x protocols
+    assert again.fingerprint == run.fingerprint
     with pytest.raises(RunConflictError):
         run_eval(_config(folds=2), tmp_path / "ws", episodes=episodes)
 

@@ -115,21 +115,22 @@ def test_a_journal_record_with_an_unknown_field_names_the_line_and_the_field(tmp
 
 
 def test_a_run_whose_journal_has_old_lines_resumes_and_reports(alfworld_split, alfworld_book, tmp_path: Path) -> None:
-    """A run folder whose journal was written in the older shape (flat dicts without the later columns) resumes
-    without recomputing a unit and reports from those lines."""
+    """A run folder whose journal was written in the older shape (flat dicts without the later columns, units without
+    their protocol: the records name it) resumes without recomputing a unit and reports from those lines."""
     construction, held_out = alfworld_split
     config = EvalConfig(name="old", book="book", dataset="samples", methods=["nearest", "harness"], resamples=100)
     first = run_eval(config, tmp_path / "ws", book=alfworld_book, episodes=held_out[:2], construction=construction)
     journal = first.directory / "records.jsonl"
-    later = {"source", "novel", "novel_values", "unseen_action", "fold", *JUDGE_COLUMNS}
+    later = {"source", "novel", "novel_values", "novel_tf", "unseen_action", "fold", *JUDGE_COLUMNS}
     lines = [orjson.loads(line) for line in journal.read_bytes().splitlines()]
-    old = [{**unit, "records": [{k: v for k, v in EvalRecord.from_dict(r).to_dict().items() if k not in later}
-                                for r in unit["records"]]} for unit in lines]
+    old = [{**{k: v for k, v in unit.items() if k != "protocol"},
+            "records": [{k: v for k, v in EvalRecord.from_dict(r).to_dict().items() if k not in later}
+                        for r in unit["records"]]} for unit in lines]
     journal.write_bytes(b"".join(orjson.dumps(unit) + b"\n" for unit in old))
     (first.directory / "records.parquet").unlink()
 
     again = run_eval(config, tmp_path / "ws", book=alfworld_book, episodes=held_out[:2], construction=construction)
-    assert again.computed == 0 and again.reused == 4
+    assert again.computed == 0 and again.reused == 8  # 2 episodes x 2 methods x (drift, next-obs)
     records = again.records
     assert tuple(records.columns) == RECORD_COLUMNS and records["novel"].isna().all()
     kept = [c for c in RECORD_COLUMNS if c not in later]

@@ -16,7 +16,7 @@ def test_tiny_model_predicts_and_judges(sample, tiny_spec: str, tmp_path: Path) 
     built = [e for e in episodes if e not in evaluated]
     book = build_simulator_book(built, name="textworld").book
     config = EvalConfig(name="tiny", book="textworld", dataset="samples", methods=["direct", "nearest"],
-                        llm=tiny_spec, judge=tiny_spec, resamples=500)
+                        protocol="next-obs", llm=tiny_spec, judge=tiny_spec, resamples=500)
     run = run_eval(config, tmp_path / "ws", book=book, episodes=evaluated, construction=built)
     records = run.records
     direct = records[records["method"] == "direct"]

@@ -46,7 +46,12 @@ def test_a_run_reads_back_through_the_store(alfworld_book: Worldbook, alfworld_s
     assert isinstance(report, EvalReport) and report == run.report
     assert report.to_json() == orjson.loads(folder.report_path.read_bytes())  # nothing lost or added
     cell = report.methods["harness"]["exact_match"]
-    assert cell.n == len(run.records[run.records["method"] == "harness"])
+    assert report.protocol == "drift" and report.protocol_names() == ["drift", "next-obs"]  # open loop first
+    drift = run.records[run.records["protocol"] == "drift"]
+    assert cell.n == len(drift[drift["method"] == "harness"])
+    assert report.block("drift") is report and report.block("next-obs") == report.by_protocol["next-obs"]
+    assert report.by_protocol["drift"].methods == report.methods and "fidelity_at_t" not in report.by_protocol[
+        "next-obs"].model_fields_set
     assert cell.low is not None and cell.high is not None and cell.low <= (cell.mean or 0) <= cell.high
     assert report.scope().methods == report.methods and report.scope(env_id="nowhere").methods == {}
     assert report.leakage.ok and report.counts == {"harness": cell.n, "nearest": cell.n}
@@ -55,7 +60,7 @@ def test_a_run_reads_back_through_the_store(alfworld_book: Worldbook, alfworld_s
     config = folder.read_config()
     assert config is not None and config["fingerprint"] == run.fingerprint
     progress = folder.read_progress()
-    assert progress is not None and progress.status == "done" and progress.done == progress.total == 2 * 2  # methods x episodes
+    assert progress is not None and progress.status == "done" and progress.done == progress.total == 2 * 2 * 2  # protocols x methods x episodes
     assert len(folder.read_records()) == len(run.records) and folder.markdown_path.exists()
     assert len(folder.journal().units) == progress.total
 
@@ -78,15 +83,15 @@ def test_a_failing_unit_stops_the_run_closes_what_it_opened_and_resumes(alfworld
         _run(tmp_path, alfworld_book, alfworld_split)
     folder = EvalRunStore(tmp_path / "ws").run("store")
     progress = folder.read_progress()
-    assert progress is not None and progress.status == "failed" and progress.done == 1 and progress.total == 4
+    assert progress is not None and progress.status == "failed" and progress.done == 1 and progress.total == 8
     assert progress.error == "RuntimeError: the model went away" and closed == [True]
     assert folder.read_report() is None and len(folder.journal().units) == 1
 
     monkeypatch.undo()
     again = _run(tmp_path, alfworld_book, alfworld_split)
-    assert (again.reused, again.computed) == (1, 3)
+    assert (again.reused, again.computed) == (1, 7)
     done = folder.read_progress()
-    assert done is not None and (done.status, done.done, done.message, done.error) == ("done", 4, "report written", None)
+    assert done is not None and (done.status, done.done, done.message, done.error) == ("done", 8, "report written", None)
 
 
 def test_an_older_report_loads_and_dumps_back_unchanged_but_its_leakage_upgraded() -> None:

@@ -1,11 +1,18 @@
 """`worldsmith eval`: evaluate simulators on held-out trajectories into the run store.
 
     worldsmith eval --book alfworld --dataset alfworld --split test --methods harness,nearest \
-        --protocol next-obs|drift|w2r [--policy expert] [--llm SPEC] [--judge SPEC] [--drop-leaked] --out RUN [--json]
+        [--protocol next-obs|drift|w2r|live | --protocols drift,next-obs] [--policy expert] [--llm SPEC] \
+        [--judge SPEC] [--drop-leaked] --out RUN [--json]
+    worldsmith eval --book toolshop --dataset toolshop --split test --protocol live --policy probing --out RUN
     worldsmith eval --dataset alfworld --folds 5 --methods harness,nearest --out RUN --json   # cross-fitted
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
     worldsmith eval metrics [--json]   # the per-record metrics every run scores (built-in and `@metric` plug-ins)
+
+By default a run scores open loop (drift: the model acts on its own answers, as under an agent) and teacher
+forced (next-obs: each turn after the real prefix) together and reports both, open loop first; `--protocol`
+picks one. `live` lets a policy act in the real environment (where one is registered for the episodes' tasks)
+and scores the model, running open loop on the same actions, against each real observation.
 
 Progress goes to standard error; the result (or with --json one JSON object) to standard output.
 """
@@ -25,8 +32,10 @@ from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common,
 from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
-from worldsmith.evals.protocols import PROTOCOLS
-from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell
+from worldsmith.evals.config import POLICY_CHOICES
+from worldsmith.evals.protocols import DEFAULT_PROTOCOLS, PROTOCOLS
+from worldsmith.evals.report import PROTOCOL_LABELS
+from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ProtocolBlock
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.util.errors import user_path
@@ -48,7 +57,7 @@ def _sizes(text: str) -> list[int]:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "eval", help="evaluate world models on held-out trajectories (next-obs, drift, w2r)",
+        "eval", help="evaluate world models on held-out trajectories (drift + next-obs; w2r, live)",
         description="Evaluate world models on held-out trajectories with paired bootstrap intervals; writes "
                     "<workspace>/runs/eval/RUN/ (config.json, records.parquet, report.json, report.md, plots/). "
                     "A rerun of the same configuration resumes. Subcommands: curve (construction-size curve), "
@@ -65,16 +74,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="leave leaked episodes out (the report names them and why) instead of refusing the run")
     parser.add_argument("--methods", default="harness,nearest",
                         help="comma-separated: " + ", ".join(world_model_names()) + " (default: harness,nearest)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="next-obs")
-    parser.add_argument("--policy", default="expert", choices=("expert", "random", "llm"), help="W2R policy")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--protocol", choices=PROTOCOLS,
+                        help=f"one protocol alone (default: {' and '.join(DEFAULT_PROTOCOLS)} together)")
+    chosen.add_argument("--protocols", type=_csv, metavar="P,Q",
+                        help="several protocols, each reported apart, open loop first: " + ", ".join(PROTOCOLS))
+    parser.add_argument("--policy", default="expert", choices=POLICY_CHOICES, help="W2R and live policy")
     parser.add_argument("--llm", metavar="SPEC", help="model spec (or models.toml name) of the model methods")
     parser.add_argument("--judge", metavar="SPEC", help="model spec of the LLM judge (default: no judge)")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-episodes", type=int)
     parser.add_argument("--max-turns", type=int, help="score at most this many turns per episode")
-    parser.add_argument("--max-steps", type=int, default=50, help="W2R step limit")
-    parser.add_argument("--real-env", help="W2R: registry name of the real environment (default: from the episodes)")
+    parser.add_argument("--max-steps", type=int, default=50, help="W2R and live step limit")
+    parser.add_argument("--real-env", help="W2R, live: registry name of the real environment (default: from the "
+                                           "episodes)")
     parser.add_argument("--divergence", choices=("exact_match", "token_f1"), default="exact_match",
                         help="drift: the metric that marks divergence")
     parser.add_argument("--divergence-threshold", type=float, default=1.0,
@@ -179,7 +193,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     try:
         config = EvalConfig(
             name=args.out, book=args.book, book_version=args.version, dataset=args.dataset, split=args.split,
-            env=args.env, folds=args.folds, drop_leaked=args.drop_leaked, methods=_csv(args.methods), protocol=args.protocol, llm=args.llm,
+            env=args.env, folds=args.folds, drop_leaked=args.drop_leaked, methods=_csv(args.methods), protocol=args.protocol,
+            protocols=args.protocols, llm=args.llm,
             judge=args.judge, policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
             max_turns=args.max_turns, divergence_metric=args.divergence,
             divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed,
@@ -191,23 +206,35 @@ def run_eval_command(args: argparse.Namespace) -> int:
     report = run.report
     if as_json:
         written = report.to_json()
-        emit_json({"run": config.name, "directory": str(run.directory), "protocol": config.protocol,
-                   "fingerprint": run.fingerprint, "computed": run.computed, "reused": run.reused,
-                   "records": len(run.records), "methods": written["methods"], "pairs": written["pairs"],
-                   "cost": written["cost"], "w2r": written.get("w2r"), "leakage": written["leakage"],
+        emit_json({"run": config.name, "directory": str(run.directory), "protocol": config.primary,
+                   "protocols": config.protocols, "fingerprint": run.fingerprint, "computed": run.computed,
+                   "reused": run.reused, "records": len(run.records), "methods": written["methods"],
+                   "pairs": written["pairs"], "cost": written["cost"], "w2r": written.get("w2r"),
+                   "by_protocol": {p: _protocol_json(report, p) for p in report.protocol_names()},
+                   "leakage": written["leakage"],
                    "folds": written.get("folds"), "dropped": written["leakage"].get("dropped"),
                    "excluded": written.get("excluded", {}),
                    "report": str(run.report_path), "markdown": str(RunFolder(run.directory).markdown_path)})
         return EXIT_OK
-    print(f"run {config.name} ({config.protocol}): {len(run.records)} records, {run.computed} units computed, "
+    print(f"run {config.name} ({', '.join(config.protocols or ())}): {len(run.records)} records, {run.computed} units computed, "
           f"{run.reused} reused -> {run.directory}")
     _print_report(report)
     print(f"report: {RunFolder(run.directory).markdown_path}")
     return EXIT_OK
 
 
+_PROTOCOL_KEYS = ("metrics", "methods", "pairs", "counts", "errors", "cost", "w2r", "done_agreement")
+
+
+def _protocol_json(report: EvalReport, protocol: str) -> dict[str, Any]:
+    """One protocol's results in `--json`: labelled (open loop or teacher forced), pooled methods and pairs."""
+    block = report.block(protocol).model_dump(mode="json", exclude_unset=True)
+    return {"label": PROTOCOL_LABELS.get(protocol, protocol), **{k: block[k] for k in _PROTOCOL_KEYS if k in block}}
+
+
 def _print_report(report: EvalReport) -> None:
-    """The run's excluded and dropped episodes, folds, methods, pairs and W2R success, one line each."""
+    """The run's excluded and dropped episodes, folds, then per protocol (open loop first) its methods, pairs and
+    W2R success, one line each."""
     if report.excluded.get("dialogue_only"):
         print(f"  excluded {report.excluded['dialogue_only']} dialogue-only episodes (no tool turn to predict)")
     dropped = report.leakage.dropped
@@ -218,6 +245,13 @@ def _print_report(report: EvalReport) -> None:
     for fold in report.folds:
         print(f"  fold {fold.fold}: book {fold.book}@{fold.book_version} built from "
               f"{fold.construction_episodes} episodes, evaluated on {fold.episodes}")
+    for protocol in report.protocol_names():
+        if len(report.protocol_names()) > 1:
+            print(f"  {PROTOCOL_LABELS.get(protocol, protocol)}:")
+        _print_block(report.block(protocol))
+
+
+def _print_block(report: ProtocolBlock) -> None:
     for method, metrics in report.methods.items():
         shown = {name: entry for name, entry in metrics.items() if entry.mean is not None}
         cells = [f"{name} {entry.mean:.3f} [{entry.low:.3f}, {entry.high:.3f}]" for name, entry in shown.items()]

@@ -9,10 +9,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from worldsmith.evals.protocols import method_kind, needs_llm
+from worldsmith.evals.protocols import DEFAULT_PROTOCOLS, PROTOCOL_ORDER, Protocol, method_kind, needs_llm
 from worldsmith.util.names import check_name
 
-__all__ = ["EvalConfig"]
+__all__ = ["POLICY_CHOICES", "EvalConfig"]
+
+# The policies of W2R and live: the environment package's (`envs.policies.make_policy`) but replay, and the
+# exploring policy (`sim.exploring`), which reads the book.
+POLICY_CHOICES = ("expert", "random", "probing", "curious", "exploring", "llm")
 
 # Fields that do not change any record: left out of the fingerprint, so a rerun with other bootstrap
 # settings (or under a copy's name) reuses the records.
@@ -39,12 +43,18 @@ class EvalConfig(BaseModel):
     max_episodes: int | None = Field(default=None, ge=1, description="At most this many episodes (sorted by id).")
     max_turns: int | None = Field(default=None, ge=1, description="Score at most this many turns per episode.")
     methods: list[str] = Field(default_factory=lambda: ["harness", "nearest"], min_length=1)
-    protocol: Literal["next-obs", "drift", "w2r"] = "next-obs"
+    protocols: list[Protocol] | None = Field(
+        default=None, description="The protocols, each scored on every (method, episode) and reported apart; open "
+                                  "loop first (default: drift and next-obs, open loop and teacher forced).")
+    protocol: Protocol | None = Field(
+        default=None, description="One protocol alone (the older way to choose it); once validated, the primary "
+                                  "(first) of `protocols`.")
     llm: str | None = Field(default=None, description="Model spec of the model-backed methods.")
     judge: str | None = Field(default=None, description="Model spec of the LLM judge (none: no judge).")
-    policy: str = Field(default="expert", description="W2R policy: expert, random or llm (on --llm).")
-    max_steps: int = Field(default=50, ge=1, description="W2R: the policy's step limit in simulation and for real.")
-    real_env: str | None = Field(default=None, description="W2R: registry name of the real environment "
+    policy: str = Field(default="expert", description="W2R and live policy: one of POLICY_CHOICES (llm: on --llm).")
+    max_steps: int = Field(default=50, ge=1, description="W2R, live: the policy's step limit in simulation and for "
+                                                         "real.")
+    real_env: str | None = Field(default=None, description="W2R, live: registry name of the real environment "
                                                            "(default: from each episode's metadata / env id).")
     divergence_metric: Literal["exact_match", "token_f1"] = "exact_match"
     divergence_threshold: float = Field(default=1.0, gt=0.0, le=1.0,
@@ -75,6 +85,22 @@ class EvalConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _protocols(self) -> EvalConfig:
+        chosen = self.protocols or ([self.protocol] if self.protocol else list(DEFAULT_PROTOCOLS))
+        if len(set(chosen)) != len(chosen):
+            raise ValueError(f"protocols repeat: {chosen}")
+        if self.protocol and self.protocol not in chosen:
+            raise ValueError(f"protocol {self.protocol!r} is not among protocols {chosen}: set one of them")
+        self.protocols = sorted(chosen, key=PROTOCOL_ORDER.index)
+        self.protocol = self.protocols[0]
+        return self
+
+    @property
+    def primary(self) -> Protocol:
+        """The protocol the report leads with: open loop where the run has it."""
+        return (self.protocols or [self.protocol or DEFAULT_PROTOCOLS[0]])[0]
+
+    @model_validator(mode="after")
     def _book(self) -> EvalConfig:
         if self.folds == 1:
             raise ValueError("folds: 0 (a stored book) or at least 2 (cross-fitted books)")
@@ -89,9 +115,9 @@ class EvalConfig(BaseModel):
         needing = [m for m in self.methods if needs_llm(m)]
         if needing and not self.llm:
             raise ValueError(f"methods {', '.join(needing)} need a model: set llm (--llm SPEC)")
-        if self.policy not in ("expert", "random", "llm"):
-            raise ValueError(f"policy {self.policy!r}: choose expert, random or llm")
-        if self.policy == "llm" and self.protocol == "w2r" and not self.llm:
+        if self.policy not in POLICY_CHOICES:
+            raise ValueError(f"policy {self.policy!r}: choose {', '.join(POLICY_CHOICES)}")
+        if self.policy == "llm" and {"w2r", "live"} & set(self.protocols or ()) and not self.llm:
             raise ValueError("the llm policy needs a model: set llm (--llm SPEC)")
         return self
 

@@ -35,7 +35,8 @@ from worldsmith.util.atomic import atomic_write, atomic_write_bytes
 from worldsmith.util.errors import BadInputError
 
 __all__ = ["JUDGE_COLUMNS", "JUDGE_DIMENSION_COLUMNS", "RECORD_COLUMNS", "RECORD_SCHEMA", "EvalRecord", "Journal",
-           "RecordFieldError", "record_schema", "records_frame", "records_table", "write_records"]
+           "RecordFieldError", "UnitKey", "record_schema", "records_frame", "records_table", "unit_key",
+           "write_records"]
 
 JUDGE_DIMENSION_COLUMNS = tuple(f"judge_{dimension}" for dimension in DIMENSIONS)  # the judge's dimensions, once
 JUDGE_COLUMNS = ("judge_total", *JUDGE_DIMENSION_COLUMNS)
@@ -51,7 +52,7 @@ class RecordFieldError(BadInputError):
 
 @dataclass(slots=True)
 class EvalRecord:
-    """One scored prediction: a turn of next-obs or drift, or an episode of W2R. Each field but `metrics` is a
+    """One scored prediction: a turn of next-obs, drift or live, or an episode of W2R. Each field but `metrics` is a
     records column, in the contract's order (the W2R columns and `error` last); null means not applicable or not
     known (runs made before a column existed read it as null).
 
@@ -92,8 +93,9 @@ class EvalRecord:
     outcome: str | None = None
     done_pred: bool | None = None
     done_real: bool | None = None
-    novel: bool | None = None  # the observation shows values the episode's prefix and the book never showed
+    novel: bool | None = None  # shows values neither the book nor what the protocol gives showed (`evals.novelty`)
     novel_values: list[str] | None = None
+    novel_tf: bool | None = None  # the same, teacher-forced (the real prefix given): open-loop records compare on it
     unseen_action: bool | None = None  # the turn's action (tool) never appears in the book's construction data
     fold: int | None = None  # the fold (1-based) of a cross-fitted run
     policy: str | None = None  # W2R: the policy, its real success, its replayed success, its steps in simulation
@@ -194,14 +196,28 @@ def _as_record(record: EvalRecord | Mapping[str, Any]) -> EvalRecord:
     return record if isinstance(record, EvalRecord) else EvalRecord.from_dict(record)
 
 
+UnitKey = tuple[str, str, str]  # (method, episode id, protocol) of a unit
+
+
+def unit_key(unit: Mapping[str, Any]) -> UnitKey:
+    """A journal unit's key. A line written before runs held several protocols has no `protocol`: its records'
+    (every record names it) stand in, so such a journal still loads and its units keep their protocol."""
+    protocol = unit.get("protocol")
+    if protocol is None:
+        first = unit["records"][0] if unit["records"] else None
+        protocol = (first.protocol if isinstance(first, EvalRecord) else first.get("protocol")) if first else None
+    return str(unit["method"]), str(unit["episode_id"]), str(protocol or "")
+
+
 class Journal:
-    """`records.jsonl` of a run: one JSON line per finished unit `{"method", "episode_id", "records", ...}`.
+    """`records.jsonl` of a run: one JSON line per finished unit `{"method", "episode_id", "protocol", "records",
+    ...}`, keyed by `UnitKey`.
 
     In memory a unit's `records` are `EvalRecord`s; on disk each is its flat dict (`EvalRecord.to_dict`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.units: dict[tuple[str, str], dict[str, Any]] = {}
+        self.units: dict[UnitKey, dict[str, Any]] = {}
         if self.path.exists():
             self._load()
 
@@ -214,8 +230,9 @@ class Journal:
                 continue
             try:
                 unit = orjson.loads(line)
-                key = (str(unit["method"]), str(unit["episode_id"]))
                 rows = unit["records"]
+                if "method" not in unit or "episode_id" not in unit:
+                    raise KeyError("method")
             except (orjson.JSONDecodeError, KeyError, TypeError):
                 if number == data.count(b"\n") + 1:  # the last line, cut by a crash: drop it
                     torn = True
@@ -226,13 +243,13 @@ class Journal:
                 raise BadInputError("the unit's records are not a list of objects (delete the run folder to start "
                                     "over)", where=f"{self.path}:{number}")
             unit["records"] = [EvalRecord.from_dict(row, where=f"{self.path}:{number}") for row in rows]
-            self.units[key] = unit
+            self.units[unit_key(unit)] = unit
             good.append(line)
         if torn:
             atomic_write_bytes(self.path, b"".join(line + b"\n" for line in good))
 
-    def done(self, method: str, episode_id: str) -> bool:
-        return (method, episode_id) in self.units
+    def done(self, method: str, episode_id: str, protocol: str = "") -> bool:
+        return (method, episode_id, protocol) in self.units
 
     def append(self, unit: dict[str, Any]) -> None:
         """Add a unit (its `records`: `EvalRecord`s, or flat dicts) with one write and an fsync (a crash leaves at
@@ -247,10 +264,10 @@ class Journal:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.units[(str(unit["method"]), str(unit["episode_id"]))] = {**unit, "records": records}
+        self.units[unit_key(unit)] = {**unit, "records": records}
 
-    def records(self, order: Iterable[tuple[str, str]] | None = None) -> list[EvalRecord]:
-        """Every record, units in `order` (method, episode id) when given (others after, as appended)."""
+    def records(self, order: Iterable[UnitKey] | None = None) -> list[EvalRecord]:
+        """Every record, units in `order` (`UnitKey`s) when given (others after, as appended)."""
         keys = list(self.units)
         if order is not None:
             wanted = [key for key in order if key in self.units]

@@ -10,6 +10,14 @@ description in the episode is novel (its header, a room not shown before: the ro
 Exact match on the other, *knowable* turns is the honest denominator: a miss on a novel turn may be
 no fault of the simulator.
 
+That is the *teacher-forced* definition (`next-obs`: the simulator is given the real prefix). Open loop
+(`drift`, `live`: the simulator runs on its own answers, as under an agent) it never sees a real
+observation after the opening, so `NoveltyIndex.episode(..., open_loop=True)` knows only the task, the
+opening observation and the episode's own actions (each turn's action, and the actions before it) besides
+the book: a value shown only by an earlier real observation is knowable teacher-forced but novel open
+loop, and so is every room but the opening's (its description is the room's initial state, which the
+simulator was never shown). Context events (e.g. earlier user messages) are not given either.
+
 What the evidence makes known depends on the kind of value. An *entity* value (one holding a digit:
 an id, a count, ALFWorld's per-trial `loc 22`; or a name the evidence's actions give as an argument:
 `red apple`, `notes.txt`, `Boston`) belongs to one initial state: another episode's entities are
@@ -221,12 +229,13 @@ class NoveltyIndex:
     def _entity(self, value: str) -> bool:
         return _numbered(value) or value in self.entities
 
-    def episode(self, episode: Episode, turns: int | None = None) -> list[list[str]]:
-        """Per turn (the first `turns`), the novel values of its observation given the real prefix before it.
+    def episode(self, episode: Episode, turns: int | None = None, *, open_loop: bool = False) -> list[list[str]]:
+        """Per turn (the first `turns`), the novel values of its observation given the real prefix before it
+        (teacher forcing), or with `open_loop` given only the task, the opening and the episode's actions.
 
         A room the episode has not shown before (its header, `-= Kitchen =-`, `This room is called the
         kitchen.`) is novel too: what a first visit describes is that room's initial state, even when every
-        word of it is in the book's evidence from other games."""
+        word of it is in the book's evidence from other games. Open loop only the opening has shown one."""
         known: set[str] = set()
         opening = episode.initial_observation.text if episode.initial_observation else ""
         rooms = {room for room in (_ROOMS.place_of(opening),) if room}
@@ -234,14 +243,18 @@ class NoveltyIndex:
             known |= vocabulary(text or "")
         out = []
         for turn in episode.turns[:turns]:
-            for text in (*(event.content for event in turn.context), action_line(turn.action)):
+            given = (action_line(turn.action),) if open_loop else \
+                (*(event.content for event in turn.context), action_line(turn.action))
+            for text in given:
                 known |= vocabulary(text)
             call = call_key(turn.action.name, action_arguments(turn.action))
             values = self._novel(turn.observation.text, known, call)
             room = _ROOMS.place_of(turn.observation.text)
             if room is not None and room not in rooms:
                 values.insert(0, f"room {room}")
-                rooms.add(room)
+                if not open_loop:
+                    rooms.add(room)
             out.append(values)
-            known |= vocabulary(turn.observation.text)
+            if not open_loop:
+                known |= vocabulary(turn.observation.text)
         return out

@@ -1,4 +1,4 @@
-"""The three evaluation protocols, each turning one method on one held-out episode into records.
+"""The evaluation protocols, each turning one method on one held-out episode into records.
 
 - **next-obs** (teacher forcing): for every turn t the method starts on the real prefix (turns before t)
   and predicts the observation of the recorded action at t;
@@ -7,7 +7,15 @@
   that diverges, and whether it says "done" where the real episode ended;
 - **w2r** (world to real): a policy acts in `SimEnv` over the method until done or `max_steps`; its
   action sequence is replayed in the real environment (real success), and the same policy also acts
-  in the real environment directly (Real). W2R / Real is the simulator's consistency.
+  in the real environment directly (Real). W2R / Real is the simulator's consistency;
+- **live** (open loop against the real environment): a policy acts on the episode's task in the real
+  environment, and each of its actions also goes to the method running open loop (started on the real
+  opening, its own answers as history); the two answers are compared per step, the real one the reference.
+  The policy sees the REAL observations, so it stays on realistic paths and every method is scored on the
+  same actions (`live_episode` plays them once per episode; seeded, so a resumed run plays the same ones).
+
+Open loop (drift, live) is how a simulator is used: an agent acting in it never supplies the real
+observations a teacher-forced (next-obs) method reads, so a run scores both by default, open loop first.
 
 Records are `records.EvalRecord`s (their fields are the run store's columns); the run fills in the
 run-level ones. Methods are the world models registered in `sim.registry`, by the same names
@@ -19,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from worldsmith.envs.base import Env
 from worldsmith.envs.policies import Policy
@@ -39,10 +47,15 @@ from worldsmith.worldbook.model import Worldbook
 
 __all__ = [
     "ABLATIONS",
+    "DEFAULT_PROTOCOLS",
+    "OPEN_LOOP",
     "PROTOCOLS",
+    "PROTOCOL_ORDER",
+    "Protocol",
     "UsageMeter",
     "drift_records",
     "first_divergence",
+    "live_episode",
     "make_method",
     "method_kind",
     "needs_llm",
@@ -51,7 +64,11 @@ __all__ = [
     "with_handovers",
 ]
 
-PROTOCOLS = ("next-obs", "drift", "w2r")
+Protocol = Literal["next-obs", "drift", "w2r", "live"]
+PROTOCOLS: tuple[Protocol, ...] = ("next-obs", "drift", "w2r", "live")
+OPEN_LOOP: tuple[Protocol, ...] = ("live", "drift")  # the model runs on its own answers
+PROTOCOL_ORDER: tuple[Protocol, ...] = ("live", "drift", "next-obs", "w2r")  # how a run orders (and reports) them
+DEFAULT_PROTOCOLS: tuple[Protocol, ...] = ("drift", "next-obs")  # open loop and teacher forced, together
 # The ablations of the issue: no worldbook knowledge, no persistent state, single-shot instead of the tool loop,
 # no fallback (each beside the full harness).
 ABLATIONS = ("harness", "harness-no-book", "harness-no-state", "harness-single-shot", "harness-no-fallback")
@@ -238,6 +255,16 @@ def drift_records(model: WorldModel, episode: Episode, scorer: Scorer, *, max_tu
     for record in out:
         record.diverged = first is not None and (record.turn or 0) >= first
     return out
+
+
+def live_episode(env: Env, policy: Policy, episode: Episode, *, max_steps: int, seed: int | None) -> Episode:
+    """The policy on `episode`'s task in the real environment, recorded: the actions and real observations a
+    live unit scores every method on (`drift_records` over it). Raises `BadInputError` when the episode names no
+    task the environment can start."""
+    if not episode.task_id:
+        raise BadInputError(f"episode {episode.id!r} has no task id: live needs a task the real environment runs")
+    return record_episode(env, policy, episode.task_id, max_steps=max_steps, seed=seed, record_state=False,
+                          episode_id=episode.id)
 
 
 @dataclass

@@ -1,11 +1,17 @@
 """From records to the run's report: report.json (the run-store contract), report.md and plots/.
 
 Every number in the report comes with its interval (the paired bootstrap over episodes) and its `n`;
-pools are per environment and overall, and split by seen/unseen task. Next-obs and drift runs add
-exact match on the knowable turns (those whose observation shows no novel value, `evals.novelty`)
-and the novel share; records without the flag (older runs) are unknown and count in neither. Drift runs add fidelity@t,
+pools are per environment and overall, and split by seen/unseen task. Next-obs, drift and live runs add
+exact match on the knowable turns (those whose observation shows no novel value, `evals.novelty`: the
+protocol's own definition, open loop for drift and live) and the novel share; open-loop protocols add the
+teacher-forced ones beside them (`exact_match_knowable_tf`, `novel_share_tf`) for comparison. Records without
+the flag (older runs) are unknown and count in neither. Drift and live runs add fidelity@t,
 the first divergence of every episode and done-step agreement; W2R runs add Real, W2R and their
-ratio per policy and method. Costs are means per record. A cross-fitted run pools its folds' records
+ratio per policy and method.
+
+A run of several protocols (by default drift and next-obs) reports each apart: the top level is the primary
+protocol's (open loop first), exactly as a run of that protocol alone writes it, and `by_protocol` holds every
+protocol's block (`protocols` lists them in order); report.md shows them side by side, then each in full. Costs are means per record. A cross-fitted run pools its folds' records
 (the intervals resample episodes across folds) and lists the folds.
 """
 
@@ -21,12 +27,16 @@ import pandas as pd
 from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sample_note, summarize
 from worldsmith.evals.metrics import METRICS, metric_names
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
+from worldsmith.evals.protocols import OPEN_LOOP
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 from worldsmith.worldbook.leakage_report import LeakageReport
 
-__all__ = ["COST_COLUMNS", "NOVELTY_METRICS", "REPORT_METRICS", "build_report", "write_report"]
+__all__ = ["COST_COLUMNS", "NOVELTY_METRICS", "PROTOCOL_LABELS", "REPORT_METRICS", "build_report", "write_report"]
 
-NOVELTY_METRICS = ("exact_match_knowable", "novel_share")
+NOVELTY_METRICS = ("exact_match_knowable", "novel_share", "exact_match_knowable_tf", "novel_share_tf")
+SHARES = ("novel_share", "novel_share_tf")  # the same for every method: no pair differs on them
+PROTOCOL_LABELS = {"live": "open loop, live (real environment)", "drift": "open loop (drift)",
+                   "next-obs": "teacher forced (next-obs)", "w2r": "world to real (w2r)"}
 REPORT_METRICS = (*METRICS, *NOVELTY_METRICS, "judge_total")
 W2R_METRICS = ("w2r_success", "real_success")
 COST_COLUMNS = ("model_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
@@ -45,17 +55,25 @@ def _metric_frame(records: pd.DataFrame, protocol: str) -> tuple[pd.DataFrame, l
         for column in W2R_METRICS:
             frame[column] = frame[column].map(lambda v: None if v is None or pd.isna(v) else float(bool(v)))
         return frame, [m for m in W2R_METRICS if frame[m].notna().any()]
-    frame = _with_novelty(records)
+    frame = _with_novelty(records, protocol in OPEN_LOOP)
     plugins = [m for m in metric_names() if m not in REPORT_METRICS]  # `@metric`s registered beyond the built-ins
     return frame, [m for m in (*REPORT_METRICS, *plugins) if m in frame and frame[m].notna().any()]
 
 
-def _with_novelty(records: pd.DataFrame) -> pd.DataFrame:
-    """Adds exact match on knowable turns (null on novel and unknown ones) and the novel share (null where unknown)."""
-    if "novel" not in records:
-        return records
-    novel = records["novel"].map(lambda v: None if v is None or pd.isna(v) else float(bool(v))).astype(float)
-    return records.assign(novel_share=novel, exact_match_knowable=records["exact_match"].where(novel == 0.0))
+def _with_novelty(records: pd.DataFrame, open_loop: bool) -> pd.DataFrame:
+    """Adds exact match on knowable turns (null on novel and unknown ones) and the novel share (null where unknown);
+    open loop also both by the teacher-forced definition (`novel_tf`), to compare."""
+    def share(column: str) -> pd.Series:
+        return records[column].map(lambda v: None if v is None or pd.isna(v) else float(bool(v))).astype(float)
+
+    out = records
+    if "novel" in records:
+        novel = share("novel")
+        out = out.assign(novel_share=novel, exact_match_knowable=records["exact_match"].where(novel == 0.0))
+    if open_loop and "novel_tf" in records and records["novel_tf"].notna().any():
+        novel_tf = share("novel_tf")
+        out = out.assign(novel_share_tf=novel_tf, exact_match_knowable_tf=records["exact_match"].where(novel_tf == 0.0))
+    return out
 
 
 def _fidelity_at_t(records: pd.DataFrame, methods: list[str], metric: str, resamples: int, seed: int,
@@ -140,25 +158,29 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
     return out
 
 
-def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint: str, config: dict[str, Any],
-                 methods: list[str], judge: str | None = None, leakage: LeakageReport | None = None,
-                 resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
-                 fidelity_metric: str = "exact_match", extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """report.json's content for a run's records."""
+# The keys `_protocol_block` may write: a protocol's, not the run's.
+_BLOCK_KEYS = frozenset({"metrics", "methods", "pairs", "per_env", "seen_unseen", "counts", "episodes", "errors", "cost",
+                         "fidelity_metric", "fidelity_at_t", "first_divergence", "done_agreement", "w2r",
+                         "judge_stats"})
+
+
+def _protocol_block(records: pd.DataFrame, protocol: str, methods: list[str], judge: str | None, resamples: int,
+                    seed: int, confidence: float, fidelity_metric: str) -> dict[str, Any]:
+    """Everything the report says about one protocol's records: methods, pairs, scopes, counts, costs and the
+    protocol's own sections."""
     frame, metrics = _metric_frame(records, protocol)
-    stats = {"resamples": resamples, "seed": seed, "confidence": confidence}
 
     def pool(subset: pd.DataFrame) -> dict[str, Any]:
         present = [m for m in methods if (subset["method"] == m).any()]
         block = summarize(subset, metrics=metrics, methods=present, resamples=resamples, seed=seed,
                           confidence=confidence)
         for entry in block["pairs"].values():  # every method has the same novel turns: their difference is no news
-            entry.pop("novel_share", None)
+            for name in SHARES:
+                entry.pop(name, None)
         return block
 
     pooled = pool(frame)
-    report: dict[str, Any] = {
-        "run": run, "protocol": protocol, "fingerprint": fingerprint, "config": config, "judge": judge,
+    block: dict[str, Any] = {
         "metrics": metrics, "methods": pooled["methods"], "pairs": pooled["pairs"],
         "per_env": {str(env): pool(group) for env, group in frame.groupby(frame["env_id"].fillna("(none)"), sort=True)},
         "seen_unseen": {label: pool(frame[frame["task_seen"].fillna(False).astype(bool) == flag])
@@ -168,21 +190,42 @@ def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint:
         "errors": {m: int(frame[(frame["method"] == m)]["error"].notna().sum()) for m in methods},
         "cost": {m: {c: _num(frame[frame["method"] == m][c].astype(float).mean())
                      for c in COST_COLUMNS} for m in methods if (frame["method"] == m).any()},
-        "leakage": leakage.to_json() if leakage is not None else {},
-        "seeds": {"bootstrap": seed, "run": config.get("seed", seed)},
-        "bootstrap": stats, "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    if protocol == "drift":
-        report["fidelity_metric"] = fidelity_metric
-        report["fidelity_at_t"] = _fidelity_at_t(frame, methods, fidelity_metric, resamples, seed, confidence)
-        report["first_divergence"] = _first_divergence(frame, methods)
-        report["done_agreement"] = _done_agreement(frame, methods, resamples, seed, confidence)
+    if protocol in OPEN_LOOP:
+        block["fidelity_metric"] = fidelity_metric
+        block["fidelity_at_t"] = _fidelity_at_t(frame, methods, fidelity_metric, resamples, seed, confidence)
+        block["first_divergence"] = _first_divergence(frame, methods)
+        block["done_agreement"] = _done_agreement(frame, methods, resamples, seed, confidence)
     if protocol == "w2r":
-        report["w2r"] = _w2r(frame, methods, resamples, seed, confidence)
+        block["w2r"] = _w2r(frame, methods, resamples, seed, confidence)
     if judge and protocol != "w2r":
         judged = frame["judge_total"]
-        report["judge_stats"] = {"records": len(frame), "valid": int(judged.notna().sum()),
-                                 "invalid": int(judged.isna().sum())}
+        block["judge_stats"] = {"records": len(frame), "valid": int(judged.notna().sum()),
+                                "invalid": int(judged.isna().sum())}
+    return block
+
+
+def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint: str, config: dict[str, Any],
+                 methods: list[str], judge: str | None = None, leakage: LeakageReport | None = None,
+                 resamples: int = 10_000, seed: int = 0, confidence: float = 0.95,
+                 fidelity_metric: str = "exact_match", extra: dict[str, Any] | None = None,
+                 protocols: list[str] | None = None) -> dict[str, Any]:
+    """report.json's content for a run's records; with several `protocols` (the first, `protocol`, primary) each
+    protocol's records are reported apart (`by_protocol`) and the top level is the primary's."""
+    protocols = protocols or [protocol]
+    blocks = {p: _protocol_block(records[records["protocol"] == p] if len(protocols) > 1 else records, p, methods,
+                                 judge, resamples, seed, confidence, fidelity_metric) for p in protocols}
+    report: dict[str, Any] = {
+        "run": run, "protocol": protocols[0], "fingerprint": fingerprint, "config": config, "judge": judge,
+        **blocks[protocols[0]],
+        "leakage": leakage.to_json() if leakage is not None else {},
+        "seeds": {"bootstrap": seed, "run": config.get("seed", seed)},
+        "bootstrap": {"resamples": resamples, "seed": seed, "confidence": confidence},
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    if len(protocols) > 1:
+        report["protocols"] = protocols
+        report["by_protocol"] = blocks
     report.update(extra or {})
     return report
 
@@ -202,34 +245,35 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows), ""]
 
 
-def _plots(report: dict[str, Any], folder: Path) -> dict[str, list[str]]:
+def _plots(report: dict[str, Any], folder: Path, prefix: str = "") -> dict[str, list[str]]:
+    """The report's figures, each file named `prefix` + its name (a secondary protocol's are prefixed)."""
     metrics = report.get("metrics", [])
     written: dict[str, list[str]] = {}
     bars = [Bar(group=metric, series=method, mean=entry[metric]["mean"], low=entry[metric]["low"],
                 high=entry[metric]["high"])
             for method, entry in report["methods"].items() for metric in metrics
-            if metric in entry and entry[metric]["mean"] is not None and metric not in ("judge_total", "novel_share")]
+            if metric in entry and entry[metric]["mean"] is not None and metric not in ("judge_total", *SHARES)]
     if bars:
-        written["leaderboard"] = bars_figure(folder, "leaderboard", bars, title="Methods (95% bootstrap intervals)",
+        written["leaderboard"] = bars_figure(folder, f"{prefix}leaderboard", bars, title="Methods (95% bootstrap intervals)",
                                              y_label="score (0-1)")
     judge = [Bar(group="judge_total", series=method, mean=entry["judge_total"]["mean"],
                  low=entry["judge_total"]["low"], high=entry["judge_total"]["high"])
              for method, entry in report["methods"].items()
              if "judge_total" in entry and entry["judge_total"]["mean"] is not None]
     if judge:
-        written["judge"] = bars_figure(folder, "judge", judge, title="LLM judge total", y_label="0-100")
+        written["judge"] = bars_figure(folder, f"{prefix}judge", judge, title="LLM judge total", y_label="0-100")
     forest = [Bar(group=pair, series=metric, mean=entry[metric]["mean_diff"], low=entry[metric]["low"],
                   high=entry[metric]["high"])
               for pair, entry in report["pairs"].items() for metric in metrics
               if metric in entry and entry[metric]["mean_diff"] is not None and metric != "judge_total"]
     if forest:
-        written["pairs"] = forest_figure(folder, "pairs", forest, title="Paired differences A - B (95% intervals)",
+        written["pairs"] = forest_figure(folder, f"{prefix}pairs", forest, title="Paired differences A - B (95% intervals)",
                                          x_label="mean paired difference")
     if report.get("fidelity_at_t"):
         points = [Point(series=method, x=row["t"], mean=row["mean"], low=row["low"], high=row["high"])
                   for method, rows in report["fidelity_at_t"].items() for row in rows if row["mean"] is not None]
         if points:
-            written["fidelity_at_t"] = lines_figure(folder, "fidelity_at_t", points,
+            written["fidelity_at_t"] = lines_figure(folder, f"{prefix}fidelity_at_t", points,
                                                     title=f"Open-loop fidelity@t ({report.get('fidelity_metric')})",
                                                     x_label="step t", y_label=report.get("fidelity_metric", ""))
     if report.get("w2r"):
@@ -240,31 +284,61 @@ def _plots(report: dict[str, Any], folder: Path) -> dict[str, list[str]]:
             for method, numbers in entry["methods"].items():
                 w2r_bars.append(Bar(group=policy, series=f"W2R {method}", mean=numbers["w2r"],
                                     low=numbers["w2r_low"], high=numbers["w2r_high"]))
-        written["w2r"] = bars_figure(folder, "w2r", [b for b in w2r_bars if b.mean is not None],
+        written["w2r"] = bars_figure(folder, f"{prefix}w2r", [b for b in w2r_bars if b.mean is not None],
                                      title="Success: Real vs world-to-real", y_label="success rate")
     return written
 
 
 def _knowable(report: dict[str, Any]) -> list[str]:
-    """Exact match on all turns and on the knowable ones, and the novel share, pooled and per environment."""
+    """Exact match on all turns and on the knowable ones, and the novel share, pooled and per environment; open loop
+    by both definitions."""
     scopes = [("all", report), *report["per_env"].items()] if len(report["per_env"]) > 1 else [("all", report)]
-    rows = [[scope, method, *(_fmt(block["methods"].get(method, {}).get(metric))
-                              for metric in ("exact_match", *NOVELTY_METRICS))]
+    open_loop = report["protocol"] in OPEN_LOOP
+    shown = ["exact_match", *(NOVELTY_METRICS if "novel_share_tf" in report.get("metrics", []) else NOVELTY_METRICS[:2])]
+    rows = [[scope, method, *(_fmt(block["methods"].get(method, {}).get(metric)) for metric in shown)]
             for scope, block in scopes for method in report["counts"] if block["methods"].get(method)]
+    definition = ("Open loop the simulator was given only the task, the opening observation and the episode's own "
+                  "actions: a value shown only by an earlier REAL observation is novel here (knowable teacher "
+                  "forced: the `_tf` columns)." if open_loop else
+                  "Teacher forced the simulator was given the real prefix: the task, the opening, and every earlier "
+                  "action and observation.")
+    header = ["environment", "method", "exact match (all)",
+              f"exact match (knowable, {'open loop' if open_loop else 'teacher forced'})", "novel share"]
+    if len(shown) > 3:
+        header += ["exact match (knowable, teacher forced)", "novel share (teacher forced)"]
     return ["## Knowable turns", "",
             "A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named entity) "
-            "seen neither earlier in its episode nor in the book's evidence: no simulator could know it.", "",
-            *_table(["environment", "method", "exact match (all)", "exact match (knowable)", "novel share"], rows)]
+            "in neither what the simulator was given nor the book's evidence: no simulator could know it. "
+            + definition, "", *_table(header, rows)]
+
+
+def _both(report: dict[str, Any]) -> list[str]:
+    """Every protocol side by side (open loop first): exact match, on knowable turns, and the paired differences."""
+    columns = ("exact_match", "exact_match_knowable", "exact_match_knowable_tf", "novel_share")
+    rows = [[PROTOCOL_LABELS.get(p, p), method, *(_fmt(entry.get(c)) for c in columns)]
+            for p, block in report["by_protocol"].items() for method, entry in block["methods"].items()]
+    pairs = [[PROTOCOL_LABELS.get(p, p), pair, *(_fmt(entry.get(c), "mean_diff") for c in columns[:3])]
+             for p, block in report["by_protocol"].items() for pair, entry in block["pairs"].items()]
+    return ["## Open loop and teacher forced", "",
+            "Each protocol's knowable turns by its own definition (`evals.novelty`); `knowable (tf)` is the "
+            "teacher-forced definition on the same records.", "",
+            *_table(["protocol", "method", "exact match", "exact match (knowable)", "exact match (knowable, tf)",
+                     "novel share"], rows),
+            *(_table(["protocol", "pair", "exact match", "exact match (knowable)", "exact match (knowable, tf)"], pairs)
+              if pairs else [])]
 
 
 def _header(report: dict[str, Any]) -> list[str]:
     """The run in a few lines: protocol, books, dataset, methods, models, intervals, leakage."""
     config = report["config"]
+    protocols = report.get("protocols") or [report["protocol"]]
+    named = ", ".join(f"**{p}** ({PROTOCOL_LABELS.get(p, p)}{', primary' if i == 0 and len(protocols) > 1 else ''})"
+                      for i, p in enumerate(protocols))
     dropped = report["leakage"].get("dropped")
     books = (f"cross-fitted, {config['folds']} folds by trajectory family (each fold's book built from the others)"
              if config.get("folds") else f"worldbook `{config.get('book')}@{config.get('book_version')}`")
     return [f"# Evaluation run `{report['run']}`", "",
-            f"- protocol: **{report['protocol']}**; {books}; "
+            f"- protocol{'s' if len(protocols) > 1 else ''}: {named}; {books}; "
             f"dataset `{config.get('dataset')}`" + (f" split `{config['split']}`" if config.get("split") else ""),
             f"- methods: {', '.join(report['counts'])}; episodes: {report['episodes']}; "
             f"records per method: {', '.join(f'{m} {n}' for m, n in report['counts'].items())}",
@@ -286,22 +360,29 @@ def _folds(report: dict[str, Any]) -> list[str]:
                      for f in report["folds"]])]
 
 
+def _figure(name: str, plots: dict[str, list[str]]) -> list[str]:
+    """A figure's markdown: the PNG, and its interactive HTML where written."""
+    files = plots.get(name, [])
+    png = next((f for f in files if f.endswith(".png")), None)
+    html = next((f for f in files if f.endswith(".html")), None)
+    if png is None:
+        return []
+    return [f"![{name}](plots/{png})" + (f" ([interactive](plots/{html}))" if html else ""), ""]
+
+
 def _methods(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
     """The methods' table and the paired differences, with their plots."""
     metrics = report.get("metrics", [])
     lines = ["## Methods", "",
              *_table(["method", *metrics], [[m, *(_fmt(entry.get(x)) for x in metrics)]
                                             for m, entry in report["methods"].items()])]
-    if "leaderboard" in plots:
-        lines += ["![leaderboard](plots/leaderboard.png) ([interactive](plots/leaderboard.html))", ""]
-    if "judge" in plots:
-        lines += ["![judge](plots/judge.png)", ""]
+    lines += _figure("leaderboard", plots)
+    lines += _figure("judge", plots)
     if report["pairs"]:
         lines += ["## Paired differences (A - B, on the records both have)", ""]
         lines += _table(["pair", *metrics], [[p, *(_fmt(entry.get(x), "mean_diff") for x in metrics)]
                                               for p, entry in report["pairs"].items()])
-        if "pairs" in plots:
-            lines += ["![pairs](plots/pairs.png) ([interactive](plots/pairs.html))", ""]
+        lines += _figure("pairs", plots)
     return lines
 
 
@@ -329,15 +410,15 @@ def _scopes(report: dict[str, Any]) -> list[str]:
 def _drift(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
     if not report.get("fidelity_at_t"):
         return []
-    lines = ["## Open-loop drift", "", f"Fidelity metric: `{report['fidelity_metric']}`.", ""]
+    lines = [f"## {'Live open loop' if report['protocol'] == 'live' else 'Open-loop drift'}", "",
+             f"Fidelity metric: `{report['fidelity_metric']}`.", ""]
     rows = []
     for method, diverged in report["first_divergence"].items():
         steps = [v for v in diverged.values() if v is not None]
         rows.append([method, f"{len(steps)}/{len(diverged)}",
                      f"{np.median(steps):.1f}" if steps else "–", _fmt(report["done_agreement"].get(method))])
     lines += _table(["method", "episodes that diverge", "median first divergence", "done-step agreement"], rows)
-    if "fidelity_at_t" in plots:
-        lines += ["![fidelity@t](plots/fidelity_at_t.png) ([interactive](plots/fidelity_at_t.html))", ""]
+    lines += _figure("fidelity_at_t", plots)
     return lines
 
 
@@ -353,8 +434,7 @@ def _world_to_real(report: dict[str, Any], plots: dict[str, list[str]]) -> list[
                          _fmt({"mean": numbers["consistency"], "low": numbers["consistency_low"],
                                "high": numbers["consistency_high"]}), str(numbers["n"])])
     lines = ["## World to real", "", *_table(["policy", "method", "Real", "W2R", "W2R / Real", "n"], rows)]
-    if "w2r" in plots:
-        lines += ["![w2r](plots/w2r.png)", ""]
+    lines += _figure("w2r", plots)
     return lines
 
 
@@ -381,16 +461,38 @@ def _footer(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _markdown(report: dict[str, Any], plots: dict[str, list[str]]) -> str:
-    return "\n".join([*_header(report), *_folds(report), *_methods(report, plots), *_scopes(report),
-                      *_drift(report, plots), *_world_to_real(report, plots), *_footer(report)])
+def _sections(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
+    return [*_methods(report, plots), *_scopes(report), *_drift(report, plots), *_world_to_real(report, plots)]
+
+
+def _view(report: dict[str, Any], protocol: str) -> dict[str, Any]:
+    """The report as a run of `protocol` alone would have written it (none of the primary's own sections)."""
+    block = report["by_protocol"][protocol]
+    return {**{k: v for k, v in report.items() if k not in _BLOCK_KEYS}, **block, "protocol": protocol}
+
+
+def _markdown(report: dict[str, Any], plots: dict[str, dict[str, list[str]]]) -> str:
+    protocols = report.get("protocols") or [report["protocol"]]
+    if len(protocols) == 1:
+        return "\n".join([*_header(report), *_folds(report), *_sections(report, plots[protocols[0]]),
+                          *_footer(report)])
+    lines = [*_header(report), *_folds(report), *_both(report)]
+    for protocol in protocols:
+        lines += [f"# {PROTOCOL_LABELS.get(protocol, protocol)}", "",
+                  *_sections(_view(report, protocol), plots[protocol])]
+    return "\n".join([*lines, *_footer(report)])
 
 
 def write_report(report: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Write report.json, plots/ and report.md into a run folder; returns the report with `plots` listed."""
+    """Write report.json, plots/ and report.md into a run folder; returns the report with `plots` listed (a
+    secondary protocol's under `<protocol>:<name>`, its files prefixed with `<protocol>-`)."""
     folder = Path(folder)
-    plots = _plots(report, folder / "plots")
-    report = {**report, "plots": {name: [f"plots/{f}" for f in files] for name, files in plots.items()}}
+    protocols = report.get("protocols") or [report["protocol"]]
+    plots = {p: _plots(_view(report, p) if len(protocols) > 1 else report, folder / "plots",
+                       "" if i == 0 else f"{p}-") for i, p in enumerate(protocols)}
+    listed = {(name if i == 0 else f"{p}:{name}"): [f"plots/{f}" for f in files]
+              for i, p in enumerate(protocols) for name, files in plots[p].items()}
+    report = {**report, "plots": listed}
     atomic_write_json(folder / "report.json", report)
     with atomic_write(folder / "report.md", "w") as handle:
         handle.write(_markdown(report, plots))

@@ -24,6 +24,7 @@ __all__ = [
     "JudgeStats",
     "MetricCell",
     "PairCell",
+    "ProtocolBlock",
     "ScopeBlock",
     "W2RMethod",
     "W2RPolicy",
@@ -133,14 +134,10 @@ class W2RPolicy(W2RMethod):
         return self.methods or {self.method or "": self}
 
 
-class EvalReport(ScopeBlock):
-    """report.json of an evaluation run; the pooled `methods` and `pairs` come from `ScopeBlock`."""
+class ProtocolBlock(ScopeBlock):
+    """What a report says about one protocol's records: the pooled `methods` and `pairs` with the scopes, counts,
+    costs and the protocol's own sections (drift and live: fidelity@t, divergence, done agreement; W2R: `w2r`)."""
 
-    run: str = ""
-    protocol: str = ""
-    fingerprint: str = ""
-    config: dict[str, Any] = Field(default_factory=dict)
-    judge: str | None = None
     metrics: list[str] = Field(default_factory=list)
     per_env: dict[str, ScopeBlock] = Field(default_factory=dict)
     seen_unseen: dict[str, ScopeBlock] = Field(default_factory=dict)
@@ -148,21 +145,45 @@ class EvalReport(ScopeBlock):
     episodes: int = 0
     errors: dict[str, int] = Field(default_factory=dict)
     cost: dict[str, CostRow] = Field(default_factory=dict)
-    leakage: LeakageReport = Field(default_factory=LeakageReport)  # read by its own versioned reader
-    seeds: dict[str, Any] = Field(default_factory=dict)
-    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
-    created: str | None = None
-    plots: dict[str, list[str]] = Field(default_factory=dict)
     fidelity_metric: str | None = None
     fidelity_at_t: dict[str, list[FidelityPoint]] = Field(default_factory=dict)
     first_divergence: dict[str, dict[str, int | None]] = Field(default_factory=dict)
     done_agreement: dict[str, MetricCell] = Field(default_factory=dict)
     w2r: dict[str, W2RPolicy] = Field(default_factory=dict)
     judge_stats: JudgeStats | None = None
+
+
+class EvalReport(ProtocolBlock):
+    """report.json of an evaluation run: the primary protocol's block at the top level (a run of one protocol, or
+    the open-loop one of several), every protocol's in `by_protocol` when the run has several."""
+
+    run: str = ""
+    protocol: str = ""
+    protocols: list[str] = Field(default_factory=list, description="The run's protocols, primary first (absent "
+                                 "in a run of one protocol).")
+    by_protocol: dict[str, ProtocolBlock] = Field(default_factory=dict)
+    fingerprint: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)
+    judge: str | None = None
+    leakage: LeakageReport = Field(default_factory=LeakageReport)  # read by its own versioned reader
+    seeds: dict[str, Any] = Field(default_factory=dict)
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+    created: str | None = None
+    plots: dict[str, list[str]] = Field(default_factory=dict)
     judge_usage: dict[str, int] | None = None
     folds: list[FoldSummary] = Field(default_factory=list)
     excluded: dict[str, int] = Field(default_factory=dict, description="Episodes left out before the run, by why "
                                      "(`dialogue_only`: no tool turn to predict).")
+
+    def protocol_names(self) -> list[str]:
+        """The run's protocols, primary first (a run of one protocol: that one)."""
+        return self.protocols or ([self.protocol] if self.protocol else [])
+
+    def block(self, protocol: str | None = None) -> ProtocolBlock:
+        """One protocol's block (default the primary's); an empty one when the run has no such protocol."""
+        if protocol is None or protocol == self.protocol:
+            return self
+        return self.by_protocol.get(protocol) or ProtocolBlock()
 
     def scope(self, env_id: str | None = None, split: str | None = None) -> ScopeBlock:
         """The pooled results, one environment's (`per_env`) or seen/unseen tasks' (`split`); empty when absent."""

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from worldsmith.evals.config import EvalConfig
-from worldsmith.evals.eval_records import Journal, records_frame, write_records
+from worldsmith.evals.eval_records import Journal, UnitKey, records_frame, write_records
 from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.inputs import Inputs, Part, digest, fold_summary, load_inputs
 from worldsmith.evals.report import build_report, write_report
@@ -117,14 +117,14 @@ def _open_run(config: EvalConfig, store: EvalRunStore, inputs: Inputs, llm_spec:
     return _Opened(folder, resolved, fingerprint, provenance)
 
 
-_Unit = tuple[int, Episode, str]  # (part index, episode, method)
+_Unit = tuple[int, Episode, str, str]  # (part index, episode, method, protocol)
 
 
 @dataclass
 class _Tally:
     """The run's units in report order, how many are done, and how many this call computed."""
 
-    order: list[tuple[str, str]]  # (method, episode id)
+    order: list[UnitKey]  # (method, episode id, protocol)
     done: int
     reused: int
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
@@ -163,15 +163,15 @@ def _outcomes(config: EvalConfig, opened: _Opened, parts: list[Part], todo: list
     if isinstance(executor, InlineExecutor):
         computer = UnitComputer(config, root, llm_spec, judge_spec, journal)
         stack.callback(computer.close)
-        outcomes = executor.run(_compute_here, computer, [(parts[i], e, m) for i, e, m in todo])
+        outcomes = executor.run(_compute_here, computer, [(parts[i], e, m, p) for i, e, m, p in todo])
     else:
         context = unit_context(opened.fingerprint, config, root, llm_spec, judge_spec, list(parts))
-        outcomes = executor.run(eval_unit, context, [unit_payload(i, e, m) for i, e, m in todo])
+        outcomes = executor.run(eval_unit, context, [unit_payload(i, e, m, p) for i, e, m, p in todo])
     stack.enter_context(contextlib.closing(outcomes))
     return outcomes
 
 
-def _compute_here(computer: UnitComputer, unit: tuple[Part, Episode, str]) -> dict[str, Any]:
+def _compute_here(computer: UnitComputer, unit: tuple[Part, Episode, str, str]) -> dict[str, Any]:
     return computer.compute(*unit)
 
 
@@ -179,28 +179,30 @@ def _run_units(config: EvalConfig, opened: _Opened, parts: list[Part], journal: 
                progress: Progress | None) -> _Tally:
     """Compute the units the journal does not have, appending each as it finishes. The first failing unit stops
     the run with its own error (progress.json then says failed)."""
-    units = [(index, episode, method) for index, part in enumerate(parts) for episode in part.episodes
-             for method in config.methods]
-    todo = [unit for unit in units if not journal.done(unit[2], unit[1].id)]
+    units = [(index, episode, method, protocol) for protocol in config.protocols or () for index, part in
+             enumerate(parts) for episode in part.episodes for method in config.methods]
+    todo = [unit for unit in units if not journal.done(unit[2], unit[1].id, unit[3])]
     done = len(units) - len(todo)
-    tally = _Tally(order=[(method, episode.id) for _, episode, method in units], done=done, reused=done)
+    tally = _Tally(order=[(method, episode.id, protocol) for _, episode, method, protocol in units], done=done,
+                   reused=done)
     with contextlib.ExitStack() as stack:
         status = stack.enter_context(_ProgressFile(opened.folder, tally))
         for outcome in _outcomes(config, opened, parts, todo, journal, root, stack):
-            index, episode, method = todo[outcome.index]
+            index, episode, method, protocol = todo[outcome.index]
             if outcome.kind != "ok":
-                raise outcome.error or RuntimeError(f"unit {method} on {episode.id}: {outcome.message}")
+                raise outcome.error or RuntimeError(f"unit {method} on {episode.id} ({protocol}): {outcome.message}")
             journal.append(outcome.value)  # only the driver writes the run store
             tally.computed += 1
             tally.done += 1
-            message = f"{parts[index].prefix(config.folds)}{method} on {episode.id}"
+            several = f"{protocol}: " if len(config.protocols or ()) > 1 else ""
+            message = f"{parts[index].prefix(config.folds)}{several}{method} on {episode.id}"
             status.write("running", message)
             if progress is not None:
                 progress(tally.done, tally.total, message)
     return tally
 
 
-def _judge_usage(journal: Journal, order: list[tuple[str, str]]) -> dict[str, int]:
+def _judge_usage(journal: Journal, order: list[UnitKey]) -> dict[str, int]:
     usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     for key in order:
         for name in usage:
@@ -211,7 +213,7 @@ def _judge_usage(journal: Journal, order: list[tuple[str, str]]) -> dict[str, in
 def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journal, tally: _Tally) -> EvalRun:
     """records.parquet, report.json, report.md and plots/ from the journal; progress.json then says done."""
     keep = set(tally.order)
-    rows = [r for r in journal.records(tally.order) if (r.method, r.episode_id) in keep]
+    rows = [r for r in journal.records(tally.order) if (r.method, r.episode_id, r.protocol) in keep]
     write_records(opened.folder.records_path, rows)
     frame = records_frame(rows)
     judge_spec = opened.provenance["judge_spec"]
@@ -219,7 +221,8 @@ def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journa
              **({"folds": fold_summary(inputs.parts)} if config.folds else {}), "excluded": inputs.excluded}
     provenance = {k: opened.provenance[k] for k in ("dataset_revision", "code_version", "llm_spec")}
     report = build_report(
-        frame, run=config.name, protocol=config.protocol, fingerprint=opened.fingerprint,
+        frame, run=config.name, protocol=config.primary, protocols=list(config.protocols or ()),
+        fingerprint=opened.fingerprint,
         config={**opened.config.model_dump(mode="json"), **provenance},
         methods=list(config.methods), judge=judge_spec, leakage=inputs.leakage, resamples=config.resamples,
         seed=config.seed, confidence=config.confidence, fidelity_metric=config.divergence_metric, extra=extra)
@@ -232,7 +235,8 @@ def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journa
 def run_eval(config: EvalConfig, workspace: Workspace | str | Path, progress: Progress | None = None, *,
              book: Worldbook | None = None, episodes: Sequence[Episode] | None = None,
              construction: Sequence[Episode] | None = None) -> EvalRun:
-    """Evaluate `config.methods` on the held-out episodes under `config.protocol`, into the run store.
+    """Evaluate `config.methods` on the held-out episodes under each of `config.protocols` (by default open loop
+    and teacher forced: drift and next-obs), into the run store.
 
     The worldbook and episodes come from the workspace (store and dataset) unless given: `book` (a
     book built in code, e.g. for the construction-size curve), `episodes` (the evaluation set) and

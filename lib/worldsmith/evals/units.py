@@ -24,11 +24,13 @@ from worldsmith.evals.eval_records import EvalRecord, Journal
 from worldsmith.evals.judge import Judge, open_judge
 from worldsmith.evals.novelty import MAX_NOVEL_VALUES, NoveltyIndex
 from worldsmith.evals.protocols import (
+    OPEN_LOOP,
     Pricing,
     RealOutcome,
     Scorer,
     UsageMeter,
     drift_records,
+    live_episode,
     make_method,
     method_kind,
     needs_llm,
@@ -87,7 +89,8 @@ class UnitComputer:
         self.real_envs = _RealEnvs(config.real_env)
         self.policies = _Policies(config, root)
         self.real_cache: dict[str, RealOutcome] = {}
-        self.novel: dict[str, list[list[str]]] = {}  # per episode: each turn's novel values (the same for every method)
+        self.novel: dict[tuple[str, bool, bool], list[list[str]]] = {}  # per (episode, live, open loop)
+        self.live: dict[str, Episode] = {}  # per episode: the live protocol's real episode
         self.seen_actions: dict[int | None, set[str]] = {}  # per fold: the actions of the book's construction data
 
     def _model(self, part: PartView, method: str) -> Any:
@@ -103,37 +106,60 @@ class UnitComputer:
             self.models[key] = make_method(method, part.book, llm=llm, max_tokens=self.config.max_tokens)
         return self.models[key]
 
-    def compute(self, part: PartView, episode: Episode, method: str) -> dict[str, Any]:
-        """The journal entry of `method` on `episode`: its records, seconds and judge usage."""
+    def compute(self, part: PartView, episode: Episode, method: str, protocol: str | None = None) -> dict[str, Any]:
+        """The journal entry of `method` on `episode` under `protocol` (default: the run's primary): its records,
+        seconds and judge usage."""
         config = self.config
+        protocol = protocol or config.primary
         model = self._model(part, method)
-        if self.judge is None and self.judge_spec and config.protocol != "w2r":
+        if self.judge is None and self.judge_spec and protocol != "w2r":
             self.judge = open_judge(self.judge_spec, self.root)
         scorer = Scorer(meter=self.meters.get(method), judge=self.judge, pricing=_pricing(self.llm_spec))
         began = time.perf_counter()
-        if config.protocol == "next-obs":
+        scored = episode
+        if protocol == "next-obs":
             records = next_obs_records(model, episode, scorer, max_turns=config.max_turns)
-        elif config.protocol == "drift":
-            records = drift_records(model, episode, scorer, max_turns=config.max_turns,
+        elif protocol in ("drift", "live"):
+            scored = self._live(part, episode) if protocol == "live" else episode
+            records = drift_records(model, scored, scorer, max_turns=config.max_turns,
                                     divergence_metric=config.divergence_metric,
                                     divergence_threshold=config.divergence_threshold)
         else:
             records = [_w2r(config, model, episode, scorer, part.book, self.real_envs, self.real_cache,
                             self.journal, self.policies)]
-        if config.protocol != "w2r":
-            if episode.id not in self.novel:
-                self.novel[episode.id] = part.novelty.episode(episode, config.max_turns)
-            _mark_novelty(records, self.novel[episode.id])
+        if protocol != "w2r":
+            live = protocol == "live"
+            _mark_novelty(records, self._novelty(part, scored, live, open_loop=protocol in OPEN_LOOP),
+                          self._novelty(part, scored, live, open_loop=False))
             if part.fold not in self.seen_actions:
                 self.seen_actions[part.fold] = construction_actions(part.book)
-            _mark_unseen_actions(records, episode, self.seen_actions[part.fold])
+            _mark_unseen_actions(records, scored, self.seen_actions[part.fold])
         family = trajectory_family(episode)
         for record in records:
-            record.run, record.protocol, record.method = config.name, config.protocol, method
+            record.run, record.protocol, record.method = config.name, protocol, method
             record.env_id, record.episode_id, record.family = episode.env_id, episode.id, family
             record.task_seen, record.fold = family in part.families, part.fold
-        return {"method": method, "episode_id": episode.id, "records": records,
+            if protocol == "live":
+                record.policy = config.policy
+        return {"method": method, "episode_id": episode.id, "protocol": protocol, "records": records,
                 "seconds": round(time.perf_counter() - began, 4), "judge_usage": scorer.judge_usage}
+
+    def _novelty(self, part: PartView, episode: Episode, live: bool, *, open_loop: bool) -> list[list[str]]:
+        """Each turn's novel values (the same for every method) of the recorded or `live` episode, open loop or
+        teacher forced."""
+        key = (episode.id, live, open_loop)
+        if key not in self.novel:
+            self.novel[key] = part.novelty.episode(episode, self.config.max_turns, open_loop=open_loop)
+        return self.novel[key]
+
+    def _live(self, part: PartView, episode: Episode) -> Episode:
+        """The policy's episode on the real environment for `episode`'s task, played once for every method."""
+        if episode.id not in self.live:
+            seed = episode.metadata.get("seed") if isinstance(episode.metadata.get("seed"), int) else None
+            self.live[episode.id] = live_episode(self.real_envs.for_episode(episode),
+                                                 self.policies.get(episode.id, "live", part.book), episode,
+                                                 max_steps=self.config.max_steps, seed=seed)
+        return self.live[episode.id]
 
     def close(self) -> None:
         self.real_envs.close()
@@ -160,8 +186,8 @@ def unit_context(key: str, config: EvalConfig, root: Path, llm_spec: str | None,
                       for p in parts]}
 
 
-def unit_payload(part: int, episode: Episode, method: str) -> dict[str, Any]:
-    return {"part": part, "episode": episode.model_dump(mode="json"), "method": method}
+def unit_payload(part: int, episode: Episode, method: str, protocol: str) -> dict[str, Any]:
+    return {"part": part, "episode": episode.model_dump(mode="json"), "method": method, "protocol": protocol}
 
 
 _WORKER_STATE: dict[str, tuple[UnitComputer, list[UnitPart]]] = {}  # per worker process: the run it serves
@@ -181,7 +207,8 @@ def eval_unit(context: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any
         computer = UnitComputer(config, Path(context["root"]), context["llm_spec"], context["judge_spec"])
         _WORKER_STATE[key] = (computer, parts)
     computer, parts = _WORKER_STATE[key]
-    return computer.compute(parts[payload["part"]], Episode.model_validate(payload["episode"]), payload["method"])
+    return computer.compute(parts[payload["part"]], Episode.model_validate(payload["episode"]), payload["method"],
+                            payload["protocol"])
 
 
 def _pricing(spec: str | None) -> Pricing:
@@ -221,14 +248,14 @@ class _RealEnvs:
 
 
 class _Policies:
-    """The W2R policy per (episode, side): seeded from the run seed and the episode id, so a resumed run's
+    """The W2R or live policy per (episode, side): seeded from the run seed and the episode id, so a resumed run's
     random choices are the same; a model-backed policy is opened once for the run."""
 
     def __init__(self, config: EvalConfig, root: Path) -> None:
         self.config, self.root = config, root
         self._shared: Any = None
 
-    def get(self, episode_id: str, side: str) -> Any:
+    def get(self, episode_id: str, side: str, book: Worldbook) -> Any:
         from worldsmith.envs.policies import make_policy
 
         seed = self.config.seed * 1_000_003 + zlib.crc32(f"{episode_id}/{side}".encode())
@@ -237,6 +264,10 @@ class _Policies:
                 self._shared = make_policy("llm", seed=self.config.seed, model=self.config.llm,
                                            workspace_root=str(self.root))
             return self._shared
+        if self.config.policy == "exploring":  # the book's uncertainty picks its detours
+            from worldsmith.sim.exploring import ExploringPolicy
+
+            return ExploringPolicy(book, seed=seed)
         return make_policy(self.config.policy, seed=seed)
 
     def close(self) -> None:
@@ -253,11 +284,13 @@ def _mark_unseen_actions(records: list[EvalRecord], episode: Episode, seen: set[
             else None
 
 
-def _mark_novelty(records: list[EvalRecord], novel: list[list[str]]) -> None:
-    """Each turn's record says whether its observation was knowable (and shows a few of the values that were not)."""
+def _mark_novelty(records: list[EvalRecord], novel: list[list[str]], teacher_forced: list[list[str]]) -> None:
+    """Each turn's record says whether its observation was knowable under its protocol (and shows a few of the
+    values that were not), and whether it was teacher forced (`novel_tf`, the same on a next-obs record)."""
     for record in records:
         values = novel[record.turn or 0]
         record.novel, record.novel_values = bool(values), values[:MAX_NOVEL_VALUES]
+        record.novel_tf = bool(teacher_forced[record.turn or 0])
 
 
 def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book: Worldbook, real_envs: _RealEnvs,
@@ -269,15 +302,15 @@ def _w2r(config: EvalConfig, model: Any, episode: Episode, scorer: Scorer, book:
     def real() -> RealOutcome:
         if episode.id not in real_cache:
             finished = journal.units.items() if journal is not None else ()  # in a worker: none
-            for (_, episode_id), unit in finished:  # a resumed run: another method's record has it
+            for (_, episode_id, _), unit in finished:  # a resumed run: another method's record has it
                 first: EvalRecord | None = unit["records"][0] if unit["records"] else None
                 if episode_id == episode.id and first is not None and first.real_success is not None:
                     real_cache[episode.id] = RealOutcome(first.real_success, 0)
                     break
             else:
-                real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real"), episode.task_id or "",
+                real_cache[episode.id] = real_outcome(env, policies.get(episode.id, "real", book), episode.task_id or "",
                                                       max_steps=config.max_steps, seed=seed)
         return real_cache[episode.id]
 
-    return w2r_record(model, episode, scorer, book=book, policy=policies.get(episode.id, "sim"), real_env=env,
+    return w2r_record(model, episode, scorer, book=book, policy=policies.get(episode.id, "sim", book), real_env=env,
                       real=real, policy_name=config.policy, max_steps=config.max_steps, seed=seed)
