@@ -137,3 +137,42 @@ def test_a_room_the_episode_has_not_shown_before_is_novel_even_in_known_words() 
     episode = _episode(["-= Pantry =-\nYou are in a pantry.", kitchen, "-= Pantry =-\nYou are in a pantry."],
                        opening=f"Welcome!\n{kitchen}")
     assert index.episode(episode) == [["room pantry"], [], []]  # the opening showed the kitchen
+
+
+def test_open_loop_a_value_shown_only_by_an_earlier_real_observation_is_novel() -> None:
+    """Teacher forced the simulator read turn 0's real answer; open loop it never saw it, so turn 1's repeat of it
+    is knowable teacher forced but novel open loop. The task, the opening and the actions are known either way."""
+    record = orjson.dumps({"order": "W4471", "status": "pending"}).decode()
+    episode = _episode([record, "Order W4471 is pending; Tacoma.", "Tacoma: get_record 2"],
+                       task="find Tacoma", opening="Records ready.")
+    teacher_forced = NoveltyIndex([]).episode(episode)
+    open_loop = NoveltyIndex([]).episode(episode, open_loop=True)
+    assert teacher_forced == [["w4471", "pending"], [], []]
+    assert open_loop == [["w4471", "pending"], ["order w4471", "w4471", "pending"], []]  # turn 2: task, own action
+    assert NoveltyIndex(["pending"]).episode(episode, open_loop=True)[1] == ["order w4471", "w4471"]  # the book's words
+    # the user's message (a context event) is not given open loop: its id is novel there
+    user = _episode(["Profile of mia_li_3668."])
+    assert NoveltyIndex([]).episode(user) == [["profile"]]
+    assert NoveltyIndex([]).episode(user, open_loop=True) == [["profile", "mia_li_3668"]]
+
+
+def test_open_loop_every_room_but_the_openings_is_novel() -> None:
+    kitchen, pantry = "-= Kitchen =-\nYou are in a kitchen.", "-= Pantry =-\nYou are in a pantry."
+    index = NoveltyIndex([kitchen, pantry])
+    episode = _episode([pantry, kitchen, pantry], opening=f"Welcome!\n{kitchen}")
+    assert index.episode(episode) == [["room pantry"], [], []]
+    assert index.episode(episode, open_loop=True) == [["room pantry"], [], ["room pantry"]]
+
+
+def test_an_open_loop_report_gives_both_knowable_definitions() -> None:
+    rows = [{"method": m, "episode_id": "e", "turn": t, "env_id": "x", "exact_match": float(t == 0), "error": None,
+             "protocol": "drift", "novel": t > 0, "novel_tf": t > 1} for m in ("a", "b") for t in range(3)]
+    report = build_report(records_frame(rows), run="ol", protocol="drift", fingerprint="f", config={},
+                          methods=["a", "b"], resamples=100)
+    cells = report["methods"]["a"]
+    assert cells["exact_match_knowable"]["n"] == 1 and cells["exact_match_knowable_tf"]["n"] == 2
+    assert cells["novel_share"]["mean"] == pytest.approx(2 / 3) and cells["novel_share_tf"]["mean"] == pytest.approx(1 / 3)
+    assert not {"novel_share", "novel_share_tf"} & set(report["pairs"]["a vs b"])
+    teacher = build_report(records_frame([{**r, "protocol": "next-obs"} for r in rows]), run="tf",
+                           protocol="next-obs", fingerprint="f", config={}, methods=["a", "b"], resamples=100)
+    assert "exact_match_knowable_tf" not in teacher["methods"]["a"]  # the same as exact_match_knowable there
