@@ -69,6 +69,8 @@ def test_patch_against_a_split_prints_the_delta_and_the_broken_turns(workspace) 
                "--against", "test", "--against-dataset", NAME, "--force", workspace=root).stdout
     assert f"held-out {NAME}:test" in text and f"0 fixed, {delta['broken']} broken" in text
     assert "broken " in text and "go:" in text
+    assert text.index("open loop (drift") < text.index("teacher forced (next-obs")
+    assert delta["open_loop"]["exact_match"]["n"] == delta["metrics"]["exact_match"]["n"]
 
 
 def test_a_leaking_or_unknown_held_out_set_is_refused_before_saving(workspace) -> None:

@@ -50,6 +50,9 @@ def test_breaking_a_rule_shows_broken_turns_and_a_negative_delta(loop) -> None:
         assert turn.action == "go" and turn.before == turn.target and turn.after == "Nothing at all happens."
     assert delta.turns == sum(len(e.turns) for e in ws.dataset(NAME).iter_episodes("test"))
     assert "broken" in delta.summary() and delta.leakage.ok
+    # open loop too (the headline): the broken rule answers the harness's own path worse as well
+    assert delta.open_loop["exact_match"].diff < 0 and delta.open_loop["exact_match"].n == delta.turns
+    assert delta.summary().index("open loop exact match") < delta.summary().index("teacher forced exact match")
 
 
 def test_undo_shows_the_reverse_from_the_cache(loop) -> None:

@@ -1,4 +1,5 @@
-"""`worldsmith book patch ... --against SPLIT`: the held-out delta an edit made, printed after the new version.
+"""`worldsmith book patch ... --against SPLIT`: the held-out delta an edit made, printed after the new version:
+open loop first (the agent's view), then teacher forced with its per-action deltas and flipped turns.
 
 The set is checked (it exists, it does not leak into the book) before the patch is stored, so a bad
 `--against` never leaves a version behind without its delta.
@@ -78,12 +79,17 @@ def _short(text: str, limit: int = 60) -> str:
 def print_delta(delta: HeldOutDelta) -> None:
     print(f"held-out {delta.heldout.label()}: {delta.episodes} episodes, {delta.turns} turns "
           f"(after - before, 95% paired bootstrap over episodes; {delta.seconds:.2f}s)")
+    if delta.open_loop:
+        print("  open loop (drift: the harness on its own answers, as under an agent):")
+        for metric, value in delta.open_loop.items():
+            print(_row(metric, value))
+        print("  teacher forced (next-obs: each turn after the real prefix):")
     for metric, value in delta.metrics.items():
         print(_row(metric, value))
     for action, metrics in delta.by_action.items():
         for metric, value in metrics.items():
             print(_row(f"{action}: {metric}", value))
-    print(f"  {len(delta.fixed)} fixed, {len(delta.broken)} broken")
+    print(f"  {len(delta.fixed)} fixed, {len(delta.broken)} broken (teacher forced)")
     for turn in delta.flipped[:SHOWN_FLIPS]:
         print(f"  {turn.kind:<6} {turn.turn_id} {turn.action}: {_short(turn.action_text, 40)}  "
               f"before {_short(turn.before)}  after {_short(turn.after)}  target {_short(turn.target)}")

@@ -6,8 +6,10 @@
     delta.by_action["take"]["exact_match"]   # the same on the edited action's turns only
     [t.kind for t in delta.flipped]          # "fixed" / "broken": turns whose exact match changed
 
-Both versions are scored with the no-model harness under teacher forcing (the `next-obs` protocol of
-`worldsmith eval`, so the numbers agree with an evaluation run) on the same held-out turns, and the
+Both versions are scored with the no-model harness open loop (the `drift` protocol of `worldsmith eval`:
+started on the opening, acting on its own answers, as under an agent: `HeldOutDelta.open_loop`, shown first)
+and teacher forced (`next-obs`: `metrics`, `by_action` and the flipped turns), so the numbers agree with an
+evaluation run, on the same held-out turns, and the
 held-out episodes are checked for leakage against each book with the rule `worldsmith eval` uses
 (`evals.inputs.leak_free`). Predictions are cached on disk per (book content hash, held-out set, code
 version) under `<workspace>/cache/heldout/`, so after an edit only the new version is computed.
@@ -27,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.envmatch import match_episodes
 from worldsmith.evals.inputs import in_env, leak_free
-from worldsmith.evals.protocols import Scorer, next_obs_records
+from worldsmith.evals.protocols import Scorer, drift_records, next_obs_records
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
@@ -101,7 +103,8 @@ class VersionScores(BaseModel):
     heldout: HeldOut
     revision: int
     code: str
-    turns: list[TurnScore]
+    turns: list[TurnScore] = Field(description="Every held-out turn, teacher forced (next-obs).")
+    open_loop: list[TurnScore] = Field(default_factory=list, description="Every held-out turn open loop (drift).")
     seconds: float = Field(description="Seconds the predictions took when computed (not when read from the cache).")
     cached: bool = False
 
@@ -153,7 +156,9 @@ class HeldOutDelta(BaseModel):
     turns: int
     episodes: int
     actions: list[str] = Field(description="The edited actions `by_action` covers.")
-    metrics: dict[str, MetricDelta]
+    open_loop: dict[str, MetricDelta] = Field(default_factory=dict, description="Open loop (drift): the delta an "
+                                              "agent acting in the simulator sees; the headline.")
+    metrics: dict[str, MetricDelta] = Field(description="Teacher forced (next-obs), as `by_action` and `flipped`.")
     by_action: dict[str, dict[str, MetricDelta]]
     flipped: list[FlippedTurn]
     leakage: LeakageReport
@@ -169,11 +174,14 @@ class HeldOutDelta(BaseModel):
         return [t for t in self.flipped if t.kind == "broken"]
 
     def summary(self) -> str:
-        """One line: `exact match 0.62 → 0.55 (-0.07 [-0.12, -0.03]), 0 fixed, 9 broken on alfworld:test`."""
-        m = self.metrics.get("exact_match")
-        moved = (f"exact match {m.before:.3f} → {m.after:.3f} ({m.diff:+.3f} [{m.low:+.3f}, {m.high:+.3f}])"
-                 if m else "no scored turns")
-        return f"{moved}, {len(self.fixed)} fixed, {len(self.broken)} broken on {self.heldout.label()}"
+        """One line: `open loop exact match 0.41 → 0.40 (-0.01 [-0.03, +0.00]); teacher forced exact match 0.62 →
+        0.55 (-0.07 [-0.12, -0.03]), 0 fixed, 9 broken on alfworld:test`."""
+        def moved(label: str, m: MetricDelta | None) -> str:
+            return (f"{label} exact match {m.before:.3f} → {m.after:.3f} ({m.diff:+.3f} [{m.low:+.3f}, {m.high:+.3f}])"
+                    if m else f"{label}: no scored turns")
+        shown = [moved("open loop", self.open_loop.get("exact_match"))] if self.open_loop else []
+        shown.append(moved("teacher forced", self.metrics.get("exact_match")))
+        return f"{'; '.join(shown)}, {len(self.fixed)} fixed, {len(self.broken)} broken on {self.heldout.label()}"
 
 
 def book_hash(book: Worldbook) -> str:
@@ -207,12 +215,15 @@ def _cache_path(workspace: Workspace, heldout: HeldOut, revision: int, digest: s
     return workspace.layout.cache_dir(CACHE_KIND).joinpath(heldout.key(revision), f"{digest}-{code_version()}.json")
 
 
-def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | None) -> list[TurnScore]:
-    model = Harness(book)  # the no-model harness: fast and deterministic
+def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | None,
+             open_loop: bool = False) -> list[TurnScore]:
+    """Every turn predicted by the no-model harness (fast and deterministic), teacher forced or `open_loop`."""
+    model = Harness(book)
     out: list[TurnScore] = []
     total = sum(len(e.turns) for e in episodes)
     for episode in episodes:
-        for record in next_obs_records(model, episode, Scorer()):
+        records = drift_records(model, episode, Scorer()) if open_loop else next_obs_records(model, episode, Scorer())
+        for record in records:
             turn = record.turn or 0
             action = episode.turns[turn].action
             out.append(TurnScore(episode_id=episode.id, turn=turn, action=model.canonical(action)[0],
@@ -221,7 +232,7 @@ def _predict(book: Worldbook, episodes: Sequence[Episode], progress: Progress | 
                                  exact_match=float(record.exact_match or 0.0),
                                  token_f1=float(record.token_f1 or 0.0), json_f1=record.json_f1))
         if progress is not None:
-            progress(len(out), total, f"episode {episode.id}")
+            progress(len(out), total, f"episode {episode.id}{' (open loop)' if open_loop else ''}")
     return out
 
 
@@ -272,8 +283,9 @@ def score_version(book: Worldbook, heldout: HeldOut, workspace: Workspace | None
             pass  # a damaged cache file is recomputed below and replaced
     started = time.perf_counter()
     turns = _predict(book, episodes, progress)
+    open_loop = _predict(book, episodes, progress, open_loop=True)
     scores = VersionScores(book_hash=digest, heldout=heldout, revision=revision, code=code_version(), turns=turns,
-                           seconds=round(time.perf_counter() - started, 3))
+                           open_loop=open_loop, seconds=round(time.perf_counter() - started, 3))
     atomic_write_json(path, scores.model_dump(mode="json"))
     return scores
 
@@ -305,6 +317,12 @@ def _metrics(pairs: Sequence[tuple[TurnScore, TurnScore]], resamples: int, seed:
     return {m: d for m, d in out.items() if d is not None}
 
 
+def _pairs(before: Sequence[TurnScore], after: Sequence[TurnScore]) -> list[tuple[TurnScore, TurnScore]]:
+    """The turns both versions scored, (before, after)."""
+    index = {(t.episode_id, t.turn): t for t in before}
+    return [(index[(t.episode_id, t.turn)], t) for t in after if (t.episode_id, t.turn) in index]
+
+
 def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOut, workspace: Workspace | None = None, *,
                   action: str | Sequence[str] | None = None, resamples: int = 2000, seed: int = 0,
                   progress: Progress | None = None) -> HeldOutDelta:
@@ -320,8 +338,7 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
     before = score_version(book_before, heldout, workspace, episodes=episodes, revision=revision, progress=progress)
     after = score_version(book_after, heldout, workspace, episodes=episodes, revision=revision, progress=progress)
     leakage = _leak_checked(book_after, episodes)
-    index = {(t.episode_id, t.turn): t for t in before.turns}
-    pairs = [(index[(t.episode_id, t.turn)], t) for t in after.turns if (t.episode_id, t.turn) in index]
+    pairs = _pairs(before.turns, after.turns)
     actions = ([action] if isinstance(action, str) else list(action)) if action is not None else \
         edited_actions(book_before, book_after)
     by_action = {name: _metrics([p for p in pairs if name in (p[0].action, p[1].action)], resamples, seed)
@@ -333,6 +350,7 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
     flipped.sort(key=lambda t: (t.kind != "broken", t.episode_id, t.turn))
     return HeldOutDelta(heldout=heldout, before_hash=before.book_hash, after_hash=after.book_hash, turns=len(pairs),
                         episodes=len({a.episode_id for a, _ in pairs}), actions=actions,
+                        open_loop=_metrics(_pairs(before.open_loop, after.open_loop), resamples, seed),
                         metrics=_metrics(pairs, resamples, seed), by_action=by_action, flipped=flipped,
                         leakage=leakage,
                         computed=[n for n, s in (("before", before), ("after", after)) if not s.cached],
