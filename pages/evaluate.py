@@ -32,7 +32,7 @@ from workbench.evaluate.runs import (
 )
 
 TAB_KEY = "ev_tab"  # the open tab: Results, Records, Failures, Compare, Consistency or Launch
-RUN_SCOPED = ("ev_scope", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
+RUN_SCOPED = ("ev_scope", "ev_protocol", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
 root = Path(data.workspace_root())
 st.title("Evaluate", anchor=False)

@@ -218,8 +218,8 @@ def test_knowable_and_folds_frames_reshape_the_report() -> None:
     knowable = tables.knowable_frame(report)
     assert list(zip(knowable["scope"], knowable["method"], strict=True)) == [("all environments", "harness"),
                                                                             ("env: alfworld", "harness")]
-    assert knowable.loc[0, "exact match (knowable)"] == "0.500 [0.400, 0.600]" and knowable.loc[1, "n"] == 10
-    assert knowable.loc[1, "exact match (knowable)"] == ""
+    assert knowable.loc[0, "exact match (knowable, teacher forced)"] == "0.500 [0.400, 0.600]" and knowable.loc[1, "n"] == 10
+    assert knowable.loc[1, "exact match (knowable, teacher forced)"] == ""
     assert tables.knowable_frame(EvalReport.model_validate({"methods": {"a": {"exact_match": cell}}})).empty
     folds = tables.folds_frame(report)
     assert folds.to_dict("records") == [{"fold": 1, "book": "d-fold1", "version": "abc", "built from (episodes)": 8,
@@ -327,3 +327,29 @@ def test_the_launch_form_checks_a_model_spec_as_the_job_will(tmp_path: Path) -> 
     assert spec_problem("tiny:data_samples/models/tiny", tmp_path) is None  # the checkout's bundled model
     assert "no backend prefix" in (spec_problem("gpt-4o", tmp_path) or "")
     assert f"no model folder at {(tmp_path / 'missing').resolve()}" in (spec_problem("tiny:missing", tmp_path) or "")
+
+
+def test_a_report_of_both_protocols_reads_side_by_side_and_as_each_alone() -> None:
+    cell = {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}
+    other = {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 10}
+    drift = {"metrics": ["exact_match"], "methods": {"harness": {"exact_match": cell, "exact_match_knowable": cell,
+                                                                 "exact_match_knowable_tf": other, "novel_share": cell,
+                                                                 "novel_share_tf": cell}},
+             "fidelity_at_t": {"harness": [{"t": 0, **cell}]}}
+    teacher = {"metrics": ["exact_match"], "methods": {"harness": {"exact_match": other, "exact_match_knowable": other,
+                                                                   "novel_share": cell}}}
+    report = EvalReport.model_validate({"protocol": "drift", "protocols": ["drift", "next-obs"], **drift,
+                                        "by_protocol": {"drift": drift, "next-obs": teacher}})
+    both = tables.protocols_frame(report)
+    assert both["protocol"].tolist() == ["open loop (drift)", "teacher forced (next-obs)"]
+    assert both["exact match (knowable, tf)"].tolist() == ["0.700 [0.600, 0.800]", "0.700 [0.600, 0.800]"]
+    alone = report.for_protocol("next-obs")
+    assert alone.protocol == "next-obs" and alone.methods["harness"]["exact_match"].mean == 0.7
+    assert alone.fidelity_at_t == {} and report.for_protocol("drift") is report  # no section of another protocol
+    assert "exact match (knowable, open loop)" in tables.knowable_frame(report).columns
+    assert tables.protocols_frame(alone.model_copy(update={"protocols": ["next-obs"]})).empty
+    launch = eval_command(EvalLaunch(run="r4", book="b", dataset="d", methods=["nearest"]), "/tmp")
+    assert "--protocol" not in launch  # the default: both
+    live = eval_command(EvalLaunch(run="r5", book="b", dataset="d", methods=["nearest"], protocol="live",
+                                   policy="probing"), "/tmp")
+    assert live[live.index("--protocol") + 1] == "live" and live[live.index("--policy") + 1] == "probing"

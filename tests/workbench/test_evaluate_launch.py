@@ -73,11 +73,12 @@ def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_worksp
 
     status = _wait_for_job(eval_workspace, "tiny")
     assert status.state == "finished", (status.returncode, status.log_tail)
-    assert status.result is not None and status.result["records"] == 4  # 2 methods x 1 episode x 2 turns
+    assert status.result is not None and status.result["records"] == 8  # 2 protocols x 2 methods x 1 ep. x 2 turns
+    assert status.result["protocols"] == ["drift", "next-obs"]  # the form's default: both
     at.session_state["ev_tab"] = "Results"  # the user goes to see it
     at = no_exception(at.run())
     assert any(
-        "tiny" in text and "finished" in text and "2/2" in text
+        "tiny" in text and "finished" in text and "4/4" in text
         for text in (bar.proto.text for bar in at.get("progress"))
     )
     assert at.selectbox(key="ev_run").value == "tiny"

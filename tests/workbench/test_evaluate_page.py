@@ -231,19 +231,19 @@ def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -
     write_run(empty_root, "old-d", ["harness", "nearest"])  # made before the novelty flag
     at = open_page()
     no_exception(at.selectbox(key="ev_run").set_value("novel-c").run())
-    table = frame_with(at, "exact match (knowable)").set_index(["scope", "method"])
+    table = frame_with(at, "exact match (knowable, teacher forced)").set_index(["scope", "method"])
     pooled = table.loc["all environments"]
     # the 'open' turn is novel in all 4 episodes: harness misses 2 'look' turns of 16 knowable, nearest 4 'take' turns
     assert pooled.loc["harness", "exact match (all)"] == "0.900 [0.850, 0.950]"
-    assert pooled.loc["harness", "exact match (knowable)"] == "0.875 [0.825, 0.925]"
-    assert pooled.loc["nearest", "exact match (knowable)"] == "0.750 [0.700, 0.800]"
+    assert pooled.loc["harness", "exact match (knowable, teacher forced)"] == "0.875 [0.825, 0.925]"
+    assert pooled.loc["nearest", "exact match (knowable, teacher forced)"] == "0.750 [0.700, 0.800]"
     assert pooled.loc["nearest", "novel share"] == "0.200 [0.150, 0.250]"
     assert ("env: alfworld/pick", "harness") in table.index
     board = frame_with(at, "exact_match")
     assert list(board.columns[:5]) == ["method", "n", "exact_match", "exact_match_knowable", "novel_share"]
 
     no_exception(at.selectbox(key="ev_run").set_value("old-d").run())
-    assert not any("exact match (knowable)" in df.value.columns for df in at.dataframe)
+    assert not any("exact match (knowable, teacher forced)" in df.value.columns for df in at.dataframe)
     assert any("knowable is unknown" in str(c.value) for c in at.caption)
 
 
@@ -346,3 +346,35 @@ def test_a_wrong_prediction_says_why_and_opens_simulate_at_its_turn(empty_root: 
     simulate = next(link for link in links if "audit open" in link.label)
     assert "turn 4" in simulate.label and "audit" in simulate.label
     assert "episode=ep-3" in simulate.query_string and "method=harness" in simulate.query_string
+
+
+def test_a_run_of_both_protocols_shows_them_side_by_side_open_loop_first(empty_root: Path) -> None:
+    """A default run (drift and next-obs, made by `run_eval` on the toolshop sample): both in one table, the rest of
+    the tab on open loop until teacher forced is chosen."""
+    import orjson
+
+    from worldsmith.evals import EvalConfig, run_eval
+    from worldsmith.traces import Episode
+    from worldsmith.worldbook import build_worldbook
+
+    sample = REPO / "data_samples" / "toolshop" / "expert.jsonl"
+    episodes = [Episode.model_validate({k: v for k, v in orjson.loads(line).items() if k != "format"})
+                for line in sample.read_bytes().splitlines() if line.strip()]
+    book = build_worldbook(episodes[:20], name="shop").book
+    run = run_eval(EvalConfig(name="both-e", book="shop", dataset="shop", methods=["harness", "nearest"],
+                              resamples=200), empty_root, book=book, episodes=episodes[20:24],
+                   construction=episodes[:20])
+    at = open_page()
+    no_exception(at.selectbox(key="ev_run").set_value("both-e").run())
+    both = frame_with(at, "exact match (knowable, tf)")
+    assert both["protocol"].tolist() == ["open loop (drift)"] * 2 + ["teacher forced (next-obs)"] * 2
+    assert at.radio(key="ev_protocol").value == "drift"
+    knowable = frame_with(at, "exact match (knowable, open loop)").set_index(["scope", "method"])
+    drift = run.report.methods["harness"]["exact_match"]
+    assert knowable.loc[("all environments", "harness"), "exact match (all)"].startswith(f"{drift.mean:.3f}")
+    assert "exact match (knowable, teacher forced)" in knowable.columns  # the other definition beside it
+    no_exception(at.radio(key="ev_protocol").set_value("next-obs").run())
+    teacher = run.report.block("next-obs").methods["harness"]["exact_match"]
+    knowable = frame_with(at, "exact match (knowable, teacher forced)").set_index(["scope", "method"])
+    assert knowable.loc[("all environments", "harness"), "exact match (all)"].startswith(f"{teacher.mean:.3f}")
+    assert not any("exact match (knowable, open loop)" in df.value.columns for df in at.dataframe)

@@ -39,7 +39,7 @@ class EvalLaunch:
     book: str | None
     dataset: str
     methods: list[str]
-    protocol: str = "next-obs"
+    protocol: str | None = None  # None: the CLI's default, drift and next-obs together
     split: str | None = None
     env: str | None = None
     max_episodes: int | None = None
@@ -77,9 +77,8 @@ def eval_command(launch_config: EvalLaunch, root: str | Path) -> list[str]:
     """The `worldsmith eval` command line for a launch (the same one a terminal would run)."""
     c = launch_config
     command = [sys.executable, "-m", "worldsmith", "eval", "--workspace", str(Path(root).resolve()),
-               "--dataset", c.dataset, "--methods", ",".join(c.methods), "--protocol", c.protocol,
-               "--out", validate_run_name(c.run), "--seed", str(c.seed), "--json"]
-    for flag, value in (("--book", c.book), ("--folds", c.folds or None), ("--split", c.split), ("--env", c.env),
+               "--dataset", c.dataset, "--methods", ",".join(c.methods), "--out", validate_run_name(c.run), "--seed", str(c.seed), "--json"]
+    for flag, value in (("--protocol", c.protocol), ("--book", c.book), ("--folds", c.folds or None), ("--split", c.split), ("--env", c.env),
                         ("--max-episodes", c.max_episodes),
                         ("--max-turns", c.max_turns), ("--policy", c.policy), ("--llm", c.llm),
                         ("--judge", c.judge), ("--resamples", c.resamples), ("--workers", c.workers or None)):

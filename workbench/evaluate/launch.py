@@ -19,12 +19,22 @@ from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
 from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
-__all__ = ["PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "matched_env", "render_jobs",
-           "render_launch_form", "spec_problem", "workspace_choices"]
+__all__ = ["BOTH", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "live_envs", "matched_env",
+           "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
 
-PROTOCOLS = ["next-obs", "drift", "w2r"]
-POLICIES = ["expert", "random", "llm"]
+BOTH = "drift + next-obs"  # the default: open loop and teacher forced in one run, reported apart
+PROTOCOLS = [BOTH, "drift", "next-obs", "w2r", "live"]
+POLICIES = ["expert", "probing", "random", "curious", "exploring", "llm"]  # `worldsmith eval --policy`'s choices
 NOTICE = "ev_launch_notice"
+
+
+def live_envs(match: envmatch.EnvMatch | None) -> list[str]:
+    """The registered, installed real environments of the dataset's environments: where live (and W2R) can run."""
+    from worldsmith.envs import available, registry
+    from worldsmith.workspace import env_family
+
+    names = {env_family(fit.env) for fit in (match.environments if match is not None else []) if fit.env}
+    return sorted(name for name in names if name in registry() and available(name))
 
 
 def available_methods() -> list[str]:
@@ -147,10 +157,16 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     with st.form("ev_launch"):
         left, right = st.columns(2)
         run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
+        real = live_envs(match)
         protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol",
-                               help="next-obs: real history, one predicted observation per turn; drift: only the "
-                                    "start, then the whole action sequence; w2r: a policy acts in the simulator and "
-                                    "its actions are replayed in the real environment")
+                               help="drift + next-obs (default): both, reported apart, open loop first. drift (open "
+                                    "loop): only the start, then the whole action sequence on the model's own "
+                                    "answers, as under an agent; next-obs (teacher forced): real history, one "
+                                    "predicted observation per turn; w2r: a policy acts in the simulator and its "
+                                    "actions are replayed in the real environment; live: a policy acts in the real "
+                                    "environment and the model, open loop, answers the same actions"
+                                    + (f" (real environment here: {md_escape(', '.join(real))})" if real else
+                                       " (no registered real environment for this dataset)"))
         left, right = st.columns(2)
         split = left.text_input("Split (optional)", key="ev_new_split", placeholder="every split",
                                 help="Held-out episodes only: the book must not have been built from them "
@@ -166,7 +182,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         left.caption(f"worldbook {md_code(book or '(none)')} · dataset {md_code(dataset)}")
         max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
         max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
-        policy = last.selectbox("W2R policy", POLICIES, key="ev_new_policy")
+        policy = last.selectbox("W2R / live policy", POLICIES, key="ev_new_policy")
         left, middle, right, last = st.columns(4)
         llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
         judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
@@ -188,6 +204,10 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     if not chosen:
         st.error("Choose at least one method.")
         return
+    if protocol in ("live", "w2r") and not real:
+        st.error(f"{protocol} needs a real environment: none of this dataset's environments is registered and "
+                 "installed (`worldsmith envs list`).", icon=":material/error:")
+        return
     if folds == 1 or (not folds and not book):
         st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
         return
@@ -197,10 +217,11 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
             st.error(f"{md_escape(label)}: {md_escape(problem)}", icon=":material/error:")
             return
     try:
-        config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen), protocol=protocol,
+        config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen),
+                            protocol=None if protocol == BOTH else protocol,
                             split=split.strip() or None, env=env.strip() or None,
                             max_episodes=int(max_episodes) or None, max_turns=int(max_turns) or None,
-                            policy=policy if protocol == "w2r" else None, llm=llm.strip() or None,
+                            policy=policy if protocol in ("w2r", "live") else None, llm=llm.strip() or None,
                             judge=judge.strip() or None, seed=int(seed), folds=int(folds),
                             drop_leaked=bool(drop_leaked), workers=int(workers), ray=ray_address)
         command = eval_command(config, root)

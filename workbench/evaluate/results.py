@@ -49,7 +49,7 @@ def _bootstrap(report: EvalReport) -> str:
 
 def _knowable(report: EvalReport) -> None:
     """Exact match on all turns beside the knowable ones, and the novel share (unknown for older runs)."""
-    if report.protocol not in ("next-obs", "drift"):
+    if report.protocol not in ("next-obs", "drift", "live"):
         return
     frame = tables.knowable_frame(report)
     st.subheader("Knowable turns", anchor=False)
@@ -62,13 +62,31 @@ def _knowable(report: EvalReport) -> None:
                "entity) seen neither earlier in its episode nor in the book's evidence (an entity, a number or a "
                "name actions take as an argument, counts as seen in the evidence only where every episode that made "
                "the same call was shown it): no simulator could know it. Knowable = the other turns; n = records "
-               "scored.")
+               "scored. Teacher forced the simulator is given the real prefix (earlier observations too); open loop "
+               "only the task, the opening observation and the episode's own actions, so a value shown only by an "
+               "earlier real observation is knowable teacher forced but novel open loop.")
+
+
+def _protocol_view(report: EvalReport) -> EvalReport:
+    """A run of several protocols: the side-by-side table, and the protocol the rest of the tab shows (the primary,
+    open loop, unless another is chosen)."""
+    names = report.protocol_names()
+    if len(names) <= 1:
+        return report
+    st.subheader("Open loop and teacher forced", anchor=False)
+    st.dataframe(tables.protocols_frame(report), hide_index=True, key="ev_protocols")
+    st.caption("Open loop (drift, live) the model acts on its own answers, as it does under an agent; teacher forced "
+               "(next-obs) it reads the real prefix, which an agent never supplies. Open loop is the headline.")
+    chosen = st.radio("Protocol", names, horizontal=True, key="ev_protocol",
+                      format_func=lambda name: tables.PROTOCOL_LABELS.get(name, name))
+    return report.for_protocol(chosen or names[0])
 
 
 def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None:
-    """The whole Results tab for one run."""
+    """The whole Results tab for one run (a run of several protocols: the chosen protocol's, open loop first)."""
     judge = report.judge
-    st.caption(f"protocol {md_code(report.protocol)} · fingerprint {md_code(report.fingerprint[:16])}"
+    st.caption(f"protocol{'s' if len(report.protocol_names()) > 1 else ''} "
+               f"{md_code(', '.join(report.protocol_names()) or report.protocol)} · fingerprint {md_code(report.fingerprint[:16])}"
                f" · judge {md_code(judge if judge else 'none')} · created {md_code(report.created)}")
     dropped = tables.dropped_frame(report)
     if not dropped.empty:
@@ -82,6 +100,9 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
                    "other folds; the records are pooled.")
         with st.expander("Folds"):
             st.dataframe(folds, hide_index=True, key="ev_folds")
+    report = _protocol_view(report)
+    if "protocol" in records.columns and len(report.protocol_names()) > 1:
+        records = records[records["protocol"] == report.protocol]
     choice = st.radio("Scope", scope_options(report), horizontal=True, key="ev_scope", format_func=md_escape)
     block = _scope(report, choice)
     methods = block.methods

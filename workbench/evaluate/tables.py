@@ -31,6 +31,7 @@ __all__ = [
     "leaderboard_frame",
     "leaderboard_table",
     "pairs_frame",
+    "protocols_frame",
     "small_sample_caption",
     "w2r_frame",
     "win_lose_frame",
@@ -43,7 +44,9 @@ METRIC_COLUMNS = ["exact_match", "edit_similarity", "token_f1", "json_f1", "judg
 def metric_columns() -> list[str]:
     """The records' metric columns: the built-ins, then every metric registered with `@metric` (a plug-in)."""
     return [*METRIC_COLUMNS, *(name for name in metric_names() if name not in METRIC_COLUMNS)]
-NOVELTY_METRICS = ["exact_match_knowable", "novel_share"]  # report-only: from the records' `novel` flag
+NOVELTY_METRICS = ["exact_match_knowable", "exact_match_knowable_tf", "novel_share", "novel_share_tf"]  # report-only
+PROTOCOL_LABELS = {"live": "open loop, live (real environment)", "drift": "open loop (drift)",
+                   "next-obs": "teacher forced (next-obs)", "w2r": "world to real (w2r)"}
 KEY = ["protocol", "env_id", "episode_id", "turn"]  # one prediction of one method
 
 
@@ -126,15 +129,39 @@ def pairs_frame(pairs: dict[str, dict[str, PairCell]], metric: str | None = None
 
 def knowable_frame(report: EvalReport) -> pd.DataFrame:
     """Exact match on all turns and on the knowable ones, and the novel share, per scope (pooled, each environment)
-    and method; empty for a run without novelty flags (made before them, or W2R)."""
-    columns = ["scope", "method", "exact match (all)", "exact match (knowable)", "novel share", "n"]
+    and method; empty for a run without novelty flags (made before them, or W2R). An open-loop protocol's knowable
+    turns are its own (open loop); the teacher-forced ones are beside them, labelled."""
+    tf = any("novel_share_tf" in cells for cells in report.methods.values())
+    own = "open loop" if report.protocol in ("drift", "live") else "teacher forced"
+    columns = ["scope", "method", "exact match (all)", f"exact match (knowable, {own})", "novel share",
+               *(["exact match (knowable, teacher forced)", "novel share (teacher forced)"] if tf else []), "n"]
     scopes = [("all environments", report.scope()),
               *((f"env: {env}", block) for env, block in sorted(report.per_env.items()))]
     rows = [{"scope": scope, "method": method, "exact match (all)": format_interval(cells.get("exact_match")),
-             "exact match (knowable)": format_interval(cells.get("exact_match_knowable")),
+             f"exact match (knowable, {own})": format_interval(cells.get("exact_match_knowable")),
              "novel share": format_interval(cells.get("novel_share")),
+             **({"exact match (knowable, teacher forced)": format_interval(cells.get("exact_match_knowable_tf")),
+                 "novel share (teacher forced)": format_interval(cells.get("novel_share_tf"))} if tf else {}),
              "n": exact.n if (exact := cells.get("exact_match")) is not None else None}
             for scope, block in scopes for method, cells in block.methods.items() if "novel_share" in cells]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def protocols_frame(report: EvalReport) -> pd.DataFrame:
+    """Every protocol of the run side by side, open loop first: per method exact match on all turns and on the
+    knowable ones (the protocol's definition, and teacher forced), and the novel share; empty for one protocol."""
+    columns = ["protocol", "method", "exact match", "exact match (knowable)", "exact match (knowable, tf)",
+               "novel share", "n"]
+    rows = [{"protocol": PROTOCOL_LABELS.get(protocol, protocol), "method": method,
+             "exact match": format_interval(cells.get("exact_match")),
+             "exact match (knowable)": format_interval(cells.get("exact_match_knowable")),
+             "exact match (knowable, tf)": format_interval(cells.get("exact_match_knowable_tf")
+                                                           or (cells.get("exact_match_knowable")
+                                                               if protocol == "next-obs" else None)),
+             "novel share": format_interval(cells.get("novel_share")),
+             "n": exact.n if (exact := cells.get("exact_match")) is not None else None}
+            for protocol in report.protocols if len(report.protocols) > 1
+            for method, cells in report.block(protocol).methods.items()]
     return pd.DataFrame(rows, columns=columns)
 
 

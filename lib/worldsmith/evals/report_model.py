@@ -179,6 +179,15 @@ class EvalReport(ProtocolBlock):
         """The run's protocols, primary first (a run of one protocol: that one)."""
         return self.protocols or ([self.protocol] if self.protocol else [])
 
+    def for_protocol(self, protocol: str) -> EvalReport:
+        """The report as a run of `protocol` alone would read: its block at the top level (KeyError: no such
+        protocol in the run)."""
+        if protocol == self.protocol:
+            return self
+        block = self.by_protocol[protocol]
+        return self.model_copy(update={**{name: getattr(block, name) for name in ProtocolBlock.model_fields},
+                                       "protocol": protocol})
+
     def block(self, protocol: str | None = None) -> ProtocolBlock:
         """One protocol's block (default the primary's); an empty one when the run has no such protocol."""
         if protocol is None or protocol == self.protocol:
