@@ -30,9 +30,9 @@ from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_common, emit_json, workspace_from
 from worldsmith.evals.bootstrap import small_sample_note
+from worldsmith.evals.config import POLICY_CHOICES
 from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
-from worldsmith.evals.config import POLICY_CHOICES
 from worldsmith.evals.protocols import DEFAULT_PROTOCOLS, PROTOCOLS
 from worldsmith.evals.report import PROTOCOL_LABELS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ProtocolBlock

@@ -265,9 +265,7 @@ class Harness(WorldModelBase):
         return False
 
     def _authority(self, proposals: Sequence[CandidateAnswer]) -> CandidateAnswer | None:
-        """Open loop, the session's own state answers first (`Answer.authoritative`): the best-ranked such answer."""
-        if not self.acting:
-            return None
+        """The session's own state answers first (`Answer.authoritative`): the best-ranked such answer."""
         found = [(self.answers[p.source].rank, index, p) for index, p in enumerate(proposals)
                  if p.source in self.answers and self.answers[p.source].authoritative]
         return min(found)[2] if found else None
@@ -329,7 +327,7 @@ class Harness(WorldModelBase):
             audit.conflicts = list(rule_proposal.conflicts)
         chosen = self._authority(proposals)
         if chosen is not None:
-            why = [f"{chosen.source}: the session's own state answers (open loop)"]
+            why = [f"{chosen.source}: the session's own state answers"]
         else:
             chosen, why = choose_route(self.routes, name, proposals) if self.config.fallback else (rule_proposal, [])
         if chosen is None and rule_proposal is None:  # the model stage: only where no other source answered

@@ -192,6 +192,7 @@ class RecordTracker:
         self.changed: set[RecordKey] = set()  # records a write changed in ways its answer did not show
         self.stale: set[str] = set()  # ids a call of an unknown effect named since their record was last shown
         self.absent: set[RecordKey] = set()  # records the episode was answered do not exist
+        self.partial: set[RecordKey] = set()  # records the episode saw only part of (nested, or a projection)
         self.texts: list[str] = [opening]  # what the episode was told and answered: where an id is listed
 
     def _keys(self, tool: str, ident: Any) -> list[RecordKey]:
@@ -232,7 +233,14 @@ class RecordTracker:
         updated = self._written(name, arguments, observation, value) if name in self.writes else None
         if value is not None:
             for key, ident, record in own_records(value):
-                self._put(record_key(key, ident), copy.deepcopy(record))
+                rkey = record_key(key, ident)
+                known = self.records.get(rkey)  # a projection (a status read) updates what the episode knows of it
+                if record is value and not self._projection(name, key):
+                    self.partial.discard(rkey)
+                elif known is None:
+                    self.partial.add(rkey)  # seen inside another answer, or through a projection: part of it
+                self._put(rkey, {**known, **copy.deepcopy(record)} if known is not None and record.keys() < known.keys()
+                          else copy.deepcopy(record))
                 self.changed.discard(record_key(key, ident))
                 self.absent.discard(record_key(key, ident))
                 self.stale.discard(str(ident))
@@ -322,8 +330,7 @@ class RecordTracker:
         decided = self.unseen.exists(name, key, ident, self.texts)
         if not decided.exists:
             return self._absent(name, ident, decided.note(ident))
-        reader = name if self.unseen.can_invent(name) else next(
-            (tool for tool, (_, k) in self.selectors.items() if k == key and self.unseen.can_invent(tool)), None)
+        reader = name if self.unseen.can_invent(name) and name not in self.writes else self._reader(key)
         if reader is None:
             return []
         record = self.unseen.invent(reader, key, arguments[self.selectors[name][0]], arguments)
@@ -365,12 +372,45 @@ class RecordTracker:
             return None
         return f"it answers about {own[0]}={own[1]!r}, not the {asked!r} asked"
 
+    def _whole(self, rkey: RecordKey, record: dict[str, Any], arguments: Mapping[str, Any], *,
+               invent: bool = True) -> tuple[dict[str, Any], bool]:
+        """(the episode's record of `rkey` with the fields a read of its kind shows, whether some were invented): an
+        episode that saw part of a record (a status) completes it from the store, else (`invent`) from the response
+        schema of a read of that kind (`UnseenEntities.invent`, what it knows kept)."""
+        reader = self._reader(rkey[0])
+        wanted = set(self.unseen.schemas[reader].keys) if reader is not None else set()
+        if rkey not in self.partial or wanted <= record.keys():
+            return record, False
+        completed = self._completed(rkey, record, frozenset(wanted))
+        if completed is not None:
+            return completed, False
+        if not invent:
+            return record, False
+        assert reader is not None
+        invented = self.unseen.invent(reader, rkey[0], rkey[1], arguments, base=record)
+        return (invented, True) if invented is not None else (record, False)
+
+    def _projection(self, tool: str, key: str) -> bool:
+        """Whether `tool` always shows fewer fields of a `key` record than the whole-record read does."""
+        reader = self._reader(key)
+        shows = self.shows.get(tool)
+        return shows is not None and reader is not None and not set(self.unseen.schemas[reader].keys) <= shows
+
+    def _reader(self, key: str) -> str | None:
+        """A whole-record read tool of records keyed `key` (its response schema makes records of that kind)."""
+        return next((tool for tool in sorted(self.reads) if self.selectors.get(tool, ("", ""))[1] == key
+                     and self.unseen.can_invent(tool) and tool not in self.shows), None) or next(
+            (tool for tool in sorted(self.reads) if self.selectors.get(tool, ("", ""))[1] == key
+             and self.unseen.can_invent(tool)), None)
+
     def _propose_write(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         rule = self.writes[name]
         selected = self._selected(name, arguments)
         if selected is None:
             return []
         rkey, before, where = selected
+        if where == "episode":  # completed from the store only: a write's answer is judged by the route table
+            before, _ = self._whole(rkey, before, arguments, invent=False)
         after = apply_changes(rule, before, arguments)
         text = render_response(rule, before, after, arguments) if after is not None else None
         if text is None:
@@ -390,15 +430,21 @@ class RecordTracker:
         if rkey[1] in self.stale:
             return []  # a call whose effect the book does not know named it since: as shown may be as it was
         keys = self.shows.get(name)
-        completed = False
+        completed = invented = False
         if keys is not None and not keys <= found.keys() and where == "episode":
             record, completed = self._completed(rkey, found, keys), True
+        if keys is None and where == "episode":  # a whole-record read of a record the episode saw part of
+            record, invented = self._whole(rkey, found, arguments)
         if keys is not None and (record is None or not keys <= record.keys()):
             return []
         assert record is not None
         shown = {k: v for k, v in record.items() if keys is None or k in keys}  # in the record's order
         text = dump_layout(shown, layout)
         entry = [_record_entry(rkey, None, record)]
+        if invented:
+            return [CandidateAnswer("record_invented", text, records=[{**entry[0], "origin": "invented"}], notes=[
+                f"{rkey[0]}={rkey[1]!r} as this episode knows it, the fields it never showed invented from "
+                f"{name}'s learned response schema"])]
         if where == "store":
             return [CandidateAnswer("record_store", text, records=entry, notes=[
                 f"{rkey[0]}={rkey[1]!r} as other construction episodes first showed it (every field stable)"])]

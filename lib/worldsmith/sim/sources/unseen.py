@@ -46,7 +46,7 @@ MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; f
 MIN_ABSENT = 2  # calls of ids never shown that an absent form needs
 DERIVED_SHARE = 0.9  # a field equal to an argument this often is taken from the arguments
 _OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
-_WORD = r"[^\W_]"
+_WORD = r"\w"  # a letter, digit or underscore of any script: what continues a token
 
 
 def mentions(text: str, ident: str) -> bool:

@@ -1,0 +1,103 @@
+"""The session's answers are its state (issue 41, items 2-4): entities the logs never showed, existence that does not
+flip, no answer about another entity, on a book built from the real toolshop recordings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worldsmith.sim.harness import Harness
+from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.sim.sources.unseen import mentions, slot_id
+from worldsmith.traces import Episode
+from worldsmith.worldbook.model import Worldbook
+
+TOOLSHOP = Path(__file__).resolve().parents[2] / "data_samples" / "toolshop"
+
+
+@pytest.fixture(scope="module")
+def book() -> Worldbook:
+    episodes = [Episode.model_validate({k: v for k, v in json.loads(line).items() if k != "format"})
+                for name in ("expert", "probing") for line in (TOOLSHOP / f"{name}.jsonl").read_text().splitlines()]
+    return build_simulator_book(episodes, name="toolshop").book
+
+
+def _unshown(book: Worldbook, *candidates: str) -> str:
+    """The first candidate id no evidence turn mentions."""
+    return next(c for c in candidates if not any(mentions(item.observation, c) or mentions(item.action_text, c)
+                                                 for item in book.evidence))
+
+
+def _play(harness: Harness, name: str, **arguments: object) -> tuple[str, str | None]:
+    prediction = harness.predict({"name": name, "arguments": arguments})
+    harness.commit()
+    return prediction.observation, prediction.audit.source
+
+
+def test_an_order_the_logs_never_showed_is_about_itself_stays_so_and_takes_writes(book: Worldbook) -> None:
+    order = _unshown(book, "#O00017", "#O00117", "#O01017")
+    harness = Harness(book)
+    harness.start(f"Hello, my order {order} never arrived.")  # the task names it: an order that exists
+    first, source = _play(harness, "get_order", order_id=order)
+    record = json.loads(first)
+    assert source == "record_invented" and record["order_id"] == order
+    stored = {json.dumps(json.loads(item.observation), sort_keys=True) for item in book.evidence
+              if item.observation.startswith("{")}
+    borrowed = {**record, "order_id": None}
+    assert all(json.dumps({**json.loads(s), "order_id": None}, sort_keys=True) != json.dumps(borrowed, sort_keys=True)
+               for s in stored)  # not another order's record with the id swapped
+    status, _ = _play(harness, "get_order_status", order_id=order)  # another tool, the same invented order
+    assert json.loads(status) == {"order_id": order, "status": record["status"]}
+    assert _play(harness, "get_order", order_id=order)[0] == first  # the same on re-read
+    written, _ = _play(harness, "modify_order_address", order_id=order, line1="1 Elm St", line2="", city="Reno",
+                       state="NV", zip="89501")
+    after = json.loads(_play(harness, "get_order", order_id=order)[0])
+    if written.startswith("{"):  # the write answered the changed record: the next read agrees with it
+        assert after == json.loads(written) and after["shipping_address"]["line1"] == "1 Elm St"
+    else:  # refused (a learned precondition): nothing changed
+        assert after == record
+
+
+def test_an_id_answered_absent_stays_absent_and_ids_answered_about_stay(book: Worldbook) -> None:
+    harness = Harness(book)
+    tracker = harness.source("records").tracker
+    form = tracker.unseen.absent_form("get_order")
+    assert form is not None and "{id}" in form  # learned from the probing recordings' unknown ids
+    ghost = _unshown(book, "#O99999", "#O99990", "#O99909")
+    harness.start("Hello.")
+    harness.observe({"name": "get_order", "arguments": {"order_id": ghost}}, form.replace("{id}", ghost))
+    _play(harness, "search_products", query="lamp")
+    answer, source = _play(harness, "get_order_status", order_id=ghost)
+    assert source == "record_absent" and ghost in answer and not answer.startswith("{")
+    assert _play(harness, "get_order", order_id=ghost) == (form.replace("{id}", ghost), "record_absent")
+
+
+def test_the_existence_of_an_unlisted_id_follows_the_evidence_rates(book: Worldbook) -> None:
+    tracker = Harness(book).source("records").tracker
+    unseen = tracker.unseen
+    ghost = _unshown(book, "#O99999", "#O99990")
+    listed = unseen.exists("get_order", "order_id", ghost, [f"my order {ghost}"])
+    unlisted = unseen.exists("get_order", "order_id", ghost, ["Hello."])
+    assert listed.situation == "listed" and listed.exists
+    assert unlisted.situation == "unlisted" and unlisted.rate is not None
+    assert unlisted.exists == (unlisted.rate >= 0.5)  # the probing recordings' made-up ids were not found
+    assert ghost in unlisted.note(ghost)
+
+
+def test_an_answer_about_another_entity_is_vetoed(book: Worldbook) -> None:
+    tracker = Harness(book).source("records").tracker
+    user = next(item for item in book.evidence if item.action == "get_user" and item.observation.startswith("{"))
+    other = json.loads(user.observation)["user_id"]
+    assert tracker.veto("get_user", {"user_id": "cu_000000"}, user.observation) == (
+        f"it answers about user_id={other!r}, not the 'cu_000000' asked")
+    assert tracker.veto("get_user", {"user_id": other}, user.observation) is None
+
+
+def test_ids_are_slotted_and_found_as_whole_tokens_only() -> None:
+    assert slot_id("Error: order #O12 not found ({#O12})", "#O12") == "Error: order {id} not found ({{{id}}})"
+    assert slot_id("user no not found", "no") == "user {id} not found"
+    assert slot_id("does not add up", "no") == "does not add up"
+    assert mentions("orders: #O12, #O123", "#O12") and not mentions("#O123", "#O12")
+    assert not mentions("cu_12ab", "12ab") and mentions("id 12ab.", "12ab")
