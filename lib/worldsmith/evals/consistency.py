@@ -29,6 +29,7 @@ from typing import Any
 from worldsmith.evals.consistency_checks import (
     SPELLINGS,
     answers_about,
+    borrowed,
     same_answer,
     shows_record,
     spellings,
@@ -78,8 +79,8 @@ class _Session:
     """One open-loop probe session on a fresh world model: every call is checked, then its answer committed."""
 
     def __init__(self, number: int, factory: Callable[[], WorldModel], book: Worldbook,
-                 report: ConsistencyReport, config: ConsistencyConfig) -> None:
-        self.number, self.factory, self.report, self.config = number, factory, report, config
+                 report: ConsistencyReport, config: ConsistencyConfig, plan: ProbePlan) -> None:
+        self.number, self.factory, self.report, self.config, self.plan = number, factory, report, config, plan
         self.prefix = episode_prefix("", env_id=book.env_id, episode_id=f"consistency-{number}")
         self.model = factory()
         self.model.start(self.prefix)
@@ -150,9 +151,12 @@ class _Session:
         asked = arguments[profile.id_argument]
         about = answers_about(answer, profile.id_key, asked)
         if about is not None:
-            self.count("answers_about_id", profile.name, not about, [_call_text(profile.name, arguments)], [answer],
-                        "" if about else f"asked {profile.id_argument}={asked!r}; the answer's {profile.id_key} "
-                        "is another entity's")
+            copied = borrowed(answer, profile.id_key, asked, self.plan.recorded) if about else None
+            why = (f"asked {profile.id_argument}={asked!r}; the answer's {profile.id_key} is another entity's"
+                   if not about else f"asked {profile.id_argument}={asked!r}; the answer is the recorded "
+                   f"{profile.id_key}={copied!r} with the id swapped in" if copied is not None else "")
+            self.count("answers_about_id", profile.name, bool(why), [_call_text(profile.name, arguments)], [answer],
+                       why)
 
     def _existence(self, profile: ToolProfile, arguments: dict[str, Any], answer: str) -> None:
         """Existence is tracked per (id argument, id) over the reads that answer about their id."""
@@ -241,7 +245,7 @@ def check_consistency(book: Worldbook, config: ConsistencyConfig = ConsistencyCo
                                sessions=config.sessions, steps=config.steps, plan=plan.to_json())
     for number in range(config.sessions):
         rng = random.Random(f"consistency:{config.seed}:{number}")
-        _play_session(_Session(number, make, book, report, config), plan, rng, config.steps)
+        _play_session(_Session(number, make, book, report, config, plan), plan, rng, config.steps)
         if progress is not None:
             progress(number + 1, config.sessions)
     if run_dir is not None:

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from worldsmith.evals.consistency_plan import without_id
 from worldsmith.traces.model import Action
 from worldsmith.worldbook.record_store import iter_records, own_records, parse_json
 
-__all__ = ["SPELLINGS", "answers_about", "record_of", "same_answer", "shows_record", "spellings",
+__all__ = ["SPELLINGS", "answers_about", "borrowed", "record_of", "same_answer", "shows_record", "spellings",
            "write_read_agreement"]
 
 SPELLINGS = ("action", "text", "openai", "mcp")
@@ -32,6 +34,16 @@ def answers_about(answer: str, key: str, asked: Any) -> bool | None:
     value = parse_json(answer)
     ids = {str(ident) for found, ident, _ in iter_records(value) if found == key} if value is not None else set()
     return str(asked) in ids if ids else None
+
+
+def borrowed(answer: str, key: str, asked: Any, recorded: Mapping[str, Mapping[str, str]]) -> str | None:
+    """The id of a recorded record of another entity the answer's record of `asked` copies with the id swapped in
+    (every other field equal: `ProbePlan.recorded`); None when it copies none."""
+    record = record_of(answer, asked)
+    if record is None or key not in record:
+        return None
+    source = recorded.get(key, {}).get(without_id(record, key))
+    return source if source is not None and source != str(asked) else None
 
 
 def shows_record(answer: str) -> bool:

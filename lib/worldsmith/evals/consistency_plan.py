@@ -21,11 +21,12 @@ Nothing here knows a world's tool names: every role comes from the book's tool r
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,10 @@ from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.record_store import arguments_of, iter_records, learn_selectors, own_records, parse_json
 
-__all__ = ["ID_FIELD", "ProbePlan", "ToolProfile", "WritePair", "perturb_id", "plan_probes"]
+__all__ = ["ID_FIELD", "MIN_BORROWED_FIELDS", "ProbePlan", "ToolProfile", "WritePair", "perturb_id", "plan_probes",
+           "recorded_records", "without_id"]
+
+MIN_BORROWED_FIELDS = 3  # a record with fewer other fields than this may be another's without being copied
 
 ID_FIELD = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|_code$)")  # an entity's id, not a name or a path
 ABOUT_SHARE = 0.9  # a tool answers about the asked id when its recordings did on this share of checkable turns
@@ -78,6 +82,9 @@ class ProbePlan:
     seen_ids: dict[str, list[Any]]  # id argument -> ids the recordings named, in first-seen order
     unseen_ids: dict[str, list[Any]]  # id argument -> ids shaped like those, named nowhere in the recordings
     pairs: dict[tuple[str, str], WritePair]
+    # id key -> a recorded record's fields but its id (canonical JSON) -> that record's id: what an answer about
+    # another id that copies a recorded record with the id swapped in is recognised by (`consistency_checks.borrowed`)
+    recorded: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def tools_of(self, role: str, argument: str | None = None) -> list[ToolProfile]:
         return [t for t in self.tools.values() if t.role == role and t.calls
@@ -89,6 +96,25 @@ class ProbePlan:
                 "unseen_ids": {k: len(v) for k, v in self.unseen_ids.items()},
                 "agreeing_pairs": [{"write": p.write, "read": p.read, "fields": list(p.fields),
                                     "instances": p.instances} for p in self.pairs.values()]}
+
+
+def recorded_records(evidence: Sequence[Evidence]) -> dict[str, dict[str, str]]:
+    """Per id key, every recorded record of at least `MIN_BORROWED_FIELDS` other fields, by its fields but the id
+    (canonical JSON), mapped to its id (`ProbePlan.recorded`)."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    for item in evidence:
+        value = parse_json(item.observation)
+        if value is None:
+            continue
+        for key, ident, record in own_records(value):
+            if len(record) > MIN_BORROWED_FIELDS:
+                out[key].setdefault(without_id(record, key), str(ident))
+    return dict(out)
+
+
+def without_id(record: Mapping[str, Any], key: str) -> str:
+    """A record's fields but its id `key`, as canonical JSON."""
+    return json.dumps({k: v for k, v in record.items() if k != key}, sort_keys=True, default=str)
 
 
 def _scalar(value: Any) -> bool:
@@ -363,4 +389,4 @@ def plan_probes(book: Worldbook, *, seed: int = 0, unseen_per_argument: int = 8)
                 break
         unseen_ids[argument] = made
     return ProbePlan(tools=tools, seen_ids=dict(seen_ids), unseen_ids=unseen_ids,
-                     pairs=_agreeing_pairs(book.evidence, tools))
+                     pairs=_agreeing_pairs(book.evidence, tools), recorded=recorded_records(book.evidence))

@@ -122,8 +122,8 @@ def _as_call(action: Action, schema: ActionSchema) -> tuple[str, dict[str, Any]]
             return found
     if isinstance(text, str):
         inner = _json_object(text)
-        if inner is not None:
-            return action.name, inner
+        if inner is not None:  # the verb as typed: text parsing lower-cases it (`lockDoors {...}`)
+            return (raw.split(None, 1)[0] if raw.lower().startswith(action.name) else action.name), inner
         return None
     if isinstance(arguments, dict) and (arguments or _spec(schema, action.name) is not None):
         if text_world(_spec(schema, action.name)) and raw and not raw.startswith(("{", "[")):
@@ -133,7 +133,14 @@ def _as_call(action: Action, schema: ActionSchema) -> tuple[str, dict[str, Any]]
 
 
 def _spec(schema: ActionSchema | None, name: str) -> ActionSpec | None:
-    return schema.get(name) if schema is not None else None
+    """The schema's action of this name or alias, else the one whose name differs only in case."""
+    if schema is None:
+        return None
+    found = schema.get(name)
+    if found is None:
+        folded = name.casefold()
+        found = next((spec for spec in schema.actions if spec.name.casefold() == folded), None)
+    return found
 
 
 def canonical_action(action: Action | str | dict[str, Any], schema: ActionSchema | None = None) -> Action:
@@ -151,7 +158,7 @@ def canonical_action(action: Action | str | dict[str, Any], schema: ActionSchema
     if found is None:
         return parsed
     name, arguments = found
-    spec = schema.get(name)
+    spec = _spec(schema, name)
     if spec is not None:
         name = spec.name
         order = {argument.name: index for index, argument in enumerate(spec.arguments)}

@@ -307,8 +307,6 @@ class RecordTracker:
 
     # ------------------------------------------------------------------ proposals
     def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
-        if name not in self.executable and name not in self.reads:
-            return []
         selector = self.selectors.get(name)
         if selector is None or selector[0] not in arguments:
             return []
@@ -316,6 +314,8 @@ class RecordTracker:
         keys = self._keys(name, ident)
         if any(k in self.absent for k in keys) and not any(k in self.records for k in keys):
             return self._absent(name, ident, f"{selector[1]}={ident!r} was answered not to exist in this episode")
+        if name not in self.executable and name not in self.reads:
+            return []  # a call whose answer the book cannot make (a create, a write with no rule): other sources
         found = self._propose_write(name, arguments) if name in self.executable else self._propose_read(name, arguments)
         if found or self._selected(name, arguments) is not None:
             return found
@@ -356,10 +356,11 @@ class RecordTracker:
                                 records=[{**_record_entry(rkey, None, record), "origin": "invented"}])]
 
     def veto(self, name: str, arguments: Mapping[str, Any], observation: str) -> str | None:
-        """Why an answer to this call may not be given (None: it may): a read or a write of the record `arguments`
-        select answered with another record of that kind as its whole answer."""
+        """Why an answer to this call may not be given (None: it may): a call of the record `arguments` select
+        answered with another record of that kind as its whole answer, or, for a record neither the episode nor the
+        store holds, with a recorded record of another entity and the asked id swapped in."""
         selector = self.selectors.get(name)
-        if selector is None or selector[0] not in arguments or (name not in self.reads and name not in self.writes):
+        if selector is None or selector[0] not in arguments:
             return None
         value = parse_json(observation)
         if not isinstance(value, dict):
@@ -368,9 +369,15 @@ class RecordTracker:
         if own is None or own[2] is not value or own[0] != selector[1]:
             return None
         asked = str(arguments[selector[0]])
-        if str(own[1]) == asked:
+        if str(own[1]) != asked:
+            return f"it answers about {own[0]}={own[1]!r}, not the {asked!r} asked"
+        source = self.unseen.copied(own[0], asked, value)
+        if source is None:
             return None
-        return f"it answers about {own[0]}={own[1]!r}, not the {asked!r} asked"
+        known = self._selected(name, arguments)
+        if known is not None and all(known[1].get(k, v) == v for k, v in value.items()):
+            return None  # what this episode or the store holds of it: a record may equal another's but for its id
+        return f"it is the recorded {own[0]}={source!r} with the asked id swapped in"
 
     def _whole(self, rkey: RecordKey, record: dict[str, Any], arguments: Mapping[str, Any], *,
                invent: bool = True) -> tuple[dict[str, Any], bool]:

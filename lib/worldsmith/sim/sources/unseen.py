@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 import random
 import re
@@ -45,6 +46,7 @@ LISTED, STORED, UNLISTED = "listed", "stored", "unlisted"
 MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; fewer: the rate pooled over tools
 MIN_ABSENT = 2  # calls of ids never shown that an absent form needs
 DERIVED_SHARE = 0.9  # a field equal to an argument this often is taken from the arguments
+MIN_COPIED_FIELDS = 3  # a record with fewer other fields may equal another's without being a copy of it
 _OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
 _WORD = r"\w"  # a letter, digit or underscore of any script: what continues a token
 
@@ -147,6 +149,21 @@ class UnseenEntities:
         self._learn_rates(calls)
         self.schemas = {tool: _Schema(found) for tool, found in examples.items() if found}
         self._prefixes: dict[str, str] = {}
+        self.recorded: dict[tuple[str, bytes], str] = {}  # (id key, digest of a record's other fields) -> its id
+        for items in episodes.values():
+            for item in items:
+                value = parse_json(item.observation)
+                for key, ident, record in own_records(value) if value is not None else ():
+                    if len(record) > MIN_COPIED_FIELDS:
+                        self.recorded.setdefault((key, _digest(record, key)), str(ident))
+
+    def copied(self, key: str, ident: str, record: Mapping[str, Any]) -> str | None:
+        """The id of the recorded record of another entity `record` (of `ident`) copies with the id swapped in: every
+        other field equal (records of more than `MIN_COPIED_FIELDS` other fields); None when it copies none."""
+        if len(record) <= MIN_COPIED_FIELDS:
+            return None
+        source = self.recorded.get((key, _digest(record, key)))
+        return source if source is not None and source != ident else None
 
     def _learn_absent(self, votes: Mapping[str, Counter[str]]) -> None:
         """Per tool, the answer most calls of never-shown ids got (when most did, at least `MIN_ABSENT` times), and
@@ -198,6 +215,8 @@ class UnseenEntities:
         """Whether the entity `ident` (id key `key`) a call of `tool` names exists, for a session whose texts so far
         (task, opening, observations) are `texts` and that never answered about it."""
         situation = self.situation(key, ident, texts)
+        if self.absent_form(tool) is None:  # the evidence never showed how this tool says an id does not exist
+            return Existence(True, situation, None, 0)
         for scope in (tool, "*"):
             found, total = self.rates.get((scope, situation), (0, 0))
             if total >= MIN_CALLS:
@@ -285,6 +304,12 @@ def _situation(ident: str, episode: str, seen: Sequence[str], shown: Mapping[str
     if shown.get(ident, set()) - {episode}:
         return STORED
     return UNLISTED
+
+
+def _digest(record: Mapping[str, Any], key: str) -> bytes:
+    """A record's fields but its id `key`, hashed: what tells a copy of it with another id."""
+    text = json.dumps({k: v for k, v in record.items() if k != key}, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def _scalar(value: Any) -> bool:
