@@ -165,3 +165,22 @@ def test_candidates_from_the_recorded_episodes_admissible_actions(empty_root: Pa
     ranked = next(df.value for df in at.dataframe if "situation seen" in df.value.columns)
     assert sorted(ranked["action"]) == sorted(set(listed))
     assert list(ranked["score"]) == sorted(ranked["score"], reverse=True)
+
+
+def test_an_order_no_log_showed_is_invented_said_so_and_typed_any_way(empty_root: Path) -> None:
+    from toolshop_support import BOOK, toolshop_book
+
+    WorldbookStore.of_workspace(empty_root).save(toolshop_book())
+    at = open_page()
+    assert at.selectbox(key="sim_book").value == BOOK
+    at.text_input(key="sim_new_name").input("unseen")
+    at.text_area(key="sim_new_opening").input("Hello, my order #O00017 never arrived.")
+    no_exception(at.button[[b.label for b in at.button].index("Create session")].click().run())
+    _step(at, 'get_order {"order_id": "#O00017"}')  # typed as text: the same call as a structured one
+    _step(at, "get_order(order_id='#O00017')")
+    table = next(df.value for df in at.dataframe if "records" in df.value.columns)
+    assert "invented (no log showed it)" in table["records"].iloc[0]
+    with Session.open(empty_root / "sessions" / "unseen") as stored:
+        first, second = (t.prediction for t in stored.turns())
+        assert orjson.loads(first.observation)["order_id"] == "#O00017" and second.observation == first.observation
+        assert first.audit.source == "record_invented" and second.audit.source == "record_read"

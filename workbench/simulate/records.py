@@ -17,7 +17,8 @@ from workbench.traces.timeline import changes_frame
 from worldsmith.sim import Audit
 from worldsmith.traces import json_changes
 
-__all__ = ["LONG_VALUE", "answer_source", "record_name", "record_rows", "render_records", "show_long_values"]
+__all__ = ["LONG_VALUE", "answer_source", "record_name", "record_origin", "record_rows", "render_records",
+           "show_long_values"]
 
 
 def answer_source(audit: Audit) -> str:
@@ -52,11 +53,18 @@ def show_long_values(rows: list[dict[str, Any]]) -> None:
                     wrap_lines=True)
 
 
+def record_origin(record: dict[str, Any]) -> str:
+    """The mark of a record no log showed, which the simulator made from the tool's learned response schema
+    (`sim.sources.unseen`); empty for any other record."""
+    return " · invented (no log showed it)" if record.get("origin") == "invented" else ""
+
+
 def render_records(audit: Audit, *, key: str) -> None:
-    """Each record the answer read or changed: its key, the fields changed (a table) and the record after."""
+    """Each record the answer read or changed: its key, the fields changed (a table) and the record after; an
+    invented record says so."""
     for number, record in enumerate(audit.records):
         before, after = record.get("before"), record.get("after")
-        name = md_code(record_name(record))
+        name = md_code(record_name(record)) + record_origin(record)
         if before is None or before == after:
             st.markdown(f"**Record** {name} · {'read' if before is None else 'unchanged'}")
         else:

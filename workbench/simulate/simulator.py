@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common.text import md_code, md_escape
-from workbench.simulate.records import answer_source, record_name, render_records
+from workbench.simulate.records import answer_source, record_name, record_origin, render_records
 from worldsmith.sim import Session, SessionTurn
 from worldsmith.traces import action_line
 
@@ -24,7 +24,7 @@ def turns_frame(session: Session) -> pd.DataFrame:
     rows = [{"turn": t.index, "action": action_line(t.action), "observation": t.prediction.observation,
              "outcome": t.prediction.outcome, "source": answer_source(t.prediction.audit),
              "route": t.prediction.audit.route,
-             "records": ", ".join(record_name(r) for r in t.prediction.audit.records),
+             "records": ", ".join(record_name(r) + record_origin(r) for r in t.prediction.audit.records),
              "model calls": t.prediction.audit.model_calls, "tokens": t.prediction.audit.tokens}
             for t in session.turns()]
     return pd.DataFrame(rows, columns=TURN_COLUMNS)
