@@ -80,6 +80,7 @@ def test_a_rule_that_is_mostly_wrong_held_out_is_tentative() -> None:
     held = book.routes.rules[rule_key(rule)] if book.routes else None
     assert held is not None and held.answered > 0 and held.exact < 0.9 * held.answered
     assert rule.status == RuleStatus.TENTATIVE and "held out it was exact on" in rule.description
+    assert rule.confidence <= held.exact / held.answered  # never shown surer than it held out
     row = next(d for d in result.report()["demoted"] if d["rule"] == rule.id)
     assert (row["held_out_exact"], row["held_out_answered"]) == (held.exact, held.answered) and row["families"] >= 3
     assert result.report()["held_out_measured"] is True
