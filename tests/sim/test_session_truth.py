@@ -101,3 +101,21 @@ def test_ids_are_slotted_and_found_as_whole_tokens_only() -> None:
     assert slot_id("does not add up", "no") == "does not add up"
     assert mentions("orders: #O12, #O123", "#O12") and not mentions("#O123", "#O12")
     assert not mentions("cu_12ab", "12ab") and mentions("id 12ab.", "12ab")
+
+
+def test_a_customer_the_logs_never_showed_is_found_by_what_they_said_and_is_one_world(book: Worldbook) -> None:
+    email = "zed.quux77@example.com"
+    assert not any(email in item.observation for item in book.evidence)
+    harness = Harness(book)
+    harness.start(f"Hi, I am Zed, email {email}; my order never arrived.")
+    found, source = _play(harness, "find_user_id_by_email", email=email)
+    assert source == "query_invented"
+    user_id = json.loads(found) if found.startswith('"') else found
+    assert _play(harness, "find_user_id_by_email", email="not.told@example.com") == (
+        "Error: user not found", "query_empty")  # a value nobody told the session: the learned empty answer
+    user = json.loads(_play(harness, "get_user", user_id=user_id)[0])
+    assert user["user_id"] == user_id and user["email"] == email  # the user found by that email has it
+    assert _play(harness, "find_user_id_by_email", email=email)[0] == found  # found again, the same user
+    for order_id in user["orders"][:2]:  # the orders it lists exist, and name it as their user
+        order = json.loads(_play(harness, "get_order", order_id=order_id)[0])
+        assert order["order_id"] == order_id and order["user_id"] == user_id

@@ -73,8 +73,12 @@ class LookupSource:
         Answer("precondition", rank=-2, trusted=True, per_action=True),
         Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
         Answer("query", rank=32, trusted=True, per_action=True),
-        Answer("query_empty", rank=33, per_action=True)), requires=("records", "scope"))
+        Answer("query_empty", rank=33, per_action=True),
+        Answer("query_invented", rank=34, per_action=True, authoritative=True)), requires=("records", "scope"))
 def _lookups(context: SourceContext) -> AnswerSource:
     """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors (over the record store
-    the `records` source built)."""
-    return LookupSource(context, context.source("records").tracker.store, context.source("scope"))
+    the `records` source built), and entities found by values the episode was told that no log showed."""
+    records = context.source("records").tracker
+    source = LookupSource(context, records.store, context.source("scope"))
+    source.queries.entities = records
+    return source

@@ -193,6 +193,7 @@ class RecordTracker:
         self.stale: set[str] = set()  # ids a call of an unknown effect named since their record was last shown
         self.absent: set[RecordKey] = set()  # records the episode was answered do not exist
         self.partial: set[RecordKey] = set()  # records the episode saw only part of (nested, or a projection)
+        self.links: dict[str, dict[str, Any]] = {}  # id -> fields it takes from the invented record that lists it
         self.texts: list[str] = [opening]  # what the episode was told and answered: where an id is listed
 
     def _keys(self, tool: str, ident: Any) -> list[RecordKey]:
@@ -251,6 +252,15 @@ class RecordTracker:
                 self.changed.add(updated[0])
         for rule in self.effects.get(name, ()):
             self._affected(rule, arguments, observation, value)
+
+    def adopt(self, key: str, ident: str, record: dict[str, Any]) -> None:
+        """An entity another source invented and answered (a query's fresh id): known in part from now on, its
+        other fields invented on first read (`_whole`)."""
+        rkey = record_key(key, ident)
+        if rkey not in self.records:
+            self._put(rkey, copy.deepcopy(record))
+            self.partial.add(rkey)
+        self.absent.discard(rkey)
 
     def _existence(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         """An answer that the named record does not exist: remembered (a record the episode had is gone)."""
@@ -333,7 +343,7 @@ class RecordTracker:
         reader = name if self.unseen.can_invent(name) and name not in self.writes else self._reader(key)
         if reader is None:
             return []
-        record = self.unseen.invent(reader, key, arguments[self.selectors[name][0]], arguments)
+        record = self.unseen.invent(reader, key, arguments[self.selectors[name][0]], arguments, links=self.links)
         if record is None:
             return []
         rkey = record_key(key, ident)
@@ -380,22 +390,22 @@ class RecordTracker:
         return f"it is the recorded {own[0]}={source!r} with the asked id swapped in"
 
     def _whole(self, rkey: RecordKey, record: dict[str, Any], arguments: Mapping[str, Any], *,
-               invent: bool = True) -> tuple[dict[str, Any], bool]:
-        """(the episode's record of `rkey` with the fields a read of its kind shows, whether some were invented): an
-        episode that saw part of a record (a status) completes it from the store, else (`invent`) from the response
-        schema of a read of that kind (`UnseenEntities.invent`, what it knows kept)."""
+               invent: bool = True) -> tuple[dict[str, Any], str]:
+        """(the episode's record of `rkey` with the fields a read of its kind shows, how: "as shown", "completed"
+        or "invented"): an episode that saw part of a record (a status) completes it from the store, else
+        (`invent`) from the response schema of a read of that kind (`UnseenEntities.invent`, what it knows kept)."""
         reader = self._reader(rkey[0])
         wanted = set(self.unseen.schemas[reader].keys) if reader is not None else set()
         if rkey not in self.partial or wanted <= record.keys():
-            return record, False
+            return record, "as shown"
         completed = self._completed(rkey, record, frozenset(wanted))
         if completed is not None:
-            return completed, False
+            return completed, "completed"
         if not invent:
-            return record, False
+            return record, "as shown"
         assert reader is not None
-        invented = self.unseen.invent(reader, rkey[0], rkey[1], arguments, base=record)
-        return (invented, True) if invented is not None else (record, False)
+        invented = self.unseen.invent(reader, rkey[0], rkey[1], arguments, base=record, links=self.links)
+        return (invented, "invented") if invented is not None else (record, "as shown")
 
     def _projection(self, tool: str, key: str) -> bool:
         """Whether `tool` always shows fewer fields of a `key` record than the whole-record read does."""
@@ -438,10 +448,11 @@ class RecordTracker:
             return []  # a call whose effect the book does not know named it since: as shown may be as it was
         keys = self.shows.get(name)
         completed = invented = False
-        if keys is not None and not keys <= found.keys() and where == "episode":
+        if where == "episode" and rkey in self.partial:  # a record the episode saw part of: the rest from the store
+            record, how = self._whole(rkey, found, arguments)  # or, where it lacks it, invented
+            completed, invented = how == "completed", how == "invented"
+        elif keys is not None and not keys <= found.keys() and where == "episode":
             record, completed = self._completed(rkey, found, keys), True
-        if keys is None and where == "episode":  # a whole-record read of a record the episode saw part of
-            record, invented = self._whole(rkey, found, arguments)
         if keys is not None and (record is None or not keys <= record.keys()):
             return []
         assert record is not None

@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import random
 import re
 import string
@@ -40,7 +39,7 @@ from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_json, top_record
 
-__all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "slot_id"]
+__all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "seeded", "slot_id"]
 
 LISTED, STORED, UNLISTED = "listed", "stored", "unlisted"
 MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; fewer: the rate pooled over tools
@@ -148,7 +147,6 @@ class UnseenEntities:
         self._learn_absent(votes)
         self._learn_rates(calls)
         self.schemas = {tool: _Schema(found) for tool, found in examples.items() if found}
-        self._prefixes: dict[str, str] = {}
         self.recorded: dict[tuple[str, bytes], str] = {}  # (id key, digest of a record's other fields) -> its id
         for items in episodes.values():
             for item in items:
@@ -229,46 +227,69 @@ class UnseenEntities:
         return tool in self.schemas
 
     def invent(self, tool: str, key: str, ident: Any, arguments: Mapping[str, Any],
-               base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+               base: Mapping[str, Any] | None = None,
+               links: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """A record for `ident` in `tool`'s response schema: `base`'s fields kept (what the session already
-        answered about it), the id echoed, derived fields from the arguments, the rest drawn (module doc)."""
+        answered about it), the id echoed, derived fields from the arguments, the rest drawn (module doc).
+
+        `links` (the session's): fields an entity listed inside another invented record takes from it (its owner's
+        id: an order a user lists names that user), read for `ident` and written for the ids listed here."""
         schema = self.schemas.get(tool)
         if schema is None:
             return None
+        known = {**(links or {}).get(str(ident), {}), **(base or {})}
         record: dict[str, Any] = {}
         for name in schema.keys:
-            if base is not None and name in base:
-                record[name] = copy.deepcopy(base[name])
+            if name in known:
+                record[name] = copy.deepcopy(known[name])
             elif name == key:
                 record[name] = ident
             elif name in schema.derived and schema.derived[name] in arguments:
                 record[name] = copy.deepcopy(arguments[schema.derived[name]])
             else:
-                rng = _rng(key, str(ident), name)
-                record[name] = self._fresh(copy.deepcopy(rng.choice(schema.values[name])), rng)
+                rng = seeded(key, str(ident), name)
+                drawn = copy.deepcopy(rng.choice(schema.values[name]))
+                if _OWN_ID.search(name) and _scalar(drawn):
+                    record[name] = self.fresh_id(name, drawn, rng)
+                else:
+                    renamed: dict[str, Any] = {}
+                    record[name] = self._fresh(drawn, rng, renamed)
+                    if links is not None and isinstance(drawn, list):  # ids it lists refer back to it
+                        for new_id in renamed.values():
+                            links.setdefault(str(new_id), {})[key] = ident
         if base is not None:
             record.update({name: copy.deepcopy(value) for name, value in base.items() if name not in record})
         return record
 
-    def _fresh(self, value: Any, rng: random.Random) -> Any:
-        """`value` with every identifier in it (an id field, or a known record's id in a list) a fresh one."""
+    def _fresh(self, value: Any, rng: random.Random, renamed: dict[str, Any] | None = None) -> Any:
+        """`value` with every identifier in it (an id field, or a known record's id in a list) a fresh one, the same
+        old id the same new one throughout, and a key that was an id renamed with it (a map of records by id)."""
+        renamed = {} if renamed is None else renamed
+
+        def new(kind: str, old: Any) -> Any:
+            if str(old) not in renamed:
+                renamed[str(old)] = self.fresh_id(kind, old, rng)
+            return renamed[str(old)]
+
         if isinstance(value, dict):
-            return {name: (self._fresh_id(name, item, rng) if _OWN_ID.search(name) and _scalar(item)
-                           else self._fresh(item, rng)) for name, item in value.items()}
+            out = {name: (new(name, item) if _OWN_ID.search(name) and _scalar(item)
+                          else self._fresh(item, rng, renamed)) for name, item in value.items()}
+            return {str(renamed.get(name, name)): item for name, item in out.items()}
         if isinstance(value, list):
-            return [self._fresh_id(self.store.keys_for(item)[0][0], item, rng)
-                    if _scalar(item) and self.store.keys_for(item) else self._fresh(item, rng) for item in value]
+            return [new(self.store.keys_for(item)[0][0], item) if _scalar(item) and self.store.keys_for(item)
+                    else self._fresh(item, rng, renamed) for item in value]
         return value
 
-    def _fresh_id(self, kind: str, example: Any, rng: random.Random) -> Any:
-        """A new id of `example`'s shape: the prefix the kind's stored ids share kept, each other letter or digit
-        redrawn from its class (hex where the kind's ids are hex)."""
+    def fresh_id(self, kind: str, example: Any, rng: random.Random) -> Any:
+        """A new id of `example`'s shape: its word prefix kept (`cu_`, `#O`, `pm_card_`, `TCK-`: everything before
+        the first digit), each later letter or digit redrawn from its class (hex where the rest is hex); an integer
+        id becomes another of as many digits."""
         if isinstance(example, int):
             digits = len(str(abs(example)))
             return rng.randrange(10 ** (digits - 1), 10 ** digits) if digits > 1 else rng.randrange(10)
         text = str(example)
-        prefix = self._prefix(kind, text)
-        tail = text[len(prefix):]
+        first = next((i for i, char in enumerate(text) if char.isdigit()), max(0, len(text) - 4))
+        prefix, tail = text[:first], text[first:]
         hexadecimal = all(c in string.hexdigits for c in tail if c.isalnum())
         out = []
         for char in tail:
@@ -283,17 +304,6 @@ class UnseenEntities:
             else:
                 out.append(char)
         return prefix + "".join(out)
-
-    def _prefix(self, kind: str, example: str) -> str:
-        if kind not in self._prefixes:
-            idents = [ident for key, ident in self.store.records if key == kind][:200]
-            common = os.path.commonprefix(idents) if len(idents) >= 2 else ""
-            self._prefixes[kind] = common
-        prefix = self._prefixes[kind]
-        if not example.startswith(prefix) or len(example) - len(prefix) < 3:
-            prefix = re.match(r"[^0-9]*", example).group(0) if example else ""  # type: ignore[union-attr]
-            prefix = prefix[: max(0, len(example) - 3)]
-        return prefix
 
 
 def _situation(ident: str, episode: str, seen: Sequence[str], shown: Mapping[str, set[str]]) -> str:
@@ -316,5 +326,6 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
 
-def _rng(*parts: str) -> random.Random:
+def seeded(*parts: str) -> random.Random:
+    """A random generator seeded by `parts`: the same entity, field or call always draws the same."""
     return random.Random(hashlib.sha256("\x00".join(parts).encode()).digest())
