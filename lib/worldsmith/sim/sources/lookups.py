@@ -8,7 +8,7 @@ from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, Step
 from worldsmith.sim.sources.preconditions import PreconditionSource
-from worldsmith.sim.sources.queries import QuerySource
+from worldsmith.sim.sources.queries import QuerySource, call_key
 from worldsmith.sim.sources.records import record_store
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.sim.sources.scope import ScopeSource
@@ -31,7 +31,10 @@ def tool_sources(book: Worldbook | None, store: RecordStore | None = None) -> tu
     rules = [r for r in tool_rules if r.kind in LOOKUP_KINDS]
     if not rules and evidence:
         rules = learn_lookup_rules(evidence, store=store)
-    return QuerySource(rules, store), PreconditionSource(rules, store)
+    queried = {rule.tool for rule in rules if rule.kind == "query"}
+    recorded = (call_key(item.action, item.arguments) for item in evidence
+                if item.action in queried and isinstance(item.arguments, dict))
+    return QuerySource(rules, store, recorded), PreconditionSource(rules, store)
 
 
 class LookupSource:

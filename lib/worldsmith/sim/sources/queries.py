@@ -15,13 +15,13 @@ answer is committed the records source holds the entity with the compared values
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from worldsmith.sim.sources.base import CandidateAnswer
-from worldsmith.sim.sources.unseen import mentions, seeded
+from worldsmith.sim.sources.unseen import mentions, seeded, unechoed
 from worldsmith.worldbook.lookup_specs import QueryRule
 from worldsmith.worldbook.model import RuleStatus
 from worldsmith.worldbook.queries import QueryIndex, fill_slots, render_answer, run_query
@@ -31,10 +31,10 @@ from worldsmith.worldbook.toolrules import ToolRule
 if TYPE_CHECKING:
     from worldsmith.sim.sources.records import RecordTracker
 
-__all__ = ["QuerySource"]
+__all__ = ["QuerySource", "call_key"]
 
 
-def _call(name: str, arguments: Mapping[str, Any]) -> str:
+def call_key(name: str, arguments: Mapping[str, Any]) -> str:
     """One call as a key: the tool and its arguments, sorted."""
     return name + " " + orjson.dumps(dict(arguments), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
 
@@ -50,8 +50,10 @@ def _judged(rule: ToolRule) -> bool:
 class QuerySource:
     """Answers of supported query rules over the entity store and the episode (module doc)."""
 
-    def __init__(self, rules: Sequence[ToolRule], store: RecordStore) -> None:
-        """From the executable tool rules of kind `query` (answers) and `empty` (their no-match text)."""
+    def __init__(self, rules: Sequence[ToolRule], store: RecordStore, recorded: Iterable[str] = ()) -> None:
+        """From the executable tool rules of kind `query` (answers) and `empty` (their no-match text); `recorded`:
+        the call keys (`call_key`) the evidence answered, whose entities exist in the book whatever the store says."""
+        self.recorded = frozenset(recorded)
         self.rules = {r.tool: r.query for r in rules if r.kind == "query" and r.executable and r.query is not None}
         self.empties = {r.tool: r for r in rules if r.kind == "empty" and r.query is not None and _judged(r)}
         self.indexes = {tool: QueryIndex(rule, store) for tool, rule in self.rules.items()}
@@ -70,9 +72,9 @@ class QuerySource:
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         self.view.observe(arguments, observation)
-        self.texts.append(observation)
+        self.texts.append(unechoed(observation, arguments))
         if name in self.indexes:
-            key = _call(name, arguments)
+            key = call_key(name, arguments)
             self.answered[key] = observation
             made = self.invented.get(key)
             if made is not None and made[3] == observation and self.entities is not None:
@@ -94,7 +96,7 @@ class QuerySource:
             read = [{"key": [rule.kind, ident], "before": record, "after": record} for ident, record in found[:20]]
             return [CandidateAnswer("query", answer, outcome="success", records=read, notes=[
                 f"the {rule.kind} records whose {compared}: {', '.join(i for i, _ in found[:5])}"])]
-        earlier = self.answered.get(_call(name, arguments))
+        earlier = self.answered.get(call_key(name, arguments))
         if earlier is None:
             made = self._invent(name, rule, arguments)
             if made is not None:
@@ -117,7 +119,9 @@ class QuerySource:
         example = next(iter(self.view.store.of_kind(rule.kind)), None)
         if example is None:
             return None
-        key = _call(name, arguments)
+        key = call_key(name, arguments)
+        if key in self.recorded:  # the evidence answered this very call: the entity is the book's, not unseen
+            return None
         ident = str(self.entities.unseen.fresh_id(rule.kind, example, seeded("query", key)))
         record: dict[str, Any] = {rule.kind: ident}
         for match in given:

@@ -42,7 +42,7 @@ from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
-from worldsmith.sim.sources.unseen import UnseenEntities
+from worldsmith.sim.sources.unseen import UnseenEntities, unechoed
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.record_store import (
     Layout,
@@ -227,7 +227,7 @@ class RecordTracker:
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         value = parse_json(observation)
-        self.texts.append(observation)
+        self.texts.append(unechoed(observation, arguments))
         self._existence(name, arguments, observation)
         if name in self.effectful:  # a call of unknown effect that changed what it named in the evidence
             self.stale.update(str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool))

@@ -39,7 +39,8 @@ from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_json, top_record
 
-__all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "seeded", "slot_id"]
+__all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "seeded", "slot_id",
+           "unechoed"]
 
 LISTED, STORED, UNLISTED = "listed", "stored", "unlisted"
 MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; fewer: the rate pooled over tools
@@ -55,6 +56,15 @@ def mentions(text: str, ident: str) -> bool:
     if not ident:
         return False
     return re.search(rf"(?<!{_WORD}){re.escape(ident)}(?!{_WORD})", text) is not None
+
+
+def unechoed(observation: str, arguments: Mapping[str, Any]) -> str:
+    """What an answer tells beyond its own call: the values of the call's arguments taken out (an error that repeats a
+    made-up id, `user no_such_quux not found`, lists nothing)."""
+    for value in arguments.values():
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
+            observation = re.sub(rf"(?<!{_WORD}){re.escape(str(value))}(?!{_WORD})", " ", observation)
+    return observation
 
 
 def slot_id(text: str, ident: str) -> str:
@@ -143,7 +153,7 @@ class UnseenEntities:
                         votes[item.action][slot_id(item.observation, ident)] += 1
                     if item.action in readers and isinstance(value, dict) and top_record(value, arguments[selector[0]]):
                         examples[item.action].append((value, arguments))
-                seen_text.append(item.observation)
+                seen_text.append(unechoed(item.observation, arguments))
         self._learn_absent(votes)
         self._learn_rates(calls)
         self.schemas = {tool: _Schema(found) for tool, found in examples.items() if found}
