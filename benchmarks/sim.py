@@ -58,8 +58,8 @@ SAMPLES = REPO / "data_samples" / "collected"
 SOURCES = {"alfworld": "alfworld_expert.jsonl", "scienceworld": "scienceworld.jsonl", "bfcl": "bfcl.jsonl"}
 TINY = "tiny:data_samples/models/tiny"
 # (label, world-model kind, with the tiny model)
-METHODS = [("harness", "harness", False), ("harness+tiny", "harness", True),
-           ("harness-schema", "harness-no-book", False), ("harness-schema+tiny", "harness-no-book", True),
+METHODS = [("harness", "harness", False), ("harness+tiny", "harness+llm", True),
+           ("harness-schema", "harness-no-book", False), ("harness-schema+tiny", "harness-no-book+llm", True),
            ("nearest", "nearest", False), ("direct+tiny", "direct", True), ("rag+tiny", "rag", True),
            ("book+tiny", "worldbook-prompt", True)]
 

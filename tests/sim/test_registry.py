@@ -53,10 +53,14 @@ def plugin() -> Iterator[str]:
 
 
 def test_the_built_in_world_models_are_registered_under_one_name_each() -> None:
-    assert world_model_names() == ["harness", "harness-no-book", "harness-no-state", "harness-single-shot",
-                                   "harness-no-fallback", "nearest", "direct", "rag", "worldbook-prompt"]
+    harness_kinds = ["harness", "harness-no-book", "harness-no-state", "harness-single-shot", "harness-no-fallback"]
+    with_model = [f"{kind}+llm" for kind in harness_kinds]
+    assert world_model_names() == [*harness_kinds, *with_model, "nearest", "direct", "rag", "worldbook-prompt"]
     specs = world_models()
-    assert {name for name, spec in specs.items() if spec.llm == "required"} == {"direct", "rag", "worldbook-prompt"}
+    # a method is what it is named: each harness kind without a model, and its `+llm` twin always with one
+    assert {name for name, spec in specs.items() if spec.llm == "required"} == {*with_model, "direct", "rag",
+                                                                               "worldbook-prompt"}
+    assert not [name for name, spec in specs.items() if spec.llm == "optional"]
     assert all(spec.name == name and spec.description for name, spec in specs.items())
 
 

@@ -329,6 +329,34 @@ def test_the_launch_form_checks_a_model_spec_as_the_job_will(tmp_path: Path) -> 
     assert f"no model folder at {(tmp_path / 'missing').resolve()}" in (spec_problem("tiny:missing", tmp_path) or "")
 
 
+def test_the_launch_form_has_harness_llm_chosen_explicitly() -> None:
+    """A model spec no chosen method uses is refused (it would be silently ignored): the harness with a model is
+    `harness+llm`, chosen by name."""
+    from workbench.evaluate.launch import model_use_problem
+
+    assert "harness+llm" in (model_use_problem(["harness", "nearest"], "tiny:m") or "")
+    assert model_use_problem(["harness", "nearest"], "tiny:m", policy_uses_it=True) is None  # the llm policy's model
+    assert model_use_problem(["harness+llm", "nearest"], "tiny:m") is None
+    assert model_use_problem(["harness", "direct"], "tiny:m") is None
+    assert "direct need a model" in (model_use_problem(["harness", "direct"], "") or "")
+    assert model_use_problem(["harness", "nearest"], None) is None
+
+
+def test_the_tables_name_each_methods_model() -> None:
+    report = EvalReport.model_validate({
+        "models": {"harness": {"model": "none", "trained_on": None},
+                   "direct": {"model": "tiny:m", "trained_on": "worldsmith llm train-tiny, 100 steps"}},
+        "cost": {"harness": {"model_calls": 0.0}, "direct": {"model_calls": 1.0}}})
+    cost = tables.cost_frame(report)
+    assert list(cost.columns[:2]) == ["method", "model"]
+    assert dict(zip(cost["method"], cost["model"], strict=True)) == {
+        "harness": "none", "direct": "tiny:m (trained on: worldsmith llm train-tiny, 100 steps)"}
+    board = tables.with_models(pd.DataFrame({"method": ["direct", "harness"], "n": [2, 2]}), report)
+    assert list(board["model"]) == ["tiny:m (trained on: worldsmith llm train-tiny, 100 steps)", "none"]
+    old = EvalReport.model_validate({"config": {"llm_spec": "tiny:m"}, "counts": {"harness": 2, "nearest": 2}})
+    assert tables.model_labels(old) == {"harness": "tiny:m (inferred)", "nearest": "none (inferred)"}
+
+
 def test_a_report_of_both_protocols_reads_side_by_side_and_as_each_alone() -> None:
     cell = {"mean": 0.5, "low": 0.4, "high": 0.6, "n": 10}
     other = {"mean": 0.7, "low": 0.6, "high": 0.8, "n": 10}

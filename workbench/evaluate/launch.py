@@ -20,7 +20,7 @@ from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_comman
 from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
 __all__ = ["BOTH", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "live_envs", "matched_env",
-           "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
+           "model_use_problem", "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
 
 BOTH = "drift + next-obs"  # the default: open loop and teacher forced in one run, reported apart
 PROTOCOLS = [BOTH, "drift", "next-obs", "w2r", "live"]
@@ -42,6 +42,22 @@ def available_methods() -> list[str]:
     from worldsmith.sim import world_model_names
 
     return world_model_names()
+
+
+def model_use_problem(methods: list[str], llm: str | None, *, policy_uses_it: bool = False) -> str | None:
+    """Why the chosen methods and model spec do not go together (None when they do): a spec neither a chosen method
+    nor the policy (`policy_uses_it`: the llm policy of w2r / live) uses would be silently ignored, and a method that
+    needs a model cannot run without one."""
+    from worldsmith.sim import needs_llm, takes_llm
+
+    spec = (llm or "").strip()
+    if spec and not policy_uses_it and not any(takes_llm(method) for method in methods):
+        return ("No chosen method uses the model spec: choose harness+llm (the harness with a model), direct, rag "
+                "or worldbook-prompt, or clear the spec.")
+    missing = [method for method in methods if needs_llm(method)]
+    if missing and not spec:
+        return f"{', '.join(missing)} need a model: give a model spec."
+    return None
 
 
 def held_out_defaults(root: Path, book: str | None, datasets: list[str], dataset: str | None = None) -> dict[str, str]:
@@ -177,14 +193,19 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
                                     + (f"; the dataset holds {envs}" if envs else "")
                                     + (f"; the worldbook simulates {md_escape(match.book_env)}" if match and match.book_env
                                        else ""))
-        chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods")
+        chosen = st.multiselect("Methods", methods, default=default, key="ev_new_methods",
+                                help="A method is what it is named: `harness` never uses a model, `harness+llm` is "
+                                     "the harness with the model spec's tool loop where rules end (as are the "
+                                     "ablations' `+llm` kinds); direct, rag and worldbook-prompt need the model spec. "
+                                     "The report lists each method's model.")
         left, middle, right, last = st.columns(4)
         left.caption(f"worldbook {md_code(book or '(none)')} · dataset {md_code(dataset)}")
         max_episodes = middle.number_input("Episodes (0 = all)", min_value=0, value=0, key="ev_new_episodes")
         max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
         policy = last.selectbox("W2R / live policy", POLICIES, key="ev_new_policy")
         left, middle, right, last = st.columns(4)
-        llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...")
+        llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...",
+                              help="Used only by the methods that use a model (harness+llm, direct, ...).")
         judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
         seed = right.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
         folds = last.number_input("Folds (0 = the worldbook)", min_value=0, value=0, key="ev_new_folds",
@@ -210,6 +231,10 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         return
     if folds == 1 or (not folds and not book):
         st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
+        return
+    unused = model_use_problem(list(chosen), llm, policy_uses_it=policy == "llm" and protocol in ("w2r", "live"))
+    if unused:
+        st.error(md_escape(unused), icon=":material/error:")
         return
     for label, spec in (("Model spec", llm), ("Judge spec", judge)):
         problem = spec_problem(spec, root)

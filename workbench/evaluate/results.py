@@ -114,7 +114,7 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
         errors = report.errors
         if choice == POOLED and any(errors.values()):
             table.insert(2, "errors", table["method"].map(lambda m: errors.get(m, 0)))
-        st.dataframe(table, hide_index=True, key="ev_leaderboard")
+        st.dataframe(tables.with_models(table, report), hide_index=True, key="ev_leaderboard")
         small = tables.small_sample_caption(methods)
         if small:
             st.warning(md_escape(small), icon=":material/scatter_plot:")

@@ -18,6 +18,8 @@ __all__ = [
     "METRIC_COLUMNS",
     "metric_columns",
     "action_kind",
+    "model_labels",
+    "with_models",
     "compare_runs_frame",
     "cost_frame",
     "divergence_frame",
@@ -191,9 +193,26 @@ def dropped_frame(report: EvalReport) -> pd.DataFrame:
 
 
 def cost_frame(report: EvalReport) -> pd.DataFrame:
-    """Mean cost per record and method (model calls, tokens, latency, money)."""
+    """Mean cost per record and method (model calls, tokens, latency, money), with the model each method used."""
     rows = [{"method": method, **row.model_dump(exclude_unset=True)} for method, row in report.cost.items()]
-    return pd.DataFrame(rows)
+    return with_models(pd.DataFrame(rows), report)
+
+
+def model_labels(report: EvalReport) -> dict[str, str]:
+    """Per method the model it used as one label: the spec (and what it was trained on, where its folder says) or
+    "none"; an older run's, inferred from its configuration, says so."""
+    return {method: used.model + (f" (trained on: {used.trained_on})" if used.trained_on else "")
+            + ("" if used.recorded else " (inferred)") for method, used in report.method_models().items()}
+
+
+def with_models(table: pd.DataFrame, report: EvalReport) -> pd.DataFrame:
+    """`table` (a `method` column) with a `model` column beside it: which model each row's method used."""
+    if table.empty or "method" not in table.columns:
+        return table
+    labels = model_labels(report)
+    out = table.copy()
+    out.insert(list(out.columns).index("method") + 1, "model", out["method"].map(lambda m: labels.get(m, "none")))
+    return out
 
 
 def _ratio_cell(mean: float | None, low: float | None, high: float | None, trajectories: int | None) -> str:

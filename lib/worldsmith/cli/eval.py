@@ -5,6 +5,7 @@
         [--judge SPEC] [--drop-leaked] --out RUN [--json]
     worldsmith eval --book toolshop --dataset toolshop --split test --protocol live --policy probing --out RUN
     worldsmith eval --dataset alfworld --folds 5 --methods harness,nearest --out RUN --json   # cross-fitted
+    worldsmith eval --book bfcl --dataset bfcl --methods harness,harness+llm,direct --llm SPEC --out RUN
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
     worldsmith eval metrics [--json]   # the per-record metrics every run scores (built-in and `@metric` plug-ins)
@@ -13,6 +14,9 @@ By default a run scores open loop (drift: the model acts on its own answers, as 
 forced (next-obs: each turn after the real prefix) together and reports both, open loop first; `--protocol`
 picks one. `live` lets a policy act in the real environment (where one is registered for the episodes' tasks)
 and scores the model, running open loop on the same actions, against each real observation.
+
+`--llm` reaches only the methods that use a model (`harness+llm`, `direct`, ...): `harness` stays the harness
+without one, and the report names each method's model (spec and what it was trained on) or none.
 
 Progress goes to standard error; the result (or with --json one JSON object) to standard output.
 """
@@ -73,14 +77,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--drop-leaked", action="store_true",
                         help="leave leaked episodes out (the report names them and why) instead of refusing the run")
     parser.add_argument("--methods", default="harness,nearest",
-                        help="comma-separated: " + ", ".join(world_model_names()) + " (default: harness,nearest)")
+                        help="comma-separated: " + ", ".join(world_model_names()) + " (default: harness,nearest; "
+                             "`harness` never uses a model: choose `harness+llm` for the harness with the --llm "
+                             "model's tool loop)")
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--protocol", choices=PROTOCOLS,
                         help=f"one protocol alone (default: {' and '.join(DEFAULT_PROTOCOLS)} together)")
     chosen.add_argument("--protocols", type=_csv, metavar="P,Q",
                         help="several protocols, each reported apart, open loop first: " + ", ".join(PROTOCOLS))
     parser.add_argument("--policy", default="expert", choices=POLICY_CHOICES, help="W2R and live policy")
-    parser.add_argument("--llm", metavar="SPEC", help="model spec (or models.toml name) of the model methods")
+    parser.add_argument("--llm", metavar="SPEC", help="model spec (or models.toml name) of the methods that use a model "
+                                                      "(direct, rag, worldbook-prompt, harness+llm, ...); the "
+                                                      "report names each method's model or none")
     parser.add_argument("--judge", metavar="SPEC", help="model spec of the LLM judge (default: no judge)")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
     parser.add_argument("--seed", type=int, default=0)
@@ -209,6 +217,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         emit_json({"run": config.name, "directory": str(run.directory), "protocol": config.primary,
                    "protocols": config.protocols, "fingerprint": run.fingerprint, "computed": run.computed,
                    "reused": run.reused, "records": len(run.records), "methods": written["methods"],
+                   "models": {m: e.model_dump(mode="json") for m, e in report.method_models().items()},
                    "pairs": written["pairs"], "cost": written["cost"], "w2r": written.get("w2r"),
                    "by_protocol": {p: _protocol_json(report, p) for p in report.protocol_names()},
                    "leakage": written["leakage"],
@@ -242,6 +251,9 @@ def _print_report(report: EvalReport) -> None:
         print(f"  dropped {dropped.count} leaked episodes: "
               + "; ".join(f"{episode} ({', '.join(why)})" for episode, why in list(dropped.episodes.items())[:5])
               + (" ..." if dropped.count > 5 else ""))
+    for method, used in report.method_models().items():
+        print(f"  {method:<20} model {used.model}" + (f" (trained on: {used.trained_on})" if used.trained_on else "")
+              + ("" if used.recorded else " (inferred: not recorded by this run)"))
     for fold in report.folds:
         print(f"  fold {fold.fold}: book {fold.book}@{fold.book_version} built from "
               f"{fold.construction_episodes} episodes, evaluated on {fold.episodes}")

@@ -40,6 +40,7 @@ from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
 from worldsmith.sim.registry import needs_llm as _needs_llm
+from worldsmith.sim.registry import takes_llm as _takes_llm
 from worldsmith.sim.simenv import SimEnv
 from worldsmith.traces.model import Action, Episode
 from worldsmith.util.errors import BadInputError
@@ -58,8 +59,10 @@ __all__ = [
     "live_episode",
     "make_method",
     "method_kind",
+    "method_models",
     "needs_llm",
     "next_obs_records",
+    "takes_llm",
     "w2r_record",
     "with_handovers",
 ]
@@ -84,6 +87,24 @@ def method_kind(method: str) -> str:
 
 def needs_llm(method: str) -> bool:
     return _needs_llm(method_kind(method))
+
+
+def takes_llm(method: str) -> bool:
+    """Whether the method declares it uses a model: only such a method is given the run's model."""
+    return _takes_llm(method_kind(method))
+
+
+NO_MODEL = "none"
+
+
+def method_models(methods: Sequence[str], llm_spec: str | None) -> dict[str, dict[str, str | None]]:
+    """Per method the model it used: `model` (the spec, or "none") and `trained_on` (from the model folder's training
+    record, where it has one). A method gets the run's model only when it declares it uses one (`takes_llm`)."""
+    from worldsmith.llm.provenance import trained_on
+
+    trained = trained_on(llm_spec)
+    return {method: ({"model": llm_spec, "trained_on": trained} if llm_spec and takes_llm(method)
+                     else {"model": NO_MODEL, "trained_on": None}) for method in methods}
 
 
 class UsageMeter:
@@ -121,13 +142,14 @@ class UsageMeter:
 
 
 def make_method(method: str, book: Worldbook, *, llm: LLM | None = None, **options: Any) -> WorldModel:
-    """The world model a method name stands for; model methods need `llm`, the harness uses it when given."""
+    """The world model a method name stands for; model methods need `llm`, a method that uses none never gets it
+    (`harness` is the harness without a model, whatever the run gives the others; `harness+llm` has one)."""
     kind = method_kind(method)
     if _needs_llm(kind) and llm is None:
         raise BadInputError(f"method {method!r} needs a model: give an LLM spec (--llm)")
     if kind == "nearest":
         options = {k: v for k, v in options.items() if k == "k"}
-    return make_world_model(kind, book, llm=llm, **options)
+    return make_world_model(kind, book, llm=llm if _takes_llm(kind) else None, **options)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sa
 from worldsmith.evals.metrics import METRICS, metric_names
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.evals.protocols import OPEN_LOOP
+from worldsmith.evals.report_model import EvalReport
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 from worldsmith.worldbook.leakage_report import LeakageReport
 
@@ -328,6 +329,15 @@ def _both(report: dict[str, Any]) -> list[str]:
               if pairs else [])]
 
 
+def _models_line(report: dict[str, Any]) -> str:
+    """Each method's model (its spec, or none) and what it was trained on, where the model folder says."""
+    models = EvalReport.model_validate({k: report[k] for k in ("models", "config", "counts") if k in report}
+                                       ).method_models()
+    return "; ".join(f"{method} `{entry.model}`" + (f" (trained on: {entry.trained_on})" if entry.trained_on else "")
+                     + ("" if entry.recorded else " (inferred: not recorded by this run)")
+                     for method, entry in models.items())
+
+
 def _header(report: dict[str, Any]) -> list[str]:
     """The run in a few lines: protocol, books, dataset, methods, models, intervals, leakage."""
     config = report["config"]
@@ -342,7 +352,7 @@ def _header(report: dict[str, Any]) -> list[str]:
             f"dataset `{config.get('dataset')}`" + (f" split `{config['split']}`" if config.get("split") else ""),
             f"- methods: {', '.join(report['counts'])}; episodes: {report['episodes']}; "
             f"records per method: {', '.join(f'{m} {n}' for m, n in report['counts'].items())}",
-            f"- model: `{config.get('llm') or 'none'}`; judge: `{report.get('judge') or 'none'}`",
+            f"- model per method: {_models_line(report)}; judge: `{report.get('judge') or 'none'}`",
             f"- intervals: 95% paired bootstrap over episodes, {report['bootstrap']['resamples']} resamples, "
             f"seed {report['bootstrap']['seed']}; fingerprint `{report['fingerprint'][:16]}`",
             f"- leakage check: {'ok' if report['leakage'].get('ok') else 'see report.json'}"

@@ -22,6 +22,7 @@ __all__ = [
     "FidelityPoint",
     "FoldSummary",
     "JudgeStats",
+    "MethodModel",
     "MetricCell",
     "PairCell",
     "ProtocolBlock",
@@ -96,6 +97,26 @@ class JudgeStats(_Open):
     records: int = 0
     valid: int = 0
     invalid: int = 0
+
+
+class MethodModel(_Open):
+    """The model a method used: its spec or "none", what it was trained on (where its folder says), and whether the
+    run recorded it (False: a run made before reports named each method's model, read back by the rule of its time)."""
+
+    model: str = "none"
+    trained_on: str | None = None
+    recorded: bool = True
+
+
+def _legacy_model_use(method: str) -> bool:
+    """Whether a run made before per-method models were recorded gave `method` its model: every model method and
+    every harness kind (the harness then ran a model's tool loop under its plain name)."""
+    from worldsmith.evals.protocols import needs_llm  # on use: the report model stays light to import
+
+    try:
+        return method.startswith("harness") or needs_llm(method)
+    except ValueError:  # a plug-in no longer registered: its name alone does not say
+        return False
 
 
 class BootstrapSettings(_Open):
@@ -174,6 +195,17 @@ class EvalReport(ProtocolBlock):
     folds: list[FoldSummary] = Field(default_factory=list)
     excluded: dict[str, int] = Field(default_factory=dict, description="Episodes left out before the run, by why "
                                      "(`dialogue_only`: no tool turn to predict).")
+    models: dict[str, MethodModel] = Field(default_factory=dict, description="Per method the model it used "
+                                           "(absent in reports written before it was recorded).")
+
+    def method_models(self) -> dict[str, MethodModel]:
+        """Per method the model it used; for an older report, inferred from its configuration (`recorded` False)."""
+        if self.models:
+            return self.models
+        spec = self.config.get("llm_spec") or self.config.get("llm")
+        methods = list(self.counts) or list(self.config.get("methods") or [])
+        return {method: MethodModel(model=spec, recorded=False) if spec and _legacy_model_use(method)
+                else MethodModel(recorded=False) for method in methods}
 
     def protocol_names(self) -> list[str]:
         """The run's protocols, primary first (a run of one protocol: that one)."""

@@ -37,6 +37,7 @@ from worldsmith.evals.config import EvalConfig
 from worldsmith.evals.eval_records import Journal, UnitKey, records_frame, write_records
 from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.inputs import Inputs, Part, digest, fold_summary, load_inputs
+from worldsmith.evals.protocols import method_models
 from worldsmith.evals.report import build_report, write_report
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
@@ -218,7 +219,8 @@ def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journa
     frame = records_frame(rows)
     judge_spec = opened.provenance["judge_spec"]
     extra = {**({"judge_usage": _judge_usage(journal, tally.order)} if judge_spec else {}),
-             **({"folds": fold_summary(inputs.parts)} if config.folds else {}), "excluded": inputs.excluded}
+             **({"folds": fold_summary(inputs.parts)} if config.folds else {}), "excluded": inputs.excluded,
+             "models": method_models(config.methods, opened.provenance["llm_spec"])}
     provenance = {k: opened.provenance[k] for k in ("dataset_revision", "code_version", "llm_spec")}
     report = build_report(
         frame, run=config.name, protocol=config.primary, protocols=list(config.protocols or ()),

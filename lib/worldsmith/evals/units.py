@@ -32,10 +32,9 @@ from worldsmith.evals.protocols import (
     drift_records,
     live_episode,
     make_method,
-    method_kind,
-    needs_llm,
     next_obs_records,
     real_outcome,
+    takes_llm,
     w2r_record,
 )
 from worldsmith.traces.model import Episode
@@ -97,7 +96,7 @@ class UnitComputer:
         key = (part.fold, method)
         if key not in self.models:
             llm = None
-            if self.llm_spec and (needs_llm(method) or method_kind(method).startswith("harness")):
+            if self.llm_spec and takes_llm(method):  # only a method that declares a model gets one
                 if self.shared_llm is None:
                     from worldsmith.llm.tracked import open_llm
 

@@ -2,15 +2,19 @@
 
 Canonical names, with the deprecated aliases that still resolve to them:
 
-    harness              the full harness
+    harness              the full harness, no model
     harness-no-book      ablation without worldbook knowledge (was `harness-schema`, `harness_schema_only`)
     harness-no-state     ablation without persistent state
     harness-single-shot  ablation without the tool loop
     harness-no-fallback  ablation without memory or nearest-evidence fallbacks
+    harness+llm, ...     each harness kind above with a model's tool loop where rules end (`<kind>+llm`)
     nearest              nearest evidence (was `nearest_evidence`)
     direct               a model prompted with the history
     rag                  a model with retrieved evidence (was `trace_rag`)
     worldbook-prompt     a model with the rendered worldbook (was `book`, `worldbook_prompting`)
+
+A harness kind is registered twice, without and with a model: a method is what it is named, so `harness` never
+gets a model (not even in a run whose `--llm` is there for `direct`) and `harness+llm` always has one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from worldsmith.sim.harness import Harness, HarnessConfig
 from worldsmith.sim.registry import make_world_model, world_model
 from worldsmith.worldbook.model import Worldbook
 
-__all__ = ["DEFAULT_WORLD_MODEL", "make_world_model"]
+__all__ = ["DEFAULT_WORLD_MODEL", "WITH_MODEL", "make_world_model"]
 
 DEFAULT_WORLD_MODEL = "harness"
 
@@ -38,21 +42,25 @@ def _harness(ablation: dict[str, Any]) -> Any:
     return build
 
 
-world_model("harness", llm="optional",
-            description="the world-model harness: rules over tracked state, a model's tool loop (if given) where "
-                        "rules end, else episode memory and nearest evidence")(_harness({}))
-world_model("harness-no-book", llm="optional", aliases=("harness-schema", "harness_schema_only"),
-            description="ablation: the harness without worldbook knowledge (schema and state tracking only)",
-            )(_harness({"knowledge": False}))
-world_model("harness-no-state", llm="optional",
-            description="ablation: the harness with no persistent state (each step starts empty)",
-            )(_harness({"persistent_state": False}))
-world_model("harness-single-shot", llm="optional",
-            description="ablation: the harness whose model submits at once instead of using tools",
-            )(_harness({"max_tool_steps": 0}))
-world_model("harness-no-fallback", llm="optional",
-            description="ablation: the harness without memory or nearest-evidence fallbacks",
-            )(_harness({"fallback": False}))
+WITH_MODEL = "+llm"  # the suffix of a harness kind that runs a model's tool loop where rules end
+_HARNESS_KINDS: tuple[tuple[str, dict[str, Any], str, tuple[str, ...]], ...] = (
+    ("harness", {}, "the world-model harness: rules over tracked state, then episode memory and nearest evidence",
+     ()),
+    ("harness-no-book", {"knowledge": False},
+     "ablation: the harness without worldbook knowledge (schema and state tracking only)",
+     ("harness-schema", "harness_schema_only")),
+    ("harness-no-state", {"persistent_state": False},
+     "ablation: the harness with no persistent state (each step starts empty)", ()),
+    ("harness-single-shot", {"max_tool_steps": 0},
+     "ablation: the harness whose model submits at once instead of using tools", ()),
+    ("harness-no-fallback", {"fallback": False},
+     "ablation: the harness without memory or nearest-evidence fallbacks", ()),
+)
+for _name, _ablation, _description, _aliases in _HARNESS_KINDS:
+    world_model(_name, description=f"{_description} (no model)", aliases=_aliases)(_harness(_ablation))
+for _name, _ablation, _description, _aliases in _HARNESS_KINDS:
+    world_model(f"{_name}{WITH_MODEL}", llm="required",
+                description=f"{_description}, with a model's tool loop where rules end")(_harness(_ablation))
 
 
 @world_model("nearest", aliases=("nearest_evidence",),
