@@ -240,7 +240,8 @@ def test_knowable_turns_beside_all_turns_and_the_novel_share(empty_root: Path) -
     assert pooled.loc["nearest", "novel share"] == "0.200 [0.150, 0.250]"
     assert ("env: alfworld/pick", "harness") in table.index
     board = frame_with(at, "exact_match")
-    assert list(board.columns[:5]) == ["method", "n", "exact_match", "exact_match_knowable", "novel_share"]
+    assert list(board.columns[:6]) == ["method", "model", "n", "exact_match", "exact_match_knowable", "novel_share"]
+    assert set(board["model"]) == {"none (inferred)"}  # a run that did not record its models, with no model given
 
     no_exception(at.selectbox(key="ev_run").set_value("old-d").run())
     assert not any("exact match (knowable, teacher forced)" in df.value.columns for df in at.dataframe)
