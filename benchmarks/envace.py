@@ -379,7 +379,7 @@ def _probe_costs(repeats: int, model_path: Path, drafts: Sequence[int]) -> dict[
 
     model, tokenizer = load_policy(model_path, device="cpu")
     model.eval()
-    samples = probe_transitions(_episodes(), tokenizer, n=16)
+    samples = probe_transitions(_episodes(), tokenizer, n=16).samples
     arms = _lookup_arms(drafts)
     times: dict[str, list[float]] = {name: [] for name in arms}
     texts: dict[str, list[str]] = {}

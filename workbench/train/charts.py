@@ -14,6 +14,7 @@ __all__ = [
     "compare_figure",
     "fidelity_figure",
     "loss_figure",
+    "probe_label",
     "reward_figure",
     "sweep_heatmap",
     "throughput_figure",
@@ -65,10 +66,24 @@ def alignment_figure(frame: pd.DataFrame) -> go.Figure:
     return figure
 
 
-def fidelity_figure(frame: pd.DataFrame, threshold: float | None = None) -> go.Figure:
-    """The probe's rehearsal fidelity per probe step; drift flagged in red, the switch threshold dashed."""
+def probe_label(source: str | None, split: str | None) -> str:
+    """What the probe's episodes were, truthfully: "held-out (split test)", "training episodes", or, for a run that
+    did not record it, that it is not known."""
+    if source == "train":
+        return "training episodes"
+    if source == "holdout":
+        return f"held-out ({split or 'last episodes by id'})"
+    if source == "held-out":
+        return f"held-out (split {split})" if split else "held-out (split not recorded)"
+    return "probe episodes not recorded"
+
+
+def fidelity_figure(frame: pd.DataFrame, threshold: float | None = None, probe: str = "probe episodes not recorded"
+                    ) -> go.Figure:
+    """The probe's rehearsal fidelity per probe step, titled with what it probed (`probe_label`); drift flagged in
+    red, the switch threshold dashed."""
     figure = _lines(frame, {"rehearsal_fidelity": "fidelity", "fidelity_exact_match": "exact match",
-                            "fidelity_edit_similarity": "edit similarity"}, "Rehearsal fidelity (held-out probe)",
+                            "fidelity_edit_similarity": "edit similarity"}, f"Rehearsal fidelity ({probe})",
                     dash={"fidelity_exact_match": "dot", "fidelity_edit_similarity": "dash"})
     if "drift" in frame and "rehearsal_fidelity" in frame:
         drifted = frame[frame["drift"].fillna(False).astype(bool) & frame["rehearsal_fidelity"].notna()]

@@ -30,11 +30,12 @@ from workbench.train.runs import runs_root
 from worldsmith.envace import DEFAULT_MODEL, ConfigError, EnvACEConfig, resolve_path
 from worldsmith.util import atomic_write_bytes
 
-__all__ = ["NOTICE", "config_from_values", "render_run_form", "render_sweep_form", "sweep_config_from_values"]
+__all__ = ["FROM_DATA", "NOTICE", "config_from_values", "render_run_form", "render_sweep_form", "sweep_config_from_values"]
 
 NOTICE = "tr_launch_notice"
 DEFAULT_DATA = "data_samples/collected/bfcl.jsonl"
 FILES = "(JSONL files)"
+FROM_DATA = "(the data's environment)"  # data.env follows the episodes' environment id unless one is named
 
 
 def config_from_values(values: dict[str, Any], workspace: str | Path | None = None) -> EnvACEConfig:
@@ -47,7 +48,8 @@ def config_from_values(values: dict[str, Any], workspace: str | Path | None = No
         "model": str(resolve_path(str(values.get("model") or DEFAULT_MODEL), workspace).resolve()),
         "data": {"dataset": dataset if dataset and dataset != FILES else None,
                  "paths": [] if dataset and dataset != FILES else paths,
-                 "split": values.get("split") or None, "env": values.get("env") or None,
+                 "split": values.get("split") or None,
+                 "env": None if values.get("env") in (None, "", FROM_DATA) else values["env"],
                  "max_seq_len": int(values.get("max_seq_len", 512))},
         "objective": values.get("objective", "joint"),
         "lam": float(values.get("lam", 1.0)),
@@ -166,7 +168,9 @@ def render_run_form(root: Path, datasets: list[str], books: list[str], envs: lis
         threads = last.number_input("CPU threads (0 = default)", min_value=0, value=1, key="tr_threads")
         with st.expander("GRPO and rollouts"):
             left, middle, right, last = st.columns(4)
-            env = left.selectbox("Real environment", envs, key="tr_env")
+            env = left.selectbox("Real environment", [FROM_DATA, *envs], key="tr_env",
+                                 help="Rollouts, rewards and error answers; by default the environment of the "
+                                      "episodes' ids (a dataset of another API is not trained as BFCL)")
             rollout_source = middle.selectbox("Rollout source", ["real", "imagined", "worldbook", "cache"],
                                               key="tr_rollout_source")
             worldbook = right.selectbox("Worldbook (worldbook source)", ["", *books], key="tr_worldbook")

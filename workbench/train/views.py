@@ -23,6 +23,7 @@ from workbench.train.charts import (
     compare_figure,
     fidelity_figure,
     loss_figure,
+    probe_label,
     reward_figure,
     sweep_heatmap,
     throughput_figure,
@@ -96,7 +97,14 @@ def _curves(run: TrainRun) -> None:
     if any(column in frame for column in ("pg_align_act", "pg_align_rehearse")):
         st.plotly_chart(alignment_figure(frame), key=f"tr_align_{run.name}")
     if "rehearsal_fidelity" in frame:
-        st.plotly_chart(fidelity_figure(frame, threshold), key=f"tr_fidelity_{run.name}")
+        probes = probe_examples(run.path)
+        last = probes[-1] if probes else dict(run.summary or {}, source=(run.summary or {}).get("probe_source"),
+                                              split=(run.summary or {}).get("probe_split"))
+        st.plotly_chart(fidelity_figure(frame, threshold, probe_label(last.get("source"), last.get("split"))),
+                        key=f"tr_fidelity_{run.name}")
+        if probes and "skipped_for_length" in last:
+            st.caption(f"Probe items used: {last.get('n')}; skipped for length (prompt + real response longer than "
+                       f"max_seq_len, so no whole reference to score): {last['skipped_for_length']}.")
         if "drift" in frame and frame["drift"].fillna(False).astype(bool).any():
             steps = frame.loc[frame["drift"].fillna(False).astype(bool), "step"].tolist()
             st.warning(f"Rehearsal drift flagged at step(s) {md_escape(', '.join(map(str, steps)))}: the probe fell "

@@ -1,7 +1,8 @@
 """`worldsmith envace train|sweep|eval`: train agents that rehearse their environment, sweep their knobs, evaluate them.
 
 `train --config FILE [--out DIR] [--json]` runs (or resumes) one EnvACE run and prints its summary
-(the JSON carries act_loss_first/last, rehearse_loss_first/last, rehearsal_fidelity, ...);
+(the JSON carries act_loss_first/last, rehearse_loss_first/last, rehearsal_fidelity, probe_source, probe_split,
+and data.probe_transitions / probe_skipped_for_length: what the probe scored and what was too long to score);
 progress goes to stderr. `sweep --config FILE [--address ADDR] [--num-cpus N]` runs a grid of
 trials through Ray Tune. `runs [--json]` lists the workspace's runs with their state (a run whose
 process is gone reads `stopped`). `eval` is `worldsmith.cli.envace_eval`.
@@ -94,6 +95,10 @@ def run_train(args: argparse.Namespace) -> int:
         first, last = data[f"{role}_loss_first"], data[f"{role}_loss_last"]
         if first is not None:
             print(f"  {role:<9} loss {first:.4f} -> {last:.4f}")
+    probed = "training episodes" if data["probe_source"] == "train" else f"held-out: {data['probe_split']}"
+    counts = data.get("data") or {}
+    print(f"  probe on {probed}: {counts.get('probe_transitions', 0)} items used, "
+          f"{counts.get('probe_skipped_for_length', 0)} skipped for length (reference longer than max_seq_len)")
     if data["rehearsal_fidelity"] is not None:
         print(f"  rehearsal fidelity ({config.probe.metric}) {data['rehearsal_fidelity']:.4f}"
               + ("  DRIFT" if data["drift"] else ""))

@@ -73,7 +73,8 @@ class DataConfig(BaseModel):
     dataset: str | None = Field(default=None, description="workspace dataset name")
     paths: list[str] = Field(default_factory=list, description="JSONL files of episodes (worldsmith format)")
     split: str | None = Field(default=None, description="split of the dataset to train on")
-    env: str | None = Field(default="bfcl", description="registered real environment (rollouts, rewards, errors)")
+    env: str | None = Field(default=None, description="registered real environment (rollouts, rewards, errors); "
+                            "default: the one of the episodes' environment id (`bfcl/...` -> bfcl)")
     max_episodes: int | None = Field(default=None, ge=1)
     max_seq_len: int = Field(default=1024, ge=64, description="tokens per packed episode chunk")
     tool_detail: Literal["names", "signatures", "full"] = "signatures"
@@ -144,8 +145,14 @@ class ProbeConfig(BaseModel):
                                     description="fidelity the probe must reach before switching to imagined")
     switch_to_imagined: bool = False
     drift_tolerance: float = Field(default=0.1, ge=0.0, description="a drop below the best probe that flags drift")
-    holdout: int = Field(default=0, ge=0, description="training episodes held out for the probe when no probe "
-                         "data is given (the last ones by id); 0 and no probe data: probe training transitions")
+    holdout: int = Field(default=0, ge=0, description="episodes held out of training for the probe when no probe "
+                         "data is given (the last ones by id); 0: the data's test/validation split, else a "
+                         "`holdout_share` of its trajectory families")
+    holdout_share: float = Field(default=0.2, gt=0.0, lt=1.0, description="share of the trajectory families held "
+                                 "out of training for the probe when the data has no test/validation split")
+    source: Literal["held-out", "train"] = Field(
+        default="held-out", description="held-out: the probe never sees a training episode; train: probe training "
+        "transitions (a fit check, labelled as such)")
     max_new_tokens: int = Field(default=96, ge=1)
 
 

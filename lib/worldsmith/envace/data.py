@@ -359,6 +359,7 @@ class DualRoleSample:
     exchange: int  # index of the exchange in the transcript
     invalid: bool = False  # a corrupted call's rehearse sample
     action: str = ""  # the action this target is (act) or answers (rehearse)
+    truncated: bool = False  # the target was cut to fit `max_seq_len`: no reference to score a rehearsal against
 
     @property
     def role_id(self) -> int:
@@ -564,10 +565,12 @@ def _pack_transcript(
         builder.agent(action, ROLE_ACT)
         if header is not None and response is not None:
             room = max(2, max_seq_len - len(stream) - len(header) - len(fmt.observation("")))
-            response = _fit(response, room, fmt.eos_id)
-            prompt = builder.segment(header, response)
-            stream.samples.append(DualRoleSample("rehearse", prompt, response, transcript.episode_id,
-                                                 exchange.turn, index, action=exchange.action))
+            fitted = _fit(response, room, fmt.eos_id)
+            prompt = builder.segment(header, fitted)
+            stream.samples.append(DualRoleSample("rehearse", prompt, fitted, transcript.episode_id, exchange.turn,
+                                                 index, action=exchange.action,
+                                                 truncated=len(fitted) < len(response)
+                                                 or len(prompt) + len(fitted) > max_seq_len))
     if builder is not None:
         streams.append(builder.stream)
     return streams

@@ -1,6 +1,7 @@
 """Keeping rehearsal honest: rehearse held-out real transitions and score them against the real responses.
 
-The probe teacher-forces the real history (the rehearse prompt of each held-out transition),
+The probe never scores a truncated reference: a transition whose prompt + real response does not fit
+`max_seq_len` is skipped and counted (`ProbeSet.skipped_for_length`). The probe teacher-forces the real history (the rehearse prompt of each held-out transition),
 lets the model rehearse the environment's answer greedily, and scores it with the evaluation
 metrics (exact match, token F1, normalised edit similarity: `worldsmith.evals.metrics`, else the
 simulator's `worldsmith.sim.scoring`; one implementation each, never a copy here). The trainer
@@ -11,6 +12,7 @@ threshold, and flags drift when it falls back.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from worldsmith.envace.data import ROLE_REHEARSE, ChatFormat, DualRoleSample, build_samples
@@ -18,7 +20,7 @@ from worldsmith.envace.generate import SegmentDecoder
 from worldsmith.llm.prompt_lookup import PromptLookup
 from worldsmith.traces.model import Episode
 
-__all__ = ["METRICS", "metric_functions", "probe_transitions", "rehearsal_fidelity"]
+__all__ = ["METRICS", "ProbeSet", "metric_functions", "probe_transitions", "rehearsal_fidelity"]
 
 METRICS = ("exact_match", "token_f1", "edit_similarity")
 
@@ -30,16 +32,31 @@ def metric_functions() -> dict[str, Callable[[str, str], float]]:
     return {name: getattr(metrics, name) for name in METRICS}
 
 
+@dataclass
+class ProbeSet:
+    """The probe's real transitions, and how many were left out because prompt + reference did not fit
+    `max_seq_len` (their reference was cut: a rehearsal scored against `{"` measures nothing)."""
+
+    samples: list[DualRoleSample]
+    skipped_for_length: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {"probe_transitions": len(self.samples), "probe_skipped_for_length": self.skipped_for_length}
+
+
 def probe_transitions(
     episodes: Iterable[Episode], tokenizer: Any, config: Any | None = None, *, n: int = 16
-) -> list[DualRoleSample]:
-    """`n` rehearse samples of real tool steps, spread evenly over the episodes' transitions."""
-    samples = [sample for sample in build_samples(episodes, tokenizer, config)
-               if sample.role == "rehearse" and not sample.invalid and sample.turn is not None]
-    if len(samples) <= n:
-        return samples
-    step = len(samples) / n
-    return [samples[int(index * step)] for index in range(n)]
+) -> ProbeSet:
+    """`n` rehearse samples of real tool steps whose whole reference fits, spread evenly over the episodes'
+    transitions; the ones that do not fit are skipped and counted."""
+    candidates = [sample for sample in build_samples(episodes, tokenizer, config)
+                  if sample.role == "rehearse" and not sample.invalid and sample.turn is not None]
+    samples = [sample for sample in candidates if not sample.truncated]
+    skipped = len(candidates) - len(samples)
+    if len(samples) > n:
+        step = len(samples) / n
+        samples = [samples[int(index * step)] for index in range(n)]
+    return ProbeSet(samples, skipped)
 
 
 def rehearsal_fidelity(

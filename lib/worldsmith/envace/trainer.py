@@ -82,6 +82,7 @@ class TrainSummary:
     drift: bool = False
     switched_at: int | None = None
     probe_source: str = "none"
+    probe_split: str = ""  # the split (or share of families) the probe's episodes came from
     fingerprint: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -124,6 +125,9 @@ class Trainer:
             raise BadInputError(f"batch_size ({config.batch_size}) must be at least the number of processes "
                              f"({self.parallel.world}): each takes a share of every step's batch")
         episodes = split_episodes(config)
+        if episodes.env != config.data.env:  # data.env follows the episodes: the run's config.json says which
+            config = self.config = config.model_copy(
+                update={"data": config.data.model_copy(update={"env": episodes.env})})
         torch.manual_seed(config.seed)
         self.model, self.tokenizer = load_policy(resolve_path(config.model, config.workspace), device=str(self.device),
                                                  dtype=config.dtype, lora=config.lora)
@@ -264,6 +268,7 @@ class Trainer:
             drift=self.state.drift,
             switched_at=self.state.switched_at,
             probe_source=self.data.episodes.probe_source,
+            probe_split=self.data.episodes.probe_split,
             fingerprint=_fingerprint(config),
             data=self.data.counts(),
         )
@@ -311,7 +316,9 @@ class Trainer:
         diagnostic = self._diagnostic_losses()
         if self.is_main:
             self.store.append_probe({"step": self.state.step, "metric": probe.metric, "value": value, "drift": drift,
-                                     "source": self.data.episodes.probe_source, **result})
+                                     "source": self.data.episodes.probe_source,
+                                     "split": self.data.episodes.probe_split,
+                                     "skipped_for_length": self.data.probe.skipped_for_length, **result})
         row: dict[str, Any] = {
             "rehearsal_fidelity": rounded(value), "drift": drift,
             "act_loss_eval": rounded(diagnostic.get("act")), "rehearse_loss_eval": rounded(diagnostic.get("rehearse")),
