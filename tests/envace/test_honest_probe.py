@@ -53,7 +53,7 @@ def test_with_the_defaults_a_model_that_rehearses_nothing_scores_zero_on_held_ou
         tmp_path: Path, tokenizer: Any, monkeypatch: pytest.MonkeyPatch, max_seq_len: int) -> None:
     config = small_config(tmp_path, **{"probe.n_transitions": 16, "data.max_seq_len": max_seq_len})
     episodes = split_episodes(config)  # the default probe: no probe data, no holdout count
-    assert episodes.probe_source == "held-out" and "held-out trajectory famil" in episodes.probe_split
+    assert episodes.probe_source == "held-out" and episodes.probe_split == "1 of 6 trajectory families"
     train_ids, probe_ids = {e.id for e in episodes.train}, {e.id for e in episodes.probe}
     assert probe_ids and not train_ids & probe_ids  # never a training episode
     assert not {trajectory_family(e) for e in episodes.train} & {trajectory_family(e) for e in episodes.probe}

@@ -54,7 +54,7 @@ def _train(out: Path, **overrides) -> Path:
     from worldsmith.envace.config import EnvACEConfig
     from worldsmith.envace.trainer import Trainer
 
-    raw = {"model": str(TINY), "data": {"paths": [str(BFCL)], "max_seq_len": 512}, "steps": 3, "batch_size": 1,
+    raw = {"model": str(TINY), "data": {"paths": [str(BFCL)], "max_seq_len": 1024}, "steps": 3, "batch_size": 1,
            "threads": 1, "probe": {"every": 2, "n_transitions": 3, "max_new_tokens": 12}, "out": str(out)}
     raw.update(overrides)
     Trainer(EnvACEConfig.from_dict(raw)).train(resume=False)
@@ -94,7 +94,9 @@ def test_a_run_shows_its_curves_and_rehearsed_beside_real(with_runs: Path) -> No
     assert loss["act"]["x"] == [row["step"] for row in logged]
     assert loss["act"]["y"] == pytest.approx([row["act_loss"] for row in logged])
     assert "rehearse" in loss
-    fidelity = {trace["name"]: trace for trace in shown["Rehearsal fidelity (held-out probe)"]["data"]}
+    # the probe's episodes are held out of training by default, and the chart says which
+    fidelity = {trace["name"]: trace
+                for trace in shown["Rehearsal fidelity (held-out (1 of 6 trajectory families))"]["data"]}
     assert fidelity["fidelity"]["x"] == [row["step"] for row in metrics if "rehearsal_fidelity" in row] == [2, 3]
     summary = json.loads((with_runs / "runs/envace/tiny-joint/summary.json").read_text())
     table = next(df.value for df in at.dataframe if "act_loss_first" in df.value.columns)
@@ -169,6 +171,18 @@ def test_form_errors_name_the_field(empty_root: Path) -> None:
         (empty_root / "runs" / "envace" / ".launch").glob("*.job.json"))
 
 
+def test_the_probe_chart_names_what_it_probed() -> None:
+    from workbench.train.charts import fidelity_figure, probe_label
+
+    assert probe_label("held-out", "test") == "held-out (split test)"
+    assert probe_label("held-out", "1 of 6 trajectory families") == "held-out (1 of 6 trajectory families)"
+    assert probe_label("train", "all") == "training episodes"  # never called held-out
+    assert probe_label(None, None) == "probe episodes not recorded"  # an old run's probe rows say nothing
+    frame = pd.DataFrame({"step": [1, 2], "rehearsal_fidelity": [0.0, 0.0]})
+    title = fidelity_figure(frame, probe=probe_label("train", "all")).layout.title.text
+    assert title == "Rehearsal fidelity (training episodes)"
+
+
 def test_component_helpers() -> None:
     from workbench.train.form import config_from_values, sweep_config_from_values
     from workbench.train.runs import process_alive
@@ -176,6 +190,11 @@ def test_component_helpers() -> None:
 
     config = config_from_values({"paths": str(BFCL), "lam": 0.5, "steps": 4, "threads": 1, "probe_threshold": 0.4})
     assert config.lam == 0.5 and config.data.paths == [str(BFCL.resolve())] and config.probe.threshold == 0.4
+    assert config.data.env is None  # follows the episodes' environment id unless named
+    from workbench.train.form import FROM_DATA
+
+    assert config_from_values({"paths": str(BFCL), "env": FROM_DATA}).data.env is None
+    assert config_from_values({"paths": str(BFCL), "env": "bfcl"}).data.env == "bfcl"
     with pytest.raises(ConfigError, match="lr"):
         config_from_values({"paths": str(BFCL), "lr": 0.0})
     base = config.to_json()

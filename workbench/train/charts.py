@@ -73,8 +73,10 @@ def probe_label(source: str | None, split: str | None) -> str:
         return "training episodes"
     if source == "holdout":
         return f"held-out ({split or 'last episodes by id'})"
-    if source == "held-out":
-        return f"held-out (split {split})" if split else "held-out (split not recorded)"
+    if source == "held-out":  # a split's name, or a description of what was held out ("1 of 6 trajectory families")
+        if not split:
+            return "held-out (split not recorded)"
+        return f"held-out ({split})" if " " in split else f"held-out (split {split})"
     return "probe episodes not recorded"
 
 

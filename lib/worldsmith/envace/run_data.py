@@ -65,8 +65,9 @@ def episodes_env(episodes: list[Episode]) -> str | None:
     return families.pop() if len(families) == 1 else None
 
 
-def _held_out_families(episodes: list[Episode], share: float) -> tuple[list[Episode], list[Episode], int]:
-    """(training, held-out, families held out): a stable `share` of the trajectory families (at least one, never all)."""
+def _held_out_families(episodes: list[Episode], share: float) -> tuple[list[Episode], list[Episode], str]:
+    """(training, held-out, what was held out): a stable `share` of the trajectory families (at least one, never
+    all)."""
     from worldsmith.worldbook.build import trajectory_family
 
     families = sorted({trajectory_family(episode) for episode in episodes},
@@ -77,7 +78,8 @@ def _held_out_families(episodes: list[Episode], share: float) -> tuple[list[Epis
     count = min(len(families) - 1, max(1, round(len(families) * share)))
     held = set(families[:count])
     probe = [episode for episode in episodes if trajectory_family(episode) in held]
-    return [episode for episode in episodes if trajectory_family(episode) not in held], probe, count
+    return ([episode for episode in episodes if trajectory_family(episode) not in held], probe,
+            f"{count} of {len(families)} trajectory families")
 
 
 def split_episodes(config: EnvACEConfig) -> RunEpisodes:
@@ -110,8 +112,7 @@ def split_episodes(config: EnvACEConfig) -> RunEpisodes:
             episodes = [episode for episode in episodes if episode.split != held_split]
             split = held_split
         else:
-            episodes, probe_episodes, count = _held_out_families(episodes, probe.holdout_share)
-            split = f"{count} held-out trajectory famil{'y' if count == 1 else 'ies'}"
+            episodes, probe_episodes, split = _held_out_families(episodes, probe.holdout_share)
     if not episodes:
         raise BadInputError("no training episodes: check data.paths / data.dataset / data.split")
     if not probe_episodes:
