@@ -29,7 +29,7 @@ def _env() -> dict[str, str]:
 def test_probe_scores_rehearsals_against_real_backend_responses() -> None:
     episodes = collect_bfcl(["multi_turn_base_2", "multi_turn_base_3"])  # not in the bundled training sample
     model, tokenizer = load_policy(TINY, device="cpu")
-    transitions = probe_transitions(episodes, tokenizer, n=4)
+    transitions = probe_transitions(episodes, tokenizer, n=4).samples  # whole references only
     assert len(transitions) == 4 and all(t.role == "rehearse" and t.turn is not None for t in transitions)
     fmt = ChatFormat(tokenizer)
     env = make("bfcl")
