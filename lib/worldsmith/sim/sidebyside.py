@@ -225,9 +225,10 @@ class SideBySide:
                    mode: Mode = "teacher", exclude_leaked: bool = True, **options: Any) -> SideBySide:
         """World models by `sim.factory` kind (`harness`, `nearest`, `direct`, ...), each named by its kind.
 
-        `llm` serves the model baselines (`direct`, `rag`, `worldbook-prompt`) and `options` (`max_tokens`, ...)
-        go to them; `agent_llm`, when given, is the harness kinds' agent-route model (without one
-        the harness answers from rules, episode memory and evidence). With `exclude_leaked`, an
+        `llm` serves the kinds that need a model (`direct`, `rag`, `worldbook-prompt`, `harness+llm`, ...) and
+        `options` (`max_tokens`, ...) go to them; `agent_llm`, when given, is the model of kinds registered as using
+        one optionally (plug-ins: every built-in kind either needs a model or uses none, so `harness` answers from
+        rules, episode memory and evidence). With `exclude_leaked`, an
         episode in the book's evidence is left out of the evidence the methods get (`excluded_evidence`).
         """
         from worldsmith.sim.registry import make_world_model, world_model_spec
