@@ -8,7 +8,7 @@ from workbench.common.pages import PAGES
 from worldsmith.cli.extensions import describe, extension_points
 from worldsmith.util import Registry
 
-__all__ = ["extension_rows", "failure_rows"]
+__all__ = ["edge_failure_rows", "extension_rows", "failure_rows"]
 
 
 def _registries() -> dict[str, Registry[Any]]:
@@ -30,3 +30,10 @@ def failure_rows() -> list[dict[str, str]]:
     """Plug-ins that failed to load (skipped): where they were declared and why."""
     return [{"extension point": name, "plug-in": failure.name, "target": failure.target, "error": failure.error}
             for name, registry in _registries().items() for failure in registry.failures]
+
+
+def edge_failure_rows() -> list[dict[str, str]]:
+    """Registered metrics that break an edge-case promise (an empty prediction scoring 1, ...): loaded, but their
+    numbers would mislead."""
+    return [{"metric": failing["name"], "problems": "; ".join(failing["problems"])}
+            for failing in describe(extension_points()["metric"])["edge_failures"]]

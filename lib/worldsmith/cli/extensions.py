@@ -1,6 +1,7 @@
 """Every extension point in one table: the registries of what a user adds (environments, trace importers and
 exporters, LLM backends, world models, metrics, answer sources), with how a plug-in reaches each, what is
-registered, and which plug-ins failed to load. What `worldsmith plugins` prints and the workbench lists (the
+registered, and which plug-ins failed to load (for metrics, also which registered metric breaks an edge-case
+promise of `evals.metric_checks`: checked here, when listed, never at import). What `worldsmith plugins` prints and the workbench lists (the
 workbench adds its own pages, `workbench.common.pages.PAGES`). In the CLI layer: the one that sees every registry.
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import worldsmith.envs  # noqa: F401  (the built-in environments register when the package is imported)
 from worldsmith.envs.registry import ENVS
+from worldsmith.evals.metric_checks import registered_metric_problems
 from worldsmith.evals.metrics import METRIC_REGISTRY
 from worldsmith.llm.registry import BACKENDS
 from worldsmith.sim.registry import WORLD_MODELS
@@ -29,7 +31,13 @@ def extension_points() -> dict[str, Registry[Any]]:
 
 
 def describe(registry: Registry[Any]) -> dict[str, Any]:
-    """One registry as JSON: its names (registration order), how plug-ins reach it, and failed plug-ins."""
+    """One registry as JSON: its names (registration order), how plug-ins reach it, and failed plug-ins (the
+    metrics': also `edge_failures`, each registered metric that breaks an edge-case promise and how)."""
     names = registry.names()  # loads the built-ins and plug-ins first
-    return {"kind": registry.kind, "names": names, "entry_point_group": registry.entry_point_group,
-            "plugins_variable": registry.plugins_variable, "failures": [asdict(f) for f in registry.failures]}
+    entry: dict[str, Any] = {"kind": registry.kind, "names": names, "entry_point_group": registry.entry_point_group,
+                             "plugins_variable": registry.plugins_variable,
+                             "failures": [asdict(f) for f in registry.failures]}
+    if registry is METRIC_REGISTRY:
+        entry["edge_failures"] = [{"name": name, "problems": problems}
+                                  for name, problems in registered_metric_problems().items()]
+    return entry

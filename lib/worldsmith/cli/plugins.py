@@ -14,7 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "plugins", help="what is registered per extension point (envs, importers, metrics, ...) and broken plug-ins",
         description="List every extension point: its registered names (built-in and plug-in), the entry point group "
-                    "and environment variable plug-ins arrive through, and plug-ins that failed to load.")
+                    "and environment variable plug-ins arrive through, plug-ins that failed to load, and registered "
+                    "metrics that fail the edge checks (empty, punctuation-only, truncated texts).")
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -30,4 +31,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name} ({via}): {', '.join(entry['names']) or '-'}")
         for failure in entry["failures"]:
             print(f"  skipped {failure['name']} ({failure['target']}): {failure['error']}")
+        for failing in entry.get("edge_failures", []):
+            print(f"  {failing['name']} fails the metric edge checks: {'; '.join(failing['problems'])}")
     return EXIT_OK

@@ -13,7 +13,9 @@ reference is not JSON (so it averages over JSON targets only).
 A new metric is one function in one file: `@metric` registers `fn(prediction, reference) -> float | None` (None:
 not applicable to this pair), and every evaluation then scores it into its records (`EvalRecord.metrics`),
 records.parquet and the report (and so the workbench's leaderboard). An installed package adds one through a `worldsmith.metrics` entry
-point (the function, or a module that uses `@metric`).
+point (the function, or a module that uses `@metric`). `@metric(symmetric=True)` declares that swapping the two
+texts never changes the score (a plain function may say so with a `symmetric = True` attribute); every registered
+metric is held to the edge cases in `evals.metric_checks` (`worldsmith plugins` reports one that fails them).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from worldsmith.traces.model import parse_json_text
 from worldsmith.util.registry import Registry
 
 __all__ = ["ENTRY_POINT_GROUP", "METRICS", "METRIC_REGISTRY", "MetricFunction", "edit_similarity", "exact_match",
-           "flatten_json", "json_f1", "metric", "metric_names", "metric_scores", "token_f1", "word_tokens"]
+           "flatten_json", "is_symmetric", "json_f1", "metric", "metric_names", "metric_scores", "token_f1",
+           "word_tokens"]
 
 METRICS = ("exact_match", "edit_similarity", "token_f1", "json_f1")  # the built-ins: the run store's contract columns
 
@@ -51,6 +54,7 @@ def _check(name: str, function: MetricFunction) -> None:
 
 
 METRIC_REGISTRY: Registry[MetricFunction] = Registry("metric", entry_point_group=ENTRY_POINT_GROUP, check=_check)
+_SYMMETRIC: set[str] = set()  # the names registered with `symmetric=True`
 
 
 @overload
@@ -58,18 +62,30 @@ def metric(function: MetricFunction, /) -> MetricFunction: ...
 
 
 @overload
-def metric(name: str | None = None, /, *, replace: bool = False) -> Callable[[MetricFunction], MetricFunction]: ...
+def metric(name: str | None = None, /, *, replace: bool = False,
+           symmetric: bool = False) -> Callable[[MetricFunction], MetricFunction]: ...
 
 
-def metric(target: MetricFunction | str | None = None, /, *,
-           replace: bool = False) -> MetricFunction | Callable[[MetricFunction], MetricFunction]:
-    """Register a per-record metric under `name` (default: the function's name): `@metric` or `@metric("name")`.
+def metric(target: MetricFunction | str | None = None, /, *, replace: bool = False,
+           symmetric: bool = False) -> MetricFunction | Callable[[MetricFunction], MetricFunction]:
+    """Register a per-record metric under `name` (default: the function's name): `@metric`, `@metric("name")` or
+    `@metric(symmetric=True)` (score(a, b) == score(b, a), which the edge checks then hold it to).
 
     The name becomes a records column, so it must be an identifier and not one of the run store's other columns.
     """
+    def register(name: str, function: MetricFunction) -> MetricFunction:
+        registered = METRIC_REGISTRY.register(name, function, replace=replace)
+        (_SYMMETRIC.add if symmetric else _SYMMETRIC.discard)(name)
+        return registered
+
     if callable(target):
-        return METRIC_REGISTRY.register(target.__name__, target, replace=replace)
-    return lambda function: METRIC_REGISTRY.register(target or function.__name__, function, replace=replace)
+        return register(target.__name__, target)
+    return lambda function: register(target or function.__name__, function)
+
+
+def is_symmetric(name: str) -> bool:
+    """Whether metric `name` declares that swapping prediction and reference never changes its score."""
+    return name in _SYMMETRIC or getattr(METRIC_REGISTRY.get(name), "symmetric", False) is True
 
 
 def metric_names() -> list[str]:
@@ -118,7 +134,7 @@ def json_f1(prediction: str, reference: str) -> float | None:
 
 for _name, _function in (("exact_match", exact_match), ("edit_similarity", edit_similarity),
                          ("token_f1", token_f1), ("json_f1", json_f1)):
-    METRIC_REGISTRY.register(_name, _function)
+    metric(_name, symmetric=_name != "json_f1")(_function)  # json_f1 is None on a non-JSON reference, not prediction
 
 
 def metric_scores(prediction: str, reference: str) -> dict[str, float | None]:

@@ -3,7 +3,10 @@
 Three numbers, each in [0, 1], because each hides what the others show: exact match (the only
 one an agent cannot be fooled by), token F1 (right words, any order: partial credit for a
 listing with one object missing) and normalised edit similarity (right words in the right
-order). `word_diff` shows where two observations part, as segments a page can colour (it is
+order). Texts with no words at all (`{"`, `(`, `...`) are compared by their punctuation marks instead, so
+an empty prediction never matches a reference that has any content; whitespace is never content, so a
+whitespace-only text equals the empty text (as `exact_match`, which ignores runs of whitespace, says too).
+`word_diff` shows where two observations part, as segments a page can colour (it is
 `traces.text_diff`'s, re-exported here).
 The side-by-side view and the evaluation code use these same functions, so their numbers agree.
 """
@@ -22,6 +25,7 @@ __all__ = ["DiffSegment", "Score", "edit_similarity", "exact_match", "observatio
            "word_tokens"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_MARK = re.compile(r"[^\w\s]", re.UNICODE)  # one punctuation or symbol character
 
 
 class Score(BaseModel):
@@ -43,14 +47,24 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def _compared_tokens(predicted: str, reference: str) -> tuple[list[str], list[str]]:
+    """What F1 and edit similarity compare: the two texts' words, or, when neither text has a word, their
+    punctuation marks one by one (else `{"` and an empty text would agree: neither has a word)."""
+    a, b = word_tokens(predicted), word_tokens(reference)
+    if a or b:
+        return a, b
+    return _MARK.findall(predicted), _MARK.findall(reference)
+
+
 def exact_match(predicted: str, reference: str) -> float:
     """1.0 when the texts are the same up to runs of whitespace, else 0.0."""
     return 1.0 if _normalised(predicted) == _normalised(reference) else 0.0
 
 
 def token_f1(predicted: str, reference: str) -> float:
-    """F1 of the two bags of words (two empty texts agree: 1.0)."""
-    a, b = Counter(word_tokens(predicted)), Counter(word_tokens(reference))
+    """F1 of the two bags of words (of marks where neither has a word; two blank texts agree: 1.0)."""
+    words, other = _compared_tokens(predicted, reference)
+    a, b = Counter(words), Counter(other)
     if not a and not b:
         return 1.0
     common = sum((a & b).values())
@@ -61,8 +75,9 @@ def token_f1(predicted: str, reference: str) -> float:
 
 
 def edit_similarity(predicted: str, reference: str) -> float:
-    """1 - word-level Levenshtein distance / the longer length (two empty texts agree: 1.0)."""
-    a, b = word_tokens(predicted), word_tokens(reference)
+    """1 - word-level Levenshtein distance / the longer length (marks where neither has a word; two blank
+    texts agree: 1.0)."""
+    a, b = _compared_tokens(predicted, reference)
     if not a and not b:
         return 1.0
     return 1.0 - Levenshtein.distance(a, b) / max(len(a), len(b))  # rapidfuzz: C speed on word lists
