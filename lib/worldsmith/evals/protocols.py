@@ -38,6 +38,7 @@ from worldsmith.evals.judge import Judge
 from worldsmith.evals.metrics import METRICS, metric_scores
 from worldsmith.llm.base import LLM, Completion, Message
 from worldsmith.sim.base import Prediction, WorldModel, action_line
+from worldsmith.sim.prompts import prefix_before
 from worldsmith.sim.registry import make_world_model, world_model_names, world_model_spec
 from worldsmith.sim.registry import needs_llm as _needs_llm
 from worldsmith.sim.registry import takes_llm as _takes_llm
@@ -232,7 +233,7 @@ def next_obs_records(model: WorldModel, episode: Episode, scorer: Scorer, *,
     out = []
     for t in range(len(episode.turns) if max_turns is None else min(max_turns, len(episode.turns))):
         try:
-            model.start(episode.model_copy(update={"turns": episode.turns[:t]}))
+            model.start(prefix_before(episode, t))  # keeps the log's system prompt at turn 0
         except Exception as failure:  # noqa: BLE001
             out.append(_turn_record(scorer, episode, t, None, f"start failed: {type(failure).__name__}: {failure}"))
             continue
@@ -257,7 +258,7 @@ def drift_records(model: WorldModel, episode: Episode, scorer: Scorer, *, max_tu
     out: list[EvalRecord] = []
     failed: str | None = None
     try:
-        model.start(episode.model_copy(update={"turns": []}))
+        model.start(prefix_before(episode, 0))
     except Exception as failure:  # noqa: BLE001
         failed = f"start failed: {type(failure).__name__}: {failure}"
     for t in range(len(episode.turns) if max_turns is None else min(max_turns, len(episode.turns))):

@@ -233,6 +233,9 @@ class _ModelBaseline(WorldModelBase):
     says; a backend that says nothing gets only the character budgets): the oldest history and the
     least useful context go first, never the current action, and the audit's `prompt_fit` and notes
     say what was cut. A prompt that cannot fit is not sent: the prediction falls back, saying why.
+    The log's system prompt and tool schemas (`episode_preamble`) are in every prompt from the first step: start
+    on `prompts.prefix_before(episode, t)`, which keeps them when the prefix holds none of the turns that declare
+    them; `prompt_fit` says at every step (window known or not) how much of them was carried.
     """
 
     def __init__(self, llm: LLM, *, evidence: Worldbook | Sequence[Evidence] | None = None, max_tokens: int = 256,
@@ -292,7 +295,7 @@ class _ModelBaseline(WorldModelBase):
 
     def _predict(self, action: Action) -> Prediction:
         messages, retrieved, fit = self.fitted(action)
-        fit_json = fit.to_json() if fit.limit is not None else None
+        fit_json = fit.to_json()  # every step says what it carried: the system prompt and tools, the history
         if not fit.fits:
             prediction = self._fall_back(action, retrieved, fit.summary(), None, calls=0)
             prediction.audit.prompt_fit = fit_json

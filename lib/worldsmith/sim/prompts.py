@@ -32,8 +32,10 @@ __all__ = [
     "START",
     "PromptContext",
     "PromptFit",
+    "PREAMBLE_METADATA",
     "episode_preamble",
     "fit_simulator_messages",
+    "prefix_before",
     "parse_observation",
     "render_worldbook",
     "simulator_messages",
@@ -54,6 +56,7 @@ BOOK_SECTION = (
 )
 OMITTED_NOTE = "\n\n({count} earlier steps are not shown.)"
 START = "(start)"  # the user message that asks for the opening observation
+PREAMBLE_METADATA = "system_prompt"  # where a prefix keeps the log's system prompt when it holds none of its turns
 
 
 
@@ -304,16 +307,32 @@ def fit_simulator_messages(
     return messages, fit
 
 
+def _declared_system(episode: Episode) -> str:
+    """The log's first system message: a turn's context (an OpenAI conversation puts it before the first call)."""
+    events = [event for turn in episode.turns for event in turn.context] + list(episode.final_context)
+    return next((event.content for event in events if event.role == "system" and event.content.strip()), "")
+
+
 def episode_preamble(episode: Episode) -> PromptPreamble:
-    """The system prompt and tool schemas an episode's log declares: its first system message (a turn's context)
-    and the OpenAI `tools` (or legacy `functions`) its metadata keeps; empty when it declares neither."""
-    system = next((event.content for turn in episode.turns for event in turn.context
-                   if event.role == "system" and event.content.strip()), "")
+    """The system prompt and tool schemas an episode's log declares: its first system message (a turn's context,
+    else what `prefix_before` kept in `metadata['system_prompt']`) and the OpenAI `tools` (or legacy `functions`)
+    its metadata keeps; empty when it declares neither."""
+    kept = episode.metadata.get(PREAMBLE_METADATA)
+    system = _declared_system(episode) or (kept if isinstance(kept, str) else "")
     tools: list[dict[str, Any]] = []
     for key in ("tools", "functions"):
         declared = episode.metadata.get(key)
         tools += [tool for tool in declared if isinstance(tool, dict)] if isinstance(declared, list) else []
     return PromptPreamble(system_prompt=system, tools=tuple(tools))
+
+
+def prefix_before(episode: Episode, turn: int) -> Episode:
+    """The episode cut to its turns before `turn` (what a world model starts on to predict it), still declaring the
+    log's system prompt: that lives in the first turn's context, so a prefix of no turns (turn 0, every open-loop
+    start) would lose it and a model's first prompt would carry none of it while later ones carry it."""
+    system = _declared_system(episode)
+    metadata = {**episode.metadata, PREAMBLE_METADATA: system} if system else episode.metadata
+    return episode.model_copy(update={"turns": episode.turns[:turn], "metadata": metadata})
 
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\n(.*?)\n?```", re.DOTALL)
