@@ -103,9 +103,9 @@ def test_shared_cause_names_what_answered_the_flags_and_empty_predictions() -> N
         "source": ["nearest_evidence", "nearest_evidence", "rule"], "route": ["fallback:nearest_evidence"] * 3,
         "unseen_action": [True, True, False], "novel": [False, False, True], "error": [None, None, None],
     })
-    assert shared_cause(frame) == ("answered by nearest_evidence: 2 of 3; action never in the construction data: "
-                                   "2 of 3 (get_user); observation shows values nothing before it showed: 1 of 3; "
-                                   "empty prediction: 2 of 3")
+    assert shared_cause(frame) == ("novel turns (values no simulator could know): 1 of 3; answered by "
+                                   "nearest_evidence: 2 of 3; action never in the construction data: 2 of 3 "
+                                   "(get_user); empty prediction: 2 of 3")
     assert shared_cause(frame.iloc[0:0]) == ""
 
 
@@ -156,3 +156,51 @@ def test_paired_differences_per_row_on_the_same_turns() -> None:
     assert set(by_source) == {"rule"} and by_source["rule"]["turns"] == 80  # the rows are harness's sources
     assert -0.75 < by_source["rule"]["low"] <= by_source["rule"]["mean_diff"] == -0.5 <= by_source["rule"]["high"]
     assert set(result["by"]) == {"action", "source", "flag"}
+
+
+def test_the_headline_counts_novel_turns_before_what_answered() -> None:
+    """The report that said "answered by nearest_evidence: 99%" while 118 of 142 misses were novel turns."""
+    calls = ("get_order {}", "get_user {}", "list_orders {}")
+    rows = [{"method": "nearest", "episode_id": f"e{i % 20}", "turn": i, "action": calls[i % 3],
+             "source": "nearest_evidence" if i < 140 else "rule", "novel": i < 118, "unseen_action": False,
+             "exact_match": 0.0 if i < 142 else 1.0} for i in range(160)]
+    records = pd.DataFrame(rows)
+    by_source = miss_groups(records, "exact_match", 1.0, "source")
+    from worldsmith.evals.misses import biggest_cause, miss_headline
+
+    assert biggest_cause(by_source, "source") == "answered by nearest_evidence: 99% of misses (140 of 140 wrong)"
+    assert miss_headline(records) == ("118 of 142 misses are novel turns (values no simulator could know); of the "
+                                      "other 24, 22 were answered by nearest_evidence")
+    # a flag that explains as many misses as a source wins the tie: it is a cause, the source only answered
+    records.loc[records["turn"].between(118, 139), "unseen_action"] = True
+    assert miss_headline(records).endswith("of the other 24, 22 called an action never in the construction data "
+                                           "(get_order, get_user, list_orders)")
+    assert miss_headline(records.assign(novel=True)) == "all 142 misses are novel turns (values no simulator could know)"
+    assert miss_headline(records.assign(novel=False)).startswith("none of the 142 misses is a novel turn; 140 ")
+    assert miss_headline(records.drop(columns="novel")).startswith("142 misses: 140 ")
+    assert miss_headline(records.assign(exact_match=1.0)) is None
+
+
+def test_the_headline_leads_why_missed_the_cli_and_report_md(run_records, capsys: pytest.CaptureFixture[str]) -> None:
+    root, records, _ = run_records
+    folder = root / "runs" / "eval" / "shop-misses"
+    report_md = (folder / "report.md").read_text(encoding="utf-8")
+    report = orjson.loads((folder / "report.json").read_bytes())
+    mixed = 0
+    for protocol in ("drift", "next-obs"):
+        for method in ("harness", "nearest"):
+            mine = records[(records["protocol"] == protocol) & (records["method"] == method)]
+            wrong = mine[mine["exact_match"] < 1]
+            novel = int(wrong["novel"].fillna(False).astype(bool).sum())
+            headline = why_missed(mine, method=method, resamples=None)["headline"]
+            assert headline is not None and f"- `{method}`: {headline}" in report_md
+            assert report["by_protocol"][protocol]["failures"][method] == headline
+            if 0 < novel < len(wrong):  # both kinds of miss: the novel ones counted first, then the rest's cause
+                mixed += 1
+                assert headline.startswith(f"{novel} of {len(wrong)} misses are novel turns (values no simulator "
+                                           f"could know); of the other {len(wrong) - novel}, ")
+    assert mixed
+    assert main(["eval", "misses", "shop-misses", "--method", "harness", "--resamples", "0",
+                 "--workspace", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"  {why_missed(records, method='harness', resamples=None)['headline']}"

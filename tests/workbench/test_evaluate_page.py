@@ -183,6 +183,9 @@ def test_failures_say_what_answered_and_flag_unseen_actions(empty_root: Path) ->
     flags = group_table(at, "flag")
     assert flags.loc["unseen_action", "wrong"] == 2 and flags.loc["fallback", "wrong"] == 2
     assert any("1 action never appears in the construction data: look" in shown(w.value) for w in at.warning)
+    texts = [shown(m.value) for m in at.markdown]
+    lead = texts.index("**2 misses: 2 called an action never in the construction data (look).**")
+    assert lead < next(i for i, text in enumerate(texts) if "Biggest causes" in text)  # the headline leads
     causes = next(shown(m.value) for m in at.markdown if "Biggest causes" in str(m.value))
     assert "By source**: answered by nearest_evidence: 100% of misses (2 of 4 wrong)" in causes
     assert "1 action never in the construction data: 100% of misses (2)" in causes

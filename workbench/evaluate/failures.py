@@ -188,6 +188,9 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     mine = scored[scored["method"] == method]
     wrong = mine[tables.wrong_mask(mine, metric, threshold)]
     st.caption(f"{len(wrong)} of {int(mine[metric].notna().sum())} scored predictions of {md_code(method)} are wrong.")
+    headline = misses.miss_headline(mine, metric, threshold, action_of=tables.action_kind)
+    if headline:
+        st.markdown(f"**{md_escape(headline[0].upper() + headline[1:])}.**")
 
     unseen = misses.unseen_actions(mine, action_of=tables.action_kind)
     if unseen:

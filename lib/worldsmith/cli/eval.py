@@ -374,6 +374,8 @@ def run_misses_command(args: argparse.Namespace) -> int:
         print(f"{result['method']}: {result['misses']} of {result['scored']} predictions below "
               f"{result['metric']} {result['threshold']:g}"
               + (f" (95% intervals: {resamples} resamples over episodes)" if resamples else ""))
+        if result["headline"]:
+            print(f"  {result['headline']}")
         if result["unseen_actions"]:
             print(f"  unseen actions (never in the construction data): {', '.join(result['unseen_actions'])}")
         for by in GROUPINGS:

@@ -5,7 +5,11 @@ route) and whether its action was ever in the book's construction data (`unseen_
 `novel` (the observation shows values nothing before it showed), `error` and the rules that fired.
 A miss that no rule answered is grouped by the source that answered instead, so "errors by rule"
 never lumps most rows under one "(no rule)". `why_missed` gathers the breakdowns and one sentence
-per breakdown naming its biggest cause ("3 actions never in the construction data: 31% of misses").
+per breakdown naming its biggest cause ("3 actions never in the construction data: 31% of misses"), and
+`miss_headline` the one sentence that leads every view of them: it counts the novel turns first (no simulator
+could know their values), then names the largest cause of the other misses across every breakdown ("118 of 142
+misses are novel turns (values no simulator could know); of the other 24, 20 were answered by nearest_evidence"),
+so a source that merely answered most turns is never ranked above what no method could have got right.
 
 A breakdown row's error rate and share of misses carry 95% intervals from a cluster bootstrap over episodes
 (`evals.bootstrap`: a small row, or one whose misses sit in a few episodes, gets a wide one), and
@@ -27,8 +31,8 @@ from worldsmith.evals.bootstrap import bootstrap_ratios, pair_name
 from worldsmith.util.errors import BadInputError
 
 __all__ = ["DEFAULT_MISS_RESAMPLES", "FLAGS", "GROUPINGS", "INTERVAL_COLUMNS", "PAIRED_GROUPINGS", "action_name",
-           "answered_by", "biggest_cause", "differs", "miss_flags", "miss_groups", "paired_miss_differences",
-           "shared_cause", "unseen_actions", "why_missed", "wrong_mask"]
+           "NOVEL_TURNS", "answered_by", "biggest_cause", "differs", "miss_flags", "miss_groups", "miss_headline",
+           "paired_miss_differences", "shared_cause", "unseen_actions", "why_missed", "wrong_mask"]
 
 GROUPINGS = ("action", "source", "rule", "flag")
 FLAGS = {  # in the order a tie is broken: causes before consequences
@@ -42,6 +46,8 @@ PAIRED_GROUPINGS = ("action", "source", "flag")
 INTERVAL_COLUMNS = ("error_rate_low", "error_rate_high", "share_low", "share_high", "trajectories")
 DEFAULT_MISS_RESAMPLES = 2_000  # per breakdown row: enough for a 95% percentile interval, cheap on every page load
 UNKNOWN = "(unknown)"
+NOVEL_TURNS = "novel turns (values no simulator could know)"
+_HEADLINE_ORDER = ("flag", "action", "rule", "source")  # on a tie, a cause before what merely answered
 _CALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\(")
 
 
@@ -278,22 +284,24 @@ def biggest_cause(groups: pd.DataFrame, by: str, unseen: Sequence[str] | None = 
 
 
 def shared_cause(wrong: pd.DataFrame, *, action_of: Callable[[Any], str] = action_name) -> str:
-    """What a group of wrong predictions (a failure cluster) has in common, in one sentence: what answered most of
-    them, the flags they carry (unseen action, error, novel observation, fallback) and how many are empty; "" for
-    no rows. E.g. "answered by nearest_evidence: 9 of 10; action never in the construction data: 6 of 10
-    (get_user, refund); empty prediction: 2 of 10"."""
+    """What a group of wrong predictions (a failure cluster) has in common, in one sentence: how many are novel
+    turns (first: no method could know them), what answered most of them, the other flags they carry (unseen action,
+    error) and how many are empty; "" for no rows. E.g. "novel turns (values no simulator could know): 3 of 10;
+    answered by nearest_evidence: 9 of 10; action never in the construction data: 6 of 10 (get_user, refund); empty
+    prediction: 2 of 10"."""
     if wrong.empty:
         return ""
     total = len(wrong)
-    parts: list[str] = []
+    flags = miss_flags(wrong)
+    novel = int(flags["novel"].sum())
+    parts: list[str] = [f"{NOVEL_TURNS}: {novel} of {total}"] if novel else []  # what no method could know, first
     sources = answered_by(wrong).value_counts()
     if not sources.empty:
         top, count = str(sources.index[0]), int(sources.iloc[0])
         parts.append(f"answered by {top}: {count} of {total}" if top != UNKNOWN else f"answer source unknown: {count}"
                      f" of {total}")
-    flags = miss_flags(wrong)
     for name in FLAGS:
-        if name in flags.columns and name != "fallback" and (count := int(flags[name].sum())):
+        if name in flags.columns and name not in ("fallback", "novel") and (count := int(flags[name].sum())):
             text = f"{FLAGS[name]}: {count} of {total}"
             if name == "unseen_action":
                 unseen = unseen_actions(wrong, action_of=action_of)
@@ -306,19 +314,84 @@ def shared_cause(wrong: pd.DataFrame, *, action_of: Callable[[Any], str] = actio
     return "; ".join(parts)
 
 
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _cause_phrase(by: str, name: str, wrong: int, unseen: Sequence[str]) -> str:
+    if by == "flag":
+        if name == "unseen_action":
+            listed = f" ({', '.join(unseen[:3])}{', …' if len(unseen) > 3 else ''})" if unseen else ""
+            return f"{wrong} called an action never in the construction data{listed}"
+        return {"error": f"{wrong} failed (the prediction raised an error)",
+                "fallback": f"{wrong} were answered by a fallback"}.get(name, f"{wrong} were flagged {name}")
+    return {"action": f"{wrong} were {name} actions", "rule": f"{wrong} used the rule {name}",
+            "source": f"{wrong} were answered by {name}"}[by]
+
+
+def _largest_cause(wrong: pd.DataFrame, metric: str, threshold: float, action_of: Callable[[Any], str]) -> str | None:
+    """The group with the most of these misses across every breakdown (a flag before an action, a rule, a source on
+    a tie; 'none', novel and rule-less rows are no cause), as a phrase; None when no group holds any."""
+    unseen = unseen_actions(wrong, action_of=action_of)
+    best: tuple[int, int, str, str] | None = None  # (wrong, -order, by, name)
+    for order, by in enumerate(_HEADLINE_ORDER):
+        groups = miss_groups(wrong, metric, threshold, by, action_of=action_of)
+        for name, count in zip(groups[by], groups["wrong"], strict=True):
+            if int(count) and not (by == "flag" and name in ("none", "novel")) and not str(name).startswith("(no rule"):
+                if best is None or (int(count), -order) > best[:2]:
+                    best = (int(count), -order, by, str(name))
+    return None if best is None else _cause_phrase(best[2], best[3], best[0], unseen)
+
+
+def miss_headline(records: pd.DataFrame, metric: str = "exact_match", threshold: float = 1.0, *,
+                  method: str | None = None, action_of: Callable[[Any], str] = action_name) -> str | None:
+    """The one sentence that leads a failure analysis: how many misses are novel turns (values no simulator could
+    know: `novel`), then the largest cause of the rest across every breakdown. None without misses.
+
+        "118 of 142 misses are novel turns (values no simulator could know); of the other 24, 20 were answered by
+        nearest_evidence"
+    """
+    scored = _scored(records, metric, method)
+    wrong = scored[wrong_mask(scored, metric, threshold)]
+    total = len(wrong)
+    if not total:
+        return None
+    novel = _flag(wrong, "novel")
+    known = "novel" in wrong.columns and bool(wrong["novel"].notna().any())
+    count = int(novel.sum())
+    rest = wrong[~novel.to_numpy()]
+    cause = _largest_cause(rest, metric, threshold, action_of) if len(rest) else None
+    if not known:
+        return _plural(total, "miss", "misses") + (f": {cause}" if cause else "")
+    if count == total:
+        return f"all {_plural(total, 'miss', 'misses')} {'is' if total == 1 else 'are'} {NOVEL_TURNS}"
+    if count == 0:
+        return f"none of the {_plural(total, 'miss', 'misses')} is a novel turn" + (f"; {cause}" if cause else "")
+    return (f"{count} of {_plural(total, 'miss', 'misses')} {'is' if count == 1 else 'are'} {NOVEL_TURNS}; of the "
+            f"other {len(rest)}, {cause or 'no breakdown holds a cause'}")
+
+
+def _scored(records: pd.DataFrame, metric: str, method: str | None) -> pd.DataFrame:
+    """The per-turn records of `method` (every method when None) scored on `metric`."""
+    scored = records[records["turn"] >= 0] if "turn" in records.columns else records
+    if method is not None and "method" in scored.columns:
+        scored = scored[scored["method"] == method]
+    return scored[scored[metric].notna()] if metric in scored.columns else scored.iloc[0:0]
+
+
 def why_missed(records: pd.DataFrame, metric: str = "exact_match", threshold: float = 1.0, *,
                method: str | None = None, action_of: Callable[[Any], str] = action_name,
                resamples: int | None = DEFAULT_MISS_RESAMPLES, seed: int = 0) -> dict[str, Any]:
     """The breakdowns of one method's misses (every method when None), JSON-ready: counts, per grouping its table
-    (each row with its bootstrap intervals unless `resamples` is None) and biggest cause, and the unseen actions."""
-    scored = records[records["turn"] >= 0] if "turn" in records.columns else records
-    if method is not None and "method" in scored.columns:
-        scored = scored[scored["method"] == method]
-    scored = scored[scored[metric].notna()] if metric in scored.columns else scored.iloc[0:0]
+    (each row with its bootstrap intervals unless `resamples` is None) and biggest cause, the unseen actions, and
+    the `headline` (`miss_headline`: novel turns first, then the largest cause of the rest)."""
+    scored = _scored(records, metric, method)
     wrong = wrong_mask(scored, metric, threshold)
     unseen = unseen_actions(scored, action_of=action_of)
     out: dict[str, Any] = {"method": method, "metric": metric, "threshold": threshold, "scored": len(scored),
-                           "resamples": resamples, "seed": seed, "misses": int(wrong.sum()), "unseen_actions": unseen, "by": {}, "causes": {}}
+                           "resamples": resamples, "seed": seed, "misses": int(wrong.sum()), "unseen_actions": unseen,
+                           "headline": miss_headline(scored, metric, threshold, action_of=action_of),
+                           "by": {}, "causes": {}}
     for by in GROUPINGS:
         groups = miss_groups(scored, metric, threshold, by, action_of=action_of, resamples=resamples, seed=seed)
         out["by"][by] = groups.to_dict("records")

@@ -26,6 +26,7 @@ import pandas as pd
 
 from worldsmith.evals.bootstrap import bootstrap_mean, bootstrap_ratio, small_sample_note, summarize
 from worldsmith.evals.metrics import METRICS, metric_names
+from worldsmith.evals.misses import miss_headline
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.evals.protocols import OPEN_LOOP
 from worldsmith.evals.report_model import EvalReport
@@ -162,7 +163,7 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
 # The keys `_protocol_block` may write: a protocol's, not the run's.
 _BLOCK_KEYS = frozenset({"metrics", "methods", "pairs", "per_env", "seen_unseen", "counts", "episodes", "errors", "cost",
                          "fidelity_metric", "fidelity_at_t", "first_divergence", "done_agreement", "w2r",
-                         "judge_stats"})
+                         "judge_stats", "failures"})
 
 
 def _protocol_block(records: pd.DataFrame, protocol: str, methods: list[str], judge: str | None, resamples: int,
@@ -199,6 +200,9 @@ def _protocol_block(records: pd.DataFrame, protocol: str, methods: list[str], ju
         block["done_agreement"] = _done_agreement(frame, methods, resamples, seed, confidence)
     if protocol == "w2r":
         block["w2r"] = _w2r(frame, methods, resamples, seed, confidence)
+    else:  # the failure analysis's lead sentence per method: novel turns first, then the largest other cause
+        block["failures"] = {m: miss_headline(frame, "exact_match", 1.0, method=m) for m in methods
+                             if (frame["method"] == m).any()}
     if judge and protocol != "w2r":
         judged = frame["judge_total"]
         block["judge_stats"] = {"records": len(frame), "valid": int(judged.notna().sum()),
@@ -471,8 +475,19 @@ def _footer(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _failures(report: dict[str, Any]) -> list[str]:
+    """Why each method missed, in one sentence (`evals.misses.miss_headline`); `worldsmith eval misses` details."""
+    lines = [f"- `{method}`: {headline}" for method, headline in (report.get("failures") or {}).items() if headline]
+    if not lines:
+        return []
+    return ["## Failures (exact match below 1)", "", *lines, "",
+            "Novel turns show values nothing before them showed: no simulator could know them. The breakdowns: "
+            "`worldsmith eval misses` and the Evaluate page's Failures tab.", ""]
+
+
 def _sections(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
-    return [*_methods(report, plots), *_scopes(report), *_drift(report, plots), *_world_to_real(report, plots)]
+    return [*_methods(report, plots), *_failures(report), *_scopes(report), *_drift(report, plots),
+            *_world_to_real(report, plots)]
 
 
 def _view(report: dict[str, Any], protocol: str) -> dict[str, Any]:

@@ -172,6 +172,8 @@ class ProtocolBlock(ScopeBlock):
     done_agreement: dict[str, MetricCell] = Field(default_factory=dict)
     w2r: dict[str, W2RPolicy] = Field(default_factory=dict)
     judge_stats: JudgeStats | None = None
+    failures: dict[str, str | None] = Field(default_factory=dict, description="Per method, the failure analysis's "
+                                            "lead sentence (`evals.misses.miss_headline`: novel turns first).")
 
 
 class EvalReport(ProtocolBlock):
