@@ -179,6 +179,8 @@ def test_the_headline_counts_novel_turns_before_what_answered() -> None:
     assert miss_headline(records.assign(novel=False)).startswith("none of the 142 misses is a novel turn; 140 ")
     assert miss_headline(records.drop(columns="novel")).startswith("142 misses: 140 ")
     assert miss_headline(records.assign(exact_match=1.0)) is None
+    one = records.assign(exact_match=[0.0] + [1.0] * (len(records) - 1))
+    assert miss_headline(one) == "the 1 miss is a novel turn (values no simulator could know)"
 
 
 def test_the_headline_leads_why_missed_the_cli_and_report_md(run_records, capsys: pytest.CaptureFixture[str]) -> None:

@@ -364,7 +364,8 @@ def miss_headline(records: pd.DataFrame, metric: str = "exact_match", threshold:
     if not known:
         return _plural(total, "miss", "misses") + (f": {cause}" if cause else "")
     if count == total:
-        return f"all {_plural(total, 'miss', 'misses')} {'is' if total == 1 else 'are'} {NOVEL_TURNS}"
+        return f"all {total} misses are {NOVEL_TURNS}" if total > 1 else \
+            f"the 1 miss is a {NOVEL_TURNS.replace('turns', 'turn', 1)}"
     if count == 0:
         return f"none of the {_plural(total, 'miss', 'misses')} is a novel turn" + (f"; {cause}" if cause else "")
     return (f"{count} of {_plural(total, 'miss', 'misses')} {'is' if count == 1 else 'are'} {NOVEL_TURNS}; of the "
