@@ -119,3 +119,14 @@ def test_a_customer_the_logs_never_showed_is_found_by_what_they_said_and_is_one_
     for order_id in user["orders"][:2]:  # the orders it lists exist, and name it as their user
         order = json.loads(_play(harness, "get_order", order_id=order_id)[0])
         assert order["order_id"] == order_id and order["user_id"] == user_id
+
+
+def test_a_read_repeated_at_once_agrees_and_a_changing_action_is_not_assumed_to(book: Worldbook) -> None:
+    from worldsmith.sim.sources.memory import repeatable_actions
+
+    repeatable = repeatable_actions(book.evidence)  # what the probing recordings repeated at once, answered alike
+    assert "find_user_id_by_email" in repeatable and "add_card" not in repeatable
+    harness = Harness(book)
+    harness.start("Hello.")
+    first = _play(harness, "find_user_id_by_email", email="someone.else@example.com")
+    assert _play(harness, "find_user_id_by_email", email="someone.else@example.com") == (first[0], "repeat")

@@ -63,7 +63,7 @@ def _opening() -> Episode:
 def test_the_routing_tables_are_derived_from_the_registry_and_keep_their_values() -> None:
     routed = routed_answers()
     assert routing.PRIORITY == tuple(answer.name for answer in routed)
-    assert routing.PRIORITY == ("precondition", "precondition_enum", "rule", "shell", "record_write", "record_absent",
+    assert routing.PRIORITY == ("precondition", "precondition_enum", "repeat", "rule", "shell", "record_write", "record_absent",
                                 "record_read", "projection", "record_invented", "entity", "query", "query_empty",
                                 "query_invented", "fields", "scope", "inventory", "place_memory", "map", "place_view",
                                 "place_form", "memory_state", "memory", "scope_form", "record_store", "aligned_evidence",
@@ -73,7 +73,7 @@ def test_the_routing_tables_are_derived_from_the_registry_and_keep_their_values(
     assert routing._PER_ACTION_ONLY == {"place_view", "place_form", "place_evidence", "aligned_evidence",
                                         "scope_form", "inventory", "fields", "precondition", "precondition_enum",
                                         "query", "query_empty", "record_read", "record_store", "projection",
-                                        "record_absent", "record_invented", "query_invented"}
+                                        "record_absent", "record_invented", "query_invented", "repeat"}
     assert routing.ROUTE_NAMES["rule"] == "fast_path" and routing.ROUTE_NAMES["memory"] == "fallback:episode_memory"
     assert routing.ROUTE_NAMES["place_evidence"] == "evidence:place" and routing.ROUTE_NAMES["map"] == "state:map"
     specs = source_specs()

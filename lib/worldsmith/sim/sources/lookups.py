@@ -77,7 +77,7 @@ class LookupSource:
         Answer("precondition_enum", rank=-1, per_action=True, must_win=True),
         Answer("query", rank=32, trusted=True, per_action=True),
         Answer("query_empty", rank=33, per_action=True),
-        Answer("query_invented", rank=34, per_action=True, authoritative=True)), requires=("records", "scope"))
+        Answer("query_invented", rank=34, per_action=True, authoritative=True, fix_turns=False)), requires=("records", "scope"))
 def _lookups(context: SourceContext) -> AnswerSource:
     """Tool-API look-ups: ids and lists found by attribute, empty answers, learned errors (over the record store
     the `records` source built), and entities found by values the episode was told that no log showed."""

@@ -489,9 +489,9 @@ class RecordTracker:
 
 @answer_source("records", snapshot_key="records", answers=(
         Answer("record_write", rank=25, trusted=True),
-        Answer("record_absent", rank=26, per_action=True, authoritative=True),
+        Answer("record_absent", rank=26, per_action=True, authoritative=True, fix_turns=False),
         Answer("record_read", rank=27, trusted=True, per_action=True, authoritative=True),
-        Answer("record_invented", rank=29, per_action=True, authoritative=True),
+        Answer("record_invented", rank=29, per_action=True, authoritative=True, fix_turns=False),
         Answer("record_store", route="evidence:record_store", rank=135, per_action=True)))
 def _records(context: SourceContext) -> AnswerSource:
     """Tool-API records: writes answered with their learned changes, reads of changed or known records."""
