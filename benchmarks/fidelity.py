@@ -84,6 +84,19 @@ def split_by_family(episodes: list[Episode], share: float = 0.75,
     return [e for e in episodes if key(e) in kept], [e for e in episodes if key(e) not in kept]
 
 
+def env_episodes(spec: str, split_by: str) -> tuple[str, list[str], list[Episode], list[Episode]]:
+    """(name, files, construction, evaluation) of one `--env NAME=CONSTRUCTION[:EVALUATION]`; one file is split by
+    trajectory family, or by task with `split_by="task"`."""
+    name, _, files = spec.partition("=")
+    parts = files.split(":")
+    if len(parts) == 1:
+        construction, evaluation = split_by_family(load(parts[0]),
+                                                   key=trajectory_family if split_by == "family" else _task)
+    else:
+        construction, evaluation = load(parts[0]), load(parts[1])
+    return name, parts, construction, evaluation
+
+
 def _interval(clusters: list[str], values: list[float], resamples: int) -> dict[str, Any]:
     if not values:
         return {"mean": None, "low": None, "high": None, "n": 0}
@@ -193,13 +206,7 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     for spec in args.env:
-        name, _, files = spec.partition("=")
-        parts = files.split(":")
-        if len(parts) == 1:
-            construction, evaluation = split_by_family(load(parts[0]),
-                                                       key=trajectory_family if args.split_by == "family" else _task)
-        else:
-            construction, evaluation = load(parts[0]), load(parts[1])
+        name, parts, construction, evaluation = env_episodes(spec, args.split_by)
         results[name] = {"sources": parts, **evaluate(name, construction, evaluation, args.resamples)}
         print(f"{name}: {json.dumps(results[name]['harness - nearest'])}", flush=True)
     print(table(results))

@@ -7,9 +7,9 @@ The same books and episodes as `benchmarks/fidelity.py` (its `--env` syntax and 
 protocols: teacher-forced (`next_obs_records`: each turn after the real prefix) and open loop
 (`drift_records`: each recorded action predicted and committed after the simulator's own answers, which is
 how an agent meets a simulator). Knowable turns, per protocol: teacher-forced, a turn is knowable when its
-observation shows no value absent from the book's evidence and the real prefix (`evals.novelty`); open loop,
-when it shows no value absent from the book's evidence and the episode's task, opening and own actions (the
-real observations of earlier turns are not given). Prints a Markdown table per protocol and writes JSON.
+observation shows no value absent from the book's evidence and the real prefix; open loop, when it shows no
+value absent from the book's evidence and the episode's task, opening and own actions (`evals.novelty`,
+`open_loop=True`: the real observations of earlier turns are not given). Prints a Markdown table per protocol and writes JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fidelity import _interval, _task, load, per_tool, split_by_family  # type: ignore[import-not-found]
+from fidelity import _interval, env_episodes, per_tool  # type: ignore[import-not-found]
 
 from worldsmith.evals.eval_records import EvalRecord
 from worldsmith.evals.novelty import NoveltyIndex
@@ -33,23 +33,9 @@ from worldsmith.sim.baselines import NearestEvidence
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
-from worldsmith.worldbook.build import trajectory_family
 
 OUT = Path(__file__).resolve().parent / "results" / "open_loop.json"
 PROTOCOLS = {"teacher-forced": next_obs_records, "open-loop": drift_records}
-
-
-def open_loop_novelty(index: NoveltyIndex, episode: Episode) -> list[list[str]]:
-    """Per turn, the values of its observation that neither the book nor the episode's task, opening and actions
-    (up to and including the turn's own) show: what an open-loop simulator could not have been told."""
-    blind = episode.model_copy(update={"turns": [
-        turn.model_copy(update={"observation": turn.observation.model_copy(update={"text": ""})})
-        for turn in episode.turns]})
-    out = []
-    for t, turn in enumerate(episode.turns):
-        prefix = blind.model_copy(update={"turns": [*blind.turns[:t], turn]})
-        out.append(index.episode(prefix)[-1])
-    return out
 
 
 def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], resamples: int) -> dict[str, Any]:
@@ -63,7 +49,7 @@ def evaluate(name: str, construction: list[Episode], evaluation: list[Episode], 
     tools: list[str] = []
     for episode in evaluation:
         novel["teacher-forced"] += [bool(v) for v in novelty.episode(episode)]
-        novel["open-loop"] += [bool(v) for v in open_loop_novelty(novelty, episode)]
+        novel["open-loop"] += [bool(v) for v in novelty.episode(episode, open_loop=True)]
         clusters += [episode.id] * len(episode.turns)
         tools += [turn.action.name for turn in episode.turns]
     result: dict[str, Any] = {
@@ -137,13 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, dict[str, Any]] = {}
     for spec in args.env:
-        name, _, files = spec.partition("=")
-        parts = files.split(":")
-        if len(parts) == 1:
-            construction, evaluation = split_by_family(load(parts[0]),
-                                                       key=trajectory_family if args.split_by == "family" else _task)
-        else:
-            construction, evaluation = load(parts[0]), load(parts[1])
+        name, parts, construction, evaluation = env_episodes(spec, args.split_by)
         results[name] = {"sources": parts, **evaluate(name, construction, evaluation, args.resamples)}
         print(f"{name}: " + json.dumps({p: results[name][p]["harness - nearest"] for p in PROTOCOLS}), flush=True)
     print(table(results))
