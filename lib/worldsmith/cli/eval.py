@@ -37,9 +37,10 @@ from worldsmith.evals.bootstrap import small_sample_note
 from worldsmith.evals.config import POLICY_CHOICES
 from worldsmith.evals.eval_runs import EvalRunStore, RunFolder
 from worldsmith.evals.metrics import METRIC_REGISTRY, METRICS
-from worldsmith.evals.protocols import DEFAULT_PROTOCOLS, PROTOCOLS
+from worldsmith.evals.protocols import DEFAULT_PROTOCOLS, PROTOCOLS, needs_llm
 from worldsmith.evals.report import PROTOCOL_LABELS
 from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, ProtocolBlock
+from worldsmith.llm import indomain
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
 from worldsmith.util.errors import user_path
@@ -198,11 +199,15 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if missing:
         instead = " (--folds K instead of --book cross-fits)" if "--book" in missing else ""
         raise CommandError(f"worldsmith eval needs {', '.join(missing)}{instead} (or a subcommand: curve, awb)", code=2)
+    workspace = workspace_from(args)
+    model = _model_choice(args, workspace.root)
+    if model is not None and model.warning:
+        print(f"warning: {model.warning}", file=sys.stderr, flush=True)
     try:
         config = EvalConfig(
             name=args.out, book=args.book, book_version=args.version, dataset=args.dataset, split=args.split,
             env=args.env, folds=args.folds, drop_leaked=args.drop_leaked, methods=_csv(args.methods), protocol=args.protocol,
-            protocols=args.protocols, llm=args.llm,
+            protocols=args.protocols, llm=args.llm or (model.spec if model is not None else None),
             judge=args.judge, policy=args.policy, max_steps=args.max_steps, real_env=args.real_env, max_episodes=args.max_episodes,
             max_turns=args.max_turns, divergence_metric=args.divergence,
             divergence_threshold=args.divergence_threshold, resamples=args.resamples, seed=args.seed,
@@ -210,7 +215,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     except ValidationError as error:
         raise CommandError(f"invalid evaluation settings: {_validation_message(error)}", code=2) from None
     as_json = bool(getattr(args, "json", False))
-    run = run_eval(config, workspace_from(args), progress=_stderr_progress(as_json))
+    run = run_eval(config, workspace, progress=_stderr_progress(as_json))
     report = run.report
     if as_json:
         written = report.to_json()
@@ -223,13 +228,28 @@ def run_eval_command(args: argparse.Namespace) -> int:
                    "leakage": written["leakage"],
                    "folds": written.get("folds"), "dropped": written["leakage"].get("dropped"),
                    "excluded": written.get("excluded", {}),
+                   "model": model.to_json() if model is not None else None,
                    "report": str(run.report_path), "markdown": str(RunFolder(run.directory).markdown_path)})
         return EXIT_OK
     print(f"run {config.name} ({', '.join(config.protocols or ())}): {len(run.records)} records, {run.computed} units computed, "
           f"{run.reused} reused -> {run.directory}")
+    if model is not None:
+        print(f"  model: {model.spec} ({model.source}; trained on {model.trained_on_label})")
     _print_report(report)
     print(f"report: {RunFolder(run.directory).markdown_path}")
     return EXIT_OK
+
+
+def _model_choice(args: argparse.Namespace, root: Path) -> indomain.ModelChoice | None:
+    """The model of the run's model-backed methods: `--llm` when given, else the dataset's own tiny model, else
+    the bundled one with a warning (`llm.indomain.model_for_dataset`); None when no method needs a model."""
+    try:
+        wanted = any(needs_llm(method) for method in _csv(args.methods))
+    except ValueError:
+        wanted = False  # an unknown method: EvalConfig names it
+    if not (wanted or args.llm) or not args.dataset:
+        return None
+    return indomain.model_for_dataset(root, args.dataset, split=args.split, given=args.llm)
 
 
 _PROTOCOL_KEYS = ("metrics", "methods", "pairs", "counts", "errors", "cost", "w2r", "done_agreement")

@@ -49,12 +49,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common(calls)
     calls.set_defaults(handler=run_calls)
 
-    train = actions.add_parser("train-tiny", help="train the small default model on a dataset's traces (CPU)")
+    train = actions.add_parser(
+        "train-tiny", help="train the small default model on a dataset's traces (CPU)",
+        description="Train the tiny model on a workspace dataset (one split of it with --split). Trained on a "
+                    "dataset's train split into <workspace>/models/tiny-<dataset> (the default --out with --split), "
+                    "it is the default model of that dataset's model-backed methods in `worldsmith eval`.")
     train.add_argument("--dataset", required=True)
-    train.add_argument("--out", required=True, type=Path, help="output folder (Hugging Face format)")
+    train.add_argument("--split", help="only this split's episodes (e.g. train); default: every episode")
+    train.add_argument("--out", type=Path, help="output folder (Hugging Face format); default with --split: "
+                                                "<workspace>/models/tiny-<dataset>")
     train.add_argument("--steps", type=int, help="optimizer steps (default: the TinyConfig default)")
+    train.add_argument("--seq-len", type=int, help="tokens per training row (default: the TinyConfig default)")
     train.add_argument("--max-minutes", type=float, help="stop training after this many minutes")
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--progress-file", type=Path, help="append one JSON line per step here (for a watcher)")
     add_common(train)
     train.set_defaults(handler=run_train_tiny)
 
@@ -142,30 +150,37 @@ def run_calls(args: argparse.Namespace) -> int:
 
 
 def run_train_tiny(args: argparse.Namespace) -> int:
-    from worldsmith.llm.tiny import TinyConfig, train_tiny
+    from worldsmith.llm.indomain import progress_writer, train_on_split
+    from worldsmith.llm.tiny import TinyConfig, TrainProgress
 
     workspace = workspace_from(args)
-    dataset = workspace.dataset(args.dataset)
+    if args.out is None and args.split is None:
+        raise CommandError("pass --out DIR, or --split SPLIT to train the dataset's own model into "
+                           f"{workspace.root / 'models'}/tiny-{args.dataset}", code=2)
     overrides: dict[str, Any] = {"seed": args.seed}
-    if args.steps is not None:
-        overrides["steps"] = args.steps
-    if args.max_minutes is not None:
-        overrides["max_minutes"] = args.max_minutes
+    for key, value in (("steps", args.steps), ("max_minutes", args.max_minutes), ("seq_len", args.seq_len)):
+        if value is not None:
+            overrides[key] = value
     config = TinyConfig(**overrides)
     tty = sys.stderr.isatty() and not getattr(args, "json", False)
+    record = progress_writer(args.progress_file) if args.progress_file is not None else None
 
-    def progress(update: Any) -> None:
+    def progress(update: TrainProgress) -> None:
+        if record is not None:
+            record(update)
         if tty:
             sys.stderr.write(f"\r{update}   ")
             sys.stderr.flush()
+        elif update.step == 1 or update.step % 10 == 0 or update.step == update.steps:
+            print(update, file=sys.stderr, flush=True)
 
-    report = train_tiny(dataset.iter_episodes(), args.out, config=config, progress=progress)
+    report = train_on_split(workspace.root, args.dataset, args.split, args.out, config=config, progress=progress)
     if tty:
         sys.stderr.write("\n")
     summary = report.to_json()
     if getattr(args, "json", False):
         emit_json(summary)
     else:
-        print(f"tiny model written to {args.out}: {summary}")
-        print(f"use it as: tiny:{args.out}")
+        print(f"tiny model written to {report.out_dir}: {summary}")
+        print(f"use it as: tiny:{report.out_dir}")
     return EXIT_OK

@@ -8,10 +8,11 @@
 Exported: the protocol and its types (`LLM`, `Message`, `Completion`, the errors), opening models by spec
 (`open_llm`, `make_llm`, `parse_spec`, `configured_models`), backends (`register_backend`, `backends`), call
 logging and caching, prompt budgets and structured output. Namespace: `catalog` (what the Models page and
-`worldsmith llm` show: model and backend rows, one prompt sent the way every call is).
+`worldsmith llm` show: model and backend rows, one prompt sent the way every call is) and `indomain` (a
+dataset's own tiny model: training it on the dataset's train split, and which model its methods use by default).
 """
 
-from worldsmith.llm import catalog
+from worldsmith.llm import catalog, indomain
 from worldsmith.llm.base import (
     LLM,
     BackendUnavailableError,
@@ -78,6 +79,7 @@ __all__ = [
     "context_window",
     "default_model_spec",
     "extract_json",
+    "indomain",
     "load_config",
     "make_llm",
     "new_run_id",

@@ -20,7 +20,7 @@ import platform
 import random
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,6 +234,7 @@ class TinyReport:
     weights_bytes: int = 0
     config: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    trained_on: dict[str, Any] = field(default_factory=dict)  # where the episodes came from (dataset, split, ...)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -428,8 +429,12 @@ def train_tiny(
     *,
     config: TinyConfig = TinyConfig(),  # noqa: B008 - frozen dataclass, safe as a default
     progress: Callable[[TrainProgress], None] | None = None,
+    trained_on: Mapping[str, Any] | None = None,
 ) -> TinyReport:
     """Train the tiny chat model on `episodes` and save it as a Hugging Face folder at `out_dir`.
+
+    `trained_on` says where the episodes came from (e.g. `{"dataset": "shop", "split": "train"}`); it is kept in
+    the folder's report, so whoever uses the model later can say what it learnt from (`llm.indomain.trained_on`).
 
     Deterministic for a seed (same data, config, thread count and library versions give the same
     weights). The folder is written beside `out_dir` first and swapped in at the end, so a failed
@@ -563,6 +568,7 @@ def train_tiny(
             weights_bytes=weights_bytes,
             config={**asdict(config), "roles": list(config.roles)},
             versions=_versions(),
+            trained_on=dict(trained_on or {}),
         )
         report.seconds = round(time.perf_counter() - started, 2)
         record = {key: value for key, value in report.to_json().items() if key != "out_dir"}  # the folder is itself
