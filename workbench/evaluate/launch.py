@@ -17,6 +17,7 @@ from workbench.common import data
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from workbench.evaluate.model_offer import default_model, model_backed, render_model_offer
 from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
 __all__ = ["BOTH", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "live_envs", "matched_env",
@@ -170,6 +171,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     problem = match.problem() if match is not None else None
     if problem:
         st.warning(md_escape(problem), icon=":material/link_off:")
+    render_model_offer(root, dataset, st.session_state.get("ev_new_split") or None)
     with st.form("ev_launch"):
         left, right = st.columns(2)
         run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
@@ -204,7 +206,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         max_turns = right.number_input("Turns per episode (0 = all)", min_value=0, value=0, key="ev_new_turns")
         policy = last.selectbox("W2R / live policy", POLICIES, key="ev_new_policy")
         left, middle, right, last = st.columns(4)
-        llm = left.text_input("Model spec (optional)", key="ev_new_llm", placeholder="tiny:PATH, hf:PATH, ...",
+        llm = left.text_input("Model spec (optional)", key="ev_new_llm",
+                              placeholder="the dataset's default (above), or tiny:PATH, hf:PATH, ...",
                               help="Used only by the methods that use a model (harness+llm, direct, ...).")
         judge = middle.text_input("Judge spec (optional)", key="ev_new_judge")
         seed = right.number_input("Seed", min_value=0, value=0, key="ev_new_seed")
@@ -232,6 +235,10 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     if folds == 1 or (not folds and not book):
         st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
         return
+    model = None
+    if not llm.strip() and model_backed(list(chosen)):  # the dataset's own model, else the bundled one (said above)
+        model = default_model(root, dataset, split.strip() or None)
+        llm = model.spec if model is not None else llm
     unused = model_use_problem(list(chosen), llm, policy_uses_it=policy == "llm" and protocol in ("w2r", "live"))
     if unused:
         st.error(md_escape(unused), icon=":material/error:")
@@ -254,7 +261,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     except (JobError, OSError) as error:
         st.error(f"Could not launch the run: {md_escape(error)}", icon=":material/error:")
         return
-    st.session_state[NOTICE] = f"Started run {md_code(job.run)} (pid {job.pid:d}): {md_code(shlex.join(command[1:]))}"
+    st.session_state[NOTICE] = (f"Started run {md_code(job.run)} (pid {job.pid:d}): {md_code(shlex.join(command[1:]))}"
+                                + (f" · model trained on {md_escape(model.trained_on_label)}" if model else ""))
     st.rerun()
 
 

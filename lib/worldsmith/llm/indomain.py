@@ -31,6 +31,7 @@ from worldsmith.util.jobs import Job, JobFolder, JobState, json_job_outcome, rea
 __all__ = [
     "BUNDLED_TRAINED_ON",
     "ModelChoice",
+    "OfferSettings",
     "TrainingStatus",
     "in_domain_dir",
     "in_domain_model",
@@ -215,17 +216,23 @@ def _progress_path(root: str | Path, dataset: str) -> Path:
     return Path(root) / "models" / ".jobs" / f"{in_domain_name(dataset)}.progress.jsonl"
 
 
-def training_command(root: str | Path, dataset: str, split: str, *, steps: int | None = None,
-                     max_minutes: float | None = None) -> list[str]:
+@dataclass(frozen=True)
+class OfferSettings:
+    """How the offered training run trains: short rows and more steps fit ten CPU-minutes better than the
+    4,096-token default (benchmarks/RESULTS.md, issue 42: 500 steps of 1,024 tokens on one core)."""
+
+    steps: int = 500
+    seq_len: int = 1024
+    max_minutes: float = 10.0
+
+
+def training_command(root: str | Path, dataset: str, split: str,
+                     settings: OfferSettings = OfferSettings()) -> list[str]:  # noqa: B008 - frozen
     """The `worldsmith llm train-tiny` command line that trains `dataset`'s own model on `split`."""
-    command = [sys.executable, "-m", "worldsmith", "llm", "train-tiny", "--workspace", str(Path(root).resolve()),
-               "--dataset", dataset, "--split", split, "--out", str(in_domain_dir(root, dataset)),
-               "--progress-file", str(_progress_path(root, dataset).resolve()), "--json"]
-    if steps is not None:
-        command += ["--steps", str(steps)]
-    if max_minutes is not None:
-        command += ["--max-minutes", str(max_minutes)]
-    return command
+    return [sys.executable, "-m", "worldsmith", "llm", "train-tiny", "--workspace", str(Path(root).resolve()),
+            "--dataset", dataset, "--split", split, "--out", str(in_domain_dir(root, dataset)),
+            "--progress-file", str(_progress_path(root, dataset).resolve()), "--steps", str(settings.steps),
+            "--seq-len", str(settings.seq_len), "--max-minutes", str(settings.max_minutes), "--json"]
 
 
 @dataclass(frozen=True)
@@ -246,8 +253,8 @@ class TrainingStatus:
         return min(1.0, self.step / self.steps) if self.steps else 0.0
 
 
-def start_training(root: str | Path, dataset: str, split: str | None = None, *, steps: int | None = None,
-                   max_minutes: float | None = None) -> Job:
+def start_training(root: str | Path, dataset: str, split: str | None = None,
+                   settings: OfferSettings = OfferSettings()) -> Job:  # noqa: B008 - frozen
     """Start training `dataset`'s own model on `split` (default: its train split) detached; refuses while one
     runs. Progress: `training_status`."""
     split = split or train_split(root, dataset)
@@ -260,7 +267,7 @@ def start_training(root: str | Path, dataset: str, split: str | None = None, *, 
     progress = _progress_path(root, dataset)
     progress.parent.mkdir(parents=True, exist_ok=True)
     progress.unlink(missing_ok=True)  # a new run's progress, not the last one's
-    command = training_command(root, dataset, split, steps=steps, max_minutes=max_minutes)
+    command = training_command(root, dataset, split, settings)
     return _jobs(root).start(in_domain_name(dataset), command, workspace=root)
 
 
