@@ -14,7 +14,7 @@ import streamlit as st
 
 from workbench.common.text import md_code, md_escape
 from worldsmith.llm import indomain
-from worldsmith.util.errors import WorldsmithError
+from worldsmith.util import WorldsmithError
 
 __all__ = ["default_model", "model_backed", "render_model_offer"]
 
