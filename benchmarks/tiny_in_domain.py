@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace, name: str, spec: str) -> tuple[pd.DataFrame, 
 
 def _interval(clusters: Any, values: Any, args: argparse.Namespace) -> dict[str, float]:
     found = bootstrap_mean(list(clusters), list(values), resamples=args.resamples, seed=args.seed)
-    return {"mean": round(found.point, 4), "low": round(found.low, 4), "high": round(found.high, 4)}
+    return {"mean": round(found.mean, 4), "low": round(found.low, 4), "high": round(found.high, 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = {"in-domain": choice.spec, "default": args.default}
     frames, seconds = {}, {}
     for label, spec in specs.items():
-        frames[label], seconds[label] = _run(args, f"tiny-in-domain-{label}-{args.split}", spec)
+        name = f"tiny-in-domain-{label}-{args.split}-e{args.max_episodes or 'all'}-t{args.max_turns or 'all'}"
+        frames[label], seconds[label] = _run(args, name, spec)
     paired = frames["in-domain"].merge(frames["default"], on=KEY, suffixes=("_in", "_default"))
     result: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "host": platform.node(),

@@ -60,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                 "<workspace>/models/tiny-<dataset>")
     train.add_argument("--steps", type=int, help="optimizer steps (default: the TinyConfig default)")
     train.add_argument("--seq-len", type=int, help="tokens per training row (default: the TinyConfig default)")
+    train.add_argument("--roles", type=lambda text: tuple(part.strip() for part in text.split(",") if part.strip()),
+                       help="agent,environment (default both); environment alone for a simulator baseline's model")
     train.add_argument("--max-minutes", type=float, help="stop training after this many minutes")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--progress-file", type=Path, help="append one JSON line per step here (for a watcher)")
@@ -158,7 +160,8 @@ def run_train_tiny(args: argparse.Namespace) -> int:
         raise CommandError("pass --out DIR, or --split SPLIT to train the dataset's own model into "
                            f"{workspace.root / 'models'}/tiny-{args.dataset}", code=2)
     overrides: dict[str, Any] = {"seed": args.seed}
-    for key, value in (("steps", args.steps), ("max_minutes", args.max_minutes), ("seq_len", args.seq_len)):
+    for key, value in (("steps", args.steps), ("max_minutes", args.max_minutes), ("seq_len", args.seq_len),
+                       ("roles", args.roles)):
         if value is not None:
             overrides[key] = value
     config = TinyConfig(**overrides)
