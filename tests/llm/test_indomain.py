@@ -14,6 +14,8 @@ import pytest
 from worldsmith import Workspace
 from worldsmith._resources import tiny_model_dir
 from worldsmith.llm import indomain
+from worldsmith.llm.base import Completion, GenerationParams
+from worldsmith.llm.cache import ResponseCache, model_identity
 from worldsmith.llm.spec import MODEL_ENV_VAR
 from worldsmith.llm.tiny import REPORT_FILE, TinyConfig
 from worldsmith.util.errors import BadInputError
@@ -129,3 +131,20 @@ def test_cli_trains_the_split_into_the_conventional_folder_with_progress(shop: P
     assert summary["trained_on"]["split"] == "train" and summary["steps"] == 2
     rows = [json.loads(line) for line in progress.read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2] and rows[-1]["steps"] == 2
+
+
+def test_a_model_retrained_into_the_same_folder_is_not_answered_from_the_cache(tmp_path: Path) -> None:
+    folder = tmp_path / "tiny-shop"
+    fake_model(folder, {"dataset": "shop", "split": "train"})
+    (folder / "model.safetensors").write_bytes(b"old weights")
+    before = model_identity(f"tiny:{folder}")
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    messages = [{"role": "user", "content": "get_user()"}]
+    cache.put(f"tiny:{folder}", messages, GenerationParams(), [Completion(text="old answer")], before)
+    assert cache.get(f"tiny:{folder}", messages, GenerationParams(), before)[0].text == "old answer"
+    (folder / "model.safetensors").write_bytes(b"new weights, retrained")
+    os.utime(folder / "model.safetensors", ns=(1, 1))
+    after = model_identity(f"tiny:{folder}")
+    assert before and after and after != before
+    assert cache.get(f"tiny:{folder}", messages, GenerationParams(), after) is None
+    assert model_identity("openai:gpt@http://127.0.0.1:9/v1") == ""

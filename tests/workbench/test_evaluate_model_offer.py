@@ -63,6 +63,7 @@ def test_without_its_own_model_the_page_warns_and_trains_one_in_the_background(s
     assert job is not None
     assert job.command[job.command.index("--split") + 1] == "train"
     assert job.command[job.command.index("--out") + 1] == str(indomain.in_domain_dir(shop, "shop"))
+    assert job.command[job.command.index("--roles") + 1] == "environment"
     try:
         deadline = time.monotonic() + 120  # tokenizing, then the first steps
         while (status := indomain.training_status(shop, "shop")) is not None and status.step < 1:

@@ -20,7 +20,7 @@ import orjson
 
 from worldsmith.llm.base import Completion, GenerationParams, Message
 
-__all__ = ["ResponseCache", "cache_key"]
+__all__ = ["ResponseCache", "cache_key", "model_identity"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -32,8 +32,25 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(spec: str, messages: Sequence[Message], params: GenerationParams) -> str:
-    body = orjson.dumps([spec, list(messages), params.to_json()], option=orjson.OPT_SORT_KEYS)
+_WEIGHTS = ("config.json", "tokenizer.json", "*.safetensors", "*.bin")
+
+
+def model_identity(spec: str) -> str:
+    """Which weights a local-folder spec (`tiny:PATH`, `hf:PATH`, ...) names now: a digest of its weight files'
+    names, sizes and modification times; "" for any other spec. Part of the cache key, so a model retrained into
+    the same folder (a dataset's own tiny model, retrained) is never answered with the old model's replies."""
+    _, sep, rest = spec.partition(":")
+    folder = Path(rest.partition("?")[0]).expanduser() if sep else None
+    if folder is None or not folder.is_dir():
+        return ""
+    stats = sorted((path.name, path.stat().st_size, path.stat().st_mtime_ns)
+                   for pattern in _WEIGHTS for path in folder.glob(pattern) if path.is_file())
+    return hashlib.sha256(orjson.dumps(stats)).hexdigest()[:16] if stats else ""
+
+
+def cache_key(spec: str, messages: Sequence[Message], params: GenerationParams, identity: str = "") -> str:
+    head = [spec, identity] if identity else [spec]
+    body = orjson.dumps([*head, list(messages), params.to_json()], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(body).hexdigest()
 
 
@@ -60,11 +77,12 @@ class ResponseCache:
     def cacheable(self, params: GenerationParams) -> bool:
         return params.greedy or params.seed is not None or self.cache_unseeded
 
-    def get(self, spec: str, messages: Sequence[Message], params: GenerationParams) -> list[Completion] | None:
+    def get(self, spec: str, messages: Sequence[Message], params: GenerationParams,
+            identity: str = "") -> list[Completion] | None:
         if not self.cacheable(params):
             return None
         row = self._connect().execute(
-            "SELECT completions FROM responses WHERE key = ?", (cache_key(spec, messages, params),)
+            "SELECT completions FROM responses WHERE key = ?", (cache_key(spec, messages, params, identity),)
         ).fetchone()
         if row is None:
             return None
@@ -75,7 +93,7 @@ class ResponseCache:
         return completions
 
     def put(self, spec: str, messages: Sequence[Message], params: GenerationParams,
-            completions: list[Completion]) -> None:
+            completions: list[Completion], identity: str = "") -> None:
         if not self.cacheable(params):
             return
         payload = orjson.dumps([completion.to_json() for completion in completions]).decode()
@@ -84,7 +102,7 @@ class ResponseCache:
         try:
             conn.execute(
                 "INSERT OR REPLACE INTO responses (key, spec, created, completions) VALUES (?, ?, ?, ?)",
-                (cache_key(spec, messages, params), spec, time.time(), payload),
+                (cache_key(spec, messages, params, identity), spec, time.time(), payload),
             )
             conn.execute("COMMIT")
         except BaseException:

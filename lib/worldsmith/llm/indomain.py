@@ -218,11 +218,13 @@ def _progress_path(root: str | Path, dataset: str) -> Path:
 
 @dataclass(frozen=True)
 class OfferSettings:
-    """How the offered training run trains: short rows and more steps fit ten CPU-minutes better than the
-    4,096-token default (benchmarks/RESULTS.md, issue 42: 500 steps of 1,024 tokens on one core)."""
+    """How the offered training run trains: the environment's view only (the model answers for the world in the
+    model-backed baselines; not an agent policy), short rows and more steps, which fit ten CPU-minutes better than
+    the 4,096-token default (benchmarks/RESULTS.md, issue 42: 500 steps of 1,024 tokens on one core)."""
 
     steps: int = 500
     seq_len: int = 1024
+    roles: tuple[str, ...] = ("environment",)
     max_minutes: float = 10.0
 
 
@@ -232,7 +234,8 @@ def training_command(root: str | Path, dataset: str, split: str,
     return [sys.executable, "-m", "worldsmith", "llm", "train-tiny", "--workspace", str(Path(root).resolve()),
             "--dataset", dataset, "--split", split, "--out", str(in_domain_dir(root, dataset)),
             "--progress-file", str(_progress_path(root, dataset).resolve()), "--steps", str(settings.steps),
-            "--seq-len", str(settings.seq_len), "--max-minutes", str(settings.max_minutes), "--json"]
+            "--seq-len", str(settings.seq_len), "--roles", ",".join(settings.roles),
+            "--max-minutes", str(settings.max_minutes), "--json"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsmith.llm.base import LLM, Completion, GenerationParams, LLMError, Message, check_messages
-from worldsmith.llm.cache import ResponseCache
+from worldsmith.llm.cache import ResponseCache, model_identity
 from worldsmith.llm.calllog import CallLog, call_log_path
 from worldsmith.llm.spec import make_llm, resolve_spec
 from worldsmith.util.paths import default_workspace_root
@@ -34,6 +34,7 @@ class TrackedLLM:
         self.llm = llm
         self.spec = llm.spec
         self.cache = cache
+        self.identity = model_identity(llm.spec) if cache is not None else ""  # the weights behind the spec now
         self.log = log
         self.run = run or new_run_id()
         self.component = component
@@ -52,7 +53,7 @@ class TrackedLLM:
         results: list[list[Completion] | None] = [None] * len(checked)
         misses: list[int] = []
         for index, messages in enumerate(checked):
-            hit = self.cache.get(self.spec, messages, generation) if self.cache else None
+            hit = self.cache.get(self.spec, messages, generation, self.identity) if self.cache else None
             if hit is not None:
                 results[index] = hit
             else:
@@ -71,7 +72,7 @@ class TrackedLLM:
             for index, completions in zip(misses, fresh, strict=True):
                 results[index] = completions
                 if self.cache:
-                    self.cache.put(self.spec, checked[index], generation, completions)
+                    self.cache.put(self.spec, checked[index], generation, completions, self.identity)
         if self.log:
             for messages, answered in zip(checked, results, strict=True):
                 self.log.record(run=self.run, component=self.component, spec=self.spec, messages=messages,
