@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs-prefix", default="tiny-in-domain", help="the eval runs' names start with this")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "tiny_in_domain.json")
     args = parser.parse_args(argv)
 
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = {"in-domain": choice.spec, "default": args.default}
     frames, seconds = {}, {}
     for label, spec in specs.items():
-        name = f"tiny-in-domain-{label}-{args.split}-e{args.max_episodes or 'all'}-t{args.max_turns or 'all'}"
+        name = f"{args.runs_prefix}-{label}-{args.split}-e{args.max_episodes or 'all'}-t{args.max_turns or 'all'}"
         frames[label], seconds[label] = _run(args, name, spec)
     paired = frames["in-domain"].merge(frames["default"], on=KEY, suffixes=("_in", "_default"))
     result: dict[str, Any] = {
