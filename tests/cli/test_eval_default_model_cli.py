@@ -58,8 +58,8 @@ def test_the_bundled_default_is_named_and_warned_about(shop: Path) -> None:
     assert "ALFWorld" in model["warning"] and "worldsmith llm train-tiny --dataset shop --split train" in model["warning"]
     assert "warning:" in stderr and "ALFWorld" in stderr
     report = json.loads(Path(out["report"]).read_text())
-    assert "ALFWorld" in report["config"]["llm_trained_on"]["description"]
-    assert "(trained on the bundled sample traces" in Path(out["markdown"]).read_text()
+    assert "ALFWorld" in report["models"]["direct"]["trained_on"]
+    assert "of the bundled sample traces (113 episodes, mostly ALFWorld" in Path(out["markdown"]).read_text()
 
 
 def test_the_datasets_own_model_answers_when_it_exists(shop: Path) -> None:
@@ -69,4 +69,4 @@ def test_the_datasets_own_model_answers_when_it_exists(shop: Path) -> None:
     assert model["source"] == "in-domain" and model["warning"] is None and "warning:" not in stderr
     assert model["spec"] == f"tiny:{indomain.in_domain_dir(shop, 'shop')}"
     assert model["trained_on"]["dataset"] == "shop" and model["trained_on"]["split"] == "train"
-    assert "(trained on dataset shop, split train" in Path(out["markdown"]).read_text()
+    assert "of dataset shop, split train" in Path(out["markdown"]).read_text()

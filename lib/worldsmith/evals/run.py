@@ -41,7 +41,6 @@ from worldsmith.evals.protocols import method_models
 from worldsmith.evals.report import build_report, write_report
 from worldsmith.evals.report_model import EvalReport
 from worldsmith.evals.units import UnitComputer, eval_unit, unit_context, unit_payload
-from worldsmith.llm import indomain
 from worldsmith.traces.model import Episode
 from worldsmith.util.code_version import code_version
 from worldsmith.util.errors import ConflictError
@@ -223,8 +222,6 @@ def _finish(config: EvalConfig, opened: _Opened, inputs: Inputs, journal: Journa
              **({"folds": fold_summary(inputs.parts)} if config.folds else {}), "excluded": inputs.excluded,
              "models": method_models(config.methods, opened.provenance["llm_spec"])}
     provenance = {k: opened.provenance[k] for k in ("dataset_revision", "code_version", "llm_spec")}
-    if provenance["llm_spec"]:  # which model answered, and what it learnt from (its folder's training report)
-        provenance["llm_trained_on"] = indomain.trained_on(provenance["llm_spec"])
     report = build_report(
         frame, run=config.name, protocol=config.primary, protocols=list(config.protocols or ()),
         fingerprint=opened.fingerprint,

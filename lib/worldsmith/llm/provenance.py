@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from worldsmith.llm import indomain
 from worldsmith.llm.spec import parse_spec
 
 __all__ = ["trained_on"]
@@ -27,10 +28,12 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _tiny(record: dict[str, Any]) -> str:
+def _tiny(record: dict[str, Any], folder: Path) -> str:
     data = record.get("data") if isinstance(record.get("data"), dict) else {}
     seen = ", ".join(f"{data[key]} {key}" for key in ("episodes", "turns") if data.get(key) is not None)
-    return f"worldsmith llm train-tiny, {record.get('steps', '?')} steps" + (f" on {seen}" if seen else "")
+    source = indomain.trained_on(f"tiny:{folder}")  # the dataset and split it recorded; the bundled one's samples
+    return (f"worldsmith llm train-tiny, {record.get('steps', '?')} steps" + (f" on {seen}" if seen else "")
+            + (f" of {indomain.trained_on_label(source)}" if source else ""))
 
 
 def _envace(record: dict[str, Any]) -> str:
@@ -54,8 +57,8 @@ def trained_on(spec: str | None) -> str | None:
     if parsed.kind not in _LOCAL_KINDS:
         return None
     folder = Path(parsed.model)
-    for name, describe in (("envace_config.json", _envace), ("worldsmith_tiny.json", _tiny)):
-        record = _read(folder / name)
-        if record is not None:
-            return describe(record)
-    return None
+    record = _read(folder / "envace_config.json")
+    if record is not None:
+        return _envace(record)
+    record = _read(folder / "worldsmith_tiny.json")
+    return _tiny(record, folder) if record is not None else None
