@@ -23,10 +23,13 @@ def no_exception(at: AppTest) -> AppTest:
     return at
 
 
-def open_launch_tab() -> AppTest:
+def open_launch_tab(methods: list[str] | None = None) -> AppTest:
+    """The Launch tab, with `methods` chosen in the form (as after a launch with them)."""
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     no_exception(at.switch_page(str(PAGE)).run())
     at.session_state["ev_tab"] = "Launch"
+    if methods is not None:
+        at.session_state["ev_new_methods"] = methods
     return no_exception(at.run())
 
 
@@ -53,7 +56,9 @@ def test_without_its_own_model_the_page_warns_and_trains_one_in_the_background(s
     from worldsmith.llm import indomain
     from worldsmith.util.jobs import JobFolder, stop
 
-    at = open_launch_tab()
+    quiet = open_launch_tab()  # harness and nearest (the default) use no model: nothing to say
+    assert not any("ALFWorld" in str(w.value) for w in quiet.warning) and OFFER not in [b.label for b in quiet.button]
+    at = open_launch_tab(["harness", "direct"])
     warned = [str(w.value) for w in at.warning]
     assert any("not trained on this data" in w and "ALFWorld" in w and "train split" in w for w in warned), warned
     assert OFFER in [b.label for b in at.button]
@@ -89,7 +94,7 @@ def test_its_own_model_is_the_default_of_model_backed_methods(shop: Path) -> Non
     (folder / "config.json").write_text("{}", encoding="utf-8")
     (folder / REPORT_FILE).write_text(json.dumps({"trained_on": {"dataset": "shop", "split": "train",
                                                                  "episodes": 21}}), encoding="utf-8")
-    at = open_launch_tab()
+    at = open_launch_tab(["direct"])
     said = [str(c.value) for c in at.caption]
     assert any("Model-backed methods on `shop` use `tiny:" in c and "trained on dataset shop, split train" in c
                and "21 episodes" in c for c in said), said

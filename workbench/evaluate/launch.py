@@ -171,7 +171,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     problem = match.problem() if match is not None else None
     if problem:
         st.warning(md_escape(problem), icon=":material/link_off:")
-    render_model_offer(root, dataset, st.session_state.get("ev_new_split") or None)
+    render_model_offer(root, dataset, st.session_state.get("ev_new_split") or None,
+                       list(st.session_state.get("ev_new_methods") or []))
     with st.form("ev_launch"):
         left, right = st.columns(2)
         run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
@@ -262,7 +263,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         st.error(f"Could not launch the run: {md_escape(error)}", icon=":material/error:")
         return
     st.session_state[NOTICE] = (f"Started run {md_code(job.run)} (pid {job.pid:d}): {md_code(shlex.join(command[1:]))}"
-                                + (f" · model trained on {md_escape(model.trained_on_label)}" if model else ""))
+                                + (f" · model trained on {md_escape(model.trained_on_label)}" if model else "")
+                                + (f" · {md_escape(model.warning)}" if model and model.warning else ""))
     st.rerun()
 
 

@@ -75,12 +75,15 @@ def _render_training(root: Path, dataset: str) -> bool:
     return running
 
 
-def render_model_offer(root: Path, dataset: str, split: str | None) -> None:
-    """Above the Launch form: the model the dataset's model-backed methods get by default and what it learnt from;
-    the bundled one with a warning and, where the dataset has a train split, the button that trains its own."""
+def render_model_offer(root: Path, dataset: str, split: str | None, methods: list[str]) -> None:
+    """Above the Launch form, once model-backed methods are chosen: the model they get by default and what it learnt
+    from; the bundled one with a warning and, where the dataset has a train split, the button that trains its own.
+    A training job of the dataset's model shows its progress whatever the methods."""
     if "ev_train_notice" in st.session_state:
         st.success(st.session_state.pop("ev_train_notice"), icon=":material/model_training:")
     training = _render_training(root, dataset)
+    if not model_backed(methods):
+        return
     choice = default_model(root, dataset, split)
     if choice is None:
         st.caption("Model-backed methods (direct, trace_rag, ...) need a model spec: no default model here.")
