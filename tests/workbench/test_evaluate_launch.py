@@ -128,12 +128,15 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
 def test_a_bad_spec_is_refused_in_the_form_and_a_failed_run_shows_its_error(eval_workspace: Path) -> None:
     at = open_page()
     at.text_input(key="ev_new_run").input("broken")
+    methods = at.multiselect(key="ev_new_methods").value
+    at.multiselect(key="ev_new_methods").set_value([*methods, "direct"])  # a method that uses the model
     at.text_input(key="ev_new_llm").input("tiny:no/such/folder")
     no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
     refused = [str(e.value) for e in at.error]
     assert any("Model spec" in e and "no model folder at" in e and "no/such/folder" in e for e in refused), refused
     assert not (eval_workspace / "runs" / "eval" / ".jobs" / "broken.json").exists()  # nothing was started
 
+    at.multiselect(key="ev_new_methods").set_value(methods)
     at.text_input(key="ev_new_llm").input("")
     at.text_input(key="ev_new_split").input("nosuch")
     no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
