@@ -116,3 +116,18 @@ def test_literals_and_capped_provenance() -> None:
         ["blue hat", "1,234.50", "W-12", "7"]
     turns = [f"a#{i}" for i in range(10)] + ["b#0", "c#0", "c#1"]
     assert spread_turns(turns, 4) == ["a#0", "b#0", "c#0", "a#1"] and spread_turns(turns, 20) == turns
+
+
+def test_actions_whose_names_slug_alike_build_rules_of_distinct_ids() -> None:
+    """`getUserId` beside `getuserid`, or a tool beside a call's text cut at a space (`f(x='a`), once made two
+    rules of one id and the book's validation refused the whole build."""
+    from worldsmith.worldbook.induce import unique_slugs
+
+    slugs = unique_slugs(["getuserid", "getUserId", "f", "f(x='a"])
+    assert (slugs["f"], slugs["f(x='a"], slugs["getUserId"]) == ("f", "f_x_a", "getuserid")
+    assert slugs["getuserid"].startswith("getuserid_") and len(set(slugs.values())) == 4
+    episodes = [_episode(task, [(name, {}, f"{name} done.") for name in ("getUserId", "getuserid")] * 2)
+                for task in ("a", "b", "c", "d")]
+    book = build_worldbook(episodes, name="alike").book
+    ids = [rule.id for rule in book.rules]
+    assert len(ids) == len(set(ids)) and {rule.action for rule in book.rules} == {"getUserId", "getuserid"}

@@ -96,6 +96,12 @@ def _call_text(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}(" + ", ".join(f"{key}={value!r}" for key, value in arguments.items()) + ")"
 
 
+def _call_json(name: str, arguments: dict[str, Any]) -> str:
+    """A call as a JSON action object: what `as_action` reads back whole (call text would be split at its first
+    space, `search_emails(query='dinner` becoming a tool name)."""
+    return orjson.dumps({"name": name, "arguments": arguments}).decode()
+
+
 def _tool_schema(function: Any) -> dict[str, Any]:
     """An AgentDojo `Function` as an OpenAI tool definition (as its `_function_to_openai` writes it)."""
     return {"type": "function", "function": {"name": function.name, "description": function.description,
@@ -143,8 +149,8 @@ def _admissible(suite: str, version: str) -> tuple[str, ...]:
         count = max((min(len(vocabulary[key]), _VALUES_PER_PARAMETER) for key in required), default=1)
         for index in range(count):
             arguments = {key: vocabulary[key][index % len(vocabulary[key])] for key in required}
-            calls.append(_call_text(function["name"], arguments))
-    return (*sorted(dict.fromkeys(calls)), _call_text(RESPOND, {"text": ""}))
+            calls.append(_call_json(function["name"], arguments))
+    return (*sorted(dict.fromkeys(calls)), _call_json(RESPOND, {"text": ""}))
 
 
 @dataclass
@@ -215,7 +221,8 @@ class AgentDojoEnv(EnvBase):
         return Step(Observation(text=text), 0.0, False, False, {"tool": call.name, "error": error})
 
     def admissible_actions(self) -> list[str] | None:
-        """A finite sample of the open call space: each tool with argument values the suite's ground truths use.
+        """A finite sample of the open call space: each tool with argument values the suite's ground truths use, as
+        JSON action objects (`{"name": ..., "arguments": ...}`).
 
         Not every listed call succeeds (an id deleted earlier, a value another task meant); it lets the random
         policy act. The list is the same in every episode of the suite."""

@@ -21,6 +21,7 @@ Statuses come afterwards from `replay.review_rules`, which falsifies every rule 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -126,6 +127,21 @@ def _args(item: Evidence) -> dict[str, Any]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]+", "_", text.lower()).strip("_") or "action"
+
+
+def unique_slugs(actions: Iterable[str]) -> dict[str, str]:
+    """Each action's slug for rule ids, unique: an action whose slug another (earlier in sorted order) already has
+    gets a digest of its name added (`getUserId` beside `getuserid`, `f(x='a` beside `f`), so two actions never
+    make rules of one id."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for action in sorted(set(actions)):
+        slug = _slug(action)
+        if slug in taken:
+            slug = f"{slug}_{hashlib.sha256(action.encode()).hexdigest()[:8]}"
+        taken.add(slug)
+        out[action] = slug
+    return out
 
 
 def _arg_name_of(value: str, arguments: Mapping[str, Any]) -> str | None:
@@ -675,6 +691,7 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[V
     rules: list[Rule] = []
     origins: dict[str, list[str]] = {}
     by_turn = {item.turn_id: item for items in by_action.values() for item in items}
+    slugs = unique_slugs(forms)
     for action, action_forms in sorted(forms.items()):
         proposed = candidates.get(action, {})
         tallies = [votes.get(FormKey(action, rank), Counter()) for rank in range(1, len(action_forms) + 1)]
@@ -696,9 +713,9 @@ def _assemble(forms: Mapping[str, list[Form]], votes: Mapping[FormKey, Counter[V
                 f"; effect {r.effect.op} {r.effect.path} {r.effect.value!s} confirmed by {len(r.confirmations)} "
                 f"later observation(s), contradicted by {len(r.contradictions)}" for r in accepted
             ) if form.outcome == "success" else ""
-            origins[f"{_slug(action)}.r{rank}"] = list(form.turns)
+            origins[f"{slugs[action]}.r{rank}"] = list(form.turns)
             rules.append(Rule(
-                id=f"{_slug(action)}.r{rank}", action=action, conditions=conditions, effects=effects,
+                id=f"{slugs[action]}.r{rank}", action=action, conditions=conditions, effects=effects,
                 outcome=form.outcome if form.outcome.startswith("failure") or form.outcome == "success" else "success",
                 template=form.template, status=RuleStatus.TENTATIVE, support=len(form.turns),
                 confidence=round(share, 4),
