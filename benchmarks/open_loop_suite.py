@@ -2,22 +2,23 @@
 
     OMP_NUM_THREADS=1 python benchmarks/open_loop_suite.py [--out /tmp/open-loop-suite] \
         [--testbeds toolshop,bfcl,agentdojo-workspace,agentdojo-slack,agentdojo-travel] [--toolshop-episodes 300] \
-        [--bfcl-per-category 75] [--agentdojo-policies expert,probing,random] [--agentdojo-probing-rounds 2] \
+        [--bfcl-entries 200] [--agentdojo-policies expert,probing,random] [--agentdojo-probing-rounds 2] \
         [--sessions 30] [--steps 12] [--resamples 2000]
 
 Per testbed, into OUT (a new folder; one workspace, OUT/workspace):
 1. collects construction+evaluation recordings from the real environment, mixing policies (toolshop: expert and
-   probing, `--toolshop-episodes` each; BFCL: the first `--bfcl-per-category` entries of the four multi-turn
-   categories, expert and curious; AgentDojo: `--agentdojo-policies`, one expert and one random episode per user
-   task, `--agentdojo-probing-rounds` probing ones, random capped at 20 steps, `--no-state`), exported as JSONL
-   (OUT/data/TESTBED.jsonl);
+   probing, `--toolshop-episodes` each; BFCL: expert and curious on multi-turn entries 0..N-1, `--bfcl-entries`,
+   entry i from category i mod 4 of base, miss_func, miss_param, long_context: entry i of every category is one
+   question, miss_func's and miss_param's expert paths repeat base's verbatim, so no index is recorded twice;
+   AgentDojo: `--agentdojo-policies`, one expert and one random episode per user task, `--agentdojo-probing-rounds`
+   probing ones, random capped at 20 steps, `--no-state`), exported as JSONL (OUT/data/TESTBED.jsonl);
 2. runs `benchmarks/open_loop.py --split-by task --per-tool` on it (teacher forced and open loop, harness against
    nearest evidence, paired cluster-bootstrap intervals; OUT/open_loop/TESTBED.json);
 3. ingests it into dataset TESTBED, splits it by task (`worldsmith split`, train 0.75 / test 0.25, seed 0: the
    split is by trajectory family, which for these testbeds is the task), builds book TESTBED on train, runs
    `worldsmith eval --protocol live --drop-leaked` on one test episode per test task with the expert and the
-   probing policy (harness and nearest; a test episode whose trajectory the book holds under another task id, as
-   BFCL's categories share entries, is left out and counted), and `worldsmith consistency` (harness and nearest, `--sessions` x `--steps`, seed 0);
+   probing policy (harness and nearest; a test episode whose trajectory the book holds under another task id is
+   left out and counted), and `worldsmith consistency` (harness and nearest, `--sessions` x `--steps`, seed 0);
 4. writes OUT/summary.json and OUT/tables.md and prints the tables: per environment, and per environment per tool
    kind (read / write / other: each tool's role in the consistency report's plan of the TESTBED book; "unplanned"
    where the plan names no such tool), turns-weighted exact match of open_loop.py's per-tool rows.
@@ -94,7 +95,9 @@ def collect_plan(testbed: str, args: argparse.Namespace) -> list[tuple[str, list
         return [(policy, ["--policy", policy, "--episodes", str(args.toolshop_episodes), "--keep", "all"], 1)
                 for policy in ("expert", "probing")]
     if testbed == "bfcl":
-        tasks = [f"{category}_{i}" for category in BFCL_CATEGORIES for i in range(args.bfcl_per_category)]
+        # entry i of every category is one question (miss_func_i and miss_param_i replay base_i's expert path):
+        # one category per entry index, rotating, so no entry is on both sides of a task split
+        tasks = [f"{BFCL_CATEGORIES[i % len(BFCL_CATEGORIES)]}_{i}" for i in range(args.bfcl_entries)]
         return [(policy, ["--tasks", *tasks, "--policy", policy, "--keep", "all"], 1) for policy in ("expert", "curious")]
     extra = {"random": ["--max-steps", "20"]}
     rounds = {"probing": args.agentdojo_probing_rounds}
@@ -386,7 +389,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/open-loop-suite"), help="a new folder")
     parser.add_argument("--testbeds", type=lambda s: [t for t in s.split(",") if t], default=list(TESTBEDS))
     parser.add_argument("--toolshop-episodes", type=int, default=300, help="per policy (expert, probing)")
-    parser.add_argument("--bfcl-per-category", type=int, default=75, help="entries of each multi-turn category")
+    parser.add_argument("--bfcl-entries", type=int, default=200,
+                        help="BFCL multi-turn entries 0..N-1 (at most 200), entry i of category i mod 4")
     parser.add_argument("--agentdojo-policies", type=lambda s: [p for p in s.split(",") if p],
                         default=["expert", "probing", "random"])
     parser.add_argument("--agentdojo-probing-rounds", type=int, default=2, help="probing episodes per user task")
