@@ -130,3 +130,16 @@ def test_a_read_repeated_at_once_agrees_and_a_changing_action_is_not_assumed_to(
     harness.start("Hello.")
     first = _play(harness, "find_user_id_by_email", email="someone.else@example.com")
     assert _play(harness, "find_user_id_by_email", email="someone.else@example.com") == (first[0], "repeat")
+
+
+def test_an_entity_named_by_a_call_that_does_not_select_it_keeps_its_existence(book: Worldbook) -> None:
+    harness = Harness(book)
+    ghost = _unshown(book, "cu_13085a", "cu_13085b")
+    harness.start("Hello.")
+    absent, source = _play(harness, "get_user", user_id=ghost)
+    assert source == "record_absent"  # the probing recordings' unlisted ids were not found
+    assert _play(harness, "get_user_payment_methods", user_id=ghost) == (absent, "record_absent")  # nor is it here
+    harness.start("Hello.")
+    listed, _ = _play(harness, "get_user_payment_methods", user_id=ghost)
+    assert listed.startswith("[")  # data about it was answered (nearest evidence's list): it exists from now on
+    assert json.loads(_play(harness, "get_user", user_id=ghost)[0])["user_id"] == ghost

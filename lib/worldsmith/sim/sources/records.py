@@ -42,7 +42,7 @@ from typing import Any
 
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
-from worldsmith.sim.sources.unseen import UnseenEntities, unechoed
+from worldsmith.sim.sources.unseen import Existence, UnseenEntities, unechoed
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.record_store import (
     Layout,
@@ -193,6 +193,7 @@ class RecordTracker:
         self.stale: set[str] = set()  # ids a call of an unknown effect named since their record was last shown
         self.absent: set[RecordKey] = set()  # records the episode was answered do not exist
         self.partial: set[RecordKey] = set()  # records the episode saw only part of (nested, or a projection)
+        self.present: set[RecordKey] = set()  # entities a call answered data about without showing their record
         self.links: dict[str, dict[str, Any]] = {}  # id -> fields it takes from the invented record that lists it
         self.texts: list[str] = [opening]  # what the episode was told and answered: where an id is listed
 
@@ -262,15 +263,27 @@ class RecordTracker:
             self.partial.add(rkey)
         self.absent.discard(rkey)
 
+    def _named(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+        """(argument, id key) of the entity a call names: its selector, else an argument named as a kind of record
+        the evidence shows an absent answer for (`get_user_payment_methods(user_id)`: a user)."""
+        selector = self.selectors.get(name)
+        if selector is not None:
+            return selector if selector[0] in arguments else None
+        return next(((argument, argument) for argument, value in arguments.items()
+                     if argument in self.unseen.absent_by_key and isinstance(value, str | int)
+                     and not isinstance(value, bool)), None)
+
     def _existence(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
         """An answer that the named record does not exist: remembered (a record the episode had is gone)."""
-        selector = self.selectors.get(name)
-        if selector is None or selector[0] not in arguments:
+        named = self._named(name, arguments)
+        if named is None:
             return
-        ident = str(arguments[selector[0]])
-        if observation != self.unseen.absent_answer(name, ident):
+        ident = str(arguments[named[0]])
+        if observation != self.unseen.absent_answer(name, ident, named[1]):
+            if parse_json(observation) is not None:  # answered with data about it: it exists (its cards, its orders)
+                self.present.add(record_key(named[1], ident))
             return
-        for rkey in self._keys(name, ident):
+        for rkey in self._keys(name, ident) if name in self.selectors else [record_key(named[1], ident)]:
             self.absent.add(rkey)
             self.records.pop(rkey, None)
             self.changed.discard(rkey)
@@ -318,7 +331,14 @@ class RecordTracker:
     # ------------------------------------------------------------------ proposals
     def propose(self, name: str, arguments: Mapping[str, Any], line: str = "") -> list[CandidateAnswer]:
         selector = self.selectors.get(name)
-        if selector is None or selector[0] not in arguments:
+        if selector is None:  # a call that names an entity without selecting its record: only what was said of it
+            named = self._named(name, arguments)
+            rkey = record_key(named[1], arguments[named[0]]) if named is not None else None
+            if rkey is None or rkey not in self.absent or rkey in self.records:
+                return []
+            return self._absent(name, rkey[1], f"{rkey[0]}={rkey[1]!r} was answered not to exist in this episode",
+                                rkey[0])
+        if selector[0] not in arguments:
             return []
         ident = str(arguments[selector[0]])
         keys = self._keys(name, ident)
@@ -331,13 +351,15 @@ class RecordTracker:
             return found
         return self._unseen(name, arguments, selector[1], ident)
 
-    def _absent(self, name: str, ident: str, why: str) -> list[CandidateAnswer]:
-        text = self.unseen.absent_answer(name, ident)
+    def _absent(self, name: str, ident: str, why: str, key: str | None = None) -> list[CandidateAnswer]:
+        text = self.unseen.absent_answer(name, ident, key)
         return [CandidateAnswer("record_absent", text, notes=[why])] if text is not None else []
 
     def _unseen(self, name: str, arguments: Mapping[str, Any], key: str, ident: str) -> list[CandidateAnswer]:
         """A call naming an entity no answer of this episode and no stored record showed: absent, or invented."""
         decided = self.unseen.exists(name, key, ident, self.texts)
+        if record_key(key, ident) in self.present:
+            decided = Existence(True, "answered", None, 0)
         if not decided.exists:
             return self._absent(name, ident, decided.note(ident))
         reader = name if self.unseen.can_invent(name) and name not in self.writes else self._reader(key)

@@ -92,6 +92,8 @@ class Existence:
     calls: int
 
     def note(self, ident: str) -> str:
+        if self.situation == "answered":
+            return f"{ident!r} exists: this episode already answered data about it"
         if self.rate is None:
             return f"{ident!r} ({self.situation}) taken to exist: the evidence shows no answer of an absent id"
         verdict = "exists" if self.exists else "does not exist"
@@ -198,16 +200,17 @@ class UnseenEntities:
                 self.rates[(scope, situation)][1] += 1
 
     # ------------------------------------------------------------------ existence
-    def absent_form(self, tool: str) -> str | None:
+    def absent_form(self, tool: str, key: str | None = None) -> str | None:
         """How `tool` answers an id that does not exist (`{id}` its slot), else how tools selecting the same kind of
-        record do; None when the evidence never showed one."""
+        record (its selector's, else `key`) do; None when the evidence never showed one."""
         if tool in self.absent:
             return self.absent[tool]
         selector = self.selectors.get(tool)
-        return self.absent_by_key.get(selector[1]) if selector is not None else None
+        kind = selector[1] if selector is not None else key
+        return self.absent_by_key.get(kind) if kind is not None else None
 
-    def absent_answer(self, tool: str, ident: str) -> str | None:
-        form = self.absent_form(tool)
+    def absent_answer(self, tool: str, ident: str, key: str | None = None) -> str | None:
+        form = self.absent_form(tool, key)
         return _render(form, ident) if form is not None else None
 
     def situation(self, key: str, ident: str, texts: Sequence[str]) -> str:
