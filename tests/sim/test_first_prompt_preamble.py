@@ -111,3 +111,20 @@ def test_the_audit_says_what_each_step_carried(tiny_llm, conversations: list[Epi
     fit = unknown.predict(episode.turns[0].action).audit.prompt_fit
     assert fit is not None and fit["limit"] is None and fit["system_prompt_chars"] == len(system)
     assert fit["system_prompt_level"] == "full" and fit["preamble_chars_shown"] == fit["preamble_chars"] > 0
+
+
+def test_sessions_and_side_by_side_start_with_the_system_prompt(conversations: list[Episode], tmp_path: Path) -> None:
+    """A session opened on a recorded conversation, and the side-by-side view stepping one, hand their models a
+    prefix that still declares the log's system prompt at step 0 (and after steps of their own)."""
+    from worldsmith.sim import Session
+    from worldsmith.sim import NearestEvidence
+    from worldsmith.sim.sidebyside import SideBySide
+
+    episode = conversations[0]
+    system = episode_preamble(episode).system_prompt
+    with Session.from_episode(tmp_path / "s", episode) as session:
+        assert episode_preamble(session.prefix()).system_prompt == system
+    book = build_worldbook(conversations[1:], name="shop").book
+    view = SideBySide(book, {"nearest": NearestEvidence(book)}, episode)
+    assert episode_preamble(view._prefix(0)).system_prompt == system
+    assert episode_preamble(view._prefix(0, history=[])).system_prompt == system

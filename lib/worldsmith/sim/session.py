@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.sim.base import Prediction, WorldModel, action_line, episode_prefix
+from worldsmith.sim.prompts import PREAMBLE_METADATA, prefix_before
 from worldsmith.traces.model import Action, Episode, Observation, Turn
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.dirs import publish_dir
@@ -227,8 +228,10 @@ class Session:
         (the episode's id and dataset are kept in the metadata), so a simulation can be set against the record."""
         opening = episode.initial_observation.text if episode.initial_observation is not None else ""
         source = {"episode": episode.id, "dataset": dataset, "turns": len(episode.turns)}
+        declared = prefix_before(episode, 0).metadata.get(PREAMBLE_METADATA)  # the log's system prompt, for models
         return cls.create(directory, book_ref=book_ref, model=model, initial_observation=opening, task=episode.task,
-                          env_id=episode.env_id, metadata={"from_episode": source})
+                          env_id=episode.env_id, metadata={"from_episode": source,
+                                                           **({PREAMBLE_METADATA: declared} if declared else {})})
 
     @classmethod
     def _build(cls, directory: Path, meta: dict[str, Any], *, turns: list[tuple[Any, ...]],
@@ -349,6 +352,9 @@ class Session:
         stored = self.turns(0, turns)
         episode.turns = [Turn(index=t.index, id=f"{episode.id}#{t.index}", action=t.action,
                               observation=Observation(text=t.prediction.observation)) for t in stored]
+        declared = (meta.get("metadata") or {}).get(PREAMBLE_METADATA)
+        if declared:
+            episode.metadata = {**episode.metadata, PREAMBLE_METADATA: declared}
         return episode
 
     # -- writing

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.envs.base import InvalidActionError, as_action
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, WorldModel, action_line, episode_prefix
+from worldsmith.sim.prompts import prefix_before
 from worldsmith.sim.scoring import DiffSegment, Score, observation_score, word_diff
 from worldsmith.traces.model import Action, Episode, split_turn_id
 from worldsmith.util.errors import BadInputError
@@ -383,11 +384,14 @@ class SideBySide:
     def _prefix(self, turns: int, history: list[HistoryItem] | None = None) -> Episode:
         """The episode cut to its first `turns` real turns, or the opening with `history` as the steps taken."""
         if self.episode is not None and history is None:
-            return self.episode.model_copy(update={"turns": self.episode.turns[:turns]})
+            return prefix_before(self.episode, turns)  # the log's system prompt kept from the first step
         episode = self.episode
-        return episode_prefix(self.opening, task=episode.task if episode is not None else None,
-                              env_id=episode.env_id if episode is not None else self.book.env_id,
-                              history=history or [], episode_id=episode.id if episode is not None else "side-by-side")
+        prefix = episode_prefix(self.opening, task=episode.task if episode is not None else None,
+                                env_id=episode.env_id if episode is not None else self.book.env_id,
+                                history=history or [], episode_id=episode.id if episode is not None else "side-by-side")
+        if episode is not None:
+            prefix.metadata = prefix_before(episode, 0).metadata
+        return prefix
 
     def _own_prefix(self, name: str) -> Episode:
         """What `name` saw in the steps kept: real observations where teacher-forced, its own elsewhere."""
