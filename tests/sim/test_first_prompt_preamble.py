@@ -116,8 +116,7 @@ def test_the_audit_says_what_each_step_carried(tiny_llm, conversations: list[Epi
 def test_sessions_and_side_by_side_start_with_the_system_prompt(conversations: list[Episode], tmp_path: Path) -> None:
     """A session opened on a recorded conversation, and the side-by-side view stepping one, hand their models a
     prefix that still declares the log's system prompt at step 0 (and after steps of their own)."""
-    from worldsmith.sim import Session
-    from worldsmith.sim import NearestEvidence
+    from worldsmith.sim import NearestEvidence, Session
     from worldsmith.sim.sidebyside import SideBySide
 
     episode = conversations[0]
