@@ -164,6 +164,8 @@ class _Session:
             return
         key = (profile.id_argument, str(arguments[profile.id_argument]))
         exists = shows_record(answer)
+        if not exists and not self.plan.absent(profile.name, profile.id_key, key[1], answer):
+            return  # an error that says nothing of whether the entity exists (a bad access token)
         call = _call_text(profile.name, arguments)
         before = self.existence.get(key)
         if before is not None:

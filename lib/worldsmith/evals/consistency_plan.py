@@ -30,9 +30,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worldsmith.sim.sources.unseen import UnseenEntities
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence, Worldbook
-from worldsmith.worldbook.record_store import arguments_of, iter_records, learn_selectors, own_records, parse_json
+from worldsmith.worldbook.record_store import (
+    RecordStore,
+    arguments_of,
+    iter_records,
+    learn_selectors,
+    own_records,
+    parse_json,
+)
 
 __all__ = ["ID_FIELD", "MIN_BORROWED_FIELDS", "ProbePlan", "ToolProfile", "WritePair", "perturb_id", "plan_probes",
            "recorded_records", "without_id"]
@@ -85,6 +93,16 @@ class ProbePlan:
     # id key -> a recorded record's fields but its id (canonical JSON) -> that record's id: what an answer about
     # another id that copies a recorded record with the id swapped in is recognised by (`consistency_checks.borrowed`)
     recorded: dict[str, dict[str, str]] = field(default_factory=dict)
+    # what the evidence shows for an id that does not exist (`sim.sources.unseen`): an answer in that form says "not
+    # found"; another error (a bad access token) says nothing of existence
+    unseen: UnseenEntities | None = None
+
+    def absent(self, tool: str, key: str | None, ident: Any, answer: str) -> bool:
+        """Whether `answer` is the learned "does not exist" answer of `tool` (or of tools of kind `key`) for `ident`;
+        with no learned form, any answer that shows no record counts (the invariant's plain reading)."""
+        if self.unseen is None or self.unseen.absent_form(tool, key) is None:
+            return True
+        return answer == self.unseen.absent_answer(tool, str(ident), key)
 
     def tools_of(self, role: str, argument: str | None = None) -> list[ToolProfile]:
         return [t for t in self.tools.values() if t.role == role and t.calls
@@ -388,5 +406,7 @@ def plan_probes(book: Worldbook, *, seed: int = 0, unseen_per_argument: int = 8)
             if len(made) >= unseen_per_argument:
                 break
         unseen_ids[argument] = made
+    store = RecordStore.from_evidence(book.evidence)
     return ProbePlan(tools=tools, seen_ids=dict(seen_ids), unseen_ids=unseen_ids,
-                     pairs=_agreeing_pairs(book.evidence, tools), recorded=recorded_records(book.evidence))
+                     pairs=_agreeing_pairs(book.evidence, tools), recorded=recorded_records(book.evidence),
+                     unseen=UnseenEntities(book.evidence, selectors, store, set()))

@@ -194,6 +194,7 @@ class RecordTracker:
         self.absent: set[RecordKey] = set()  # records the episode was answered do not exist
         self.partial: set[RecordKey] = set()  # records the episode saw only part of (nested, or a projection)
         self.present: set[RecordKey] = set()  # entities a call answered data about without showing their record
+        self.touched: set[str] = set()  # ids a call of a tool that is not a read named: they may have come or gone
         self.links: dict[str, dict[str, Any]] = {}  # id -> fields it takes from the invented record that lists it
         self.texts: list[str] = [opening]  # what the episode was told and answered: where an id is listed
 
@@ -230,6 +231,14 @@ class RecordTracker:
         value = parse_json(observation)
         self.texts.append(unechoed(observation, arguments))
         self._existence(name, arguments, observation)
+        named = {str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool)}
+        reported = {str(ident) for _, ident, _ in own_records(value)} if value is not None else set()
+        selector = self._named(name, arguments)
+        if selector is not None and observation == self.unseen.absent_answer(name, str(arguments[selector[0]]),
+                                                                            selector[1]):
+            reported.add(str(arguments[selector[0]]))
+        # a call that names an id without reporting on it may have created or deleted it; one that reports is a sighting
+        self.touched = (self.touched - reported) | (named - reported)
         if name in self.effectful:  # a call of unknown effect that changed what it named in the evidence
             self.stale.update(str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool))
         updated = self._written(name, arguments, observation, value) if name in self.writes else None
@@ -389,18 +398,25 @@ class RecordTracker:
 
     def veto(self, name: str, arguments: Mapping[str, Any], observation: str) -> str | None:
         """Why an answer to this call may not be given (None: it may): a call of the record `arguments` select
-        answered with another record of that kind as its whole answer, or, for a record neither the episode nor the
-        store holds, with a recorded record of another entity and the asked id swapped in."""
+        answered with another record of that kind as its whole answer (or the one record a wrapper holds:
+        `{"invoice": {...}}`), or, for a record neither the episode nor the store holds, with a recorded record of
+        another entity and the asked id swapped in; or an answer that flips what this episode said of the entity's
+        existence when nothing that could create or delete it named it since."""
         selector = self.selectors.get(name)
         if selector is None or selector[0] not in arguments:
             return None
+        asked = str(arguments[selector[0]])
+        flipped = self._flips(name, selector[1], asked, observation)
+        if flipped is not None:
+            return flipped
         value = parse_json(observation)
+        if isinstance(value, dict) and len(value) == 1 and isinstance(next(iter(value.values())), dict):
+            value = next(iter(value.values()))  # the one record a wrapper holds
         if not isinstance(value, dict):
             return None
         own = next(iter(own_records(value)), None)
         if own is None or own[2] is not value or own[0] != selector[1]:
             return None
-        asked = str(arguments[selector[0]])
         if str(own[1]) != asked:
             return f"it answers about {own[0]}={own[1]!r}, not the {asked!r} asked"
         source = self.unseen.copied(own[0], asked, value)
@@ -410,6 +426,21 @@ class RecordTracker:
         if known is not None and all(known[1].get(k, v) == v for k, v in value.items()):
             return None  # what this episode or the store holds of it: a record may equal another's but for its id
         return f"it is the recorded {own[0]}={source!r} with the asked id swapped in"
+
+    def _flips(self, name: str, key: str, ident: str, observation: str) -> str | None:
+        """Why an answer contradicts what the episode said of the entity's existence (None: it does not): "not found"
+        for one it showed, or its record for one it said does not exist, with no call of another tool naming it
+        since (a create or a delete may have)."""
+        if ident in self.touched:
+            return None
+        rkey = record_key(key, ident)
+        if observation == self.unseen.absent_answer(name, ident) and (rkey in self.records or rkey in self.present):
+            return f"it says {key}={ident!r} does not exist, which this episode showed"
+        value = parse_json(observation)
+        if rkey in self.absent and value is not None and any(
+                str(found) == ident for _, found, _ in own_records(value)):
+            return f"it shows {key}={ident!r}, which this episode answered does not exist"
+        return None
 
     def _whole(self, rkey: RecordKey, record: dict[str, Any], arguments: Mapping[str, Any], *,
                invent: bool = True) -> tuple[dict[str, Any], str]:
