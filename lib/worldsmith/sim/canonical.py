@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from worldsmith.envs.base import as_action
-from worldsmith.traces.actions import action_from_json
+from worldsmith.traces.actions import action_from_json, action_line
 from worldsmith.traces.model import Action
-from worldsmith.worldbook.model import ActionSchema, ActionSpec
+from worldsmith.worldbook.model import ActionSchema, ActionSpec, Evidence
 
-__all__ = ["call_text", "canonical_action", "command_text", "is_call_world", "parse_call", "text_world"]
+__all__ = ["call_separator", "call_text", "canonical_action", "canonical_evidence", "command_text", "is_call_world", "parse_call", "text_world"]
 
 _CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*\((.*)\)\s*$", re.DOTALL)
 _GROUP = re.compile(r"\(\?P<([A-Za-z_][A-Za-z0-9_]*)>\.\+\?\)")
@@ -42,9 +43,15 @@ def is_call_world(spec: ActionSpec) -> bool:
     return any(example.startswith(f"{spec.name}(") for example in spec.examples)
 
 
-def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """A tool call written as Python call syntax, the way BFCL traces record it."""
-    return f"{name}(" + ",".join(f"{key}={value!r}" for key, value in arguments.items()) + ")"
+def call_text(name: str, arguments: dict[str, Any], separator: str = ",") -> str:
+    """A tool call written as Python call syntax, the way BFCL traces record it (`separator` between arguments:
+    AgentDojo's write `, `)."""
+    return f"{name}(" + separator.join(f"{key}={value!r}" for key, value in arguments.items()) + ")"
+
+
+def call_separator(spec: ActionSpec) -> str:
+    """The separator the recording put between a call's arguments (`,` or `, `), read from its examples."""
+    return ", " if any(re.search(r",\s+[A-Za-z_]\w*=", example) for example in spec.examples) else ","
 
 
 def command_text(spec: ActionSpec, arguments: dict[str, Any]) -> str:
@@ -165,7 +172,20 @@ def canonical_action(action: Action | str | dict[str, Any], schema: ActionSchema
         arguments = dict(sorted(arguments.items(), key=lambda item: order.get(item[0], len(order))))
         if text_world(spec):  # a text world's action given as a call: the command its pattern writes
             return as_action(command_text(spec, arguments))
-    raw = call_text(name, arguments) if spec is not None and is_call_world(spec) else None
+    raw = call_text(name, arguments, call_separator(spec)) if spec is not None and is_call_world(spec) else None
     return Action(name=name, arguments=arguments, raw=raw)
 
 
+def canonical_evidence(evidence: Sequence[Evidence], schema: ActionSchema) -> list[Evidence]:
+    """The evidence with each tool call's `action_text` the line its canonical action has (`canonical_action`): a
+    recording that spelled calls otherwise (a JSON raw, another argument order) is matched by line as a live call
+    of the same tool and arguments is. Text commands keep their text; items already canonical are kept as they are."""
+    out: list[Evidence] = []
+    for item in evidence:
+        line = item.action_text
+        spec = _spec(schema, item.action)  # a tool the book declares: a text world's commands keep their text
+        if isinstance(item.arguments, dict) and item.arguments and spec is not None and not text_world(spec):
+            canonical = canonical_action(Action(name=item.action, arguments=item.arguments), schema)
+            line = action_line(canonical)
+        out.append(item if line == item.action_text else item.model_copy(update={"action_text": line}))
+    return out

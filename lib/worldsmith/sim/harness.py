@@ -41,7 +41,7 @@ from typing import Any, Literal
 from worldsmith.llm.base import LLM
 from worldsmith.sim.base import Audit, HistoryItem, Prediction, WorldModelBase, action_line
 from worldsmith.sim.baselines import NearestEvidence
-from worldsmith.sim.canonical import canonical_action
+from worldsmith.sim.canonical import canonical_action, canonical_evidence
 from worldsmith.sim.retrieval import action_arguments
 from worldsmith.sim.routing import choose_route
 from worldsmith.sim.sources.base import (
@@ -138,7 +138,7 @@ class Harness(WorldModelBase):
                 self.rules.setdefault(rule.action, []).append(rule)
             for rule in sorted(book.rules, key=lambda r: (not r.executable, -r.support, r.id)):
                 self.all_rules.setdefault(rule.action, []).append(rule)
-        evidence = book.evidence if config.knowledge else []
+        evidence = canonical_evidence(book.evidence, book.action_schema) if config.knowledge else []
         self.counter = TurnCounter(evidence)
         self.specs: dict[str, SourceSpec] = source_specs()
         self.sources: dict[str, AnswerSource] = build_sources(
