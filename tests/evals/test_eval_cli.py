@@ -59,8 +59,8 @@ def test_eval_text_output_and_errors(workspace: Path, capsys: pytest.CaptureFixt
     printed = capsys.readouterr().out
     assert "run cli-drift (drift)" in printed and "nearest vs harness-no-book" in printed
     assert "] (only 2 trajectories)" in printed  # 2 episodes resampled: the interval says so
-    assert main([*base, "--methods", "direct", "--out", "x"]) == 2
-    assert "need a model" in capsys.readouterr().err
+    assert main([*base, "--methods", "direct", "--llm", "tiny:no/such/folder", "--out", "x"]) == 3  # not found
+    assert "no/such/folder" in capsys.readouterr().err  # (no --llm: the dataset's own or the bundled model)
     assert main([*base, "--methods", "oracle-of-delphi", "--out", "x"]) == 2
     assert "unknown method 'oracle-of-delphi'" in capsys.readouterr().err
     assert main(["eval", "--workspace", str(workspace), "--book", "alf"]) == 2

@@ -43,7 +43,7 @@ from worldsmith.evals.report_model import EvalReport, MetricCell, PairCell, Prot
 from worldsmith.llm import indomain
 from worldsmith.sim.registry import world_model_names
 from worldsmith.traces.dialogue import exclude_dialogue_only
-from worldsmith.util.errors import user_path
+from worldsmith.util.errors import BadInputError, user_path
 from worldsmith.workspace.layout import env_family
 
 __all__ = ["register"]
@@ -245,7 +245,7 @@ def _model_choice(args: argparse.Namespace, root: Path) -> indomain.ModelChoice 
     the bundled one with a warning (`llm.indomain.model_for_dataset`); None when no method needs a model."""
     try:
         wanted = any(needs_llm(method) for method in _csv(args.methods))
-    except ValueError:
+    except BadInputError:
         wanted = False  # an unknown method: EvalConfig names it
     if not (wanted or args.llm) or not args.dataset:
         return None
