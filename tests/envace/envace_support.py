@@ -33,7 +33,9 @@ def small_config(out: Path, **fields: Any) -> EnvACEConfig:
         "batch_size": 2,
         "seed": 0,
         "threads": 1,
-        "probe": {"n_transitions": 3, "max_new_tokens": 16},
+        # the probe on training episodes: these tests train for seconds and check what is logged, not the split
+        # (tests/envace/test_honest_probe.py checks the held-out default)
+        "probe": {"n_transitions": 3, "max_new_tokens": 16, "source": "train"},
         "grpo": {"group_size": 2, "max_steps": 2, "max_new_tokens": 12},
     }
     return EnvACEConfig.from_dict(base).with_overrides(fields)
