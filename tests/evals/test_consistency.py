@@ -228,7 +228,7 @@ def test_perturbed_ids_keep_their_shape() -> None:
 def test_the_report_is_deterministic_and_round_trips(tmp_path: Path) -> None:
     first, again = _check(WriteForgotten), _check(WriteForgotten)
     assert first.model_dump() == again.model_dump()
-    stored = first.write(tmp_path)
+    stored = first.save(tmp_path)
     assert stored == tmp_path / "consistency.json" and read_report(tmp_path).model_dump() == first.model_dump()
 
 

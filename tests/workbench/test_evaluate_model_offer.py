@@ -15,7 +15,7 @@ from worldsmith.llm.spec import MODEL_ENV_VAR
 
 PAGE = REPO / "pages" / "evaluate.py"
 TOOLSHOP = REPO / "data_samples" / "toolshop" / "expert.jsonl"
-OFFER = "Train tiny-shop on shop's train split"
+OFFER = "Train tiny\\-shop on shop's train split"  # as the button's Markdown label escapes it
 
 
 def no_exception(at: AppTest) -> AppTest:

@@ -58,7 +58,7 @@ def run_check(root: Path, book: str, method: str, sessions: int, seed: int, prog
     config = consistency.ConsistencyConfig(method=method, sessions=sessions, seed=seed)
     report = consistency.check_consistency(store.load(book, version), config, book_version=version,
                                            progress=progress)
-    return report.write(report_path(root, book, version, method, seed))
+    return report.save(report_path(root, book, version, method, seed))
 
 
 def fidelity_by_tool(records: pd.DataFrame, method: str) -> dict[str, float]:
@@ -152,8 +152,8 @@ def render_consistency(root: Path, books: list[str], records: pd.DataFrame | Non
         st.error(md_escape(error), icon=":material/error:")
         return
     st.caption(f"{md_code(report.book)} version {md_code(report.book_version or '?')} · method "
-               f"{md_code(report.method)} · {report.sessions} sessions × {report.steps} steps · seed {report.seed} · "
-               f"{report.predictions} predictions")
+               f"{md_code(report.method)} · {report.sessions:d} sessions × {report.steps:d} steps · seed "
+               f"{report.seed:d} · {report.predictions:d} predictions")
     st.dataframe(_invariant_frame(report), hide_index=True, key="cons_invariants",
                  column_config={"rate": st.column_config.NumberColumn(format="percent")})
     fidelity = fidelity_by_tool(records, report.method) if records is not None else {}

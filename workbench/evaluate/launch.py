@@ -230,7 +230,7 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         st.error("Choose at least one method.")
         return
     if protocol in ("live", "w2r") and not real:
-        st.error(f"{protocol} needs a real environment: none of this dataset's environments is registered and "
+        st.error(f"{md_escape(protocol)} needs a real environment: none of this dataset's environments is registered and "
                  "installed (`worldsmith envs list`).", icon=":material/error:")
         return
     if folds == 1 or (not folds and not book):

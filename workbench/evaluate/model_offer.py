@@ -35,7 +35,8 @@ def default_model(root: Path, dataset: str, split: str | None) -> indomain.Model
 
 
 def _train_button(root: Path, dataset: str) -> None:
-    if st.button(f"Train {indomain.in_domain_name(dataset)} on {dataset}'s train split", key="ev_train_tiny",
+    if st.button(f"Train {md_escape(indomain.in_domain_name(dataset))} on {md_escape(dataset)}'s train split",
+                 key="ev_train_tiny",
                  icon=":material/model_training:",
                  help="Runs `worldsmith llm train-tiny --dataset D --split train` in the background (CPU, at most "
                       "10 minutes); the model lands in <workspace>/models/tiny-<dataset> and becomes this dataset's "
@@ -63,7 +64,7 @@ def _render_training(root: Path, dataset: str) -> bool:
             return
         name = md_code(indomain.in_domain_name(dataset))
         if current.state == "running":
-            steps = f"step {current.step}/{current.steps}" if current.steps else "preparing the data"
+            steps = f"step {current.step:d}/{current.steps:d}" if current.steps else "preparing the data"
             loss = f", loss {current.loss:.3f}" if current.loss is not None else ""
             st.progress(current.fraction, text=f"training {name}: {steps}{loss} · {current.elapsed_s:.0f}s")
         elif current.state == "failed":

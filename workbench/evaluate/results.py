@@ -78,7 +78,7 @@ def _protocol_view(report: EvalReport) -> EvalReport:
     st.caption("Open loop (drift, live) the model acts on its own answers, as it does under an agent; teacher forced "
                "(next-obs) it reads the real prefix, which an agent never supplies. Open loop is the headline.")
     chosen = st.radio("Protocol", names, horizontal=True, key="ev_protocol",
-                      format_func=lambda name: tables.PROTOCOL_LABELS.get(name, name))
+                      format_func=lambda name: md_escape(tables.PROTOCOL_LABELS.get(name, name)))
     return report.for_protocol(chosen or names[0])
 
 

@@ -103,8 +103,8 @@ def _curves(run: TrainRun) -> None:
         st.plotly_chart(fidelity_figure(frame, threshold, probe_label(last.get("source"), last.get("split"))),
                         key=f"tr_fidelity_{run.name}")
         if probes and "skipped_for_length" in last:
-            st.caption(f"Probe items used: {last.get('n')}; skipped for length (prompt + real response longer than "
-                       f"max_seq_len, so no whole reference to score): {last['skipped_for_length']}.")
+            st.caption(f"Probe items used: {int(last.get('n') or 0):d}; skipped for length (prompt + real response "
+                       f"longer than max_seq_len, so no whole reference to score): {int(last['skipped_for_length']):d}.")
         if "drift" in frame and frame["drift"].fillna(False).astype(bool).any():
             steps = frame.loc[frame["drift"].fillna(False).astype(bool), "step"].tolist()
             st.warning(f"Rehearsal drift flagged at step(s) {md_escape(', '.join(map(str, steps)))}: the probe fell "

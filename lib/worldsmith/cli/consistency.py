@@ -90,7 +90,7 @@ def run_consistency(args: argparse.Namespace) -> int:
             llm.close()
     if progress is not None:
         print(file=sys.stderr)
-    stored = str(report.write(args.out)) if args.out else None
+    stored = str(report.save(args.out)) if args.out else None
     if as_json:
         emit_json({**report.model_dump(mode="json"), "stored": stored})
         return EXIT_OK

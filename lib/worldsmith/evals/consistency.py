@@ -3,7 +3,7 @@
     from worldsmith.evals.consistency import ConsistencyConfig, check_consistency
     report = check_consistency(book, ConsistencyConfig(method="harness", sessions=20, seed=0), book_version=v)
     report.invariants["answers_about_id"].rate        # per invariant; report.tools[tool][invariant] per tool
-    report.write(run_dir)                              # <run_dir>/consistency.json, atomically
+    report.save(run_dir)                               # <run_dir>/consistency.json, atomically
 
 The world model is driven OPEN LOOP (predict, then commit its own answer; no real observation is ever fed) through
 probe sessions made from the book alone (`evals.consistency_plan`): reads and writes of ids the recordings named
@@ -251,5 +251,5 @@ def check_consistency(book: Worldbook, config: ConsistencyConfig = ConsistencyCo
         if progress is not None:
             progress(number + 1, config.sessions)
     if run_dir is not None:
-        report.write(run_dir)
+        report.save(run_dir)
     return report

@@ -109,7 +109,7 @@ class ConsistencyReport(BaseModel):
             out.append(row)
         return out
 
-    def write(self, path: str | Path) -> Path:
+    def save(self, path: str | Path) -> Path:
         """Store as JSON (atomically); a folder gets `consistency.json` inside it."""
         target = Path(path)
         if target.is_dir():
