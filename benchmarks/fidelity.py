@@ -97,6 +97,14 @@ def env_episodes(spec: str, split_by: str) -> tuple[str, list[str], list[Episode
     return name, parts, construction, evaluation
 
 
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """The results as JSON, with when and on what they were measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"),
+                                "machine": f"{platform.machine()} {platform.python_version()}",
+                                "numpy": np.__version__, "results": results}, indent=2) + "\n")
+
+
 def _interval(clusters: list[str], values: list[float], resamples: int) -> dict[str, Any]:
     if not values:
         return {"mean": None, "low": None, "high": None, "n": 0}
@@ -212,10 +220,7 @@ def main() -> None:
     print(table(results))
     if args.per_tool:
         print(tool_table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"),
-                                    "machine": f"{platform.machine()} {platform.python_version()}",
-                                    "numpy": np.__version__, "results": results}, indent=2) + "\n")
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":

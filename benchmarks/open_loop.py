@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from fidelity import _interval, env_episodes, per_tool  # type: ignore[import-not-found]
+from fidelity import _interval, env_episodes, per_tool, write_results  # type: ignore[import-not-found]
 
 from worldsmith.evals.eval_records import EvalRecord
 from worldsmith.evals.novelty import NoveltyIndex
@@ -129,10 +126,7 @@ def main() -> None:
     print(table(results))
     if args.per_tool:
         print(tool_table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"),
-                                    "machine": f"{platform.machine()} {platform.python_version()}",
-                                    "numpy": np.__version__, "results": results}, indent=2) + "\n")
+    write_results(args.out, results)
 
 
 if __name__ == "__main__":
