@@ -47,7 +47,7 @@ def test_the_first_evaluation_on_a_fresh_workspace_shows_results(page, server: d
     expect(page.get_by_text("Started run")).to_be_visible()
     page.get_by_role("tab", name="Results").click()
     expect(page.get_by_text("Small sample: intervals marked")).to_be_visible(timeout=RUN_WAIT_MS)
-    expect(page.get_by_role("tabpanel", name="Results").first).to_contain_text("protocol next-obs")
+    expect(page.get_by_role("tabpanel", name="Results").first).to_contain_text("protocols drift, next-obs")
     expect(page.get_by_text("· finished ·")).to_be_visible()  # the launched run, in the open
     expect(page.get_by_text("refusing to evaluate")).to_have_count(0)
 
@@ -60,9 +60,8 @@ def test_a_failed_run_shows_its_error_where_the_user_is(page, server: dict) -> N
     page.get_by_role("textbox", name="Run name").fill("broken")
     page.get_by_role("textbox", name="Model spec (optional)").fill("tiny:no/such/folder")
     page.get_by_role("button", name="Launch").click()
-    refused = page.get_by_role("alert").filter(has_text="Model spec: ")
-    expect(refused).to_be_visible()  # refused in the form, naming the folder looked for under the workspace
-    expect(refused).to_contain_text(f"no model folder at {server['workspace']}/no/such/folder")
+    refused = page.get_by_role("alert").filter(has_text="No chosen method uses the model spec")
+    expect(refused).to_be_visible()  # refused in the form: the default methods use no model
     page.get_by_role("textbox", name="Model spec (optional)").fill("")
     page.get_by_role("textbox", name="Split (optional)").fill("nosuch")
     page.get_by_role("button", name="Launch").click()

@@ -114,7 +114,7 @@ def eval_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     workspace = build_heldout_workspace(tmp_path_factory.mktemp("proposals-eval"), env="bfcl", book=BFCL_BOOK,
                                         seed=BFCL_SEED)
     run_eval(EvalConfig(name="bfcl-test", book=BFCL_BOOK, dataset="samples", split="test", env="bfcl",
-                        methods=["harness"], resamples=200), workspace)
+                        methods=["harness"], resamples=200, protocols=("next-obs",)), workspace)
     log = tmp_path_factory.mktemp("proposals-eval-log") / "streamlit.log"
     with streamlit_server(workspace, log, {"WORLDSMITH_SAMPLES": ""}) as url:
         yield {"url": url, "workspace": workspace, "log": log}
