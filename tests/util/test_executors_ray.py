@@ -170,7 +170,7 @@ def test_eval_on_ray_and_in_processes_records_what_the_local_run_records(ray_clu
     local = _eval(tmp_path, "local", alfworld)
     pooled = _eval(tmp_path, "pool", alfworld, workers=2)
     on_ray = _eval(tmp_path, "ray", alfworld, ray_address="local")
-    units = len(alfworld[2]) * 2
+    units = len(alfworld[2]) * 2 * 2  # two methods, each under both default protocols (drift, next-obs)
     assert local.computed == pooled.computed == on_ray.computed == units
     assert _journal(tmp_path, "ray") == _journal(tmp_path, "pool") == _journal(tmp_path, "local")
     columns = [c for c in local.records.columns if c not in TIMING | {"run"}]
