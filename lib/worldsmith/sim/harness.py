@@ -12,8 +12,7 @@ One `predict`:
    shell; each answer passes the post-processing hooks (turn counters set for this episode, a
    place's view refreshed with the `view_edits` source's edits); routing (`sim.routing`) picks
    one by the route table's held-out record, except that an answer a source vetoes is dropped (an answer about
-   another entity than the one asked), and once the episode goes on from the harness's own answers (open loop)
-   an authoritative answer from the session's own state comes first (`Answer.authoritative`: a record it
+   another entity than the one asked), and an authoritative answer from the session's own state comes first (`Answer.authoritative`: a record it
    answered, an id it said does not exist, an entity it invented);
    **model stage** where none was chosen and no rule rendered, when a model is attached: the agent
    route, a brief and a bounded tool loop (`sim.agent`), ending in a submitted transition;
@@ -151,7 +150,6 @@ class Harness(WorldModelBase):
         self._refresh = getattr(self.sources.get("view_edits"), "refresh", None)  # the view-edits hook
         self.routes = book.routes if config.knowledge else None
         self.vetoing = [source for source in self.sources.values() if isinstance(source, Vetoing)]
-        self.acting = False  # whether the episode goes on from the harness's own answers (open loop) since its prefix
         if not config.knowledge:
             self.name = "harness-no-book"  # the registered name (sim.factory)
 
@@ -206,7 +204,6 @@ class Harness(WorldModelBase):
 
     def _on_start(self) -> None:
         """Rebuild state and every source by reading the observed prefix."""
-        self.acting = False
         for source in self.sources.values():
             source.reset(self.initial_observation)
         for item in self.history:
@@ -228,13 +225,11 @@ class Harness(WorldModelBase):
         parsed = canonical_action(action, self.action_schema)
         self._observe_item(parsed, observation)
         self.history.append(HistoryItem(action=parsed, observation=observation))
-        self.acting = False
         self._pending = None
 
     def _on_commit(self, action: Action, prediction: Prediction) -> None:
         name, arguments, _ = self.canonical(action)
         self._remember(action, name, arguments, prediction.observation)
-        self.acting = True
 
     def tracked(self) -> dict[str, Any]:
         """What the sources believe now (place, map, entity records): for the audit and for people."""
@@ -374,11 +369,9 @@ class Harness(WorldModelBase):
                                       effects=submitted.effects)
         found = self._last_resort("fallback", step, unseen=unseen)
         if found is not None and self._vetoed(step, found):
-            instead = min(((self.answers[p.source].rank, i, p) for i, p in enumerate(alternatives)
-                           if p.source in self.answers and self.answers[p.source].authoritative), default=None)
+            instead = self._authority(alternatives)
             if instead is not None:
-                return self._answered(action, name, arguments, instead[2], audit, outcome=instead[2].outcome,
-                                      effects=[])
+                return self._answered(action, name, arguments, instead, audit, outcome=instead.outcome, effects=[])
             found = None
         if found is None:
             audit.route = "fallback:none"

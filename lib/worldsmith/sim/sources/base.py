@@ -141,7 +141,7 @@ class Answer:
     `must_win`: used only where held out it won more turns than it lost against nearest evidence (a tie is not
     enough: e.g. an argument value the construction episodes never showed may be valid in a held-out task);
     `authoritative`: an answer from the session's own state (a record it answered, an id it said does not exist):
-    once the harness acts on its own answers (open loop), it is chosen over every routed answer, so the session
+    it is chosen over every routed answer (teacher-forced and open loop alike), so the session
     never contradicts what it said."""
 
     name: str

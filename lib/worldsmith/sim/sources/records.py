@@ -19,7 +19,7 @@ on: a refusal changes nothing). It proposes:
   the read tool's learned response schema (`UnseenEntities.invent`), the asked id echoed, and remembered like any
   answered record once committed.
 
-The session's answers are its state: once the harness acts on its own answers (open loop), `record_read`,
+The session's answers are its state (what an agent acting open loop relies on): `record_read`,
 `record_absent` and `record_invented` are authoritative (`Answer.authoritative`): a record it answered is what
 later reads return, a "not found" stays not found. A write is not: its learned refusals (preconditions) come
 first, so routing picks among them and the write's answer as it does teacher-forced. And no answer about another entity is
