@@ -9,15 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from envace_support import TINY, bfcl_episodes, small_config
+from envace_support import TINY, bfcl_episodes
+from envace_support import small_config as _small_config
 
 from worldsmith.envace import probe as probe_module
-from worldsmith.envace.config import DataConfig
+from worldsmith.envace.config import DataConfig, ProbeConfig
 from worldsmith.envace.data import ChatFormat
 from worldsmith.envace.probe import probe_transitions, rehearsal_fidelity
 from worldsmith.envace.run_data import build_run_data, split_episodes
 from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.build import trajectory_family
+
+
+def small_config(out: Path, **fields: Any) -> Any:
+    """The tests' small config with the probe's own default source (the shared one probes training episodes)."""
+    return _small_config(out, **{"probe.source": ProbeConfig.model_fields["source"].default, **fields})
 
 
 @pytest.fixture(scope="module")
