@@ -6,7 +6,7 @@ import json
 
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.routing import choose_route
-from worldsmith.sim.trackers import AlignedEvidence, CandidateAnswer, EntityTracker, PlaceTracker, json_layout
+from worldsmith.sim.trackers import AlignedEvidence, CandidateAnswer, EntityTracker, PlaceTracker, structured_layout
 from worldsmith.traces import Action, Episode, Observation, Turn
 from worldsmith.worldbook import Evidence, Worldbook
 from worldsmith.worldbook.route_table import RouteTable
@@ -58,7 +58,7 @@ def test_entity_reads_answer_with_the_record_as_last_shown_in_the_tools_layout()
     [proposal] = tracker.propose("get_reservation_details", {"reservation_id": "R1"})
     assert proposal.observation == cancelled
     assert tracker.propose("get_reservation_details", {"reservation_id": "R2"}) == []
-    assert json_layout('{"a":1,"b":[1,2]}') == (",", ":", False)
+    assert structured_layout('{"a":1,"b":[1,2]}') == (",", ":", False)
 
 
 def test_the_route_table_keeps_nearest_evidence_where_a_source_lost_held_out() -> None:

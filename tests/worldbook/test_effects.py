@@ -162,11 +162,11 @@ def test_real_toolshop_card_writes_change_the_user_a_later_read_shows() -> None:
 
 
 def test_an_indented_layout_round_trips_and_a_created_record_is_read_back_in_it() -> None:
-    from worldsmith.worldbook.record_store import dump_layout, json_layout
+    from worldsmith.worldbook.record_store import dump_layout, structured_layout
 
     ticket = {"ticket_id": "T-1", "subject": "late", "status": "open", "messages": []}
     for text in (json.dumps(ticket, indent=2), json.dumps(ticket, indent=4, ensure_ascii=False)):
-        layout = json_layout(text)
+        layout = structured_layout(text)
         assert layout is not None and dump_layout(ticket, layout) == text
 
     def ticket_of(index: int) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def _one_pass_selectors(evidence: list[Evidence]) -> dict[str, tuple[str, str]]:
         _scalar,
         arguments_of,
         own_records,
-        parse_json,
+        parse_structured,
     )
 
     votes: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
@@ -78,7 +78,7 @@ def _one_pass_selectors(evidence: list[Evidence]) -> dict[str, tuple[str, str]]:
                 if _scalar(argument):
                     for key in shown.get(str(argument), ()):
                         earlier[item.action][(name, key)] += 1
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             if value is None:
                 continue
             for key, ident, _ in own_records(value):
@@ -140,10 +140,10 @@ def test_list_formats_from_shared_per_text_pieces_equal_formats_read_afresh() ->
 
 
 def test_a_layout_is_read_once_per_text_and_is_the_layout() -> None:
-    from worldsmith.worldbook.record_store import json_layout, layout_of
+    from worldsmith.worldbook.record_store import layout_of, structured_layout
 
     summaries = EpisodeSummaries()
     texts = ['{"a": 1, "b": [1, 2]}', '{"a":1}', "plain text", '{\n  "a": 1\n}', '{"a": 1, "b": [1, 2]}']
-    assert [layout_of(text, summaries) for text in texts] == [json_layout(text) for text in texts] == \
+    assert [layout_of(text, summaries) for text in texts] == [structured_layout(text) for text in texts] == \
         [layout_of(text) for text in texts]
     assert summaries.computed == 4  # the repeated text read once

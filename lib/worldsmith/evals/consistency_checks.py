@@ -15,7 +15,7 @@ from typing import Any
 
 from worldsmith.evals.consistency_plan import without_id
 from worldsmith.traces.model import Action
-from worldsmith.worldbook.record_store import iter_records, own_records, parse_json
+from worldsmith.worldbook.record_store import iter_records, own_records, parse_structured
 
 __all__ = ["SPELLINGS", "answers_about", "borrowed", "record_of", "same_answer", "shows_record", "spellings",
            "write_read_agreement"]
@@ -31,7 +31,7 @@ def same_answer(first: str, again: str) -> bool:
 def answers_about(answer: str, key: str, asked: Any) -> bool | None:
     """Whether the answer's records under `key` include the asked id; None when it holds none (nothing to check:
     a refusal, a text answer)."""
-    value = parse_json(answer)
+    value = parse_structured(answer)
     ids = {str(ident) for found, ident, _ in iter_records(value) if found == key} if value is not None else set()
     return str(asked) in ids if ids else None
 
@@ -49,13 +49,13 @@ def borrowed(answer: str, key: str, asked: Any, recorded: Mapping[str, Mapping[s
 def shows_record(answer: str) -> bool:
     """An answer shows an entity when it is JSON holding an identified record (an error text, `{"error": ...}`,
     an empty list show none)."""
-    value = parse_json(answer)
+    value = parse_structured(answer)
     return value is not None and any(True for _ in iter_records(value))
 
 
 def record_of(answer: str, ident: Any) -> dict[str, Any] | None:
     """The answer's first record whose own id is `ident`."""
-    value = parse_json(answer)
+    value = parse_structured(answer)
     if value is None:
         return None
     return next((record for _, found, record in own_records(value) if str(found) == str(ident)), None)

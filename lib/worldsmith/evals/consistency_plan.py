@@ -39,7 +39,7 @@ from worldsmith.worldbook.record_store import (
     iter_records,
     learn_selectors,
     own_records,
-    parse_json,
+    parse_structured,
 )
 
 __all__ = ["ID_FIELD", "MIN_BORROWED_FIELDS", "ProbePlan", "ToolProfile", "WritePair", "perturb_id", "plan_probes",
@@ -47,7 +47,7 @@ __all__ = ["ID_FIELD", "MIN_BORROWED_FIELDS", "ProbePlan", "ToolProfile", "Write
 
 MIN_BORROWED_FIELDS = 3  # a record with fewer other fields than this may be another's without being copied
 
-ID_FIELD = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|_code$)")  # an entity's id, not a name or a path
+ID_FIELD = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|_number$|_code$)")  # an entity's id, not a name or a path
 ABOUT_SHARE = 0.9  # a tool answers about the asked id when its recordings did on this share of checkable turns
 AGREE_SHARE = 0.8  # a write -> read pair agrees when its field agreement held on this share of instances
 CHANGE_SHARE = 0.1  # a tool writes when its calls showed a change on more than this share of them (not one slip)
@@ -121,7 +121,7 @@ def recorded_records(evidence: Sequence[Evidence]) -> dict[str, dict[str, str]]:
     (canonical JSON), mapped to its id (`ProbePlan.recorded`)."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
     for item in evidence:
-        value = parse_json(item.observation)
+        value = parse_structured(item.observation)
         if value is None:
             continue
         for key, ident, record in own_records(value):
@@ -190,7 +190,7 @@ def _changes_and_creations(evidence: Sequence[Evidence]) -> tuple[Counter[str], 
         since: dict[str, set[str]] = defaultdict(set)  # id -> tools that named it since it was last shown
         named_before: set[str] = set()
         for item in items:
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             named = _leaves(arguments_of(item))
             top = _top_records(value) if isinstance(value, dict) else []
             if named and top and top[0][1] not in named_before and top[0][1] not in named:
@@ -214,7 +214,7 @@ def _record_ids(evidence: Iterable[Evidence]) -> dict[str, set[str]]:
     """Id key -> every id (as text) a recorded answer showed under it (id-like keys only)."""
     out: dict[str, set[str]] = defaultdict(set)
     for item in evidence:
-        value = parse_json(item.observation)
+        value = parse_structured(item.observation)
         for key, ident, _ in iter_records(value) if value is not None else ():
             if ID_FIELD.search(key):
                 out[key].add(str(ident))
@@ -245,7 +245,7 @@ def _answers_about(items: Sequence[Evidence], argument: str, key: str) -> bool:
     checked = held = 0
     for item in items:
         asked = arguments_of(item).get(argument)
-        value = parse_json(item.observation)
+        value = parse_structured(item.observation)
         ids = {str(i) for k, i, _ in iter_records(value) if k == key} if value is not None else set()
         if _scalar(asked) and ids:
             checked += 1
@@ -261,7 +261,7 @@ def _roles(book: Worldbook, by_tool: dict[str, list[Evidence]]) -> dict[str, tup
     changed, created = _changes_and_creations(book.evidence)
     out: dict[str, tuple[str, str]] = {}
     for tool, items in by_tool.items():
-        json_answers = [v for v in (parse_json(i.observation) for i in items) if v is not None]
+        json_answers = [v for v in (parse_structured(i.observation) for i in items) if v is not None]
         with_records = sum(any(True for _ in iter_records(v)) for v in json_answers)
         if kinds[tool] & WRITE_RULES:
             out[tool] = ("write", f"{'/'.join(sorted(kinds[tool] & WRITE_RULES))} rule")
@@ -307,7 +307,7 @@ def _agreeing_pairs(evidence: Sequence[Evidence], tools: dict[str, ToolProfile])
             if profile is None or profile.role != "write" or profile.id_argument is None:
                 continue
             ident = arguments_of(item).get(profile.id_argument)
-            written = _record_with(parse_json(item.observation), ident) if _scalar(ident) else None
+            written = _record_with(parse_structured(item.observation), ident) if _scalar(ident) else None
             if written is None:
                 continue
             for later in items[index + 1:]:
@@ -317,7 +317,7 @@ def _agreeing_pairs(evidence: Sequence[Evidence], tools: dict[str, ToolProfile])
                 if other.role != "read":
                     break  # another write of the record in between: nothing to compare
                 pair = (item.action, later.action)
-                read = _record_with(parse_json(later.observation), ident)
+                read = _record_with(parse_structured(later.observation), ident)
                 seen[pair] += 1
                 same = {k for k in written.keys() & read.keys() if written[k] == read[k]} if read else set()
                 if same:

@@ -2,7 +2,7 @@
 
 from worldsmith.sim.sources.aligned import RARE_PAIR_SHARE, AlignedEvidence
 from worldsmith.sim.sources.base import CandidateAnswer
-from worldsmith.sim.sources.entities import EntityTracker, json_layout
+from worldsmith.sim.sources.entities import EntityTracker, structured_layout
 from worldsmith.sim.sources.places import DEFAULT_PLACE_PATTERNS, ROOM_PATTERNS, PlaceTracker
 from worldsmith.sim.turn_counter import TurnCounter
 
@@ -15,5 +15,5 @@ __all__ = [
     "PlaceTracker",
     "CandidateAnswer",
     "TurnCounter",
-    "json_layout",
+    "structured_layout",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["at_path", "leaves", "selects_entities"]
 
-_SELECTS = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|^ids$|_ids$|Ids$)")
+_SELECTS = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|^ids$|_ids$|Ids$)")
 
 
 def selects_entities(argument: str) -> bool:

@@ -34,7 +34,7 @@ from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
-from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_json
+from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_structured
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 
@@ -45,7 +45,7 @@ MAX_ENUM = 8
 MAX_SHAPES = 3  # a kind whose known ids show more forms has no form an id could fail
 _ERROR = re.compile(r"\b(error|not|cannot|can't|invalid|insufficient|unable|fail\w*|denied|exceed\w*|already|"
                     r"must|no such|unknown|forbidden|unauthori[sz]ed)\b", re.IGNORECASE)
-_IDENTITY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")  # an identity is not a state
+_IDENTITY = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")  # an identity is not a state
 _MESSAGE = re.compile(r"(error|message|detail|reason|status|result)", re.IGNORECASE)
 _ORDER: tuple[Test, ...] = ("unknown", "invalid_form", "arg_not_in", "not_member", "not_in_values", "less_than")
 
@@ -127,7 +127,7 @@ def check(rule: Precondition, arguments: Mapping[str, Any], selected: Selected, 
 
 # ------------------------------------------------------------------------------------------- learning
 def _error_template(item: Evidence) -> str | None:
-    value = parse_json(item.observation)
+    value = parse_structured(item.observation)
     message = isinstance(value, dict) and len(value) == 1 and _MESSAGE.search(next(iter(value))) \
         and isinstance(next(iter(value.values())), str)
     if isinstance(value, dict | list) and not message:

@@ -34,11 +34,11 @@ from worldsmith.worldbook.record_store import (
     RecordStore,
     arguments_of,
     dump_layout,
-    json_layout,
     learn_readers,
     own_records,
-    parse_json,
+    parse_structured,
     record_key,
+    structured_layout,
 )
 
 __all__ = ["ChildLookup", "FieldValues", "Unmatchable", "answered_ids", "learn_projections", "project",
@@ -117,7 +117,7 @@ class FieldValues:
         if cache not in self._values:
             held: dict[Any, set[str]] = defaultdict(set)
             for item in self.evidence:
-                answer = parse_json(item.observation)
+                answer = parse_structured(item.observation)
                 for own, ident, record in own_records(answer) if answer is not None else ():
                     value = at_path(record, list(path)) if own == key else None
                     if _scalar(value):
@@ -200,7 +200,7 @@ def _collect(evidence: Sequence[Evidence], store: RecordStore) -> dict[str, list
         view = _EpisodeView(store)
         for item in items:
             arguments = arguments_of(item)
-            answer = parse_json(item.observation)
+            answer = parse_structured(item.observation)
             named = [(name, rkey, record) for name, value in arguments.items() if _scalar(value)
                      for rkey, record in view.record(str(value))]
             if named:
@@ -378,7 +378,7 @@ def learn_projections(evidence: Sequence[Evidence], store: RecordStore | None = 
         if not proposed:
             continue
         layouts = Counter(layout for call in calls if call.answer is not None
-                          for layout in [json_layout(call.item.observation)] if layout is not None)
+                          for layout in [structured_layout(call.item.observation)] if layout is not None)
         layout = layouts.most_common(1)[0][0] if layouts else None
         reviewed = [_review(tool, c, calls, layout, readers) for c in proposed]
         rules.append(max(reviewed, key=lambda r: (r.status == RuleStatus.SUPPORTED, r.support - r.contradicting,

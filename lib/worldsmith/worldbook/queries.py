@@ -23,8 +23,8 @@ from typing import Any
 from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Form, Match, Mode, QueryRule
 from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
-from worldsmith.worldbook.record_store import EpisodeRecords, Layout, RecordStore, dump_layout, parse_json
-from worldsmith.worldbook.record_store import json_layout as layout_of
+from worldsmith.worldbook.record_store import EpisodeRecords, Layout, RecordStore, dump_layout, parse_structured
+from worldsmith.worldbook.record_store import structured_layout as layout_of
 from worldsmith.worldbook.templates import slot_pieces
 
 __all__ = [
@@ -56,7 +56,7 @@ def _scalar(value: Any) -> bool:
 
 def answer_forms(observation: str) -> list[tuple[Form, str | None, list[Any]]]:
     """Every way the result can be read as ids: (form, field, ids). `[]` reads as a list with no ids."""
-    value = parse_json(observation)
+    value = parse_structured(observation)
     text = observation.strip()
     if value is None:
         return [("bare", None, [text])] if text and len(text) <= 80 and not any(c.isspace() for c in text) else []
@@ -282,9 +282,9 @@ def _count_layout(rule: QueryRule, observation: str, layouts: Counter[Layout], f
     if layout is not None:
         layouts[layout] += 1
     if rule.form == "records":
-        fields.update(tuple(record) for record in parse_json(observation))
+        fields.update(tuple(record) for record in parse_structured(observation))
     if rule.form in ("field", "field_list"):
-        value = parse_json(observation)
+        value = parse_structured(observation)
         wrappers[repr(sorted((k, repr(v)) for k, v in value.items() if k != rule.key))] += 1
 
 
@@ -329,7 +329,7 @@ def _review(rule: QueryRule, calls: Sequence[tuple[Evidence, _Found | None]], st
         if len(wrappers) > 1:
             return rule.model_copy(update={"status": RuleStatus.CONFLICTED, "support": len(ids_right)})
         sample = next(i for i, _ in calls if _actual(rule, i.observation))
-        wrapper = {k: v for k, v in parse_json(sample.observation).items()}
+        wrapper = {k: v for k, v in parse_structured(sample.observation).items()}
     empty, empty_support = (empties.most_common(1)[0] if empties else (None, 0))
     drafted = rule.model_copy(update={"layout": layouts.most_common(1)[0][0] if layouts else None, "wrapper": wrapper,
                                       "order": order, "fields": list(fields.most_common(1)[0][0]) if fields else None})

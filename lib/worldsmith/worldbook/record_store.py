@@ -1,4 +1,4 @@
-"""JSON tool results as records, the argument that selects a record, and the cross-episode record store.
+"""Structured tool results (JSON, YAML, Python literals: `answer_formats`) as records, the argument that selects a record, and the cross-episode record store.
 
     for key, ident, record in iter_records(json.loads(observation)): ...   # every identified object, any depth
     selectors = learn_selectors(evidence)          # {tool: (argument, id key)}: get_order(order_id) -> order_id
@@ -7,7 +7,7 @@
     store.entity("user_id", "u1"); store.of_kind("order_id")   # what query and precondition rules look up
     view = EpisodeRecords(store)                   # one episode's latest versions laid over the store
 
-A *record* is a JSON object holding an identifier field (`_ID_KEY`: `id`, `*_id`, `*_number`, `name`, ...),
+A *record* is an object holding an identifier field (`_ID_KEY`: `id`, `id_`, `*_id`, `*_number`, `name`, ...),
 keyed by (id key, id value as text). A tool's *selector* is the argument whose value equals the id of the
 record its results are (or hold, for a write answered with a few fields): the argument names the entity the
 call reads or acts on.
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from worldsmith.worldbook.answer_formats import Layout, dump_layout, parse_structured, structured_layout
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.summaries import EpisodeSummaries, summarized
@@ -53,68 +54,28 @@ __all__ = [
     "id_shape",
     "iter_records",
     "own_records",
-    "json_layout",
+    "structured_layout",
     "learn_readers",
     "learn_selectors",
     "learn_unchanging",
-    "parse_json",
+    "parse_structured",
     "record_key",
     "top_record",
     "layout_of",
 ]
 
-ID_KEY = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
+ID_KEY = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
                     re.IGNORECASE)
-Layout = tuple[str, str, bool]  # (item separator, key separator, ensure_ascii)
 RecordKey = tuple[str, str]  # (id key, id value as text)
 MIN_SELECTOR_SHARE = 0.5  # an argument selects when it names the result's record on at least half the tool's turns
 READER_CHANGE_SHARE = 0.1  # a tool that showed a known record changed on more of its sightings than this writes
 
 
-def parse_json(text: str) -> Any:
-    """The JSON value of a text, or None (cheaply: only texts that start like an object or a list are parsed)."""
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-_INDENTS = (2, 4)  # indented layouts tried: an item separator ",\n" + spaces says each item on its own line
-
-
-def json_layout(text: str) -> Layout | None:
-    """(item separator, key separator, ensure_ascii) that re-serialize `text` exactly, or None. An indented text's
-    item separator is ",\n" and the indent's spaces (`json.dumps(indent=2)`: ",\n  ")."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    for separators in ((", ", ": "), (",", ":"), (",", ": ")):
-        for ascii_only in (False, True):
-            if json.dumps(value, separators=separators, ensure_ascii=ascii_only) == text.strip():
-                return separators[0], separators[1], ascii_only
-    if "\n" in text:
-        for indent in _INDENTS:
-            for ascii_only in (False, True):
-                if json.dumps(value, indent=indent, ensure_ascii=ascii_only) == text.strip():
-                    return ",\n" + " " * indent, ": ", ascii_only
-    return None
-
-
 def layout_of(text: str, summaries: EpisodeSummaries | None = None) -> Layout | None:
-    """`json_layout(text)`, read once per text into `summaries` when given (the cross-fit folds' learners and
+    """`structured_layout(text)`, read once per text into `summaries` when given (the cross-fit folds' learners and
     trackers ask it of the same observations)."""
-    return json_layout(text) if summaries is None else summaries.of_text("json_layout", text, json_layout)
-
-
-def dump_layout(value: Any, layout: Layout) -> str:
-    """`value` as JSON in a tool's own layout."""
-    if layout[0].startswith(",\n"):
-        return json.dumps(value, indent=len(layout[0]) - 2, separators=(",", layout[1]), ensure_ascii=layout[2])
-    return json.dumps(value, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
+    return structured_layout(text) if summaries is None else summaries.of_text("structured_layout", text,
+                                                                                structured_layout)
 
 
 @lru_cache(maxsize=65536)
@@ -210,7 +171,7 @@ def _selector_votes(items: Sequence[Evidence]) -> tuple[_Votes, Counter[str], _V
             if _scalar(argument):
                 for key in shown.get(str(argument), ()):
                     earlier[item.action][(name, key)] += 1
-        value = parse_json(item.observation)
+        value = parse_structured(item.observation)
         if value is None:
             continue
         for key, ident, _ in own_records(value):
@@ -260,7 +221,7 @@ def learn_readers(evidence: Sequence[Evidence]) -> set[str]:
     for items in group_by_episode(evidence).values():
         last: dict[RecordKey, dict[str, Any]] = {}
         for item in items:
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             if value is None:
                 continue
             shown.add(item.action)
@@ -289,7 +250,7 @@ def learn_unchanging(evidence: Sequence[Evidence], min_support: int = 2,
         last: dict[str, dict[str, Any]] = {}  # id as text -> its record as last shown
         since: dict[str, set[tuple[str, str]]] = defaultdict(set)  # id -> (tool, argument) naming it since
         for item in items:
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             shown = set()
             for _, ident, record in own_records(value) if value is not None else ():
                 ident = str(ident)
@@ -311,7 +272,7 @@ def learn_unchanging(evidence: Sequence[Evidence], min_support: int = 2,
 
 
 # Keys that name an entity's own identifier for look-ups (a name or a code is an attribute a query matches).
-_OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
+_OWN_ID = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")
 
 
 def _entity_id(record: Mapping[str, Any]) -> str | None:
@@ -422,7 +383,7 @@ class RecordStore:
             touched: set[str] = set()  # ids another tool's arguments named earlier in the episode
             for item in items:
                 arguments = arguments_of(item)
-                value = parse_json(item.observation) if item.action in readers else None
+                value = parse_structured(item.observation) if item.action in readers else None
                 if value is not None:
                     store._observe(value, arguments, touched, episode, item.turn_id, family)
                 if item.action not in readers:
@@ -502,7 +463,7 @@ class EpisodeRecords:
         self.seen: dict[str, dict[str, dict[str, Any]]] = {}
 
     def observe(self, arguments: Mapping[str, Any], observation: str) -> list[tuple[str, str, dict[str, Any]]]:
-        value = parse_json(observation)
+        value = parse_structured(observation)
         if value is None:
             return []
         found = list(entity_records(value, arguments))

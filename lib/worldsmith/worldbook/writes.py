@@ -44,7 +44,7 @@ from worldsmith.worldbook.record_store import (
     layout_of,
     learn_selectors,
     own_records,
-    parse_json,
+    parse_structured,
     record_key,
 )
 from worldsmith.worldbook.summaries import EpisodeSummaries
@@ -142,7 +142,7 @@ def answer_form(observation: str, arguments: Mapping[str, Any]) -> str:
     """The form of an answer an effect rule acts on: `json:list`, `json:` and an object's keys, else the text with
     the arguments' values as `{arg.name}` slots (`Payment method {arg.payment_method_id} removed.`): a refusal
     (an error text, an error object) has another form than the success it refuses."""
-    value = parse_json(observation)
+    value = parse_structured(observation)
     if isinstance(value, list):
         return "json:list"
     if isinstance(value, dict):
@@ -442,7 +442,7 @@ class _Learner:
         pending: dict[RecordKey, tuple[str, dict[str, Any], dict[str, Any], str, str]] = {}
         for item in items:
             arguments = arguments_of(item)
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             selector = self.selectors.get(item.action)
             shown = list(own_records(value)) if value is not None else []
             showing = {record_key(k, i) for k, i, _ in shown}
@@ -695,7 +695,7 @@ class _Effects(_Learner):
         pending: dict[RecordKey, tuple[str, str, str, str, dict[str, Any], dict[str, Any], Any]] = {}
         for step, item in enumerate(items):
             arguments = arguments_of(item)
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             for key, ident, record in own_records(value) if value is not None else ():
                 rkey = record_key(key, ident)
                 waiting = pending.pop(rkey, None)

@@ -18,10 +18,18 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.record_store import ID_KEY, iter_records, json_layout, layout_of, top_record
+from worldsmith.worldbook.record_store import (
+    ID_KEY,
+    dump_layout,
+    iter_records,
+    layout_of,
+    parse_structured,
+    structured_layout,
+    top_record,
+)
 from worldsmith.worldbook.summaries import EpisodeSummaries
 
-__all__ = ["EntityTracker", "json_layout"]
+__all__ = ["EntityTracker", "structured_layout"]
 
 # The JSON record primitives live in `worldbook.record_store` (the builder's write learning and the entity store read
 # results the same way); the names below are the ones this module has always used.
@@ -54,7 +62,7 @@ class EntityTracker:
         turns: Counter[str] = Counter()
         layouts: dict[str, Counter[tuple[str, str, bool]]] = defaultdict(Counter)
         for item in evidence:
-            value = _json(item.observation)
+            value = parse_structured(item.observation)
             if value is None:
                 continue
             layout = layout_of(item.observation, self.summaries)
@@ -75,7 +83,7 @@ class EntityTracker:
             self.reset()
             for item in items:
                 before = self._selected(item.action, _arguments(item))
-                value = _json(item.observation)
+                value = parse_structured(item.observation)
                 if before is not None and isinstance(value, dict) and value != before:
                     changed = {k: v for k, v in value.items() if before.get(k, _ABSENT) != v}
                     if set(value) == set(before) and changed:
@@ -96,7 +104,7 @@ class EntityTracker:
         return self.records.get((selector[1], str(arguments[selector[0]])))
 
     def observe(self, name: str, arguments: dict[str, Any], observation: str) -> None:
-        value = _json(observation)
+        value = parse_structured(observation)
         if value is None:
             return
         for key, ident, record in _records(value):
@@ -112,7 +120,7 @@ class EntityTracker:
         if name in self.sets:
             record = {**record, **self.sets[name]}
             notes.append(f"with what {name!r} sets: {json.dumps(self.sets[name])}")
-        text = json.dumps(record, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
+        text = dump_layout(record, layout)
         return [CandidateAnswer("entity", text, notes=notes)]
 
     def snapshot(self) -> dict[str, Any]:
@@ -120,13 +128,6 @@ class EntityTracker:
 
 
 _ABSENT = object()
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def _arguments(item: Evidence) -> dict[str, Any]:

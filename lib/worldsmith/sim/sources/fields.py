@@ -28,7 +28,7 @@ from typing import Any
 from worldsmith.sim.sources.base import Answer, AnswerSource, CandidateAnswer, SourceContext, TrackerSource
 from worldsmith.sim.sources.registry import answer_source
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.record_store import layout_of
+from worldsmith.worldbook.record_store import dump_layout, layout_of, parse_structured
 from worldsmith.worldbook.summaries import EpisodeSummaries
 
 __all__ = ["MIN_SUPPORT", "SHARE", "FieldTracker", "Relation"]
@@ -70,12 +70,7 @@ def _relations(value: Any, last: Any, arguments: Mapping[str, Any]) -> set[Relat
 
 
 def _answer(text: str) -> dict[str, Any] | None:
-    if not text.lstrip().startswith("{"):
-        return None  # not a JSON object: most text worlds' answers, skipped without a parse
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
+    value = parse_structured(text)  # cheap for prose: most text worlds' answers are skipped without a parse
     return value if isinstance(value, dict) else None
 
 
@@ -171,7 +166,7 @@ class FieldTracker:
         answer = {field: self._value(name, field, arguments) for field in keys}
         if any(value is _UNSEEN for value in answer.values()):
             return []
-        text = json.dumps(answer, separators=(layout[0], layout[1]), ensure_ascii=layout[2])
+        text = dump_layout(answer, layout)
         how = ", ".join(f"{k}: {self.relations[(name, k)][0]}" for k in keys)
         return [CandidateAnswer("fields", text, notes=[f"each field from the episode's last values and the call ({how})"])]
 

@@ -23,7 +23,7 @@ from worldsmith.worldbook.lookup import at_path
 from worldsmith.worldbook.lookup_rules import projection_rules
 from worldsmith.worldbook.projections import FieldValues, answered_ids, learn_projections, render_projection
 from worldsmith.worldbook.queries import MIN_SUPPORT, fill_slots
-from worldsmith.worldbook.record_store import learn_unchanging, own_records, parse_json, record_key
+from worldsmith.worldbook.record_store import learn_unchanging, own_records, parse_structured, record_key
 from worldsmith.worldbook.toolrules import ToolRule
 from worldsmith.worldbook.writes import answer_form
 
@@ -90,7 +90,7 @@ class ProjectionSource:
             kept = self._kept(step, observation)
             self.unsure.update(str(v) for k, v in step.arguments.items() if _scalar(v) and k not in kept
                                and (step.name, k) not in self.unchanging)
-        value = parse_json(observation) if self.unsure else None
+        value = parse_structured(observation) if self.unsure else None
         if value is not None:  # a record answered again is known again: the tracker keeps the version shown
             self.unsure -= answered_ids(value)
 

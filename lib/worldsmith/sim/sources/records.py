@@ -52,7 +52,7 @@ from worldsmith.worldbook.record_store import (
     layout_of,
     learn_selectors,
     own_records,
-    parse_json,
+    parse_structured,
     record_key,
     top_record,
 )
@@ -86,7 +86,7 @@ def _effectful(evidence: Sequence[Evidence], known: set[str], reads: Collection[
         last: dict[str, Any] = {}  # id -> its record as last shown
         since: dict[str, set[str]] = defaultdict(set)  # id -> tools that named it since it was last shown
         for item in items:
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             found = [(str(ident), record) for _, ident, record in own_records(value)] if value is not None else []
             callers = {ident: _named_since(since, last.get(ident)) | since.get(ident, set()) for ident, _ in found}
             if item.action not in reads:  # a call that is not a read may have changed what its own answer shows
@@ -168,7 +168,7 @@ class RecordTracker:
             selector = self.selectors.get(item.action)
             if selector is None or item.action in self.writes:
                 continue
-            value = parse_json(item.observation)
+            value = parse_structured(item.observation)
             arguments = arguments_of(item)
             if value is None or selector[0] not in arguments:
                 continue
@@ -228,7 +228,7 @@ class RecordTracker:
         self.records[rkey] = record
 
     def observe(self, name: str, arguments: Mapping[str, Any], observation: str) -> None:
-        value = parse_json(observation)
+        value = parse_structured(observation)
         self.texts.append(unechoed(observation, arguments))
         self._existence(name, arguments, observation)
         named = {str(v) for v in arguments.values() if isinstance(v, str | int) and not isinstance(v, bool)}
@@ -289,7 +289,7 @@ class RecordTracker:
             return
         ident = str(arguments[named[0]])
         if observation != self.unseen.absent_answer(name, ident, named[1]):
-            if parse_json(observation) is not None:  # answered with data about it: it exists (its cards, its orders)
+            if parse_structured(observation) is not None:  # answered with data about it: it exists (its cards, its orders)
                 self.present.add(record_key(named[1], ident))
             return
         for rkey in self._keys(name, ident) if name in self.selectors else [record_key(named[1], ident)]:
@@ -409,7 +409,7 @@ class RecordTracker:
         flipped = self._flips(name, selector[1], asked, observation)
         if flipped is not None:
             return flipped
-        value = parse_json(observation)
+        value = parse_structured(observation)
         if isinstance(value, dict) and len(value) == 1 and isinstance(next(iter(value.values())), dict):
             value = next(iter(value.values()))  # the one record a wrapper holds
         if not isinstance(value, dict):
@@ -436,7 +436,7 @@ class RecordTracker:
         rkey = record_key(key, ident)
         if observation == self.unseen.absent_answer(name, ident) and (rkey in self.records or rkey in self.present):
             return f"it says {key}={ident!r} does not exist, which this episode showed"
-        value = parse_json(observation)
+        value = parse_structured(observation)
         if rkey in self.absent and value is not None and any(
                 str(found) == ident for _, found, _ in own_records(value)):
             return f"it shows {key}={ident!r}, which this episode answered does not exist"

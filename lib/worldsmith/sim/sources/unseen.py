@@ -37,7 +37,7 @@ from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_json, top_record
+from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_structured, top_record
 
 __all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "seeded", "slot_id",
            "unechoed"]
@@ -47,7 +47,7 @@ MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; f
 MIN_ABSENT = 2  # calls of ids never shown that an absent form needs
 DERIVED_SHARE = 0.9  # a field equal to an argument this often is taken from the arguments
 MIN_COPIED_FIELDS = 3  # a record with fewer other fields may equal another's without being a copy of it
-_OWN_ID = re.compile(r"(^id$|_id$|Id$|^uuid$|_uuid$)")
+_OWN_ID = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")
 _WORD = r"\w"  # a letter, digit or underscore of any script: what continues a token
 
 
@@ -135,7 +135,7 @@ class UnseenEntities:
         shown: dict[str, set[str]] = defaultdict(set)  # id -> the episodes whose answers showed its record
         for episode, items in episodes.items():
             for item in items:
-                value = parse_json(item.observation)
+                value = parse_structured(item.observation)
                 if value is not None:
                     for _, ident, _ in own_records(value):
                         shown[str(ident)].add(episode)
@@ -149,7 +149,7 @@ class UnseenEntities:
                 arguments = arguments_of(item)
                 if selector is not None and selector[0] in arguments:
                     ident = str(arguments[selector[0]])
-                    value = parse_json(item.observation)
+                    value = parse_structured(item.observation)
                     calls.append((item.action, ident, item.observation, _situation(ident, episode, seen_text, shown)))
                     if ident not in shown and not _shows_record(value, ident):
                         votes[item.action][slot_id(item.observation, ident)] += 1
@@ -162,7 +162,7 @@ class UnseenEntities:
         self.recorded: dict[tuple[str, bytes], str] = {}  # (id key, digest of a record's other fields) -> its id
         for items in episodes.values():
             for item in items:
-                value = parse_json(item.observation)
+                value = parse_structured(item.observation)
                 for key, ident, record in own_records(value) if value is not None else ():
                     if len(record) > MIN_COPIED_FIELDS:
                         self.recorded.setdefault((key, _digest(record, key)), str(ident))
