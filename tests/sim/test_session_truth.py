@@ -10,9 +10,10 @@ import pytest
 
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book
-from worldsmith.sim.sources.unseen import mentions, slot_id
+from worldsmith.sim.sources.unseen import UnseenEntities, mentions, slot_id
 from worldsmith.traces import Episode
-from worldsmith.worldbook.model import Worldbook
+from worldsmith.worldbook.model import Evidence, Worldbook
+from worldsmith.worldbook.record_store import RecordStore, learn_selectors
 
 TOOLSHOP = Path(__file__).resolve().parents[2] / "data_samples" / "toolshop"
 
@@ -143,3 +144,34 @@ def test_an_entity_named_by_a_call_that_does_not_select_it_keeps_its_existence(b
     listed, _ = _play(harness, "get_user_payment_methods", user_id=ghost)
     assert listed.startswith("[")  # data about it was answered (nearest evidence's list): it exists from now on
     assert json.loads(_play(harness, "get_user", user_id=ghost)[0])["user_id"] == ghost
+
+
+def _invoice_evidence(*, unknown_ids: bool) -> list[Evidence]:
+    """Calls of `get_invoice(token, invoice_id)`: a good token shows the record, a bad one is refused for the token;
+    `unknown_ids`: the evidence also holds calls of ids no answer showed (with a good token)."""
+    record = json.dumps({"invoice_id": "i1", "total": 12})
+    calls = [("e1", "t1", "i1", record), ("e1", "bad", "i1", '{"error": "Invalid token"}'), ("e1", "t1", "i1", record),
+             ("e2", "t1", "i1", record), ("e2", "worse", "i1", '{"error": "Invalid token"}'), ("e2", "t1", "i1", record),
+             ("e3", "t1", "i1", record), ("e3", "t1", "i1", record),
+             *[("e3", "bad", f"nn{n}", '{"error": "Invalid token"}') for n in range(3)],  # unknown ids, bad token
+             *[("e4", "t1", "i1", record)] * 6]
+    if unknown_ids:
+        calls += [("e1", "t1", "zz9", '{"error": "Invoice not found"}'),
+                  ("e2", "t1", "qq7", '{"error": "Invoice not found"}')]
+    return [Evidence(turn_id=f"{episode}#{index}", action="get_invoice",
+                     arguments={"token": token, "invoice_id": ident}, observation=observation,
+                     action_text=f'get_invoice {{"token": "{token}", "invoice_id": "{ident}"}}')
+            for index, (episode, token, ident, observation) in enumerate(calls)]
+
+
+@pytest.mark.parametrize("unknown_ids", [True, False])
+def test_a_refusal_about_another_argument_says_nothing_of_existence(unknown_ids: bool) -> None:
+    evidence = _invoice_evidence(unknown_ids=unknown_ids)
+    selectors = learn_selectors(evidence)
+    assert selectors["get_invoice"] == ("invoice_id", "invoice_id")
+    unseen = UnseenEntities(evidence, selectors, RecordStore.from_evidence(evidence), {"get_invoice"})
+    # the refusal is never learned as the absent form: only calls whose token some answered call had vote
+    assert unseen.absent_answer("get_invoice", "x") == ('{"error": "Invoice not found"}' if unknown_ids else None)
+    assert not unseen.says_absent("get_invoice", "i1", '{"error": "Invalid token"}')
+    assert unseen.says_absent("get_invoice", "i1", '{"error": "Invoice not found"}')
+    assert not unseen.says_absent("get_invoice", "i1", json.dumps({"invoice_id": "i1", "total": 12}))

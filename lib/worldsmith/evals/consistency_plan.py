@@ -98,11 +98,10 @@ class ProbePlan:
     unseen: UnseenEntities | None = None
 
     def absent(self, tool: str, key: str | None, ident: Any, answer: str) -> bool:
-        """Whether `answer` is the learned "does not exist" answer of `tool` (or of tools of kind `key`) for `ident`;
-        with no learned form, any answer that shows no record counts (the invariant's plain reading)."""
-        if self.unseen is None or self.unseen.absent_form(tool, key) is None:
-            return True
-        return answer == self.unseen.absent_answer(tool, str(ident), key)
+        """Whether `answer` says `ident` does not exist (`UnseenEntities.says_absent`: the learned "does not exist"
+        answer of `tool` or of tools of kind `key`; with none learned, any answer that shows no record and is not a
+        refusal about another argument: the invariant's plain reading)."""
+        return self.unseen is None or self.unseen.says_absent(tool, str(ident), answer, key)
 
     def tools_of(self, role: str, argument: str | None = None) -> list[ToolProfile]:
         return [t for t in self.tools.values() if t.role == role and t.calls

@@ -434,7 +434,10 @@ class RecordTracker:
         if ident in self.touched:
             return None
         rkey = record_key(key, ident)
-        if observation == self.unseen.absent_answer(name, ident) and (rkey in self.records or rkey in self.present):
+        # with no learned absent form, only a read's answer can say so (a write's error may be about anything else)
+        judged = self.unseen.absent_form(name) is not None or name in self.reads
+        if (judged and (rkey in self.records or rkey in self.present)
+                and self.unseen.says_absent(name, ident, observation)):
             return f"it says {key}={ident!r} does not exist, which this episode showed"
         value = parse_structured(observation)
         if rkey in self.absent and value is not None and any(

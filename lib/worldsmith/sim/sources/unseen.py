@@ -8,7 +8,9 @@ consistently:
 
 - **how the API answers an id that does not exist** (`absent_form`): per tool, the answer most calls of ids no
   evidence answer ever showed as a record got (the id as a slot: `Error: order {id} not found`), else the form
-  other tools selecting the same kind of record use;
+  other tools selecting the same kind of record use; only calls whose other arguments have values some answered
+  call had count (a call with a bad access token is refused for the token: its answer is a *refusal*, which says
+  nothing of the id, `says_absent`);
 - **whether an id exists** (`exists`): the evidence's rate of found answers per tool (pooled over tools where a
   tool has few calls) for ids in three situations, the same situations a session is in: *listed* (an earlier
   answer or the task showed the id), *stored* (another episode showed its record) and *unlisted* (neither).
@@ -78,6 +80,18 @@ def _render(form: str, ident: str) -> str:
     return form.replace("{id}", ident).replace("{{", "{").replace("}}", "}")
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _others_accepted(tool: str, selector: str, arguments: Mapping[str, Any],
+                     accepted: Mapping[tuple[str, str], set[str]]) -> bool:
+    """Whether every other argument of the call has a value some call of the tool that answered a record had: only
+    then does the answer speak of the id (a call with a bad access token is refused for the token, not the id)."""
+    return all(_text(given) in accepted[(tool, name)] for name, given in arguments.items()
+               if name != selector and (tool, name) in accepted)
+
+
 def _shows_record(value: Any, ident: str) -> bool:
     return value is not None and any(str(found) == ident for _, found, _ in own_records(value))
 
@@ -133,13 +147,19 @@ class UnseenEntities:
         self.store = store
         episodes = group_by_episode(evidence)
         shown: dict[str, set[str]] = defaultdict(set)  # id -> the episodes whose answers showed its record
+        accepted: dict[tuple[str, str], set[str]] = defaultdict(set)  # (tool, argument) -> values of calls it answered
         for episode, items in episodes.items():
             for item in items:
                 value = parse_structured(item.observation)
                 if value is not None:
                     for _, ident, _ in own_records(value):
                         shown[str(ident)].add(episode)
+                    if item.action in selectors and next(iter(own_records(value)), None) is not None:
+                        for name, given in arguments_of(item).items():
+                            accepted[(item.action, name)].add(_text(given))
         votes: dict[str, Counter[str]] = defaultdict(Counter)
+        # per tool, what it answered when another argument had a value no answered call had: about that argument
+        self.refusals: dict[str, set[str]] = defaultdict(set)
         examples: dict[str, list[tuple[dict[str, Any], Mapping[str, Any]]]] = defaultdict(list)
         calls: list[tuple[str, str, str, str]] = []  # (tool, id, observation, situation)
         for episode, items in episodes.items():
@@ -151,7 +171,11 @@ class UnseenEntities:
                     ident = str(arguments[selector[0]])
                     value = parse_structured(item.observation)
                     calls.append((item.action, ident, item.observation, _situation(ident, episode, seen_text, shown)))
-                    if ident not in shown and not _shows_record(value, ident):
+                    if _shows_record(value, ident):
+                        pass
+                    elif not _others_accepted(item.action, selector[0], arguments, accepted):
+                        self.refusals[item.action].add(slot_id(item.observation, ident))
+                    elif ident not in shown:
                         votes[item.action][slot_id(item.observation, ident)] += 1
                     if item.action in readers and isinstance(value, dict) and top_record(value, arguments[selector[0]]):
                         examples[item.action].append((value, arguments))
@@ -212,6 +236,15 @@ class UnseenEntities:
     def absent_answer(self, tool: str, ident: str, key: str | None = None) -> str | None:
         form = self.absent_form(tool, key)
         return _render(form, ident) if form is not None else None
+
+    def says_absent(self, tool: str, ident: str, answer: str, key: str | None = None) -> bool:
+        """Whether `answer` says the entity `ident` does not exist: the learned absent form, else (none learned)
+        any answer that shows no record of it and is not a refusal about another argument (a bad access token)."""
+        form = self.absent_form(tool, key)
+        if form is not None:
+            return answer == _render(form, ident)
+        return (not _shows_record(parse_structured(answer), ident)
+                and slot_id(answer, ident) not in self.refusals.get(tool, ()))
 
     def situation(self, key: str, ident: str, texts: Sequence[str]) -> str:
         """Where a session stands with an id: listed (a text it was told or answered shows it), stored (the book's
