@@ -223,6 +223,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                    "protocols": config.protocols, "fingerprint": run.fingerprint, "computed": run.computed,
                    "reused": run.reused, "records": len(run.records), "methods": written["methods"],
                    "models": {m: e.model_dump(mode="json") for m, e in report.method_models().items()},
+                   "provenance": {m: report.provenance_of(m).model_dump(mode="json") for m in report.counts},
                    "pairs": written["pairs"], "cost": written["cost"], "w2r": written.get("w2r"),
                    "by_protocol": {p: _protocol_json(report, p) for p in report.protocol_names()},
                    "leakage": written["leakage"],
@@ -252,12 +253,14 @@ def _model_choice(args: argparse.Namespace, root: Path) -> indomain.ModelChoice 
     return indomain.model_for_dataset(root, args.dataset, split=args.split, given=args.llm)
 
 
-_PROTOCOL_KEYS = ("metrics", "methods", "pairs", "counts", "errors", "cost", "w2r", "done_agreement")
+_PROTOCOL_KEYS = ("metrics", "methods", "pairs", "counts", "errors", "cost", "w2r", "done_agreement", "provenance")
 
 
 def _protocol_json(report: EvalReport, protocol: str) -> dict[str, Any]:
-    """One protocol's results in `--json`: labelled (open loop or teacher forced), pooled methods and pairs."""
+    """One protocol's results in `--json`: labelled (open loop or teacher forced), pooled methods and pairs, and what
+    produced each method's numbers."""
     block = report.block(protocol).model_dump(mode="json", exclude_unset=True)
+    block["provenance"] = {m: report.provenance_of(m, protocol).model_dump(mode="json") for m in block.get("counts", {})}
     return {"label": PROTOCOL_LABELS.get(protocol, protocol), **{k: block[k] for k in _PROTOCOL_KEYS if k in block}}
 
 

@@ -30,6 +30,8 @@ from worldsmith.evals.misses import miss_headline
 from worldsmith.evals.plots import Bar, Point, bars_figure, forest_figure, lines_figure
 from worldsmith.evals.protocols import OPEN_LOOP
 from worldsmith.evals.report_model import EvalReport
+from worldsmith.evals.run_provenance import PROTOCOL_LABELS, eval_provenance
+from worldsmith.llm.provenance import NumberProvenance
 from worldsmith.util.atomic import atomic_write, atomic_write_json
 from worldsmith.worldbook.leakage_report import LeakageReport
 
@@ -37,8 +39,6 @@ __all__ = ["COST_COLUMNS", "NOVELTY_METRICS", "PROTOCOL_LABELS", "REPORT_METRICS
 
 NOVELTY_METRICS = ("exact_match_knowable", "novel_share", "exact_match_knowable_tf", "novel_share_tf")
 SHARES = ("novel_share", "novel_share_tf")  # the same for every method: no pair differs on them
-PROTOCOL_LABELS = {"live": "open loop, live (real environment)", "drift": "open loop (drift)",
-                   "next-obs": "teacher forced (next-obs)", "w2r": "world to real (w2r)"}
 REPORT_METRICS = (*METRICS, *NOVELTY_METRICS, "judge_total")
 W2R_METRICS = ("w2r_success", "real_success")
 COST_COLUMNS = ("model_calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd")
@@ -163,7 +163,7 @@ def _w2r(records: pd.DataFrame, methods: list[str], resamples: int, seed: int,
 # The keys `_protocol_block` may write: a protocol's, not the run's.
 _BLOCK_KEYS = frozenset({"metrics", "methods", "pairs", "per_env", "seen_unseen", "counts", "episodes", "errors", "cost",
                          "fidelity_metric", "fidelity_at_t", "first_divergence", "done_agreement", "w2r",
-                         "judge_stats", "failures"})
+                         "judge_stats", "failures", "provenance"})
 
 
 def _protocol_block(records: pd.DataFrame, protocol: str, methods: list[str], judge: str | None, resamples: int,
@@ -220,6 +220,13 @@ def build_report(records: pd.DataFrame, *, run: str, protocol: str, fingerprint:
     protocols = protocols or [protocol]
     blocks = {p: _protocol_block(records[records["protocol"] == p] if len(protocols) > 1 else records, p, methods,
                                  judge, resamples, seed, confidence, fidelity_metric) for p in protocols}
+    models = (extra or {}).get("models") or {}  # without them, each method's model is unknown
+    for p, block in blocks.items():  # what produced each method's numbers, per protocol
+        block["provenance"] = {
+            m: eval_provenance(run, config, m, p, model=(models.get(m) or {}).get("model"),
+                               trained_on=(models.get(m) or {}).get("trained_on"), n=block["counts"].get(m),
+                               episodes=block["episodes"]).model_dump(mode="json", exclude_defaults=True)
+            for m in methods}
     report: dict[str, Any] = {
         "run": run, "protocol": protocols[0], "fingerprint": fingerprint, "config": config, "judge": judge,
         **blocks[protocols[0]],
@@ -485,9 +492,22 @@ def _failures(report: dict[str, Any]) -> list[str]:
             "`worldsmith eval misses` and the Evaluate page's Failures tab.", ""]
 
 
+def _provenance(report: dict[str, Any]) -> list[str]:
+    """What produced this section's numbers, per method: model, dataset, split, n and the run, and its command."""
+    records = {m: NumberProvenance.model_validate(entry) for m, entry in (report.get("provenance") or {}).items()}
+    if not records:
+        return []
+    columns = ("method", "model", "dataset", "split", "n", "run")
+    rows = [[record.fields()[column] for column in columns] for record in records.values()]
+    commands = sorted({record.command for record in records.values() if record.command})
+    protocol = PROTOCOL_LABELS.get(report["protocol"], report["protocol"])
+    return [f"## Provenance ({protocol})", "", *_table(list(columns), rows),
+            *(f"Produced by: `{command}`" for command in commands), *([""] if commands else [])]
+
+
 def _sections(report: dict[str, Any], plots: dict[str, list[str]]) -> list[str]:
-    return [*_methods(report, plots), *_failures(report), *_scopes(report), *_drift(report, plots),
-            *_world_to_real(report, plots)]
+    return [*_methods(report, plots), *_provenance(report), *_failures(report), *_scopes(report),
+            *_drift(report, plots), *_world_to_real(report, plots)]
 
 
 def _view(report: dict[str, Any], protocol: str) -> dict[str, Any]:

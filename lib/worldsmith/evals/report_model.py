@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from worldsmith.evals.run_provenance import eval_provenance
+from worldsmith.llm.provenance import NumberProvenance
 from worldsmith.worldbook.leakage_report import LeakageReport
 
 __all__ = [
@@ -174,6 +176,8 @@ class ProtocolBlock(ScopeBlock):
     judge_stats: JudgeStats | None = None
     failures: dict[str, str | None] = Field(default_factory=dict, description="Per method, the failure analysis's "
                                             "lead sentence (`evals.misses.miss_headline`: novel turns first).")
+    provenance: dict[str, NumberProvenance] = Field(default_factory=dict, description="Per method, what produced its "
+                                                    "numbers (absent in reports written before it was recorded).")
 
 
 class EvalReport(ProtocolBlock):
@@ -208,6 +212,18 @@ class EvalReport(ProtocolBlock):
         methods = list(self.counts) or list(self.config.get("methods") or [])
         return {method: MethodModel(model=spec, recorded=False) if spec and _legacy_model_use(method)
                 else MethodModel(recorded=False) for method in methods}
+
+    def provenance_of(self, method: str, protocol: str | None = None) -> NumberProvenance:
+        """What produced `method`'s numbers under `protocol` (default the primary); for an older report, inferred from
+        its configuration and counts (`recorded` False), fields it does not say "unknown"."""
+        block = self.block(protocol)
+        if method in block.provenance:
+            return block.provenance[method]
+        used = self.method_models().get(method)
+        return eval_provenance(self.run, self.config, method, protocol or self.protocol,
+                               model=used.model if used is not None else None,
+                               trained_on=used.trained_on if used is not None else None,
+                               n=block.counts.get(method), episodes=block.episodes or None, recorded=False)
 
     def protocol_names(self) -> list[str]:
         """The run's protocols, primary first (a run of one protocol: that one)."""

@@ -9,10 +9,11 @@ Exported: the protocol and its types (`LLM`, `Message`, `Completion`, the errors
 (`open_llm`, `make_llm`, `parse_spec`, `configured_models`), backends (`register_backend`, `backends`), call
 logging and caching, prompt budgets and structured output. Namespace: `catalog` (what the Models page and
 `worldsmith llm` show: model and backend rows, one prompt sent the way every call is) and `indomain` (a
-dataset's own tiny model: training it on the dataset's train split, and which model its methods use by default).
+dataset's own tiny model: training it on the dataset's train split, and which model its methods use by default) and
+`provenance` (`NumberProvenance`: what produced a reported number; what a model folder says it was trained on).
 """
 
-from worldsmith.llm import catalog, indomain
+from worldsmith.llm import catalog, indomain, provenance
 from worldsmith.llm.base import (
     LLM,
     BackendUnavailableError,
@@ -86,6 +87,7 @@ __all__ = [
     "open_llm",
     "parse_spec",
     "prompt_budget",
+    "provenance",
     "register_backend",
     "resolve_spec",
     "summarize_system",
