@@ -304,6 +304,14 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed["book_version"] == WorldbookStore(tmp_path / "worldbooks").head("tiny")
     assert set(printed["invariants"]) == set(INVARIANTS) and printed["stored"] == str(out)
     assert read_report(out).model_dump(mode="json") == {k: v for k, v in printed.items() if k != "stored"}
+    source = printed["provenance"]  # what produced the rates: method, model, the book probed, n checks, the command
+    assert source["method"] == "nearest" and source["model"] == "none" and source["n"] == printed["checks"]
+    assert source["unit"] == "checks" and source["dataset"] == "worldbook tiny" and source["recorded"]
+    assert source["dataset_digest"] == printed["book_version"] and "3 probe sessions" in source["split"]
+    assert "worldsmith consistency --book tiny" in source["command"] and "--seed 2" in source["command"]
+    old = read_report(out).model_copy(update={"provenance": None})  # a report stored before it was recorded
+    assert not old.source().recorded and old.source().fields()["model"] == "unknown"
+    assert old.source().n == printed["checks"]
     assert main(["consistency", "--book", "tiny", "--sessions", "2", "--steps", "4", "--workspace",
                  str(tmp_path)]) == 0
     table = capsys.readouterr().out

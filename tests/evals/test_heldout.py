@@ -53,6 +53,11 @@ def test_breaking_a_rule_shows_broken_turns_and_a_negative_delta(loop) -> None:
     # open loop too (the headline): the broken rule answers the harness's own path worse as well
     assert delta.open_loop["exact_match"].diff < 0 and delta.open_loop["exact_match"].n == delta.turns
     assert delta.summary().index("open loop exact match") < delta.summary().index("teacher forced exact match")
+    source = delta.provenance  # what produced the teacher-forced numbers
+    assert source is not None and source.method == "harness" and source.model == "none"
+    assert source.dataset == NAME and source.split == "test" and source.n == delta.turns
+    assert source.episodes == delta.episodes and source.dataset_digest == str(ws.dataset(NAME).revision)
+    assert source.run is not None and book_hash(after)[:8] in source.run
 
 
 def test_undo_shows_the_reverse_from_the_cache(loop) -> None:

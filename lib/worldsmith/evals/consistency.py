@@ -38,6 +38,7 @@ from worldsmith.evals.consistency_checks import (
 from worldsmith.evals.consistency_plan import ProbePlan, ToolProfile, plan_probes
 from worldsmith.evals.consistency_report import INVARIANTS, ConsistencyReport, Tally, Violation, read_report
 from worldsmith.llm.base import LLM
+from worldsmith.llm.provenance import trained_on
 from worldsmith.sim.base import HistoryItem, WorldModel, episode_prefix
 from worldsmith.sim.factory import DEFAULT_WORLD_MODEL, make_world_model
 from worldsmith.traces.model import Action
@@ -250,6 +251,9 @@ def check_consistency(book: Worldbook, config: ConsistencyConfig = ConsistencyCo
         _play_session(_Session(number, make, book, report, config, plan), plan, rng, config.steps)
         if progress is not None:
             progress(number + 1, config.sessions)
+    spec = llm.spec if llm is not None else None
+    report.provenance = report.source(model=spec or ("none" if factory is None else None), trained_on=trained_on(spec),
+                                      run=Path(run_dir).name if run_dir is not None else None, recorded=True)
     if run_dir is not None:
         report.save(run_dir)
     return report

@@ -3,17 +3,20 @@
     report.invariants["repeated_reads"].rate          # violations / checks (None: nothing was checked)
     report.tools["get_order"]["answers_about_id"]     # one tool's tally of one invariant
     report.examples                                   # the calls and the answers of some violations, truncated
+    report.source().line()                            # what produced the numbers: method, model, book, n checks, run
 
 Plain data (pydantic) so the CLI's `--json`, the run folder's `consistency.json` and the workbench read the same.
 """
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from worldsmith.llm.provenance import NumberProvenance
 from worldsmith.util.atomic import atomic_write_json
 from worldsmith.util.errors import BadInputError, user_path
 
@@ -82,6 +85,8 @@ class ConsistencyReport(BaseModel):
     examples: list[Violation] = Field(default_factory=list)
     plan: dict[str, Any] = Field(default_factory=dict, description="What was probed: the tools' roles and id "
                                  "arguments, the ids seen and unseen, the agreeing write -> read pairs.")
+    provenance: NumberProvenance | None = Field(default=None, description="What produced the numbers (absent in "
+                                                "reports written before it was recorded: `source()` infers it).")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -92,6 +97,23 @@ class ConsistencyReport(BaseModel):
     @property
     def violations(self) -> int:
         return sum(tally.violations for tally in self.invariants.values())
+
+    def source(self, model: str | None = None, trained_on: str | None = None, run: str | None = None, *,
+               recorded: bool = False) -> NumberProvenance:
+        """What produced the rates: the method (on `model`, "none" without one), the probe sessions planned from the
+        book's evidence, n checks, and the command; the stored record when the report has one (an older report's is
+        inferred from its own fields, its model unknown)."""
+        if self.provenance is not None:
+            return self.provenance
+        words = ["worldsmith", "consistency", "--book", self.book, *(["--version", self.book_version]
+                                                                     if self.book_version else []),
+                 "--method", self.method, "--sessions", str(self.sessions), "--steps", str(self.steps),
+                 "--seed", str(self.seed), *(["--llm", model] if model and model != "none" else [])]
+        return NumberProvenance(method=self.method, model=model, trained_on=trained_on,
+                                dataset=f"worldbook {self.book}", dataset_digest=self.book_version,
+                                split=f"{self.sessions} probe sessions of {self.steps} steps (seed {self.seed})",
+                                protocol="open loop", n=self.checks, unit="checks", run=run,
+                                command=shlex.join(words), recorded=recorded)
 
     def count(self, invariant: str, tool: str, violated: bool) -> None:
         """Add one check of `invariant` on `tool`."""

@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from worldsmith.evals.bootstrap import bootstrap_mean
 from worldsmith.evals.envmatch import match_episodes
 from worldsmith.evals.inputs import in_env, leak_free
-from worldsmith.evals.protocols import Scorer, drift_records, next_obs_records
+from worldsmith.evals.protocols import NO_MODEL, Scorer, drift_records, next_obs_records
+from worldsmith.evals.run_provenance import PROTOCOL_LABELS
+from worldsmith.llm.provenance import NumberProvenance
 from worldsmith.sim.harness import Harness
 from worldsmith.traces.model import Episode
 from worldsmith.util.atomic import atomic_write_json
@@ -67,8 +69,12 @@ class HeldOut(BaseModel):
 
     def label(self) -> str:
         """How a page or a report names it: `alfworld:test`, `alfworld:3 episodes`."""
+        return f"{self.dataset}:{self.selection()}"
+
+    def selection(self) -> str:
+        """The part of the dataset chosen: `test`, `3 episodes`, `test (alfworld)`."""
         what = self.split if self.split is not None else f"{len(self.episodes or ())} episodes"
-        return f"{self.dataset}:{what}" + (f" ({self.env})" if self.env else "")
+        return what + (f" ({self.env})" if self.env else "")
 
     def key(self, revision: int) -> str:
         """16 hex digits over the selection and the dataset revision: the cache folder of this set."""
@@ -164,6 +170,9 @@ class HeldOutDelta(BaseModel):
     leakage: LeakageReport
     computed: list[str] = Field(description="Which versions were predicted now ('before', 'after'); others cached.")
     seconds: float = Field(description="Wall seconds of this delta, cache reads included.")
+    provenance: NumberProvenance | None = Field(default=None, description="What produced the teacher-forced "
+                                                "numbers (`metrics`, `by_action`): the no-model harness on the "
+                                                "held-out set, n paired turns, the two versions compared.")
 
     @property
     def fixed(self) -> list[FlippedTurn]:
@@ -348,8 +357,13 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
                            after=b.prediction, target=b.target)
                for a, b in pairs if a.exact_match != b.exact_match]
     flipped.sort(key=lambda t: (t.kind != "broken", t.episode_id, t.turn))
+    episode_count = len({a.episode_id for a, _ in pairs})
+    source = NumberProvenance(method="harness", model=NO_MODEL, dataset=heldout.dataset, dataset_digest=str(revision),
+                              split=heldout.selection(), protocol=PROTOCOL_LABELS["next-obs"],
+                              n=len(pairs), unit="paired turns", episodes=episode_count,
+                              run=f"held-out delta of {book_after.name} {before.book_hash[:8]} → {after.book_hash[:8]}")
     return HeldOutDelta(heldout=heldout, before_hash=before.book_hash, after_hash=after.book_hash, turns=len(pairs),
-                        episodes=len({a.episode_id for a, _ in pairs}), actions=actions,
+                        episodes=episode_count, actions=actions, provenance=source,
                         open_loop=_metrics(_pairs(before.open_loop, after.open_loop), resamples, seed),
                         metrics=_metrics(pairs, resamples, seed), by_action=by_action, flipped=flipped,
                         leakage=leakage,
