@@ -99,10 +99,17 @@ def test_lists_runs_and_shows_the_leaderboard_with_intervals(two_runs: Path) -> 
     assert judge and {trace["name"] for trace in judge[0]["data"]} == {"harness", "nearest"}
     config = frame_with(at, "field").set_index("field")["value"]  # a table, not a JSON tree
     assert config["config.book"] == "alfworld" and config["config.dataset"] == "samples"
+    # what produced the leaderboard's numbers, per method (an older report's: inferred from its own configuration)
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    harness_source = next(text for text in sources if "method harness" in text)
+    for part in ("model none", "dataset samples", "split all", "n 20 turns", "run next-a", "(inferred"):
+        assert part in harness_source, (part, harness_source)
 
     no_exception(at.radio(key="ev_scope").set_value("unseen tasks").run())
     unseen = frame_with(at, "exact_match").set_index("method")
     assert unseen.loc["harness", "exact_match"] == "0.900 [0.850, 0.950]" and unseen.loc["harness", "n"] == 10
+    scoped = [str(c.value) for c in at.caption if str(c.value).startswith("Produced by: method harness")]
+    assert "n 10 turns" in scoped[0] and "unseen tasks" in scoped[0]  # the scope's own n, and the scope named
 
 
 def test_drift_run_shows_fidelity_curves_and_first_divergence(two_runs: Path) -> None:
@@ -148,6 +155,8 @@ def test_failures_view_groups_by_action_and_rule_and_clusters(two_runs: Path) ->
     rules = group_table(at, "rule")
     assert rules.loc["(no rule: fast_path)", "wrong"] == 2 and rules.loc["take.from", "wrong"] == 0
     assert any("grouped by route instead" in str(c.value) for c in at.caption)  # a run made before sources
+    headline_source = next(str(c.value) for c in at.caption if str(c.value).startswith("Produced by"))
+    assert "method harness" in headline_source and "n 20 scored predictions" in headline_source
     heat = next(f for f in figures(at) if f["layout"]["title"]["text"].endswith("by action × step"))
     assert heat["data"][0]["y"][0] in {"go", "take", "open", "put", "look"}
 

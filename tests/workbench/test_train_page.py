@@ -98,6 +98,10 @@ def test_a_run_shows_its_curves_and_rehearsed_beside_real(with_runs: Path) -> No
     fidelity = {trace["name"]: trace
                 for trace in shown["Rehearsal fidelity (held-out (1 of 6 trajectory families))"]["data"]}
     assert fidelity["fidelity"]["x"] == [row["step"] for row in metrics if "rehearsal_fidelity" in row] == [2, 3]
+    source = next(str(c.value) for c in at.caption if str(c.value).startswith("Produced by")).replace("\\", "")
+    for part in ("method EnvACE rehearsal probe (token_f1)", "trained on: EnvACE", "to step 3",  # the chart's origin
+                 "split held-out (1 of 6 trajectory families)", "n 3 transitions", "run tiny-joint"):
+        assert part in source, (part, source)
     summary = json.loads((with_runs / "runs/envace/tiny-joint/summary.json").read_text())
     table = next(df.value for df in at.dataframe if "act_loss_first" in df.value.columns)
     assert table.iloc[0]["act_loss_last"] == pytest.approx(summary["act_loss_last"])

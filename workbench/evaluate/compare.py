@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code
 from workbench.evaluate import tables
 from worldsmith.evals import EvalReport
@@ -43,6 +44,7 @@ def render_compare(run_a: str, report_a: EvalReport, reports: dict[str, EvalRepo
                "own (the runs may hold different records, so no paired interval is claimed).")
     st.dataframe(frame, hide_index=True, key="ev_cmp_table",
                  column_config={"B − A": st.column_config.NumberColumn(format="%+.3f")})
+    provenance_caption(report.provenance_of(method) for report in (report_a, report_b) for method in report.counts)
     differences = config_differences(report_a.config, report_b.config)
     if report_a.fingerprint == report_b.fingerprint:
         st.caption("Both runs have the same configuration fingerprint.")

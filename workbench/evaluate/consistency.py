@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.tables import action_kind
 from worldsmith.evals import consistency
@@ -156,12 +157,14 @@ def render_consistency(root: Path, books: list[str], records: pd.DataFrame | Non
                f"{report.seed:d} · {report.predictions:d} predictions")
     st.dataframe(_invariant_frame(report), hide_index=True, key="cons_invariants",
                  column_config={"rate": st.column_config.NumberColumn(format="percent")})
+    provenance_caption([report.source()])
     fidelity = fidelity_by_tool(records, report.method) if records is not None else {}
     st.subheader("Per tool", anchor=False)
     if fidelity:
         st.caption(f"violations/checks per invariant; exact match of {md_code(report.method)} in evaluation run "
                    f"{md_code(run_name or '?')} beside.")
     st.dataframe(tool_frame(report, fidelity if fidelity else None), hide_index=True, key="cons_tools")
+    provenance_caption([report.source()])
     st.subheader("Violations", anchor=False)
     if report.examples:
         st.dataframe(_examples_frame(report), hide_index=True, key="cons_examples")

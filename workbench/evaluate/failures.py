@@ -19,6 +19,7 @@ import streamlit as st
 
 from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape, pretty_text
 from workbench.evaluate import charts, tables
 from workbench.evaluate.records import turn_id
@@ -191,6 +192,12 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     headline = misses.miss_headline(mine, metric, threshold, action_of=tables.action_kind)
     if headline:
         st.markdown(f"**{md_escape(headline[0].upper() + headline[1:])}.**")
+    if report is not None:  # these counts pool the method's scored records of every protocol in the run
+        protocols = list(dict.fromkeys(mine["protocol"].dropna())) if "protocol" in mine.columns else []
+        source = report.provenance_of(method).model_copy(update={
+            "n": int(mine[metric].notna().sum()), "unit": "scored predictions", "episodes": int(mine["episode_id"].nunique()),
+            "protocol": ", ".join(tables.PROTOCOL_LABELS.get(p, p) for p in protocols) or None})
+        provenance_caption([source])
 
     unseen = misses.unseen_actions(mine, action_of=tables.action_kind)
     if unseen:

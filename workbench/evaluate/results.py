@@ -12,13 +12,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate import charts, tables
 from worldsmith.evals import EvalReport, RunFolder, ScopeBlock
 from worldsmith.evals import judge as llm_judge
+from worldsmith.llm import provenance
 
-__all__ = ["render_results", "scope_options"]
+__all__ = ["render_results", "scope_options", "sources"]
 
 POOLED = "all environments"
 
@@ -47,6 +49,22 @@ def _bootstrap(report: EvalReport) -> str:
     return f"{confidence:.0%} paired bootstrap intervals over trajectories ({what})"
 
 
+def sources(report: EvalReport, block: ScopeBlock, choice: str = POOLED) -> list[provenance.NumberProvenance]:
+    """What produced each method's numbers in the scope shown: the report's record per method, with the scope's own n
+    (records and episodes of its first metric, as the table's n) and a scope other than the pool named beside the
+    split."""
+    records = []
+    for method, cells in block.methods.items():
+        record = report.provenance_of(method)
+        cell = next(iter(cells.values()), None)
+        if cell is not None and cell.n is not None:
+            record = record.model_copy(update={"n": cell.n, "episodes": cell.trajectories})
+        if choice != POOLED:
+            record = record.model_copy(update={"split": f"{record.fields()['split']}, {choice}"})
+        records.append(record)
+    return records
+
+
 def _knowable(report: EvalReport) -> None:
     """Exact match on all turns beside the knowable ones, and the novel share (unknown for older runs)."""
     if report.protocol not in ("next-obs", "drift", "live"):
@@ -58,6 +76,7 @@ def _knowable(report: EvalReport) -> None:
                    "is unknown.")
         return
     st.dataframe(frame, hide_index=True, key="ev_knowable")
+    provenance_caption(sources(report, report.scope()))
     st.caption("A turn is novel when its observation shows a value (number, id, quoted string, JSON leaf, named "
                "entity) seen neither earlier in its episode nor in the book's evidence (an entity, a number or a "
                "name actions take as an argument, counts as seen in the evidence only where every episode that made "
@@ -75,6 +94,7 @@ def _protocol_view(report: EvalReport) -> EvalReport:
         return report
     st.subheader("Open loop and teacher forced", anchor=False)
     st.dataframe(tables.protocols_frame(report), hide_index=True, key="ev_protocols")
+    provenance_caption(report.provenance_of(method, protocol) for protocol in names for method in report.counts)
     st.caption("Open loop (drift, live) the model acts on its own answers, as it does under an agent; teacher forced "
                "(next-obs) it reads the real prefix, which an agent never supplies. Open loop is the headline.")
     chosen = st.radio("Protocol", names, horizontal=True, key="ev_protocol",
@@ -121,6 +141,7 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
         st.caption(f"mean [low, high]: {_bootstrap(report)}; n = records scored"
                    + ("; errors = predictions that raised (scored as an empty observation)" if "errors" in table else "")
                    + ".")
+        provenance_caption(sources(report, block, choice))
     _knowable(report)
     long = tables.leaderboard_frame(methods)
     metrics = list(dict.fromkeys(long["metric"])) if not long.empty else []
@@ -135,16 +156,19 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
             right.plotly_chart(charts.forest_plot(pairs, metric), key="ev_forest")
             with st.expander("Paired differences (table)"):
                 st.dataframe(pairs, hide_index=True, key="ev_pairs")
+        provenance_caption(sources(report, block, choice))
 
     judged = llm_judge.judge_frame(records) if not records.empty else pd.DataFrame()
     if not judged.empty:
         st.subheader("Judge dimensions", anchor=False)
         st.plotly_chart(charts.judge_bars(judged), key="ev_judge")
+        provenance_caption(sources(report, report.scope()))
 
     fidelity = tables.fidelity_frame(report)
     if not fidelity.empty:
         st.subheader("Fidelity over steps", anchor=False)
         st.plotly_chart(charts.fidelity_curves(fidelity), key="ev_fidelity")
+        provenance_caption(sources(report, report.scope()))
 
     w2r = tables.w2r_frame(report)
     if not w2r.empty:
@@ -152,11 +176,13 @@ def render_results(run: Path, report: EvalReport, records: pd.DataFrame) -> None
         st.dataframe(w2r, hide_index=True, key="ev_w2r")
         st.caption("real: success of the policy in the real environment; w2r: success when its simulated action "
                    "sequence is replayed in the real environment; consistency = w2r / real.")
+        provenance_caption(report.provenance_of(method) for method in report.counts)
 
     cost = tables.cost_frame(report)
     if not cost.empty:
         st.subheader("Cost (mean per record)", anchor=False)
         st.dataframe(cost, hide_index=True, key="ev_cost")
+        provenance_caption(report.provenance_of(method) for method in report.cost)
 
     with st.expander("Configuration, seeds and leakage check"):
         written = report.to_json()

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
+from worldsmith.envace import TrainingRunStore
+
 __all__ = [
     "COMPARABLE",
     "alignment_figure",
@@ -67,17 +69,8 @@ def alignment_figure(frame: pd.DataFrame) -> go.Figure:
 
 
 def probe_label(source: str | None, split: str | None) -> str:
-    """What the probe's episodes were, truthfully: "held-out (split test)", "training episodes", or, for a run that
-    did not record it, that it is not known."""
-    if source == "train":
-        return "training episodes"
-    if source == "holdout":
-        return f"held-out ({split or 'last episodes by id'})"
-    if source == "held-out":  # a split's name, or a description of what was held out ("1 of 6 trajectory families")
-        if not split:
-            return "held-out (split not recorded)"
-        return f"held-out ({split})" if " " in split else f"held-out (split {split})"
-    return "probe episodes not recorded"
+    """What the probe's episodes were, truthfully (`TrainingRunStore.probe_split`: the provenance says the same)."""
+    return TrainingRunStore.probe_split(source, split)
 
 
 def fidelity_figure(frame: pd.DataFrame, threshold: float | None = None, probe: str = "probe episodes not recorded"

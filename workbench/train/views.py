@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.train.charts import (
     COMPARABLE,
@@ -31,6 +32,7 @@ from workbench.train.charts import (
 from workbench.train.jobs import LaunchError, job_record, launch
 from workbench.train.runs import TrainRun, evals_of, load_run, metrics_frame, probe_examples
 from workbench.train.sweeps import list_sweeps, sweep_table
+from worldsmith.envace import TrainingRunStore
 
 __all__ = ["REFRESH_S", "render_compare", "render_run", "render_sweeps", "summary_frame"]
 
@@ -102,6 +104,7 @@ def _curves(run: TrainRun) -> None:
                                               split=(run.summary or {}).get("probe_split"))
         st.plotly_chart(fidelity_figure(frame, threshold, probe_label(last.get("source"), last.get("split"))),
                         key=f"tr_fidelity_{run.name}")
+        provenance_caption([TrainingRunStore(run.path).probe_provenance(probes[-1] if probes else None)])
         if probes and "skipped_for_length" in last:
             st.caption(f"Probe items used: {int(last.get('n') or 0):d}; skipped for length (prompt + real response "
                        f"longer than max_seq_len, so no whole reference to score): {int(last['skipped_for_length']):d}.")
@@ -132,6 +135,7 @@ def _probes(run: TrainRun) -> None:
                            "token_f1": row.get("token_f1"), "exact_match": row.get("exact_match"),
                            "edit_similarity": row.get("edit_similarity")} for row in examples])
     st.dataframe(table, hide_index=True, key=f"tr_probe_table_{run.name}")
+    provenance_caption([TrainingRunStore(run.path).probe_provenance(probes[index])])
     chosen = st.selectbox("Transition", list(range(len(examples))),
                           format_func=lambda i: f"{examples[i].get('episode_id')} #{examples[i].get('turn')}",
                           key=f"tr_probe_example_{run.name}")

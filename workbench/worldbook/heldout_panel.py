@@ -14,6 +14,7 @@ import streamlit as st
 
 from workbench.common.links import turn_query
 from workbench.common.paths import page_file
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from worldsmith.evals import HeldOut, HeldOutDelta, LeakageError
 from worldsmith.evals import heldout as heldout_scores
@@ -128,6 +129,7 @@ def render_heldout_delta(store: WorldbookStore, workspace: Workspace, name: str,
         lines += [_metric_line(f"{action}: {METRIC_LABELS.get(m, m)}", v) for m, v in metrics.items()]
     body = "\n".join("- " + line for line in lines)  # each line escaped by _metric_line
     st.markdown(body)
+    provenance_caption([delta.provenance])
     st.markdown(f"**{len(delta.fixed):d} fixed, {len(delta.broken):d} broken** held-out turns")
     for turn in delta.flipped[:SHOWN_FLIPS]:
         st.page_link(page_file("traces"), label=f"{md_escape(turn.kind)} {md_escape(turn.turn_id)} · {md_escape(turn.action)}",

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from worldsmith.llm.provenance import NumberProvenance, envace_trained_on
 from worldsmith.util.atomic import atomic_write_bytes, atomic_write_json
 from worldsmith.util.jobs import JobFolder
 from worldsmith.util.processes import process_alive
@@ -130,6 +131,42 @@ class TrainingRunStore:
 
     def probes(self) -> list[dict[str, Any]]:
         return read_jsonl(self.root / "probes.jsonl")
+
+    @staticmethod
+    def probe_split(source: str | None, split: str | None) -> str:
+        """What a probe's episodes were, truthfully: "held-out (split test)", "training episodes", or, for a run that
+        did not record it, that it is not known."""
+        if source == "train":
+            return "training episodes"
+        if source == "holdout":
+            return f"held-out ({split or 'last episodes by id'})"
+        if source == "held-out":  # a split's name, or a description of what was held out ("1 of 6 trajectory families")
+            if not split:
+                return "held-out (split not recorded)"
+            return f"held-out ({split})" if " " in split else f"held-out (split {split})"
+        return "probe episodes not recorded"
+
+    def probe_provenance(self, probe: dict[str, Any] | None = None) -> NumberProvenance:
+        """What produced a rehearsal-fidelity probe's numbers (default the last probe): the run's model at the probe's
+        step, the probe episodes' dataset and split, n transitions scored, the run and the config that made it."""
+        config = self.read_config() or {}
+        summary = self.read_summary() or {}
+        if probe is None:
+            probe = next(reversed(self.probes()), None) or {"source": summary.get("probe_source"),
+                                                             "split": summary.get("probe_split"), "n": None}
+        settings = config.get("probe") if isinstance(config.get("probe"), dict) else {}
+        data = config.get("data") if isinstance(config.get("data"), dict) else {}
+        own = settings.get("paths") or settings.get("dataset")  # the probe's own held-out data, else the run's data
+        origin = settings if own else data
+        dataset = origin.get("dataset") or ", ".join(origin.get("paths") or []) or None
+        step = probe.get("step")
+        trained = envace_trained_on(config) + (f", to step {step}" if step is not None else "") if config else None
+        return NumberProvenance(method=f"EnvACE rehearsal probe ({probe.get('metric') or settings.get('metric') or '?'})",
+                                model=config.get("model"), trained_on=trained, dataset=dataset,
+                                split=self.probe_split(probe.get("source"), probe.get("split")),
+                                protocol="teacher forced (the real prefix, one response rehearsed)", n=probe.get("n"),
+                                unit="transitions", run=self.root.name,
+                                command=f"worldsmith envace train --config {self.root / 'config.json'}" if config else None)
 
     def truncate(self, step: int) -> None:
         """Drop logged rows after `step` (what a resumed run will log again)."""

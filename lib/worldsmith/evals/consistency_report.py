@@ -112,7 +112,9 @@ class ConsistencyReport(BaseModel):
         return NumberProvenance(method=self.method, model=model, trained_on=trained_on,
                                 dataset=f"worldbook {self.book}", dataset_digest=self.book_version,
                                 split=f"{self.sessions} probe sessions of {self.steps} steps (seed {self.seed})",
-                                protocol="open loop", n=self.checks, unit="checks", run=run,
+                                protocol="open loop", n=self.checks, unit="checks",
+                                run=run or f"consistency of {self.method} on {self.book}@{self.book_version or '?'} "
+                                           f"seed {self.seed}",
                                 command=shlex.join(words), recorded=recorded)
 
     def count(self, invariant: str, tool: str, violated: bool) -> None:

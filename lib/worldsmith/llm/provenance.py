@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from worldsmith.llm import indomain
 from worldsmith.llm.spec import parse_spec
 
-__all__ = ["UNKNOWN", "NumberProvenance", "trained_on"]
+__all__ = ["UNKNOWN", "NumberProvenance", "envace_trained_on", "trained_on"]
 
 UNKNOWN = "unknown"
 
@@ -67,13 +67,13 @@ class NumberProvenance(BaseModel):
         return {"method": self.method or UNKNOWN, "model": model, "dataset": dataset, "split": self.split or UNKNOWN,
                 "n": n, "run": self.run or UNKNOWN}
 
-    def line(self) -> str:
+    def line(self, with_command: bool = True) -> str:
         """One line: `method harness · model none · dataset shop @ 3 · split test · n 120 turns of 8 episodes · run r`,
-        then the protocol and command where known, and "(inferred)" for an older report's."""
+        then the protocol and (`with_command`) the command where known, and "(inferred)" for an older report's."""
         parts = [f"{name} {value}" for name, value in self.fields().items()]
         if self.protocol:
             parts.append(f"protocol {self.protocol}")
-        if self.command:
+        if self.command and with_command:
             parts.append(f"from `{self.command}`")
         return " · ".join(parts) + ("" if self.recorded else " (inferred: not recorded by this run)")
 
@@ -96,7 +96,8 @@ def _tiny(record: dict[str, Any], folder: Path) -> str:
             + (f" of {indomain.trained_on_label(source)}" if source else ""))
 
 
-def _envace(record: dict[str, Any]) -> str:
+def envace_trained_on(record: dict[str, Any]) -> str:
+    """What an EnvACE run trains its model on, from its config (`envace_config.json`, a run's config.json)."""
     data = record.get("data") if isinstance(record.get("data"), dict) else {}
     sources = [*(data.get("paths") or [])]
     if data.get("dataset"):
@@ -119,6 +120,6 @@ def trained_on(spec: str | None) -> str | None:
     folder = Path(parsed.model)
     record = _read(folder / "envace_config.json")
     if record is not None:
-        return _envace(record)
+        return envace_trained_on(record)
     record = _read(folder / "worldsmith_tiny.json")
     return _tiny(record, folder) if record is not None else None
