@@ -3,6 +3,7 @@ edited and saved, and the held-out delta appears with the broken turns, each a w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -36,6 +37,9 @@ def test_editing_a_template_shows_the_held_out_delta_and_flipped_turns(page, ser
     page.get_by_role("button", name="Save anyway").click()
     expect(page.get_by_text("Held-out delta of")).to_be_visible()
     expect(page.get_by_text("broken held-out turns")).to_be_visible()
+    produced = page.get_by_text(re.compile(rf"^Produced by: method harness · model none · dataset {DATASET} @ \S+ · "
+                                           rf"split test · n \d+ paired turns of \d+ episodes · run {BOOK}: content "))
+    expect(produced.first).to_be_visible()  # what produced the delta's numbers
     links = page.locator("a[href*='traces']").filter(has_text="broken")
     expect(links.first).to_be_visible()
     assert links.count() >= 1 and not page.locator("a[href*='traces']").filter(has_text="fixed").count()

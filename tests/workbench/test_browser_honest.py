@@ -4,6 +4,7 @@ is, and a side-by-side method whose model failed is labelled a fallback."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -50,6 +51,11 @@ def test_the_first_evaluation_on_a_fresh_workspace_shows_results(page, server: d
     expect(page.get_by_role("tabpanel", name="Results").first).to_contain_text("protocols drift, next-obs")
     expect(page.get_by_text("· finished ·")).to_be_visible()  # the launched run, in the open
     expect(page.get_by_text("refusing to evaluate")).to_have_count(0)
+    # every result says what produced it: method, model, dataset (with its revision), split, n and the run
+    produced = page.get_by_role("tabpanel", name="Results").first.get_by_text(
+        re.compile(r"^Produced by: method harness · model none · dataset \S+ @ \S+ · split test · "
+                   r"n \d+ turns of \d+ episodes · run first")).first
+    expect(produced).to_be_visible()
 
 
 def test_a_failed_run_shows_its_error_where_the_user_is(page, server: dict) -> None:

@@ -54,6 +54,9 @@ def test_an_edit_shows_its_held_out_delta_and_undo_the_reverse(empty_root: Path)
     assert broken and all(link.startswith("broken") for link in broken)
     assert all(f"dataset={DATASET}" in link and "turn=" in link for link in broken)
     assert "after `You go nowhere.`" in shown("\n".join(str(c.value) for c in at.caption))
+    source = shown(next(str(c.value) for c in at.caption if str(c.value).startswith("Produced by")))
+    for part in ("method harness", "model none", f"dataset {DATASET}", "split test", "paired turns", f"run {BOOK}: content "):
+        assert part in source, (part, source)  # what produced the delta's numbers
     show_tab(at, "History")
     no_exception(at.button(key="wb_undo").click().run())
     fixed = flip_links(at)

@@ -361,7 +361,7 @@ def heldout_delta(book_before: Worldbook, book_after: Worldbook, heldout: HeldOu
     source = NumberProvenance(method="harness", model=NO_MODEL, dataset=heldout.dataset, dataset_digest=str(revision),
                               split=heldout.selection(), protocol=PROTOCOL_LABELS["next-obs"],
                               n=len(pairs), unit="paired turns", episodes=episode_count,
-                              run=f"held-out delta of {book_after.name} {before.book_hash[:8]} → {after.book_hash[:8]}")
+                              run=f"{book_after.name}: content {before.book_hash[:8]} → {after.book_hash[:8]}")
     return HeldOutDelta(heldout=heldout, before_hash=before.book_hash, after_hash=after.book_hash, turns=len(pairs),
                         episodes=episode_count, actions=actions, provenance=source,
                         open_loop=_metrics(_pairs(before.open_loop, after.open_loop), resamples, seed),
