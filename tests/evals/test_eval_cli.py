@@ -99,7 +99,7 @@ def test_eval_cross_fitted_by_folds(workspace: Path, capsys: pytest.CaptureFixtu
     assert output["by_protocol"]["drift"]["methods"] == output["methods"]
     assert "exact_match_knowable_tf" in output["by_protocol"]["drift"]["methods"]["harness"]
     assert "exact_match_knowable_tf" not in output["by_protocol"]["next-obs"]["methods"]["harness"]
-    for protocol, block in output["by_protocol"].items():  # what produced each method's numbers, per protocol
+    for block in output["by_protocol"].values():  # what produced each method's numbers, per protocol
         source = block["provenance"]["nearest"]
         assert source["method"] == "nearest" and source["model"] == "none" and source["run"] == "cli-folds"
         assert source["dataset"] == "alf" and source["split"] == "train" and source["n"] == block["counts"]["nearest"]

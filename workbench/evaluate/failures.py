@@ -27,6 +27,7 @@ from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
 from worldsmith.evals import EvalReport, misses
 from worldsmith.evals import clusters as error_clusters
+from worldsmith.llm import provenance
 
 __all__ = ["BREAKDOWNS", "CLUSTERS", "render_failures"]
 
@@ -171,6 +172,18 @@ def _render_paired(run: str, scored: pd.DataFrame, method: str, others: list[str
             st.dataframe(rows, hide_index=True, key=f"ev_fx_pair_{by}", column_config=PAIR_COLUMNS)
 
 
+def _source(report: EvalReport | None, mine: pd.DataFrame, method: str, metric: str
+            ) -> provenance.NumberProvenance | None:
+    """What produced the tab's counts: the report's record of `method`, with n the scored predictions it pools (those
+    of every protocol in the run); None before the run has a report."""
+    if report is None:
+        return None
+    protocols = list(dict.fromkeys(mine["protocol"].dropna())) if "protocol" in mine.columns else []
+    return report.provenance_of(method).model_copy(update={
+        "n": int(mine[metric].notna().sum()), "unit": "scored predictions", "episodes": int(mine["episode_id"].nunique()),
+        "protocol": ", ".join(tables.PROTOCOL_LABELS.get(p, p) for p in protocols) or None})
+
+
 def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
     """The Failures tab for one run."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
@@ -192,12 +205,7 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
     headline = misses.miss_headline(mine, metric, threshold, action_of=tables.action_kind)
     if headline:
         st.markdown(f"**{md_escape(headline[0].upper() + headline[1:])}.**")
-    if report is not None:  # these counts pool the method's scored records of every protocol in the run
-        protocols = list(dict.fromkeys(mine["protocol"].dropna())) if "protocol" in mine.columns else []
-        source = report.provenance_of(method).model_copy(update={
-            "n": int(mine[metric].notna().sum()), "unit": "scored predictions", "episodes": int(mine["episode_id"].nunique()),
-            "protocol": ", ".join(tables.PROTOCOL_LABELS.get(p, p) for p in protocols) or None})
-        provenance_caption([source])
+    provenance_caption([_source(report, mine, method, metric)])
 
     unseen = misses.unseen_actions(mine, action_of=tables.action_kind)
     if unseen:

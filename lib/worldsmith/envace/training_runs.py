@@ -154,8 +154,8 @@ class TrainingRunStore:
         if probe is None:
             probe = next(reversed(self.probes()), None) or {"source": summary.get("probe_source"),
                                                              "split": summary.get("probe_split"), "n": None}
-        settings = config.get("probe") if isinstance(config.get("probe"), dict) else {}
-        data = config.get("data") if isinstance(config.get("data"), dict) else {}
+        settings: dict[str, Any] = config["probe"] if isinstance(config.get("probe"), dict) else {}
+        data: dict[str, Any] = config["data"] if isinstance(config.get("data"), dict) else {}
         own = settings.get("paths") or settings.get("dataset")  # the probe's own held-out data, else the run's data
         origin = settings if own else data
         dataset = origin.get("dataset") or ", ".join(origin.get("paths") or []) or None

@@ -89,7 +89,7 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def _tiny(record: dict[str, Any], folder: Path) -> str:
-    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+    data: dict[str, Any] = record["data"] if isinstance(record.get("data"), dict) else {}
     seen = ", ".join(f"{data[key]} {key}" for key in ("episodes", "turns") if data.get(key) is not None)
     source = indomain.trained_on(f"tiny:{folder}")  # the dataset and split it recorded; the bundled one's samples
     return (f"worldsmith llm train-tiny, {record.get('steps', '?')} steps" + (f" on {seen}" if seen else "")
@@ -98,7 +98,7 @@ def _tiny(record: dict[str, Any], folder: Path) -> str:
 
 def envace_trained_on(record: dict[str, Any]) -> str:
     """What an EnvACE run trains its model on, from its config (`envace_config.json`, a run's config.json)."""
-    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+    data: dict[str, Any] = record["data"] if isinstance(record.get("data"), dict) else {}
     sources = [*(data.get("paths") or [])]
     if data.get("dataset"):
         sources.append(f"dataset {data['dataset']}" + (f" split {data['split']}" if data.get("split") else ""))
