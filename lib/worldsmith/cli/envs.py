@@ -31,6 +31,43 @@ def _env_kwargs(pairs: list[str] | None, flag: str = "--env-arg") -> dict[str, A
     return out
 
 
+MCP_OPTIONS = ("server_command", "server_url", "server_tasks", "server_reset")
+
+
+def add_mcp_options(parser: argparse.ArgumentParser) -> None:
+    """The options that say which MCP server the `mcp` environment is (its constructor's arguments)."""
+    group = parser.add_argument_group("MCP server (for the environment mcp)")
+    group.add_argument("--server-command", metavar="COMMAND",
+                       help="start the server with this command line and talk to it over stdio, e.g. "
+                            "'mcp-server-sqlite --db-path work.db' (a new process per episode)")
+    group.add_argument("--server-url", metavar="URL", help="the server's streamable HTTP endpoint "
+                       "(http://host:port/mcp; a new MCP session per episode)")
+    group.add_argument("--server-tasks", type=Path, metavar="FILE",
+                       help="the tasks: JSON or JSONL of {id, instruction, ground_truth: [{name, arguments}], answer}"
+                            " (default: one open task)")
+    group.add_argument("--server-reset", metavar="COMMAND",
+                       help="run before each episode, no shell (e.g. 'cp base.db work.db' to restore a database)")
+
+
+def env_kwargs_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The environment's constructor arguments: `--env-arg` pairs, and for `mcp` the `--server-*` options (the
+    tasks file as an absolute path: the episodes record it, and W2R rebuilds the server from anywhere)."""
+    kwargs = _env_kwargs(getattr(args, "env_arg", None))
+    given: dict[str, Any] = {name: getattr(args, name) for name in MCP_OPTIONS if getattr(args, name, None) is not None}
+    if given and args.env != "mcp":
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise CommandError(f"{flags}: only for the environment mcp, not {args.env!r}")
+    if "server_command" in given:
+        kwargs["command"] = given["server_command"]
+    if "server_url" in given:
+        kwargs["url"] = given["server_url"]
+    if "server_tasks" in given:
+        kwargs["tasks"] = str(Path(given["server_tasks"]).resolve())
+    if "server_reset" in given:
+        kwargs["reset"] = given["server_reset"]
+    return kwargs
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     envs = subparsers.add_parser("envs", help="list real environments, their tasks; check an adapter")
     actions = envs.add_subparsers(dest="envs_command", required=True, metavar="ACTION")
@@ -41,12 +78,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tasks.add_argument("env")
     tasks.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment constructor argument")
     tasks.add_argument("--limit", type=int, default=0, help="print at most N ids (0: all)")
+    add_mcp_options(tasks)
     add_common(tasks)
     tasks.set_defaults(handler=run_tasks)
     checking = actions.add_parser("check", help="run the environment checker on one task")
     checking.add_argument("env")
     checking.add_argument("--task", help="task id (default: the first task)")
     checking.add_argument("--env-arg", action="append", metavar="KEY=VALUE")
+    add_mcp_options(checking)
     add_common(checking)
     checking.set_defaults(handler=run_check)
 
@@ -79,6 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-state", action="store_true", help="do not record ground-truth state snapshots")
     parser.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment constructor argument")
     parser.add_argument("--dataset", required=True)
+    add_mcp_options(parser)
     add_common(parser)
     parser.set_defaults(handler=run_collect)
 
@@ -94,6 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replaying.add_argument("--dataset", help="dataset holding --episode")
     replaying.add_argument("--seed", type=int)
     replaying.add_argument("--env-arg", action="append", metavar="KEY=VALUE")
+    add_mcp_options(replaying)
     add_common(replaying)
     replaying.set_defaults(handler=run_replay)
 
@@ -114,7 +155,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
-    tasks = list_tasks(args.env, _env_kwargs(args.env_arg))
+    tasks = list_tasks(args.env, env_kwargs_from(args))
     shown = tasks[: args.limit] if args.limit else tasks
     if getattr(args, "json", False):
         emit_json({"env": args.env, "count": len(tasks), "tasks": shown})
@@ -126,7 +167,7 @@ def run_tasks(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    env = make(args.env, **_env_kwargs(args.env_arg))
+    env = make(args.env, **env_kwargs_from(args))
     task = args.task or next(iter(env.tasks()), None)
     try:
         check_env(env, task)
@@ -189,7 +230,7 @@ def run_collect(args: argparse.Namespace) -> int:
         policy_options=_env_kwargs(args.policy_arg, "--policy-arg"), episodes=args.episodes, seed=args.seed,
         max_steps=args.max_steps, workers=args.workers if args.workers is not None else 0 if args.ray else 1,
         ray_address=args.ray, episode_timeout=args.timeout, keep=args.keep,
-        record_state=not args.no_state, env_kwargs=_env_kwargs(args.env_arg), actions=actions, model=args.model,
+        record_state=not args.no_state, env_kwargs=env_kwargs_from(args), actions=actions, model=args.model,
     )
     quiet = getattr(args, "json", False) and not sys.stderr.isatty()
     bar = _Bar(quiet)
@@ -215,7 +256,7 @@ def run_collect(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    kwargs = _env_kwargs(args.env_arg)
+    kwargs = env_kwargs_from(args)
     result: ReplayResult
     if args.episode:
         if not args.dataset:

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, workspace_from
-from worldsmith.cli.envs import _env_kwargs
+from worldsmith.cli.envs import _env_kwargs, add_mcp_options, env_kwargs_from
 from worldsmith.envs import EnvError, spec
 from worldsmith.evals.explore import STRATEGIES, ExploreConfig, ExploreProgress, ExploreReport, explore
 from worldsmith.evals.heldout import HeldOut
@@ -49,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=0, help=fields["workers"])
     parser.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment constructor argument")
     parser.add_argument("--dataset", help="where the episodes go (default: explore-ENV-BOOK)")
+    add_mcp_options(parser)
     add_common(parser)
     parser.set_defaults(handler=run_explore)
 
@@ -112,7 +113,7 @@ def run_explore(args: argparse.Namespace) -> int:
         config = ExploreConfig(env=args.env, budget=args.budget, rounds=args.rounds, strategy=args.strategy,
                                tasks=tasks or None, seed=args.seed, max_steps=args.max_steps, explore=args.explore,
                                book=args.book, heldout=heldout_from(args.held_out, workspace), ray_address=args.ray,
-                               workers=args.workers, env_kwargs=_env_kwargs(args.env_arg),
+                               workers=args.workers, env_kwargs=env_kwargs_from(args),
                                policy_options=_env_kwargs(args.policy_arg, "--policy-arg"),
                                explore_schedule=args.explore_schedule)
     except ValidationError as error:

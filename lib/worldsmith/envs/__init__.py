@@ -10,7 +10,7 @@ and a missing package is a clear `EnvUnavailableError` naming what to install.
 Exported: the protocol (`Env`, `EnvBase`, `Step`), the registry (`make`, `register`, `spec`, `registry`,
 `check_env`), policies (`POLICIES`, `make_policy`, the policy classes) and recording (`EpisodeRecorder`,
 `record_episode`). Namespace: `collect` (collection runs into a workspace dataset: `collect.collect`,
-`collect.CollectConfig`, ...). The environments themselves (`envs.alfworld`, `envs.bfcl`, `envs.agentdojo`, ...) register on import.
+`collect.CollectConfig`, ...). The environments themselves (`envs.alfworld`, `envs.bfcl`, `envs.agentdojo`, `envs.mcp`, ...) register on import.
 """
 
 from worldsmith.envs import collect
@@ -87,6 +87,16 @@ for _suite in ("workspace", "slack", "travel"):
         install_hint="pip install --no-deps agentdojo==0.1.35, then pip install 'worldsmith[envs]' (or: make install)",
     ))
 del _suite
+register(EnvSpec(
+    name="mcp",
+    entry_point="worldsmith.envs.mcp:McpEnv",
+    description="Any MCP server: a command (stdio) or a URL (streamable HTTP), tasks from a JSON/JSONL file, an "
+                "optional reset command per episode; one MCP session per episode",
+    max_steps=30,
+    deterministic=False,
+    requires=("mcp",),
+    install_hint="pip install 'worldsmith[serve]' (the official MCP SDK)",
+))
 register(EnvSpec(
     name="shell",
     entry_point="worldsmith.envs.shell:ShellEnv",
