@@ -8,6 +8,9 @@ BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 # agentdojo's own list pulls langchain and pins of every LLM SDK: install it alone; the packages its suites import
 # (deepdiff, docstring-parser, pyyaml, the model clients its agent_pipeline package imports) are in the `envs` extra.
 AGENTDOJO := 'agentdojo==0.1.35'
+# mcp-server-sqlite, a real MCP server the mcp environment's tests run, is written against the MCP SDK 1.x, whose
+# server API the 2.x of the `serve` extra replaced: it gets a virtual environment of its own inside $(VENV).
+MCP_SQLITE := 'mcp-server-sqlite==2025.4.25' 'mcp>=1.2,<2'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 
@@ -20,6 +23,8 @@ $(VENV)/.installed: pyproject.toml setup.py
 	$(BIN)/python -m pip install --quiet -e '.[dev,envs]'
 	$(BIN)/python -m pip install --quiet --no-deps $(BFCL)
 	$(BIN)/python -m pip install --quiet --no-deps $(AGENTDOJO)
+	test -x $(VENV)/mcp-sqlite/bin/mcp-server-sqlite || { $(PYTHON) -m venv $(VENV)/mcp-sqlite && \
+	  $(VENV)/mcp-sqlite/bin/python -m pip install --quiet $(MCP_SQLITE); }
 	touch $@
 
 install: $(VENV)/.installed

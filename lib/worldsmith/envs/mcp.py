@@ -247,20 +247,19 @@ class McpEnv(EnvBase):
         self._timeout, self._connect_timeout, self._reset_timeout = timeout, connect_timeout, reset_timeout
         loaded = load_tasks(tasks) if tasks is not None else [McpTask(id=OPEN_TASK, instruction="")]
         self._tasks = {task.id: task for task in loaded}
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-env", daemon=True)
-        self._thread.start()
+        self._loop: asyncio.AbstractEventLoop | None = None  # started with the first session, stopped by close()
+        self._thread: threading.Thread | None = None
         self._session: _Session | None = None
+        self._fresh = False  # the session opened after the reset command and no episode has used it
         self._episode: dict[str, Any] | None = None
-        try:
-            client = self._connect()
+        try:  # the first episode's session, opened now so that a bad server fails here, naming itself
+            client = self._fresh_session()
             self._server = {"name": client.server_info.name if client.server_info else "",
                             "version": client.server_info.version if client.server_info else ""}
             self._tools = self._list_tools()
         except BaseException:
             self.close()
             raise
-        self._end_session()
         self.env_id = mcp_env_id(name or self._server["name"] or self._where_short())
         if not any(task.instruction for task in loaded):  # the open task's instruction names the server
             self._tasks = {task.id: task.model_copy(update={"instruction": task.instruction or
@@ -275,22 +274,23 @@ class McpEnv(EnvBase):
         return list(self._tasks)
 
     def reset(self, task: str | None = None, *, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
-        """End the last session, run the reset command, open a new session (seed is unused: the server decides)."""
+        """End the last session, run the reset command, open a new session (seed is unused: the server decides).
+
+        The first episode uses the session the constructor opened (after the reset command)."""
         task_id = task if task is not None else next(iter(self._tasks))
         chosen = self._tasks.get(task_id)
         if chosen is None:
             raise UnknownTaskError(f"unknown MCP task {task_id!r}: the tasks file has {len(self._tasks)} "
                                    f"({', '.join(list(self._tasks)[:5])}{', ...' if len(self._tasks) > 5 else ''})")
-        self._end_session()
         self._episode = None
-        if self._reset is not None:
-            self._run_reset()
-        self._connect()
-        tools = self._list_tools()
-        if tools != self._tools:  # a server may change its tools between sessions: the episode says what it saw
-            self._tools = tools
-            self._properties = {t["function"]["name"]: list(t["function"]["parameters"].get("properties") or {})
-                                for t in tools}
+        if not self._fresh:  # else the session opened after the last reset command, and untouched since, serves
+            self._fresh_session()
+            tools = self._list_tools()
+            if tools != self._tools:  # a server may change its tools between sessions: the episode says what it saw
+                self._tools = tools
+                self._properties = {t["function"]["name"]: list(t["function"]["parameters"].get("properties") or {})
+                                    for t in tools}
+        self._fresh = False
         self._episode = {"task": chosen, "expert_done": 0, "ground_truth_ok": True, "finished": False}
         info = {"task": chosen.instruction, "env_id": self.env_id, "server": dict(self._server),
                 "tools": [dict(tool) for tool in self._tools], "context": []}
@@ -352,13 +352,15 @@ class McpEnv(EnvBase):
         return Action(name=RESPOND, arguments={"text": task.answer})
 
     def close(self) -> None:
+        """End the session and stop the event loop's thread (a later reset starts both again)."""
         self._episode = None
         self._end_session()
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-        if not self._thread.is_alive() and not self._loop.is_closed():
-            self._loop.close()
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            if not thread.is_alive():
+                loop.close()
 
     # -- the server ---------------------------------------------------------------------------
 
@@ -368,8 +370,16 @@ class McpEnv(EnvBase):
     def _where_short(self) -> str:
         return Path(self._argv[0]).name if self._argv else re.sub(r"^https?://", "", self._url or "").split("/")[0]
 
+    def _fresh_session(self) -> Any:
+        """End the last session, run the reset command, open a new session (a new server process for a command)."""
+        self._end_session()
+        if self._reset is not None:
+            self._run_reset()
+        client = self._connect()
+        self._fresh = True
+        return client
+
     def _connect(self) -> Any:
-        """Open this episode's session (a new server process for a command)."""
         errlog: IO[str] | None = None
         if self._argv is not None:
             from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -379,6 +389,10 @@ class McpEnv(EnvBase):
             target: Any = stdio_client(StdioServerParameters(command=self._argv[0], args=self._argv[1:]), errlog)
         else:
             target = self._url
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-env", daemon=True)
+            self._thread.start()
         session = _Session(self._loop, target, errlog, self._timeout)
         try:
             client = session.open(self._connect_timeout)
@@ -396,6 +410,7 @@ class McpEnv(EnvBase):
         return client
 
     def _end_session(self) -> None:
+        self._fresh = False
         if self._session is not None:
             session, self._session = self._session, None
             session.close()
