@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from workbench.collect.envs import render_env_picker, render_task_picker
+from workbench.collect.envs import render_env_picker, render_mcp_server, render_task_picker
 from workbench.collect.explore import render_explore
 from workbench.common import data
 from workbench.common.paths import page_file
@@ -31,12 +31,15 @@ st.markdown("Play a policy in a real environment; every episode records its rewa
 env = render_env_picker("co_env")
 if env is None:
     st.stop()
-tasks = render_task_picker(env, "co_tasks", multiple=True)
+env_kwargs = render_mcp_server("co") if env == "mcp" else {}  # the MCP server `mcp` is
+if env_kwargs is None:
+    st.stop()
+tasks = render_task_picker(env, "co_tasks", multiple=True, env_kwargs=env_kwargs)
 mode = st.radio("Mode", ["Collect", "Explore"], horizontal=True, key="co_mode",
                 help="Collect: play a policy over the tasks. Explore: spend a budget of real steps in rounds, "
                      "rebuilding the book after each and scoring it on a held-out set.")
 if mode == "Explore":
-    render_explore(workspace, env, tasks)
+    render_explore(workspace, env, tasks, env_kwargs)
     st.stop()
 left, middle, right = st.columns(3)
 policy = left.selectbox("Policy", [p for p in POLICIES if p != "replay"], key="co_policy")
@@ -77,7 +80,7 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     config = collection.CollectConfig(env=env, tasks=tasks or None, policy=policy, episodes=int(episodes) or None,
                            seed=int(seed), max_steps=int(max_steps), workers=int(workers), ray_address=ray_address,
                            episode_timeout=float(timeout), keep=keep, model=model or None,
-                           policy_options=policy_options)
+                           policy_options=policy_options, env_kwargs=env_kwargs)
     bar = st.progress(0.0, text="Starting the environment…")
     log = st.empty()
     rows: list[dict] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from workbench.collect.envs import render_env_picker, render_task_picker, render_transcript
+from workbench.collect.envs import render_env_picker, render_mcp_server, render_task_picker, render_transcript
 from workbench.common import data
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
@@ -34,12 +34,15 @@ with st.container(border=True):
     env_name = render_env_picker("pl_env")
     if env_name is None:
         st.stop()
-    chosen = render_task_picker(env_name, "pl_task", multiple=False)
+    env_kwargs = render_mcp_server("pl") if env_name == "mcp" else {}  # the MCP server `mcp` is
+    if env_kwargs is None:
+        st.stop()
+    chosen = render_task_picker(env_name, "pl_task", multiple=False, env_kwargs=env_kwargs)
     if st.button("Start", type="primary", icon=":material/play_arrow:", disabled=not chosen, key="pl_start"):
         _close_session()
         try:
-            env = make(env_name)
-            recorder = EpisodeRecorder(env, chosen[0], policy="human", seed=0,
+            env = make(env_name, **env_kwargs)
+            recorder = EpisodeRecorder(env, chosen[0], policy="human", seed=0, env_kwargs=env_kwargs,
                                        episode_id=f"{env_name}-{chosen[0]}-human-{st.session_state.get('pl_n', 0)}")
         except (EnvError, OSError, ValueError) as error:
             st.error(f"Could not start {md_code(chosen[0])}: {md_escape(error)}", icon=":material/error:")

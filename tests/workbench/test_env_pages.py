@@ -177,3 +177,49 @@ def test_collect_page_explores_in_rounds_and_links_new_rules_to_their_turns(empt
     at.text_input(key="co_ex_schedule").set_value("1.0, lots")
     no_exception(at.button(key="co_ex_run").click().run())
     assert any("lots" in str(e.value) for e in at.error)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_collect_page_collects_and_explores_on_an_mcp_server(empty_root: Path, tmp_path: Path) -> None:
+    """The mcp environment through the Collect page: mcp-server-time started from its command, tasks from a file."""
+    import sys
+
+    pytest.importorskip("mcp")
+    server = Path(sys.prefix) / "bin" / "mcp-server-time"
+    if not server.exists():
+        pytest.skip("mcp-server-time is not installed (make install)")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("\n".join(orjson.dumps(task).decode() for task in (
+        {"id": "paris", "instruction": "What time is it in Paris?",
+         "ground_truth": [{"name": "get_current_time", "arguments": {"timezone": "Europe/Paris"}}]},
+        {"id": "tokyo", "instruction": "And in Tokyo?",
+         "ground_truth": [{"name": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}]})))
+    at = open_page(COLLECT_PAGE)
+    at.selectbox(key="co_env").set_value("mcp").run()
+    assert any("Give the server's command" in str(info.value) for info in at.info)
+    at.radio(key="co_mcp_how").set_value("URL").run()
+    at.text_input(key="co_mcp_url").set_value("http://127.0.0.1:1/mcp").run()
+    warned = [str(w.value).replace("\\", "") for w in at.warning]  # the task list says why (markdown escaped)
+    assert any("cannot start the MCP server at http://127.0.0.1:1/mcp" in text for text in warned), warned
+    at.radio(key="co_mcp_how").set_value("command").run()
+    at.text_input(key="co_mcp_command").set_value(str(server))
+    at.text_input(key="co_mcp_tasks").set_value(str(tasks)).run()
+    assert at.multiselect(key="co_tasks_pick").options == ["paris", "tokyo"]
+    at.number_input(key="co_episodes").set_value(0)
+    at.number_input(key="co_workers").set_value(1)
+    at.text_input(key="co_dataset").set_value("times")
+    no_exception(at.button(key="co_run").click().run())
+    assert "2 won of 2" in "\n".join(str(s.value) for s in at.success)
+    episodes = list(Workspace(empty_root).dataset("times").iter_episodes())
+    assert {e.env_id for e in episodes} == {"mcp/mcp-time"} and all(e.turns for e in episodes)
+    assert episodes[0].metadata["env"]["kwargs"] == {"command": str(server), "tasks": str(tasks)}
+
+    at.radio(key="co_mode").set_value("Explore").run()
+    at.number_input(key="co_ex_budget").set_value(4)
+    at.number_input(key="co_ex_rounds").set_value(1)
+    at.text_input(key="co_ex_dataset").set_value("times_explored")
+    no_exception(at.button(key="co_ex_run").click().run())
+    assert "4 of 4 real steps in 1 of 1 rounds" in "\n".join(str(s.value) for s in at.success)
+    explored = list(Workspace(empty_root).dataset("times_explored").iter_episodes())
+    assert explored and {e.env_id for e in explored} == {"mcp/mcp-time"}

@@ -1,7 +1,8 @@
-"""Widgets shared by the Collect and Play pages: environment picker, task picker, transcripts."""
+"""Widgets shared by the Collect and Play pages: environment picker, MCP server fields, task picker, transcripts."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -37,6 +38,42 @@ def render_env_picker(key: str) -> str | None:
     return name
 
 
+def render_mcp_server(key: str) -> dict[str, Any] | None:
+    """The MCP server the `mcp` environment is (a command or a URL, a tasks file, a reset command): its constructor
+    arguments, or None until a command or URL is given."""
+    st.caption("Any MCP server: a command started for each episode (stdio) or a server at a URL (streamable "
+               "HTTP). The fields are what `worldsmith collect mcp --server-command … --server-tasks … "
+               "--server-reset …` takes.")
+    how = st.radio("MCP server", ["command", "URL"], horizontal=True, key=f"{key}_mcp_how",
+                   format_func={"command": "a command (stdio)", "URL": "a URL (streamable HTTP)"}.__getitem__)
+    kwargs: dict[str, Any] = {}
+    if how == "command":
+        command = st.text_input("Server command", key=f"{key}_mcp_command",
+                                placeholder="mcp-server-sqlite --db-path work.db",
+                                help="A program and its arguments (no shell); a new process for each episode")
+        if command.strip():
+            kwargs["command"] = command.strip()
+    else:
+        url = st.text_input("Server URL", key=f"{key}_mcp_url", placeholder="http://127.0.0.1:8000/mcp",
+                            help="The server's streamable HTTP endpoint; a new MCP session for each episode")
+        if url.strip():
+            kwargs["url"] = url.strip()
+    left, right = st.columns(2)
+    tasks = left.text_input("Tasks file (optional)", key=f"{key}_mcp_tasks", placeholder="tasks.jsonl",
+                            help="JSON or JSONL of {id, instruction, ground_truth: [{name, arguments}], answer}; "
+                                 "without one there is one open task, for probing the tools")
+    reset = right.text_input("Reset command (optional)", key=f"{key}_mcp_reset", placeholder="cp base.db work.db",
+                             help="Run before each episode (no shell), e.g. to restore a database file")
+    if tasks.strip():
+        kwargs["tasks"] = str(Path(tasks.strip()).expanduser().resolve())
+    if reset.strip():
+        kwargs["reset"] = reset.strip()
+    if "command" not in kwargs and "url" not in kwargs:
+        st.info(f"Give the server's {'command' if how == 'command' else 'URL'}.", icon=":material/info:")
+        return None
+    return kwargs
+
+
 TASK_OPTIONS_SHOWN = 1000  # a browser select of 20,000 options (toolshop's tasks) is slow to send and to scroll
 
 
@@ -46,9 +83,9 @@ def shown_tasks(tasks: list[str], needle: str) -> list[str]:
     return [task for task in tasks if needle in task.lower()][:TASK_OPTIONS_SHOWN]
 
 
-def render_task_picker(env: str, key: str, *, multiple: bool) -> list[str]:
+def render_task_picker(env: str, key: str, *, multiple: bool, env_kwargs: dict[str, Any] | None = None) -> list[str]:
     """Tasks from the environment's list, plus ids typed by hand (e.g. a TextWorld generator spec)."""
-    tasks, error = cached_tasks(env)
+    tasks, error = cached_tasks(env, tuple(sorted((env_kwargs or {}).items())))
     if error:
         st.warning(f"Could not list the tasks of {md_code(env)}: {md_escape(error)}", icon=":material/warning:")
     known = len(tasks)

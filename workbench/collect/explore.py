@@ -47,8 +47,9 @@ def _heldout(workspace: Workspace, dataset: str | None, split: str) -> HeldOut |
     return HeldOut(dataset=dataset, episodes=ids)
 
 
-def render_explore(workspace: Workspace, env: str, tasks: list[str]) -> None:
-    """The form, the live progress of a run, and the run's curve and rules."""
+def render_explore(workspace: Workspace, env: str, tasks: list[str], env_kwargs: dict[str, Any] | None = None) -> None:
+    """The form, the live progress of a run, and the run's curve and rules (`env_kwargs`: the environment's
+    constructor arguments, e.g. the MCP server of `mcp`)."""
     left, middle, right = st.columns(3)
     book = left.text_input("Book (each round saves a version)", value=f"{env}-explore", key="co_ex_book")
     budget = middle.number_input("Budget (real steps)", min_value=1, value=40, key="co_ex_budget")
@@ -78,7 +79,7 @@ def render_explore(workspace: Workspace, env: str, tasks: list[str]) -> None:
             config = ExploreConfig(env=env, budget=int(budget), rounds=int(rounds), strategy=strategy,
                                    tasks=tasks or None, seed=int(seed), max_steps=int(max_steps), explore=float(weight),
                                    book=book.strip() or None, heldout=_heldout(workspace, held_dataset, held_split),
-                                   explore_schedule=weights, ray_address=ray_address)
+                                   explore_schedule=weights, ray_address=ray_address, env_kwargs=env_kwargs or {})
         except ValidationError as error:
             st.error(md_escape("; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}"
                                          for e in error.errors())))
