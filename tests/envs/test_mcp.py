@@ -349,3 +349,33 @@ def test_a_server_at_a_url_gets_a_session_per_episode(notes_url: str, tmp_path: 
         assert probing.metadata.get("error") is None and len(probing.turns) >= 2
     finally:
         env.close()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["live", "w2r"])
+def test_live_and_w2r_act_on_the_server_the_episodes_recorded(sqlite_dir: Path, protocol: str) -> None:
+    """Held-out episodes name their server (command, tasks, reset) in their metadata: the live protocol and W2R
+    rebuild it from there and act on it for real."""
+    from worldsmith.envs.collect import CollectConfig, collect
+    from worldsmith.evals import EvalConfig, run_eval
+    from worldsmith.workspace import Workspace
+    from worldsmith.worldbook import build_worldbook
+
+    workspace = Workspace(sqlite_dir / "ws")
+    env_kwargs = {"command": f"{SQLITE_SERVER} --db-path {sqlite_dir / 'work.db'}",
+                  "tasks": str(sqlite_dir / "tasks.json"), "reset": f"cp {sqlite_dir / 'base.db'} {sqlite_dir / 'work.db'}"}
+    collect(workspace, "sq", CollectConfig(env="mcp", policy="expert", workers=0, env_kwargs=env_kwargs))
+    episodes = {episode.task_id: episode for episode in workspace.dataset("sq").iter_episodes()}
+    held_out = [episodes["add-user"]]
+    built = [episodes["count-users"]]  # the book never saw the write: its answers may be wrong, the reference not
+    book = build_worldbook(built, name="sq").book
+    config = EvalConfig(name=f"sq-{protocol}", book="sq", dataset="sq", methods=["harness"], protocol=protocol,
+                        policy="expert", max_steps=6, resamples=100, seed=0)
+    run = run_eval(config, sqlite_dir / "ws", book=book, episodes=held_out, construction=built)
+    records = run.records
+    assert set(records["protocol"]) == {protocol} and set(records["episode_id"]) == {held_out[0].id}
+    if protocol == "live":  # the real server answered the expert's calls exactly as it did when recorded
+        assert records.sort_values("turn")["reference"].tolist() == [t.observation.text for t in held_out[0].turns]
+    else:
+        assert records["real_success"].tolist() == [True]
