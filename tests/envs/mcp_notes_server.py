@@ -1,14 +1,16 @@
 """A small stateful MCP server over streamable HTTP, on the official SDK: the mcp environment's URL testbed.
 
-    python mcp_notes_server.py PORT NOTES.json
+    python mcp_notes_server.py PORT NOTES.json     # streamable HTTP on 127.0.0.1:PORT/mcp
+    python mcp_notes_server.py stdio NOTES.json    # over stdio
 
 Notes live in a JSON file (so a reset command can restore it); `add_note` writes, `list_notes` and `get_note` read,
-an unknown id is a tool error.
+an unknown id is a tool error; over stdio, `crash` ends the server at once (a server that dies mid-session).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 
 def main() -> None:
-    port, store = int(sys.argv[1]), Path(sys.argv[2])
+    where, store = sys.argv[1], Path(sys.argv[2])
     server = MCPServer("notes")
 
     def load() -> list[dict[str, str]]:
@@ -44,8 +46,16 @@ def main() -> None:
                 return json.dumps(note)
         raise ValueError(f"no note {note_id}")
 
-    server.run("streamable-http", host="127.0.0.1", port=port,
-               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    if where == "stdio":
+        @server.tool()
+        def crash() -> str:
+            """End the server process at once."""
+            os._exit(1)
+
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=int(where),
+                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
 
 
 if __name__ == "__main__":

@@ -302,6 +302,23 @@ def test_cli_errors_name_the_bad_option(tmp_path: Path, capsys: pytest.CaptureFi
     assert "--server-url: only for the environment mcp" in capsys.readouterr().err
 
 
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_server_that_dies_mid_episode_ends_it_with_the_error_recorded(tmp_path: Path) -> None:
+    env = make("mcp", command=[sys.executable, str(NOTES_SERVER), "stdio", str(tmp_path / "notes.json")])
+    try:
+        env.reset()
+        assert env.step("add_note(title='a', body='b')").info["error"] is False
+        with pytest.raises(EnvError, match=r"the MCP server command `.*mcp_notes_server\.py stdio .*` failed on crash"):
+            env.step("crash()")
+        episode = record_episode(env, make_policy("replay", actions=["list_notes()", "crash()", "list_notes()"]),
+                                 "open", max_steps=5)  # a new session: a new server process
+        assert [turn.observation.text for turn in episode.turns] == ['[{"id": "n1", "title": "a"}]']
+        assert "failed on crash" in episode.metadata["error"] and episode.success is False
+    finally:
+        env.close()
+
+
 # -- a server at a URL ------------------------------------------------------------------------
 
 

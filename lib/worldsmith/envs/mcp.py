@@ -234,7 +234,7 @@ class McpEnv(EnvBase):
     name = "mcp"
 
     def __init__(self, *, command: str | list[str] | None = None, url: str | None = None, tasks: str | None = None,
-                 reset: str | list[str] | None = None, name: str | None = None, timeout: float = 60.0,
+                 reset: str | list[str] | None = None, server_name: str | None = None, timeout: float = 60.0,
                  connect_timeout: float = 30.0, reset_timeout: float = 120.0) -> None:
         if (command is None) == (url is None):
             raise BadInputError("an MCP environment needs a server: give a command (stdio) or a url (streamable "
@@ -260,7 +260,7 @@ class McpEnv(EnvBase):
         except BaseException:
             self.close()
             raise
-        self.env_id = mcp_env_id(name or self._server["name"] or self._where_short())
+        self.env_id = mcp_env_id(server_name or self._server["name"] or self._where_short())
         if not any(task.instruction for task in loaded):  # the open task's instruction names the server
             self._tasks = {task.id: task.model_copy(update={"instruction": task.instruction or
                            f"Use the tools of the MCP server {self._server['name'] or self._where_short()}."})
@@ -434,12 +434,15 @@ class McpEnv(EnvBase):
     def _call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
         """One `tools/call`: (the observation, whether it is an error, extra info)."""
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         assert self._session is not None
         try:
             result = self._session.run(self._client.call_tool(name, arguments))
-        except MCPError as error:  # a protocol error (unknown tool, bad parameters): the server's own answer
-            return error.message if hasattr(error, "message") else str(error), True, {"protocol_error": error.code}
+        except MCPError as error:
+            if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):  # no answer at all: the episode cannot go on
+                raise EnvError(f"the {self._where()} failed on {name}: {error.message}") from None
+            return error.message, True, {"protocol_error": error.code}  # unknown tool, bad parameters: its answer
         except concurrent.futures.TimeoutError:
             raise EnvError(f"the {self._where()} did not answer {name} within {self._timeout:g} s") from None
         except Exception as error:  # noqa: BLE001 - the connection broke: the episode cannot go on
