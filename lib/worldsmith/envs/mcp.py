@@ -236,6 +236,9 @@ class McpEnv(EnvBase):
     def __init__(self, *, command: str | list[str] | None = None, url: str | None = None, tasks: str | None = None,
                  reset: str | list[str] | None = None, server_name: str | None = None, timeout: float = 60.0,
                  connect_timeout: float = 30.0, reset_timeout: float = 120.0) -> None:
+        """`command` (a command line, split as a shell would but run without one, or its words) or `url`; `tasks`
+        a JSON/JSONL tasks file; `reset` a command run before each episode; `server_name` the name in the env id
+        (default: the name the server gives itself); timeouts in seconds for a call, a handshake and the reset."""
         if (command is None) == (url is None):
             raise BadInputError("an MCP environment needs a server: give a command (stdio) or a url (streamable "
                                 "HTTP), not both")
