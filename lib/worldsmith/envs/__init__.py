@@ -95,6 +95,7 @@ register(EnvSpec(
     max_steps=30,
     deterministic=False,
     requires=("mcp",),
+    parallel=False,  # episodes share the server's state (and the file a reset command restores): one at a time
     install_hint="pip install 'worldsmith[serve]' (the official MCP SDK)",
 ))
 register(EnvSpec(

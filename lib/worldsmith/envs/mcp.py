@@ -27,7 +27,8 @@ calls and `answer`); without one there is one open task (`open`), for probing th
 The expert plays the ground truth, then `respond`s with the answer. `admissible_actions` gives the
 random policy every tool with its required arguments filled from the tasks' ground-truth values,
 the schema's enums, defaults and examples, or a value of the right type. `state()` is None: an MCP
-server does not show its state.
+server does not show its state. Collection runs one episode at a time (the spec is not `parallel`):
+episodes share the server's state and the file a reset command restores.
 """
 
 from __future__ import annotations
