@@ -33,9 +33,10 @@ class CommandError(WorldsmithError):
 
 
 def flag_errors(error: ValidationError) -> BadInputError:
-    """A pydantic error on a model built from flags as one `BadInputError` naming each flag (`--max-tokens: ...`)."""
-    problems = [f"--{'.'.join(str(part) for part in item['loc']).replace('_', '-')}: "
-                f"{str(item['msg']).removeprefix('Value error, ')}" for item in error.errors()]
+    """A pydantic error on a model built from flags as one `BadInputError` naming each flag (`--max-tokens: ...`;
+    a check of several flags together: its message alone)."""
+    problems = [(f"--{'.'.join(str(part) for part in item['loc']).replace('_', '-')}: " if item["loc"] else "")
+                + str(item["msg"]).removeprefix("Value error, ") for item in error.errors()]
     return BadInputError("; ".join(problems) or str(error))
 
 

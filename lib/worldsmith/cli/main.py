@@ -24,6 +24,7 @@ from worldsmith.cli import (
     jobs,
     llm,
     plugins,
+    proxy,
     serve,
     sidebyside,
     simulate,
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"worldsmith {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ingest, traces, split, export, envs, explore, llm, build, book, simulate, fork, sidebyside, evaluate,
-                   consistency, envace, jobs, workbench, serve, plugins):
+                   consistency, envace, jobs, workbench, serve, proxy, plugins):
         module.register(subparsers)
     return parser
 

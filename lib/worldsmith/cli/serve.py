@@ -73,6 +73,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", help="--http: a workspace dataset whose episodes are the tasks")
     parser.add_argument("--split", help="--http: only episodes of this split")
     parser.add_argument("--max-steps", type=int, default=50, help="--http: steps before an episode is truncated")
+    add_guard_flags(parser)
+    parser.add_argument("--describe", action="store_true", help="print what would be served and exit")
+    add_common(parser)
+    parser.set_defaults(handler=run_serve)
+
+
+def add_guard_flags(parser: argparse.ArgumentParser) -> None:
+    """The HTTP guard's flags (allow-lists, tokens, size limits, idle timeout, session cap): `security_from` reads
+    them; `serve` and `proxy` share them."""
     parser.add_argument(
         "--allow-host",
         action="append",
@@ -124,9 +133,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_MAX_SESSIONS,
         help="HTTP: most MCP sessions / env instances open at once",
     )
-    parser.add_argument("--describe", action="store_true", help="print what would be served and exit")
-    add_common(parser)
-    parser.set_defaults(handler=run_serve)
 
 
 def _served(args: argparse.Namespace) -> ServedWorldbook:
@@ -199,7 +205,7 @@ def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
     return (lambda: served.sim_env(episodes, max_steps=args.max_steps)), f"worldbook {served.book_ref}"
 
 
-def _security(args: argparse.Namespace) -> ServeSecurity:
+def security_from(args: argparse.Namespace) -> ServeSecurity:
     """The allow-lists, token and limits from the flags; bad values are a `CommandError` naming the flag (a bad token
     file: a `BadInputError` naming it and the line, its tokens never shown)."""
     for flag in ("max_request_bytes", "max_response_bytes", "max_sessions"):
@@ -240,7 +246,7 @@ def _limits(args: argparse.Namespace, security: ServeSecurity) -> dict[str, Any]
 
 def run_serve(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
-    security = _security(args)
+    security = security_from(args)
     idle_timeout = args.idle_timeout or None
     if args.mcp:
         if args.env:

@@ -15,8 +15,9 @@ work without it.
 
 Exported: the served book (`ServeConfig`, `ServedWorldbook`), the MCP server (`build_mcp_server`,
 `run_mcp_stdio`, `run_mcp_http`), the HTTP `Env` (`build_env_app`, `HttpEnv`), the guard (`ServeSecurity`,
-`GuardMiddleware`), the tool schemas (`book_tools`, `ToolSpec`) and the command lines the workbench shows
-(`serve_commands`). Request/response models, credential helpers and session lifetimes: import from their modules.
+`GuardMiddleware`), the tool schemas (`book_tools`, `ToolSpec`), the proxy in front of another MCP server
+(`McpProxy`, `ProxyConfig`: record, replay, hybrid; `serve.proxy`) and the command lines the workbench shows
+(`serve_commands`, `proxy_commands`). Request/response models, credential helpers and session lifetimes: import from their modules.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from worldsmith.serve.commands import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MCP_PORT,
+    ProxyCommands,
     ServeCommands,
+    proxy_commands,
     serve_commands,
 )
 from worldsmith.serve.guard import (
@@ -63,6 +66,9 @@ __all__ = [
     "TOKEN_ENV",
     "GuardMiddleware",
     "HttpEnv",
+    "McpProxy",
+    "ProxyCommands",
+    "ProxyConfig",
     "ServeCommands",
     "ServeConfig",
     "ServeSecurity",
@@ -82,6 +88,7 @@ __all__ = [
     "build_mcp_server",
     "call_text",
     "close_tool",
+    "proxy_commands",
     "read_token_file",
     "run_mcp_http",
     "run_mcp_stdio",
@@ -94,6 +101,7 @@ _LAZY = {
     name: "worldsmith.serve.http_env"
     for name in ("HttpEnv", "build_env_app")
 }
+_LAZY.update({name: "worldsmith.serve.proxy" for name in ("McpProxy", "ProxyConfig")})
 _LAZY.update(
     {
         name: "worldsmith.serve.mcp_server"

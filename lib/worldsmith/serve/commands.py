@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -16,12 +18,17 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MCP_PORT",
+    "DEFAULT_PROXY_PORT",
+    "ProxyCommands",
     "ServeCommands",
+    "proxy_commands",
     "serve_commands",
+    "worldsmith_program",
 ]
 
 DEFAULT_MCP_PORT = 8765
 DEFAULT_ENV_PORT = 8766
+DEFAULT_PROXY_PORT = 8767
 DEFAULT_IDLE_TIMEOUT = 600.0
 """Seconds an MCP session or env instance may go unused before the server closes it."""
 DEFAULT_MAX_SESSIONS = 256
@@ -99,4 +106,55 @@ def serve_commands(
         )
         if token or token_file
         else None,
+    )
+
+
+class ProxyCommands(BaseModel):
+    """`worldsmith proxy` for a book: record more sessions, stand in for the server, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record: str
+    replay: str
+    hybrid: str
+    replay_http: str
+    replay_url: str
+
+
+def worldsmith_program() -> list[str]:
+    """This installation's `worldsmith`, by absolute path (what a client's config must name: it may not have the
+    virtual environment on its PATH); `python -m worldsmith` where no script sits beside the interpreter."""
+    script = Path(sys.executable).parent / "worldsmith"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "worldsmith"]
+
+
+def proxy_commands(
+    book: str,
+    *,
+    dataset: str | None = None,
+    version: str | None = None,
+    workspace: str | None = None,
+    upstream: str = "UPSTREAM-COMMAND",
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PROXY_PORT,
+    program: Sequence[str] | None = None,
+) -> ProxyCommands:
+    """The proxy commands for `book`: `record` into `dataset` (default: the book's name) in front of `upstream`
+    (the upstream server's command line, as the shell would take it), `replay` from the book alone, `hybrid`
+    (the book where it is sure, the upstream otherwise), with per-session stats beside the workspace."""
+    head = [*(program or worldsmith_program()), "proxy"]
+    where = ["--workspace", workspace] if workspace else []
+    pinned = ["--version", version] if version else []
+    target = dataset or book
+    tail = f" -- {upstream}"
+    replay = [*head, "--mode", "replay", "--book", book, *pinned, *where]
+    replay_http = [*replay, "--transport", "http", "--host", host, "--port", str(port)]
+    stats = f"{workspace}/runs/proxy/{target}/stats.jsonl" if workspace else f"proxy-{target}-stats.jsonl"
+    return ProxyCommands(
+        record=shlex.join([*head, "--mode", "record", "--dataset", target, *where]) + tail,
+        replay=shlex.join(replay),
+        hybrid=shlex.join([*head, "--mode", "hybrid", "--book", book, *pinned, "--dataset", target, *where,
+                           "--stats", stats]) + tail,
+        replay_http=shlex.join(replay_http),
+        replay_url=f"http://{host}:{port}/mcp",
     )

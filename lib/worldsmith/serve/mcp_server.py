@@ -65,8 +65,11 @@ __all__ = [
     "UnknownSessionError",
     "build_mcp_http_app",
     "build_mcp_server",
+    "guarded_http_app",
+    "owner_of",
     "run_mcp_http",
     "run_mcp_stdio",
+    "serve_stdio",
     "turn_result",
 ]
 
@@ -326,8 +329,9 @@ def turn_result(turn: SessionTurn, session: str, handle: str | None = None) -> t
     )
 
 
-def _owner_of(ctx: Any, registry: SessionRegistry) -> _Owner:
-    """Whose sessions this request may use (module docstring); arranges the owner's cleanup on first sight."""
+def owner_of(ctx: Any, on_end: Callable[[str], Any]) -> _Owner:
+    """Whose sessions this request may use (module docstring); on first sight of an owner that ends (an MCP session
+    or a connection), arranges `on_end(owner key)` to run, off the event loop, when it does."""
     connection = getattr(ctx.session, "_connection", ctx.session)  # mcp 2.3: the per-client Connection
     session_id = getattr(connection, "session_id", None)
     if session_id:
@@ -345,7 +349,7 @@ def _owner_of(ctx: Any, registry: SessionRegistry) -> _Owner:
         state["worldsmith_cleanup"] = True
 
         async def cleanup() -> None:
-            await anyio.to_thread.run_sync(registry.close_owner, owner)
+            await anyio.to_thread.run_sync(on_end, owner)
 
         connection.exit_stack.push_async_callback(cleanup)
     return _Owner(owner)
@@ -410,14 +414,14 @@ def build_mcp_server(
         given = (ctx.meta or {}).get(SESSION_META_KEY)
         named = given if isinstance(given, str) and given else None
         if params.name == closer.name:
-            return await close_session(_owner_of(ctx, sessions), params.arguments, named)
+            return await close_session(owner_of(ctx, sessions.close_owner), params.arguments, named)
         try:
             action = action_for_call(served.book, params.name, params.arguments)
         except UnknownToolError as error:
             raise MCPError(INVALID_PARAMS, served.redact(str(error))) from None
         except ToolArgumentError as error:
             return _tool_error(served.redact(str(error)))
-        owner = _owner_of(ctx, sessions)
+        owner = owner_of(ctx, sessions.close_owner)
         try:
             client = sessions.acquire(owner.key, named, stateless=owner.stateless, names=owner.names)
         except LookupError as error:  # closed, expired, or a name this client may not use
@@ -452,7 +456,8 @@ async def _sweep_forever(sessions: SessionRegistry) -> None:
         await anyio.to_thread.run_sync(sessions.sweep)
 
 
-async def _serve_stdio(server: Server[Any]) -> None:
+async def serve_stdio(server: Server[Any]) -> None:
+    """Run `server` on standard input/output until its client disconnects."""
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream):
@@ -462,7 +467,7 @@ async def _serve_stdio(server: Server[Any]) -> None:
 def run_mcp_stdio(served: ServedWorldbook) -> None:
     """Serve one client on standard input/output until it disconnects (its sessions live until then)."""
     registry = SessionRegistry(served, "mcp-stdio", idle_timeout=None, max_sessions=None)
-    asyncio.run(_serve_stdio(build_mcp_server(served, label="mcp-stdio", registry=registry)))
+    asyncio.run(serve_stdio(build_mcp_server(served, label="mcp-stdio", registry=registry)))
 
 
 def build_mcp_http_app(
@@ -478,7 +483,6 @@ def build_mcp_http_app(
     The SDK's transport security is set explicitly from `security` (it would switch itself off on a
     non-loopback `host`); its MCP sessions share `idle_timeout` and `max_sessions` with ours.
     """
-    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
@@ -498,6 +502,23 @@ def build_mcp_http_app(
             }
         )
 
+    return guarded_http_app(server, host=host, security=security, idle_timeout=idle_timeout,
+                            max_sessions=max_sessions, routes=[Route("/info", info, methods=["GET"])])
+
+
+def guarded_http_app(
+    server: Server[Any],
+    *,
+    host: str,
+    security: ServeSecurity,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_sessions: int | None = DEFAULT_MAX_SESSIONS,
+    routes: list[Any] | None = None,
+) -> GuardMiddleware:
+    """`server`'s streamable-HTTP app (`/mcp`, and `routes`) behind `serve.guard`, the SDK's DNS-rebinding
+    protection set from the same allow-lists whatever the bind address."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     transport = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=security.host_patterns(host),
@@ -509,7 +530,7 @@ def build_mcp_http_app(
         max_request_body_size=security.max_request_bytes,
         session_idle_timeout=idle_timeout,
         max_sessions=max_sessions,
-        custom_starlette_routes=[Route("/info", info, methods=["GET"])],
+        custom_starlette_routes=routes or [],
     )
     return GuardMiddleware(app, security, bind=host, limit_responses=False)
 
