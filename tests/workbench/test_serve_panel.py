@@ -12,6 +12,7 @@ from workbench_support import APP, REPO
 from helpers import sample_episodes
 from workbench.common.text import md_escape as plain
 from worldsmith.serve import book_tools
+from worldsmith.serve.commands import worldsmith_program
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.worldbook import WorldbookStore
 
@@ -79,3 +80,22 @@ def test_the_access_options_reach_the_http_commands_and_warn_about_an_open_bind(
     assert any(plain("own MCP session names") in c.value for c in at.caption)
     http_commands = [code.value for code in at.code if "--host" in code.value]  # MCP over HTTP and the HTTP env
     assert len(http_commands) == 2 and all("--token-file /etc/worldsmith/tokens.txt" in c for c in http_commands)
+
+
+def test_the_panel_gives_ready_proxy_commands_with_the_absolute_worldsmith(empty_root: Path) -> None:
+    WorldbookStore(empty_root / "worldbooks").save(build_simulator_book(sample_episodes("bfcl"), name="bfcl").book)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at = open_panel(at.switch_page(str(PAGE)).run())
+    at.text_input(key="serve_upstream").set_value("mcp-server-sqlite --db-path 'my shop.db'")
+    at = at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    block = next(code.value for code in at.code if "proxy --mode record" in code.value)
+    lines = [line for line in block.splitlines() if not line.startswith("#")]
+    record, replay, hybrid = (shlex.split(line) for line in lines)
+    program = worldsmith_program()
+    assert Path(program[0]).is_absolute()
+    assert record == [*program, "proxy", "--mode", "record", "--dataset", "bfcl", "--workspace", str(empty_root),
+                      "--", "mcp-server-sqlite", "--db-path", "my shop.db"]
+    assert replay == [*program, "proxy", "--mode", "replay", "--book", "bfcl", "--workspace", str(empty_root)]
+    assert hybrid[hybrid.index("--mode") + 1] == "hybrid" and hybrid[-4:] == record[-4:]
+    assert hybrid[hybrid.index("--stats") + 1] == f"{empty_root}/runs/proxy/bfcl/stats.jsonl"

@@ -18,11 +18,12 @@ from worldsmith.serve import (
     ToolSpec,
     bind_warning,
     book_tools,
+    proxy_commands,
     serve_commands,
 )
 from worldsmith.worldbook import Worldbook
 
-__all__ = ["access_options", "render_serve_panel", "split_names", "tools_frame"]
+__all__ = ["access_options", "proxy_section", "render_serve_panel", "split_names", "tools_frame"]
 
 
 def tools_frame(tools: list[ToolSpec]) -> pd.DataFrame:
@@ -101,6 +102,29 @@ def access_options(name: str, version: str | None, workspace: Path) -> tuple[Ser
     return commands, host_errors + origin_errors, warning.removeprefix("worldsmith: warning: ") if warning else None
 
 
+def proxy_section(name: str, version: str | None, workspace: Path) -> None:
+    """The `worldsmith proxy` commands for this book, in front of the server the person names (a command line)."""
+    st.markdown(
+        "**In front of the real MCP server** (`worldsmith proxy`): record more sessions into a dataset, stand in "
+        "for the server from this book alone, or both: the book answers the reads it is sure of, every write and "
+        "every doubt goes to the server, and what went there is recorded"
+    )
+    left, right = st.columns(2)
+    upstream = left.text_input(
+        "The real server's command", key="serve_upstream", persist_state="page",
+        placeholder="e.g. mcp-server-sqlite --db-path shop.db",
+        help="what an agent framework would start (stdio); --upstream-url URL reaches one over HTTP instead",
+    ).strip()
+    dataset = right.text_input(
+        "Record into dataset", key="serve_proxy_dataset", persist_state="page", placeholder=name,
+        help="each client session becomes one episode of this dataset (default: the book's name)",
+    ).strip()
+    commands = proxy_commands(name, dataset=dataset or None, version=version, workspace=str(workspace),
+                              upstream=upstream or "UPSTREAM-COMMAND")
+    st.code(f"# record\n{commands.record}\n# replay (no server)\n{commands.replay}\n"
+            f"# hybrid (add --read-only TOOL for tools you know only read)\n{commands.hybrid}", language="bash")
+
+
 def render_serve_panel(book: Worldbook, name: str, version: str | None, workspace: Path) -> None:
     """An expander with the tool list, the MCP (stdio, HTTP) and HTTP env commands, and a client config.
 
@@ -134,6 +158,7 @@ def render_serve_panel(book: Worldbook, name: str, version: str | None, workspac
             "after the idle timeout; either way its handle then says so rather than starting over)"
         )
         st.code(f"{commands.mcp_http}\n# endpoint: {commands.mcp_url}", language="bash")
+        proxy_section(name, version, workspace)
         st.markdown("**The environment over HTTP** (reset / step / close for RL trainers)")
         st.code(f"{commands.http_env} --tasks EPISODES.jsonl", language="bash")
         st.code(commands.http_client, language="python")

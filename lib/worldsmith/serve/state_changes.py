@@ -4,8 +4,9 @@ A simulator that answers a write itself leaves the real server behind (the row n
 cancelled), and from then on the two disagree. So a tool counts as a read, answerable from the book, only on
 positive evidence, and anything the book learned against it wins:
 
-- a write: the book learned it changes records (`write` / `effect` tool rules) or state (a rule with effects);
-  the upstream declares it destructive or not read-only (MCP tool annotations); or the book does not know it;
+- a write: the book learned it changes records (`write` / `effect` tool rules); the upstream declares it
+  destructive or not read-only (MCP tool annotations); or the book does not know it. (A text rule's effects
+  are not evidence either way: they keep the simulator's own bookkeeping, such as the item a read last showed);
 - a read: not a write, and the upstream declares it read-only (`readOnlyHint`), or the person running the proxy
   says so (`read_only`), or the book saw it show records that never changed since it last showed them
   (`learn_readers`: its answers are the record as it is);
@@ -60,9 +61,6 @@ def state_changes(book: Worldbook, upstream_tools: Iterable[Mapping[str, Any]], 
     for rule in book.tool_rules:
         if rule.kind in ("write", "effect"):
             why.setdefault(rule.tool, f"the book learned it changes records ({rule.kind} rule {rule.id})")
-    for rule in book.rules:
-        if rule.effects:
-            why.setdefault(rule.action, f"the book learned it changes state (rule {rule.id})")
     declared_reads: set[str] = set()
     for tool in upstream_tools:
         name = str(tool.get("name", ""))
