@@ -221,7 +221,7 @@ class McpProxy:
 
     # ------------------------------------------------------------------ calls
     async def call(self, key: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        session = await anyio.to_thread.run_sync(self.session, key)  # a new one opens (and syncs) its journal
+        session = self._sessions.get(key) or await anyio.to_thread.run_sync(self.session, key)  # a new one opens a journal
         session.calls += 1
         if self.config.mode == "hybrid":
             answered = await session.run(self._book_answer, session, name, arguments)
@@ -234,13 +234,13 @@ class McpProxy:
         try:
             result = await self._forward(name, arguments)
         except MCPError as error:
-            await anyio.to_thread.run_sync(self._record, session, CallRecord(
+            self._record(session, CallRecord(
                 tool=name, arguments=arguments, text=error.message, error=True, protocol_error=True,
                 code=error.code, started=started, latency_s=time.perf_counter() - clock))
             raise
         latency = time.perf_counter() - clock
         text = _result_text(result)
-        await anyio.to_thread.run_sync(self._record, session, CallRecord(
+        self._record(session, CallRecord(  # on the event loop: a thread hop costs more than the append and fsync
             tool=name, arguments=arguments, text=text, error=bool(result.is_error), started=started,
             latency_s=latency))
         if self.config.mode == "hybrid":
