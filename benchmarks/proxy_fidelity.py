@@ -77,7 +77,7 @@ def _open_loop(method: str, book: Any, calls: list[tuple[str, dict[str, Any]]]) 
 
 def _interval(clusters: list[str], values: list[float]) -> dict[str, float]:
     found = bootstrap_mean(clusters, values)
-    return {"mean": round(found.point, 4), "low": round(found.low, 4), "high": round(found.high, 4)}
+    return {"mean": round(found.mean, 4), "low": round(found.low, 4), "high": round(found.high, 4)}
 
 
 def main() -> None:

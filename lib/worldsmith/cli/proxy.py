@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldsmith.cli.common import EXIT_OK, CommandError, add_common, emit_json, flag_errors, workspace_from
+from worldsmith.cli.common import EXIT_OK, add_common, emit_json, flag_errors, workspace_from
 from worldsmith.cli.serve import add_guard_flags, security_from
 from worldsmith.serve.commands import DEFAULT_PROXY_PORT
 from worldsmith.sim.registry import canonical_world_model, world_model_names
@@ -89,10 +89,7 @@ def run_proxy(args: argparse.Namespace) -> int:
             for key, value in description.items():
                 print(f"{key}: {value}")
         return EXIT_OK
-    try:
-        proxy = McpProxy(config)
-    except ValueError as error:
-        raise CommandError(str(error)) from None
+    proxy = McpProxy(config)  # a missing book or dataset: its WorldsmithError, and exit code
     print(f"worldsmith: proxy ({config.mode}) {description['endpoint']} -> {config.upstream or config.book}",
           file=sys.stderr, flush=True)
     if args.transport == "stdio":
