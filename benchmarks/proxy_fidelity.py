@@ -84,9 +84,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, default=30)
     parser.add_argument("--test", type=int, default=10)
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR (kept: the dataset, the book) instead of a temp folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = Path(args.keep or tmp)
         db = root / "shop.db"
         for seed in range(args.train):
             proxy = McpProxy(ProxyConfig(mode="record", workspace=str(root), dataset="shop",

@@ -11,7 +11,9 @@ session (a stdio connection, an HTTP MCP session) is one session of the proxy:
 - `replay`: no upstream: the book's simulator answers (`serve.mcp_server` over `ServedWorldbook`, one simulation
   session per client session);
 - `hybrid`: the book answers a call where it is sure (`sim.uncertainty.assess`: an answer whose expected error,
-  the route table's held-out record, is at most `max_error`) and the tool only reads (`serve.state_changes`);
+  the route table's held-out record, is at most `max_error`, and that is not a fallback: the closest evidence
+  adapted to new arguments is a guess, whatever the record of the action's other answers) and the tool only
+  reads (`serve.state_changes`);
   everything else goes to the upstream, is recorded, and is taught to the session's simulator (`observe`), so
   the simulator's state follows the upstream's and the two never diverge.
 
@@ -268,8 +270,8 @@ class McpProxy:
             return None
         sim = self._sim(session)
         judged = assess(sim.model, action)
-        if judged.source is None or judged.expected_error > self.config.max_error:
-            return None
+        if judged.source is None or judged.route.startswith("fallback") or judged.expected_error > self.config.max_error:
+            return None  # nothing answers, only a guess does (nearest evidence), or the held-out record says no
         return sim.play(action).prediction.observation
 
     def _teach(self, session: _Session, name: str, arguments: dict[str, Any], text: str) -> None:
