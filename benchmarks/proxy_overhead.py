@@ -14,7 +14,7 @@ mcp-server-time answering get_current_time), started on stdio. Each pass opens o
 Per pass the median call; over `--repeats` passes the median of those. The overhead of a proxy row is its median
 less the direct median. On a shared machine wall time mostly measures the other processes, so each row also
 says what the proxy process itself spent: its CPU time (user + system, from psutil) per timed call, the part of
-the overhead no scheduler can hide. Prints a table and writes benchmarks/results/proxy_overhead.json.
+the overhead no scheduler can hide. Prints a table and writes benchmarks/results/proxy_overhead_SERVER.json.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from mcp_testbeds import sqlite_server, time_server  # noqa: E402
 
 from ports import free_port  # noqa: E402
 
-OUT = REPO / "benchmarks" / "results" / "proxy_overhead.json"
+RESULTS = REPO / "benchmarks" / "results"
 WARMUP = 20
 
 
@@ -153,14 +153,15 @@ def main() -> None:
         row["overhead_ms"] = round(row["median_ms"] - base, 3)
         print(f"{name:22s} median {row['median_ms']:8.3f} ms  p90 {row['p90_ms']:8.3f} ms  "
               f"overhead {row['overhead_ms']:+8.3f} ms  proxy CPU {row['proxy_cpu_ms_per_call']:6.3f} ms/call")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({
+    out = RESULTS / f"proxy_overhead_{args.server}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
         "when": datetime.now(UTC).isoformat(timespec="seconds"), "machine": f"{platform.node()} "
         f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
         "load_average": [round(load, 2) for load in os.getloadavg()],
         "server": args.server, "tool": tool, "calls": args.calls, "repeats": args.repeats, "results": results,
     }, indent=2) + "\n")
-    print(f"wrote {OUT.relative_to(REPO)}")
+    print(f"wrote {out.relative_to(REPO)}")
 
 
 if __name__ == "__main__":
