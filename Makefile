@@ -8,8 +8,8 @@ BFCL := 'bfcl-eval==2026.3.23' 'mpmath>=1.3'
 # agentdojo's own list pulls langchain and pins of every LLM SDK: install it alone; the packages its suites import
 # (deepdiff, docstring-parser, pyyaml, the model clients its agent_pipeline package imports) are in the `envs` extra.
 AGENTDOJO := 'agentdojo==0.1.35'
-# mcp-server-sqlite, a real MCP server the mcp environment's and the proxy's tests run, is written against the MCP SDK 1.x, whose
-# server API the 2.x of the `serve` extra replaced: it gets a virtual environment of its own inside $(VENV).
+# mcp-server-sqlite, a real MCP server the mcp environment's and the proxy's tests run, is written against the MCP
+# SDK 1.x, whose server API the 2.x of the `serve` extra replaced: it gets a virtual environment of its own inside $(VENV).
 MCP_SQLITE := 'mcp-server-sqlite==2025.4.25' 'mcp>=1.2,<2'
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1

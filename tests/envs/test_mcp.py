@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp environment needs the MCP SDK (pip install 'worldsmith[serve]')")
 
+from mcp_testbeds import SQLITE_SERVER  # noqa: E402
 from ports import free_port  # noqa: E402
 from worldsmith.envs import EnvError, ExpertPolicy, UnknownTaskError, check_env, make, make_policy, record_episode  # noqa: E402
 from worldsmith.envs.mcp import McpEnv, McpServerError, load_tasks  # noqa: E402
@@ -23,8 +24,6 @@ from worldsmith.traces.model import Action  # noqa: E402
 from worldsmith.util.errors import BadInputError, NotFoundError  # noqa: E402
 
 TIME_SERVER = Path(sys.prefix) / "bin" / "mcp-server-time"
-# mcp-server-sqlite runs on the MCP SDK 1.x: `make install` gives it a virtual environment of its own.
-SQLITE_SERVER = Path(sys.prefix) / "mcp-sqlite" / "bin" / "mcp-server-sqlite"
 NOTES_SERVER = Path(__file__).with_name("mcp_notes_server.py")
 
 TIME_TASKS = [
