@@ -26,9 +26,9 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_agents import clerk_calls, shop_database, sqlite_clerk
-from mcp_testbeds import sqlite_server
 from serve_support import server_env
 
+from mcp_testbeds import sqlite_server
 from ports import free_port
 from worldsmith.serve.state_changes import state_changes
 from worldsmith.sim import Harness
