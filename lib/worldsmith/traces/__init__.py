@@ -6,7 +6,7 @@
 
 Exported: the trace model (`Episode`, `Turn`, `Action`, `Observation`, ...), reading (`read_traces`,
 `detect_format`, the `IMPORTERS` registry), writing (`export_episodes`, `EXPORTERS`), the diffs every layer
-shows (`word_diff`, `json_changes`) and trajectory families. File walking, limits and rows: their modules.
+shows (`observation_diff`: `json_changes` or `word_diff`) and trajectory families. File walking, limits and rows: their modules.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from worldsmith.traces.importers import (
     get_importer,
     register_importer,
 )
-from worldsmith.traces.json_diff import JsonChange, json_changes, json_text_changes
+from worldsmith.traces.json_diff import JsonChange, ObservationDiff, json_changes, json_text_changes, observation_diff
 from worldsmith.traces.model import (
     Action,
     ContextEvent,
@@ -58,6 +58,7 @@ __all__ = [
     "Importer",
     "JsonChange",
     "Observation",
+    "ObservationDiff",
     "Provenance",
     "ReadItem",
     "Reject",
@@ -75,6 +76,7 @@ __all__ = [
     "get_importer",
     "json_changes",
     "json_text_changes",
+    "observation_diff",
     "parse_json_text",
     "read_traces",
     "register_exporter",

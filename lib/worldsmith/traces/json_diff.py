@@ -3,6 +3,10 @@
 Tool results are often JSON; a text diff of two pretty-printed objects shows moved lines and
 braces, not what changed. `json_changes` reads an RFC 6902 patch (the `jsonpatch` library) as
 a list of changes a person can scan: `/user/balance changed 10 -> 7`, `/items/2 added`.
+
+`observation_diff` is the one diff every screen shows between a before and an after (a held-out turn, a
+record, a prediction and its reference): fields by pointer when both texts are JSON, else the words that
+differ (`text_diff.word_diff`). `apply_changes` replays the changes, so a diff is checked to say all of it.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import jsonpatch
 import jsonpointer
 
 from worldsmith.traces.model import parse_json_text
+from worldsmith.traces.text_diff import DiffSegment, word_diff
 
-__all__ = ["JsonChange", "json_changes", "json_text_changes"]
+__all__ = ["JsonChange", "ObservationDiff", "apply_changes", "json_changes", "json_text_changes", "observation_diff"]
 
 ChangeKind = Literal["added", "removed", "changed"]
 
@@ -64,3 +69,60 @@ def json_text_changes(before: str | None, after: str | None) -> list[JsonChange]
     if parsed_before is None or parsed_after is None:
         return None
     return json_changes(parsed_before, parsed_after)
+
+
+def apply_changes(before: Any, changes: list[JsonChange]) -> Any:
+    """`before` with `changes` applied in order (`json_changes(a, b)` applied to `a` gives `b`); `before` is not
+    modified."""
+    operations: list[dict[str, Any]] = []
+    for change in changes:
+        if change.kind == "added":
+            operations.append({"op": "add", "path": change.path, "value": change.after})
+        elif change.kind == "removed":
+            operations.append({"op": "remove", "path": change.path})
+        else:
+            operations.append({"op": "replace", "path": change.path, "value": change.after})
+    return jsonpatch.apply_patch(copy.deepcopy(before), operations)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationDiff:
+    """How `after` differs from `before`: JSON `changes` when both texts are JSON objects or arrays, else word
+    `segments` (`equal` in both, `delete` only before, `insert` only after)."""
+
+    kind: Literal["json", "text"]
+    changes: tuple[JsonChange, ...] = ()
+    segments: tuple[DiffSegment, ...] = ()
+
+    @property
+    def same(self) -> bool:
+        """Nothing differs."""
+        return not self.changes if self.kind == "json" else all(s.op == "equal" for s in self.segments)
+
+    def counts(self) -> dict[str, int]:
+        """Fields `added`, `removed` and `changed` (JSON), or words `added` and `removed` (text); zeros left out."""
+        if self.kind == "json":
+            tally = {kind: sum(1 for c in self.changes if c.kind == kind) for kind in ("added", "removed", "changed")}
+        else:
+            tally = {kind: sum(len(s.text.split()) for s in self.segments if s.op == op)
+                     for kind, op in (("added", "insert"), ("removed", "delete"))}
+        return {kind: n for kind, n in tally.items() if n}
+
+    def summary(self) -> str:
+        """`1 changed, 2 added` (fields) or `3 words added` (text), or `no difference`: a line a label can hold."""
+        unit = "" if self.kind == "json" else " words"
+        return ", ".join(f"{n:d}{unit if n != 1 else unit[:-1]} {kind}" for kind, n in self.counts().items()) \
+            or "no difference"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "changes": [c.to_json() for c in self.changes],
+                "segments": [s.model_dump() for s in self.segments]}
+
+
+def observation_diff(before: str | None, after: str | None) -> ObservationDiff:
+    """The diff of two observation texts: by field when both are JSON objects or arrays, else by word (a missing
+    text reads as empty)."""
+    changes = json_text_changes(before, after)
+    if changes is not None:
+        return ObservationDiff("json", changes=tuple(changes))
+    return ObservationDiff("text", segments=tuple(word_diff(after or "", before or "")))
