@@ -9,6 +9,9 @@
     worldsmith eval curve --dataset alfworld --split train --test-split test --sizes 1,5,10,20,40 --out NAME
     worldsmith eval awb --book terminal --rows rows.jsonl --method nearest --out predictions.jsonl
     worldsmith eval metrics [--json]   # the per-record metrics every run scores (built-in and `@metric` plug-ins)
+    worldsmith eval compare RUN_A RUN_B [--metric exact_match] [--method M] [--json]   # turn by turn, paired
+    worldsmith eval tag RUN EPISODE TURN --tag LABEL [--note TEXT] [--method M] [--remove]   # a failure's label
+    worldsmith eval tags [--run RUN] [--tag LABEL] [--export FILE.jsonl] [--json]
 
 By default a run scores open loop (drift: the model acts on its own answers, as under an agent) and teacher
 forced (next-obs: each turn after the real prefix) together and reports both, open loop first; `--protocol`
@@ -158,6 +161,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     metrics = commands.add_parser("metrics", help="the per-record metrics every evaluation scores (with plug-ins)")
     add_common(metrics)
     metrics.set_defaults(handler=run_metrics_command)
+
+    compare = commands.add_parser(
+        "compare", help="two runs turn by turn: where they differ, and the paired interval of B - A",
+        description="Pair two runs' records by protocol, method, episode and turn; list the turns whose prediction "
+                    "or score differs first, and the mean of B - A in the metric over the turns both scored, with "
+                    "a 95%% bootstrap interval over episodes (both runs' turns resampled together).")
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--metric", default="exact_match", help="the metric compared (default exact_match)")
+    compare.add_argument("--method", help="one method (default: every method both runs have)")
+    compare.add_argument("--top", type=int, default=10, help="differing turns listed in text output (default 10)")
+    compare.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    compare.add_argument("--seed", type=int, default=0)
+    add_common(compare)
+    compare.set_defaults(handler=run_compare_command)
+
+    tag = commands.add_parser("tag", help="label a failure (a run's turn) and note why; kept in the workspace")
+    tag.add_argument("run", help="run name")
+    tag.add_argument("episode_id", metavar="EPISODE")
+    tag.add_argument("turn", type=int)
+    tag.add_argument("--method", default="", help="the method whose prediction failed")
+    tag.add_argument("--tag", dest="label", help="the label (one line); required unless --remove")
+    tag.add_argument("--note", default="", help="why it failed, in a sentence or two")
+    tag.add_argument("--remove", action="store_true", help="take the failure's tag and note away")
+    add_common(tag)
+    tag.set_defaults(handler=run_tag_command)
+
+    tags = commands.add_parser("tags", help="list (or export as JSON lines) the failure tags of the workspace")
+    tags.add_argument("--run", help="only this run's")
+    tags.add_argument("--tag", dest="label", help="only this label's")
+    tags.add_argument("--export", type=Path, metavar="FILE", help="write them to FILE as JSON lines")
+    add_common(tags)
+    tags.set_defaults(handler=run_tags_command)
 
 
 def run_metrics_command(args: argparse.Namespace) -> int:
@@ -417,4 +453,80 @@ def run_misses_command(args: argparse.Namespace) -> int:
                 print(f"    {str(row[by])[:50]:<50} {row['turns']:>5} turns  {row['error_rate_a']:.0%} vs "
                       f"{row['error_rate_b']:.0%}  diff {row['mean_diff']:+.0%}{_bounds(row['low'], row['high'])}"
                       f"{' *' if differs(row) else ''}")
+    return EXIT_OK
+
+
+def _short(text: str, width: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def run_compare_command(args: argparse.Namespace) -> int:
+    if args.resamples < 1:
+        raise CommandError(f"--resamples must be 1 or more, not {args.resamples}", EXIT_USAGE)
+    comparison = EvalRunStore(workspace_from(args).root).compare(
+        args.run_a, args.run_b, metric=args.metric, method=args.method, resamples=args.resamples, seed=args.seed)
+    if getattr(args, "json", False):
+        emit_json(comparison.to_json())
+        return EXIT_OK
+    print(f"{args.run_b} vs {args.run_a}: {len(comparison.turns)} turns paired, {comparison.differing} differ "
+          f"({comparison.only_a} only in {args.run_a}, {comparison.only_b} only in {args.run_b})")
+    if comparison.interval is not None:
+        interval = comparison.interval
+        note = small_sample_note(interval.trajectories)
+        print(f"{args.metric} B - A: {interval.mean:+.3f} [{interval.low:+.3f}, {interval.high:+.3f}] over "
+              f"{interval.n} turns of {interval.trajectories} episodes (95% paired bootstrap)"
+              + (f" ({note})" if note else ""))
+    for turn in [t for t in comparison.turns if t.differs][: args.top]:
+        scores = "" if turn.change is None else f" {turn.score_a:.3f} -> {turn.score_b:.3f}"
+        print(f"  {turn.method} {turn.episode_id} turn {turn.turn}{scores}: {_short(turn.action, 40)}")
+        print(f"    A: {_short(turn.prediction_a)}")
+        print(f"    B: {_short(turn.prediction_b)}")
+    return EXIT_OK
+
+
+def run_tag_command(args: argparse.Namespace) -> int:
+    from worldsmith.workspace.failure_tags import FailureKey, FailureTags
+
+    tags = FailureTags(workspace_from(args).root)
+    key = FailureKey(args.run, args.episode_id, args.turn, args.method)
+    if args.remove:
+        removed = tags.remove(key)
+        if getattr(args, "json", False):
+            emit_json({"removed": removed, **{"run": key.run, "episode_id": key.episode_id, "turn": key.turn,
+                                              "method": key.method}})
+        else:
+            print("removed" if removed else "that failure had no tag")
+        return EXIT_OK
+    if not args.label:
+        raise CommandError("--tag LABEL is required (or --remove)", EXIT_USAGE)
+    saved = tags.set(key, tag=args.label, note=args.note)
+    if getattr(args, "json", False):
+        emit_json(saved.to_json())
+    else:
+        print(f"tagged {saved.run} {saved.episode_id} turn {saved.turn}"
+              + (f" ({saved.method})" if saved.method else "") + f": {saved.tag}")
+    return EXIT_OK
+
+
+def run_tags_command(args: argparse.Namespace) -> int:
+    from worldsmith.workspace.failure_tags import FailureTags
+
+    tags = FailureTags(workspace_from(args).root)
+    if args.export is not None:
+        count = tags.export(args.export, run=args.run, tag=args.label)
+        if getattr(args, "json", False):
+            emit_json({"exported": count, "path": str(args.export)})
+        else:
+            print(f"{count} failure tags written to {args.export}")
+        return EXIT_OK
+    listed = tags.list(run=args.run, tag=args.label)
+    if getattr(args, "json", False):
+        emit_json({"tags": [item.to_json() for item in listed]})
+        return EXIT_OK
+    for item in listed:
+        print(f"{item.run}  {item.episode_id} turn {item.turn}{f' ({item.method})' if item.method else ''}  "
+              f"[{item.tag}] {_short(item.note)}")
+    if not listed:
+        print("no failure tags")
     return EXIT_OK

@@ -21,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from worldsmith.evals.eval_records import Journal
 from worldsmith.evals.report_model import EvalReport
+from worldsmith.evals.run_compare import RunComparison, compare_runs
 from worldsmith.util.atomic import atomic_write_json
-from worldsmith.util.errors import BadInputError
+from worldsmith.util.errors import BadInputError, NotFoundError
 from worldsmith.util.jobs import JobFolder
 from worldsmith.workspace.layout import WorkspaceLayout
 
@@ -191,6 +192,20 @@ class EvalRunStore:
         found = [run for run in found if run.files()]
         found.sort(key=_last_written, reverse=True)
         return found
+
+    def compare(self, run_a: str, run_b: str, *, metric: str = "exact_match", method: str | None = None,
+                resamples: int = 10_000, seed: int = 0) -> RunComparison:
+        """Run B against run A turn by turn (`run_compare.compare_runs`): the turns both scored, differing ones
+        first, and the paired interval of B − A in `metric`. NotFoundError names a run that is not in the store."""
+        frames = []
+        for name in (run_a, run_b):
+            folder = self.run(name)
+            if not folder.files():
+                known = ", ".join(run.name for run in self.runs()) or "none yet"
+                raise NotFoundError(f"no evaluation run {name!r} (runs: {known})", where=str(self.root))
+            frames.append(folder.read_records())
+        return compare_runs(frames[0], frames[1], run_a=run_a, run_b=run_b, metric=metric, method=method,
+                            resamples=resamples, seed=seed)
 
 
 def _last_written(run: RunFolder) -> int:

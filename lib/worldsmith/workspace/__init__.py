@@ -1,9 +1,10 @@
 """The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export.
 
 Exported: `Workspace` and its `Dataset`s (with `EpisodeFilter`), ingest (`ingest_files`, and `ingest_isolated`:
-the same in a child process under a memory limit, what the workbench uses for uploads), splits, relabelling and
-the turn search index. `ingest_isolated` and `IsolatedIngestError` load on first use: their module is also run
-as `python -m worldsmith.workspace.isolated_ingest`, which must not find it imported by this package.
+the same in a child process under a memory limit, what the workbench uses for uploads), splits, relabelling,
+the turn search index and failure tags (`FailureTags`: a label and a note per evaluated turn). `ingest_isolated`
+and `IsolatedIngestError` load on first use: their module is also run as
+`python -m worldsmith.workspace.isolated_ingest`, which must not find it imported by this package.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, EpisodeNotFound, validate_dataset_name
+from worldsmith.workspace.failure_tags import FailureKey, FailureTag, FailureTags
 from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
 from worldsmith.workspace.layout import WorkspaceLayout, env_family
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
@@ -34,6 +36,9 @@ __all__ = [
     "DatasetNotFound",
     "EpisodeFilter",
     "EpisodeNotFound",
+    "FailureKey",
+    "FailureTag",
+    "FailureTags",
     "IndexStats",
     "IngestProgress",
     "IsolatedIngestError",

@@ -9,6 +9,7 @@
     <root>/runs/<kind>/<name>/     runs: collect, build, eval, curves, envace, propose, explore, ...
     <root>/cache/<kind>/           recomputable results (held-out predictions, ...)
     <root>/.staging/               half-written imports, swept when a workspace opens
+    <root>/annotations.sqlite      failure tags and notes on evaluation runs' turns
 
 `WorkspaceLayout` has no side effects (building one touches no file), so code that only needs a path
 (a workbench page given a root string, a job folder) uses it instead of opening a `Workspace`.
@@ -59,6 +60,11 @@ class WorkspaceLayout:
     @property
     def staging_dir(self) -> Path:
         return self.root / ".staging"
+
+    @property
+    def annotations_path(self) -> Path:
+        """Failure tags and notes (`workspace.failure_tags`)."""
+        return self.root / "annotations.sqlite"
 
     def runs_dir(self, kind: str) -> Path:
         """The runs of one kind (`collect`, `build`, `eval`, `curves`, `envace`, `propose`, ...)."""
