@@ -135,7 +135,7 @@ if records_tab.open:
         render_records(records, dataset)
 if failures_tab.open:
     with failures_tab:
-        render_failures(info.name, report, records, dataset)
+        render_failures(info.name, report, records, dataset, str(root))
 if compare_tab.open:
     with compare_tab:
         if report is None:
@@ -150,4 +150,4 @@ if compare_tab.open:
                         continue
                     if loaded is not None:
                         others[other.name] = loaded
-            render_compare(info.name, report, {info.name: report, **others})
+            render_compare(info.name, report, {info.name: report, **others}, str(root))

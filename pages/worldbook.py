@@ -84,7 +84,8 @@ source_dataset = next((s.get("dataset") for s in info.sources if isinstance(s, d
 st.caption(f"{md_code(name)} · version {md_code(version)} (parent {md_code(info.parent)}) · "
            f"{md_code(info.author)}: {md_code(info.message or 'no message')}")
 
-for message in take_notices():
+notices = take_notices()  # an edit was just saved: its held-out delta is brought into view below
+for message in notices:
     st.success(message, icon=":material/check_circle:")
 if version != head:
     st.warning(f"This worldbook changed since you opened it: the current version is {md_code(head)}. Edits here "
@@ -97,7 +98,7 @@ with st.container(border=True):  # the loop: every edit's held-out delta, on the
     source_env = next((s.get("env") for s in info.sources if isinstance(s, dict) and s.get("env")), None)
     heldout = render_heldout_chooser(workspace, book, source_dataset, source_env)
     if heldout is not None:
-        render_heldout_delta(store, workspace, name, version, info.parent, heldout)
+        render_heldout_delta(store, workspace, name, version, info.parent, heldout, scroll_into_view=bool(notices))
 
 render_serve_panel(book, name, version if version != head else None, root)
 

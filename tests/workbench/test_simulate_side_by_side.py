@@ -215,10 +215,10 @@ def _json_method_column() -> None:
 def test_json_results_are_diffed_as_json_beside_the_real_one() -> None:
     at = AppTest.from_function(_json_method_column, default_timeout=30).run()
     assert not at.exception, [e.value for e in at.exception]
-    (changes,) = [e for e in at.expander if e.label.startswith("JSON diff from the real result")]
-    assert "1 added" in changes.label and "1 changed" in changes.label
-    table = changes.dataframe[0].value
-    assert dict(zip(table["path"], table["change"], strict=True)) == {"/balance": "changed", "/vip": "added"}
+    (diff,) = [e.proto.body for e in at.get("html") if "ws-diff" in e.proto.body]  # the one diff view
+    assert "against the real result" in diff and "1 added, 1 changed" in diff and "data-kind='json'" in diff
+    assert "<tr class='ws-diff-changed'><td><code>/balance</code></td><td>changed</td><td>10</td><td>7</td>" in diff
+    assert "<tr class='ws-diff-added'><td><code>/vip</code></td><td>added</td><td></td><td>true</td>" in diff
     assert '"balance": 7' in at.code[0].value
     assert any("You see a pen&#46;" in str(m.value) for m in at.markdown)  # text against JSON: the text view
 

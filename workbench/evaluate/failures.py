@@ -6,6 +6,8 @@ sentence (`worldsmith.evals.misses`, as `worldsmith eval misses` prints it).
 "Wrong" is a record whose chosen metric is below a threshold (by default: not the best score,
 e.g. not an exact match). Clustering embeds the wrong predictions with MiniLM, so it runs on a
 button press and its result is kept per (run, method, metric, threshold, k) in session_state.
+A wrong prediction opened below shows its field-level diff from the real observation (`common.diff_view`) and
+takes a tag and a note (`evaluate.failure_tags`), by which the list can be filtered.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from urllib.parse import quote, urlencode
 import pandas as pd
 import streamlit as st
 
+from workbench.common.diff_view import render_text_diff
 from workbench.common.links import simulate_query, turn_link, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape, pretty_text
 from workbench.evaluate import charts, tables
+from workbench.evaluate.failure_tags import filter_by_tags, render_tag_editor, render_tag_filter, run_tags, with_tags
 from workbench.evaluate.records import turn_id
 from workbench.worldbook.rule_proposals import render_cluster_proposals
 from workbench.worldbook.state import take_notices
@@ -57,8 +61,8 @@ def _simulate_url(dataset: str | None, episode_id: str, turn: int, book: str | N
 
 def _linked(frame: pd.DataFrame, dataset: str | None, book: str | None = None) -> pd.DataFrame:
     shown = frame.drop(columns=[c for c in ("distance",) if c in frame.columns])
-    columns = [c for c in ("episode_id", "turn", "action", "unseen_action", "reference", "prediction", "source",
-                           "rules", "route", "error") if c in shown.columns]
+    columns = [c for c in ("episode_id", "turn", "tag", "note", "action", "unseen_action", "reference", "prediction",
+                           "source", "rules", "route", "error") if c in shown.columns]
     methods = list(shown["method"]) if "method" in shown.columns else [""] * len(shown)
     shown = shown[columns + [c for c in tables.metric_columns() if c in shown.columns]].copy()
     shown.insert(0, "simulate", [_simulate_url(dataset, e, t, book, m) for e, t, m in
@@ -86,6 +90,7 @@ def _render_selected(row: pd.Series, dataset: str | None, book: str | None, metr
     predicted.markdown(f"**{md_escape(method)}**")
     predicted.code(pretty_text(row.get("prediction")) or "(empty: the method answered nothing)", language=None,
                    wrap_lines=True)
+    render_text_diff(row.get("reference"), row.get("prediction"), label="the prediction against the real observation")
     cause = misses.shared_cause(row.to_frame().T, action_of=tables.action_kind)
     if cause:
         st.caption(f"Why: {md_escape(cause)}")
@@ -184,8 +189,36 @@ def _source(report: EvalReport | None, mine: pd.DataFrame, method: str, metric: 
         "protocol": ", ".join(tables.PROTOCOL_LABELS.get(p, p) for p in protocols) or None})
 
 
-def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None) -> None:
-    """The Failures tab for one run."""
+def _render_wrong(run: str, wrong: pd.DataFrame, dataset: str | None, book: str | None, metric: str,
+                  root: str) -> None:
+    """The wrong predictions (with their tags, filterable by tag); the one chosen shows why it missed, its diff and
+    its tag editor."""
+    with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:", expanded=True):
+        st.caption("Click a row (or choose it below) to see why it missed and open it in Simulate at its turn; "
+                   "'step it' opens Simulate directly.")
+        tags = run_tags(root, run)
+        tagged = with_tags(run, wrong, tags)
+        listed = filter_by_tags(tagged, render_tag_filter(tagged)).reset_index(drop=True)
+        if len(listed) < len(tagged):
+            st.caption(f"{len(listed):d} of {len(tagged):d} wrong predictions carry the chosen tags.")
+        table = st.dataframe(_linked(listed, dataset, book), hide_index=True, key="ev_fx_wrong",
+                             column_config=LINKS, on_select="rerun", selection_mode="single-row")
+        picked = list(getattr(getattr(table, "selection", None), "rows", None) or [])
+        labels: dict[int, str] = {i: f"{row.episode_id} · turn {int(row.turn):d} · {str(row.action)[:80]}"
+                                  for i, row in enumerate(listed.itertuples())}
+        first: int | None = int(picked[0]) if picked else None
+        chosen = st.selectbox("Wrong prediction", list(labels), format_func=lambda i: labels[int(i)],
+                              index=first, key=f"ev_fx_open_{picked[0] if picked else ''}",
+                              placeholder="choose one to see why it missed")
+        if chosen is not None and int(chosen) < len(listed):
+            with st.container(border=True):
+                _render_selected(listed.iloc[int(chosen)], dataset, book, metric)
+                render_tag_editor(root, run, listed.iloc[int(chosen)], tags)
+
+
+def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, dataset: str | None,
+                    root: str) -> None:
+    """The Failures tab for one run (`root`: the workspace, where its failure tags are kept)."""
     scored = records[records["turn"] >= 0] if "turn" in records.columns else records.iloc[0:0]
     metrics = [m for m in tables.metric_columns() if m in scored.columns and scored[m].notna().any()]
     if scored.empty or not metrics:
@@ -247,22 +280,7 @@ def render_failures(run: str, report: EvalReport | None, records: pd.DataFrame, 
         _render_paired(run, scored, method, others, metric, threshold)
     book = report.config.get("book") if report is not None else None
     if not wrong.empty:
-        with st.expander(f"The {len(wrong):d} wrong predictions", icon=":material/list:", expanded=True):
-            st.caption("Click a row (or choose it below) to see why it missed and open it in Simulate at its turn; "
-                       "'step it' opens Simulate directly.")
-            listed = wrong.reset_index(drop=True)
-            table = st.dataframe(_linked(listed, dataset, book), hide_index=True, key="ev_fx_wrong",
-                                 column_config=LINKS, on_select="rerun", selection_mode="single-row")
-            picked = list(getattr(getattr(table, "selection", None), "rows", None) or [])
-            labels: dict[int, str] = {i: f"{row.episode_id} · turn {int(row.turn):d} · {str(row.action)[:80]}"
-                                      for i, row in enumerate(listed.itertuples())}
-            first: int | None = int(picked[0]) if picked else None
-            chosen = st.selectbox("Wrong prediction", list(labels), format_func=lambda i: labels[int(i)],
-                                  index=first, key=f"ev_fx_open_{picked[0] if picked else ''}",
-                                  placeholder="choose one to see why it missed")
-            if chosen is not None:
-                with st.container(border=True):
-                    _render_selected(listed.iloc[int(chosen)], dataset, book, metric)
+        _render_wrong(run, wrong, dataset, book, metric, root)
 
     table = tables.heatmap_frame(mine, metric)
     if not table.empty:

@@ -1,9 +1,10 @@
 """What a prediction read or changed in the tool-API records, and which source answered: for failure analysis.
 
 A write answered from the records (`sim.sources.records`) keeps the record before and after the learned
-changes in `Audit.records`; shown here as the record and a field-level JSON diff (path, before, after), so
-a wrong answer can be traced to the field a rule got wrong. No expanders: the side-by-side view draws this
-inside its audit expander. Record values are untrusted: they reach the page as dataframes, st.code and st.json only.
+changes in `Audit.records`; shown here as the record and its field-level diff (`common.diff_view`: path,
+before, after, long values folded), so a wrong answer can be traced to the field a rule got wrong. No expanders:
+the side-by-side view draws this inside its audit expander. Record values are untrusted: they reach the page
+through the diff view's escaping, st.code and st.json only.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from typing import Any
 
 import streamlit as st
 
+from workbench.common.diff_view import render_json_diff
 from workbench.common.text import md_code
-from workbench.traces.timeline import changes_frame
 from worldsmith.sim import Audit
-from worldsmith.traces import json_changes
 
-__all__ = ["LONG_VALUE", "answer_source", "record_name", "record_origin", "record_rows", "render_records",
-           "show_long_values"]
+__all__ = ["LONG_VALUE", "answer_source", "record_name", "record_origin", "render_records", "show_long_values"]
 
 
 def answer_source(audit: Audit) -> str:
@@ -31,14 +30,6 @@ def record_name(record: dict[str, Any]) -> str:
     """`order_id=#W1` for the key as the record source writes it (a string) or as a [kind, id] pair."""
     key = record.get("key", "?")
     return "=".join(str(part) for part in key) if isinstance(key, (list, tuple)) else str(key)
-
-
-def record_rows(record: dict[str, Any]) -> list[dict[str, str]]:
-    """The field-level diff of one `Audit.records` entry: a row per path added, removed or changed."""
-    before, after = record.get("before"), record.get("after")
-    if before is None or after is None:
-        return []
-    return changes_frame(json_changes(before, after))
 
 
 LONG_VALUE = 60  # characters: a value longer than this is cut in a table cell, so it is also shown whole below
@@ -59,18 +50,17 @@ def record_origin(record: dict[str, Any]) -> str:
     return " · invented (no log showed it)" if record.get("origin") == "invented" else ""
 
 
-def render_records(audit: Audit, *, key: str) -> None:
-    """Each record the answer read or changed: its key, the fields changed (a table) and the record after; an
-    invented record says so."""
-    for number, record in enumerate(audit.records):
+def render_records(audit: Audit) -> None:
+    """Each record the answer read or changed: its key, the fields changed (the diff view) and the record after;
+    an invented record says so."""
+    for record in audit.records:
         before, after = record.get("before"), record.get("after")
         name = md_code(record_name(record)) + record_origin(record)
-        if before is None or before == after:
-            st.markdown(f"**Record** {name} · {'read' if before is None else 'unchanged'}")
+        if before is None or after is None or before == after:
+            state = "read" if before is None else "removed" if after is None else "unchanged"
+            st.markdown(f"**Record** {name} · {state}")
         else:
-            rows = record_rows(record)
-            st.markdown(f"**Record** {name} · {len(rows):d} field change{'' if len(rows) == 1 else 's'}")
-            st.dataframe(rows, hide_index=True, width="stretch", key=f"{key}_record_{number}")
-            show_long_values(rows)  # what a cell would cut, whole
+            st.markdown(f"**Record** {name}")
+            render_json_diff(before, after, label="fields the call changed")
         if after is not None:
             st.json(after, expanded=False)

@@ -19,14 +19,15 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.diff_view import render_text_diff
 from workbench.common.links import rule_query, turn_page_link
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, render_records, show_long_values
-from workbench.traces.timeline import render_json_changes, show_text
+from workbench.traces.timeline import show_text
 from worldsmith.llm import LLMError, default_model_spec, open_llm
 from worldsmith.sim import htmlview, needs_llm, sidebyside, world_model_names
-from worldsmith.traces import json_text_changes, parse_json_text
+from worldsmith.traces import parse_json_text
 from worldsmith.workspace import EpisodeFilter, env_family
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
@@ -226,7 +227,7 @@ def _audit_panel(step: sidebyside.MethodStep, book: Worldbook, dataset: str | No
                                                            else ""), expanded=expanded):
         st.caption(f"answered by {md_code(source)} · outcome {md_code(step.outcome)} · {audit.model_calls:d} model "
                    f"calls · {audit.tokens:d} tokens · {audit.latency_s:.3f} s")
-        render_records(audit, key=key)
+        render_records(audit)
         for rule_id in audit.rules:
             try:
                 rule = book.rule(rule_id)
@@ -283,10 +284,9 @@ def _method_column(name: str, step: sidebyside.MethodStep, book: Worldbook, data
         st.warning(f"Fallback: {md_escape(name)}'s model failed ({md_escape(step.fallback_reason or '')}); "
                    f"{md_escape(route)} answered instead. Not scored as {md_escape(name)}.",
                    icon=":material/report:")
-    changes = json_text_changes(real, step.observation)
-    if changes is not None:  # both JSON: diff the fields, not the pretty-printed lines
-        show_text(step.observation)
-        render_json_changes(changes, label="JSON diff from the real result", key=f"sbs_json_{name}_{index}")
+    if real is not None and parse_json_text(step.observation) is not None and parse_json_text(real) is not None:
+        show_text(step.observation)  # both JSON: the answer indented, then its fields against the real result's
+        render_text_diff(real, step.observation, label="against the real result")
     else:
         body = htmlview.diff_html(step.diff) if step.diff is not None else htmlview.text_html(step.observation)
         st.markdown(body, unsafe_allow_html=True)

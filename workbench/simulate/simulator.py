@@ -46,7 +46,7 @@ def render_turn(turn: SessionTurn) -> None:
     columns[4].metric("latency", f"{audit.latency_s:.3f} s")
     for note in audit.notes:
         st.text(f"note: {note}")
-    render_records(audit, key=f"sim_turn_{turn.index}")
+    render_records(audit)
     details: dict[str, Any] = {"rules": audit.rules, "retrieved": audit.retrieved, "tool_calls": audit.tool_calls,
                                "effects": [e.model_dump(mode="json") for e in prediction.effects],
                                "conflicts": audit.conflicts, "rejected_effects": audit.rejected_effects,

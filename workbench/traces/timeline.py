@@ -14,9 +14,10 @@ from typing import Any
 import streamlit as st
 
 from workbench.common import data, state
+from workbench.common.diff_view import render_diff
 from workbench.common.links import turn_link
 from workbench.common.text import md_code, md_escape
-from worldsmith.traces import ContextEvent, Episode, JsonChange, Turn, json_changes, parse_json_text
+from worldsmith.traces import ContextEvent, Episode, JsonChange, ObservationDiff, Turn, json_changes, parse_json_text
 
 MAX_CHARS = 20_000
 LINKED_KEY = "linked-turn"
@@ -178,24 +179,14 @@ def render_messages(events: list[ContextEvent]) -> None:
                 st.caption(f"Showing the first {MAX_CHARS:,} of {len(event.content):,} characters.")
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def changes_frame(changes: list[JsonChange]) -> list[dict[str, str]]:
-    """Rows for a table of JSON changes (values as compact JSON text)."""
-    return [{"path": change.path or "/", "change": change.kind,
-             "before": "" if change.kind == "added" else _compact(change.before),
-             "after": "" if change.kind == "removed" else _compact(change.after)} for change in changes]
-
-
 def render_json_changes(changes: list[JsonChange], *, label: str, key: str) -> None:
-    """An expander with the fields added, removed and changed (a table), or a note that nothing changed."""
-    counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in ("added", "removed", "changed")}
-    summary = ", ".join(f"{n:d} {md_escape(kind)}" for kind, n in counts.items() if n) or "no change"
-    with st.expander(f"{md_escape(label)}: {summary}", icon=":material/difference:"):
+    """An expander with the fields added, removed and changed (`common.diff_view`), or a note that nothing
+    changed."""
+    diff = ObservationDiff("json", changes=tuple(changes))
+    with st.expander(f"{md_escape(label)}: {md_escape(diff.summary())}", icon=":material/difference:"):
         if changes:
-            st.dataframe(changes_frame(changes), hide_index=True, width="stretch", key=key)
+            with st.container(key=key):
+                render_diff(diff, label=label)
         else:
             st.caption("The same JSON.")
 

@@ -4,14 +4,17 @@ The set (a dataset's split) lives in session state and in the URL (`heldout_data
 so a reload or a shared link keeps it. It is checked for leakage against the version shown with the
 rule `worldsmith eval` uses. Every edit makes a version whose parent is the version edited, so the
 panel shows the paired held-out delta of the version shown against its parent (overall and for the
-edited action), and the turns it fixed or broke, each a link into Traces. Predictions are cached per
-version on disk (`evals.heldout`), so after an edit only the new version is scored.
+edited action), and the turns it fixed or broke, each a link into Traces with what the edit changed in its
+prediction (`common.diff_view`: the field, not three whole observations). Right after a save the delta is scrolled
+into view: the edit is made below it. Predictions are cached per version on disk (`evals.heldout`), so after an
+edit only the new version is scored.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
+from workbench.common.diff_view import render_text_diff
 from workbench.common.links import turn_query
 from workbench.common.paths import page_file
 from workbench.common.provenance import provenance_caption
@@ -29,6 +32,22 @@ NO_SPLIT = "(none)"
 DATASET_KEY, SPLIT_KEY = "wb_heldout_dataset", "wb_heldout_split"
 URL_DATASET, URL_SPLIT = "heldout_dataset", "heldout_split"
 SHOWN_FLIPS = 30
+DELTA_KEY = "heldout-delta"  # the delta's container (`.st-key-heldout-delta`), scrolled to after a save
+_SCROLL_JS = """
+<script>
+(function () {
+  // Bring the held-out delta into view once it has been drawn (it is scored after the save's rerun).
+  let tries = 0;
+  function go() {
+    const el = window.parent.document.querySelector('.st-key-heldout-delta') ||
+               document.querySelector('.st-key-heldout-delta');
+    if (el) { el.scrollIntoView({behavior: 'auto', block: 'start'}); return; }
+    if (++tries < 40) setTimeout(go, 250);
+  }
+  setTimeout(go, 100);
+})();
+</script>
+"""
 METRIC_LABELS = {"exact_match": "exact match", "token_f1": "token F1", "json_f1": "JSON field F1"}
 
 
@@ -112,11 +131,20 @@ def _metric_line(label: str, value: heldout_scores.MetricDelta) -> str:
 
 
 def render_heldout_delta(store: WorldbookStore, workspace: Workspace, name: str, version: str, parent: str | None,
-                         heldout: HeldOut) -> None:
-    """The paired delta of `version` against `parent` on `heldout`, and its flipped turns as Traces links."""
+                         heldout: HeldOut, *, scroll_into_view: bool = False) -> None:
+    """The paired delta of `version` against `parent` on `heldout`, and its flipped turns as Traces links with
+    what the edit changed; `scroll_into_view` right after an edit was saved."""
     if parent is None:
         st.caption("This is the book's first version: the next edit's held-out delta shows here.")
         return
+    with st.container(key=DELTA_KEY):
+        _render_delta(store, workspace, name, version, parent, heldout)
+    if scroll_into_view:
+        st.html(_SCROLL_JS, unsafe_allow_javascript=True)
+
+
+def _render_delta(store: WorldbookStore, workspace: Workspace, name: str, version: str, parent: str,
+                  heldout: HeldOut) -> None:
     delta = _delta(store, workspace, name, parent, version, heldout)
     if isinstance(delta, str):
         st.error(f"Held-out delta refused: {md_escape(delta)}", icon=":material/block:")
@@ -134,6 +162,10 @@ def render_heldout_delta(store: WorldbookStore, workspace: Workspace, name: str,
     for turn in delta.flipped[:SHOWN_FLIPS]:
         st.page_link(page_file("traces"), label=f"{md_escape(turn.kind)} {md_escape(turn.turn_id)} · {md_escape(turn.action)}",
                      icon=":material/link:", query_params=turn_query(heldout.dataset, turn.turn_id))
-        st.caption(f"before {md_code(turn.before)} · after {md_code(turn.after)} · target {md_code(turn.target)}")
+        render_text_diff(turn.before, turn.after, label="what the edit changed (before → after)")
+        if turn.target == (turn.before if turn.kind == "broken" else turn.after):
+            st.caption(f"The target is the {'before' if turn.kind == 'broken' else 'after'}.")
+        else:
+            render_text_diff(turn.target, turn.after, label="the after against the target")
     if len(delta.flipped) > SHOWN_FLIPS:
         st.caption(f"and {len(delta.flipped) - SHOWN_FLIPS:d} more (`worldsmith book patch --against` lists all)")
