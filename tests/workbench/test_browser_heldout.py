@@ -1,5 +1,6 @@
 """The curation loop in real Chromium: a Worldbook link with the held-out split in its URL, a rule's template
-edited and saved, and the held-out delta appears with the broken turns, each a working link into Traces."""
+edited and saved, and the held-out delta appears, scrolled into view, with the broken turns, each a working link into
+Traces and what the edit changed in it (the one diff view)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def test_editing_a_template_shows_the_held_out_delta_and_flipped_turns(page, ser
     expect(page.get_by_text("fail its own evidence")).to_be_visible()  # the guard, before anything is saved
     page.get_by_role("button", name="Save anyway").click()
     expect(page.get_by_text("Held-out delta of")).to_be_visible()
+    delta = page.locator(".st-key-heldout-delta")
+    expect(delta).to_be_in_viewport()  # the save was made at the rule card, below: the delta is brought up
     expect(page.get_by_text("broken held-out turns")).to_be_visible()
     produced = page.get_by_text(re.compile(rf"^Produced by: method harness · model none · dataset {DATASET} @ \S+ · "
                                            rf"split test · n \d+ paired turns of \d+ episodes · run {BOOK}: content "))
@@ -46,7 +49,10 @@ def test_editing_a_template_shows_the_held_out_delta_and_flipped_turns(page, ser
     href = links.first.get_attribute("href") or ""
     assert f"dataset={DATASET}" in href and "turn=" in href
     assert "heldout_split=test" in page.evaluate("window.location.href")  # the choice stays in the URL
-    expect(page.get_by_text("after You go nowhere.").first).to_be_visible()
+    change = delta.locator(".ws-diff").filter(has_text="what the edit changed (before → after)").first
+    expect(change).to_be_visible()  # the words the edit changed, not three whole observations
+    expect(change.locator("ins.ws-diff-ins").first).to_contain_text("nowhere")
+    expect(delta.get_by_text("The target is the before.").first).to_be_visible()  # a broken turn was right before
     turn = href.split("turn=")[1].split("&")[0].replace("%23", "#")
     links.first.click()
     expect(page.get_by_role("heading", name="Traces")).to_be_visible()

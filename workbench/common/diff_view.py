@@ -5,17 +5,17 @@ changed, a method's answer beside the real one, a wrong prediction on the Failur
 Two JSON texts show a row per path added, removed or changed (`worldsmith.traces.observation_diff`); a value
 longer than `FOLD` characters is folded to its start, the whole of it one click away (an HTML `<details>`, so the
 view works inside expanders, which cannot nest). Other text shows the after text with the words that differ
-marked. Every value is untrusted: it reaches the page only through `htmlview.escape_html`.
+marked. Every value is untrusted: it reaches the page (st.html, which no Markdown reads) only through `html.escape`.
 """
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
 import streamlit as st
 
-from worldsmith.sim import htmlview
 from worldsmith.traces import JsonChange, ObservationDiff, json_changes, observation_diff
 
 __all__ = ["FOLD", "diff_html", "render_diff", "render_json_diff", "render_text_diff"]
@@ -37,21 +37,25 @@ del.ws-diff-del {background: rgba(248, 81, 73, 0.25); border-radius: 3px}
 </style>"""
 
 
+def _escape(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
 def _value_html(value: Any, *, present: bool) -> str:
     if not present:
         return ""
     text = json.dumps(value, ensure_ascii=False, default=str)
     if len(text) <= FOLD:
-        return htmlview.escape_html(text)
-    return (f'<details class="ws-diff-fold"><summary>{htmlview.escape_html(text[:FOLD])}… '
-            f"({len(text):,} characters)</summary>{htmlview.escape_html(text)}</details>")
+        return _escape(text)
+    return (f'<details class="ws-diff-fold"><summary>{_escape(text[:FOLD])}… '
+            f"({len(text):,} characters)</summary>{_escape(text)}</details>")
 
 
 def _changes_html(changes: tuple[JsonChange, ...] | list[JsonChange]) -> str:
     head = "".join(f"<th>{name}</th>" for name in ("path", "change", "before", "after"))
     rows = []
     for change in changes:
-        cells = (f"<code>{htmlview.escape_html(change.path or '/')}</code>", change.kind,
+        cells = (f"<code>{_escape(change.path or '/')}</code>", change.kind,
                  _value_html(change.before, present=change.kind != "added"),
                  _value_html(change.after, present=change.kind != "removed"))
         rows.append(f"<tr class='ws-diff-{change.kind}'>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
@@ -61,7 +65,7 @@ def _changes_html(changes: tuple[JsonChange, ...] | list[JsonChange]) -> str:
 def _words_html(diff: ObservationDiff) -> str:
     parts = []
     for segment in diff.segments:
-        body = htmlview.escape_html(segment.text)
+        body = _escape(segment.text)
         if segment.op == "equal":
             parts.append(body)
         elif segment.op == "insert":
@@ -73,8 +77,8 @@ def _words_html(diff: ObservationDiff) -> str:
 
 def diff_html(diff: ObservationDiff, *, label: str) -> str:
     """The diff as one HTML fragment: a label line with the counts, then the field table or the marked words."""
-    title = (f"<div class='ws-diff-title'><b>{htmlview.escape_html(label)}</b> · "
-             f"<span class='ws-diff-summary'>{htmlview.escape_html(diff.summary())}</span></div>")
+    title = (f"<div class='ws-diff-title'><b>{_escape(label)}</b> · "
+             f"<span class='ws-diff-summary'>{_escape(diff.summary())}</span></div>")
     if diff.same:
         body = ""
     elif diff.kind == "json":
