@@ -158,8 +158,10 @@ def test_the_transcript_interleaves_messages_with_tool_calls_and_results(populat
     # the second result is JSON like the first: what changed is listed by field
     changes = next(e for e in at.expander if e.label.startswith("Changes since turn 0"))
     assert "2 changed" in changes.label
-    table = changes.dataframe[0].value
-    assert list(table["path"]) == ["/name", "/index"] and list(table["after"]) == ['"user number 1"', "1"]
+    (diff,) = [e.proto.body for e in at.get("html") if "ws-diff" in e.proto.body]  # the one diff view
+    assert "<td><code>/name</code></td><td>changed</td><td>&quot;user number 0&quot;</td>" \
+        "<td>&quot;user number 1&quot;</td>" in diff
+    assert "<td><code>/index</code></td><td>changed</td><td>0</td><td>1</td>" in diff
 
 
 def test_filters_reduce_the_list(populated: Path) -> None:

@@ -53,7 +53,9 @@ def test_an_edit_shows_its_held_out_delta_and_undo_the_reverse(empty_root: Path)
     broken = flip_links(at)
     assert broken and all(link.startswith("broken") for link in broken)
     assert all(f"dataset={DATASET}" in link and "turn=" in link for link in broken)
-    assert "after `You go nowhere.`" in shown("\n".join(str(c.value) for c in at.caption))
+    diffs = [e.proto.body for e in at.get("html") if "ws-diff" in e.proto.body]  # what the edit changed, per turn
+    assert diffs and all("what the edit changed (before → after)" in diff for diff in diffs)
+    assert "<ins class='ws-diff-ins' title='only in the after'>go nowhere.</ins>" in diffs[0]  # 'You' was there
     source = shown(next(str(c.value) for c in at.caption if str(c.value).startswith("Produced by")))
     for part in ("method harness", "model none", f"dataset {DATASET}", "split test", "paired turns", f"run {BOOK}: content "):
         assert part in source, (part, source)  # what produced the delta's numbers

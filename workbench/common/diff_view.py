@@ -76,7 +76,8 @@ def _words_html(diff: ObservationDiff) -> str:
 
 
 def diff_html(diff: ObservationDiff, *, label: str) -> str:
-    """The diff as one HTML fragment: a label line with the counts, then the field table or the marked words."""
+    """The diff as one HTML fragment (its style first): a label line with the counts, then the field table or the
+    marked words."""
     title = (f"<div class='ws-diff-title'><b>{_escape(label)}</b> · "
              f"<span class='ws-diff-summary'>{_escape(diff.summary())}</span></div>")
     if diff.same:
@@ -85,12 +86,12 @@ def diff_html(diff: ObservationDiff, *, label: str) -> str:
         body = _changes_html(diff.changes)
     else:
         body = _words_html(diff)
-    return f"<div class='ws-diff' data-kind='{diff.kind}'>{title}{body}</div>"
+    return f"{_STYLE}<div class='ws-diff' data-kind='{diff.kind}'>{title}{body}</div>"
 
 
 def render_diff(diff: ObservationDiff, *, label: str) -> None:
     """Draw a diff (see the module docstring)."""
-    st.html(_STYLE + diff_html(diff, label=label))
+    st.html(diff_html(diff, label=label))
 
 
 def render_text_diff(before: str | None, after: str | None, *, label: str) -> ObservationDiff:

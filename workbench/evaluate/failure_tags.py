@@ -23,7 +23,7 @@ __all__ = ["FILTER_KEY", "UNTAGGED", "filter_by_tags", "render_tag_editor", "ren
 
 FILTER_KEY = "ev_fx_tag_filter"
 UNTAGGED = "(untagged)"
-_SAVED = "ev_tag_saved"  # the notice of the last save, shown after its rerun
+_NOTICE = "ev_tag_notice"  # the notice of the last save (Markdown), shown after its rerun
 
 
 def run_tags(root: str | Path, run: str) -> dict[FailureKey, FailureTag]:
@@ -71,7 +71,7 @@ def render_tag_editor(root: str | Path, run: str, row: pd.Series, tags: dict[Fai
     key = _key(run, row)
     current = tags.get(key)
     suffix = f"{key.episode_id}_{key.turn}_{key.method}"
-    if (saved := st.session_state.pop(_SAVED, None)) is not None:
+    if (saved := st.session_state.pop(_NOTICE, None)) is not None:
         st.success(saved, icon=":material/sell:")
     with st.form(f"ev_tag_form_{suffix}", border=False):
         label = st.text_input("Tag", value=current.tag if current else "", key=f"ev_tag_label_{suffix}",
@@ -88,11 +88,11 @@ def render_tag_editor(root: str | Path, run: str, row: pd.Series, tags: dict[Fai
         except BadInputError as error:
             st.error(f"Not saved: {md_escape(error)}", icon=":material/error:")
             return
-        st.session_state[_SAVED] = f"Tagged {md_code(tagged.tag)}: {md_code(key.episode_id)} turn {key.turn:d}"
+        st.session_state[_NOTICE] = f"Tagged {md_code(tagged.tag)}: {md_code(key.episode_id)} turn {key.turn:d}"
         st.rerun()
     if removing:
         store.remove(key)
-        st.session_state[_SAVED] = f"Tag removed: {md_code(key.episode_id)} turn {key.turn:d}"
+        st.session_state[_NOTICE] = f"Tag removed: {md_code(key.episode_id)} turn {key.turn:d}"
         st.rerun()
     if tags:
         st.download_button("Export this run's tags (JSON lines)", _export(root, run), file_name=f"{run}-tags.jsonl",
