@@ -4,6 +4,7 @@ record diff and answer source for a stepped write."""
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -107,10 +108,11 @@ def test_a_stepped_write_shows_its_record_diff_and_source(empty_root: Path) -> N
                   if str(m.value).startswith("**Answered by**"))
     assert source in ("record_write", "state:record_write")  # Audit.source where the harness records it, else the route
     assert any(str(m.value).startswith(f"**Record** `{key}` · ") and "field change" in str(m.value) for m in at.markdown)
-    diff = _table(at, "before")
-    assert "/shipping_address/line1" in set(diff["path"])
-    row = diff.set_index("path").loc["/shipping_address/line1"]
-    assert json.loads(row["after"]) == call.arguments["line1"] and json.loads(row["before"]) != call.arguments["line1"]
+    (diff,) = [e.proto.body for e in at.get("html") if "ws-diff" in e.proto.body]  # the record's field diff
+    changed = "<tr class='ws-diff-changed'><td><code>/shipping_address/line1</code></td><td>changed</td><td>"
+    assert changed in diff
+    assert diff.split(changed)[1].split("</tr>")[0].endswith(
+        f"<td>{html.escape(json.dumps(call.arguments['line1']))}</td>")  # the after: the line the call wrote
     turns = _table(at, "source")
     assert list(turns["source"]) == [source] and list(turns["records"]) == [key]
 
@@ -128,8 +130,8 @@ def test_the_side_by_side_audit_shows_the_record_a_write_changed(empty_root: Pat
         no_exception(at.button(key="sbs_step").click().run())
     audit = next(e for e in at.expander if shown(e.label).startswith("Audit: state:record_write"))
     assert any(str(m.value).startswith(f"**Record** `order_id={order}` · ") for m in at.markdown)
-    diff = audit.dataframe[0].value  # the record's field diff (the state panel has its own table)
-    assert "/shipping_address/line1" in set(diff["path"])
+    diffs = [e.proto.body for e in audit.get("html") if "ws-diff" in e.proto.body]  # the record's field diff
+    assert any("<code>/shipping_address/line1</code></td><td>changed</td>" in diff for diff in diffs)
 
 
 def test_a_preconditions_template_is_edited_from_its_card(empty_root: Path) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import streamlit as st
 
-from worldsmith.traces import JsonChange, ObservationDiff, json_changes, observation_diff
+from worldsmith.traces import JsonChange, ObservationDiff, observation_diff
 
-__all__ = ["FOLD", "diff_html", "render_diff", "render_json_diff", "render_text_diff"]
+__all__ = ["FOLD", "diff_html", "render_diff", "render_text_diff"]
 
 FOLD = 80  # characters of a value shown before it is folded
 
@@ -97,12 +97,5 @@ def render_diff(diff: ObservationDiff, *, label: str) -> None:
 def render_text_diff(before: str | None, after: str | None, *, label: str) -> ObservationDiff:
     """Diff two observation texts (by field when both are JSON) and draw it; returns the diff."""
     diff = observation_diff(before, after)
-    render_diff(diff, label=label)
-    return diff
-
-
-def render_json_diff(before: Any, after: Any, *, label: str) -> ObservationDiff:
-    """Diff two JSON values (a record before and after a call) and draw it; returns the diff."""
-    diff = ObservationDiff("json", changes=tuple(json_changes(before, after)))
     render_diff(diff, label=label)
     return diff

@@ -13,9 +13,10 @@ from typing import Any
 
 import streamlit as st
 
-from workbench.common.diff_view import render_json_diff
+from workbench.common.diff_view import render_diff
 from workbench.common.text import md_code
 from worldsmith.sim import Audit
+from worldsmith.traces import ObservationDiff, json_changes
 
 __all__ = ["LONG_VALUE", "answer_source", "record_name", "record_origin", "render_records", "show_long_values"]
 
@@ -60,7 +61,9 @@ def render_records(audit: Audit) -> None:
             state = "read" if before is None else "removed" if after is None else "unchanged"
             st.markdown(f"**Record** {name} · {state}")
         else:
-            st.markdown(f"**Record** {name}")
-            render_json_diff(before, after, label="fields the call changed")
+            diff = ObservationDiff("json", changes=tuple(json_changes(before, after)))
+            count = len(diff.changes)
+            st.markdown(f"**Record** {name} · {count:d} field change{'' if count == 1 else 's'}")
+            render_diff(diff, label="fields the call changed")
         if after is not None:
             st.json(after, expanded=False)
