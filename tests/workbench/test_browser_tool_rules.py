@@ -80,6 +80,8 @@ def test_step_a_write_and_see_the_record_diff_and_the_source(page, server: dict,
     order = call.arguments["order_id"]
     record = page.get_by_text(re.compile(rf"Record order_id={re.escape(order)} · \d+ field changes?"))
     expect(record).to_be_visible()
+    diff = page.locator(".ws-diff").filter(has_text="fields the call changed").first  # the one diff view
+    expect(diff.locator("tr.ws-diff-changed").filter(has_text="/shipping_address/line1")).to_be_visible()
     expect(page.get_by_text(re.compile(r"Answered by (state:)?record_write"))).to_be_visible()
     sessions = sorted((server["workspace"] / "sessions").iterdir())
     with Session.open(sessions[-1]) as session:
