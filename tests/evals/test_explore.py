@@ -176,3 +176,38 @@ def test_an_explore_schedule_sets_each_rounds_weight(tmp_path: Path) -> None:
     assert "explore" in first and second and set(second) == {"expert"}
     with pytest.raises(ValueError, match=r"weights in \[0, 1\]"):
         ExploreConfig(env="toolshop", budget=4, explore_schedule=[1.5])
+
+
+@pytest.mark.integration
+def test_an_unloadable_alfworld_game_is_skipped_and_its_budget_spent_on_the_others(tmp_path: Path) -> None:
+    """Four ALFWorld games, one of them a broken game file: the run spends its whole budget on the three others,
+    and counts the broken one and says why (as `collect` does), on the command line too."""
+    pytest.importorskip("alfworld", reason="alfworld is not installed (pip install 'worldsmith[envs]')")
+    pytest.importorskip("textworld.envs.pddl", reason="textworld[pddl] is not installed")
+    from worldsmith.envs.alfworld import GAME_FILE, default_games_root
+    from worldsmith.envs.registry import make
+
+    env = make("alfworld")
+    try:
+        good = env.tasks()[:3]
+    finally:
+        env.close()
+    if len(good) < 3:
+        pytest.skip(f"fewer than 3 ALFWorld games at {default_games_root()}")
+    broken = tmp_path / "games" / "val1" / "broken-game" / "trial_1"
+    broken.mkdir(parents=True)
+    (broken / GAME_FILE).write_text((default_games_root() / good[0] / GAME_FILE).read_text()[:4000])
+    tasks = [good[0], str(broken), *good[1:]]  # the broken game second: its first wave holds only it
+    workspace = Workspace(tmp_path / "ws")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["explore", "alfworld", "--book", "alf", "--budget", "40", "--rounds", "2", "--strategy",
+                     "expert", "--max-steps", "12", "--tasks", *tasks, "--workspace", str(workspace.root), "--json"])
+    summary = orjson.loads(out.getvalue())
+    assert code == 0 and summary["steps"] == 40 == _real_steps(workspace, "explore-alfworld-alf")
+    assert summary["skipped"] == 1 and list(summary["skipped_tasks"]) == [str(broken)]
+    assert "cannot load" in summary["skipped_tasks"][str(broken)]
+    played = {e.task_id or e.metadata.get("task") for e in workspace.dataset("explore-alfworld-alf").iter_episodes()}
+    assert played and str(broken) not in played
+    report = load_explore_report(workspace.root, "explore-alfworld-alf")
+    assert report is not None and report.skipped_tasks == summary["skipped_tasks"]

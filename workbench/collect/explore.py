@@ -120,6 +120,11 @@ def render_explore_report(report: ExploreReport) -> None:
                f"{md_escape(config.budget)} real steps in {md_escape(len(report.rounds))} of "
                f"{md_escape(config.rounds)} rounds → dataset {md_code(report.dataset)}, book {md_code(report.book)}",
                icon=":material/check_circle:")
+    skipped = report.skipped_tasks
+    if skipped:
+        st.warning(f"Skipped {len(skipped)} task(s) that could not load; their budget went to the others:\n\n"
+                   + "\n".join(f"- {md_code(task)}: {md_escape(why)}" for task, why in skipped.items()),
+                   icon=":material/warning:")
     scored = [r for r in report.rounds if r.exact_match is not None]
     if scored:
         points = [plots.Point(series=config.strategy, x=r.total_steps, mean=r.exact_match or 0.0, low=r.low,

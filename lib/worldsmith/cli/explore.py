@@ -100,6 +100,12 @@ def _print(report: ExploreReport) -> None:
               f"exact match {score}")
         for change in round_.new_rules[:5]:
             print(f"      {change.kind} {change.id} ({change.action}, {change.status}): {', '.join(change.turns[:3])}")
+    skipped = report.skipped_tasks
+    if skipped:
+        print(f"skipped {len(skipped)} task{'s' if len(skipped) != 1 else ''} that could not load (their budget went "
+              "to the others):")
+        for task, why in skipped.items():
+            print(f"  {task}: {why}")
     print(f"run files in {report.run_dir}")
 
 

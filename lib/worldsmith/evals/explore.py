@@ -175,6 +175,9 @@ class ExploreRound(BaseModel):
     high: float | None = None
     heldout_turns: int = 0
     heldout_episodes: int = 0
+    skipped_tasks: dict[str, str] = Field(default_factory=dict, description="Tasks found unloadable this round "
+                                          "(task -> why): left out of every later episode, their budget spent on "
+                                          "the others.")
     seconds: dict[str, float] = Field(default_factory=dict, description="Wall seconds: play, build, score.")
 
 
@@ -194,6 +197,11 @@ class ExploreReport(BaseModel):
     def steps(self) -> int:
         return self.rounds[-1].total_steps if self.rounds else 0
 
+    @property
+    def skipped_tasks(self) -> dict[str, str]:
+        """Every task found unloadable so far (task -> why)."""
+        return _skipped(self.rounds)
+
     def curve(self) -> list[dict[str, Any]]:
         """One point per round: steps spent so far, held-out exact match and its interval, rules."""
         return [{"round": r.round, "steps": r.total_steps, "exact_match": r.exact_match, "low": r.low,
@@ -203,6 +211,7 @@ class ExploreReport(BaseModel):
         return {"dataset": self.dataset, "book": self.book, "env": self.config.env, "strategy": self.config.strategy,
                 "budget": self.config.budget, "steps": self.steps, "rounds": len(self.rounds),
                 "resumed": self.resumed, "heldout": self.config.heldout.label() if self.config.heldout else None,
+                "skipped": len(self.skipped_tasks), "skipped_tasks": self.skipped_tasks,
                 "curve": self.curve(), "run_dir": self.run_dir}
 
 
@@ -325,7 +334,11 @@ def _play_unit(env: Env, config: ExploreConfig, book: Worldbook, unit: _Unit) ->
         episode = record_episode(counted, policy, unit.task, max_steps=unit.allowance, seed=unit.seed,
                                  episode_id=unit.episode_id, env_kwargs=config.env_kwargs)
     except (UnknownTaskError, TaskLoadError) as error:
-        return {"index": unit.index, "steps": counted.steps, "episode": None, "error": str(error)}
+        return {"index": unit.index, "steps": counted.steps, "episode": None, "error": str(error),
+                "unloadable": unit.task}
+    except Exception as error:  # noqa: BLE001 - the reset itself failed (errors after it end the episode instead)
+        return {"index": unit.index, "steps": counted.steps, "episode": None, "unloadable": unit.task,
+                "error": f"task {unit.task!r} failed to start: {type(error).__name__}: {error}"}
     episode.metadata["explore"] = {"strategy": config.strategy, "weight": unit.weight, "allowance": unit.allowance,
                                    "real_steps": counted.steps,
                                    "choices": list(getattr(policy, "choices", []) or [])}
@@ -377,26 +390,40 @@ def _run_units(config: ExploreConfig, env: Env | None, book: Worldbook,
 
 
 def _play_round(config: ExploreConfig, env: Env | None, book: Worldbook, tasks: list[str], start: int, share: int,
-                cap: int, weight: float,
-                report: Callable[[dict[str, Any]], None]) -> tuple[list[Episode], int, int, list[str]]:
-    """Waves of episodes until `share` real steps are spent: (episodes, steps, next episode index, errors)."""
+                cap: int, weight: float, report: Callable[[dict[str, Any]], None],
+                skipped: dict[str, str]) -> tuple[list[Episode], int, int, dict[str, str]]:
+    """Waves of episodes until `share` real steps are spent: (episodes, steps, next episode index, the tasks found
+    unloadable this round and why). A task that cannot start (unknown, broken game, a reset that raises) is left out
+    of the later waves, as `collect` skips it: its allowance goes to the others. `skipped` holds the tasks earlier
+    rounds found unloadable; ValueError when no task is left, or a wave spent nothing."""
     episodes: list[Episode] = []
-    spent, index, errors = 0, start, []
+    spent, index, found = 0, start, {}
     while spent < share:
-        units = _plan_wave(config, tasks, index, share - spent, cap, weight)
-        wave = 0
+        playable = [task for task in tasks if task not in skipped and task not in found]
+        if not playable:
+            reasons = "; ".join(f"{why}" for why in list({**skipped, **found}.values())[-3:])
+            raise ValueError(f"no task of {config.env!r} can be played: every one failed to load ({reasons})")
+        units = _plan_wave(config, playable, index, share - spent, cap, weight)
+        wave, newly = 0, 0
         for result in _run_units(config, env, book, units):
             wave += int(result["steps"])
             if result["episode"] is not None:
                 episodes.append(Episode.model_validate(result["episode"]))
-            if result["error"]:
-                errors.append(str(result["error"]))
+            task = result.get("unloadable")
+            if task is not None and task not in found:
+                found[task] = str(result["error"])
+                newly += 1
             report(result)
         spent += wave
         index += len(units)
-        if wave == 0:  # no episode could start: stop rather than loop (the round says why)
-            raise ValueError(f"no episode of {config.env!r} could start: {'; '.join(errors[-3:])}")
-    return episodes, spent, index, errors
+        if wave == 0 and not newly:  # episodes started but none stepped: stop rather than loop
+            raise ValueError(f"no episode of {config.env!r} spent a step (the expert had nothing to do)")
+    return episodes, spent, index, found
+
+
+def _skipped(rounds: list[ExploreRound]) -> dict[str, str]:
+    """The tasks the finished rounds found unloadable (task -> why), in the order found."""
+    return {task: why for round_ in rounds for task, why in round_.skipped_tasks.items()}
 
 
 # ------------------------------------------------------------------------------------------------ rounds
@@ -503,7 +530,7 @@ def explore(workspace: Workspace, dataset: str, config: ExploreConfig,
     try:
         for number in range(len(done) + 1, config.rounds + 1):
             rounds.append(_one_round(workspace, dataset, config, env, store, book, tasks, number, index, spent, cap,
-                                     held, progress))
+                                     held, progress, _skipped(rounds)))
             finished = rounds[-1]
             book = store.load(name, finished.version)
             index += finished.planned
@@ -527,7 +554,8 @@ def explore(workspace: Workspace, dataset: str, config: ExploreConfig,
 
 def _one_round(workspace: Workspace, dataset: str, config: ExploreConfig, env: Env | None, store: WorldbookStore,
                book: Worldbook, tasks: list[str], number: int, index: int, spent: int, cap: int,
-               held: tuple[list[Episode], int] | None, progress: ProgressCallback | None) -> ExploreRound:
+               held: tuple[list[Episode], int] | None, progress: ProgressCallback | None,
+               skipped: dict[str, str]) -> ExploreRound:
     share = config.round_budget(number)
     started = time.perf_counter()
     so_far = [spent]
@@ -540,8 +568,8 @@ def _one_round(workspace: Workspace, dataset: str, config: ExploreConfig, env: E
                                      f"round {number}: episode {result['index'] + 1}",
                                      episode_id=episode["id"] if episode else None, episode_steps=int(result["steps"])))
 
-    episodes, steps, next_index, _ = _play_round(config, env, book, tasks, index, share, cap, config.weight(number),
-                                                 report)
+    episodes, steps, next_index, unloadable = _play_round(config, env, book, tasks, index, share, cap,
+                                                          config.weight(number), report, skipped)
     played = time.perf_counter()
     ingested = duplicates = 0
     if episodes:
@@ -577,7 +605,7 @@ def _one_round(workspace: Workspace, dataset: str, config: ExploreConfig, env: E
         episode_ids=ids,
         turns=sum(len(e.turns) for e in episodes), ingested=ingested, duplicates=duplicates, version=info.version,
         rules=len(built.rules), supported_rules=sum(r.status.value == "supported" for r in built.rules),
-        new_rules=rule_changes(book, built, set(ids)), **scored,
+        new_rules=rule_changes(book, built, set(ids)), skipped_tasks=unloadable, **scored,
         seconds={"play": round(played - started, 3), "build": round(built_at - played, 3),
                  "score": round(time.perf_counter() - built_at, 3)},
     )
