@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import orjson
 import pytest
 
 from helpers import sample_episodes
+from worldsmith.serve.commands import worldsmith_command
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.worldbook import WorldbookStore
 
@@ -43,13 +45,30 @@ def test_describe_lists_tools_endpoints_and_commands(workspace: Path) -> None:
     tools = {tool["name"]: tool for tool in mcp["tools"]}
     assert tools["tail"]["input_schema"]["properties"]["lines"]["type"] == "integer"
     assert mcp["close_tool"] == "close_session" and "close_session" not in tools  # the server's, not the book's
-    assert mcp["commands"]["stdio"] == f"worldsmith serve bfcl --workspace {workspace} --mcp"
+    worldsmith = shlex.join(worldsmith_command())
+    assert mcp["commands"]["stdio"] == f"{worldsmith} serve bfcl --workspace {workspace} --mcp"
     server = mcp["client_config"]["mcpServers"]["worldsmith-bfcl"]
     assert server["args"][-1] == "--mcp"
     env = orjson.loads(run("bfcl", "--http", "--port", "9124", "--describe", "--json", workspace=workspace).stdout)
     assert env["endpoint"] == "http://127.0.0.1:9124" and "POST /step" in env["routes"]
     text = run("bfcl", "--mcp", "--describe", workspace=workspace).stdout
     assert "tools (" in text and "tail: file_name, lines" in text
+
+
+def test_describe_without_a_mode_describes_both_and_names_the_executable_by_path(workspace: Path) -> None:
+    both = orjson.loads(run("bfcl", "--describe", "--json", workspace=workspace).stdout)
+    assert {tool["name"] for tool in both["tools"]} >= {"tail", "cd"}
+    assert both["endpoint"] == {"mcp_stdio": "stdio", "mcp_http": "http://127.0.0.1:8765/mcp",
+                                "http_env": "http://127.0.0.1:8766"}
+    executable = Path(shlex.split(both["commands"]["mcp_stdio"])[0])
+    assert executable.is_absolute() and executable.is_file()  # the venv's, found from any shell or MCP client
+    assert both["commands"]["http_env"].split(" serve ")[1].startswith("bfcl ") and "--http" in both["commands"]["http_env"]
+    entry = both["client_config"]["mcpServers"]["worldsmith-bfcl"]
+    assert entry["command"] == str(executable) and Path(entry["command"]).is_absolute()
+    text = run("bfcl", "--describe", workspace=workspace).stdout
+    assert "tail: file_name, lines" in text and "http_env:" in text
+    refused = orjson.loads(run("bfcl", "--json", workspace=workspace, code=1).stdout)
+    assert "--mcp" in refused["error"] and "--http" in refused["error"]
 
 
 def test_refusals_are_one_clear_line(workspace: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import jsonschema
@@ -22,6 +23,7 @@ from worldsmith.serve import (
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces import Episode
 from worldsmith.worldbook import Worldbook
+from worldsmith.worldbook.model import Evidence
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def test_tools_carry_the_learned_schema_with_evidence_descriptions(bfcl_book: Wo
     assert tail["properties"]["lines"]["type"] == "integer" and tail["properties"]["file_name"]["type"] == "string"
     assert sorted(tail["required"]) == sorted(a.name for a in bfcl_book.action_schema.get("tail").arguments
                                               if a.required)
-    assert "'log.txt'" in tail["properties"]["file_name"]["description"]  # a value seen in the evidence
+    assert '"log.txt"' in tail["properties"]["file_name"]["description"]  # a value seen in the evidence, as JSON
     assert tools["ls"].input_schema["properties"]["a"]["type"] == "boolean"
     assert "ls(a=True)" in tools["ls"].description
 
@@ -76,7 +78,8 @@ def test_unknown_tools_and_bad_arguments_are_refused_with_reasons(bfcl_book: Wor
 
 
 def test_serve_commands_are_exact_and_quoted(tmp_path: Path) -> None:
-    commands = serve_commands("my book", version="v0002", workspace=str(tmp_path), mcp_port=9001, env_port=9002)
+    commands = serve_commands("my book", version="v0002", workspace=str(tmp_path), mcp_port=9001, env_port=9002,
+                              executable=["worldsmith"])
     assert commands.mcp_stdio == f"worldsmith serve 'my book' --version v0002 --workspace {tmp_path} --mcp"
     assert commands.mcp_url == "http://127.0.0.1:9001/mcp" and commands.env_url == "http://127.0.0.1:9002"
     assert commands.http_env.endswith("--http --host 127.0.0.1 --port 9002")
@@ -95,3 +98,25 @@ def test_the_close_tool_never_shadows_an_action_of_the_book(bfcl_book: Worldbook
     clashing = bfcl_book.model_copy(update={"action_schema": actions})
     assert close_tool(clashing).name == f"worldsmith_{CLOSE_SESSION_TOOL}"
     assert CLOSE_SESSION_TOOL in [tool.name for tool in book_tools(clashing)]  # the book's own action still served
+
+
+def test_the_commands_start_the_worldsmith_beside_this_python_by_absolute_path(tmp_path: Path) -> None:
+    """An MCP client starts the server outside the virtual environment: a bare `worldsmith` is not on its PATH."""
+    entry = serve_commands("b", workspace=str(tmp_path)).client_config["mcpServers"]["worldsmith-b"]
+    command = Path(entry["command"])
+    assert command.is_absolute() and command.is_file() and entry["args"][:2] in (["serve", "b"], ["-m", "worldsmith"])
+    assert serve_commands("b").mcp_stdio.startswith(shlex.quote(str(command)) + " ")
+
+
+def test_argument_descriptions_show_values_as_json_folded_cleanly(bfcl_book: Worldbook) -> None:
+    """Seen values are JSON (what a client sends), and a long one is folded without leaving a token or bracket open."""
+    spec, name = next((s, a.name) for s in bfcl_book.action_schema.actions for a in s.arguments if not a.description)
+    long_value = {"date": "2024-05-01", "refund": {"amount": 12.5, "items": [{"sku": "x" * 40, "qty": 2}] * 3}}
+    evidence = Evidence(turn_id="ep9#0", action=spec.name, action_text=spec.name, observation="ok",
+                        arguments={name: long_value})
+    book = bfcl_book.model_copy(update={"evidence": [evidence]})
+    argument = next(t for t in book_tools(book) if t.name == spec.name).input_schema["properties"][name]
+    shown = argument["description"].removeprefix("seen in the evidence: ")
+    assert shown.startswith('{"date": "2024-05-01", "refund": {') and "'" not in shown and "…" in shown
+    assert shown.count("{") == shown.count("}") and shown.count("[") == shown.count("]") and shown.count('"') % 2 == 0
+    assert len(shown) <= 60

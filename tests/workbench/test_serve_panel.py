@@ -12,7 +12,7 @@ from workbench_support import APP, REPO
 from helpers import sample_episodes
 from workbench.common.text import md_escape as plain
 from worldsmith.serve import book_tools
-from worldsmith.serve.commands import worldsmith_program
+from worldsmith.serve.commands import worldsmith_command
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.worldbook import WorldbookStore
 
@@ -41,7 +41,9 @@ def test_the_panel_shows_the_tools_and_the_commands_that_serve_them(empty_root: 
     assert tools.set_index("tool").loc["tail", "arguments"] == "file_name: string, lines: integer"
     codes = [code.value for code in at.code]
     stdio = next(code for code in codes if code.endswith("--mcp"))
-    assert shlex.split(stdio) == ["worldsmith", "serve", "bfcl", "--workspace", str(empty_root), "--mcp"]
+    # the venv's worldsmith by absolute path: an MCP client started outside the venv has no `worldsmith` on PATH
+    assert shlex.split(stdio) == [*worldsmith_command(), "serve", "bfcl", "--workspace", str(empty_root), "--mcp"]
+    assert Path(shlex.split(stdio)[0]).is_absolute()
     config = json.loads(next(code for code in codes if code.startswith("{")))
     entry = config["mcpServers"]["worldsmith-bfcl"]
     assert [entry["command"], *entry["args"]] == shlex.split(stdio)
@@ -92,7 +94,7 @@ def test_the_panel_gives_ready_proxy_commands_with_the_absolute_worldsmith(empty
     block = next(code.value for code in at.code if "proxy --mode record" in code.value)
     lines = [line for line in block.splitlines() if not line.startswith("#")]
     record, replay, hybrid = (shlex.split(line) for line in lines)
-    program = worldsmith_program()
+    program = worldsmith_command()
     assert Path(program[0]).is_absolute()
     assert record == [*program, "proxy", "--mode", "record", "--dataset", "bfcl", "--workspace", str(empty_root),
                       "--", "mcp-server-sqlite", "--db-path", "my shop.db"]

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("serve", help="serve a worldbook simulator over MCP or as an HTTP environment")
     parser.add_argument("book", nargs="?", help="worldbook name in the workspace")
-    mode = parser.add_mutually_exclusive_group(required=True)
+    mode = parser.add_mutually_exclusive_group()  # --describe alone describes both
     mode.add_argument("--mcp", action="store_true", help="an MCP server whose tools are the book's actions")
     mode.add_argument("--http", action="store_true", help="the Env protocol (reset/step/close) over HTTP")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="MCP transport (default stdio)")
@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--split", help="--http: only episodes of this split")
     parser.add_argument("--max-steps", type=int, default=50, help="--http: steps before an episode is truncated")
     add_guard_flags(parser)
-    parser.add_argument("--describe", action="store_true", help="print what would be served and exit")
+    parser.add_argument("--describe", action="store_true", help="print what would be served and exit (without "
+                        "--mcp or --http: both ways of serving it)")
     add_common(parser)
     parser.set_defaults(handler=run_serve)
 
@@ -185,6 +186,23 @@ def describe_mcp(served: ServedWorldbook, args: argparse.Namespace, port: int) -
     }
 
 
+def _describe_both(args: argparse.Namespace, security: ServeSecurity) -> dict[str, Any]:
+    """`--describe` without --mcp or --http: the book's tools and the commands of every way to serve it."""
+    from worldsmith.serve import serve_commands
+
+    description = describe_mcp(_served(args), args, args.port or DEFAULT_MCP_PORT)
+    commands = serve_commands(args.book, version=args.version, method=args.method,
+                              workspace=str(workspace_from(args).root), host=args.host,
+                              mcp_port=args.port or DEFAULT_MCP_PORT, env_port=args.port or DEFAULT_ENV_PORT,
+                              allow_hosts=args.allow_host, allow_origins=args.allow_origin,
+                              idle_timeout=args.idle_timeout, max_sessions=args.max_sessions)
+    description.pop("transport")
+    description["endpoint"] = {"mcp_stdio": "stdio", "mcp_http": commands.mcp_url, "http_env": commands.env_url}
+    description["commands"] = {"mcp_stdio": commands.mcp_stdio, "mcp_http": commands.mcp_http,
+                               "http_env": commands.http_env}
+    return description | _limits(args, security)
+
+
 def _env_factory(args: argparse.Namespace) -> tuple[Any, str]:
     """A maker of fresh env instances, and what it serves."""
     if args.env:
@@ -248,6 +266,15 @@ def run_serve(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     security = security_from(args)
     idle_timeout = args.idle_timeout or None
+    if not (args.mcp or args.http):
+        if not args.describe:
+            raise CommandError("say how to serve: --mcp (the book's actions as MCP tools) or --http (the Env "
+                               "protocol); --describe alone prints both")
+        if args.env:
+            args.http = True  # a registered environment is served over HTTP only
+        else:
+            _say(_describe_both(args, security), as_json)
+            return EXIT_OK
     if args.mcp:
         if args.env:
             raise CommandError("--env serves a registered environment over --http; MCP serves a worldbook")

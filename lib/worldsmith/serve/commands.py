@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +25,7 @@ __all__ = [
     "ServeCommands",
     "proxy_commands",
     "serve_commands",
-    "worldsmith_program",
+    "worldsmith_command",
 ]
 
 DEFAULT_MCP_PORT = 8765
@@ -33,6 +35,17 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Seconds an MCP session or env instance may go unused before the server closes it."""
 DEFAULT_MAX_SESSIONS = 256
 """Most MCP sessions (per kind of client) or env instances one HTTP server keeps open."""
+
+
+def worldsmith_command() -> list[str]:
+    """How another process starts this worldsmith, by absolute path: the `worldsmith` script beside this Python (a
+    virtual environment's bin/, which an MCP client started outside it does not have on its PATH), else the one on
+    PATH, else this Python with `-m worldsmith`."""
+    script = Path(os.path.abspath(sys.executable)).parent / ("worldsmith.exe" if os.name == "nt" else "worldsmith")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("worldsmith")
+    return [os.path.abspath(found)] if found else [os.path.abspath(sys.executable), "-m", "worldsmith"]
 
 
 class ServeCommands(BaseModel):
@@ -63,16 +76,18 @@ def serve_commands(
     token_file: str | None = None,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    executable: Sequence[str] | None = None,
 ) -> ServeCommands:
     """Commands for MCP over stdio and HTTP and for the HTTP env; the stdio one as an `mcpServers` entry.
 
     The HTTP commands carry the allow-lists and limits that differ from the defaults; `token`: the
     servers will need $WORLDSMITH_TOKEN (never written into a command, where `ps` would show it);
     `token_file`: they accept the tokens in that file (`--token-file`, one per client; its path, not
-    its tokens, goes into the commands).
+    its tokens, goes into the commands). `executable`: what starts worldsmith (default `worldsmith_command()`, an
+    absolute path, so the commands and the client config work from any shell or client).
     """
     base = [
-        "worldsmith",
+        *(executable if executable is not None else worldsmith_command()),
         "serve",
         book,
         *(["--version", version] if version else []),
@@ -121,13 +136,6 @@ class ProxyCommands(BaseModel):
     replay_url: str
 
 
-def worldsmith_program() -> list[str]:
-    """This installation's `worldsmith`, by absolute path (what a client's config must name: it may not have the
-    virtual environment on its PATH); `python -m worldsmith` where no script sits beside the interpreter."""
-    script = Path(sys.executable).parent / "worldsmith"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "worldsmith"]
-
-
 def proxy_commands(
     book: str,
     *,
@@ -142,7 +150,7 @@ def proxy_commands(
     """The proxy commands for `book`: `record` into `dataset` (default: the book's name) in front of `upstream`
     (the upstream server's command line, as the shell would take it), `replay` from the book alone, `hybrid`
     (the book where it is sure, the upstream otherwise), with per-session stats beside the workspace."""
-    head = [*(program or worldsmith_program()), "proxy"]
+    head = [*(program or worldsmith_command()), "proxy"]
     where = ["--workspace", workspace] if workspace else []
     pinned = ["--version", version] if version else []
     target = dataset or book

@@ -11,6 +11,7 @@ pattern writes (`go to bed 1`), parsed as any typed command is.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -57,6 +58,36 @@ class ToolSpec(BaseModel):
     input_schema: dict[str, Any] = Field(description="JSON Schema (draft 2020-12) of the arguments object.")
 
 
+def folded_json(value: Any, limit: int) -> str:
+    """`value` as JSON text of about `limit` characters at most: what a client would send, never a Python repr; a
+    longer value is folded where its structure allows (a string cut with `…` inside its quotes, an object or list
+    keeping its first members and `…`), so the text never stops mid-token or with a bracket left open."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return text
+    if isinstance(value, str):
+        return json.dumps(value[: max(limit - 3, 1)] + "…", ensure_ascii=False)
+    if isinstance(value, dict | list):
+        is_dict = isinstance(value, dict)
+        items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        parts: list[str] = []
+        used = 2
+        for key, item in items:
+            head = json.dumps(str(key), ensure_ascii=False) + ": " if is_dict else ""
+            room = limit - used - len(head) - 5  # the separator and the closing `, …`
+            if room < 5:
+                break
+            part = head + folded_json(item, room)
+            if used + len(part) + 5 > limit and parts:
+                break
+            parts.append(part)
+            used += len(part) + 2
+        if len(parts) < len(items):
+            parts.append("…")
+        return ("{" if is_dict else "[") + ", ".join(parts) + ("}" if is_dict else "]")
+    return text[:limit]  # a number or literal this long: nothing to fold
+
+
 def _argument_values(book: Worldbook) -> dict[tuple[str, str], list[str]]:
     """(action, argument) -> a few distinct values the evidence shows, as short JSON-ish text."""
     values: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -65,7 +96,7 @@ def _argument_values(book: Worldbook) -> dict[tuple[str, str], list[str]]:
             continue
         for name, value in item.arguments.items():
             shown = values[(item.action, name)]
-            text = repr(value)[:_VALUE_CHARS]
+            text = folded_json(value, _VALUE_CHARS)
             if len(shown) < _EXAMPLE_VALUES and text not in shown:
                 shown.append(text)
     return values
