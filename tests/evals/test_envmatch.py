@@ -27,11 +27,12 @@ def book(env: str | None, tools: list[str] = TOOLS) -> Worldbook:
 
 @pytest.fixture
 def split_shop(workspace: Workspace, tmp_path: Path) -> tuple[Workspace, str, str]:
-    """Dataset `shop`: the toolshop train and test transcripts without schemas, so under two derived ids."""
+    """Dataset `shop`: the toolshop train and test transcripts without schemas under two ids (the test file's
+    given on import: derived, it would join the train file's environment)."""
     train, test = toolshop_files(tmp_path, declared=False)
-    report = workspace.ingest([train, test], "shop")
-    train_env, test_env = (f.derived_env for f in report.files)
-    assert train_env and test_env and train_env != test_env
+    train_env, test_env = workspace.ingest([train], "shop").files[0].derived_env, "test-file-api"
+    workspace.ingest([test], "shop", env=test_env)
+    assert train_env and train_env != test_env
     return workspace, train_env, test_env
 
 

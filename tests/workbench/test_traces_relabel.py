@@ -1,5 +1,5 @@
-"""The Traces page's "Relabel environment" tab: a train and a test file of one API imported under two derived
-environment ids (their logs declare no tool schema) are joined under one id, and the page shows it."""
+"""The Traces page's "Relabel environment" tab: a train and a test file of one API imported under two environment
+ids are joined under one id, and the page shows it."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ def no_exception(at: AppTest) -> AppTest:
 
 def test_relabel_a_datasets_environment_on_the_traces_page(empty_root: Path, tmp_path: Path) -> None:
     workspace = Workspace(empty_root)
-    report = workspace.ingest(list(toolshop_files(tmp_path, declared=False)), "shop")
-    train_env, test_env = (f.derived_env for f in report.files)
+    train, test = toolshop_files(tmp_path, declared=False)
+    train_env = workspace.ingest([train], "shop").files[0].derived_env
+    test_env = "shop-test"  # imported apart (without the id, the test file would join the train file's environment)
+    report = workspace.ingest([test], "shop", env=test_env)
     at = AppTest.from_file(str(TRACES_PAGE), default_timeout=60)
     at.query_params["dataset"] = "shop"
     no_exception(at.run())
@@ -36,7 +38,7 @@ def test_relabel_a_datasets_environment_on_the_traces_page(empty_root: Path, tmp
     at.multiselect(key="rl_from").set_value([test_env])
     at.text_input(key="rl_env").input(train_env)
     no_exception(at.button(key="FormSubmitter:rl_form-Relabel").click().run())
-    moved = report.files[1].episodes
+    moved = report.files[0].episodes
     assert any(f"{moved} episodes now have environment" in str(s.value) for s in at.success)
     assert workspace.dataset("shop").environments() == [train_env]
     assert at.selectbox(key="tr_f_env").options[-1] == train_env and test_env not in at.selectbox(key="tr_f_env").options

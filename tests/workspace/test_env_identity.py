@@ -16,6 +16,8 @@ from worldsmith import Workspace
 from worldsmith.cli.main import main
 from worldsmith.workspace import declared_tool_names, tool_set_env_id
 
+SAMPLES = Path(__file__).resolve().parents[2] / "data_samples"
+
 
 def test_declared_tool_names_read_openai_and_bare_schemas() -> None:
     tools = [{"type": "function", "function": {"name": "get_user", "parameters": {}}}, {"name": "cancel_order"},
@@ -37,12 +39,117 @@ def test_train_and_test_files_of_one_api_get_one_environment(workspace: Workspac
     assert second.summary()["files"][0]["derived_from"] == "declared tools"
 
 
-def test_without_schemas_the_called_tools_decide_and_a_relabel_joins_them(workspace: Workspace,
-                                                                          tmp_path: Path) -> None:
+def test_without_schemas_train_and_test_files_of_one_api_get_one_environment(workspace: Workspace,
+                                                                             tmp_path: Path) -> None:
+    """Issue 46: the two files call different tools (each some the other never does); their system prompt and most
+    of the smaller tool set agree, so the second joins the first's environment, in either order, in one ingest or
+    two, in one dataset or two; the report says which it joined and why."""
     train, test = toolshop_files(tmp_path, declared=False)
     report = workspace.ingest([train, test], "shop")
-    train_env, test_env = (f.derived_env for f in report.files)
-    assert train_env != test_env and {f.derived_from for f in report.files} == {"called tools"}
+    first, second = report.files
+    assert first.env_decision == "new" and first.derived_from == "called tools"
+    assert second.env_decision == "joined" and second.derived_from == "matched environment"
+    assert second.derived_env == first.derived_env and workspace.dataset("shop").environments() == [first.derived_env]
+    assert second.env_reason.startswith(f"joined {first.derived_env} (tools: ")
+    assert "system prompt similarity 1.00" in second.env_reason
+    (candidate,) = second.env_candidates
+    assert candidate.matches and candidate.shared_tools < min(candidate.file_tools, candidate.env_tools)  # neither a subset
+    summary = report.summary()["files"][1]
+    assert summary["env_decision"] == "joined" and summary["env_candidates"][0]["env"] == first.derived_env
+
+    other = Workspace(tmp_path / "other")
+    other.ingest([test], "shop_test")  # the test file first, the train file later into another dataset
+    later = other.ingest([train], "shop_train").files[0]
+    assert later.env_decision == "joined" and later.derived_env == other.dataset("shop_test").environments()[0]
+    assert other.dataset("shop_train").environments() == other.dataset("shop_test").environments()
+
+
+def test_a_file_joins_an_environment_named_by_earlier_logs(workspace: Workspace, tmp_path: Path) -> None:
+    train, test = toolshop_files(tmp_path, declared=False)
+    workspace.ingest([train], "shop", env="toolshop")  # the env chosen on import
+    (joined,) = workspace.ingest([test], "shop_test").files
+    assert joined.env_decision == "joined" and joined.derived_env == "toolshop"
+    assert workspace.dataset("shop_test").environments() == ["toolshop"]
+
+
+def _suite_halves(tmp_path: Path) -> list[Path]:
+    """The bundled AgentDojo episodes of three suites (three APIs) as OpenAI chat logs without environment or tool
+    schemas, each suite cut into two files."""
+    source = Workspace(tmp_path / "source")
+    files = []
+    for suite in ("slack", "travel", "workspace"):
+        source.ingest([SAMPLES / "agentdojo" / f"{suite}.jsonl"], suite)
+        exported = tmp_path / f"{suite}.openai.jsonl"
+        source.export(suite, "openai", exported)
+        rows = [json.loads(line) for line in exported.read_text().splitlines()]
+        for row in rows:
+            row.pop("env_id", None), row.pop("environment_id", None), row.pop("tools", None)
+        for half, part in (("a", rows[: len(rows) // 2]), ("b", rows[len(rows) // 2:])):
+            path = tmp_path / f"{suite}-{half}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" for r in part))
+            files.append(path)
+    return files
+
+
+def test_different_apis_stay_apart_and_each_apis_halves_join(workspace: Workspace, tmp_path: Path) -> None:
+    report = workspace.ingest(_suite_halves(tmp_path), "agentdojo")
+    envs = [f.derived_env for f in report.files]
+    assert [f.env_decision for f in report.files] == ["new", "joined"] * 3
+    assert envs[0] == envs[1] and envs[2] == envs[3] and envs[4] == envs[5] and len(set(envs)) == 3
+    assert len(workspace.dataset("agentdojo").environments()) == 3
+
+
+def _with_prompt(path: Path, prompt: str) -> Path:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        row["messages"][0] = {"role": "system", "content": prompt}
+    out = path.with_name(f"other-prompt-{path.name}")
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def test_the_same_tools_under_another_system_prompt_are_another_environment(workspace: Workspace,
+                                                                            tmp_path: Path) -> None:
+    train, _ = toolshop_files(tmp_path, declared=False)
+    (first,) = workspace.ingest([train], "shop").files
+    other = _with_prompt(train, "You are the booking agent of a ferry line: sell crossings and refund them.")
+    (second,) = workspace.ingest([other], "ferry").files
+    assert second.env_decision == "new" and second.derived_env != first.derived_env
+    assert second.derived_env.startswith(first.derived_env)  # the same tools, told apart by a suffix
+    assert "closest: " in second.env_reason and "system prompt similarity 0." in second.env_reason
+
+
+def test_a_file_matching_two_environments_keeps_its_own_and_the_user_chooses(workspace: Workspace, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str],
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    train, test = toolshop_files(tmp_path, declared=False)
+    workspace.ingest([train], "shop_a", env="shop-a")
+    workspace.ingest([train], "shop_b", env="shop-b")
+    root = ["--workspace", str(workspace.root)]
+    assert main(["ingest", str(test), "--dataset", "shop_test", *root, "--json"]) == 0
+    (file,) = orjson.loads(capsys.readouterr().out)["files"]
+    assert file["env_decision"] == "ambiguous" and file["derived_env"] not in ("shop-a", "shop-b")
+    assert sorted(c["env"] for c in file["env_candidates"]) == ["shop-a", "shop-b"]
+    assert "matches 2 environments" in file["env_reason"] and "traces relabel" in file["env_reason"]
+    assert workspace.dataset("shop_test").environments() == [file["derived_env"]]
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)  # at a terminal the command asks
+    answers = iter(["2"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    assert main(["ingest", str(test), "--dataset", "shop_test2", *root]) == 0
+    out = capsys.readouterr().out
+    # shop-a, shop-b, and the file kept apart just before
+    assert "matches 3 environments; which one does it join?" in out and "episodes now have environment" in out
+    second = next(line.split(". ", 1)[1] for line in out.splitlines() if line.startswith("  2. "))
+    assert workspace.dataset("shop_test2").environments() == [second]
+
+
+def test_relabel_joins_what_an_import_kept_apart(workspace: Workspace, tmp_path: Path) -> None:
+    train, test = toolshop_files(tmp_path, declared=False)
+    report = workspace.ingest([train], "shop")
+    report_test = workspace.ingest([test], "shop", env="shop-test")
+    train_env, test_env = report.files[0].derived_env, "shop-test"
+    assert report_test.files[0].derived_env is None
     dataset = workspace.dataset("shop")
     workspace.split("shop")
     splits, hashes, revision = dataset.split_assignments(), dataset.content_hashes(), dataset.revision
@@ -64,7 +171,8 @@ def test_without_schemas_the_called_tools_decide_and_a_relabel_joins_them(worksp
     assert dataset.manifest["relabels"][0]["before"] == {test_env: result.episodes}
     again = workspace.relabel("shop", train_env)  # already so: nothing is rewritten
     assert again.episodes == 0 and again.revision == result.revision
-    assert workspace.ingest([test], "shop").duplicates == result.episodes  # the same content: still deduplicated
+    # the same content: still deduplicated after the relabel
+    assert workspace.ingest([test], "shop", env=test_env).duplicates == result.episodes
 
 
 def test_relabel_on_the_command_line(workspace: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str],

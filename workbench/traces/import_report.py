@@ -98,13 +98,18 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
                 "rejected": f.get("rejected", 0),
                 "duplicates": f.get("duplicates", 0),
                 "empty (not stored)": f.get("empty", 0),
-                "environment (derived)": (f"{f['derived_env']} (from {f.get('derived_from') or 'tools'})"
-                                          if f.get("derived_env") else ""),
+                "environment (derived)": _environment_cell(f),
                 "error": f.get("error") or "",
             }
             for f in r["files"]
         ])
-        st.dataframe(files, hide_index=True, width="stretch", key=f"{key}_files")
+        st.dataframe(files, hide_index=True, width="stretch", key=f"{key}_files",
+                     column_config={"environment (derived)": st.column_config.TextColumn(width="large")})
+        reasons = [f"- {md_code(display_path(f.get('path'), root))}: {md_escape(f['env_reason'])}"
+                   for f in r["files"] if f.get("env_reason")]
+        if reasons:
+            st.markdown("**Environments** (files that name none and declare no tool schemas join the environment of "
+                        "the workspace whose tools and system prompt they match):\n\n" + "\n".join(reasons))
 
     if r["rejects"]:
         shown = len(r["rejects"])
@@ -148,6 +153,24 @@ def render_import_report(report: dict[str, Any], *, root: str | None = None, key
         captions.append(f"ingest {md_code(r['ingest_id'])}")
     if captions:
         st.caption(" · ".join(captions))
+
+
+_DECISIONS = {"joined": "joined", "new": "new", "ambiguous": "ambiguous: choose below"}
+
+
+def _environment_cell(file: dict[str, Any]) -> str:
+    """The environment a file's episodes got, and how: `toolshop (joined)`, `tools-a-b (from declared tools)`."""
+    env = file.get("derived_env")
+    if not env:
+        return ""
+    decision = file.get("env_decision")
+    return f"{env} ({_DECISIONS.get(decision, decision)})" if decision else f"{env} (from {file.get('derived_from') or 'tools'})"
+
+
+def ambiguous_files(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files of a committed import that match several environments: the user chooses which one each joins."""
+    r = normalize_report(report)
+    return [f for f in r["files"] if f.get("env_decision") == "ambiguous" and r.get("committed")]
 
 
 def history_frame(reports: list[dict[str, Any]], *, root: str | None = None) -> pd.DataFrame:

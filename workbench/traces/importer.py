@@ -9,8 +9,8 @@ from typing import Any
 import streamlit as st
 
 from workbench.common import state
-from workbench.common.text import md_escape
-from workbench.traces.import_report import render_import_report
+from workbench.common.text import md_code, md_escape
+from workbench.traces.import_report import ambiguous_files, render_import_report
 from worldsmith.traces import IMPORTERS
 from worldsmith.workspace import (
     IngestProgress,
@@ -170,3 +170,35 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
             st.session_state[state.LAST_REPORT] = None
             st.rerun()
         render_import_report(last, root=root, key="tr_last_report")
+        render_environment_choices(workspace, last)
+
+
+def _candidate_label(candidate: dict[str, Any]) -> str:
+    similarity = candidate.get("prompt_similarity")
+    prompt = "no system prompt to compare" if similarity is None else f"system prompt similarity {similarity:.2f}"
+    return (f"{candidate['env']} — {candidate['relation']}, {candidate['shared_tools']} of the file's "
+            f"{candidate['file_tools']} tools shared; {prompt}")
+
+
+def render_environment_choices(workspace: Workspace, summary: dict[str, Any]) -> None:
+    """For each file of the last import that matches several environments of the workspace: which one it joins
+    (its episodes are relabelled from the id it was kept under; `Workspace.relabel`)."""
+    for index, file in enumerate(ambiguous_files(summary)):
+        own, candidates = file["derived_env"], {c["env"]: c for c in file.get("env_candidates") or []}
+        st.warning(f"{md_code(Path(file['path']).name)} matches {len(candidates)} environments of the workspace; "
+                   f"its episodes are kept as {md_code(own)} until you choose the one it joins.",
+                   icon=":material/help:")
+        left, right = st.columns([5, 1], vertical_alignment="bottom")
+        chosen = left.selectbox("Join environment", list(candidates), key=f"tr_env_choice_{index}",
+                                format_func=lambda env: _candidate_label(candidates[env]))
+        if right.button("Join", key=f"tr_env_join_{index}", type="primary", width="stretch") and chosen:
+            try:
+                result = workspace.relabel(summary["dataset"], chosen, only=[own])
+            except ValueError as error:
+                st.error(md_escape(error))
+                continue
+            file.update(derived_env=chosen, env_decision="joined",
+                        env_reason=f"joined {chosen}: your choice among {', '.join(candidates)} "
+                                   f"({result.episodes} episodes relabelled from {own})")
+            st.session_state[state.LAST_REPORT] = summary
+            st.rerun()

@@ -7,7 +7,9 @@ import sys
 import time
 
 from worldsmith.cli.common import EXIT_ERROR, EXIT_OK, add_common, emit_json, workspace_from
+from worldsmith.traces.import_report import FileReport
 from worldsmith.traces.importers import IMPORTERS
+from worldsmith.workspace import Workspace
 from worldsmith.workspace.ingest import IngestProgress
 
 
@@ -22,8 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dataset", required=True, help="dataset name (created if missing)")
     parser.add_argument("--format", choices=sorted(IMPORTERS), help="skip detection and read every file as FORMAT")
     parser.add_argument("--strict", action="store_true", help="import nothing if any record is rejected")
-    parser.add_argument("--env", help="environment id for episodes that name none (default: one derived from "
-                                      "each file's tool set, e.g. tools-get_user-update_user)")
+    parser.add_argument("--env", help="environment id for episodes that name none (default: chat logs get the "
+                                      "one their declared tool schemas give; without schemas, the environment of "
+                                      "the workspace whose tools and system prompt they match, else one from the "
+                                      "tools they call, e.g. tools-get_user-update_user)")
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -57,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     failed = (args.strict and report.rejected > 0) or (report.episodes == 0 and report.rejected > 0)
     if getattr(args, "json", False):
-        emit_json(report.summary())
+        emit_json(report.summary())  # an ambiguous file's candidates are in it: choose with `traces relabel`
     else:
         for file in report.files:
             status = f"error: {file.error}" if file.error else (
@@ -66,9 +70,11 @@ def run(args: argparse.Namespace) -> int:
                 + (f", {file.empty} empty (nothing kept)" if file.empty else "")
                 + (f", {file.renamed} ids suffixed on collision" if file.renamed else "")
                 + (f"; environment {file.derived_env} (from its {file.derived_from or 'tools'})"
-                   if file.derived_env else "")
+                   if file.derived_env and not file.env_decision else "")
             )
             print(f"{file.path} [{file.format or '?'}]: {status}")
+            if file.env_decision:
+                print(f"  environment {file.derived_env}: {file.env_reason}")
         for item in report.rejects[:20]:
             where = item["source"] + (f":{item['line']}" if item["line"] else "") + (f" {item['pointer']}" if item["pointer"] else "")
             print(f"  rejected {where}: {item['reason']}", file=sys.stderr)
@@ -80,4 +86,25 @@ def run(args: argparse.Namespace) -> int:
             + (f" ({report.dialogue_only} dialogue only)" if report.dialogue_only else "")
             + f", {report.turns} turns, {report.rejected} rejected, {report.duplicates} duplicates ({report.seconds:.2f}s); report {report.report_path}"
         )
+        if report.committed and sys.stdin.isatty():
+            for file in report.files:
+                if file.env_decision == "ambiguous":
+                    _ask_environment(workspace, report.dataset, file)
     return EXIT_ERROR if failed else EXIT_OK
+
+
+def _ask_environment(workspace: Workspace, dataset: str, file: FileReport) -> None:
+    """A file that matches several environments: ask which one it joins (Enter keeps its own id)."""
+    options = [candidate.env for candidate in file.env_candidates]
+    print(f"{file.path} matches {len(options)} environments; which one does it join?")
+    for number, env in enumerate(options, 1):
+        print(f"  {number}. {env}")
+    answer = input(f"number (Enter keeps {file.derived_env}): ").strip()
+    if not answer:
+        return
+    if not answer.isdigit() or not 1 <= int(answer) <= len(options):
+        print(f"no such choice {answer!r}: kept {file.derived_env} (worldsmith traces relabel {dataset} --env ENV "
+              f"--from {file.derived_env} joins one later)")
+        return
+    result = workspace.relabel(dataset, options[int(answer) - 1], only=[file.derived_env])
+    print(f"{result.episodes} episodes now have environment {result.env}")

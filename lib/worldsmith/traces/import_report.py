@@ -7,13 +7,13 @@ record verbatim so it can be written to a quarantine file and fixed by hand.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from worldsmith.util.errors import BadInputError
 
-__all__ = ["FileReport", "ImportReport", "Reject", "TraceFormatError"]
+__all__ = ["EnvCandidate", "FileReport", "ImportReport", "Reject", "TraceFormatError"]
 
 
 class TraceFormatError(BadInputError):
@@ -47,6 +47,20 @@ class Reject:
         return {"source": self.source, "line": self.line, "pointer": self.pointer, "reason": self.reason}
 
 
+class EnvCandidate(BaseModel):
+    """An environment of the workspace compared with an imported file that names none (`workspace.env_identity`)."""
+
+    env: str
+    relation: str = Field(description="How the file's tools relate to the environment's: same tools, subset, near "
+                          "subset, superset, near superset, overlap, disjoint, or no tool calls.")
+    shared_tools: int
+    file_tools: int
+    env_tools: int
+    prompt_similarity: float | None = Field(default=None, description="Word-set Jaccard of the closest system "
+                                            "prompts (None: one side has none).")
+    matches: bool = Field(description="Whether the file may join it (tools and system prompt agree).")
+
+
 class FileReport(BaseModel):
     """The outcome of importing one file."""
 
@@ -64,7 +78,15 @@ class FileReport(BaseModel):
                        "rejected, not stored.")
     derived_env: str | None = Field(default=None, description="The environment id given to episodes that named none.")
     derived_from: str | None = Field(default=None, description="What `derived_env` was derived from: 'declared "
-                                     "tools' (the logs' tool schemas) or 'called tools' (the tools the file calls).")
+                                     "tools' (the logs' tool schemas), 'matched environment' (an environment of the "
+                                     "workspace whose tools and system prompt the file matches: `env_reason`) or "
+                                     "'called tools' (the tools the file calls).")
+    env_decision: Literal["joined", "new", "ambiguous"] | None = Field(
+        default=None, description="For a file without declared tool schemas: whether it joined an environment of the "
+        "workspace it matches, got a new one, or matches several (kept apart until the user chooses).")
+    env_reason: str | None = Field(default=None, description="Why, in words: the environment and what matched.")
+    env_candidates: list[EnvCandidate] = Field(default_factory=list, description="The environments it matches "
+                                               "(or, for a new one, the closest).")
     error: str | None = Field(default=None, description="Why the whole file was rejected.")
     bytes: int = 0
 
@@ -132,6 +154,9 @@ class ImportReport(BaseModel):
                     "empty": f.empty,
                     "derived_env": f.derived_env,
                     "derived_from": f.derived_from,
+                    "env_decision": f.env_decision,
+                    "env_reason": f.env_reason,
+                    "env_candidates": [c.model_dump() for c in f.env_candidates],
                     "error": f.error,
                 }
                 for f in self.files

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, EpisodeNotFound, validate_dataset_name
 from worldsmith.workspace.failure_tags import FailureKey, FailureTag, FailureTags
-from worldsmith.workspace.ingest import IngestProgress, declared_tool_names, ingest_files, tool_set_env_id
+from worldsmith.workspace.env_identity import declared_tool_names, tool_set_env_id
+from worldsmith.workspace.ingest import IngestProgress, ingest_files
 from worldsmith.workspace.layout import WorkspaceLayout, env_family
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.search import (

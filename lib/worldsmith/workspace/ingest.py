@@ -10,7 +10,6 @@ keep (no turn, message, task or initial observation) is rejected.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -40,15 +39,25 @@ from worldsmith.util.json_depth import text_too_deep
 from worldsmith.util.processes import process_alive
 from worldsmith.util.staging import MAX_AGE_S, MIN_AGE_S, make_staging, sweep_stale
 from worldsmith.workspace.dataset import Dataset, dataset_lock, validate_dataset_name
+from worldsmith.workspace.env_identity import (
+    EnvProfile,
+    choose_environment,
+    declared_tool_names,
+    system_prompt,
+    tool_set_env_id,
+    workspace_profiles,
+)
 from worldsmith.workspace.layout import WorkspaceLayout
 from worldsmith.workspace.search import update_index
 from worldsmith.workspace.storage import PartWriter
 
-__all__ = ["IngestProgress", "declared_tool_names", "ingest_files", "tool_set_env_id"]
+__all__ = ["IngestProgress", "ingest_files"]
 
 _log = logging.getLogger(__name__)
 _ENV_ID = EPISODE_COLUMNS.index("env_id")
 _METADATA = EPISODE_COLUMNS.index("metadata")
+_CONTEXT = TURN_COLUMNS.index("context")
+_FINAL_CONTEXT = EPISODE_COLUMNS.index("final_context")
 # What a turnless episode may still hold worth keeping: its messages, its task, what the environment first showed.
 _DIALOGUE = tuple(EPISODE_COLUMNS.index(name) for name in ("final_context", "task", "initial_observation"))
 # Columns holding JSON text from outside: each is depth-checked before staging (so `build` never meets a deep value).
@@ -74,43 +83,6 @@ class IngestProgress:
 
 
 ProgressCallback = Callable[[IngestProgress], None]
-
-
-def tool_set_env_id(tool_names: Iterable[str]) -> str:
-    """A stable environment id for traces that name none, from the tools they call: the same tool set gives
-    the same id (`tools-get_user-update_user`; long sets are cut and keep a digest of the whole set)."""
-    names = sorted({name for name in tool_names if name})
-    if not names:
-        return "tools-none"
-    joined = "-".join(names)
-    if len(joined) <= 48:
-        return f"tools-{joined}"
-    digest = hashlib.blake2b("\x1f".join(names).encode(), digest_size=4).hexdigest()
-    return f"tools-{joined[:40].rstrip('-')}-{len(names)}-{digest}"
-
-
-def declared_tool_names(metadata: Any) -> list[str]:
-    """The names of the tools a chat log declares (sorted, unique): its OpenAI `tools` list (`{"type": "function",
-    "function": {"name": ...}}`, or bare `{"name": ...}` schemas) and legacy `functions` list, as the importer
-    keeps them in the episode's metadata (a dict, or its JSON text). Empty when it declares none."""
-    if isinstance(metadata, (str, bytes)):
-        try:
-            metadata = orjson.loads(metadata)
-        except orjson.JSONDecodeError:
-            return []
-    if not isinstance(metadata, dict):
-        return []
-    names: set[str] = set()
-    for key in ("tools", "functions"):
-        schemas = metadata.get(key)
-        for schema in schemas if isinstance(schemas, list) else []:
-            if not isinstance(schema, dict):
-                continue
-            inner = schema.get("function")
-            name = (inner if isinstance(inner, dict) else schema).get("name")
-            if isinstance(name, str) and name:
-                names.add(name)
-    return sorted(names)
 
 
 def _new_ingest_id() -> str:
@@ -188,11 +160,14 @@ def ingest_files(
 ) -> ImportReport:
     """Import `paths` into dataset `dataset` under `workspace_root`; returns the report.
 
-    Episodes that name no environment get `env`; chat logs' (OpenAI messages) else one derived from their
-    file's tool set (`tool_set_env_id`, reported as the file's `derived_env` with `derived_from`): the tools the
-    logs declare (their `tools` schemas) when they carry them, so a train file and a test file of one API get
-    one id whichever tools each happens to call; else the tools the file calls. A worldbook is built per
-    environment; `Dataset.relabel_env` renames one afterwards.
+    Episodes that name no environment get `env`; chat logs' (OpenAI messages) else one from their file, reported
+    as the file's `derived_env` with `derived_from`: the tools the logs declare (their `tools` schemas) when they
+    carry them (`tool_set_env_id`), so a train file and a test file of one API get one id whichever tools each
+    happens to call. A file that declares none joins the environment of the workspace (or of a file before it)
+    whose tools and system prompt it matches (`env_identity.choose_environment`; `env_decision`, `env_reason` and
+    `env_candidates` say which and why); when it matches several it keeps an id of its own and the report lists
+    them for the user to choose (`Workspace.relabel`); when none, an id from the tools it calls. A worldbook is
+    built per environment; `Workspace.relabel` renames one afterwards.
 
     Never raises on bad input: unreadable files and bad records are reported and quarantined.
     Raises ValueError only for a bad dataset name or unknown `format` (usage errors).
@@ -285,6 +260,8 @@ class _Ingest:
             raise
         self.origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
         self.envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
+        self.workspace_root = workspace_root
+        self.profiles: dict[str, EnvProfile] | None = None  # the workspace's environments, read on first need
         self.max_depth = import_limits().max_json_depth
         self.started = time.perf_counter()
 
@@ -335,8 +312,8 @@ class _Ingest:
 
     def _stage_rows(self, importer: Importer, path: Path, file_report: FileReport, done: int) -> None:
         file_envless: list[str] = []
-        tools: set[str] = set()
         declared: set[str] = set()
+        found = EnvProfile("")  # what the file's episodes without an environment do: tools, system prompts
         rejected_at: Counter[tuple[str, int | None]] = Counter()  # rejects per source record: its parts'
         for item in _guarded(_read_rows(importer, path), file_report):
             if isinstance(item, Reject):
@@ -358,14 +335,34 @@ class _Ingest:
                 self.origin[stored] = file_report
                 if item.episode[_ENV_ID] is None and importer.name in _CHAT_FORMATS:
                     file_envless.append(stored)
-                    tools.update(turn[2] for turn in item.turns)
+                    found.tools.update(turn[2] for turn in item.turns)
+                    found.add_prompt(system_prompt(item.turns[0][_CONTEXT] if item.turns
+                                                   else item.episode[_FINAL_CONTEXT]))
+                    found.episodes += 1
                     declared.update(declared_tool_names(item.episode[_METADATA]))
             if self.progress is not None and file_report.episodes % self.progress_every == 0:
                 self.emit(str(path), done)
         if file_envless:
-            file_report.derived_from = "declared tools" if declared else "called tools"
-            file_report.derived_env = tool_set_env_id(declared or tools)
+            self._give_environment(file_report, found, declared)
             self.envless.update(dict.fromkeys(file_envless, file_report.derived_env))
+
+    def _give_environment(self, file_report: FileReport, found: EnvProfile, declared: set[str]) -> None:
+        """The environment of a chat file's episodes that name none: from its declared tools, else the environment
+        it matches (see `ingest_files`); what it does joins the profiles the next file is matched against."""
+        if self.profiles is None:
+            self.profiles = workspace_profiles(WorkspaceLayout.of(self.workspace_root).datasets_dir)
+        if declared:
+            file_report.derived_from = "declared tools"
+            file_report.derived_env = found.env = tool_set_env_id(declared)
+            found.tools |= declared
+        else:
+            found.env = tool_set_env_id(found.tools)
+            choice = choose_environment(found, self.profiles.values())
+            file_report.derived_from = "matched environment" if choice.decision == "joined" else "called tools"
+            file_report.derived_env = found.env = choice.env
+            file_report.env_decision, file_report.env_reason = choice.decision, choice.reason  # type: ignore[assignment]
+            file_report.env_candidates = choice.candidates
+        self.profiles.setdefault(found.env, EnvProfile(found.env)).merge(found)
 
     def commit(self) -> None:
         """Move the staged parts into the dataset, unless nothing was staged or `strict` met a reject."""
