@@ -148,6 +148,29 @@ def _book_env(root: str, name: str, version: str) -> str | None:
     return WorldbookStore.of_workspace(root).load(name, version).env_id  # versions are immutable
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _book_counts(root: str, name: str, version: str) -> tuple[str | None, int]:
+    from worldsmith.worldbook import WorldbookStore
+
+    book = WorldbookStore.of_workspace(root).load(name, version)  # versions are immutable
+    return book.env_id, len(book.rules) + len(book.tool_rules)
+
+
+def book_summary(root: str, name: str) -> dict[str, Any]:
+    """One worldbook at a glance (its head version): environment, rules, versions, last change."""
+    from worldsmith.worldbook import WorldbookError, WorldbookStore
+
+    store = WorldbookStore.of_workspace(root)
+    try:
+        head = store.head(name)
+        info = store.info(name, head)
+        env, rules = _book_counts(root, name, head)
+    except (WorldbookError, OSError, ValueError) as error:
+        return {"book": name, "environment": "", "rules": None, "version": "", "changed": "", "message": str(error)}
+    return {"book": name, "environment": env or "", "rules": rules, "version": head, "changed": info.created,
+            "message": info.message}
+
+
 def book_environments(root: str) -> list[str]:
     """The environment ids the workspace's worldbooks (their head versions) simulate, sorted, each once."""
     from worldsmith.worldbook import WorldbookError, WorldbookStore

@@ -1,1 +1,1 @@
-"""The Home page's pieces: the overview of the workspace's datasets."""
+"""The Home page's pieces: running jobs, datasets, worldbooks and evaluation runs of the workspace."""
