@@ -188,3 +188,34 @@ def test_relabel_on_the_command_line(workspace: Workspace, tmp_path: Path, capsy
     assert workspace.dataset("mixed").environments() == ["shop"]
     assert main(["traces", "relabel", "mixed", "--env", "x", "--from", "gone", *root]) == 2
     assert "has no episodes of environment gone" in capsys.readouterr().err
+
+
+def test_the_matching_rule_on_tool_sets_and_prompts() -> None:
+    from collections import Counter
+
+    from worldsmith.workspace.env_identity import EnvProfile, choose_environment, compare
+
+    policy = " ".join(f"rule{i} applies to bookings of kind{i}." for i in range(30))  # a policy, as prompts hold
+    prompt = "You are the support agent of Acme Air. Today is {day} May; the customer is {name}. " + policy
+    api = EnvProfile("api", tools={f"t{i}" for i in range(8)},
+                     prompts=Counter({prompt.format(day=1, name="Ann"): 3}))
+
+    def file(tools: set[str], day: int = 2, text: str | None = None) -> EnvProfile:
+        return EnvProfile("file", tools=tools, prompts=Counter({text or prompt.format(day=day, name="Bo"): 1}))
+
+    assert compare(file({f"t{i}" for i in range(13)}), api).relation == "superset"  # 8 of 13: calls all of its
+    assert compare(file({f"t{i}" for i in range(13)}), api).matches
+    assert compare(file({"t0", "t1", "t2", "x"}), api).relation == "near subset"
+    assert compare(file({"t0", "t1", "t2", "x"}), api).matches
+    overlap = compare(file({*(f"t{i}" for i in range(5)), "x", "y", "z"}), api)  # 5 of 8 shared each way
+    assert overlap.relation == "overlap" and overlap.matches  # enough, under the same prompt
+    other_prompt = file({*(f"t{i}" for i in range(5)), "x", "y", "z"}, text="You sell ferry crossings.")
+    assert not compare(other_prompt, api).matches
+    assert not compare(file({"t0", "x", "y"}), EnvProfile("small", tools={"t0", "z", "w"})).matches  # one common tool
+    assert compare(EnvProfile("file", tools={"t0", "t1"}), EnvProfile("bare", tools={"t0", "t1", "t2"})).matches
+
+    twin = EnvProfile("api-copy", tools=set(api.tools), prompts=Counter(api.prompts))
+    choice = choose_environment(file({"t0", "t1", "t2"}), [api, twin])
+    assert choice.decision == "ambiguous" and {c.env for c in choice.candidates} == {"api", "api-copy"}
+    assert choose_environment(file({"t0", "t1", "t2"}), [api]).env == "api"
+    assert choose_environment(file({"q", "r"}), [api]).decision == "new"

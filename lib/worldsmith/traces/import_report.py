@@ -13,7 +13,9 @@ from pydantic import BaseModel, Field
 
 from worldsmith.util.errors import BadInputError
 
-__all__ = ["EnvCandidate", "FileReport", "ImportReport", "Reject", "TraceFormatError"]
+__all__ = ["EnvCandidate", "EnvDecision", "FileReport", "ImportReport", "Reject", "TraceFormatError"]
+
+EnvDecision = Literal["joined", "new", "ambiguous"]
 
 
 class TraceFormatError(BadInputError):
@@ -81,7 +83,7 @@ class FileReport(BaseModel):
                                      "tools' (the logs' tool schemas), 'matched environment' (an environment of the "
                                      "workspace whose tools and system prompt the file matches: `env_reason`) or "
                                      "'called tools' (the tools the file calls).")
-    env_decision: Literal["joined", "new", "ambiguous"] | None = Field(
+    env_decision: EnvDecision | None = Field(
         default=None, description="For a file without declared tool schemas: whether it joined an environment of the "
         "workspace it matches, got a new one, or matches several (kept apart until the user chooses).")
     env_reason: str | None = Field(default=None, description="Why, in words: the environment and what matched.")

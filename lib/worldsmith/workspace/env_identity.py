@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from worldsmith.traces.import_report import EnvCandidate
+from worldsmith.traces.import_report import EnvCandidate, EnvDecision
 from worldsmith.workspace.dataset import MANIFEST, Dataset
 
 __all__ = [
@@ -178,7 +178,7 @@ class EnvChoice:
     """The environment a file's episodes get, and why."""
 
     env: str
-    decision: str  # "joined", "new" or "ambiguous" (kept apart until the user chooses)
+    decision: EnvDecision  # "ambiguous": kept apart until the user chooses
     reason: str
     candidates: list[EnvCandidate]
 

@@ -261,7 +261,8 @@ class _Ingest:
         self.origin: dict[str, FileReport] = {}  # staged episode id -> the file it came from
         self.envless: dict[str, str] = {}  # staged episode id without an environment -> the one its file's tools give
         self.workspace_root = workspace_root
-        self.profiles: dict[str, EnvProfile] | None = None  # the workspace's environments, read on first need
+        self.committed_profiles: dict[str, EnvProfile] | None = None  # the workspace's environments, read on need
+        self.staged_profiles: dict[str, EnvProfile] = {}  # what this ingest's chat files gave each environment
         self.max_depth = import_limits().max_json_depth
         self.started = time.perf_counter()
 
@@ -349,20 +350,28 @@ class _Ingest:
     def _give_environment(self, file_report: FileReport, found: EnvProfile, declared: set[str]) -> None:
         """The environment of a chat file's episodes that name none: from its declared tools, else the environment
         it matches (see `ingest_files`); what it does joins the profiles the next file is matched against."""
-        if self.profiles is None:
-            self.profiles = workspace_profiles(WorkspaceLayout.of(self.workspace_root).datasets_dir)
         if declared:
             file_report.derived_from = "declared tools"
             file_report.derived_env = found.env = tool_set_env_id(declared)
             found.tools |= declared
         else:
             found.env = tool_set_env_id(found.tools)
-            choice = choose_environment(found, self.profiles.values())
+            choice = choose_environment(found, self._profiles())
             file_report.derived_from = "matched environment" if choice.decision == "joined" else "called tools"
             file_report.derived_env = found.env = choice.env
-            file_report.env_decision, file_report.env_reason = choice.decision, choice.reason  # type: ignore[assignment]
+            file_report.env_decision, file_report.env_reason = choice.decision, choice.reason
             file_report.env_candidates = choice.candidates
-        self.profiles.setdefault(found.env, EnvProfile(found.env)).merge(found)
+        self.staged_profiles.setdefault(found.env, EnvProfile(found.env)).merge(found)
+
+    def _profiles(self) -> list[EnvProfile]:
+        """The workspace's environments (read once, when a file first needs them) with what this ingest added."""
+        if self.committed_profiles is None:
+            self.committed_profiles = workspace_profiles(WorkspaceLayout.of(self.workspace_root).datasets_dir)
+        combined = {env: EnvProfile(env) for env in {*self.committed_profiles, *self.staged_profiles}}
+        for source in (self.committed_profiles, self.staged_profiles):
+            for env, profile in source.items():
+                combined[env].merge(profile)
+        return list(combined.values())
 
     def commit(self) -> None:
         """Move the staged parts into the dataset, unless nothing was staged or `strict` met a reject."""
