@@ -63,6 +63,6 @@ def render_recent_runs(root: str) -> None:
                                     f"{run.status or 'incomplete'}" + (f" {run.done}/{run.total}"
                                                                        if run.total else ""))}
             for run in runs[:RECENT_RUNS]]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="home_runs")
+    st.table(pd.DataFrame(rows).set_index("run"))
     more = f" (the {RECENT_RUNS} latest shown)" if len(runs) > RECENT_RUNS else ""
     st.page_link(page_file("evaluate"), label=f"Open Evaluate{more}", icon=":material/leaderboard:")

@@ -19,7 +19,7 @@ def render_books(root: str) -> None:
         st.caption("No worldbooks yet: build one from a dataset on the Build page.")
         return
     rows = [book_summary(root, name) for name in names]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="home_books")
+    st.table(pd.DataFrame(rows).set_index("book"))
     cols = st.columns(4)
     for index, name in enumerate(names):
         cols[index % 4].page_link(page_file("worldbook"), label=md_escape(name), icon=":material/menu_book:",
