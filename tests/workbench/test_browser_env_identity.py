@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import WAIT_MS, require_browser, streamlit_server
+from browser_support import WAIT_MS, choose_option, require_browser, streamlit_server
 
 from helpers import toolshop_files
+from workbench.traces.importer import candidate_label
 from worldsmith.workspace import Workspace
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -45,8 +46,9 @@ def test_an_ambiguous_upload_is_asked_about_and_joins_the_chosen_environment(pag
     kept = workspace.dataset("shop_test").environments()
     assert len(kept) == 1 and kept[0] not in ("shop-a", "shop-b")
 
-    page.locator(".st-key-tr_env_choice_0").click()
-    page.get_by_role("option", name=re.compile(r"^shop-b — ")).click()
+    (file,) = workspace.dataset("shop_test").reports()[0]["files"]
+    candidate = next(c for c in file["env_candidates"] if c["env"] == "shop-b")
+    choose_option(page, "tr_env_choice_0", candidate_label(candidate))
     page.locator(".st-key-tr_env_join_0 button").click()
     expect(page.get_by_text("matches 2 environments of the workspace")).to_have_count(0, timeout=WAIT_MS)
     expect(page.get_by_text(re.compile(r"joined shop-b: your choice among shop-"))).to_be_visible(timeout=WAIT_MS)

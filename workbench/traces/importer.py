@@ -173,7 +173,8 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
         render_environment_choices(workspace, last)
 
 
-def _candidate_label(candidate: dict[str, Any]) -> str:
+def candidate_label(candidate: dict[str, Any]) -> str:
+    """One environment a file matches, as the choice lists it: its id, the tools shared, the prompt similarity."""
     similarity = candidate.get("prompt_similarity")
     prompt = "no system prompt to compare" if similarity is None else f"system prompt similarity {similarity:.2f}"
     return (f"{candidate['env']} — {candidate['relation']}, {candidate['shared_tools']} of the file's "
@@ -190,7 +191,7 @@ def render_environment_choices(workspace: Workspace, summary: dict[str, Any]) ->
                    icon=":material/help:")
         left, right = st.columns([5, 1], vertical_alignment="bottom")
         chosen = left.selectbox("Join environment", list(candidates), key=f"tr_env_choice_{index}",
-                                format_func=lambda env: _candidate_label(candidates[env]))
+                                format_func=lambda env: candidate_label(candidates[env]))
         if right.button("Join", key=f"tr_env_join_{index}", type="primary", width="stretch") and chosen:
             try:
                 result = workspace.relabel(summary["dataset"], chosen, only=[own])
