@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from browser_support import WAIT_MS, choose_option, require_browser, streamlit_server

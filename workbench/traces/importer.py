@@ -191,7 +191,7 @@ def render_environment_choices(workspace: Workspace, summary: dict[str, Any]) ->
                    icon=":material/help:")
         left, right = st.columns([5, 1], vertical_alignment="bottom")
         chosen = left.selectbox("Join environment", list(candidates), key=f"tr_env_choice_{index}",
-                                format_func=lambda env: candidate_label(candidates[env]))
+                                format_func=lambda env, shown=candidates: candidate_label(shown[env]))
         if right.button("Join", key=f"tr_env_join_{index}", type="primary", width="stretch") and chosen:
             try:
                 result = workspace.relabel(summary["dataset"], chosen, only=[own])

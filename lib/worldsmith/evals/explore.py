@@ -397,7 +397,8 @@ def _play_round(config: ExploreConfig, env: Env | None, book: Worldbook, tasks: 
     of the later waves, as `collect` skips it: its allowance goes to the others. `skipped` holds the tasks earlier
     rounds found unloadable; ValueError when no task is left, or a wave spent nothing."""
     episodes: list[Episode] = []
-    spent, index, found = 0, start, {}
+    found: dict[str, str] = {}
+    spent, index = 0, start
     while spent < share:
         playable = [task for task in tasks if task not in skipped and task not in found]
         if not playable:
