@@ -1,16 +1,20 @@
-"""`worldsmith ingest PATH... --dataset NAME [--format F] [--strict] [--json]`."""
+"""`worldsmith ingest PATH... --dataset NAME [--format F] [--strict] [--redact [--redact-forget]] [--json]`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from worldsmith.cli.common import EXIT_ERROR, EXIT_OK, add_common, emit_json, workspace_from
 from worldsmith.traces.import_report import FileReport
 from worldsmith.traces.importers import IMPORTERS
+from worldsmith.traces.redaction import DEFAULT_REGIONS, KINDS
+from worldsmith.util.errors import BadInputError
 from worldsmith.workspace import Workspace
 from worldsmith.workspace.ingest import IngestProgress
+from worldsmith.workspace.redaction import RedactionSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                       "one their declared tool schemas give; without schemas, the environment of "
                                       "the workspace whose tools and system prompt they match, else one from the "
                                       "tools they call, e.g. tools-get_user-update_user)")
+    redaction = parser.add_argument_group("redaction")
+    redaction.add_argument("--redact", action="store_true",
+                           help="replace e-mail addresses, phone and card numbers and person names by pseudonyms, "
+                                "the same for a value everywhere in the dataset, before anything is stored")
+    redaction.add_argument("--redact-mapping", type=Path, metavar="FILE",
+                           help="keep the value-to-pseudonym mapping here (default: "
+                                "<workspace>/redaction/<dataset>.json; never inside a dataset)")
+    redaction.add_argument("--redact-forget", action="store_true",
+                           help="keep no mapping: pseudonyms cannot be mapped back, and each import draws new ones")
+    redaction.add_argument("--redact-region", action="append", metavar="CC",
+                           help="phone region for numbers without a country code (repeatable; the first is the main "
+                                f"one; default: {' '.join(DEFAULT_REGIONS)})")
     add_common(parser)
     parser.set_defaults(handler=run)
 
@@ -52,11 +68,21 @@ class _Progress:
         sys.stderr.flush()
 
 
+def _redaction(args: argparse.Namespace) -> RedactionSettings | None:
+    if not args.redact:
+        if args.redact_mapping or args.redact_forget or args.redact_region:
+            raise BadInputError("--redact-mapping, --redact-forget and --redact-region go with --redact")
+        return None
+    regions = tuple(region.upper() for region in args.redact_region) if args.redact_region else DEFAULT_REGIONS
+    return RedactionSettings(mapping=args.redact_mapping, forget=args.redact_forget, regions=regions)
+
+
 def run(args: argparse.Namespace) -> int:
     workspace = workspace_from(args)
     progress = _Progress()
+    redact = _redaction(args)
     report = workspace.ingest(args.paths, args.dataset, format=args.format, strict=args.strict, progress=progress,
-                              env=args.env)
+                              env=args.env, redact=redact)
     if progress.enabled:
         sys.stderr.write("\n")
     failed = (args.strict and report.rejected > 0) or (report.episodes == 0 and report.rejected > 0)
@@ -80,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  rejected {where}: {item['reason']}", file=sys.stderr)
         if report.rejected > 20:
             print(f"  ... {report.rejected - 20} more rejects in {report.quarantine_path}", file=sys.stderr)
+        if report.redaction is not None:
+            kinds = report.redaction["kinds"]
+            counts = ", ".join(f"{kinds[k]['replaced']} {k}" for k in KINDS)
+            kept = report.redaction["mapping"] or "not kept"
+            print(f"redacted: {counts} occurrences replaced; mapping {kept}")
         verdict = "committed" if report.committed else "nothing committed"
         print(
             f"dataset {report.dataset}: {verdict}; {report.episodes} episodes"

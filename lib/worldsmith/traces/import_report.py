@@ -108,6 +108,9 @@ class ImportReport(BaseModel):
     quarantine_path: str | None = None
     report_path: str | None = None
     seconds: float = 0.0
+    redaction: dict[str, Any] | None = Field(
+        default=None, description="With redaction: per kind, occurrences replaced and values first met; the "
+        "mapping file (None: none kept).")
 
     @property
     def episodes(self) -> int:
@@ -166,6 +169,7 @@ class ImportReport(BaseModel):
             "rejects": self.rejects,
             "report": self.report_path,
             "quarantine": self.quarantine_path,
+            "redaction": self.redaction,
             "seconds": round(self.seconds, 3),
         }
 

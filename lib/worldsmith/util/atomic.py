@@ -15,8 +15,9 @@ __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json"]
 
 
 @contextlib.contextmanager
-def atomic_write(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Open a temp file next to `path`; on success fsync and rename over `path`, else delete it."""
+def atomic_write(path: Path, mode: str = "wb", *, private: bool = False) -> Iterator[IO[Any]]:
+    """Open a temp file next to `path`; on success fsync and rename over `path`, else delete it. `private`: the
+    file stays readable by its owner only (mode 0600), as it is from its first byte on."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -27,7 +28,8 @@ def atomic_write(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file what open() would
+        if not private:
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file what open() would
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -40,8 +42,8 @@ def _umask() -> int:
     return current
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    with atomic_write(path) as handle:
+def atomic_write_bytes(path: Path, data: bytes, *, private: bool = False) -> None:
+    with atomic_write(path, private=private) as handle:
         handle.write(data)
 
 

@@ -1,9 +1,10 @@
 """The on-disk project: datasets as Parquet queried with DuckDB, ingest, splits, export.
 
 Exported: `Workspace` and its `Dataset`s (with `EpisodeFilter`), ingest (`ingest_files`, and `ingest_isolated`:
-the same in a child process under a memory limit, what the workbench uses for uploads), splits, relabelling,
-the turn search index and failure tags (`FailureTags`: a label and a note per evaluated turn). `ingest_isolated`
-and `IsolatedIngestError` load on first use: their module is also run as
+the same in a child process under a memory limit, what the workbench uses for uploads), redaction on ingest
+(`RedactionSettings`, and `DatasetRedaction`: a dataset's redactor with its mapping kept apart), splits,
+relabelling, the turn search index and failure tags (`FailureTags`: a label and a note per evaluated turn).
+`ingest_isolated` and `IsolatedIngestError` load on first use: their module is also run as
 `python -m worldsmith.workspace.isolated_ingest`, which must not find it imported by this package.
 """
 
@@ -13,10 +14,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, EpisodeFilter, EpisodeNotFound, validate_dataset_name
-from worldsmith.workspace.failure_tags import FailureKey, FailureTag, FailureTags
 from worldsmith.workspace.env_identity import declared_tool_names, tool_set_env_id
+from worldsmith.workspace.failure_tags import FailureKey, FailureTag, FailureTags
 from worldsmith.workspace.ingest import IngestProgress, ingest_files
 from worldsmith.workspace.layout import WorkspaceLayout, env_family
+from worldsmith.workspace.redaction import DatasetRedaction, RedactionSettings
 from worldsmith.workspace.relabel import RelabelResult, check_env_id, relabel_env
 from worldsmith.workspace.search import (
     IndexStats,
@@ -35,6 +37,7 @@ __all__ = [
     "DEFAULT_RATIOS",
     "Dataset",
     "DatasetNotFound",
+    "DatasetRedaction",
     "EpisodeFilter",
     "EpisodeNotFound",
     "FailureKey",
@@ -43,6 +46,7 @@ __all__ = [
     "IndexStats",
     "IngestProgress",
     "IsolatedIngestError",
+    "RedactionSettings",
     "RelabelResult",
     "SearchHit",
     "SearchResult",

@@ -1,5 +1,9 @@
 """Import trace files into a dataset: detect, stream, deduplicate, quarantine, commit atomically.
 
+With `redact`, every episode is redacted (`traces.redaction`) before it is staged, and so are the rejected
+records kept in quarantine: nothing personal is written in the workspace; the mapping is kept apart
+(`workspace.redaction`) and written before the commit.
+
 Parts are written in the workspace's staging folder and only moved into the dataset (and
 listed in its manifest) once the whole ingest succeeded; under `strict` any reject discards
 them. The import report and the quarantine file (rejected records verbatim, one JSON object
@@ -48,6 +52,7 @@ from worldsmith.workspace.env_identity import (
     workspace_profiles,
 )
 from worldsmith.workspace.layout import WorkspaceLayout
+from worldsmith.workspace.redaction import DatasetRedaction, RedactionSettings
 from worldsmith.workspace.search import update_index
 from worldsmith.workspace.storage import PartWriter
 
@@ -157,8 +162,12 @@ def ingest_files(
     progress: ProgressCallback | None = None,
     progress_every: int = 1000,
     env: str | None = None,
+    redact: RedactionSettings | None = None,
 ) -> ImportReport:
     """Import `paths` into dataset `dataset` under `workspace_root`; returns the report.
+
+    With `redact`, e-mails, phone and card numbers and person names are replaced by the dataset's pseudonyms
+    before anything is staged (the report's `redaction` counts them and names the mapping file).
 
     Episodes that name no environment get `env`; chat logs' (OpenAI messages) else one from their file, reported
     as the file's `derived_env` with `derived_from`: the tools the logs declare (their `tools` schemas) when they
@@ -176,6 +185,26 @@ def ingest_files(
     if format is not None:
         get_importer(format)
     workspace_root = Path(workspace_root)
+    if redact is not None:
+        with DatasetRedaction(workspace_root, dataset, redact) as redaction:
+            return _ingest(workspace_root, paths, dataset, format=format, strict=strict, progress=progress,
+                           progress_every=progress_every, env=env, redaction=redaction)
+    return _ingest(workspace_root, paths, dataset, format=format, strict=strict, progress=progress,
+                   progress_every=progress_every, env=env, redaction=None)
+
+
+def _ingest(
+    workspace_root: Path,
+    paths: Iterable[str | Path],
+    dataset: str,
+    *,
+    format: str | None,
+    strict: bool,
+    progress: ProgressCallback | None,
+    progress_every: int,
+    env: str | None,
+    redaction: DatasetRedaction | None,
+) -> ImportReport:
     unreadable: list[tuple[Path, str]] = []
     files = expand_paths(paths, unreadable)
     layout = WorkspaceLayout.of(workspace_root)
@@ -190,6 +219,7 @@ def ingest_files(
         progress=progress,
         progress_every=progress_every,
         env=env,
+        redaction=redaction,
     )
     for folder, why in unreadable:  # reported as an unreadable file is: never skipped in silence
         reason = f"could not list the folder: {why}"
@@ -234,8 +264,10 @@ class _Ingest:
         progress: ProgressCallback | None,
         progress_every: int,
         env: str | None,
+        redaction: DatasetRedaction | None = None,
     ) -> None:
         self.files, self.format, self.strict, self.env = files, format, strict, env
+        self.redaction = redaction
         self.progress, self.progress_every = progress, progress_every
         self.ingest_id = _new_ingest_id()
         layout = WorkspaceLayout.of(workspace_root)
@@ -283,6 +315,10 @@ class _Ingest:
             )
 
     def reject(self, file_report: FileReport, item: Reject) -> None:
+        if self.redaction is not None:  # the quarantine keeps records verbatim: but for their personal data
+            redactor = self.redaction.redactor
+            item = Reject(source=item.source, reason=redactor.redact_text(item.reason) or item.reason,
+                          line=item.line, pointer=item.pointer, raw=redactor.redact_text(item.raw))
         file_report.rejected += 1
         self.quarantine.write(item)
         self.rejects.add(item)
@@ -331,6 +367,8 @@ class _Ingest:
                 continue
             if item.episode[_ENV_ID] is None and self.env:
                 item = EpisodeRows((*item.episode[:_ENV_ID], self.env, *item.episode[_ENV_ID + 1 :]), item.turns)
+            if self.redaction is not None:
+                item = self.redaction.redactor.redact_rows(item)
             stored = _add_episode(item, file_report, self.writer, self.hashes, self.ids)
             if stored is not None:
                 self.origin[stored] = file_report
@@ -381,6 +419,10 @@ class _Ingest:
         self.emit("", len(self.files))
         report = self.report
         commit = self.writer.episodes > 0 and not (self.strict and report.rejected > 0)
+        if self.redaction is not None:
+            if commit:
+                self.redaction.keep()  # before the commit: no committed pseudonym is ever missing from it
+            report.redaction = self.redaction.summary()
         report.committed = commit and _commit(
             self.dataset_path, self.staging, self.ingest_id, self.writer, report, self.origin, self.checked_parts
         )

@@ -27,6 +27,7 @@ from worldsmith.traces.limits import import_limits
 from worldsmith.util.errors import BadInputError
 from worldsmith.workspace.ingest import IngestProgress, ProgressCallback, ingest_files
 from worldsmith.workspace.layout import WorkspaceLayout
+from worldsmith.workspace.redaction import RedactionSettings
 
 __all__ = ["IsolatedIngestError", "ingest_isolated"]
 
@@ -47,6 +48,7 @@ def ingest_isolated(
     env: str | None = None,
     progress: ProgressCallback | None = None,
     memory_limit: int | None = None,
+    redact: RedactionSettings | None = None,
 ) -> dict[str, Any]:
     """`ingest_files` in a child process limited to `memory_limit` bytes of address space (default: the import
     cap `MAX_PROCESS_BYTES`); the report's summary. ValueError for a usage error the child reports (a bad dataset
@@ -60,6 +62,7 @@ def ingest_isolated(
         "strict": strict,
         "env": env,
         "memory_limit": limit,
+        "redact": redact.to_json() if redact is not None else None,
     }
     with tempfile.TemporaryFile() as stderr:
         child = subprocess.Popen(
@@ -157,6 +160,7 @@ def _child_main() -> int:
             strict=bool(request["strict"]),
             env=request["env"],
             progress=on_progress,
+            redact=RedactionSettings.from_json(request["redact"]) if request.get("redact") else None,
         )
     except MemoryError:
         _emit({"kind": "memory"})

@@ -3,6 +3,7 @@
     <root>/datasets/<name>/        manifest.json, parts/*.parquet, splits.parquet, search.sqlite
     <root>/worldbooks/<name>/      HEAD and the immutable versions of a worldbook
     <root>/reports/                <ingest_id>.json and <ingest_id>.quarantine.jsonl
+    <root>/redaction/              <dataset>.json: a redacted dataset's pseudonym mapping, kept apart from it
     <root>/uploads/                files uploaded through the workbench (sanitised names)
     <root>/recorded/               episodes added from code (played sessions) before their import
     <root>/sessions/               simulator sessions (`worldsmith simulate`, the servers)
@@ -44,6 +45,10 @@ class WorkspaceLayout:
     @property
     def reports_dir(self) -> Path:
         return self.root / "reports"
+
+    @property
+    def redaction_dir(self) -> Path:
+        return self.root / "redaction"
 
     @property
     def uploads_dir(self) -> Path:

@@ -18,6 +18,7 @@ from worldsmith.util.staging import sweep_stale
 from worldsmith.workspace.dataset import Dataset, DatasetNotFound, validate_dataset_name
 from worldsmith.workspace.ingest import ProgressCallback, ingest_files
 from worldsmith.workspace.layout import WorkspaceLayout
+from worldsmith.workspace.redaction import DatasetRedaction, RedactionSettings
 from worldsmith.workspace.relabel import RelabelResult, relabel_env
 from worldsmith.workspace.search import IndexStats, SearchResult, build_index, search_turns, update_index
 from worldsmith.workspace.splits import assign_splits
@@ -86,10 +87,13 @@ class Workspace:
         strict: bool = False,
         progress: ProgressCallback | None = None,
         env: str | None = None,
+        redact: RedactionSettings | None = None,
     ) -> ImportReport:
         """Import trace files (any supported format, auto-detected) into `dataset`; episodes naming no
-        environment get `env`, else one derived from their file's tool set."""
-        return ingest_files(self.root, paths, dataset, format=format, strict=strict, progress=progress, env=env)
+        environment get `env`, else one derived from their file's tool set. `redact`: personal data replaced by
+        the dataset's pseudonyms (`workspace.redaction`)."""
+        return ingest_files(self.root, paths, dataset, format=format, strict=strict, progress=progress, env=env,
+                            redact=redact)
 
     def split(self, dataset: str, ratios: dict[str, float] | None = None, *, seed: int = 0) -> dict[str, Any]:
         return assign_splits(self.dataset(dataset), ratios, seed=seed)
@@ -112,17 +116,30 @@ class Workspace:
     def export(self, dataset: str, format: str, out: str | Path, *, split: str | None = None) -> int:
         return export_episodes(self.dataset(dataset).iter_episodes(split=split), format, Path(out))
 
-    def add_episodes(self, dataset: str, episodes: Iterable[Episode], *, label: str = "episodes") -> ImportReport:
+    def add_episodes(self, dataset: str, episodes: Iterable[Episode], *, label: str = "episodes",
+                     redact: RedactionSettings | None = None) -> ImportReport:
         """Store episodes built in code (a played session, a collection) in `dataset`, like an import.
 
         They are written as native JSONL under `<root>/recorded/` first (kept: it is the source
-        their provenance points to), then ingested with the usual checks and dedupe.
+        their provenance points to), then ingested with the usual checks and dedupe. With `redact` they are
+        redacted before that file is written, so no copy of their personal data stays in the workspace.
         """
+        if redact is None:
+            return self.ingest([self._record(episodes, label)], dataset, format="native")
+        with DatasetRedaction(self.root, dataset, redact) as redaction:
+            target = self._record((redaction.redactor.redact_episode(e) for e in episodes), label)
+            redaction.keep()  # before the commit: no committed pseudonym is ever missing from it
+            report = self.ingest([target], dataset, format="native")
+        report.redaction = redaction.summary()
+        return report
+
+    def _record(self, episodes: Iterable[Episode], label: str) -> Path:
+        """Episodes written as native JSONL under `<root>/recorded/`."""
         target = self.layout.recorded_dir / f"{secrets.token_hex(4)}-{sanitize_filename(label)}.jsonl"
         if export_episodes(episodes, "jsonl", target) == 0:
             target.unlink(missing_ok=True)
             raise BadInputError("no episodes to add")
-        return self.ingest([target], dataset, format="native")
+        return target
 
     def save_upload(self, filename: str, data: bytes, *, limit: int = DEFAULT_UPLOAD_LIMIT) -> Path:
         """Store an uploaded file inside the workspace under a sanitised, unique name."""
