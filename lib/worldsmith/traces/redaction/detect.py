@@ -124,7 +124,7 @@ def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str
     tokens = list(words(text))
     if not tokens:
         return []
-    first_names = name_lists().first
+    lists = name_lists()
     found: dict[int, tuple[int, int, str, str]] = {}
     for index, match in enumerate(tokens):
         word = match.group()
@@ -138,7 +138,7 @@ def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str
             continue
         after_cue = _after_cue(tokens, index, text)
         title = index > 0 and tokens[index - 1].group().casefold() in _TITLES and _adjacent(tokens, index - 1, text)
-        if not (word in first_names or title or after_cue == "any"):
+        if not (word in lists.first or title or after_cue == "any" or (after_cue and word in lists.cued)):
             continue
         surname = _surname(tokens, index, text)
         if surname is None and not (title or after_cue):

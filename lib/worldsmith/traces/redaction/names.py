@@ -30,9 +30,11 @@ _COMMON_WORDS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class NameLists:
-    """`first`: first names a look-up recognises; `first_pool` / `last_pool`: pseudonyms, sorted (stable)."""
+    """`first`: first names a look-up recognises anywhere; `cued`: those it recognises after a greeting (with the
+    ones that are also ordinary words, "Dear Grace"); `first_pool` / `last_pool`: pseudonyms, sorted (stable)."""
 
     first: frozenset[str]
+    cued: frozenset[str]
     first_pool: tuple[str, ...]
     last_pool: tuple[str, ...]
 
@@ -60,4 +62,5 @@ def name_lists() -> NameLists:
             names |= _provider_names(locale, *fields)
         return tuple(sorted(n for n in names if n.isascii() and n.isalpha() and n.lower() not in _COMMON_WORDS))
 
-    return NameLists(first=recognised, first_pool=pool(*first_fields), last_pool=pool("last_names"))
+    cued = frozenset(name for name in first if len(name) > 1)
+    return NameLists(first=recognised, cued=cued, first_pool=pool(*first_fields), last_pool=pool("last_names"))
