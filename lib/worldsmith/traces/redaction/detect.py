@@ -21,7 +21,8 @@ import phonenumbers
 
 from worldsmith.traces.redaction.names import name_lists
 
-__all__ = ["DEFAULT_REGIONS", "Kind", "Span", "card_spans", "email_spans", "luhn_valid", "names_in", "phone_key",
+__all__ = ["DEFAULT_REGIONS", "Kind", "Span", "card_spans", "email_name_words", "email_spans", "luhn_valid", "names_in",
+           "phone_key",
            "phone_spans", "words"]
 
 Kind = Literal["email", "phone", "card", "name"]
@@ -133,6 +134,9 @@ def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str
         folded = word.casefold()
         if folded in known and (_capitalised(word) or (word.isupper() and len(word) > 1)):
             found[index] = (match.start(), match.end(), word, "first")
+            surname = _surname(tokens, index, text) if _capitalised(word) else None
+            if surname is not None:
+                found[index + 1] = (tokens[index + 1].start(), tokens[index + 1].end(), surname, "last")
             continue
         if not _capitalised(word) or (index > 0 and tokens[index - 1].group().casefold() in _PLACE_PREFIXES):
             continue
@@ -149,6 +153,20 @@ def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str
     return [found[index] for index in sorted(found)]
 
 
+def email_name_words(text: str, spans: list[Span]) -> list[tuple[str, str]]:
+    """Name words read from e-mail addresses (`ada.lovelace@...`): each word of an address's local part that `text`
+    also shows capitalised ("Ada"), as (word, role); not ordinary words nor shared mailboxes' (info, support)."""
+    common = name_lists().common
+    found = []
+    for span in spans:
+        parts = [p for p in re.split(r"[^a-z]+", span.key.partition("@")[0]) if len(p) > 2 and p not in common]
+        for position, part in enumerate(parts):
+            title = part.title()
+            if re.search(rf"(?<![\w]){re.escape(title)}(?![\w])", text):
+                found.append((title, "last" if position and position == len(parts) - 1 else "first"))
+    return found
+
+
 def _adjacent(tokens: list[re.Match[str]], index: int, text: str) -> bool:
     """Token `index` and the next are separated by spaces (and at most one '.' or ','), nothing else."""
     gap = text[tokens[index].end():tokens[index + 1].start()]
@@ -160,7 +178,9 @@ def _surname(tokens: list[re.Match[str]], index: int, text: str) -> str | None:
         return None
     gap = text[tokens[index].end():tokens[index + 1].start()]
     word = tokens[index + 1].group()
-    if gap != " " or not _capitalised(word) or word.casefold() in _NOT_SURNAMES or len(word) < 2:
+    folded = word.casefold()
+    if gap != " " or not _capitalised(word) or folded in _NOT_SURNAMES or folded in name_lists().common or (
+            len(word) < 2):
         return None
     return word
 

@@ -27,14 +27,25 @@ _COMMON_WORDS = frozenset(
     "west win young bob don jack joe lee long max ned nick sol sue ted tom wade ward neil ben jean".split()
 )
 
+# Words of shared mailboxes' addresses (info@, no-reply@, ...): not a person's name.
+_MAILBOX_WORDS = frozenset(
+    "info support admin noreply reply sales contact team hello mail office billing service services help desk "
+    "news newsletter marketing jobs careers hr press media account accounts security notifications notification "
+    "alerts alert orders order booking bookings reservations events event webmaster postmaster root user users "
+    "customer customers care feedback inquiries enquiries invoice invoices payments payment finance legal privacy "
+    "abuse test demo example participants networking".split()
+)
+
 
 @dataclass(frozen=True, slots=True)
 class NameLists:
     """`first`: first names a look-up recognises anywhere; `cued`: those it recognises after a greeting (with the
-    ones that are also ordinary words, "Dear Grace"); `first_pool` / `last_pool`: pseudonyms, sorted (stable)."""
+    ones that are also ordinary words, "Dear Grace"); `common`: ordinary English words (lower case), never a
+    surname or a name read from an e-mail address; `first_pool` / `last_pool`: pseudonyms, sorted (stable)."""
 
     first: frozenset[str]
     cued: frozenset[str]
+    common: frozenset[str]
     first_pool: tuple[str, ...]
     last_pool: tuple[str, ...]
 
@@ -63,4 +74,6 @@ def name_lists() -> NameLists:
         return tuple(sorted(n for n in names if n.isascii() and n.isalpha() and n.lower() not in _COMMON_WORDS))
 
     cued = frozenset(name for name in first if len(name) > 1)
-    return NameLists(first=recognised, cued=cued, first_pool=pool(*first_fields), last_pool=pool("last_names"))
+    lorem = importlib.import_module("faker.providers.lorem.en_US").Provider.word_list
+    common = frozenset(word.lower() for word in lorem) | _COMMON_WORDS | _MAILBOX_WORDS
+    return NameLists(first=recognised, cued=cued, common=common, first_pool=pool(*first_fields), last_pool=pool("last_names"))

@@ -39,6 +39,7 @@ from worldsmith.traces.redaction.detect import (
     Kind,
     Span,
     card_spans,
+    email_name_words,
     email_spans,
     luhn_valid,
     names_in,
@@ -189,6 +190,8 @@ class Redactor:
     def _learn_text(self, text: str) -> None:
         if text.islower():
             return
+        for word, role in email_name_words(text, email_spans(text)):
+            self._name(word, role)
         for _, _, word, role in names_in(text, self.mapping["name"].keys()):
             self._name(word, role)
 
