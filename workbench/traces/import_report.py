@@ -46,6 +46,10 @@ def report_headline(report: dict[str, Any]) -> str:
         extras.append(f"{md_escape(renamed)} ids suffixed on a collision")
     if extras:
         text += " (" + ", ".join(extras) + ")"
+    redaction = r.get("redaction")
+    if redaction:
+        counts = ", ".join(f"{md_escape(c['replaced'])} {md_escape(kind)}" for kind, c in redaction["kinds"].items())
+        text += f"; redacted: {counts} occurrences replaced"
     if not r.get("committed") and r.get("strict") and r["rejected"]:
         text += " — strict mode discards the import when any record is rejected"
     return text

@@ -1,4 +1,4 @@
-"""The import form: drag-and-drop upload, format override, strict mode, progress, report."""
+"""The import form: drag-and-drop upload, format override, strict mode, redaction, progress, report."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from worldsmith.traces import IMPORTERS
 from worldsmith.workspace import (
     IngestProgress,
     IsolatedIngestError,
+    RedactionSettings,
     Workspace,
     ingest_isolated,
     validate_dataset_name,
@@ -22,6 +23,7 @@ from worldsmith.workspace import (
 
 AUTO = "auto-detect"
 DEFAULT_DATASET = "uploads"
+REDACT_OFF, REDACT_KEEP, REDACT_FORGET = "no", "yes, keep the mapping", "yes, keep no mapping"
 
 
 def upload_limit_bytes() -> int:
@@ -49,6 +51,7 @@ def run_import(
     format: str | None = None,
     strict: bool = False,
     env: str | None = None,
+    redact: RedactionSettings | None = None,
 ) -> dict[str, Any]:
     """Store the uploads inside the workspace and ingest them in a separate process under a memory limit
     (`ingest_isolated`: a hostile file can kill that process, never the app), drawing a progress bar; the
@@ -62,14 +65,15 @@ def run_import(
     try:
         for name, data in uploads:
             paths.append(workspace.save_upload(name, data, limit=limit))
-        return _ingest_with_progress(workspace, paths, dataset, format=format, strict=strict, env=env)
+        return _ingest_with_progress(workspace, paths, dataset, format=format, strict=strict, env=env, redact=redact)
     finally:
         for path in paths:  # each upload has a folder of its own
             shutil.rmtree(path.parent, ignore_errors=True)
 
 
 def _ingest_with_progress(
-    workspace: Workspace, paths: list[Path], dataset: str, *, format: str | None, strict: bool, env: str | None
+    workspace: Workspace, paths: list[Path], dataset: str, *, format: str | None, strict: bool, env: str | None,
+    redact: RedactionSettings | None,
 ) -> dict[str, Any]:
     bar = st.progress(0.0, text=f"Importing {len(paths)} file(s) into {md_escape(dataset)}…")
 
@@ -84,7 +88,8 @@ def _ingest_with_progress(
 
     try:
         return ingest_isolated(
-            workspace.root, paths, dataset, format=format, strict=strict, env=env, progress=on_progress
+            workspace.root, paths, dataset, format=format, strict=strict, env=env, progress=on_progress,
+            redact=redact,
         )
     finally:
         bar.empty()
@@ -131,6 +136,17 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
         max_chars=128,
         placeholder="for episodes that name none; empty: chat logs get one from their tool set",
     ).strip()
+    redaction = st.radio(
+        "Redact personal data",
+        [REDACT_OFF, REDACT_KEEP, REDACT_FORGET],
+        horizontal=True,
+        key="tr_import_redact",
+        help="Replace e-mail addresses, phone and card numbers and person names by pseudonyms before anything is "
+        "stored: the same value gets the same pseudonym everywhere in the dataset, so an entity can still be "
+        "followed. The mapping (which turns pseudonyms back into values) is kept apart from the dataset, in "
+        "the workspace's redaction/ folder, readable by its owner only; or not kept at all (each import then "
+        "draws new pseudonyms). Names are found by rules (fields, greetings, known first names), not by a model.",
+    )
     error = dataset_name_error(dataset)
     clicked = cols[3].button(
         "Import",
@@ -152,6 +168,7 @@ def render_import_form(workspace: Workspace, *, root: str) -> None:
                 format=None if fmt == AUTO else fmt,
                 strict=strict,
                 env=env or None,
+                redact=None if redaction == REDACT_OFF else RedactionSettings(forget=redaction == REDACT_FORGET),
             )
         except (ValueError, IsolatedIngestError) as exc:
             st.error(md_escape(exc))
