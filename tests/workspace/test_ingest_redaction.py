@@ -19,7 +19,8 @@ from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book
 from worldsmith.traces.redaction import Redactor
 from worldsmith.traces.redaction.detect import luhn_valid
-from worldsmith.workspace import RedactionSettings, Workspace
+from worldsmith.util.errors import BusyError
+from worldsmith.workspace import DatasetRedaction, RedactionSettings, Workspace
 
 TOOLSHOP = Path(__file__).resolve().parents[2] / "data_samples" / "toolshop"
 SECRET = b"r" * 32
@@ -175,3 +176,15 @@ def test_a_book_built_from_redacted_data_and_its_answers_hold_nothing_planted(re
     for path in kept:  # nothing in the workspace but the mapping (kept apart, outside it here) shows a value
         if path.suffix in (".json", ".jsonl", ".txt"):
             assert leaks(path.read_text(errors="replace"), redacted["patterns"]) == [], path
+
+
+def test_one_holder_of_a_mapping_at_a_time(tmp_path: Path) -> None:
+    settings = RedactionSettings()
+    with DatasetRedaction(tmp_path, "shop", settings) as first:
+        first.redactor.redact_text("mail ada@corp.org")
+        first.keep()
+        with pytest.raises(BusyError) as busy:
+            DatasetRedaction(tmp_path, "shop", settings, timeout=0.1).__enter__()
+        assert "holds its mapping" in str(busy.value)
+    with DatasetRedaction(tmp_path, "shop", settings) as second:  # released: the next holder loads what was kept
+        assert "ada@corp.org" in second.redactor.mapping["email"]

@@ -17,13 +17,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from worldsmith.traces.redaction import DEFAULT_REGIONS, Redactor
-from worldsmith.util.errors import BadInputError
+from worldsmith.util.errors import BadInputError, BusyError
 from worldsmith.workspace.layout import WorkspaceLayout
 
-__all__ = ["DatasetRedaction", "RedactionSettings"]
+__all__ = ["LOCK_TIMEOUT_S", "DatasetRedaction", "RedactionSettings"]
+
+LOCK_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +52,11 @@ class RedactionSettings:
 
 class DatasetRedaction:
     """The redactor of one dataset, as a context: locks and loads the mapping on entry, releases on exit;
-    `keep()` writes it (call it before committing what was redacted)."""
+    `keep()` writes it (call it before committing what was redacted; a long-lived recorder calls it as it goes).
+    Entering waits at most `timeout` seconds for another holder (a redacting import, a recorder) to finish."""
 
-    def __init__(self, root: Path, dataset: str, settings: RedactionSettings) -> None:
+    def __init__(self, root: Path, dataset: str, settings: RedactionSettings, *,
+                 timeout: float = LOCK_TIMEOUT_S) -> None:
         if settings.forget and settings.mapping is not None:
             raise BadInputError("a redaction mapping file and keeping no mapping (forget) exclude each other")
         layout = WorkspaceLayout.of(root)
@@ -64,13 +68,17 @@ class DatasetRedaction:
                 raise BadInputError(f"the redaction mapping must be kept apart from the datasets, not under "
                                     f"{datasets}", where=str(self.path))
         self.settings = settings
-        self._lock = FileLock(str(self.path) + ".lock") if self.path is not None else None
+        self._lock = FileLock(str(self.path) + ".lock", timeout=timeout) if self.path is not None else None
         self.redactor = Redactor(regions=settings.regions)
 
     def __enter__(self) -> DatasetRedaction:
         if self._lock is not None and self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._lock.acquire()
+            try:
+                self._lock.acquire()
+            except Timeout:
+                raise BusyError(f"another redacting import or recorder of dataset {self.path.stem!r} holds its "
+                                f"mapping; try again when it is done", where=str(self.path)) from None
             if self.path.exists():
                 try:
                     self.redactor = Redactor.load(self.path, regions=self.settings.regions)
