@@ -95,8 +95,11 @@ def phone_key(number: phonenumbers.PhoneNumber) -> str:
 
 
 def phone_spans(text: str, regions: tuple[str, ...] = DEFAULT_REGIONS) -> list[Span]:
-    if _DIGIT_RUN.search(text) is None:
+    runs = [match.group() for match in _DIGIT_RUN.finditer(text)]
+    if not runs:
         return []
+    if "+" not in text and all(run.isdigit() for run in runs):
+        regions = regions[:1]  # bare digit runs: only a valid number of the first region is kept
     spans: dict[int, Span] = {}
     for index, region in enumerate(regions):
         leniency = phonenumbers.Leniency.POSSIBLE if index == 0 else phonenumbers.Leniency.VALID

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from functools import lru_cache
 from typing import Literal
 
 __all__ = ["FieldKind", "field_kind", "list_kind", "normalised_key", "person_object"]
@@ -42,6 +43,7 @@ _PERSON_SIGNS = frozenset({"email", "emailaddress", "phone", "phonenumber", "mob
 _NAME_PARTS = {"first": "first", "given": "first", "middle": "first", "last": "last", "family": "last"}
 
 
+@lru_cache(maxsize=65_536)
 def normalised_key(key: str) -> str:
     """`First-Name`, `first_name` and `firstName` all read `firstname`."""
     return re.sub(r"[\s_\-.]", "", key).lower()
@@ -54,6 +56,7 @@ def person_object(keys: Collection[str], parent: str | None) -> bool:
     )
 
 
+@lru_cache(maxsize=65_536)
 def field_kind(key: str, parent: str | None, person: bool) -> FieldKind | None:
     """What the string under `key` holds, in an object under `parent` (`person`: `person_object` of it)."""
     normal = normalised_key(key)
