@@ -155,3 +155,13 @@ def test_the_mapping_is_saved_owner_only_and_loads_back(tmp_path: Path) -> None:
     with pytest.raises(BadInputError) as error:
         Redactor.load(path)
     assert str(path) in str(error.value) and "not a redaction mapping" in str(error.value)
+
+
+def test_an_address_made_of_a_known_name_takes_the_names_pseudonyms() -> None:
+    redactor = Redactor(SECRET)
+    out = redactor.redact_value({"name": {"first": "Kofi", "last": "Mensah"}, "email": "kofi.mensah43@shop.org",
+                                 "backup": "sales@shop.org"})
+    first, last = out["name"]["first"].lower(), out["name"]["last"].lower()
+    assert out["email"].startswith(f"{first}.{last}43@") and out["email"].endswith(".example")
+    assert not out["backup"].startswith("sales") and out["backup"].split("@")[1] == out["email"].split("@")[1]
+    assert redactor.redact_text("No such order, Kofi") == f"No such order, {out['name']['first']}"

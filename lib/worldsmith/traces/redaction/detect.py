@@ -123,7 +123,8 @@ def _capitalised(word: str) -> bool:
 
 def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str]]:
     """Name words in `text`: (start, end, word, role), role "first" or "last". A word is a name when its
-    case-folded form is in `known` (title case or all capitals), when it is a first name followed by a capitalised
+    case-folded form is in `known` (title case or all capitals; not an ordinary word: "No" read from a probe's
+    `first_name` is not replaced in "No such order"), when it is a first name followed by a capitalised
     surname, or when it follows a greeting ("Hi", "Dear", "this is", "my name is") or a title ("Dr.", "Mrs")."""
     tokens = list(words(text))
     if not tokens:
@@ -135,7 +136,7 @@ def names_in(text: str, known: Collection[str]) -> list[tuple[int, int, str, str
         if index in found:
             continue
         folded = word.casefold()
-        if folded in known and (_capitalised(word) or (word.isupper() and len(word) > 1)):
+        if folded in known and folded not in lists.common and (_capitalised(word) or (word.isupper() and len(word) > 1)):
             found[index] = (match.start(), match.end(), word, "first")
             surname = _surname(tokens, index, text) if _capitalised(word) else None
             if surname is not None:

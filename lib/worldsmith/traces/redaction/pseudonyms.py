@@ -3,7 +3,8 @@
 Each is drawn from HMAC-SHA256(secret, kind, value, attempt); the caller moves to the next attempt when a
 pseudonym is taken, which keeps the mapping one-to-one. Shapes kept: an e-mail stays an address (public
 mail providers' and reserved example domains kept, any other domain mapped to a pseudonymous one under the
-reserved `.example` top-level domain, the same for every address there); a card keeps its length, first
+reserved `.example` top-level domain, the same for every address there; a local part made of known name words
+takes their pseudonyms); a card keeps its length, first
 digit, separators and a valid Luhn digit; a phone keeps its country code, first national digit, length and
 separators; a name word becomes a name from the English first-name or surname pool, in the word's case.
 """
@@ -18,7 +19,8 @@ from collections.abc import Iterator
 from worldsmith.traces.redaction.detect import luhn_valid
 from worldsmith.traces.redaction.names import name_lists
 
-__all__ = ["card_digits", "email", "fill_digits", "in_case_of", "name_word", "national_digits"]
+__all__ = ["card_digits", "email", "email_domain", "email_from_names", "fill_digits", "in_case_of", "name_word",
+           "national_digits"]
 
 # Domains that identify no one: the big public mail providers and the reserved example domains (RFC 2606).
 _PUBLIC_DOMAINS = frozenset(
@@ -41,6 +43,26 @@ def _digits(stream: Iterator[int], count: int) -> str:
     return "".join(str(next(stream) % 10) for _ in range(count))
 
 
+def email_domain(secret: bytes, domain: str) -> str:
+    """`domain` if it identifies no one, else its pseudonym under `.example` (the same for every address there)."""
+    if domain in _PUBLIC_DOMAINS:
+        return domain
+    return "d" + hmac.new(secret, b"email-domain\x1f" + domain.encode(), hashlib.sha256).hexdigest()[:8] + ".example"
+
+
+def email_from_names(secret: bytes, key: str, names: dict[str, str]) -> str | None:
+    """The address `key` with each word of its local part replaced by that name word's pseudonym (`names`: case-
+    folded name word -> pseudonym), digits and separators kept: `kofi.chen43@` -> `ruth.wallace43@`, so a record's
+    e-mail still matches its name. None unless every word of two letters or more is a known name word."""
+    local, _, domain = key.rpartition("@")
+    parts = re.split(r"([^a-z]+)", local)
+    words = [part for part in parts if len(part) > 1 and part.isalpha()]
+    if not words or any(word not in names for word in words):
+        return None
+    mapped = [names[part].lower() if part in names and len(part) > 1 else part for part in parts]
+    return "".join(mapped) + "@" + email_domain(secret, domain)
+
+
 def email(secret: bytes, key: str, attempt: int) -> str:
     """`first.last<nn>@domain` for the address `key` (lower case)."""
     pools = name_lists()
@@ -48,11 +70,7 @@ def email(secret: bytes, key: str, attempt: int) -> str:
     first = pools.first_pool[int.from_bytes(bytes(next(stream) for _ in range(4))) % len(pools.first_pool)]
     last = pools.last_pool[int.from_bytes(bytes(next(stream) for _ in range(4))) % len(pools.last_pool)]
     local = f"{first}.{last}{_digits(stream, 2)}".lower()
-    domain = key.rpartition("@")[2]
-    if domain not in _PUBLIC_DOMAINS:
-        digest = hmac.new(secret, b"email-domain\x1f" + domain.encode(), hashlib.sha256).hexdigest()
-        domain = f"d{digest[:8]}.example"
-    return f"{local}@{domain}"
+    return f"{local}@{email_domain(secret, key.rpartition('@')[2])}"
 
 
 def card_digits(secret: bytes, digits: str, attempt: int) -> str:

@@ -250,7 +250,11 @@ class Redactor:
     def _email(self, span: Span) -> str | None:
         if span.key in self._taken["email"]:
             return None
-        return self._assign("email", span.key, lambda attempt: pseudonyms.email(self.secret, span.key, attempt))
+        def make(attempt: int) -> str:
+            derived = pseudonyms.email_from_names(self.secret, span.key, self.mapping["name"]) if not attempt else None
+            return derived or pseudonyms.email(self.secret, span.key, attempt)
+
+        return self._assign("email", span.key, make)
 
     def _card(self, key: str) -> str | None:
         if key in self._taken["card"]:
