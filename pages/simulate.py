@@ -15,8 +15,9 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.page_state import PageState, record, restore
 from workbench.common.text import md_code, md_escape
-from workbench.simulate.side_by_side import apply_simulate_link, render_side_by_side
+from workbench.simulate.side_by_side import AT, SIDE_BY_SIDE_STATE, apply_simulate_link, render_side_by_side
 from workbench.simulate.simulator import compare_frame, render_turn, turns_frame
 from workbench.simulate.uncertainty import (
     assess_step,
@@ -41,6 +42,9 @@ from worldsmith.workspace import EpisodeFilter, WorkspaceLayout
 from worldsmith.worldbook import WorldbookError, WorldbookStore
 
 NEW = "(new session)"
+# The page's choices, kept across Back, reload and the sidebar (`workbench.common.page_state`).
+SIMULATE_STATE = PageState({"sim_view": str, "sim_book": str, "sim_model": str, "sim_session": str,
+                            "sim_ep_dataset": str, "sim_ep_episode": str, "sim_max_tokens": int})
 
 root = Path(data.workspace_root())
 store = WorldbookStore.of_workspace(root)
@@ -53,11 +57,16 @@ names = store.names()
 if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
+for kept in (SIMULATE_STATE, SIDE_BY_SIDE_STATE):
+    restore(kept)
 apply_simulate_link(names)  # simulate?dataset=&episode=&turn=[&book=] opens the side-by-side view at that turn
+for kept in (SIMULATE_STATE, SIDE_BY_SIDE_STATE):
+    record(kept)
 if st.radio("View", ["Sessions", "Side by side"], key="sim_view", horizontal=True,
             help="Side by side: world models stepped through a real episode beside its observations") == "Side by side":
     render_side_by_side(root, store)
     st.stop()
+st.query_params.pop(AT, None)  # the side-by-side view's steps: not this view's
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=4)

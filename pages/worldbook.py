@@ -16,8 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.page_state import PageState, keep
 from workbench.common.text import md_code, md_escape
-from workbench.worldbook.heldout_panel import render_heldout_chooser, render_heldout_delta
+from workbench.worldbook.heldout_panel import HELDOUT_STATE, render_heldout_chooser, render_heldout_delta
 from workbench.worldbook.notes_editor import render_add_note_form, render_notes
 from workbench.worldbook.route_table import render_route_table
 from workbench.worldbook.rule_card import render_rule_evidence, render_rule_header
@@ -55,6 +56,8 @@ if not names:
     st.info("No worldbooks in this workspace yet (`worldsmith build` makes one).", icon=":material/info:")
     st.stop()
 restore_place(names)  # Back from a Traces link lands on an entry without the page's parameters
+keep(HELDOUT_STATE)  # the held-out set and the open tab survive Back, a reload and the sidebar
+keep(PageState({TAB_KEY: str}))
 # A link such as worldbook?book=alfworld&rule=take.r1 opens that rule; once followed, its parameters give way to the
 # page's own (wb_name, wb_rule: bound to the URL), so the history entry says the book shown and Back returns to it,
 # and following the same link again later opens it again.

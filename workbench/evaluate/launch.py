@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.leakage import held_out_split
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
@@ -92,8 +93,7 @@ def held_out_defaults(root: Path, book: str | None, datasets: list[str], dataset
             out["env"] = env
     opened = data.open_dataset(str(root), out["dataset"]) if source is not None and source.get("split") else None
     splits = opened.splits() if opened is not None else []
-    held = next((s for s in ("test", "validation") if s in splits and s != source.get("split")), None) \
-        if source is not None else None
+    held = held_out_split(splits, source.get("split")) if source is not None else None
     if held is not None:
         out["split"] = held
     return out

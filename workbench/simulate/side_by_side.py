@@ -20,7 +20,10 @@ import streamlit as st
 
 from workbench.common import data
 from workbench.common.diff_view import render_text_diff
+
+from workbench.common.leakage import held_out_split
 from workbench.common.links import rule_query, turn_page_link
+from workbench.common.page_state import PageState
 from workbench.common.paths import page_file
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, render_records, show_long_values
@@ -32,7 +35,8 @@ from worldsmith.workspace import EpisodeFilter, env_family
 from worldsmith.worldbook import Worldbook, WorldbookError, WorldbookStore
 
 __all__ = [
-    "apply_simulate_link", "changes_frame", "NEW_EPISODE", "RUNNER", "render_side_by_side", "scores_frame"]
+    "AT", "apply_simulate_link", "changes_frame", "NEW_EPISODE", "RUNNER", "SIDE_BY_SIDE_STATE", "render_side_by_side",
+    "scores_frame"]
 
 DIFF_LEGEND = htmlview.DIFF_LEGEND  # the library's constant legend: Markdown with no outside text
 RUNNER = "sbs_runner"  # (config key, sidebyside.SideBySide)
@@ -41,6 +45,8 @@ NOTICE = "sbs_notice"
 SHOW = "sbs_show"
 NEW_EPISODE = "(new episode: type an opening)"
 ANY_ENV = "(any environment)"
+ANY_SPLIT = "(every split)"
+AT = "sbs_at"  # query parameter: the steps taken, so a reload steps the rebuilt view back to where it was
 MODES = {"teacher": "teacher forcing (each step from the real prefix)",
          "open_loop": "open loop (each method carries on from its own predictions)"}
 
@@ -111,6 +117,12 @@ def _act(what: str) -> None:
 # ------------------------------------------------------------------ links
 GOTO = "sbs_goto"
 AUDIT_OPEN = "sbs_audit_open"  # the method whose audit a link asked to see open
+LINK_PARAMS = ("book", "dataset", "episode", "turn", "method")
+# The view's choices, kept across Back, reload and the sidebar (`workbench.common.page_state`); the steps taken are
+# the runner's (held in the session) and, for a reload, `AT` in the URL.
+SIDE_BY_SIDE_STATE = PageState({"sbs_book": str, "sbs_mode": str, "sbs_dataset": str, "sbs_env": str,
+                                "sbs_split": str, "sbs_search": str, "sbs_episode": str, "sbs_methods": list,
+                                "sbs_llm": str, "sbs_max_tokens": int})
 
 
 def apply_simulate_link(books: list[str]) -> None:
@@ -120,9 +132,12 @@ def apply_simulate_link(books: list[str]) -> None:
     params = st.query_params
     episode, dataset = params.get("episode"), params.get("dataset")
     link = (params.get("book"), dataset, episode, params.get("turn"), params.get("method"))
-    if not episode or not dataset or st.session_state.get("sbs_linked") == link:
+    if not episode or not dataset:
         return
-    st.session_state["sbs_linked"] = link
+    for key in LINK_PARAMS:  # followed: from here on the view's own kept state is the address (a reload keeps it)
+        if key in params:
+            del params[key]
+    params.pop(AT, None)
     st.session_state["sim_view"] = "Side by side"
     if link[0] in books:
         st.session_state["sbs_book"] = link[0]
@@ -134,6 +149,7 @@ def apply_simulate_link(books: list[str]) -> None:
         st.session_state.pop(AUDIT_OPEN, None)
     st.session_state["sbs_dataset"] = dataset
     st.session_state["sbs_search"] = episode
+    st.session_state["sbs_split"] = ANY_SPLIT  # the linked episode, whichever split holds it
     st.session_state["sbs_episode"] = episode
     st.session_state["sbs_mode"] = "teacher"
     try:
@@ -145,12 +161,15 @@ def apply_simulate_link(books: list[str]) -> None:
 # ------------------------------------------------------------------ pieces
 
 
-def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tuple[Any, str | None, str | None]:
-    """(episode or None, opening or None, dataset name or None) as chosen in the widgets."""
+def _pick_episode(root: str, book: Worldbook, source: dict[str, Any]) -> tuple[Any, str | None, str | None]:
+    """(episode or None, opening or None, dataset name or None) as chosen in the widgets. The episodes offered first
+    are a held-out split's (`test`, never the split the book was built from): a training episode stays a choice,
+    named as leaked above the columns."""
+    source_dataset = source.get("dataset")
     datasets = data.list_datasets(root)
     options = [*datasets, NEW_EPISODE]
     preferred = source_dataset if source_dataset in datasets else (datasets[0] if datasets else NEW_EPISODE)
-    left, middle, right = st.columns([1, 1, 2])
+    left, middle, split_column, right = st.columns([1, 1, 1, 2])
     name = left.selectbox("Episode from", options, index=options.index(preferred), key="sbs_dataset")
     if name == NEW_EPISODE:
         opening = st.text_area("Opening observation", key="sbs_opening", height=90)
@@ -159,14 +178,19 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
     if dataset is None:
         st.error(f"Dataset {md_code(name)} is gone.", icon=":material/error:")
         st.stop()
-    environments, _ = data.dataset_facets(root, name, dataset.revision)
+    environments, splits = data.dataset_facets(root, name, dataset.revision)
     env_options = [ANY_ENV, *environments]
     family = env_family(book.env_id)
     preferred_env = next((e for e in environments if e == book.env_id), None) or ANY_ENV
     env = middle.selectbox("Environment", env_options, index=env_options.index(preferred_env), key="sbs_env",
                            help=f"the worldbook simulates {md_escape(book.env_id or 'an unnamed environment')}")
+    split_options = [ANY_SPLIT, *splits]
+    held = held_out_split(splits, source.get("split") if name == source_dataset else None)
+    split = split_column.selectbox("Split", split_options, index=split_options.index(held or ANY_SPLIT),
+                                   key="sbs_split", help="a held-out split by default: the worldbook never saw it")
     search = right.text_input("Find an episode (id or task)", key="sbs_search")
-    where = EpisodeFilter(env_id=None if env == ANY_ENV else env, search=search.strip() or None)
+    where = EpisodeFilter(env_id=None if env == ANY_ENV else env, search=search.strip() or None,
+                          split=None if split == ANY_SPLIT else split)
     page = data.episode_page(root, name, dataset.revision, data.filter_key(where), 500, 0)
     ids = list(page["episode_id"]) if not page.empty else []
     if family and env == ANY_ENV:  # episodes of the worldbook's own environment first
@@ -184,6 +208,13 @@ def _pick_episode(root: str, book: Worldbook, source_dataset: str | None) -> tup
         st.error(md_escape(error), icon=":material/error:")
         st.stop()
     return episode, None, name
+
+
+def _steps_in_url() -> int:
+    try:
+        return max(0, int(st.query_params.get(AT) or 0))
+    except ValueError:
+        return 0
 
 
 def _value(value: Any) -> str:
@@ -337,8 +368,9 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
         st.stop()
     mode = right.radio("Stepping", list(MODES), format_func=MODES.get, key="sbs_mode", horizontal=True)
     sources = store.info(book_name, version).sources
-    source_dataset = next((s.get("dataset") for s in sources if isinstance(s, dict) and s.get("dataset")), None)
-    episode, opening, dataset = _pick_episode(root_text, book, source_dataset)
+    source = next((s for s in sources if isinstance(s, dict) and s.get("dataset")), {})
+    source_dataset = source.get("dataset")
+    episode, opening, dataset = _pick_episode(root_text, book, source)
 
     methods_column, spec_column, tokens_column = st.columns([3, 2, 1])
     methods = methods_column.multiselect("Methods", world_model_names(),
@@ -368,6 +400,10 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
             st.stop()
         st.session_state[RUNNER] = (config, runner)
         st.session_state[SHOW] = 0
+        if held is None and GOTO not in st.session_state:  # a new session (a reload): back to the steps taken
+            taken = _steps_in_url()
+            if taken:
+                st.session_state[GOTO] = taken - 1
     runner = st.session_state[RUNNER][1]
     goto = st.session_state.pop(GOTO, None)
     if goto is not None and episode is not None:
@@ -392,6 +428,8 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
         f"left the recording at step {runner.diverged_at:d}" if runner.diverged_at is not None else "no recording")
     st.caption(f"{runner.position:d} steps{total} · {md_escape(MODES[runner.mode].split(' (')[0])} · {state_line}")
     _controls(runner)
+    if st.query_params.get(AT) != str(runner.position):
+        st.query_params[AT] = str(runner.position)
 
     history = runner.history
     if not history:

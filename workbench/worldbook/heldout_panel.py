@@ -1,7 +1,7 @@
 """The curation loop on the Worldbook page: choose a held-out set once, then see what each edit did to it.
 
-The set (a dataset's split) lives in session state and in the URL (`heldout_dataset`, `heldout_split`),
-so a reload or a shared link keeps it. It is checked for leakage against the version shown with the
+The set (a dataset's split) is part of the page's kept state (`HELDOUT_STATE`, `workbench.common.page_state`): in the
+session and in the URL (`heldout_dataset`, `heldout_split`), so Back, a reload, the sidebar or a shared link keep it. It is checked for leakage against the version shown with the
 rule `worldsmith eval` uses. Every edit makes a version whose parent is the version edited, so the
 panel shows the paired held-out delta of the version shown against its parent (overall and for the
 edited action), and the turns it fixed or broke, each a link into Traces with what the edit changed in its
@@ -16,6 +16,7 @@ import streamlit as st
 
 from workbench.common.diff_view import render_text_diff
 from workbench.common.links import turn_query
+from workbench.common.page_state import PageState
 from workbench.common.paths import page_file
 from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
@@ -24,13 +25,14 @@ from worldsmith.evals import heldout as heldout_scores
 from worldsmith.workspace import Workspace, env_family
 from worldsmith.worldbook import Worldbook, WorldbookStore
 
-__all__ = ["DELTAS", "NO_SPLIT", "render_heldout_chooser", "render_heldout_delta"]
+__all__ = ["DELTAS", "HELDOUT_STATE", "NO_SPLIT", "render_heldout_chooser", "render_heldout_delta"]
 
 DELTAS = "wb_heldout_deltas"  # {name:parent:version:held-out: HeldOutDelta | error text}
 CHECKS = "wb_heldout_checks"  # {book hash:held-out key: why it is refused, or None}
 NO_SPLIT = "(none)"
 DATASET_KEY, SPLIT_KEY = "wb_heldout_dataset", "wb_heldout_split"
-URL_DATASET, URL_SPLIT = "heldout_dataset", "heldout_split"
+HELDOUT_STATE = PageState({DATASET_KEY: str, SPLIT_KEY: str},
+                          params={DATASET_KEY: "heldout_dataset", SPLIT_KEY: "heldout_split"})
 SHOWN_FLIPS = 30
 DELTA_KEY = "heldout-delta"  # the delta's container (`.st-key-heldout-delta`), scrolled to after a save
 _SCROLL_JS = """
@@ -51,23 +53,23 @@ _SCROLL_JS = """
 METRIC_LABELS = {"exact_match": "exact match", "token_f1": "token F1", "json_f1": "JSON field F1"}
 
 
-def _from_url(datasets: list[str], default: str | None) -> None:
-    """First sight in this session: the URL's held-out set (else the book's source dataset) fills the widgets."""
-    if DATASET_KEY not in st.session_state:
-        wanted = st.query_params.get(URL_DATASET) or default
-        st.session_state[DATASET_KEY] = wanted if wanted in datasets else (datasets[0] if datasets else None)
-        st.session_state[SPLIT_KEY] = st.query_params.get(URL_SPLIT) or NO_SPLIT
+def _first_sight(datasets: list[str], default: str | None) -> None:
+    """Nothing kept yet (the page restored `HELDOUT_STATE` first): the book's source dataset, no split."""
+    if st.session_state.get(DATASET_KEY) not in datasets:
+        st.session_state[DATASET_KEY] = default if default in datasets else (datasets[0] if datasets else None)
+    st.session_state.setdefault(SPLIT_KEY, NO_SPLIT)
 
 
 def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_dataset: str | None,
                            env: str | None = None) -> HeldOut | None:
-    """Dataset and split of the held-out set (kept in session and URL); None until one is chosen and leak-free.
+    """Dataset and split of the held-out set (kept in session and URL by the page, `HELDOUT_STATE`); None until one
+    is chosen and leak-free.
     A book built on one environment (`env`, else the book's own env id) is scored on that environment only."""
     datasets = workspace.list_datasets()
     if not datasets:
         st.caption("No datasets in this workspace: no held-out set to score edits against.")
         return None
-    _from_url(datasets, default_dataset)
+    _first_sight(datasets, default_dataset)
     left, right = st.columns(2)
     dataset = left.selectbox("Held-out dataset", datasets, key=DATASET_KEY)
     splits = workspace.dataset(dataset).splits() if dataset else []
@@ -78,11 +80,8 @@ def render_heldout_chooser(workspace: Workspace, book: Worldbook, default_datase
                             help="Give the dataset splits with `worldsmith split`; the book must not be built "
                                  "from this split.")
     if split == NO_SPLIT or not dataset:
-        st.query_params.pop(URL_DATASET, None)
-        st.query_params.pop(URL_SPLIT, None)
         st.caption("Choose a held-out split to see, after every edit, how held-out fidelity moved.")
         return None
-    st.query_params[URL_DATASET], st.query_params[URL_SPLIT] = dataset, split
     env = env or env_family(book.env_id) or None
     heldout = HeldOut(dataset=dataset, split=split, env=env)
     problem = _checked(workspace, book, heldout)
