@@ -12,14 +12,30 @@ from __future__ import annotations
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.leakage import build_split
+from workbench.common.page_state import PageState, keep
 from workbench.common.paths import page_file
 from workbench.common.text import md_escape
 from workbench.worldbook.build_jobs import render_build_jobs, start_build
 from worldsmith.sim import ROUTE_TURNS
+from worldsmith.util import InvalidName, check_name
 from worldsmith.workspace import env_family
 from worldsmith.worldbook import build_jobs
 
+
+def _name_problem(name: str) -> str | None:
+    """Why the worldbook name typed cannot be built (None: it can), said before Build is pressed."""
+    try:
+        check_name(name.strip(), "worldbook")
+    except InvalidName as error:
+        return str(error)
+    return None
+
+
 root = data.workspace_root()
+# The form's settings, kept across Back, reload and the sidebar (`workbench.common.page_state`).
+keep(PageState({"build_dataset": str, "build_env": str, "build_out": str, "build_split": str, "build_held": str,
+                "build_folds": int, "build_route_folds": int, "build_route_turns": int, "build_llm": str}))
 st.title("Build a worldbook", anchor=False)
 
 datasets = data.list_datasets(root)
@@ -48,13 +64,16 @@ if previous_default != default_name:
         st.session_state["build_out"] = default_name
     st.session_state["build_out_default"] = default_name
 
-with st.form("build_form", enter_to_submit=False):  # Enter then Build would launch it twice
+with st.container(border=True):  # not a form: each change is kept (and checked) at once, before Build
     left, right = st.columns(2)
     env = left.selectbox("Environment", ["(all)", *environments], key="build_env",
                          help="a worldbook describes one environment: pick it in a mixed dataset")
     out = right.text_input("Worldbook name", key="build_out")
     left, middle, right = st.columns(3)
-    split = left.selectbox("Build from split", ["(all)", *splits], key="build_split")
+    split_options = ["(all)", *splits]  # the train split by default: the others stay held out (a choice, not a rule)
+    split = left.selectbox("Build from split", split_options, index=split_options.index(build_split(splits) or "(all)"),
+                           key="build_split", help="default: train when the dataset has splits, so validation and "
+                                                   "test stay held out for Evaluate")
     held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
                             help="default when building from a split: validation, else test")
     folds = right.number_input("Cross-fitting folds (0: none)", min_value=0, max_value=10, value=3, key="build_folds")
@@ -69,7 +88,10 @@ with st.form("build_form", enter_to_submit=False):  # Enter then Build would lau
                                            "by trajectory family, so the stage stops growing with the data")
     spec = st.text_input("Model for the rules and notes stages (optional)", key="build_llm",
                          placeholder="tiny:data_samples/models/tiny — empty: the deterministic builder only")
-    submitted = st.form_submit_button("Build", icon=":material/construction:")
+    problem = _name_problem(out)
+    if problem:
+        st.error(md_escape(problem), icon=":material/error:")
+    submitted = st.button("Build", icon=":material/construction:", key="build_run", disabled=bool(problem))
 
 if submitted:
     start_build(root, build_jobs.BuildLaunch(

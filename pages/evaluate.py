@@ -13,12 +13,19 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.page_state import PageState, keep
 from workbench.common.text import md_code, md_escape
 from workbench.evaluate.compare import render_compare
 from workbench.evaluate.consistency import render_consistency
 from workbench.evaluate.failures import render_failures
 from workbench.evaluate.jobs import list_jobs
-from workbench.evaluate.launch import render_jobs, render_launch_form, workspace_choices
+from workbench.evaluate.launch import (
+    LAUNCH_STATE,
+    last_launch_failure,
+    render_jobs,
+    render_launch_form,
+    workspace_choices,
+)
 from workbench.evaluate.records import render_records
 from workbench.evaluate.results import render_results
 from workbench.evaluate.runs import (
@@ -35,6 +42,8 @@ TAB_KEY = "ev_tab"  # the open tab: Results, Records, Failures, Compare, Consist
 RUN_SCOPED = ("ev_scope", "ev_protocol", "ev_metric", "ev_wl_", "ev_fx_", "ev_cmp_")  # widget keys that depend on the run shown
 
 root = Path(data.workspace_root())
+keep(PageState({TAB_KEY: str, "ev_run": str}))  # the tab, the run shown and the launch form's settings survive Back,
+keep(LAUNCH_STATE)  # a reload and the sidebar
 st.title("Evaluate", anchor=False)
 st.markdown(
     "Compare simulators on held-out trajectories: next-observation fidelity, open-loop drift and "
@@ -63,14 +72,10 @@ if runs:
     chosen = st.selectbox("Run", list(by_name), format_func=lambda name: _label(by_name[name]), key="ev_run")
 else:
     chosen = None
-    failed = next((job for job in list_jobs(root) if job.state == "failed"), None)
+    failed = last_launch_failure(list_jobs(root))
     st.info(
         "No evaluation runs in this workspace yet: "
-        + (
-            f"the launch of {md_code(failed.run)} failed (its error is above); correct it under Launch and try again."
-            if failed is not None
-            else "launch one below or run `worldsmith eval`."
-        ),
+        + (f"{failed}; correct it under Launch and try again." if failed else "launch one below or run `worldsmith eval`."),
         icon=":material/info:",
     )
 if st.session_state.get("ev_shown_run") != chosen:

@@ -65,6 +65,7 @@ def test_environment_and_split_follow_the_chosen_dataset_and_a_mix_warns(empty_r
     assert at.selectbox(key="build_env").options == ["(all)", "alfworld"]
     assert at.text_input(key="build_out").value == "alfworld"
     assert at.selectbox(key="build_split").options == ["(all)", "test", "train"]
+    assert at.selectbox(key="build_split").value == "train", "leak-safe: test stays held out unless chosen"
     assert not at.warning
     no_exception(at.selectbox(key="build_dataset").set_value("mixed").run())
     assert at.selectbox(key="build_env").options == ["(all)", "alfworld", "textworld"]
@@ -127,12 +128,12 @@ def test_route_table_folds_zero_builds_the_book_without_routes(empty_root: Path)
     assert list(stages["stage"]) == list(STAGES)
 
 
-def test_a_bad_request_is_reported_and_nothing_saved(empty_root: Path) -> None:
+def test_a_bad_name_is_refused_before_build_and_nothing_saved(empty_root: Path) -> None:
     Workspace(empty_root).ingest([SAMPLE], "alf")
     at = open_page()
-    at.text_input(key="build_out").input("bad name!")
-    no_exception(at.button[0].click().run())
-    assert any("Build failed" in str(e.value) for e in at.error)
+    no_exception(at.text_input(key="build_out").input("bad name!").run())
+    assert any("worldbook name" in str(e.value) and "letters, digits" in str(e.value) for e in at.error), "said first"
+    assert at.button(key="build_run").disabled
     assert WorldbookStore(empty_root / "worldbooks").names() == []
 
 

@@ -14,20 +14,37 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.jobs import remaining_s, render_stop_button, seconds_text, was_stopped
 from workbench.common.leakage import held_out_split
+from workbench.common.page_state import PageState
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
-from workbench.evaluate.jobs import EvalLaunch, JobError, JobStatus, eval_command, launch, list_jobs
+from workbench.evaluate.jobs import (
+    EvalLaunch,
+    JobError,
+    JobStatus,
+    eval_command,
+    launch,
+    list_jobs,
+    validate_run_name,
+)
 from workbench.evaluate.model_offer import default_model, model_backed, render_model_offer
 from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
-__all__ = ["BOTH", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults", "live_envs", "matched_env",
-           "model_use_problem", "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
+__all__ = ["BOTH", "LAUNCH_STATE", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults",
+           "last_launch_failure", "launch_problems", "live_envs",
+           "matched_env", "model_use_problem", "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
 
 BOTH = "drift + next-obs"  # the default: open loop and teacher forced in one run, reported apart
 PROTOCOLS = [BOTH, "drift", "next-obs", "w2r", "live"]
 POLICIES = ["expert", "probing", "random", "curious", "exploring", "llm"]  # `worldsmith eval --policy`'s choices
 NOTICE = "ev_launch_notice"
+# The launch form's settings, kept across Back, reload and the sidebar (`workbench.common.page_state`); the run name
+# is not (a new one is offered).
+LAUNCH_STATE = PageState({"ev_new_book": str, "ev_new_dataset": str, "ev_new_protocol": str, "ev_new_split": str,
+                          "ev_new_env": str, "ev_new_methods": list, "ev_new_episodes": int, "ev_new_turns": int,
+                          "ev_new_policy": str, "ev_new_llm": str, "ev_new_judge": str, "ev_new_seed": int,
+                          "ev_new_folds": int, "ev_new_workers": int, "ev_new_drop_leaked": bool})
 
 
 def live_envs(match: envmatch.EnvMatch | None) -> list[str]:
@@ -164,18 +181,21 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     dataset = right.selectbox("Dataset", datasets, key="ev_new_dataset")
     defaults = held_out_defaults(root, book, datasets, dataset)
     if st.session_state.get("ev_new_defaults_for") != (book, dataset):
+        restored = "ev_new_defaults_for" not in st.session_state and "ev_new_split" in st.session_state
         st.session_state["ev_new_defaults_for"] = (book, dataset)
-        st.session_state["ev_new_split"] = defaults.get("split", "")
-        st.session_state["ev_new_env"] = defaults.get("env", "")
+        if not restored:  # a reload keeps the split and environment its address carries (`LAUNCH_STATE`)
+            st.session_state["ev_new_split"] = defaults.get("split", "")
+            st.session_state["ev_new_env"] = defaults.get("env", "")
     match = env_match(root, book, dataset) if book and dataset else None
     problem = match.problem() if match is not None else None
     if problem:
         st.warning(md_escape(problem), icon=":material/link_off:")
     render_model_offer(root, dataset, st.session_state.get("ev_new_split") or None,
                        list(st.session_state.get("ev_new_methods") or []))
-    with st.form("ev_launch"):
+    with st.container(border=True):  # not a form: every change is checked at once, before Launch
         left, right = st.columns(2)
-        run = left.text_input("Run name", value=f"eval-{time.strftime('%Y%m%dT%H%M%S')}", key="ev_new_run")
+        st.session_state.setdefault("ev_new_run", f"eval-{time.strftime('%Y%m%dT%H%M%S')}")
+        run = left.text_input("Run name", key="ev_new_run")
         real = live_envs(match)
         protocol = right.radio("Protocol", PROTOCOLS, horizontal=True, key="ev_new_protocol",
                                help="drift + next-obs (default): both, reported apart, open loop first. drift (open "
@@ -223,32 +243,19 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
         drop_leaked = st.checkbox("Drop leaked episodes", key="ev_new_drop_leaked",
                                   help="Leave out episodes the book was built from (or copies of their trajectories) "
                                        "and name them in the report, instead of refusing the run.")
-        submitted = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
+        model = None
+        if not llm.strip() and model_backed(list(chosen)):  # the dataset's own model, else the bundled one (above)
+            model = default_model(root, dataset, split.strip() or None)
+            llm = model.spec if model is not None else llm
+        problems = launch_problems(root, run=run, chosen=list(chosen), protocol=protocol, real=real, book=book,
+                                   folds=int(folds), llm=llm, judge=judge, policy=policy)
+        for problem in problems:
+            st.error(problem, icon=":material/error:")
+        submitted = st.button("Launch", type="primary", icon=":material/rocket_launch:", key="ev_launch",
+                              disabled=bool(problems), help="correct the settings named above first" if problems
+                              else None)
     if not submitted:
         return
-    if not chosen:
-        st.error("Choose at least one method.")
-        return
-    if protocol in ("live", "w2r") and not real:
-        st.error(f"{md_escape(protocol)} needs a real environment: none of this dataset's environments is registered and "
-                 "installed (`worldsmith envs list`).", icon=":material/error:")
-        return
-    if folds == 1 or (not folds and not book):
-        st.error("Choose a worldbook, or cross-fit with at least 2 folds.")
-        return
-    model = None
-    if not llm.strip() and model_backed(list(chosen)):  # the dataset's own model, else the bundled one (said above)
-        model = default_model(root, dataset, split.strip() or None)
-        llm = model.spec if model is not None else llm
-    unused = model_use_problem(list(chosen), llm, policy_uses_it=policy == "llm" and protocol in ("w2r", "live"))
-    if unused:
-        st.error(md_escape(unused), icon=":material/error:")
-        return
-    for label, spec in (("Model spec", llm), ("Judge spec", judge)):
-        problem = spec_problem(spec, root)
-        if problem:
-            st.error(f"{md_escape(label)}: {md_escape(problem)}", icon=":material/error:")
-            return
     try:
         config = EvalLaunch(run=run, book=None if folds else book, dataset=dataset, methods=list(chosen),
                             protocol=None if protocol == BOTH else protocol,
@@ -268,6 +275,32 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
     st.rerun()
 
 
+def launch_problems(root: Path, *, run: str, chosen: list[str], protocol: str, real: list[str], book: str | None,
+                    folds: int, llm: str, judge: str, policy: str) -> list[str]:
+    """Why the launch form's settings cannot run, as Markdown lines (empty: they can): checked on every change, so a
+    run that would fail on its settings is never started."""
+    problems = []
+    try:
+        validate_run_name(run)
+    except JobError as error:
+        problems.append(f"Run name: {md_escape(error)}")
+    if not chosen:
+        problems.append("Choose at least one method.")
+    if protocol in ("live", "w2r") and not real:
+        problems.append(f"{md_escape(protocol)} needs a real environment: none of this dataset's environments is "
+                        "registered and installed (`worldsmith envs list`).")
+    if folds == 1 or (not folds and not book):
+        problems.append("Choose a worldbook, or cross-fit with at least 2 folds.")
+    unused = model_use_problem(chosen, llm, policy_uses_it=policy == "llm" and protocol in ("w2r", "live"))
+    if unused:
+        problems.append(md_escape(unused))
+    for label, spec in (("Model spec", llm), ("Judge spec", judge)):
+        problem = spec_problem(spec, root)
+        if problem:
+            problems.append(f"{md_escape(label)}: {md_escape(problem)}")
+    return problems
+
+
 def _render_job(root: Path, job: JobStatus) -> None:
     try:
         progress = EvalRunStore(root).run(job.run).read_progress()
@@ -276,7 +309,12 @@ def _render_job(root: Path, job: JobStatus) -> None:
     else:
         problem = None
     done, total = (progress.done, progress.total) if progress is not None else (None, None)
-    label = f"{md_code(job.run)} · {md_escape(job.state)}"
+    stopped = job.state == "failed" and was_stopped(job.run, job.started, job.returncode)
+    label = f"{md_code(job.run)} · {'stopped' if stopped else md_escape(job.state)}"
+    if job.state == "running":
+        elapsed = f" · {seconds_text(time.time() - job.started)} elapsed"
+        left = remaining_s(job.started, done or 0, total or 0)
+        label += elapsed + (f" · about {seconds_text(left)} left" if left is not None else "")
     if done is not None and total:
         st.progress(min(1.0, done / total), text=f"{label} · {int(done)}/{int(total)}")
     elif job.state == "running":
@@ -286,10 +324,15 @@ def _render_job(root: Path, job: JobStatus) -> None:
     # a run that failed before any unit shows no bar (a full one would read as done): its error below says why
     if problem:
         st.caption(md_escape(problem))
-    if job.state == "failed":
+    if job.state == "running":
+        render_stop_button(EvalRunStore(root).jobs, job.run, key=f"ev_stop_{job.run}", what="evaluation run")
+    if stopped:
+        st.warning(f"Run {md_code(job.run)} was stopped" + (f" after {int(done)}/{int(total)} units" if total else "")
+                   + ": it has no report.", icon=":material/stop_circle:")
+    elif job.state == "failed":
         st.error(f"Run {md_code(job.run)} failed (exit code {md_escape(job.returncode)}): "
                  f"{md_escape(failure_message(job))}", icon=":material/error:")
-    if job.state != "finished" and job.log_tail.strip():
+    if job.state != "finished" and not stopped and job.log_tail.strip():
         st.caption("log (the end)")
         st.code(job.log_tail, language=None)
 
@@ -301,6 +344,15 @@ def failure_message(job: JobStatus) -> str:
         return error
     lines = job.log_tail.strip().splitlines()
     return lines[-1] if lines else "(no output)"
+
+
+def last_launch_failure(jobs: list[JobStatus]) -> str | None:
+    """Why the latest launch failed, as Markdown naming its run (None when it did not fail, or a newer one runs):
+    the message belongs to that run, never to the one running now."""
+    latest = jobs[0] if jobs else None
+    if latest is None or latest.state != "failed" or was_stopped(latest.run, latest.started, latest.returncode):
+        return None
+    return f"the launch of {md_code(latest.run)} failed: {md_escape(failure_message(latest))}"
 
 
 def render_jobs(root: Path) -> None:

@@ -354,6 +354,34 @@ def _controls(runner: sidebyside.SideBySide) -> None:
 # ------------------------------------------------------------------ the view
 
 
+def _held_runner(config: tuple, book: Worldbook, methods: list[str], *, llm_spec: str | None, episode: Any,
+                 opening: str | None, mode: str, max_tokens: int) -> sidebyside.SideBySide:
+    """The session's runner, rebuilt when what it was built from changed, and stepped up to a link's turn (or, in
+    a new session, to the steps its address says were taken)."""
+    held = st.session_state.get(RUNNER)
+    if held is None or held[0] != config:
+        try:
+            llm = _llm(llm_spec, config[0]) if llm_spec else None
+            runner = sidebyside.SideBySide.from_kinds(book, methods, llm=llm, episode=episode, opening=opening,
+                                                      mode=mode, max_tokens=max_tokens)
+        except (LLMError, ValueError) as error:
+            st.error(md_escape(error), icon=":material/error:")
+            st.stop()
+        st.session_state[RUNNER] = (config, runner)
+        st.session_state[SHOW] = 0
+        if held is None and GOTO not in st.session_state:  # a new session (a reload): back to the steps taken
+            taken = _steps_in_url()
+            if taken:
+                st.session_state[GOTO] = taken - 1
+    runner = st.session_state[RUNNER][1]
+    goto = st.session_state.pop(GOTO, None)
+    if goto is not None and episode is not None:
+        while runner.position <= min(goto, len(episode.turns) - 1) and not runner.done:
+            runner.step()
+        st.session_state[SHOW] = max(runner.position - 1, 0)
+    return runner
+
+
 def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     """The whole side-by-side view (the page has checked that a worldbook exists)."""
     root_text = str(root)
@@ -389,27 +417,8 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
 
     config = (root_text, book_name, version, dataset, episode.id if episode is not None else None, opening,
               tuple(methods), mode, spec.strip() if needs_model else None, max_tokens)
-    held = st.session_state.get(RUNNER)
-    if held is None or held[0] != config:
-        try:
-            llm = _llm(spec.strip(), root_text) if needs_model else None
-            runner = sidebyside.SideBySide.from_kinds(book, methods, llm=llm, episode=episode, opening=opening,
-                                                      mode=mode, max_tokens=max_tokens)
-        except (LLMError, ValueError) as error:
-            st.error(md_escape(error), icon=":material/error:")
-            st.stop()
-        st.session_state[RUNNER] = (config, runner)
-        st.session_state[SHOW] = 0
-        if held is None and GOTO not in st.session_state:  # a new session (a reload): back to the steps taken
-            taken = _steps_in_url()
-            if taken:
-                st.session_state[GOTO] = taken - 1
-    runner = st.session_state[RUNNER][1]
-    goto = st.session_state.pop(GOTO, None)
-    if goto is not None and episode is not None:
-        while runner.position <= min(goto, len(episode.turns) - 1) and not runner.done:
-            runner.step()
-        st.session_state[SHOW] = max(runner.position - 1, 0)
+    runner = _held_runner(config, book, methods, llm_spec=spec.strip() if needs_model else None, episode=episode,
+                          opening=opening, mode=mode, max_tokens=max_tokens)
 
     leak = runner.leak_notice()
     if leak:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from workbench.common.jobs import render_stop_button, seconds_text, was_stopped
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.build_report import render_build_report
 from worldsmith.worldbook import build_jobs
@@ -23,16 +24,11 @@ BUILD_JOB = "build_job"  # the book whose build this session launched
 BUILD_LAST = "build_last"  # (book, job start time, the outcome JSON) of this session's last finished build
 
 
-def _seconds(value: float) -> str:
-    value = max(0.0, float(value))
-    return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
-
-
 def progress_text(status: build_jobs.BuildJobStatus) -> str:
     """One line: the stage running, the time taken and the estimate of the time left."""
     stage = status.stage or "starting"
-    left = f" · about {_seconds(status.remaining_s)} left" if status.remaining_s is not None else ""
-    return f"{stage} · {status.fraction:.0%} · {_seconds(status.elapsed_s)} elapsed{left}"
+    left = f" · about {seconds_text(status.remaining_s)} left" if status.remaining_s is not None else ""
+    return f"{stage} · {status.fraction:.0%} · {seconds_text(status.elapsed_s)} elapsed{left}"
 
 
 def start_build(root: str | Path, launch: build_jobs.BuildLaunch) -> bool:
@@ -54,13 +50,14 @@ def _stages(status: build_jobs.BuildJobStatus) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stage", "seconds", "cached"])
 
 
-def _show_running(status: build_jobs.BuildJobStatus) -> None:
+def _show_running(root: str, status: build_jobs.BuildJobStatus) -> None:
     st.markdown(f"**Building {md_code(status.book)}** in the background (pid {status.pid:d})")
     st.progress(status.fraction, text=md_escape(progress_text(status)))
     stages = _stages(status)
     if not stages.empty:
         st.dataframe(stages, hide_index=True, key=f"build_job_stages_{status.book}")
     st.caption("You can leave this page: the build goes on, and this page shows it again when you come back.")
+    render_stop_button(build_jobs.build_jobs(root), status.book, key=f"build_stop_{status.book}", what="build")
 
 
 @st.fragment(run_every=1.0)
@@ -70,9 +67,14 @@ def _watch(root: str, book: str) -> None:
         return
     if status.state != "running":
         st.rerun()  # the whole page shows how it ended
-    _show_running(status)
+    _show_running(root, status)
     st.button("Refresh", key=f"build_job_refresh_{book}", icon=":material/refresh:", type="tertiary",
               help="The progress refreshes every second by itself; this reads it again now.")
+
+
+def _stopped(root: str, book: str) -> bool:
+    job = build_jobs.build_jobs(root).load(book)
+    return job is not None and was_stopped(book, job.started, job.returncode)
 
 
 def render_build_jobs(root: str | Path) -> None:
@@ -87,6 +89,8 @@ def render_build_jobs(root: str | Path) -> None:
         last = st.session_state.get(BUILD_LAST)
         if not last or last[:2] != (status.book, status.started):
             st.session_state[BUILD_LAST] = (status.book, status.started, status.result)
+    elif status is not None and _stopped(root_text, status.book):
+        st.warning(f"Build of {md_code(status.book)} stopped: no new version was saved.", icon=":material/stop_circle:")
     elif status is not None:
         st.error(f"Build of {md_code(status.book)} failed: {md_escape(status.error or 'the build ended')}",
                  icon=":material/error:")
@@ -96,7 +100,7 @@ def render_build_jobs(root: str | Path) -> None:
     others = [s for s in build_jobs.list_builds(root_text) if s.state == "running" and s.book != mine]
     for other in others:
         with st.container(border=True):
-            _show_running(other)
+            _show_running(root_text, other)
     last = st.session_state.get(BUILD_LAST)
     if last:
         render_build_report(last[2])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from workbench.common.jobs import render_stop_button, seconds_text
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
 from worldsmith.evals import HeldOutDelta, ProposalReport, fidelity_line, proposal_jobs
@@ -69,15 +70,10 @@ def _render_one(store: WorldbookStore, report: ProposalReport, index: int, propo
                          done=f"Applied the {md_escape(proposal.kind)} proposal for {md_code(report.rule_id)}")
 
 
-def _seconds(value: float) -> str:
-    value = max(0.0, float(value))
-    return f"{value:.0f} s" if value < 90 else f"{value / 60:.1f} min"
-
-
 def proposal_progress_text(status: proposal_jobs.ProposalJobStatus) -> str:
     """One line: what the job does now, the share done, the time taken and the estimate of the time left."""
-    left = f" · about {_seconds(status.remaining_s)} left" if status.remaining_s is not None else ""
-    return f"{status.step or 'starting'} · {status.fraction:.0%} · {_seconds(status.elapsed_s)} elapsed{left}"
+    left = f" · about {seconds_text(status.remaining_s)} left" if status.remaining_s is not None else ""
+    return f"{status.step or 'starting'} · {status.fraction:.0%} · {seconds_text(status.elapsed_s)} elapsed{left}"
 
 
 @st.fragment(run_every=1.0)
@@ -90,6 +86,7 @@ def _watch(root: str, name: str) -> None:
     st.progress(status.fraction, text=md_escape(proposal_progress_text(status)))
     st.caption("Proposing in the background: you can leave this page; the proposals are here when you come back "
                "(and in the sidebar while they run).")
+    render_stop_button(proposal_jobs.proposal_jobs(root), name, key=f"wb_prop_stop_{name}", what="proposal job")
 
 
 def render_rule_proposals(root: str | Path, store: WorldbookStore, book: str, version: str, rule_id: str, *,

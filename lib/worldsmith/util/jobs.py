@@ -253,6 +253,11 @@ class JobFolder:
             atomic_write_json(path, job.to_json())
         return job
 
+    def stop(self, run: str, *, grace_s: float = 10.0) -> bool:
+        """Stop the running job of `run` (`stop`); False when there is none or it already ended."""
+        job = self.load(run)
+        return job is not None and stop(job, grace_s=grace_s)
+
     def runs(self) -> list[str]:
         """The names that have a record here."""
         if not self.path.is_dir():
