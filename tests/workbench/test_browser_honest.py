@@ -65,11 +65,14 @@ def test_a_failed_run_shows_its_error_where_the_user_is(page, server: dict) -> N
     page.get_by_role("tab", name="Launch").click()
     page.get_by_role("textbox", name="Run name").fill("broken")
     page.get_by_role("textbox", name="Model spec (optional)").fill("tiny:no/such/folder")
-    page.get_by_role("button", name="Launch").click()
+    page.get_by_role("textbox", name="Model spec (optional)").press("Enter")
     refused = page.get_by_role("alert").filter(has_text="No chosen method uses the model spec")
-    expect(refused).to_be_visible()  # refused in the form: the default methods use no model
+    expect(refused).to_be_visible()  # refused in the form, before launch: the default methods use no model
+    expect(page.get_by_role("button", name="Launch")).to_be_disabled()
     page.get_by_role("textbox", name="Model spec (optional)").fill("")
+    page.get_by_role("textbox", name="Model spec (optional)").press("Enter")
     page.get_by_role("textbox", name="Split (optional)").fill("nosuch")
+    page.get_by_role("textbox", name="Split (optional)").press("Enter")
     page.get_by_role("button", name="Launch").click()
     failed = page.get_by_text("failed (exit code").filter(has_text="broken")
     expect(failed).to_be_visible(timeout=RUN_WAIT_MS)  # visible: not inside a collapsed section

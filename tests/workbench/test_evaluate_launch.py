@@ -130,16 +130,16 @@ def test_a_bad_spec_is_refused_in_the_form_and_a_failed_run_shows_its_error(eval
     at.text_input(key="ev_new_run").input("broken")
     methods = at.multiselect(key="ev_new_methods").value
     at.multiselect(key="ev_new_methods").set_value([*methods, "direct"])  # a method that uses the model
-    at.text_input(key="ev_new_llm").input("tiny:no/such/folder")
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
-    refused = [str(e.value) for e in at.error]
+    no_exception(at.text_input(key="ev_new_llm").input("tiny:no/such/folder").run())
+    refused = [str(e.value) for e in at.error]  # said as it is typed: Launch cannot start it
     assert any("Model spec" in e and "no model folder at" in e and "no/such/folder" in e for e in refused), refused
+    assert at.button(key="ev_launch").disabled
     assert not (eval_workspace / "runs" / "eval" / ".jobs" / "broken.json").exists()  # nothing was started
 
     at.multiselect(key="ev_new_methods").set_value(methods)
     at.text_input(key="ev_new_llm").input("")
-    at.text_input(key="ev_new_split").input("nosuch")
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(at.text_input(key="ev_new_split").input("nosuch").run())
+    no_exception(at.button(key="ev_launch").click().run())
     status = _wait_for_job(eval_workspace, "broken")
     assert status.state == "failed" and status.returncode not in (None, 0)
     at = no_exception(at.run())

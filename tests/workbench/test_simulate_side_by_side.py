@@ -167,7 +167,8 @@ def test_a_simulate_link_opens_the_episode_at_its_turn(monkeypatch: pytest.Monke
     assert any("3 steps" in str(c.value) for c in at.caption), [c.value for c in at.caption]
 
     # with a method (what a wrong prediction on the Evaluate page links): that method alone, its audit open
-    at.query_params.update({"method": "nearest", "turn": "1"})
+    # (a followed link gives way to the view's own kept state in the address: the next link names its episode too)
+    at.query_params.update({"dataset": "alf", "episode": target.id, "method": "nearest", "turn": "1"})
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.multiselect(key="sbs_methods").value == ["nearest"]
