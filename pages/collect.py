@@ -8,12 +8,16 @@ held-out set between them (`workbench.collect.explore`).
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
 from workbench.collect.envs import render_env_picker, render_mcp_server, render_task_picker
 from workbench.collect.explore import render_explore
 from workbench.common import data
+from workbench.common.jobs import remaining_s, seconds_text
+from workbench.common.page_state import PageState, keep
 from workbench.common.paths import page_file
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
@@ -23,6 +27,11 @@ from worldsmith.llm import default_model_spec
 from worldsmith.workspace import validate_dataset_name
 
 root = data.workspace_root()
+# The settings, kept across Back, reload and the sidebar (`workbench.common.page_state`).
+keep(PageState({"co_mode": str, "co_policy": str, "co_episodes": int, "co_seed": int, "co_max_steps": int,
+                "co_workers": int, "co_timeout": int, "co_keep": str, "co_model": str, "co_dataset": str,
+                "co_ex_book": str, "co_ex_budget": int, "co_ex_rounds": int, "co_ex_strategy": str,
+                "co_ex_seed": int, "co_ex_heldout": str, "co_ex_split": str, "co_ex_dataset": str}))
 workspace = data.get_workspace(root)
 st.title("Collect", anchor=False)
 st.markdown("Play a policy in a real environment; every episode records its reward and whether it succeeded. "
@@ -84,10 +93,13 @@ if st.button("Collect", type="primary", icon=":material/play_arrow:", key="co_ru
     bar = st.progress(0.0, text="Starting the environment…")
     log = st.empty()
     rows: list[dict] = []
+    started = time.time()
 
     def show(progress: collection.CollectProgress) -> None:
         fraction = progress.done / progress.total if progress.total else 1.0
-        bar.progress(fraction, text=f"{progress.done:d}/{progress.total:d} episodes")
+        left = remaining_s(started, progress.done, progress.total)
+        bar.progress(fraction, text=f"{progress.done:d}/{progress.total:d} episodes"
+                     + (f" · about {seconds_text(left)} left" if left is not None and fraction < 1 else ""))
         if progress.result is not None:
             r = progress.result
             rows.append({"task": r.task, "status": r.status, "success": r.success, "steps": r.steps,

@@ -12,12 +12,15 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.page_state import PageState, keep
 from workbench.common.text import md_code, md_escape
 from worldsmith.llm import LLMError, catalog, configured_models
 
 PAGE_SIZE = 20
 
 root = Path(data.workspace_root())
+keep(PageState({"mo_model": str, "mo_spec": str, "mo_system": str, "mo_max_tokens": int, "mo_temperature": float,
+                "mo_seed": int, "mo_log_run": str, "mo_log_search": str, "mo_log_page": int}))  # Back, reload, sidebar
 st.title("Models", anchor=False)
 st.markdown("Model backends behind one interface. Every call is cached (reruns are free) and logged with "
             "the component that asked.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from workbench.common import data, state
+from workbench.common.page_state import keep
 from workbench.common.text import md_code
 from workbench.traces.dataset_tools import render_export_form, render_relabel_form, render_split_form
 from workbench.traces.datasets import find_turn_dataset, render_dataset_picker
@@ -21,6 +22,7 @@ from workbench.traces.turn_search import render_turn_search
 root = data.workspace_root()
 workspace = data.get_workspace(root)
 state.init_state()
+keep(state.FILTER_STATE)
 datasets = data.list_datasets(root)
 state.apply_query_params(datasets, find_turn=lambda turn: find_turn_dataset(root, datasets, turn))
 if state.current_dataset() not in datasets:

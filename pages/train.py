@@ -14,11 +14,13 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common import data
+from workbench.common.page_state import PageState, keep
 from workbench.train.form import NOTICE, render_run_form, render_sweep_form
 from workbench.train.runs import list_runs
 from workbench.train.views import render_compare, render_run, render_sweeps
 
 root = Path(data.workspace_root())
+keep(PageState({"tr_run": str}))  # the run shown survives Back, a reload and the sidebar
 st.title("Train", anchor=False)
 st.markdown("EnvACE trains one set of weights to **act** (the next tool call) and to **rehearse** (the tool's "
             "response). Launch a run or a sweep, watch both roles' losses, the reward and the rehearsal fidelity "

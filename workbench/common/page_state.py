@@ -23,7 +23,7 @@ from typing import Any
 
 import streamlit as st
 
-__all__ = ["PageState", "keep", "record", "restore"]
+__all__ = ["PageState", "forget", "keep", "record", "restore"]
 
 _KEPT = "_page_state_kept"  # {widget key: value}: survives the runs that do not draw the widget
 _WRITTEN = "_page_state_written"  # {query parameter: the text this session last wrote} (None: removed)
@@ -113,6 +113,14 @@ def record(state: PageState) -> None:
             else:
                 st.query_params[param] = text
         written[param] = text
+
+
+def forget(*keys: str) -> None:
+    """Drop keys from the session's copy: a page that resets widgets (`del st.session_state[key]`) calls it so the
+    next run does not put the old values back."""
+    kept: dict[str, Any] = st.session_state.setdefault(_KEPT, {})
+    for key in keys:
+        kept.pop(key, None)
 
 
 def keep(state: PageState) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 import streamlit as st
 
+from workbench.common.page_state import PageState, forget
 from workbench.common.text import md_code
 from worldsmith.traces import split_turn_id
 
@@ -36,6 +37,10 @@ TURN_SEARCH = "tr_turn_search"
 EPISODE_PAGE = "tr_episode_page"
 EPISODE_PAGE_SIZE = "tr_episode_page_size"
 FILTER_KEYS = ("tr_f_env", "tr_f_task", "tr_f_outcome", "tr_f_min", "tr_f_max", "tr_f_split", "tr_f_search")
+# The episode filters, kept across Back, reload and the sidebar (`workbench.common.page_state`); the dataset, episode
+# and turn are this module's own URL (`apply_query_params`).
+FILTER_STATE = PageState({"tr_f_env": str, "tr_f_task": str, "tr_f_outcome": str, "tr_f_min": int, "tr_f_max": int,
+                          "tr_f_split": str, "tr_f_search": str, "tr_f_tools": str})
 
 TURN_PAGE_SIZES = (20, 50)
 EPISODE_PAGE_SIZES = (25, 50, 100)
@@ -94,6 +99,7 @@ def select_dataset(name: str | None) -> None:
     st.session_state[LINKED_TURN] = None
     for key in FILTER_KEYS:
         st.session_state.pop(key, None)
+    forget(*FILTER_KEYS)
     st.session_state[EPISODE_PAGE] = 1
     reset_turn_view()
 

@@ -20,7 +20,6 @@ import streamlit as st
 
 from workbench.common import data
 from workbench.common.diff_view import render_text_diff
-
 from workbench.common.leakage import held_out_split
 from workbench.common.links import rule_query, turn_page_link
 from workbench.common.page_state import PageState

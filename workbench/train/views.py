@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from workbench.common.jobs import remaining_s, render_stop_button, seconds_text
 from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.train.charts import (
@@ -32,7 +34,7 @@ from workbench.train.charts import (
 from workbench.train.jobs import LaunchError, job_record, launch
 from workbench.train.runs import TrainRun, evals_of, load_run, metrics_frame, probe_examples
 from workbench.train.sweeps import list_sweeps, sweep_table
-from worldsmith.envace import TrainingRunStore
+from worldsmith.envace import TrainingRunStore, training_runs
 
 __all__ = ["REFRESH_S", "render_compare", "render_run", "render_sweeps", "summary_frame"]
 
@@ -200,6 +202,17 @@ def _still_starting(root: Path, run: TrainRun) -> bool:
     return run.state == "new" and job is not None and job.alive
 
 
+def _steer(root: Path, run: TrainRun) -> None:
+    """A running run's time taken and left (at its pace so far, when the page launched it), and its Stop button."""
+    job = job_record(root, run.name)
+    if job is None or not job.alive:
+        return
+    left = remaining_s(job.started, run.step, run.steps or 0)
+    st.caption(f"{seconds_text(time.time() - job.started)} elapsed"
+               + (f" · about {seconds_text(left)} left" if left is not None else ""))
+    render_stop_button(training_runs.launch_jobs(root), run.name, key=f"tr_stop_{run.name}", what="training run")
+
+
 def render_run(root: Path, run: TrainRun) -> None:
     """Status, curves (live while it runs), summary, probes and evaluations of one run."""
     st.markdown(f"{_STATE_ICON.get(run.state, '')} **{md_escape(run.name)}** · {md_escape(run.objective or '?')} · "
@@ -212,6 +225,8 @@ def render_run(root: Path, run: TrainRun) -> None:
     def _live() -> None:
         current = load_run(run.path)
         _status(current)
+        if current.active or starting:
+            _steer(root, current)
         _curves(current)
         if (run.active and not current.active) or (starting and not _still_starting(root, current)):
             st.rerun()  # it just finished, started or died: show the summary, probes or the reason
