@@ -134,7 +134,7 @@ def test_evaluate_keeps_its_launch_settings_and_checks_them_before_launch(page, 
     # checked as it is typed, before anything is launched: the default methods use no model
     expect(page.get_by_role("alert").filter(has_text="No chosen method uses the model spec")).to_be_visible()
     expect(page.get_by_role("button", name="Launch")).to_be_disabled()
-    _wait_for_href(page, "ev_new_llm=")
+    _wait_for_href(page, "ev_new_llm=tiny")
 
     def check() -> None:
         expect(page.get_by_role("tab", name="Launch")).to_have_attribute("aria-selected", "true")
@@ -182,7 +182,7 @@ def test_build_defaults_to_the_train_split_and_keeps_its_settings(page, server: 
     name = page.get_by_role("textbox", name="Worldbook name")
     name.fill("kept-name")
     name.press("Enter")
-    _wait_for_href(page, "build_held=test")
+    _wait_for_href(page, "build_out=kept-name")
 
     def check() -> None:
         expect(_combobox(page, "build_held")).to_have_value("test")
