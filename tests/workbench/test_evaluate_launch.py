@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO
+from workbench_support import APP, REPO, press_launch
 
 PAGE = REPO / "pages" / "evaluate.py"
 
@@ -66,7 +66,7 @@ def test_launch_runs_worldsmith_eval_in_the_background_with_progress(eval_worksp
     at.multiselect(key="ev_new_methods").set_value(["nearest", "harness"])
     at.number_input(key="ev_new_episodes").set_value(1)
     at.number_input(key="ev_new_turns").set_value(2)
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(press_launch(at))
     assert any("Started run" in str(s.value) and "--max-episodes 1" in str(s.value) for s in at.success)
     bars = [bar.proto.text for bar in at.get("progress")]
     assert any("tiny" in text for text in bars), bars
@@ -111,7 +111,7 @@ def test_the_first_evaluation_on_a_fresh_workspace_runs_on_the_held_out_split(
     assert at.selectbox(key="ev_new_book").value == "alfworld" and at.selectbox(key="ev_new_dataset").value == "samples"
     assert at.text_input(key="ev_new_split").value == "test" and at.text_input(key="ev_new_env").value == "alfworld"
     at.text_input(key="ev_new_run").input("first")
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(press_launch(at))
     status = _wait_for_job(root, "first")
     assert status.state == "finished", (status.returncode, status.log_tail)
     assert status.result is not None and status.result["leakage"]["ok"]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from eval_fixtures import write_run
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, REPO, shown
+from workbench_support import APP, REPO, press_launch, shown
 
 PAGE = REPO / "pages" / "evaluate.py"
 
@@ -303,11 +303,11 @@ def test_the_launch_form_cross_fits_without_a_worldbook(empty_root: Path, monkey
     monkeypatch.setattr(eval_launch, "launch", launch)
     at = open_page("Launch")
     at.text_input(key="ev_new_run").input("crossed")
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(press_launch(at))
     assert any("Choose a worldbook, or cross-fit" in str(e.value) for e in at.error) and not launched
     at.number_input(key="ev_new_folds").set_value(3)
     at.checkbox(key="ev_new_drop_leaked").check()
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(press_launch(at))
     assert len(launched) == 1 and launched[0][launched[0].index("--folds") + 1] == "3"
     assert "--book" not in launched[0] and "--drop-leaked" in launched[0]
     assert any("Started run" in str(s.value) for s in at.success)
@@ -334,7 +334,7 @@ def test_the_launch_form_runs_on_ray(empty_root: Path, monkeypatch: pytest.Monke
     at.number_input(key="ev_new_workers").set_value(2)
     at.checkbox(key="ev_new_ray_on").check()
     at.text_input(key="ev_new_ray_address").input("ray://head:10001")
-    no_exception(at.button[[b.label for b in at.button].index("Launch")].click().run())
+    no_exception(press_launch(at))
     assert len(launched) == 1 and "--ray=ray://head:10001" in launched[0]
     args = build_parser().parse_args(launched[0][3:])  # what the CLI makes of it
     assert (args.ray, args.workers) == ("ray://head:10001", 2)

@@ -32,3 +32,13 @@ def show_tab(at: AppTest, tab: str, key: str = WORLDBOOK_TAB) -> AppTest:
 def shown(markdown: object) -> str:
     """What Markdown built with `workbench.common.text.md_escape` reads as on the page (escapes removed)."""
     return re.sub(r"\\(.)", r"\1", str(markdown))
+
+
+def press_launch(at):
+    """Press the Evaluate page's Launch button as a person would: after the page reran on the last change (the
+    settings are checked as they change), and only when the settings were not refused (it is disabled then)."""
+    at.run()
+    button = at.button(key="ev_launch")
+    if not button.disabled:
+        button.click().run()
+    return at
