@@ -72,8 +72,7 @@ with st.container(border=True):  # not a form: each change is kept (and checked)
     left, middle, right = st.columns(3)
     split_options = ["(all)", *splits]  # the train split by default: the others stay held out (a choice, not a rule)
     split = left.selectbox("Build from split", split_options, index=split_options.index(build_split(splits) or "(all)"),
-                           key="build_split", help="default: train when the dataset has splits, so validation and "
-                                                   "test stay held out for Evaluate")
+                           key="build_split")
     held = middle.selectbox("Validate on split", ["(default)", *splits], key="build_held",
                             help="default when building from a split: validation, else test")
     folds = right.number_input("Cross-fitting folds (0: none)", min_value=0, max_value=10, value=3, key="build_folds")
