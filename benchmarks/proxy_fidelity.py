@@ -36,8 +36,8 @@ sys.path[:0] = [str(REPO / "lib"), str(REPO / "tests"), str(REPO / "tests" / "se
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp_agents import clerk_calls, shop_database  # noqa: E402
-from mcp_testbeds import sqlite_server  # noqa: E402
 
+from mcp_testbeds import sqlite_server  # noqa: E402
 from worldsmith.evals.bootstrap import bootstrap_mean  # noqa: E402
 from worldsmith.serve.proxy import McpProxy, ProxyConfig  # noqa: E402
 from worldsmith.sim.base import episode_prefix  # noqa: E402

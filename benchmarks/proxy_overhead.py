@@ -43,8 +43,8 @@ import psutil  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from mcp_agents import shop_database  # noqa: E402
-from mcp_testbeds import sqlite_server, time_server  # noqa: E402
 
+from mcp_testbeds import sqlite_server, time_server  # noqa: E402
 from ports import free_port  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"

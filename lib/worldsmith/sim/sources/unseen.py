@@ -92,6 +92,25 @@ def _others_accepted(tool: str, selector: str, arguments: Mapping[str, Any],
                if name != selector and (tool, name) in accepted)
 
 
+def _sightings(episodes: Mapping[str, Sequence[Evidence]], selectors: Mapping[str, tuple[str, str]]
+               ) -> tuple[dict[str, set[str]], dict[tuple[str, str], set[str]]]:
+    """(id -> the episodes whose answers showed its record, (tool, argument) -> the values of its calls that a
+    record answered)."""
+    shown: dict[str, set[str]] = defaultdict(set)
+    accepted: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for episode, items in episodes.items():
+        for item in items:
+            value = parse_structured(item.observation)
+            if value is None:
+                continue
+            for _, ident, _ in own_records(value):
+                shown[str(ident)].add(episode)
+            if item.action in selectors and next(iter(own_records(value)), None) is not None:
+                for name, given in arguments_of(item).items():
+                    accepted[(item.action, name)].add(_text(given))
+    return shown, accepted
+
+
 def _shows_record(value: Any, ident: str) -> bool:
     return value is not None and any(str(found) == ident for _, found, _ in own_records(value))
 
@@ -146,17 +165,7 @@ class UnseenEntities:
         self.selectors = selectors
         self.store = store
         episodes = group_by_episode(evidence)
-        shown: dict[str, set[str]] = defaultdict(set)  # id -> the episodes whose answers showed its record
-        accepted: dict[tuple[str, str], set[str]] = defaultdict(set)  # (tool, argument) -> values of calls it answered
-        for episode, items in episodes.items():
-            for item in items:
-                value = parse_structured(item.observation)
-                if value is not None:
-                    for _, ident, _ in own_records(value):
-                        shown[str(ident)].add(episode)
-                    if item.action in selectors and next(iter(own_records(value)), None) is not None:
-                        for name, given in arguments_of(item).items():
-                            accepted[(item.action, name)].add(_text(given))
+        shown, accepted = _sightings(episodes, selectors)
         votes: dict[str, Counter[str]] = defaultdict(Counter)
         # per tool, what it answered when another argument had a value no answered call had: about that argument
         self.refusals: dict[str, set[str]] = defaultdict(set)
