@@ -196,16 +196,19 @@ def test_evidence_scorer_search_by_action_is_the_full_ranking_filtered() -> None
     assert [hit.extra for hit in scorer.search("go to bed 1", None, action="go")] == [0, 1, 2]  # words the query lacks
 
 
+@pytest.mark.parametrize("candidates", [64, 1, 2, 5])
 @pytest.mark.parametrize("same_shape_first", [False, True])
-def test_nearest_evidence_grouped_ranking_is_the_full_sort(same_shape_first: bool, alfworld: list[Episode],
-                                                          bfcl: list[Episode]) -> None:
-    """The lazy ranking (items with the same words and shape scored once, groups merged) orders every item exactly
-    as sorting all of them by the documented key did: same positions, scores and extra words, in the same order."""
+def test_nearest_evidence_grouped_ranking_is_the_full_sort(same_shape_first: bool, candidates: int,
+                                                          alfworld: list[Episode], bfcl: list[Episode]) -> None:
+    """The lazy ranking (items with the same words and shape scored once, the best-scored `candidates` groups merged
+    first, then every group) orders every item exactly as sorting all of them by the documented key did: same
+    positions, scores and extra words, in the same order, however few groups are merged first."""
     from worldsmith.sim.baselines import _query
     from worldsmith.sim.retrieval import action_arguments
 
     for episodes, env in ((alfworld, "alfworld"), (bfcl, "bfcl")):
         model = NearestEvidence(book_from(episodes, env), same_shape_first=same_shape_first)
+        model.candidates = candidates
         roles, support = model._roles_at, model._support_at
         for turn in [t for e in episodes for t in e.turns][::3]:
             action = turn.action

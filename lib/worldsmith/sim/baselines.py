@@ -20,8 +20,10 @@ import heapq
 import inspect
 import itertools
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any, Protocol
+
+import numpy as np
 
 from worldsmith.llm.base import LLM, Completion, LLMError, Message
 from worldsmith.llm.budget import PromptBudget, PromptPreamble, prompt_budget
@@ -72,6 +74,66 @@ class _Group:
         self.members = [position for _, position in ordered]
 
 
+class _GroupIndex:
+    """One action's groups as postings (word -> the groups holding it, and how often) with each group's word count:
+    every group's score and extra words for a query in a few numpy operations. The scores add each query word's
+    part in the query's word order, as `EvidenceScorer.overlaps` does, so they are the same floats."""
+
+    def __init__(self, scorer: EvidenceScorer, groups: Sequence[_Group]) -> None:
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for at, group in enumerate(groups):
+            for word, count in scorer.words(group.members[0]).items():
+                rows, counts = postings.setdefault(word, ([], []))
+                rows.append(at)
+                counts.append(count)
+        self.postings = {word: (np.array(rows, dtype=np.int64), np.array(counts, dtype=np.int64))
+                         for word, (rows, counts) in postings.items()}
+        self.sizes = np.array([scorer.size(group.members[0]) for group in groups], dtype=np.int64)
+        shapes: dict[frozenset[str], int] = {}
+        self.shape_ids = np.array([shapes.setdefault(group.roles, len(shapes)) for group in groups], dtype=np.int64)
+        self.shapes = shapes
+
+    def scores(self, terms: Sequence[tuple[str, int, float]]) -> tuple[list[float], list[int]]:
+        """(score, extra words) of every group for `terms` (`EvidenceScorer.terms`), as Python numbers."""
+        scores = np.zeros(len(self.sizes), dtype=np.float64)
+        shared = np.zeros(len(self.sizes), dtype=np.int64)
+        for word, count, weight in terms:
+            found = self.postings.get(word)
+            if found is not None:
+                rows, have = found
+                scores[rows] += np.minimum(count, have) * weight
+                shared[rows] += have
+        return scores.tolist(), (self.sizes - shared).tolist()
+
+    def mismatch(self, shape: frozenset[str] | None) -> list[bool]:
+        """Per group: whether its shape differs from `shape` (all False without one)."""
+        if shape is None:
+            return [False] * len(self.sizes)
+        return (self.shape_ids != self.shapes.get(shape, -1)).tolist()
+
+
+def _best_groups(scores: list[float], mismatch: list[bool], count: int) -> tuple[Iterable[int], tuple[bool, float] | None]:
+    """(about `count` groups with the best (shape, score), a bound): every member of a group not chosen has a key
+    whose (shape mismatch, -rounded score) is at least the bound (None: every group is chosen)."""
+    if len(scores) <= count:
+        return range(len(scores)), None
+    values, differs = np.array(scores), np.array(mismatch)
+    chosen: list[int] = []
+    for cls in (False, True):
+        rows = np.flatnonzero(differs == cls)
+        if not len(rows):
+            continue
+        room = count - len(chosen)
+        if room == 0 or len(rows) > room:
+            order = np.argpartition(-values[rows], room) if room else None
+            taken = rows[order[:room]] if order is not None else rows[:0]
+            rest = rows[order[room:]] if order is not None else rows
+            chosen += taken.tolist()
+            return chosen, (cls, -round(float(values[rest].max()), 6))
+        chosen += rows.tolist()
+    return chosen, None
+
+
 class NearestEvidence(WorldModelBase):
     """The lexically nearest evidence of the same action, adapted to the current arguments (no model).
 
@@ -87,6 +149,7 @@ class NearestEvidence(WorldModelBase):
 
     name = "nearest_evidence"
     route = "fallback:nearest_evidence"
+    candidates = 64  # the best-scored groups a look-up merges first (the order never depends on it, only the cost)
 
     def __init__(self, evidence: Worldbook | Sequence[Evidence], *, k: int = 5, same_shape_first: bool = False) -> None:
         super().__init__()
@@ -112,6 +175,7 @@ class NearestEvidence(WorldModelBase):
         self._support_at = [self._support[(item.action, template)]
                             for item, template in zip(self.scorer.evidence, self._template_at, strict=True)]
         self._groups: dict[str, list[_Group]] = {}  # per action, built on its first look-up
+        self._indexes: dict[str, _GroupIndex] = {}  # per action: its groups' words as postings
         self._answers: dict[tuple[Any, ...], tuple[str, str, list[dict[str, Any]], list[str]]] = {}
         generic = sorted((-len(actions), text) for text, actions in failures.items() if len(actions) >= 2)
         self.generic_failure: str | None = generic[0][1] if generic else None
@@ -188,28 +252,58 @@ class NearestEvidence(WorldModelBase):
     def _ranked(self, query: str, name: str, shape: frozenset[str] | None) -> Iterator[tuple[int, float, int]]:
         """`name`'s items as (position, score, extra), nearest first: same shape (when `shape`), rounded score, more
         of the action's turns sharing the template, fewer extra words, score, earlier. Items with the same words
-        and shape score alike, so each such group is scored once and the groups' members (each group already in
-        order) are merged lazily: a look-up costs the number of distinct items, not of all items, and stops
-        at the first item whose template fits (the full sort of every item made the cross-fit quadratic)."""
+        and shape score alike, so each such group is scored once (`_GroupIndex`: postings in numpy, not a Python
+        loop over every group), and only the `candidates` best groups enter the lazy merge: a look-up costs little
+        more than the postings of the query's words, where a merge of every group made the cross-fit grow with the
+        square of the evidence. Past those groups' members that provably come first, the merge of every group
+        takes over where they stopped, so the order is exactly the full sort's."""
         groups = self._action_groups(name)
-        scores = self.scorer.overlaps(self.scorer.terms(query), [group.members[0] for group in groups])
-        # a heap of each group's next member: (the ranking's key, group, member's index, score, extra)
+        if not groups:
+            return
+        index = self._group_index(name, groups)
+        terms = self.scorer.terms(query)
+        scores, extras = index.scores(terms)
+        mismatch = index.mismatch(shape)
+        chosen, bound = _best_groups(scores, mismatch, self.candidates)
+        yielded = 0
+        for entry in self._merge(groups, chosen, scores, extras, mismatch):
+            if bound is not None and (entry[0][0], entry[0][1]) >= bound:
+                break  # a group outside the chosen ones may come next: the full merge decides from here
+            yield entry[1]
+            yielded += 1
+        if bound is None:
+            return
+        everything = range(len(groups))
+        yield from (entry[1] for entry in itertools.islice(
+            self._merge(groups, everything, scores, extras, mismatch), yielded, None))
+
+    @staticmethod
+    def _merge(groups: Sequence[_Group], chosen: Iterable[int], scores: Sequence[float], extras: Sequence[int],
+               mismatch: Sequence[bool]) -> Iterator[tuple[tuple[Any, ...], tuple[int, float, int]]]:
+        """The members of the `chosen` groups as (the ranking's key, (position, score, extra)), in key order: a heap
+        of each group's next member, merged lazily (each group's members are already in order)."""
         heap = []
-        for index, (group, (score, extra)) in enumerate(zip(groups, scores, strict=True)):
-            negative_support, position = group.ordered[0]
-            heap.append(((shape is not None and group.roles != shape, -round(score, 6), negative_support, extra, -score,
-                          position), index, 0, score, extra))
+        for at in chosen:
+            score, extra = scores[at], extras[at]
+            negative_support, position = groups[at].ordered[0]
+            heap.append(((mismatch[at], -round(score, 6), negative_support, extra, -score, position), at, 0))
         heapq.heapify(heap)
         while heap:
-            key, index, at, score, extra = heap[0]
-            yield key[-1], score, extra
-            ordered = groups[index].ordered
-            if at + 1 < len(ordered):
-                negative_support, position = ordered[at + 1]
-                heapq.heapreplace(heap, ((key[0], key[1], negative_support, extra, -score, position), index, at + 1,
-                                         score, extra))
+            key, at, member = heap[0]
+            score, extra = scores[at], extras[at]
+            yield key, (key[-1], score, extra)
+            ordered = groups[at].ordered
+            if member + 1 < len(ordered):
+                negative_support, position = ordered[member + 1]
+                heapq.heapreplace(heap, ((key[0], key[1], negative_support, extra, -score, position), at, member + 1))
             else:
                 heapq.heappop(heap)
+
+    def _group_index(self, name: str, groups: Sequence[_Group]) -> _GroupIndex:
+        index = self._indexes.get(name)
+        if index is None:
+            index = self._indexes[name] = _GroupIndex(self.scorer, groups)
+        return index
 
     def _action_groups(self, name: str) -> list[_Group]:
         """`name`'s items grouped by their words and shape, each group's members by (more support, earlier)."""

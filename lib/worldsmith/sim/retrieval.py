@@ -97,6 +97,10 @@ class EvidenceScorer:
         """The positions of `action`'s items, in evidence order."""
         return self._by_action.get(action, [])
 
+    def size(self, position: int) -> int:
+        """The word count of the item at `position`."""
+        return self._sizes[position]
+
     def words(self, position: int) -> Counter[str]:
         """The words of the item at `position` (the scorer's own counter: read it, do not edit it)."""
         return self._docs[position]
