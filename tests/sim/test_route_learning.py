@@ -138,3 +138,14 @@ def test_the_route_budget_is_a_share_of_the_construction_between_a_floor_and_a_c
     assert route_budget(2_000) == 3_000 and route_budget(8_000) == 3_200  # the floor, then 40%
     assert route_budget(25_000) == 10_000 and route_budget(80_000) == 12_000 and route_budget(80_000, None) == 80_000
     assert route_budget(80_000, 500) == 500
+
+
+def test_route_folds_in_two_processes_make_the_one_process_book_byte_for_byte() -> None:
+    """Each fold's table is made alone and the tables are merged in fold order: a pool of worker processes gives the
+    same book, route table key order included, as one process."""
+    for sample in ("alfworld_expert", "bfcl_curious"):
+        episodes = sample_episodes(sample)
+        serial = build_simulator_book(episodes, name=sample, workers=1).book
+        parallel = build_simulator_book(episodes, name=sample, workers=2).book
+        assert serial.routes is not None and serial.routes.folds >= 2 and serial.routes.turns > 0
+        assert parallel.model_dump_json() == serial.model_dump_json()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 
 from worldsmith.cli.common import EXIT_OK, add_common, emit_json, workspace_from
 from worldsmith.sim.route_learning import ROUTE_TURNS, simulator_stages
+from worldsmith.util.errors import BadInputError
 from worldsmith.worldbook.build import MODEL_STAGES, BuildConfig, build_dataset
 from worldsmith.worldbook.pipeline import StageProgress
 
@@ -62,6 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"the most held-out turns the route table is measured on (default {ROUTE_TURNS}; past 3,000 "
         "construction turns a sample of 40%% of them, within this cap, is held out by trajectory family; 0: every turn)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=_default_workers(),
+        metavar="N",
+        help="processes the route table's folds run in (default: this machine's cores, %(default)s); the book is "
+        "the same for any number",
+    )
     parser.add_argument("--message", default="")
     parser.add_argument("--author", default="worldsmith build", help="who the saved version names as its author")
     parser.add_argument(
@@ -111,7 +121,14 @@ def print_validation(report: dict[str, Any]) -> None:
         )
 
 
+def _default_workers() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def run_build(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise BadInputError(f"--workers must be at least 1, not {args.workers}", where="--workers")
     workspace = workspace_from(args)
     as_json = getattr(args, "json", False)
     stages = tuple(stage.strip() for stage in args.model_stages.split(",") if stage.strip())
@@ -130,7 +147,7 @@ def run_build(args: argparse.Namespace) -> int:
         message=args.message,
         author=args.author,
         progress=_progress(as_json, args.progress),
-        stages=simulator_stages(args.route_folds, args.route_turns or None),
+        stages=simulator_stages(args.route_folds, args.route_turns or None, args.workers),
     )
     if as_json:
         emit_json(outcome.to_json())

@@ -31,7 +31,9 @@ turn reaches the book that answers it. What changes is only how many turns the t
 stops growing with the construction beyond one or two fold books (`benchmarks/route_sample.py` measures the held-out
 fidelity of sampled against full tables).
 
-Work shared across the folds, none of which lets a held-out episode reach a fold: a `MatchMemo` (what a turn's
+Each fold makes its own table, merged in fold order (`RouteTable.absorb`): the same table whether the folds run in
+one process or in a pool of `workers` (`util.executors`). Work shared across the folds of one process, none of which
+lets a held-out episode reach a fold: a `MatchMemo` (what a turn's
 observation shows and which templates it fits: a function of that turn alone), a `ReplayCache` (an episode's replay
 results, reused only for the same episode under rules its replay reads alike: a function of that episode and the
 fold's own rules), and `EpisodeSummaries` (what each episode adds to a learner, e.g. its selector votes, combined
@@ -57,6 +59,7 @@ from worldsmith.sim.harness import Harness
 from worldsmith.sim.scoring import exact_match
 from worldsmith.sim.sources.base import CandidateAnswer
 from worldsmith.traces.model import Action, Episode
+from worldsmith.util.executors import make_executor
 from worldsmith.worldbook.book_stages import BOOK_STAGES, review_config
 from worldsmith.worldbook.build import (
     BuildConfig,
@@ -112,6 +115,7 @@ class RouteStage:
 
     folds: int = 5
     max_turns: int | None = ROUTE_TURNS
+    workers: int = 1  # processes the folds run in: the table is the same for any number (not a setting)
     name: str = "routes"
     inputs: tuple[str, ...] = ("episodes", "evidence", "rules")
     output: str = "routes"
@@ -125,15 +129,17 @@ class RouteStage:
 
     def run(self, artifacts: Artifacts, context: BuildContext) -> RouteTable | None:
         return learn_routes(artifacts["episodes"], artifacts["evidence"], artifacts["rules"].deterministic,
-                            context.config, folds=self.folds, max_turns=self.max_turns)
+                            context.config, folds=self.folds, max_turns=self.max_turns, workers=self.workers)
 
 
-def simulator_stages(route_folds: int = 5, route_turns: int | None = ROUTE_TURNS) -> tuple[Stage, ...]:
+def simulator_stages(route_folds: int = 5, route_turns: int | None = ROUTE_TURNS,
+                     workers: int = 1) -> tuple[Stage, ...]:
     """The book's stages with the route table measured before `compile` (route_folds < 2: the book's alone;
-    `route_turns`: the held-out turns it is measured on, None: all)."""
+    `route_turns`: the held-out turns it is measured on, None: all; `workers`: processes its folds run in)."""
     if route_folds < 2:
         return BOOK_STAGES
-    return with_stage(BOOK_STAGES, RouteStage(folds=route_folds, max_turns=route_turns), before="compile")
+    return with_stage(BOOK_STAGES, RouteStage(folds=route_folds, max_turns=route_turns, workers=workers),
+                      before="compile")
 
 
 SIMULATOR_STAGES = simulator_stages()
@@ -143,12 +149,13 @@ def build_simulator_book(episodes: Iterable[Episode], *, name: str, config: Buil
                          route_folds: int = 5, route_turns: int | None = ROUTE_TURNS,
                          validation: Iterable[Episode] | None = None,
                          cache_dir: str | Path | None = None, workspace_root: str | Path | None = None,
-                         env_id: str | None = None, progress: ProgressCallback | None = None) -> BuildResult:
+                         env_id: str | None = None, progress: ProgressCallback | None = None,
+                         workers: int = 1) -> BuildResult:
     """A worldbook for simulation: `build_worldbook` with the route table (`route_folds` cross-fitting folds over
-    about `route_turns` held-out turns, None: all)."""
+    about `route_turns` held-out turns, None: all; the folds in `workers` processes, the same book for any number)."""
     return build_worldbook(episodes, name=name, config=config or BuildConfig(), validation=validation, cache_dir=cache_dir,
                            workspace_root=workspace_root, env_id=env_id, progress=progress,
-                           stages=simulator_stages(route_folds, route_turns))
+                           stages=simulator_stages(route_folds, route_turns, workers))
 
 
 def route_budget(turns: int, max_turns: int | None = ROUTE_TURNS) -> int:
@@ -231,26 +238,73 @@ def fold_book(evidence: Sequence[Evidence], candidates: InducedRules, kept_episo
 
 
 def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], candidates: InducedRules,
-                 config: BuildConfig, *, folds: int = 5, max_turns: int | None = ROUTE_TURNS) -> RouteTable | None:
+                 config: BuildConfig, *, folds: int = 5, max_turns: int | None = ROUTE_TURNS,
+                 workers: int = 1) -> RouteTable | None:
     """The route table by cross-fitting `episodes` over trajectory families (None with fewer than 2 families) on
     about `max_turns` held-out turns (`route_fold_assignment`): `evidence` and `candidates` are the build's, over all
-    of `episodes`."""
+    of `episodes`. Each fold makes its own table and the tables are merged in fold order (`RouteTable.absorb`), so
+    with `workers` >= 2 the folds run in a process pool (`util.executors`) and the table is the one-process table,
+    byte for byte."""
     folds = min(folds, len({trajectory_family(e) for e in episodes}))
     if folds < 2:
         return None
     assignment = route_fold_assignment(episodes, folds, max_turns)
     folds = max(assignment.values()) + 1
-    families = {e.id: trajectory_family(e) for e in episodes}
+    job = FoldJob(episodes=list(episodes), evidence=list(evidence), candidates=candidates, config=config,
+                  assignment=assignment)
     table = RouteTable(folds=folds)
-    memo = MatchMemo()  # what each turn shows and which templates it fits: the same in every fold that keeps it
-    cache = ReplayCache()  # an episode's replay under the same rules for its actions: the same in every fold
-    summaries = EpisodeSummaries()  # what each episode adds to a tracker or learner, combined over a fold's kept
+    if workers < 2 or folds < 2:
+        shared = _FoldShared()  # the folds of one process share what is the same in every fold
+        for fold in range(folds):
+            table.absorb(job.table(fold, shared))
+        return table
+    tables: dict[int, str] = {}
+    for outcome in make_executor(min(workers, folds)).run(_fold_table, job, list(range(folds))):
+        if outcome.kind != "ok":
+            raise RuntimeError(f"route fold {outcome.index} failed: {outcome.message}") from outcome.error
+        tables[outcome.index] = outcome.value
     for fold in range(folds):
-        held = [e for e in episodes if assignment.get(families[e.id]) == fold]
-        kept = {e.id for e in episodes if assignment.get(families[e.id]) != fold}
-        book = fold_book(evidence, candidates, kept, config, families, memo=memo, cache=cache, summaries=summaries)
-        _replay_fold(table, Harness(book, summaries=summaries), held, _rule_keys(book))
+        table.absorb(RouteTable.model_validate_json(tables[fold]))
     return table
+
+
+class _FoldShared:
+    """Work shared across the folds of one process, none of which lets a held-out episode reach a fold: a
+    `MatchMemo` (what each turn shows and which templates it fits), a `ReplayCache` (an episode's replay under the
+    same rules for its actions) and `EpisodeSummaries` (what each episode adds to a learner, combined over a fold's
+    kept episodes)."""
+
+    def __init__(self) -> None:
+        self.memo = MatchMemo()
+        self.cache = ReplayCache()
+        self.summaries = EpisodeSummaries()
+
+
+@dataclass(frozen=True)
+class FoldJob:
+    """What every fold of one route table reads (a process pool's workers get it once)."""
+
+    episodes: list[Episode]
+    evidence: list[Evidence]
+    candidates: InducedRules
+    config: BuildConfig
+    assignment: dict[str, int]  # held-out family -> its fold
+
+    def table(self, fold: int, shared: _FoldShared) -> RouteTable:
+        """The table of one fold's held-out turns, replayed on a book of every other episode."""
+        families = {e.id: trajectory_family(e) for e in self.episodes}
+        held = [e for e in self.episodes if self.assignment.get(families[e.id]) == fold]
+        kept = {e.id for e in self.episodes if self.assignment.get(families[e.id]) != fold}
+        book = fold_book(self.evidence, self.candidates, kept, self.config, families, memo=shared.memo,
+                         cache=shared.cache, summaries=shared.summaries)
+        table = RouteTable()
+        _replay_fold(table, Harness(book, summaries=shared.summaries), held, _rule_keys(book))
+        return table
+
+
+def _fold_table(job: FoldJob, fold: int) -> str:
+    """A pool worker's unit: one fold's table, as JSON (what comes back is data, read by the model's validator)."""
+    return job.table(fold, _FoldShared()).model_dump_json()
 
 
 def _rule_keys(book: Worldbook) -> dict[str, str]:

@@ -42,6 +42,13 @@ class RouteStats(BaseModel):
         source that was never right has shown nothing)."""
         return self.wins >= self.losses and self.exact > 0
 
+    def absorb(self, other: RouteStats) -> None:
+        """Add `other`'s counts (the same source on more turns)."""
+        self.proposed += other.proposed
+        self.exact += other.exact
+        self.wins += other.wins
+        self.losses += other.losses
+
     def add(self, exact: bool, nearest_exact: bool | None) -> None:
         self.proposed += 1
         self.exact += exact
@@ -81,6 +88,22 @@ class RouteTable(BaseModel):
     def measured_by(self) -> str:
         """How the held-out turns were held out, in words ("5 cross-fitted folds", "one held-out sample")."""
         return "one held-out sample of families" if self.folds == 1 else f"{self.folds} cross-fitted folds"
+
+    def absorb(self, other: RouteTable) -> None:
+        """Add another table's turns (a later fold's): every count summed, a key `other` adds first placed after
+        this table's keys in `other`'s order, so tables made fold by fold and absorbed in fold order equal one table
+        that recorded every fold in turn, key order included."""
+        self.turns += other.turns
+        for action, sources in other.actions.items():
+            _absorb_stats(self.actions.setdefault(action, {}), sources)
+        _absorb_stats(self.pooled, other.pooled)
+        for action, counts in other.duels.items():
+            _absorb_counts(self.duels.setdefault(action, {}), counts)
+        _absorb_counts(self.pooled_duels, other.pooled_duels)
+        for key, held in other.rules.items():
+            mine = self.rules.setdefault(key, RuleHeldOut())
+            mine.answered += held.answered
+            mine.exact += held.exact
 
     def record_duel(self, action: str, winner: str, loser: str) -> None:
         """Two sources answered one turn differently and `winner` was exact."""
@@ -128,3 +151,13 @@ class RouteTable(BaseModel):
                  "trusted": stats.not_worse_than_nearest,
                  "decides": name == "*" or stats.proposed >= self.min_turns}
                 for name, sources in tables for source, stats in sorted(sources.items())]
+
+
+def _absorb_stats(into: dict[str, RouteStats], other: dict[str, RouteStats]) -> None:
+    for source, stats in other.items():
+        into.setdefault(source, RouteStats()).absorb(stats)
+
+
+def _absorb_counts(into: dict[str, int], other: dict[str, int]) -> None:
+    for key, count in other.items():
+        into[key] = into.get(key, 0) + count
