@@ -2,7 +2,7 @@
 each stage's seconds and peak memory, for one or more checkouts side by side.
 
     OMP_NUM_THREADS=1 python benchmarks/build_scaling.py [--sizes 2000 8000] [--repeats 1]
-        [--code before=/path/to/old/lib --code after=lib] [--build-args "--workers 2"]
+        [--code before=/path/to/old/lib --code after=lib] [--build-args "--workers 2"] [--code-args "after=--workers 1"]
         [--data-dir /tmp/build-scaling] [--out benchmarks/results/build_scaling.json]
 
 Data: toolshop conversations in the OpenAI chat format (`data_samples/make_toolshop.py --conversations N`), each size
@@ -143,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--code", action="append", default=None, help="NAME=LIBDIR (default: this checkout's lib)")
     parser.add_argument("--build-args", default="", help="more `worldsmith build` arguments, e.g. '--workers 2'")
+    parser.add_argument("--code-args", action="append", default=[],
+                        help="NAME=ARGS: more build arguments for one code only (e.g. 'after=--workers 1')")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/build-scaling"))
     parser.add_argument("--sample-s", type=float, default=0.1, help="how often the memory of the tree is read")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "build_scaling.json")
     args = parser.parse_args(argv)
     codes = dict(item.split("=", 1) for item in (args.code or [f"this={REPO / 'lib'}"]))
     build_args = shlex.split(args.build_args)
+    code_args = {name: shlex.split(more) for name, more in (item.split("=", 1) for item in args.code_args)}
     args.data_dir.mkdir(parents=True, exist_ok=True)
     runs: dict[str, dict[int, list[dict[str, Any]]]] = {name: {size: [] for size in args.sizes} for name in codes}
     for size in args.sizes:
@@ -156,11 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             order = list(codes.items()) if repeat % 2 == 0 else list(reversed(codes.items()))
             for name, lib in order:
-                run = build_once(workspace, lib, build_args, args.sample_s, f"{name}-{repeat}-{time.time_ns()}")
+                run = build_once(workspace, lib, build_args + code_args.get(name, []), args.sample_s,
+                                 f"{name}-{repeat}-{time.time_ns()}")
                 runs[name][size].append(run)
                 print(f"{name} n={size} #{repeat}: cpu {run['cpu_s']} s, wall {run['wall_s']} s, "
                       f"peak {run['peak_mb']} MB; {run['summary']}", flush=True)
     report: dict[str, Any] = {"command": " ".join(map(shlex.quote, sys.argv)), "build_args": build_args,
+                              "code_args": code_args,
                               "host_cpus": os.cpu_count(), "codes": codes, "medians": {}, "runs": runs}
     for name in codes:
         report["medians"][name] = {size: median_row(runs[name][size]) for size in args.sizes}
