@@ -98,6 +98,20 @@ def test_route_folds_zero_builds_without_the_route_stage(workspace: Path, capsys
     assert WorldbookStore(workspace / "worldbooks").load("plain").routes is None
 
 
+def test_workers_run_the_route_folds_in_processes_and_save_the_one_process_book(
+        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = run_json(capsys, "build", "--dataset", "alf", "--workers", "1", "--out", "one", "--workspace", str(workspace))
+    two = run_json(capsys, "build", "--dataset", "alf", "--workers", "2", "--out", "two", "--workspace", str(workspace))
+    store = WorldbookStore(workspace / "worldbooks")
+    serial, parallel = store.load("one"), store.load("two")
+    assert serial.routes is not None and serial.routes.folds == 5
+    assert parallel.model_copy(update={"name": "one"}).model_dump_json() == serial.model_dump_json()
+    assert one["statuses"] == two["statuses"] and one["timings_s"].keys() == two["timings_s"].keys()
+    capsys.readouterr()
+    assert main(["build", "--dataset", "alf", "--workers", "0", "--out", "x", "--workspace", str(workspace)]) == 3
+    assert "--workers must be at least 1" in capsys.readouterr().err
+
+
 def test_route_turns_measures_the_route_table_on_a_sample(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run_json(capsys, "build", "--dataset", "alf", "--route-turns", "60", "--out", "sampled",
                    "--workspace", str(workspace))

@@ -49,6 +49,7 @@ class BuildLaunch:
     folds: int = 0
     route_folds: int = 5
     route_turns: int | None = None  # held-out turns of the route table (0: all; None: the CLI's default)
+    workers: int | None = None  # processes the route folds run in (None: the CLI's default, the cores)
     llm: str | None = None
     update: bool = False
     message: str = ""
@@ -79,7 +80,8 @@ def build_command(launch: BuildLaunch, root: str | Path) -> list[str]:
                "--progress", str(progress_path(root, c.out)), "--json"]
     for flag, value in (("--split", c.split), ("--validate-split", c.validate_split), ("--env", c.env),
                         ("--llm", c.llm), ("--message", c.message),
-                        ("--route-turns", None if c.route_turns is None else int(c.route_turns))):
+                        ("--route-turns", None if c.route_turns is None else int(c.route_turns)),
+                        ("--workers", None if c.workers is None else int(c.workers))):
         if value not in (None, ""):
             command += [flag, str(value)]
     return command + list(c.extra)
