@@ -11,7 +11,7 @@ ingested once into its own workspace under `--data-dir`. Each build is `python -
 `--code` library, the codes interleaved within each repeat (the host is shared: compare codes of one run only). Per
 build: CPU seconds of the build and every process it started (`RUSAGE_CHILDREN`), wall seconds, the peak of the
 summed resident memory of its process tree (sampled every `--sample-s` from /proc), and per stage (from the
-progress events) its seconds and the tree's peak memory while it ran. Printed: the median over repeats per code and
+progress events) its wall seconds, the tree's CPU seconds (sampled) and its peak memory while it ran. Printed: the median over repeats per code and
 size, the CPU ratio between consecutive sizes and per stage the seconds; written as JSON to `--out`.
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def dataset(size: int, data_dir: Path) -> Path:
@@ -52,46 +53,52 @@ def dataset(size: int, data_dir: Path) -> Path:
     return workspace
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in `root` and every process below it (one pass over /proc)."""
+def tree_usage(root: int) -> tuple[int, float]:
+    """(bytes resident, CPU seconds so far) of `root` and every process below it (one pass over /proc); the CPU
+    counts the processes `root` has already waited for (its children's times)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
             statm = Path(f"/proc/{entry}/statm").read_text().split()
         except OSError:
             continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry))
+        children.setdefault(int(fields[1]), []).append(int(entry))
         rss[int(entry)] = int(statm[1]) * PAGE
-    total, todo = 0, [root]
+        # utime, stime (fields 14, 15 of stat: 11, 12 here), and for the root its waited children's (16, 17)
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])
+                           + (int(fields[13]) + int(fields[14]) if int(entry) == root else 0)) / TICKS
+    total, seconds, todo = 0, 0.0, [root]
     while todo:
         pid = todo.pop()
         total += rss.get(pid, 0)
+        seconds += cpu.get(pid, 0.0)
         todo += children.get(pid, [])
-    return total
+    return total, seconds
 
 
 class MemorySampler(threading.Thread):
-    """(time, tree rss) every `every` seconds until stopped."""
+    """(time, tree rss, tree CPU seconds) every `every` seconds until stopped."""
 
     def __init__(self, pid: int, every: float) -> None:
         super().__init__(daemon=True)
         self.pid, self.every = pid, every
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[tuple[float, int, float]] = []
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.is_set():
-            self.samples.append((time.time(), tree_rss(self.pid)))
+            self.samples.append((time.time(), *tree_usage(self.pid)))
             self.stopped.wait(self.every)
 
 
-def stage_rows(progress: Path, samples: list[tuple[float, int]]) -> dict[str, dict[str, float]]:
-    """Per stage: its seconds (from the build's own events) and the tree's peak resident MB while it ran."""
+def stage_rows(progress: Path, samples: list[tuple[float, int, float]]) -> dict[str, dict[str, float]]:
+    """Per stage: its seconds (from the build's own events), the tree's CPU seconds (sampled: to `--sample-s`) and
+    its peak resident MB while it ran."""
     rows: dict[str, dict[str, float]] = {}
     started: dict[str, float] = {}
     for line in progress.read_text(encoding="utf-8").splitlines():
@@ -100,9 +107,11 @@ def stage_rows(progress: Path, samples: list[tuple[float, int]]) -> dict[str, di
             started[event["stage"]] = event["t"]
         elif event["state"] == "finished":
             begin = started.get(event["stage"], event["t"] - event["seconds"])
-            during = [rss for t, rss in samples if begin <= t <= event["t"]]
-            rows[event["stage"]] = {"seconds": event["seconds"],
-                                    "peak_mb": round(max(during, default=0) / 2**20, 1)}
+            during = [(rss, cpu) for t, rss, cpu in samples if begin <= t <= event["t"]]
+            before = [cpu for t, _, cpu in samples if t < begin]
+            spent = during[-1][1] - (before[-1] if before else 0.0) if during else 0.0
+            rows[event["stage"]] = {"seconds": event["seconds"], "cpu_s": round(spent, 2),
+                                    "peak_mb": round(max((rss for rss, _ in during), default=0) / 2**20, 1)}
     return rows
 
 
@@ -125,7 +134,7 @@ def build_once(workspace: Path, lib: str, build_args: list[str], every: float, t
     if process.returncode != 0:
         raise SystemExit(f"build failed ({' '.join(map(shlex.quote, command))}):\n{err[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    peak = max((rss for _, rss in sampler.samples), default=0)
+    peak = max((rss for _, rss, _ in sampler.samples), default=0)
     return {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2), "peak_mb": round(peak / 2**20, 1),
             "stages": stage_rows(progress, sampler.samples), "summary": out.strip().splitlines()[0]}
 
@@ -133,7 +142,7 @@ def build_once(workspace: Path, lib: str, build_args: list[str], every: float, t
 def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
     row: dict[str, Any] = {key: statistics.median(r[key] for r in runs) for key in ("cpu_s", "wall_s", "peak_mb")}
     row["stages"] = {stage: {key: statistics.median(r["stages"][stage][key] for r in runs)
-                             for key in ("seconds", "peak_mb")} for stage in runs[0]["stages"]}
+                             for key in ("seconds", "cpu_s", "peak_mb")} for stage in runs[0]["stages"]}
     return row
 
 
@@ -178,11 +187,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{ratio:>9}")
             previous = row["cpu_s"]
         stages = list(report["medians"][name][args.sizes[-1]]["stages"])
-        print(f"{'':>{len(name) + 1}} stage seconds (peak MB): " + ", ".join(stages))
+        print(f"{'':>{len(name) + 1}} stage CPU s / wall s (peak MB): " + ", ".join(stages))
         for size in args.sizes:
             cells = report["medians"][name][size]["stages"]
             print(f"{'':>{len(name) + 1}} {size:>7} " + " ".join(
-                f"{cells[s]['seconds']:.1f}({cells[s]['peak_mb']:.0f})" if s in cells else "-" for s in stages))
+                f"{cells[s]['cpu_s']:.1f}/{cells[s]['seconds']:.1f}({cells[s]['peak_mb']:.0f})" if s in cells else "-"
+                for s in stages))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(f"\nwritten {args.out}")

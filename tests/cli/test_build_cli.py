@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from worldsmith.cli.main import main
+from worldsmith.sim import route_learning
 from worldsmith.workspace import Workspace
 from worldsmith.worldbook import WorldbookStore
 from worldsmith.worldbook.book_stages import STAGES
@@ -99,7 +100,8 @@ def test_route_folds_zero_builds_without_the_route_stage(workspace: Path, capsys
 
 
 def test_workers_run_the_route_folds_in_processes_and_save_the_one_process_book(
-        workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(route_learning, "MIN_POOL_TURNS", 0)  # a pool even for this small sample
     one = run_json(capsys, "build", "--dataset", "alf", "--workers", "1", "--out", "one", "--workspace", str(workspace))
     two = run_json(capsys, "build", "--dataset", "alf", "--workers", "2", "--out", "two", "--workspace", str(workspace))
     store = WorldbookStore(workspace / "worldbooks")

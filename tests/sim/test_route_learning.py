@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from helpers import sample_episodes
-from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book
+from worldsmith.sim import SIMULATOR_STAGES, build_simulator_book, route_learning
 from worldsmith.sim.route_learning import fold_book, route_budget, route_fold_assignment, route_sample, simulator_stages
 from worldsmith.traces import Action, Episode, Observation, Turn, trajectory_family
 from worldsmith.traces.model import turn_id
@@ -140,9 +140,10 @@ def test_the_route_budget_is_a_share_of_the_construction_between_a_floor_and_a_c
     assert route_budget(80_000, 500) == 500
 
 
-def test_route_folds_in_two_processes_make_the_one_process_book_byte_for_byte() -> None:
+def test_route_folds_in_two_processes_make_the_one_process_book_byte_for_byte(monkeypatch: Any) -> None:
     """Each fold's table is made alone and the tables are merged in fold order: a pool of worker processes gives the
-    same book, route table key order included, as one process."""
+    same book, route table key order included, as one process (the pool's size floor lowered to these samples)."""
+    monkeypatch.setattr(route_learning, "MIN_POOL_TURNS", 0)
     for sample in ("alfworld_expert", "bfcl_curious"):
         episodes = sample_episodes(sample)
         serial = build_simulator_book(episodes, name=sample, workers=1).book

@@ -82,7 +82,7 @@ from worldsmith.worldbook.summaries import EpisodeSummaries
 from worldsmith.worldbook.termination import learn_termination
 from worldsmith.worldbook.writes import learn_tool_rules
 
-__all__ = ["MIN_ACTION_TURNS", "ROUTE_FLOOR_TURNS", "ROUTE_SHARE", "ROUTE_TURNS", "SIMULATOR_STAGES", "RouteStage",
+__all__ = ["MIN_ACTION_TURNS", "MIN_POOL_TURNS", "ROUTE_FLOOR_TURNS", "ROUTE_SHARE", "ROUTE_TURNS", "SIMULATOR_STAGES", "RouteStage",
            "build_simulator_book", "fold_book", "learn_routes", "route_budget", "route_fold_assignment",
            "route_sample", "simulator_stages"]
 
@@ -105,6 +105,11 @@ on 3,300 turns (13%) answered 0.8 points fewer held-out turns exactly than the f
 MIN_ACTION_TURNS = 20
 """Past the budget, a family is still sampled while it calls an action the sample holds fewer turns of than this,
 so a rare action keeps its own row (`RouteTable.min_turns` decides when a row speaks)."""
+
+
+MIN_POOL_TURNS = 2_000
+"""Below this many construction turns the folds run in this process whatever `workers` says: a pool's workers each
+start Python and import the package (a few CPU seconds and ~150 MB each), more than such folds take."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +258,7 @@ def learn_routes(episodes: Sequence[Episode], evidence: Sequence[Evidence], cand
     job = FoldJob(episodes=list(episodes), evidence=list(evidence), candidates=candidates, config=config,
                   assignment=assignment)
     table = RouteTable(folds=folds)
-    if workers < 2 or folds < 2:
+    if workers < 2 or len(evidence) < MIN_POOL_TURNS:
         shared = _FoldShared()  # the folds of one process share what is the same in every fold
         for fold in range(folds):
             table.absorb(job.table(fold, shared))
