@@ -51,7 +51,7 @@ def test_the_command_is_the_cli_one_and_a_bad_name_is_refused(tmp_path: Path) ->
     assert command[command.index("--out") + 1] == "shop" and command[command.index("--folds") + 1] == "3"
     assert command[command.index("--progress") + 1] == str(progress_path(tmp_path, "shop"))
     assert "--json" in command and command[command.index("--llm") + 1] == "tiny:m"
-    assert "--workers" not in command  # the CLI's default: the cores
+    assert "--workers" not in command  # the CLI's default
     workers = build_command(BuildLaunch(out="shop", dataset="d", workers=1), tmp_path)
     assert workers[workers.index("--workers") + 1] == "1"
     with pytest.raises(BuildJobError, match="worldbook name"):

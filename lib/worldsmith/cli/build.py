@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Any
@@ -67,10 +66,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=_default_workers(),
+        default=1,
         metavar="N",
-        help="processes the route table's folds run in (default: this machine's cores, %(default)s); the book is "
-        "the same for any number",
+        help="processes the route table's folds run in (default 1); the book is the same for any number. Each "
+        "worker holds its own copy of the trajectories: N workers take about N+1 times the memory of one",
     )
     parser.add_argument("--message", default="")
     parser.add_argument("--author", default="worldsmith build", help="who the saved version names as its author")
@@ -119,11 +118,6 @@ def print_validation(report: dict[str, Any]) -> None:
             f"  {action[:24]:<24} {row['turns']:>6} {row['covered_rate']:>9.1%} {row['verified_rate']:>8.1%} "
             f"{row['exact_rate']:>7.1%}"
         )
-
-
-def _default_workers() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_build(args: argparse.Namespace) -> int:

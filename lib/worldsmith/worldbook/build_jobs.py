@@ -49,7 +49,7 @@ class BuildLaunch:
     folds: int = 0
     route_folds: int = 5
     route_turns: int | None = None  # held-out turns of the route table (0: all; None: the CLI's default)
-    workers: int | None = None  # processes the route folds run in (None: the CLI's default, the cores)
+    workers: int | None = None  # processes the route folds run in (None: the CLI's default, one)
     llm: str | None = None
     update: bool = False
     message: str = ""
