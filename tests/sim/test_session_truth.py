@@ -10,6 +10,7 @@ import pytest
 
 from worldsmith.sim.harness import Harness
 from worldsmith.sim.route_learning import build_simulator_book
+from worldsmith.sim.sources.records import RecordTracker
 from worldsmith.sim.sources.unseen import UnseenEntities, mentions, slot_id
 from worldsmith.traces import Episode
 from worldsmith.worldbook.model import Evidence, Worldbook
@@ -175,3 +176,18 @@ def test_a_refusal_about_another_argument_says_nothing_of_existence(unknown_ids:
     assert not unseen.says_absent("get_invoice", "i1", '{"error": "Invalid token"}')
     assert unseen.says_absent("get_invoice", "i1", '{"error": "Invoice not found"}')
     assert not unseen.says_absent("get_invoice", "i1", json.dumps({"invoice_id": "i1", "total": 12}))
+
+
+def test_a_read_that_wraps_its_record_answers_the_sessions_record_in_its_wrapper() -> None:
+    """`get_invoice` answers `{"invoice": {...}}`: the session's record is read back through the wrapper, whatever
+    other argument the call gives, and an answer that it does not exist is refused (existence does not flip)."""
+    shown = {"invoice_id": "i9", "total": 40}
+    evidence = [Evidence(turn_id=f"e{n}#0", action="get_invoice", arguments={"token": "t1", "invoice_id": f"i{n}"},
+                         observation=json.dumps({"invoice": {"invoice_id": f"i{n}", "total": n}}),
+                         action_text=f'get_invoice {{"token": "t1", "invoice_id": "i{n}"}}') for n in range(6)]
+    tracker = RecordTracker(evidence)
+    assert tracker.wraps == {"get_invoice": "invoice"} and "get_invoice" in tracker.reads
+    tracker.observe("get_invoice", {"token": "t1", "invoice_id": "i9"}, json.dumps({"invoice": shown}))
+    answers = tracker.propose("get_invoice", {"token": "t2", "invoice_id": "i9"})
+    assert [json.loads(answer.observation) for answer in answers] == [{"invoice": shown}]
+    assert tracker.veto("get_invoice", {"token": "t2", "invoice_id": "i9"}, '{"error": "Invoice not found"}')

@@ -125,6 +125,14 @@ def _own_top(value: Any, argument: Any) -> bool:
     return own is not None and own[2] is value and str(own[1]) == str(argument)
 
 
+def _wrapper(value: Any) -> str | None:
+    """The key of an answer that is one record in a wrapper (`{"invoice": {...}}`), else None."""
+    if isinstance(value, dict) and len(value) == 1:
+        key, inner = next(iter(value.items()))
+        return str(key) if isinstance(inner, dict) else None
+    return None
+
+
 def record_store(evidence: Sequence[Evidence], tool_rules: Sequence[ToolRule] = ()) -> RecordStore:
     """The record store of a book's evidence: the tools that write, as its write rules name them, show no initial
     versions (every other tool's answers are versions: as the build's tools stage took them)."""
@@ -153,6 +161,7 @@ class RecordTracker:
         self.store = store if store is not None else record_store(evidence, tool_rules)
         self.layouts: dict[str, Layout] = {}
         self.reads: set[str] = set()  # tools whose answer is the selected record (its fields that tool shows)
+        self.wraps: dict[str, str] = {}  # read tool -> the one key its answer wraps the record in (`{"invoice": …}`)
         self.shows: dict[str, frozenset[str]] = {}  # read tool -> the keys it always shows (a projection: a status)
         self._learn_reads(evidence)
         self.effectful = _effectful(evidence, self.reads | self.executable, self.reads)
@@ -163,6 +172,7 @@ class RecordTracker:
         layouts: dict[str, Counter[Layout]] = defaultdict(Counter)
         keysets: dict[str, Counter[frozenset[str]]] = defaultdict(Counter)
         whole: Counter[str] = Counter()
+        wrapped: dict[str, Counter[str]] = defaultdict(Counter)  # tool -> the keys its answers wrap the record in
         answered: Counter[str] = Counter()
         for item in evidence:
             selector = self.selectors.get(item.action)
@@ -173,14 +183,21 @@ class RecordTracker:
             if value is None or selector[0] not in arguments:
                 continue
             answered[item.action] += 1
+            wrapper = _wrapper(value)
             if _own_top(value, arguments[selector[0]]):
                 whole[item.action] += 1
                 keysets[item.action][frozenset(value)] += 1
+            elif wrapper is not None and _own_top(value[wrapper], arguments[selector[0]]):
+                whole[item.action] += 1
+                wrapped[item.action][wrapper] += 1
+                keysets[item.action][frozenset(value[wrapper])] += 1
             layout = layout_of(item.observation, self.summaries)
             if layout is not None:
                 layouts[item.action][layout] += 1
         self.layouts = {tool: counts.most_common(1)[0][0] for tool, counts in layouts.items()}
         self.reads = {tool for tool, count in whole.items() if count >= _WHOLE_SHARE * answered[tool]}
+        self.wraps = {tool: key for tool, counts in wrapped.items() if tool in self.reads
+                      for key, count in counts.most_common(1) if count >= _WHOLE_SHARE * whole[tool]}
         for tool, counts in keysets.items():
             keys, count = counts.most_common(1)[0]
             if count >= _WHOLE_SHARE * sum(counts.values()):
@@ -246,7 +263,9 @@ class RecordTracker:
             for key, ident, record in own_records(value):
                 rkey = record_key(key, ident)
                 known = self.records.get(rkey)  # a projection (a status read) updates what the episode knows of it
-                if record is value and not self._projection(name, key):
+                whole = record is value or (name in self.wraps and isinstance(value, dict)
+                                            and record is value.get(self.wraps[name]))
+                if whole and not self._projection(name, key):
                     self.partial.discard(rkey)
                 elif known is None:
                     self.partial.add(rkey)  # seen inside another answer, or through a projection: part of it
@@ -393,7 +412,7 @@ class RecordTracker:
         if layout is None:
             return []
         shown = {k: v for k, v in record.items() if keys is None or k in keys}
-        return [CandidateAnswer("record_invented", dump_layout(shown, layout), notes=notes,
+        return [CandidateAnswer("record_invented", self._render_read(name, shown, layout), notes=notes,
                                 records=[{**_record_entry(rkey, None, record), "origin": "invented"}])]
 
     def veto(self, name: str, arguments: Mapping[str, Any], observation: str) -> str | None:
@@ -493,6 +512,10 @@ class RecordTracker:
             f"{name} acts on {rkey[0]}={rkey[1]!r} ({'as this episode last showed it' if where == 'episode' else 'its initial version in the entity store'}); "
             f"tool rule {rule.id}: {changed}"])]
 
+    def _render_read(self, name: str, shown: dict[str, Any], layout: Layout) -> str:
+        """A read's answer: the record's fields it shows, in its wrapper where it has one, in its layout."""
+        return dump_layout({self.wraps[name]: shown} if name in self.wraps else shown, layout)
+
     def _propose_read(self, name: str, arguments: Mapping[str, Any]) -> list[CandidateAnswer]:
         selected = self._selected(name, arguments)
         layout = self.layouts.get(name)
@@ -513,7 +536,7 @@ class RecordTracker:
             return []
         assert record is not None
         shown = {k: v for k, v in record.items() if keys is None or k in keys}  # in the record's order
-        text = dump_layout(shown, layout)
+        text = self._render_read(name, shown, layout)
         entry = [_record_entry(rkey, None, record)]
         if invented:
             return [CandidateAnswer("record_invented", text, records=[{**entry[0], "origin": "invented"}], notes=[
