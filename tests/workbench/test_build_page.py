@@ -100,6 +100,11 @@ def test_build_with_cross_fitting_saves_a_version_and_shows_the_report(empty_roo
     stages = next(df.value for df in at.dataframe if "seconds" in df.value.columns)
     assert list(stages["stage"]) == [*STAGES[:-1], "routes", "compile"] and (stages["seconds"] >= 0).all()
     assert store.load("kitchen").routes is not None
+    crossed = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    version = store.head("kitchen")
+    assert any(c.startswith("Produced by: method worldbook rule replay, ") and "-fold cross-fitting by family · "
+               "model none · dataset alf · split all · n " in c and f" turns · run kitchen@{version}" in c
+               for c in crossed), crossed
 
 
 def test_a_typed_name_is_kept_when_the_dataset_changes(empty_root: Path) -> None:
@@ -185,6 +190,35 @@ def test_an_old_stored_build_outcome_shows_its_leaked_trajectories() -> None:
                for w in at.warning)
     frame = at.dataframe[0].value
     assert list(frame["episode"])[-1] == "copied-run" and frame["why"].str.contains("construction episodes").all()
+
+
+def _stored_report_with_demotions_and_held_out() -> None:
+    from unittest import mock
+
+    import streamlit as st
+
+    from workbench.worldbook.build_report import render_build_report
+
+    with mock.patch.object(st, "page_link"):  # outside the app: no Worldbook page to link to
+        render_build_report({
+            "book": "shop", "version": "v3", "parent": "v2", "rules": 2, "episodes": 9, "dataset": "tickets",
+            "split": "train", "validation_split": "test", "statuses": {"supported": 1, "tentative": 1},
+            "demoted": [{"rule": "calculate.r1", "kind": "rule", "families": 4, "held_out_answered": 10,
+                         "held_out_exact": 1, "reasons": ["held out it was exact on 1/10 turns it answered"]}],
+            "validation": {"totals": {"turns": 42, "coverage": 0.5, "coverage_verified": 0.4, "exact_match": 0.3},
+                           "common_actions": {"actions": ["pay"], "coverage": 0.5, "exact_match": 0.3},
+                           "per_action": {"pay": {"turns": 42, "covered_rate": 0.5, "verified_rate": 0.4,
+                                                  "exact_rate": 0.3}}},
+            "timings_s": {}, "stages": {}})
+
+
+def test_the_build_report_says_what_produced_its_held_out_numbers() -> None:
+    at = no_exception(AppTest.from_function(_stored_report_with_demotions_and_held_out, default_timeout=60).run())
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    assert ("Produced by: method route table cross-fitting (the book's harness route stage) · model unknown · "
+            "dataset tickets · split train · n unknown · run shop@v3") in sources, sources
+    assert ("Produced by: method worldbook rule replay · model none · dataset tickets · split test · n 42 turns · "
+            "run shop@v3") in sources, sources
 
 
 def test_a_running_build_is_linked_from_every_page(empty_root: Path) -> None:

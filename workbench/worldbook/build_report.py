@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common.paths import page_file
+from workbench.common.provenance import provenance_caption
 from workbench.common.tables import flat_frame
 from workbench.common.text import md_code, md_escape
+from worldsmith.llm import provenance
 from worldsmith.worldbook import LeakageReport
 
 
@@ -26,7 +28,20 @@ def leakage_frame(leakage: LeakageReport) -> pd.DataFrame:
                          for episode, reasons in leakage.leaked_episodes.items()], columns=["episode", "why"])
 
 
-def _validation(title: str, report: dict[str, Any]) -> None:
+def build_split(outcome: dict[str, Any]) -> str | None:
+    """The split the book was built from: "all" for the whole dataset, None where an older outcome did not say."""
+    return (outcome["split"] or "all") if "split" in outcome else None
+
+
+def build_provenance(outcome: dict[str, Any], *, method: str, split: str | None, n: int | None,
+                     model: str | None = "none") -> provenance.NumberProvenance:
+    """What produced one block of a build report: `method` on the dataset the book was built from (an outcome stored
+    by older code did not record it: "unknown"), `split`, `n` turns, run = the book's name@version."""
+    return provenance.NumberProvenance(method=method, model=model, dataset=outcome.get("dataset"), split=split, n=n,
+                                       unit="turns", run=f"{outcome['book']}@{outcome['version']}")
+
+
+def _validation(title: str, report: dict[str, Any], source: provenance.NumberProvenance) -> None:
     totals, common = report["totals"], report["common_actions"]
     st.markdown(f"**{md_escape(title)}**")
     columns = st.columns(4)
@@ -41,6 +56,7 @@ def _validation(title: str, report: dict[str, Any]) -> None:
     st.dataframe(validation_frame(report), hide_index=True,
                  column_config={c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
                                 for c in ("coverage", "conditions checked", "exact match")})
+    provenance_caption([source])
 
 
 def render_leakage(outcome: dict[str, Any]) -> None:
@@ -76,6 +92,9 @@ def _demotions(outcome: dict[str, Any]) -> None:
                    "family alone showed, and at least 90% exact on the held-out turns the rule answered in the "
                    "route table's cross-fitting.")
         st.dataframe(demotion_frame(outcome), hide_index=True)
+        provenance_caption([build_provenance(
+            outcome, method="route table cross-fitting (the book's harness route stage)", split=build_split(outcome),
+            n=None, model=outcome.get("stages", {}).get("routes", {}).get("model"))])
     elif outcome.get("held_out_measured") is False:
         st.caption("Held-out exactness per rule was not measured (no route table): supported rules passed the "
                    "family and literal tests only.")
@@ -95,11 +114,15 @@ def render_build_report(outcome: dict[str, Any]) -> None:
     _demotions(outcome)
     if outcome.get("validation"):
         render_leakage(outcome)
-        _validation("Replay on held-out trajectories", outcome["validation"])
+        _validation("Replay on held-out trajectories", outcome["validation"], build_provenance(
+            outcome, method="worldbook rule replay", split=outcome.get("validation_split"),
+            n=outcome["validation"]["totals"]["turns"]))
     if outcome.get("cross_fit"):
         crossed = outcome["cross_fit"]
         _validation(f"Validation by cross-fitting, {crossed['folds']} folds by trajectory family (pooled)",
-                    crossed["pooled"])
+                    crossed["pooled"], build_provenance(
+                        outcome, method=f"worldbook rule replay, {crossed['folds']}-fold cross-fitting by family",
+                        split=build_split(outcome), n=crossed["pooled"]["totals"]["turns"]))
         st.caption("These folds validate the book. The route table measures which source to trust with its own "
                    "folds (the Route-table folds setting), shown on the Worldbook page's Routes tab.")
     if not outcome.get("validation") and not outcome.get("cross_fit"):

@@ -305,10 +305,13 @@ class BuildOutcome:
     validation_split: str | None
     cross_fit: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    dataset: str | None = None  # the dataset and split it was built from: what its report's numbers stand on
+    split: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"book": self.result.book.name, "version": self.version, "parent": self.parent,
-               "episodes": self.episodes, "validation_split": self.validation_split, **self.result.report(),
+               "episodes": self.episodes, "dataset": self.dataset, "split": self.split,
+               "validation_split": self.validation_split, **self.result.report(),
                "warnings": list(self.warnings)}
         if self.cross_fit is not None:
             out["cross_fit"] = self.cross_fit
@@ -418,4 +421,5 @@ def build_dataset(workspace: Any, dataset: str, *, out: str, split: str | None =
                     **demotion_report(result.book)},
     )
     return BuildOutcome(version=info.version, parent=parent, result=result, episodes=len(episodes),
-                        validation_split=held_split, cross_fit=crossed, warnings=warnings)
+                        validation_split=held_split, cross_fit=crossed, warnings=warnings, dataset=dataset,
+                        split=split)
