@@ -156,7 +156,9 @@ if tool_rules_tab.open:
 
 if routes_tab.open:
     with routes_tab:
-        render_route_table(book)
+        built_from = next((s for s in info.sources if isinstance(s, dict) and s.get("dataset")), {})
+        render_route_table(book, dataset=source_dataset, run=f"{name}@{version}",
+                           split=(built_from["split"] or "all") if "split" in built_from else None)
 
 if schema_tab.open:
     with schema_tab:

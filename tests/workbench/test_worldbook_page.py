@@ -68,11 +68,14 @@ def test_the_routes_tab_shows_which_source_answers_each_action(empty_root: Path)
     from worldsmith.sim.route_learning import build_simulator_book
 
     book = build_simulator_book(sample_episodes("alfworld_expert"), name="alf").book
-    WorldbookStore(empty_root / "worldbooks").save(book)
+    version = WorldbookStore(empty_root / "worldbooks").save(book, sources=[{"dataset": "alf", "split": None}]).version
     at = show_tab(open_page(), "Routes")
     routes = next(df.value for df in at.dataframe if "wins" in df.value.columns)
     assert {"take", "*"} <= set(routes["action"]) and "rule" in set(routes["source"])
     assert any("held-out turns: 5 cross" in str(c.value) and "folds" in str(c.value) for c in at.caption)
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    assert (f"Produced by: method harness route table (5 cross-fitted folds) · model unknown · dataset alf · "
+            f"split all · n {book.routes.turns} turns · run alf@{version}") in sources, sources
 
 
 def _book_with_evidence(root: Path) -> None:

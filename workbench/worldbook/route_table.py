@@ -5,12 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_escape
+from worldsmith.llm import provenance
 from worldsmith.worldbook import Worldbook
 
 
-def render_route_table(book: Worldbook) -> None:
-    """The held-out route table: per action and source, exact answers and wins/losses against nearest evidence."""
+def render_route_table(book: Worldbook, *, dataset: str | None = None, split: str | None = None,
+                       run: str | None = None) -> None:
+    """The held-out route table: per action and source, exact answers and wins/losses against nearest evidence;
+    `dataset` and `split` the book was built from (None: not recorded) and its `run` (name@version) in its caption."""
     table = book.routes
     if table is None:
         st.info("This version has no route table (built without route folds): the harness answers with a rule "
@@ -34,3 +38,6 @@ def render_route_table(book: Worldbook) -> None:
         "trusted": st.column_config.CheckboxColumn("trusted", help="not worse than nearest evidence held out"),
         "decides": st.column_config.CheckboxColumn("decides", help="enough turns for this row to decide alone"),
     })
+    provenance_caption([provenance.NumberProvenance(
+        method=f"harness route table ({table.measured_by})", dataset=dataset, split=split, n=table.turns,
+        unit="turns", run=run)])
