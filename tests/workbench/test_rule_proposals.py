@@ -46,6 +46,9 @@ def test_a_proposal_shows_its_diff_and_held_out_effect_and_applies_as_a_new_vers
     _finished(heldout_root, at)
     shown = [str(m.value) for m in at.markdown]
     assert any("Held-out (`test`" in text and "template fits" in text for text in shown), shown
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    assert any(c.startswith("Produced by: method harness · model none · dataset ") and " · split test (alfworld) · n " in c
+               and " paired turns of " in c and f" · run {BOOK}: content " in c for c in sources), sources
     assert any(code.value.startswith(f"- {RULE}.") for code in at.code)
     no_exception(at.button(key=f"wb_prop_apply_{first}_{RULE}_1").click().run())
     assert any("Applied the" in str(s.value) for s in at.success)

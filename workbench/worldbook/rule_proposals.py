@@ -15,6 +15,8 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common.jobs import render_stop_button, seconds_text
+
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
 from worldsmith.evals import HeldOutDelta, ProposalReport, fidelity_line, proposal_jobs
@@ -59,6 +61,7 @@ def _render_one(store: WorldbookStore, report: ProposalReport, index: int, propo
         st.markdown(effect_line(effect, report.split))
         if effect is not None:
             st.markdown(md_escape(fidelity_line(delta, report.action)))
+            provenance_caption([delta.provenance if delta is not None else None])
         if lowers_fidelity(delta, report.action):
             st.warning("This patch fixes the rule's own turns but lowers held-out fidelity: it fits the evidence, not "
                        "the environment. Applying it is allowed (and undoable); the numbers above say what it costs.",
