@@ -88,6 +88,10 @@ def test_step_an_episode_beside_the_real_observations(alfworld_workspace: tuple[
     assert list(table["step"]) == [0, 1] and list(table["action"]) == [t.action.raw for t in episode.turns[:2]]
     assert table["harness F1"].notna().all() and table["direct F1"].notna().all()
     assert table["harness F1"].sum() >= table["direct F1"].sum()
+    source = next(c.replace("\\", "") for c in _captions(at) if c.startswith("Produced by"))
+    assert (f"Produced by: method harness · model none · dataset alfworld · split episode {episode.id} · "
+            "n 2 steps · run alfworld@") in source and "protocol teacher forcing" in source, source
+    assert "Produced by: method direct · model tiny:" in source, source  # the default model: the bundled tiny one
     assert any(shown(e.label).startswith("Audit: fast_path") for e in at.expander)  # the harness's take rule
     assert any(e.label.startswith("State: ") for e in at.expander)
 

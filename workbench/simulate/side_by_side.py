@@ -24,10 +24,11 @@ from workbench.common.leakage import held_out_split
 from workbench.common.links import rule_query, turn_page_link
 from workbench.common.page_state import PageState
 from workbench.common.paths import page_file
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.simulate.records import answer_source, render_records, show_long_values
 from workbench.traces.timeline import show_text
-from worldsmith.llm import LLMError, default_model_spec, open_llm
+from worldsmith.llm import LLMError, default_model_spec, open_llm, provenance
 from worldsmith.sim import htmlview, needs_llm, sidebyside, world_model_names
 from worldsmith.traces import parse_json_text
 from worldsmith.workspace import EpisodeFilter, env_family
@@ -462,4 +463,9 @@ def render_side_by_side(root: Path, store: WorldbookStore) -> None:
     summary = runner.summary()
     st.dataframe(pd.DataFrame([{"method": name, **values} for name, values in summary.items()]), hide_index=True,
                  key="sbs_summary")
+    provenance_caption(provenance.NumberProvenance(
+        method=name, model=spec.strip() if needs_llm(name) else "none", dataset=dataset,
+        split=f"episode {episode.id}" if episode is not None else "typed actions, no recording",
+        protocol=MODES[runner.mode].split(" (")[0], n=int(values["steps"]), unit="steps",
+        run=f"{book_name}@{version}") for name, values in summary.items())
 
