@@ -162,6 +162,12 @@ def test_collect_page_explores_in_rounds_and_links_new_rules_to_their_turns(empt
     success = "\n".join(str(s.value) for s in at.success)
     assert "11 of 11 real steps in 2 of 2 rounds" in success
     assert at.get("plotly_chart"), "no curve"
+    last = orjson.loads((empty_root / "runs" / "explore" / "shop_explored" / "rounds.jsonl").read_text()
+                        .splitlines()[-1])
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    assert any(c.startswith("Produced by: method harness · model none · dataset shop_heldout · split 1 episodes · "
+                            f"n {last['heldout_turns']} turns of 1 episodes · run ")
+               and f"@{last['version']} (explore run " in c for c in sources), sources
     links = at.get("page_link")
     turn_links = [link.label.replace("\\", "") for link in links if link.page == "traces"]
     assert turn_links and all(label.startswith("toolshop-db-0:task-") and "#" in label for label in turn_links)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from workbench.common.links import rule_query, turn_query
 from workbench.common.paths import page_file
+from workbench.common.provenance import provenance_caption
 from workbench.common.ray_option import render_ray_option
 from workbench.common.text import md_code, md_escape
 from worldsmith.envs import EnvError, spec
@@ -27,6 +28,7 @@ from worldsmith.evals import (
     load_explore_report,
     plots,
 )
+from worldsmith.llm import provenance
 from worldsmith.workspace import Workspace, validate_dataset_name
 
 __all__ = ["render_explore", "render_explore_report"]
@@ -138,6 +140,12 @@ def render_explore_report(report: ExploreReport) -> None:
                                 "rules": r.rules, "supported": r.supported_rules, "version": r.version,
                                 "exact match": r.exact_match, "low": r.low, "high": r.high} for r in report.rounds]),
                  hide_index=True, use_container_width=True)
+    if scored and config.heldout is not None:
+        last = scored[-1]
+        provenance_caption([provenance.NumberProvenance(
+            method="harness", model="none", dataset=config.heldout.dataset, split=config.heldout.selection(),
+            protocol="teacher forced (next-obs)", n=last.heldout_turns, unit="turns", episodes=last.heldout_episodes,
+            run=f"{report.book}@{last.version} (explore run {report.run_dir})")])
     for round_ in report.rounds:
         with st.expander(md_escape(f"Round {round_.round}: {len(round_.new_rules)} new or changed rules"),
                          icon=":material/rule:"):
