@@ -224,7 +224,10 @@ if turns:
         render_turn(turns[shown])
         unsure_at = st.session_state.get("sim_unsure")
         if unsure_at and unsure_at[0] == chosen and unsure_at[1] == shown:
-            render_uncertainty(unsure_at[2])
+            built_from = next((s for s in store.info(stored_book, stored_version or store.head(stored_book)).sources
+                               if isinstance(s, dict) and s.get("dataset")), {})
+            render_uncertainty(unsure_at[2], dataset=built_from.get("dataset"), run=meta.get("book_ref"),
+                               split=(built_from["split"] or "all") if "split" in built_from else None)
     st.dataframe(turns_frame(session), hide_index=True)
     if kind == "harness":
         with st.expander("What the harness tracks (place, map, entity records, shell)", icon=":material/map:"):

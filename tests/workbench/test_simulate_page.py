@@ -139,6 +139,11 @@ def test_a_step_shows_how_unsure_the_book_was_and_candidates_are_ranked(empty_ro
     assert any(m.label == "rule status" and shown(m.value) == "supported" for m in at.metric)
     assert any(m.label == "score" for m in at.metric)
     assert any("supported rule answers it" in str(t.value) for t in at.text)
+    head = WorldbookStore.of_workspace(empty_root).head("alfworld")
+    sources = [str(c.value).replace("\\", "") for c in at.caption if str(c.value).startswith("Produced by")]
+    assert any(c.startswith("Produced by: method harness route table, held-out record of ") and c.endswith(
+        f" · model none · dataset unknown · split unknown · n 0 turns · run alfworld@{head}")  # no sources, no routes
+        for c in sources), sources
     at.text_area(key="sim_candidates").input("take mug 3 from shelf 2\nfrobnicate the unicorn\n\n")
     no_exception(at.button(key="sim_rank").click().run())
     ranked = next(df.value for df in at.dataframe if "situation seen" in df.value.columns)

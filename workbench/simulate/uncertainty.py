@@ -13,7 +13,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
+from worldsmith.llm import provenance
 from worldsmith.sim import Harness, Session, Uncertainty, assess, rank_actions
 from worldsmith.worldbook import Worldbook
 
@@ -66,8 +68,11 @@ def recorded_admissible(root: str, session: Session) -> list[str]:
     return [str(action) for action in listed] if isinstance(listed, list) else []
 
 
-def render_uncertainty(item: Uncertainty) -> None:
-    """One assessment: the score, what would answer, the rule status, the evidence and the novelty, the reason."""
+def render_uncertainty(item: Uncertainty, *, dataset: str | None = None, split: str | None = None,
+                       run: str | None = None) -> None:
+    """One assessment: the score, what would answer, the rule status, the evidence and the novelty, the reason;
+    the caption says what measured the expected error (the book's route table on the `dataset` and `split` it was
+    built from, None: not recorded; `run` the book as name@version)."""
     st.markdown(f"**How unsure the book was** · {md_code(item.source or 'nothing answers')}")
     columns = st.columns(6)
     columns[0].metric("score", f"{item.score:.2f}", help="expected information for the book: 1 = nothing answers, "
@@ -80,4 +85,7 @@ def render_uncertainty(item: Uncertainty) -> None:
     columns[3].metric("action seen", f"{item.action_seen:d}", help="book turns of this action type")
     columns[4].metric("situation seen", f"{item.feature_seen:d}",
                       help="book turns of this action type in this situation (argument shown before, repeat)")
+    provenance_caption([provenance.NumberProvenance(
+        method=f"harness route table, held-out record of {item.source or 'nothing'}", model="none", dataset=dataset,
+        split=split, n=item.measured, unit="turns", run=run)])
     st.text(item.reason)
