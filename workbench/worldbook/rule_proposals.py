@@ -15,7 +15,6 @@ from pathlib import Path
 import streamlit as st
 
 from workbench.common.jobs import render_stop_button, seconds_text
-
 from workbench.common.provenance import provenance_caption
 from workbench.common.text import md_code, md_escape
 from workbench.worldbook.state import submit_patch
