@@ -79,13 +79,13 @@ def _short(text: str, limit: int = 60) -> str:
 def print_delta(delta: HeldOutDelta) -> None:
     print(f"held-out {delta.heldout.label()}: {delta.episodes} episodes, {delta.turns} turns "
           f"(after - before, 95% paired bootstrap over episodes; {delta.seconds:.2f}s)")
-    if delta.provenance is not None:
-        print(f"  teacher-forced numbers from: {delta.provenance.line()}")
     if delta.open_loop:
         print("  open loop (drift: the harness on its own answers, as under an agent):")
         for metric, value in delta.open_loop.items():
             print(_row(metric, value))
         print("  teacher forced (next-obs: each turn after the real prefix):")
+    if delta.provenance is not None:
+        print(f"  teacher-forced numbers from: {delta.provenance.line()}")
     for metric, value in delta.metrics.items():
         print(_row(metric, value))
     for action, metrics in delta.by_action.items():
