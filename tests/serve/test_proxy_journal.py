@@ -109,3 +109,14 @@ def test_the_config_names_what_each_mode_needs() -> None:
     with pytest.raises(ValidationError, match="hybrid needs one upstream"):
         ProxyConfig(mode="hybrid", book="b", dataset="d")
     assert ProxyConfig(mode="record", dataset="d", upstream_command=["a", "b c"]).upstream == "a 'b c'"
+
+
+def test_a_tool_whose_answers_hold_no_record_is_no_read() -> None:
+    """`write_query` answers `[{'affected_rows': 1}]` (a Python literal: data, but no record): it never showed a
+    record unchanged, so nothing says it only reads; `get_item` showed its records unchanged."""
+    episodes = [_episode(i).model_copy(update={"turns": [*_episode(i).turns, Turn(
+        index=3, action=Action(name="write_query", arguments={"query": f"INSERT {i}"}),
+        observation=Observation(text="[{'affected_rows': 1}]"))]}) for i in range(6)]
+    book = build_simulator_book(episodes, name="items").book
+    changes = state_changes(book, [{"name": "get_item"}, {"name": "write_query"}])
+    assert changes.may_change("write_query") and not changes.may_change("get_item")

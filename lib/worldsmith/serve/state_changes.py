@@ -9,7 +9,7 @@ positive evidence, and anything the book learned against it wins:
   are not evidence either way: they keep the simulator's own bookkeeping, such as the item a read last showed);
 - a read: not a write, and the upstream declares it read-only (`readOnlyHint`), or the person running the proxy
   says so (`read_only`), or the book saw it show records that never changed since it last showed them
-  (`learn_readers`: its answers are the record as it is);
+  (`learn_readers`: its answers are the record as it is; an answer holding no record is no evidence);
 - anything else is treated as a write.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from worldsmith.worldbook.model import Worldbook
-from worldsmith.worldbook.record_store import learn_readers
+from worldsmith.worldbook.record_store import learn_readers, own_records, parse_structured
 
 __all__ = ["StateChanges", "state_changes"]
 
@@ -53,6 +53,13 @@ def _snake(key: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
 
 
+def _showed_records(book: Worldbook) -> set[str]:
+    """The tools whose recorded answers showed at least one record: an answer that parses but holds none
+    (`[{'affected_rows': 1}]`, `{"status": "ok"}`) is no evidence that the tool only reads."""
+    return {item.action for item in book.evidence
+            if next(iter(own_records(parse_structured(item.observation))), None) is not None}
+
+
 def state_changes(book: Worldbook, upstream_tools: Iterable[Mapping[str, Any]], read_only: Iterable[str] = ()) -> StateChanges:
     """What `book` may answer for an upstream whose `tools/list` is `upstream_tools` (each with `name` and, where
     declared, `annotations`), `read_only` the tools a person says only read (see the module doc)."""
@@ -72,6 +79,6 @@ def state_changes(book: Worldbook, upstream_tools: Iterable[Mapping[str, Any]], 
     for name in set(declared_reads) | set(read_only):
         if name not in known:
             why.setdefault(name, "the book has never seen it")
-    evidenced = learn_readers(book.evidence)
+    evidenced = learn_readers(book.evidence) & _showed_records(book)
     reads = frozenset(name for name in (declared_reads | set(read_only) | evidenced) if name in known and name not in why)
     return StateChanges(reads=reads, why_write=why)
