@@ -159,10 +159,13 @@ def _eval(root: Path, name: str, alfworld: tuple[Worldbook, list[Any], list[Any]
     return run_eval(config, root, book=book, episodes=held, construction=built)
 
 
-def _journal(root: Path, name: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _journal(root: Path, name: str) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """Each unit's records by (method, episode, protocol): a method runs each episode under both default protocols."""
     units = _lines(root / "runs" / "eval" / name / "records.jsonl")
-    return {(u["method"], u["episode_id"]): [{k: v for k, v in _untimed(r).items() if k != "run"} for r in u["records"]]
-            for u in units}
+    journal = {(u["method"], u["episode_id"], u["protocol"]): [{k: v for k, v in _untimed(r).items() if k != "run"}
+                                                             for r in u["records"]] for u in units}
+    assert len(journal) == len(units)  # no unit hides another
+    return journal
 
 
 def test_eval_on_ray_and_in_processes_records_what_the_local_run_records(ray_cluster: str, tmp_path: Path,
@@ -211,7 +214,7 @@ def test_a_failing_eval_unit_on_ray_stops_the_run_as_locally(ray_cluster: str, t
             _eval(tmp_path, name, alfworld, **settings, **where)
         progress = orjson.loads((tmp_path / "runs" / "eval" / name / "progress.json").read_bytes())
         failures[name] = (type(raised.value), str(raised.value), progress["status"], progress["error"])
-        assert {method for method, _ in _journal(tmp_path, name)} <= {"nearest"}  # only finished units kept
+        assert {method for method, _, _ in _journal(tmp_path, name)} <= {"nearest"}  # only finished units kept
     assert failures["ray"] == failures["local"]
     assert failures["local"][2] == "failed" and failures["local"][3].startswith(failures["local"][0].__name__)
 
