@@ -8,7 +8,7 @@ from pathlib import Path
 
 from eval_fixtures import write_run
 from streamlit.testing.v1 import AppTest
-from workbench_support import APP, HOME_PAGE
+from workbench_support import APP, HOME_PAGE, shown
 
 from helpers import sample_episodes
 from worldsmith.sim.route_learning import build_simulator_book
@@ -41,7 +41,9 @@ def test_home_lists_datasets_books_runs_and_running_jobs(empty_root: Path, opena
         assert headers == ["Running jobs (1)", "Datasets (1)", "Worldbooks (1)", "Evaluation runs (1)"]
         links = {link.label: link for link in at.main.get("page_link")}
         assert any(label.startswith("Building shop: 0%") for label in links), list(links)
-        books, runs = (table.value for table in at.table)  # static tables: cheaper in the browser than data grids
+        # static tables (cheaper in the browser than data grids), their text escaped: `st.table` renders Markdown
+        books, runs = (table.value.map(lambda v: shown(v) if isinstance(v, str) else v).rename(index=shown)
+                       for table in at.table)
         row = books.loc["bfcl"]
         assert row["environment"] == (book.env_id or "") and row["rules"] == len(book.rules) + len(book.tool_rules)
         assert row["message"] == "first build" and row["version"].startswith("v0001")

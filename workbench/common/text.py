@@ -23,6 +23,15 @@ def md_escape(text: Any) -> str:
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).splitlines()))
 
 
+def literal_table(frame: Any) -> Any:
+    """A copy of a pandas frame whose text cells and index show literally in `st.table` (which renders
+    Markdown in its cells: an untrusted image or link would load or open)."""
+    shown = frame.map(lambda value: md_escape(value) if isinstance(value, str) else value)
+    shown.index = [md_escape(value) if isinstance(value, str) else value for value in shown.index]
+    shown.index.name = frame.index.name
+    return shown
+
+
 def md_code(text: Any) -> str:
     """Inline code span holding `text` verbatim, whatever backticks it contains."""
     body = " ".join(str(text).splitlines())

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.common.paths import page_file
-from workbench.common.text import md_escape
+from workbench.common.text import literal_table, md_escape
 
 RECENT_RUNS = 8
 
@@ -63,6 +63,6 @@ def render_recent_runs(root: str) -> None:
                                     f"{run.status or 'incomplete'}" + (f" {run.done}/{run.total}"
                                                                        if run.total else ""))}
             for run in runs[:RECENT_RUNS]]
-    st.table(pd.DataFrame(rows).set_index("run"))
+    st.table(literal_table(pd.DataFrame(rows).set_index("run")))
     more = f" (the {RECENT_RUNS} latest shown)" if len(runs) > RECENT_RUNS else ""
     st.page_link(page_file("evaluate"), label=f"Open Evaluate{more}", icon=":material/leaderboard:")

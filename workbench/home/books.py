@@ -7,7 +7,7 @@ import streamlit as st
 
 from workbench.common.data import book_summary
 from workbench.common.paths import page_file
-from workbench.common.text import md_escape
+from workbench.common.text import literal_table, md_escape
 
 
 def render_books(root: str) -> None:
@@ -19,7 +19,7 @@ def render_books(root: str) -> None:
         st.caption("No worldbooks yet: build one from a dataset on the Build page.")
         return
     rows = [book_summary(root, name) for name in names]
-    st.table(pd.DataFrame(rows).set_index("book"))
+    st.table(literal_table(pd.DataFrame(rows).set_index("book")))
     cols = st.columns(4)
     for index, name in enumerate(names):
         cols[index % 4].page_link(page_file("worldbook"), label=md_escape(name), icon=":material/menu_book:",
