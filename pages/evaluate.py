@@ -21,9 +21,9 @@ from workbench.evaluate.failures import render_failures
 from workbench.evaluate.jobs import list_jobs
 from workbench.evaluate.launch import (
     LAUNCH_STATE,
-    last_launch_failure,
     render_jobs,
     render_launch_form,
+    render_no_runs,
     workspace_choices,
 )
 from workbench.evaluate.records import render_records
@@ -72,12 +72,7 @@ if runs:
     chosen = st.selectbox("Run", list(by_name), format_func=lambda name: _label(by_name[name]), key="ev_run")
 else:
     chosen = None
-    failed = last_launch_failure(list_jobs(root))
-    st.info(
-        "No evaluation runs in this workspace yet: "
-        + (f"{failed}; correct it under Launch and try again." if failed else "launch one below or run `worldsmith eval`."),
-        icon=":material/info:",
-    )
+    render_no_runs(list_jobs(root))
 if st.session_state.get("ev_shown_run") != chosen:
     for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(RUN_SCOPED)]:
         del st.session_state[key]

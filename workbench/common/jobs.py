@@ -51,9 +51,10 @@ def was_stopped(run: str, started: float, returncode: int | None) -> bool:
 def render_stop_button(folder: JobFolder, run: str, *, key: str, what: str = "job") -> None:
     """A Stop button for the running job `run` of `folder`: SIGTERM to its process group, SIGKILL after a few
     seconds; the page reruns and shows it stopped."""
-    if st.button("Stop", key=key, icon=":material/stop_circle:", help=f"stop this {what} (what it wrote so far stays)"):
+    if st.button("Stop", key=key, icon=":material/stop_circle:",
+                 help=f"stop this {md_escape(what)} (what it wrote so far stays)"):
         job = folder.load(run)
-        with st.spinner(f"Stopping the {what}…"):
+        with st.spinner(f"Stopping the {md_escape(what)}…"):
             if folder.stop(run, grace_s=5.0) and job is not None:
                 st.session_state.setdefault(STOPPED, set()).add((run, job.started))
         st.rerun()

@@ -33,7 +33,8 @@ from worldsmith.evals import EvalRunStore, RunFileError, envmatch
 
 __all__ = ["BOTH", "LAUNCH_STATE", "PROTOCOLS", "available_methods", "env_match", "held_out_defaults",
            "last_launch_failure", "launch_problems", "live_envs",
-           "matched_env", "model_use_problem", "render_jobs", "render_launch_form", "spec_problem", "workspace_choices"]
+           "matched_env", "model_use_problem", "render_jobs", "render_launch_form", "render_no_runs", "spec_problem",
+           "workspace_choices"]
 
 BOTH = "drift + next-obs"  # the default: open loop and teacher forced in one run, reported apart
 PROTOCOLS = [BOTH, "drift", "next-obs", "w2r", "live"]
@@ -249,8 +250,8 @@ def render_launch_form(root: Path, books: list[str], datasets: list[str]) -> Non
             llm = model.spec if model is not None else llm
         problems = launch_problems(root, run=run, chosen=list(chosen), protocol=protocol, real=real, book=book,
                                    folds=int(folds), llm=llm, judge=judge, policy=policy)
-        for problem in problems:
-            st.error(problem, icon=":material/error:")
+        for refusal in problems:
+            st.error(refusal, icon=":material/error:")
         submitted = st.button("Launch", type="primary", icon=":material/rocket_launch:", key="ev_launch",
                               disabled=bool(problems), help="correct the settings named above first" if problems
                               else None)
@@ -353,6 +354,14 @@ def last_launch_failure(jobs: list[JobStatus]) -> str | None:
     if latest is None or latest.state != "failed" or was_stopped(latest.run, latest.started, latest.returncode):
         return None
     return f"the launch of {md_code(latest.run)} failed: {md_escape(failure_message(latest))}"
+
+
+def render_no_runs(jobs: list[JobStatus]) -> None:
+    """The notice of a workspace with no evaluation run yet, naming the latest launch's failure if it failed."""
+    failed = last_launch_failure(jobs)
+    st.info("No evaluation runs in this workspace yet: "
+            + (f"{failed}; correct it under Launch and try again." if failed
+               else "launch one below or run `worldsmith eval`."), icon=":material/info:")
 
 
 def render_jobs(root: Path) -> None:

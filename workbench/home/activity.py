@@ -44,7 +44,7 @@ def render_running_jobs(root: str) -> None:
                    "(and in the sidebar) while they run; leaving a page never stops them.")
         return
     for what, progress, page, query in jobs:
-        st.page_link(page_file(page), label=f"{md_escape(what)}: {progress}", icon=":material/pending:",
+        st.page_link(page_file(page), label=f"{md_escape(what)}: {md_escape(progress)}", icon=":material/pending:",
                      query_params=query or None)
 
 
