@@ -34,6 +34,7 @@ from worldsmith.sim.sources.unseen import UnseenEntities
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence, Worldbook
 from worldsmith.worldbook.record_store import (
+    ENTITY_ID,
     RecordStore,
     arguments_of,
     iter_records,
@@ -47,7 +48,7 @@ __all__ = ["ID_FIELD", "MIN_BORROWED_FIELDS", "ProbePlan", "ToolProfile", "Write
 
 MIN_BORROWED_FIELDS = 3  # a record with fewer other fields than this may be another's without being copied
 
-ID_FIELD = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|_number$|_code$)")  # an entity's id, not a name or a path
+ID_FIELD = re.compile(rf"({ENTITY_ID}|_number$|_code$)")  # an entity's id, not a name or a path
 ABOUT_SHARE = 0.9  # a tool answers about the asked id when its recordings did on this share of checkable turns
 AGREE_SHARE = 0.8  # a write -> read pair agrees when its field agreement held on this share of instances
 CHANGE_SHARE = 0.1  # a tool writes when its calls showed a change on more than this share of them (not one slip)

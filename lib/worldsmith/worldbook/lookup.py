@@ -12,9 +12,11 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from worldsmith.worldbook.record_store import ENTITY_ID
+
 __all__ = ["at_path", "leaves", "selects_entities"]
 
-_SELECTS = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|^ids$|_ids$|Ids$)")
+_SELECTS = re.compile(rf"({ENTITY_ID}|^ids$|_ids$|Ids$)")
 
 
 def selects_entities(argument: str) -> bool:

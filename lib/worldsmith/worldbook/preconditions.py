@@ -34,7 +34,14 @@ from worldsmith.worldbook.lookup import at_path, leaves, selects_entities
 from worldsmith.worldbook.lookup_specs import Precondition, Test
 from worldsmith.worldbook.model import Evidence, RuleStatus, spread_turns
 from worldsmith.worldbook.queries import fill_slots, slot_arguments
-from worldsmith.worldbook.record_store import EpisodeRecords, RecordStore, arguments_of, id_shape, parse_structured
+from worldsmith.worldbook.record_store import (
+    OWN_ID,
+    EpisodeRecords,
+    RecordStore,
+    arguments_of,
+    id_shape,
+    parse_structured,
+)
 
 __all__ = ["COMPLETE", "Precondition", "check", "learn_preconditions", "selections"]
 
@@ -45,7 +52,6 @@ MAX_ENUM = 8
 MAX_SHAPES = 3  # a kind whose known ids show more forms has no form an id could fail
 _ERROR = re.compile(r"\b(error|not|cannot|can't|invalid|insufficient|unable|fail\w*|denied|exceed\w*|already|"
                     r"must|no such|unknown|forbidden|unauthori[sz]ed)\b", re.IGNORECASE)
-_IDENTITY = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")  # an identity is not a state
 _MESSAGE = re.compile(r"(error|message|detail|reason|status|result)", re.IGNORECASE)
 _ORDER: tuple[Test, ...] = ("unknown", "invalid_form", "arg_not_in", "not_member", "not_in_values", "less_than")
 
@@ -204,7 +210,7 @@ def _record_candidates(make: Any, call: _Call, successes: _Successes, name: str,
                        record: dict[str, Any]) -> list[Precondition]:
     out: list[Precondition] = []
     for path, field in leaves(record):
-        if _scalar(field) and not _IDENTITY.search(path[-1]):
+        if _scalar(field) and not OWN_ID.search(path[-1]):  # an identity is not a state
             states = successes.states(name, via, path)
             if states and field not in states:
                 out.append(make(test="not_in_values", argument=name, via=via, kind=kind, path=list(path),

@@ -43,7 +43,9 @@ from worldsmith.worldbook.model import Evidence
 from worldsmith.worldbook.summaries import EpisodeSummaries, summarized
 
 __all__ = [
+    "ENTITY_ID",
     "ID_KEY",
+    "OWN_ID",
     "EpisodeRecords",
     "Layout",
     "RecordStore",
@@ -64,8 +66,9 @@ __all__ = [
     "layout_of",
 ]
 
-ID_KEY = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)",
-                    re.IGNORECASE)
+# Keys that name an entity's own identifier (`id_`: a Python model's `id`); the other id patterns extend this one.
+ENTITY_ID = r"^id$|^id_$|_id$|Id$|^uuid$|_uuid$"
+ID_KEY = re.compile(rf"({ENTITY_ID}|_number$|^number$|_code$|^code$|_name$|^name$|^path$|^symbol$)", re.IGNORECASE)
 RecordKey = tuple[str, str]  # (id key, id value as text)
 MIN_SELECTOR_SHARE = 0.5  # an argument selects when it names the result's record on at least half the tool's turns
 READER_CHANGE_SHARE = 0.1  # a tool that showed a known record changed on more of its sightings than this writes
@@ -272,24 +275,24 @@ def learn_unchanging(evidence: Sequence[Evidence], min_support: int = 2,
 
 
 # Keys that name an entity's own identifier for look-ups (a name or a code is an attribute a query matches).
-_OWN_ID = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")
+OWN_ID = re.compile(f"({ENTITY_ID})")
 
 
 def _entity_id(record: Mapping[str, Any]) -> str | None:
     """The key of an entity's own identifier: `id` if it has one, else the first `*_id` key."""
     if "id" in record and _scalar(record["id"]):
         return "id"
-    return next((key for key, value in record.items() if _OWN_ID.search(key) and _scalar(value)), None)
+    return next((key for key, value in record.items() if OWN_ID.search(key) and _scalar(value)), None)
 
 
 def entity_records(value: Any, arguments: Mapping[str, Any] | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(kind, id, record) for every entity at any depth of a tool result, the look-ups' reading: the kind is the
-    key of its `_OWN_ID` identifier (stricter than `ID_KEY`), and a whole result that names no id of its own is
+    key of its `OWN_ID` identifier (stricter than `ID_KEY`), and a whole result that names no id of its own is
     keyed by the call's one id-like argument (`get_user_details(user_id=...)` -> kind `user_id`)."""
     arguments = arguments or {}
     top = value if isinstance(value, dict) else None
     if top is not None and len(top) >= 2 and _entity_id(top) is None:  # one field: a message, not a record
-        ids = [(name, given) for name, given in arguments.items() if _OWN_ID.search(name) and _scalar(given)]
+        ids = [(name, given) for name, given in arguments.items() if OWN_ID.search(name) and _scalar(given)]
         if len(ids) == 1:
             yield ids[0][0], str(ids[0][1]), top
     stack: list[Any] = [value]

@@ -429,8 +429,9 @@ class RecordTracker:
         if flipped is not None:
             return flipped
         value = parse_structured(observation)
-        if isinstance(value, dict) and len(value) == 1 and isinstance(next(iter(value.values())), dict):
-            value = next(iter(value.values()))  # the one record a wrapper holds
+        wrapper = _wrapper(value)
+        if wrapper is not None:
+            value = value[wrapper]  # the one record a wrapper holds
         if not isinstance(value, dict):
             return None
         own = next(iter(own_records(value)), None)

@@ -39,7 +39,14 @@ from typing import Any
 
 from worldsmith.worldbook.induce import group_by_episode
 from worldsmith.worldbook.model import Evidence
-from worldsmith.worldbook.record_store import RecordStore, arguments_of, own_records, parse_structured, top_record
+from worldsmith.worldbook.record_store import (
+    OWN_ID,
+    RecordStore,
+    arguments_of,
+    own_records,
+    parse_structured,
+    top_record,
+)
 
 __all__ = ["LISTED", "STORED", "UNLISTED", "Existence", "UnseenEntities", "mentions", "seeded", "slot_id",
            "unechoed"]
@@ -49,7 +56,6 @@ MIN_CALLS = 3  # a tool's own rate speaks from this many calls in a situation; f
 MIN_ABSENT = 2  # calls of ids never shown that an absent form needs
 DERIVED_SHARE = 0.9  # a field equal to an argument this often is taken from the arguments
 MIN_COPIED_FIELDS = 3  # a record with fewer other fields may equal another's without being a copy of it
-_OWN_ID = re.compile(r"(^id$|^id_$|_id$|Id$|^uuid$|_uuid$)")
 _WORD = r"\w"  # a letter, digit or underscore of any script: what continues a token
 
 
@@ -304,7 +310,7 @@ class UnseenEntities:
             else:
                 rng = seeded(key, str(ident), name)
                 drawn = copy.deepcopy(rng.choice(schema.values[name]))
-                if _OWN_ID.search(name) and _scalar(drawn):
+                if OWN_ID.search(name) and _scalar(drawn):
                     record[name] = self.fresh_id(name, drawn, rng)
                 else:
                     renamed: dict[str, Any] = {}
@@ -327,7 +333,7 @@ class UnseenEntities:
             return renamed[str(old)]
 
         if isinstance(value, dict):
-            out = {name: (new(name, item) if _OWN_ID.search(name) and _scalar(item)
+            out = {name: (new(name, item) if OWN_ID.search(name) and _scalar(item)
                           else self._fresh(item, rng, renamed)) for name, item in value.items()}
             return {str(renamed.get(name, name)): item for name, item in out.items()}
         if isinstance(value, list):
